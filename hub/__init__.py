@@ -1,0 +1,1 @@
+"""Hub: one asyncio process that puts an LLM agent on Discord, Telegram and X."""
