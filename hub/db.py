@@ -1,0 +1,190 @@
+"""One SQLite database shared by the SQLite stores, with group commit.
+
+Writes go through one queue. A writer task drains it and commits everything it found in
+one transaction, so a thousand conversations writing at once cost a handful of commits,
+not a thousand. :meth:`Database.write` returns once the write is committed (use it when a
+later step depends on durability: a received message, a run's terminal state);
+:meth:`Database.write_soon` returns at once and is committed within milliseconds (event
+logs). WAL mode with ``synchronous=NORMAL``: a crash may lose the last commits' worth of
+event log, never corrupt the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sqlite3
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from .errors import StoreError
+
+__all__ = ["Database"]
+
+log = logging.getLogger(__name__)
+
+_Write = tuple[str, Sequence[Any] | None, "asyncio.Future[None] | None"]
+
+
+class Database:
+    """An aiosqlite connection with a group-committing writer. ``path`` may be ``":memory:"``."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = str(path)
+        self._conn: aiosqlite.Connection | None = None
+        self._queue: asyncio.Queue[_Write] | None = None
+        self._writer: asyncio.Task[None] | None = None
+        self._schemas: set[str] = set()
+        self._closing = False
+
+    async def open(self) -> Database:
+        if self._conn is not None:
+            return self
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._conn = await aiosqlite.connect(self.path, isolation_level=None)
+            await self._conn.execute("PRAGMA journal_mode=WAL")
+            await self._conn.execute("PRAGMA synchronous=NORMAL")
+            await self._conn.execute("PRAGMA busy_timeout=5000")
+            await self._conn.execute("PRAGMA foreign_keys=ON")
+        except (sqlite3.Error, OSError) as e:
+            if self._conn is not None:
+                await self._conn.close()
+                self._conn = None
+            raise StoreError(f"cannot open SQLite database {self.path}: {e}") from e
+        self._queue = asyncio.Queue()
+        self._closing = False
+        self._writer = asyncio.create_task(self._write_loop(), name=f"sqlite-writer:{self.path}")
+        return self
+
+    @property
+    def conn(self) -> aiosqlite.Connection:
+        if self._conn is None:
+            raise StoreError(f"database {self.path} is not open")
+        return self._conn
+
+    async def ensure_schema(self, name: str, script: str) -> None:
+        """Create a store's tables once per connection (statements must be idempotent)."""
+        if name in self._schemas:
+            return
+        await self.flush()
+        try:
+            await self.conn.executescript(script)
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot create tables for {name} in {self.path}: {e}") from e
+        self._schemas.add(name)
+
+    async def write(self, sql: str, params: Sequence[Any] | None = None) -> None:
+        """Queue a write and wait until it is committed."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._put((sql, params, fut))
+        await fut
+
+    def write_soon(self, sql: str, params: Sequence[Any] | None = None) -> None:
+        """Queue a write; it is committed with the next batch, within milliseconds."""
+        self._put((sql, params, None))
+
+    def _put(self, item: _Write) -> None:
+        if self._queue is None or self._closing:
+            raise StoreError(f"database {self.path} is closed")
+        self._queue.put_nowait(item)
+
+    async def flush(self) -> None:
+        """Wait until everything queued so far is committed."""
+        if self._queue is not None and self._writer is not None and not self._writer.done():
+            await self.write("SELECT 1")
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row | tuple[Any, ...]]:
+        try:
+            async with self.conn.execute(sql, params) as cur:
+                return list(await cur.fetchall())
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: query failed: {e}") from e
+
+    async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        try:
+            async with self.conn.execute(sql, params) as cur:
+                row = await cur.fetchone()
+                return tuple(row) if row is not None else None
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: query failed: {e}") from e
+
+    async def _write_loop(self) -> None:
+        assert self._queue is not None
+        queue = self._queue
+        while True:
+            first = await queue.get()
+            batch = [first]
+            while not queue.empty():
+                batch.append(queue.get_nowait())
+            try:
+                await self._commit(batch)
+            except Exception as e:  # report to every waiter; a fire-and-forget write is logged
+                err = e if isinstance(e, StoreError) else StoreError(f"{self.path}: write failed: {e}")
+                failed_quietly = 0
+                for _, _, fut in batch:
+                    if fut is None:
+                        failed_quietly += 1
+                    elif not fut.done():
+                        fut.set_exception(err)
+                if failed_quietly:
+                    log.error("%s: %d queued writes failed: %s", self.path, failed_quietly, e)
+            else:
+                for _, _, fut in batch:
+                    if fut is not None and not fut.done():
+                        fut.set_result(None)
+
+    async def _commit(self, batch: list[_Write]) -> None:
+        conn = self.conn
+        await conn.execute("BEGIN")
+        try:
+            for sql, group in _group(batch):
+                if len(group) == 1:
+                    await conn.execute(sql, group[0] or ())
+                else:
+                    await conn.executemany(sql, [p or () for p in group])
+            await conn.execute("COMMIT")
+        except BaseException:
+            await conn.execute("ROLLBACK")
+            raise
+
+    async def close(self) -> None:
+        if self._conn is None:
+            return
+        try:
+            await self.flush()
+        except StoreError as e:
+            log.error("%s: last writes failed at close: %s", self.path, e)
+        self._closing = True
+        if self._writer is not None:
+            self._writer.cancel()
+            try:
+                await self._writer
+            except asyncio.CancelledError:
+                pass
+        self._writer = None
+        await self._conn.close()
+        self._conn = None
+        self._schemas.clear()
+
+    async def __aenter__(self) -> Database:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def _group(batch: Iterable[_Write]) -> list[tuple[str, list[Sequence[Any] | None]]]:
+    """Consecutive writes with the same SQL, grouped so each group is one executemany."""
+    groups: list[tuple[str, list[Sequence[Any] | None]]] = []
+    for sql, params, _ in batch:
+        if groups and groups[-1][0] == sql:
+            groups[-1][1].append(params)
+        else:
+            groups.append((sql, [params]))
+    return groups

@@ -1,0 +1,375 @@
+"""What an extension declares: actions, outputs, inputs, contexts, services.
+
+The schemas come from pydantic annotations: an action's arguments from its handler's first
+parameter, an output's content from its handler's first parameter (``str`` means text), a
+context's args from ``schema``. Decorators return the definition objects, which are plain
+data: registries live on the :class:`~hub.Hub` instance, never at module level.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
+
+from .errors import ExtensionError
+
+if TYPE_CHECKING:
+    from .hub import Hub
+    from .runs import RunContext
+
+__all__ = [
+    "Action",
+    "Output",
+    "Input",
+    "Context",
+    "Service",
+    "Extension",
+    "ErrorDecision",
+    "action",
+    "output",
+    "input",
+    "service",
+    "NoArgs",
+    "TextArgs",
+]
+
+ErrorDecision = Literal["continue", "retry", "abort"]
+
+_NAME = re.compile(r"^[A-Za-z_][\w.:-]*$")
+
+
+class NoArgs(BaseModel):
+    """Arguments of an action that takes none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class TextArgs(BaseModel):
+    """The args of a context keyed by one string (a chat id, a user name)."""
+
+    id: str
+
+
+class _NoAttributes(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _first_param_annotation(fn: Callable[..., Any], what: str) -> Any:
+    params = list(inspect.signature(fn).parameters.values())
+    if not params:
+        raise TypeError(f"{what} handler {fn.__qualname__} must take its arguments as first parameter")
+    try:
+        hints = get_type_hints(fn)
+    except Exception:  # unresolvable forward refs: fall back to the raw annotation
+        hints = {}
+    ann = hints.get(params[0].name, params[0].annotation)
+    return None if ann is inspect.Parameter.empty else ann
+
+
+def _check_name(kind: str, name: str) -> None:
+    if not name or not _NAME.match(name):
+        raise ValueError(f"{kind} name {name!r} must start with a letter or '_' and contain only letters, digits, _ . : -")
+
+
+@dataclass(slots=True, eq=False)
+class Action:
+    """A tool the model may call with ``<action_call name="NAME">{json}</action_call>``."""
+
+    name: str
+    handler: Callable[[Any, RunContext], Awaitable[Any]]
+    schema: type[BaseModel] = NoArgs
+    description: str = ""
+    instructions: str = ""
+    returns: Any = None
+    examples: Sequence[str] = ()
+    enabled: Callable[[RunContext], bool] | None = None
+    retry: int = 0
+    queue: str | None = None
+    memory: str | None = None
+    timeout: float | None = None
+    on_success: Callable[[Any, RunContext], Awaitable[None] | None] | None = None
+    on_error: Callable[[BaseException, RunContext], Awaitable[None] | None] | None = None
+    roles: Sequence[str] = ()
+    critical: bool = False
+
+    def __post_init__(self) -> None:
+        _check_name("action", self.name)
+        if self.retry < 0:
+            raise ValueError(f"action {self.name!r}: retry must be >= 0")
+
+    def json_schema(self) -> dict[str, Any]:
+        return self.schema.model_json_schema()
+
+    def returns_schema(self) -> dict[str, Any] | None:
+        if self.returns is None:
+            return None
+        return TypeAdapter(self.returns).json_schema()
+
+
+@dataclass(slots=True, eq=False)
+class Output:
+    """A way for the model to say something: ``<output type="TYPE" attr="...">content</output>``.
+
+    ``attributes`` is the schema of the tag's attributes; a destination attribute is only
+    possible when the definition declares one. ``context`` restricts the output to runs of one
+    context type.
+    """
+
+    type: str
+    handler: Callable[[Any, RunContext], Awaitable[Any]]
+    schema: Any = str
+    attributes: type[BaseModel] = _NoAttributes
+    description: str = ""
+    instructions: str = ""
+    examples: Sequence[str] = ()
+    format: Callable[[Any], str] | None = None
+    install: Callable[[Hub], Awaitable[None] | None] | None = None
+    enabled: Callable[[RunContext], bool] | None = None
+    context: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_name("output", self.type)
+
+    @property
+    def is_text(self) -> bool:
+        return self.schema is str
+
+    def content_schema(self) -> dict[str, Any] | None:
+        if self.is_text:
+            return None
+        return TypeAdapter(self.schema).json_schema()
+
+
+@dataclass(slots=True, eq=False)
+class Input:
+    """A listener: ``subscribe(send, hub)`` starts it and returns an async callable that stops it."""
+
+    type: str
+    subscribe: Callable[[Callable[..., Awaitable[Any]], Hub], Awaitable[Callable[[], Awaitable[None]]]]
+    schema: Any = str
+    description: str = ""
+    format: Callable[[Any], str] | None = None
+    install: Callable[[Hub], Awaitable[None] | None] | None = None
+    enabled: Callable[[Hub], bool] | None = None
+
+    def __post_init__(self) -> None:
+        _check_name("input", self.type)
+
+
+@dataclass(slots=True, eq=False)
+class Context:
+    """A kind of conversation. One type has many instances, named ``TYPE:KEY``.
+
+    ``key(args)`` gives the instance key; ``parse_key(key)`` turns it back into args (default:
+    the schema's single field). ``create`` gives the initial persistent memory; ``load`` and
+    ``save`` replace the store round trip; ``render`` shows the state in the prompt.
+    ``reply_output`` is the output type used for a plain-text reply and for ``<output>``
+    tags whose type is omitted.
+    """
+
+    type: str
+    schema: type[BaseModel] = TextArgs
+    key: Callable[[Any], str] | None = None
+    parse_key: Callable[[str], dict[str, Any]] | None = None
+    create: Callable[[Any, RunContext], Any] | None = None
+    load: Callable[[str, RunContext], Awaitable[Any]] | None = None
+    save: Callable[[str, Any, RunContext], Awaitable[None]] | None = None
+    render: Callable[[Any, RunContext], str] | None = None
+    description: str = ""
+    instructions: str = ""
+    use: Callable[[Any, RunContext], Sequence[tuple[Context, Any]]] | None = None
+    actions: Sequence[Action] = ()
+    outputs: Sequence[Output] = ()
+    on_step: Callable[[RunContext], Awaitable[None] | None] | None = None
+    on_run: Callable[[RunContext], Awaitable[None] | None] | None = None
+    on_error: Callable[[BaseException, RunContext], Awaitable[ErrorDecision] | ErrorDecision] | None = None
+    max_steps: int | None = None
+    max_history: int | None = None
+    reply_output: str | None = None
+    persona: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_name("context", self.type)
+
+    def key_of(self, args: Any) -> str:
+        if self.key is not None:
+            return str(self.key(args))
+        fields = list(type(args).model_fields) if isinstance(args, BaseModel) else []
+        if len(fields) == 1:
+            return str(getattr(args, fields[0]))
+        if isinstance(args, BaseModel) and not fields:
+            return "default"
+        raise ValueError(f"context {self.type!r} has several args fields: give it a key(args) function")
+
+    def args_from_key(self, key: str) -> Any:
+        if self.parse_key is not None:
+            return self.schema.model_validate(self.parse_key(key))
+        fields = list(self.schema.model_fields)
+        if len(fields) == 1:
+            return self.schema.model_validate({fields[0]: key})
+        if not fields:
+            return self.schema()
+        raise ValueError(f"context {self.type!r} has several args fields: give it a parse_key(key) function")
+
+
+@dataclass(slots=True, eq=False)
+class Service:
+    """A client with a lifecycle, started before inputs subscribe and stopped after they stop."""
+
+    name: str
+    start: Callable[[Hub], Awaitable[None]]
+    stop: Callable[[], Awaitable[None]]
+
+
+@dataclass(slots=True, eq=False)
+class Extension:
+    """What one platform or toolset contributes to a hub."""
+
+    name: str
+    actions: Sequence[Action] = ()
+    outputs: Sequence[Output] = ()
+    inputs: Sequence[Input] = ()
+    contexts: Sequence[Context] = ()
+    services: Sequence[Service] = ()
+    install: Callable[[Hub], Awaitable[None] | None] | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        for seq_name in ("actions", "outputs", "inputs", "contexts", "services"):
+            items = getattr(self, seq_name)
+            if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+                raise ExtensionError(self.name, f"{seq_name} must be a list")
+            setattr(self, seq_name, list(items))
+
+
+# --- decorators -------------------------------------------------------------------------
+
+
+def _schema_from(ann: Any, fn: Callable[..., Any], what: str) -> type[BaseModel]:
+    if ann is None:
+        return NoArgs
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return ann
+    if ann is dict or ann is Any:
+        return create_model(f"{fn.__name__}_args", __config__=ConfigDict(extra="allow"))
+    raise TypeError(f"{what} {fn.__qualname__}: annotate the first parameter with a pydantic BaseModel")
+
+
+def action(
+    fn: Callable[..., Awaitable[Any]] | None = None,
+    *,
+    name: str | None = None,
+    description: str = "",
+    instructions: str = "",
+    examples: Sequence[str] = (),
+    enabled: Callable[[RunContext], bool] | None = None,
+    retry: int = 0,
+    queue: str | None = None,
+    memory: str | None = None,
+    timeout: float | None = None,
+    on_success: Callable[..., Any] | None = None,
+    on_error: Callable[..., Any] | None = None,
+    roles: Sequence[str] = (),
+    critical: bool = False,
+) -> Any:
+    """Declare an action; the first parameter's pydantic annotation is its argument schema."""
+
+    def wrap(f: Callable[..., Awaitable[Any]]) -> Action:
+        if not inspect.iscoroutinefunction(f):
+            raise TypeError(f"action {f.__qualname__} must be an async function")
+        schema = _schema_from(_first_param_annotation(f, "action"), f, "action")
+        try:
+            returns = get_type_hints(f).get("return")
+        except Exception:
+            returns = None
+        return Action(
+            name=name or f.__name__,
+            handler=f,
+            schema=schema,
+            description=description or inspect.getdoc(f) or "",
+            instructions=instructions,
+            returns=None if returns in (None, type(None), Any) else returns,
+            examples=tuple(examples),
+            enabled=enabled,
+            retry=retry,
+            queue=queue,
+            memory=memory,
+            timeout=timeout,
+            on_success=on_success,
+            on_error=on_error,
+            roles=tuple(roles),
+            critical=critical,
+        )
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def output(
+    fn: Callable[..., Awaitable[Any]] | None = None,
+    *,
+    type: str,  # noqa: A002 - the contract's name
+    description: str = "",
+    instructions: str = "",
+    attributes: type[BaseModel] | None = None,
+    examples: Sequence[str] = (),
+    format: Callable[[Any], str] | None = None,  # noqa: A002
+    install: Callable[..., Any] | None = None,
+    enabled: Callable[[RunContext], bool] | None = None,
+    context: str | None = None,
+) -> Any:
+    """Declare an output; the first parameter's annotation is its content schema (``str``: text)."""
+
+    def wrap(f: Callable[..., Awaitable[Any]]) -> Output:
+        if not inspect.iscoroutinefunction(f):
+            raise TypeError(f"output {f.__qualname__} must be an async function")
+        ann = _first_param_annotation(f, "output")
+        return Output(
+            type=type,
+            handler=f,
+            schema=str if ann in (None, str) else ann,
+            attributes=attributes or _NoAttributes,
+            description=description or inspect.getdoc(f) or "",
+            instructions=instructions,
+            examples=tuple(examples),
+            format=format,
+            install=install,
+            enabled=enabled,
+            context=context,
+        )
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def input(  # noqa: A001 - the contract's name
+    fn: Callable[..., Awaitable[Any]] | None = None,
+    *,
+    type: str,  # noqa: A002
+    schema: Any = str,
+    description: str = "",
+    format: Callable[[Any], str] | None = None,  # noqa: A002
+    install: Callable[..., Any] | None = None,
+    enabled: Callable[..., bool] | None = None,
+) -> Any:
+    """Declare an input from its ``subscribe(send, hub)`` function."""
+
+    def wrap(f: Callable[..., Any]) -> Input:
+        return Input(
+            type=type,
+            subscribe=f,
+            schema=schema,
+            description=description or inspect.getdoc(f) or "",
+            format=format,
+            install=install,
+            enabled=enabled,
+        )
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def service(name: str, *, start: Callable[..., Awaitable[None]], stop: Callable[[], Awaitable[None]]) -> Service:
+    return Service(name=name, start=start, stop=stop)

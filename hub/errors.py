@@ -1,0 +1,106 @@
+"""The hub's errors, one tree rooted at :class:`HubError`.
+
+::
+
+    HubError
+    ├── ConfigError        config.toml or a persona file is invalid (names the file and key)
+    ├── ExtensionError     an extension could not be found, validated or started
+    │   └── ExtensionFailed    its own code raised while loading or starting
+    ├── ParseError         model output that cannot be understood (never raised by the streaming parser)
+    ├── ModelError         the model could not be reached or answered with an error
+    │   └── ModelUnavailable   retries exhausted: the run fails with this reason
+    ├── StoreError         a store (SQLite, Chroma) could not be opened or written
+    ├── ActionError        an action call was invalid or its handler failed (shown to the model)
+    └── RunError           misuse of the run API (unknown context, hub not started)
+
+Signals that steer the loop (:class:`RetryAction`) are deliberately outside the tree.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "HubError",
+    "ConfigError",
+    "ExtensionError",
+    "ExtensionFailed",
+    "ParseError",
+    "ModelError",
+    "ModelUnavailable",
+    "StoreError",
+    "ActionError",
+    "RunError",
+    "RetryAction",
+]
+
+
+class HubError(Exception):
+    """Base of every error the hub raises on purpose."""
+
+
+class ConfigError(HubError):
+    """Invalid configuration; the message names the file and the key at fault."""
+
+    def __init__(self, message: str, *, path: str | None = None, key: str | None = None) -> None:
+        self.path = path
+        self.key = key
+        where = ""
+        if path and key:
+            where = f"{path}: {key}: "
+        elif path:
+            where = f"{path}: "
+        elif key:
+            where = f"{key}: "
+        super().__init__(f"{where}{message}")
+
+
+class ExtensionError(HubError):
+    """An extension could not be found, validated or started."""
+
+    def __init__(self, name: str, message: str) -> None:
+        self.name = name
+        super().__init__(f"extension {name!r}: {message}")
+
+
+class ExtensionFailed(ExtensionError):
+    """An extension's own code raised; the original is chained and kept."""
+
+    def __init__(self, name: str, original: BaseException) -> None:
+        self.original = original
+        super().__init__(name, f"{type(original).__name__}: {original}")
+
+
+class ParseError(HubError):
+    """Model output that could not be interpreted."""
+
+
+class ModelError(HubError):
+    """The model answered with an error, or could not be reached."""
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+        self.status = status
+        self.retryable = retryable
+        super().__init__(message)
+
+
+class ModelUnavailable(ModelError):
+    """Retries are exhausted; the run fails with this reason."""
+
+
+class StoreError(HubError):
+    """A store could not be opened, read or written."""
+
+
+class ActionError(HubError):
+    """An action call was invalid or its handler failed. The model sees the message."""
+
+    def __init__(self, action: str, message: str) -> None:
+        self.action = action
+        super().__init__(f"action {action!r}: {message}")
+
+
+class RunError(HubError):
+    """Misuse of the run API: unknown context type, hub not started, bad context reference."""
+
+
+class RetryAction(Exception):
+    """Raised by an action handler to ask for another attempt (bounded by the action's ``retry``)."""

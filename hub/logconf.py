@@ -1,0 +1,68 @@
+"""Logging set-up: text for terminals, JSON lines for log collectors.
+
+Run and context ids travel in context variables set by the engine, so every line logged
+while a run is going names it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import sys
+import time
+
+__all__ = ["setup_logging", "run_id_var", "context_id_var"]
+
+run_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("hub_run_id", default=None)
+context_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("hub_context_id", default=None)
+
+
+class _Ids(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.run_id = run_id_var.get()
+        record.context_id = context_id_var.get()
+        return True
+
+
+class TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        base = super().format(record)
+        ids = []
+        if getattr(record, "context_id", None):
+            ids.append(f"context={record.context_id}")
+        if getattr(record, "run_id", None):
+            ids.append(f"run={record.run_id[:8]}")
+        return f"{base} [{' '.join(ids)}]" if ids else base
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        data = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key in ("run_id", "context_id"):
+            if getattr(record, key, None):
+                data[key] = getattr(record, key)
+        if record.exc_info:
+            data["exc"] = self.formatException(record.exc_info)
+        return json.dumps(data, ensure_ascii=False)
+
+
+def setup_logging(level: str = "INFO", fmt: str = "text", stream=None) -> None:  # noqa: ANN001
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.addFilter(_Ids())
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    root.addHandler(handler)
+    root.setLevel(level)
+    for noisy in ("httpx", "httpcore", "openai", "aiosqlite", "chromadb", "telegram", "discord", "tweepy"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))

@@ -1,0 +1,151 @@
+"""The typed entries of a run's event log and of a conversation's working memory.
+
+Each entry is a slotted dataclass with a ``kind`` discriminator. ``to_dict``/``from_dict``
+round-trip them through JSON for SQLite; match on the classes (or on ``kind``) exhaustively.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Literal
+
+__all__ = [
+    "InputLog",
+    "ThoughtLog",
+    "ActionCallLog",
+    "ActionResultLog",
+    "OutputLog",
+    "StepLog",
+    "ErrorLog",
+    "StateLog",
+    "Log",
+    "to_dict",
+    "from_dict",
+    "new_id",
+]
+
+
+def new_id() -> str:
+    import uuid
+
+    return uuid.uuid4().hex
+
+
+@dataclass(slots=True)
+class InputLog:
+    """Something that came in: a message, a webhook body, a scheduled prompt, a child-run request."""
+
+    kind: ClassVar[Literal["input"]] = "input"
+    type: str
+    content: Any
+    id: str = field(default_factory=new_id)
+    user: str | None = None
+    platform_id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    ts: float = field(default_factory=time.time)
+    processed: bool = False
+
+
+@dataclass(slots=True)
+class ThoughtLog:
+    kind: ClassVar[Literal["thought"]] = "thought"
+    content: str
+    step: int = 0
+    ts: float = field(default_factory=time.time)
+
+
+@dataclass(slots=True)
+class ActionCallLog:
+    kind: ClassVar[Literal["action_call"]] = "action_call"
+    name: str
+    args: Any
+    index: int = 0
+    id: str = field(default_factory=new_id)
+    step: int = 0
+    ts: float = field(default_factory=time.time)
+
+
+@dataclass(slots=True)
+class ActionResultLog:
+    """The result (or the error) of one call; what the model sees next step."""
+
+    kind: ClassVar[Literal["action_result"]] = "action_result"
+    call_id: str
+    name: str
+    ok: bool
+    data: Any = None
+    error: str | None = None
+    denied: bool = False
+    step: int = 0
+    duration: float = 0.0
+    ts: float = field(default_factory=time.time)
+    processed: bool = False
+
+
+@dataclass(slots=True)
+class OutputLog:
+    """An output the model produced; ``sent`` is True only once its handler succeeded."""
+
+    kind: ClassVar[Literal["output"]] = "output"
+    type: str
+    content: Any
+    attrs: dict[str, str] = field(default_factory=dict)
+    id: str = field(default_factory=new_id)
+    sent: bool = False
+    error: str | None = None
+    data: Any = None
+    step: int = 0
+    ts: float = field(default_factory=time.time)
+
+
+@dataclass(slots=True)
+class StepLog:
+    kind: ClassVar[Literal["step"]] = "step"
+    step: int
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    duration: float = 0.0
+    llm_latency: float = 0.0
+    ts: float = field(default_factory=time.time)
+
+
+@dataclass(slots=True)
+class ErrorLog:
+    """Something went wrong but was handled (malformed XML, a failed hook)."""
+
+    kind: ClassVar[Literal["error"]] = "error"
+    message: str
+    where: str = ""
+    step: int = 0
+    ts: float = field(default_factory=time.time)
+
+
+@dataclass(slots=True)
+class StateLog:
+    kind: ClassVar[Literal["state"]] = "state"
+    state: str
+    reason: str | None = None
+    ts: float = field(default_factory=time.time)
+
+
+Log = InputLog | ThoughtLog | ActionCallLog | ActionResultLog | OutputLog | StepLog | ErrorLog | StateLog
+
+_BY_KIND: dict[str, type] = {
+    c.kind: c for c in (InputLog, ThoughtLog, ActionCallLog, ActionResultLog, OutputLog, StepLog, ErrorLog, StateLog)
+}
+_FIELDS: dict[type, tuple[str, ...]] = {c: tuple(f.name for f in fields(c)) for c in _BY_KIND.values()}
+
+
+def to_dict(entry: Log) -> dict[str, Any]:
+    d = {name: getattr(entry, name) for name in _FIELDS[type(entry)]}
+    d["kind"] = entry.kind
+    return d
+
+
+def from_dict(data: dict[str, Any]) -> Log:
+    cls = _BY_KIND.get(data.get("kind", ""))
+    if cls is None:
+        raise ValueError(f"unknown log kind {data.get('kind')!r}")
+    names = _FIELDS[cls]
+    return cls(**{k: v for k, v in data.items() if k in names})

@@ -1,0 +1,61 @@
+"""MemoryStore on SQLite through aiosqlite (WAL), the default, in ``data/hub.db``."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from ..db import Database
+from .store import MemoryStore
+
+__all__ = ["SQLiteMemoryStore"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS kv (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    updated REAL NOT NULL
+);
+"""
+
+
+class SQLiteMemoryStore(MemoryStore):
+    """Values stored as JSON text. ``set`` returns once the value is committed."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def open(self) -> None:
+        await self.db.open()
+        await self.db.ensure_schema("kv", _SCHEMA)
+
+    async def get(self, key: str) -> Any | None:
+        row = await self.db.fetchone("SELECT value FROM kv WHERE key = ?", (key,))
+        return json.loads(row[0]) if row is not None else None
+
+    async def set(self, key: str, value: Any) -> None:
+        try:
+            text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        except ValueError as e:
+            raise TypeError(f"value for {key!r} is not JSON-serialisable: {e}") from e
+        await self.db.write(
+            "INSERT INTO kv (key, value, updated) VALUES (?, ?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated = excluded.updated",
+            (key, text, time.time()),
+        )
+
+    async def delete(self, key: str) -> None:
+        await self.db.write("DELETE FROM kv WHERE key = ?", (key,))
+
+    async def clear(self, prefix: str = "") -> None:
+        if prefix:
+            await self.db.write("DELETE FROM kv WHERE substr(key, 1, ?) = ?", (len(prefix), prefix))
+        else:
+            await self.db.write("DELETE FROM kv")
+
+    async def keys(self, prefix: str = "") -> list[str]:
+        rows = await self.db.fetchall(
+            "SELECT key FROM kv WHERE substr(key, 1, ?) = ? ORDER BY key", (len(prefix), prefix)
+        )
+        return [r[0] for r in rows]

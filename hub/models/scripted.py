@@ -1,0 +1,88 @@
+"""A scripted model for tests and benchmarks, like pydantic-ai's FunctionModel.
+
+Give it responses (strings, exceptions to raise, or functions of the request); it streams
+each in chunks split at awkward places: inside tags, attributes and between the surrogate-free
+code points of multi-byte characters, with a seeded random generator so failures replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Union
+
+from ..errors import ModelError
+from . import Model, ModelRequest, Usage
+
+__all__ = ["ScriptedModel", "Script"]
+
+Script = Union[str, BaseException, Callable[[ModelRequest], "str | BaseException"]]
+
+
+class ScriptedModel(Model):
+    """Streams the next scripted response for each request.
+
+    ``chunk``: a fixed chunk size, or None for random sizes 1..12. ``delay``: seconds before
+    the first chunk (a slow model). When the script runs out, ``default`` answers (or an
+    error is raised, so a test never waits on a silent model).
+    """
+
+    name = "scripted"
+
+    def __init__(
+        self,
+        responses: Sequence[Script] | Callable[[ModelRequest], str] = (),
+        *,
+        chunk: int | None = None,
+        seed: int = 0,
+        delay: float = 0.0,
+        chunk_delay: float = 0.0,
+        default: str | None = None,
+    ) -> None:
+        self._fn = responses if callable(responses) else None
+        self._queue = [] if callable(responses) else list(responses)
+        self.chunk = chunk
+        self.delay = delay
+        self.chunk_delay = chunk_delay
+        self.default = default
+        self._rng = random.Random(seed)
+        self.requests: list[ModelRequest] = []
+
+    def add(self, *responses: Script) -> None:
+        self._queue.extend(responses)
+
+    def _next(self, request: ModelRequest) -> str | BaseException:
+        if self._fn is not None:
+            return self._fn(request)
+        if self._queue:
+            item = self._queue.pop(0)
+        elif self.default is not None:
+            item = self.default
+        else:
+            return ModelError("scripted model: no response left for this request", retryable=False)
+        if callable(item) and not isinstance(item, BaseException):
+            return item(request)
+        return item
+
+    def split(self, text: str) -> list[str]:
+        out, i = [], 0
+        while i < len(text):
+            n = self.chunk or self._rng.randint(1, 12)
+            out.append(text[i : i + n])
+            i += n
+        return out
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage]:
+        self.requests.append(request)
+        item = self._next(request)
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if isinstance(item, BaseException):
+            raise item
+        for piece in self.split(item):
+            if self.chunk_delay:
+                await asyncio.sleep(self.chunk_delay)
+            yield piece
+        prompt_chars = len(request.system) + sum(len(m["content"]) for m in request.messages)
+        yield Usage(prompt_tokens=prompt_chars // 4 + 1, completion_tokens=len(item) // 4 + 1)

@@ -1,0 +1,184 @@
+"""Personas: one TOML file per persona under ``contexts/``, read again when edited.
+
+A persona file holds ``name``, ``instructions`` (the text that reaches the prompt), optional
+``examples`` and which conversations use it (``contexts``: context types or instance ids,
+``extensions``: extension names). An edit that does not validate keeps the previous version
+in force and logs why; nothing is lost.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import time
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .config import format_validation_error
+from .errors import ConfigError
+
+__all__ = ["Persona", "PersonaSet", "load_persona"]
+
+log = logging.getLogger(__name__)
+
+
+class Persona(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    instructions: str = Field(min_length=1)
+    examples: list[str] = Field(default_factory=list)
+    contexts: list[str] = Field(default_factory=list, description="context types or TYPE:KEY ids (globs allowed)")
+    extensions: list[str] = Field(default_factory=list, description="extension names whose contexts use this persona")
+    schedules: dict[str, dict[str, object]] = Field(default_factory=dict)
+
+    @field_validator("instructions")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be blank")
+        return v
+
+
+def load_persona(path: Path) -> Persona:
+    """Parse and validate one persona file. Raises ConfigError naming the file and key."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"not valid TOML: {e}", path=str(path)) from e
+    except OSError as e:
+        raise ConfigError(f"cannot read: {e.strerror}", path=str(path)) from e
+    raw.setdefault("name", path.stem)
+    try:
+        return Persona.model_validate(raw)
+    except ValidationError as e:
+        key, msg = format_validation_error(e)
+        raise ConfigError(msg, path=str(path), key=key) from e
+
+
+@dataclass(slots=True)
+class _Entry:
+    persona: Persona
+    mtime_ns: int
+    size: int
+
+
+class PersonaSet:
+    """The personas in a folder. ``get`` re-reads a file whose mtime or size changed.
+
+    ``on_change(name, persona, text)`` is called for each accepted new version (the revision
+    store keeps them). Checks cost one ``stat`` per file and are rate-limited by ``interval``.
+    """
+
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        default: str = "default",
+        on_change: Callable[[str, Persona, str], None] | None = None,
+        interval: float = 0.0,
+    ) -> None:
+        self.folder = Path(folder)
+        self.default = default
+        self.on_change = on_change
+        self.interval = interval
+        self._entries: dict[str, _Entry] = {}
+        self._errors: dict[str, str] = {}
+        self._last_scan = -1.0
+
+    def load_all(self, *, strict: bool = False) -> list[ConfigError]:
+        """Load every persona; returns the errors (raises the first one when ``strict``)."""
+        errors = []
+        for path in sorted(self.folder.glob("*.toml")):
+            try:
+                self._load(path, force=True)
+            except ConfigError as e:
+                if strict:
+                    raise
+                errors.append(e)
+        self._last_scan = time.monotonic()
+        return errors
+
+    def _load(self, path: Path, *, force: bool = False) -> None:
+        name = path.stem
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return  # a deleted file keeps its last version in force
+        entry = self._entries.get(name)
+        if not force and entry is not None and entry.mtime_ns == st.st_mtime_ns and entry.size == st.st_size:
+            return
+        try:
+            persona = load_persona(path)
+        except ConfigError as e:
+            if self._errors.get(name) != str(e):
+                self._errors[name] = str(e)
+                if entry is not None:
+                    log.error("persona %s: edit rejected, keeping the previous version: %s", name, e)
+            if entry is not None:
+                entry.mtime_ns, entry.size = st.st_mtime_ns, st.st_size
+                return
+            raise
+        self._errors.pop(name, None)
+        changed = entry is None or entry.persona != persona
+        self._entries[name] = _Entry(persona, st.st_mtime_ns, st.st_size)
+        if changed:
+            if entry is not None:
+                log.info("persona %s: reloaded from %s", name, path)
+            if self.on_change is not None:
+                self.on_change(name, persona, path.read_text(encoding="utf-8"))
+
+    def refresh(self) -> None:
+        """Pick up edited and new files."""
+        now = time.monotonic()
+        if self.interval and now - self._last_scan < self.interval:
+            return
+        self._last_scan = now
+        if not self.folder.is_dir():
+            return
+        for path in self.folder.glob("*.toml"):
+            try:
+                self._load(path)
+            except ConfigError as e:
+                if self._errors.get(path.stem) != f"new:{e}":
+                    self._errors[path.stem] = f"new:{e}"
+                    log.error("persona %s: not loaded: %s", path.stem, e)
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def get(self, name: str) -> Persona | None:
+        self.refresh()
+        entry = self._entries.get(name)
+        return entry.persona if entry else None
+
+    def errors(self) -> dict[str, str]:
+        return {k: v.removeprefix("new:") for k, v in self._errors.items()}
+
+    def set(self, name: str, persona: Persona) -> None:
+        """Put a version in force (rollback); the file on disk is rewritten by the caller."""
+        entry = self._entries.get(name)
+        self._entries[name] = _Entry(persona, entry.mtime_ns if entry else 0, entry.size if entry else 0)
+
+    def for_context(self, context_type: str, context_id: str, extension: str | None = None, *, override: str | None = None) -> Persona | None:
+        """The persona for a conversation: an explicit override, then a persona naming the
+        instance id, the context type or the extension, then the default."""
+        self.refresh()
+        if override:
+            p = self.get(override)
+            if p is not None:
+                return p
+        for scope in (context_id, context_type):
+            for entry in self._entries.values():
+                if any(fnmatch.fnmatchcase(scope, pat) for pat in entry.persona.contexts):
+                    return entry.persona
+        if extension:
+            for entry in self._entries.values():
+                if extension in entry.persona.extensions:
+                    return entry.persona
+        entry = self._entries.get(self.default)
+        return entry.persona if entry else None

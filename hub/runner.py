@@ -1,0 +1,189 @@
+"""The task runner: one run at a time per context instance, bounded LLM concurrency.
+
+Inputs for a context instance wait in its :class:`Slot`; the slot's run takes them at its
+next step boundary, or a new run starts when none is going. LLM calls share one semaphore;
+action calls that name the same ``queue`` run one at a time. Every task is tracked and
+awaited (or cancelled, recorded as ``killed``) on stop.
+
+Per-context serialisation is in-process today; with several workers it becomes a lease in
+the shared database, behind this same interface.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from .definitions import Context
+from .errors import RunError
+from .logs import InputLog
+
+if TYPE_CHECKING:
+    from .engine import RunResult, _Stop
+    from .hub import Hub
+
+__all__ = ["Runner", "Slot", "Submission"]
+
+log = logging.getLogger(__name__)
+
+
+class Submission:
+    """An input handed to the runner: which run took it, and that run's result."""
+
+    __slots__ = ("input", "context", "run_id", "result", "duplicate")
+
+    def __init__(self, entry: InputLog | None, context: str, *, duplicate: bool = False) -> None:
+        loop = asyncio.get_running_loop()
+        self.input = entry
+        self.context = context
+        self.duplicate = duplicate
+        self.run_id: asyncio.Future[str] = loop.create_future()
+        self.result: asyncio.Future[RunResult] = loop.create_future()
+
+    async def wait(self) -> RunResult:
+        return await asyncio.shield(self.result)
+
+
+class Slot:
+    """The inputs waiting for one context instance, and its run in progress."""
+
+    def __init__(self, definition: Context, args: Any, key: str) -> None:
+        self.definition = definition
+        self.args = args
+        self.key = key
+        self.id = f"{definition.type}:{key}"
+        self.pending: list[InputLog] = []
+        self.waiting: dict[str, Submission] = {}
+        self.parents: dict[str, str] = {}
+        self.task: asyncio.Task[None] | None = None
+        self.cancel_reason: str | None = None
+        self.stop_exc: _Stop | None = None
+        self.episodes: list[str] = []
+
+    def peek(self) -> InputLog | None:
+        return self.pending[0] if self.pending else None
+
+    def parent_of(self, entry: InputLog | None) -> str | None:
+        return self.parents.get(entry.id) if entry else None
+
+    def take(self, run_id: str) -> list[InputLog]:
+        """Hand every waiting input to the run ``run_id``."""
+        taken, self.pending = self.pending, []
+        for e in taken:
+            sub = self.waiting.get(e.id)
+            if sub is not None and not sub.run_id.done():
+                sub.run_id.set_result(run_id)
+        return taken
+
+    def stop_with(self, stop: _Stop) -> None:
+        """End the run in progress with a terminal state decided inside one of its tasks."""
+        if self.stop_exc is None:
+            self.stop_exc = stop
+            if self.task is not None:
+                self.task.cancel()
+
+
+class Runner:
+    def __init__(self, hub: Hub, *, concurrency: int) -> None:
+        self.hub = hub
+        self.slots: dict[str, Slot] = {}
+        self._llm = asyncio.Semaphore(concurrency)
+        self._queues: dict[str, asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.accepting = True
+        self.llm_waiting = 0
+
+    @asynccontextmanager
+    async def llm_slot(self) -> AsyncIterator[None]:
+        self.llm_waiting += 1
+        try:
+            await self._llm.acquire()
+        finally:
+            self.llm_waiting -= 1
+        try:
+            yield
+        finally:
+            self._llm.release()
+
+    def queue_lock(self, name: str) -> asyncio.Lock:
+        lock = self._queues.get(name)
+        if lock is None:
+            lock = self._queues[name] = asyncio.Lock()
+        return lock
+
+    @property
+    def running(self) -> int:
+        return sum(1 for s in self.slots.values() if s.task is not None and not s.task.done())
+
+    @property
+    def queued(self) -> int:
+        return sum(len(s.pending) for s in self.slots.values())
+
+    def submit(self, definition: Context, args: Any, key: str, entry: InputLog, *, parent_id: str | None = None) -> Submission:
+        """Queue a recorded input for its context instance; start a run if none is going."""
+        if not self.accepting:
+            raise RunError("the hub is shutting down and takes no new input")
+        slot_id = f"{definition.type}:{key}"
+        slot = self.slots.get(slot_id)
+        if slot is None:
+            slot = self.slots[slot_id] = Slot(definition, args, key)
+        sub = Submission(entry, slot_id)
+        slot.pending.append(entry)
+        slot.waiting[entry.id] = sub
+        if parent_id:
+            slot.parents[entry.id] = parent_id
+        if slot.task is None or slot.task.done():
+            slot.task = self.spawn(self._drive(slot), name=f"run:{slot_id}")
+        return sub
+
+    def spawn(self, coro: Any, *, name: str) -> asyncio.Task[Any]:
+        """A tracked background task: awaited or cancelled on stop, its errors logged."""
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("task %s failed", task.get_name(), exc_info=task.exception())
+
+    async def _drive(self, slot: Slot) -> None:
+        try:
+            while slot.pending:
+                slot.stop_exc = None
+                try:
+                    result = await self.hub.engine.run(slot)
+                except asyncio.CancelledError:
+                    for sub in slot.waiting.values():
+                        if not sub.result.done():
+                            sub.result.cancel()
+                    slot.waiting.clear()
+                    raise
+                for e in result.logs:
+                    if isinstance(e, InputLog):
+                        sub = slot.waiting.pop(e.id, None)
+                        slot.parents.pop(e.id, None)
+                        if sub is not None and not sub.result.done():
+                            sub.result.set_result(result)
+        finally:
+            if not slot.pending and self.slots.get(slot.id) is slot:
+                del self.slots[slot.id]
+
+    async def stop(self, grace: float) -> None:
+        """Take no new input; give runs in flight ``grace`` seconds; cancel the rest as shutdown."""
+        self.accepting = False
+        runs = [s.task for s in self.slots.values() if s.task is not None and not s.task.done()]
+        if runs and grace > 0:
+            log.info("waiting up to %.0fs for %d run(s) in flight", grace, len(runs))
+            await asyncio.wait(runs, timeout=grace)
+        for slot in list(self.slots.values()):
+            slot.cancel_reason = "shutdown"
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,291 @@
+"""Runs: one row per run with an append-only event log, behind the :class:`RunStore` seam.
+
+States (DESIGN.md): ``running`` from the first step; then one terminal state of
+``completed``, ``failed``, ``rejected`` or ``killed``. Runs found ``running`` at boot were cut
+off by a crash and become ``killed`` with reason ``abnormal_exit``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from .db import Database
+from .logs import Log, from_dict, new_id, to_dict
+
+__all__ = ["RunState", "RunRecord", "RunStore", "InMemoryRunStore", "SQLiteRunStore", "TERMINAL_STATES"]
+
+
+class RunState(StrEnum):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    REJECTED = "rejected"
+    KILLED = "killed"
+
+
+TERMINAL_STATES = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.REJECTED, RunState.KILLED})
+
+
+@dataclass(slots=True)
+class RunRecord:
+    context: str
+    id: str = field(default_factory=new_id)
+    state: RunState = RunState.RUNNING
+    reason: str | None = None
+    steps: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    started: float = field(default_factory=time.time)
+    ended: float | None = None
+    parent_id: str | None = None
+    user: str | None = None
+    seq: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.ended is None else self.ended - self.started
+
+
+class RunStore(ABC):
+    """Where runs and their event logs live."""
+
+    @abstractmethod
+    async def create(self, run: RunRecord) -> None:
+        """Record a new run; durable when it returns."""
+
+    @abstractmethod
+    def append(self, run: RunRecord, entry: Log) -> None:
+        """Append one entry to the run's log (committed within milliseconds, in order)."""
+
+    @abstractmethod
+    def update(self, run: RunRecord) -> None:
+        """Record progress counters (steps, tokens) without waiting."""
+
+    @abstractmethod
+    async def finish(self, run: RunRecord) -> None:
+        """Record the terminal state; durable when it returns, with every entry before it."""
+
+    @abstractmethod
+    async def get(self, run_id: str) -> RunRecord | None: ...
+
+    @abstractmethod
+    async def list(
+        self, *, limit: int = 20, state: str | None = None, context: str | None = None, parent_id: str | None = None
+    ) -> list[RunRecord]:
+        """Most recent first."""
+
+    @abstractmethod
+    async def events(self, run_id: str) -> list[Log]: ...
+
+    @abstractmethod
+    async def recover(self) -> list[RunRecord]:
+        """Runs left ``running`` by a crash become ``killed``/``abnormal_exit``; returns them."""
+
+    async def find(self, prefix: str) -> RunRecord | None:
+        """A run by id or unique id prefix (as printed by ``hub runs``)."""
+        run = await self.get(prefix)
+        if run is not None:
+            return run
+        matches = [r for r in await self.list(limit=10_000) if r.id.startswith(prefix)]
+        return matches[0] if len(matches) == 1 else None
+
+    async def open(self) -> None:  # noqa: B027
+        pass
+
+    async def close(self) -> None:  # noqa: B027
+        pass
+
+
+class InMemoryRunStore(RunStore):
+    def __init__(self) -> None:
+        self._runs: dict[str, RunRecord] = {}
+        self._events: dict[str, list[dict[str, Any]]] = {}
+
+    async def create(self, run: RunRecord) -> None:
+        self._runs[run.id] = run
+        self._events[run.id] = []
+
+    def append(self, run: RunRecord, entry: Log) -> None:
+        run.seq += 1
+        self._events.setdefault(run.id, []).append(to_dict(entry))
+
+    def update(self, run: RunRecord) -> None:
+        self._runs[run.id] = run
+
+    async def finish(self, run: RunRecord) -> None:
+        self._runs[run.id] = run
+
+    async def get(self, run_id: str) -> RunRecord | None:
+        return self._runs.get(run_id)
+
+    async def list(
+        self, *, limit: int = 20, state: str | None = None, context: str | None = None, parent_id: str | None = None
+    ) -> list[RunRecord]:
+        runs = [
+            r
+            for r in self._runs.values()
+            if (state is None or r.state == state)
+            and (context is None or r.context == context)
+            and (parent_id is None or r.parent_id == parent_id)
+        ]
+        runs.sort(key=lambda r: r.started, reverse=True)
+        return runs[:limit]
+
+    async def events(self, run_id: str) -> list[Log]:
+        return [from_dict(d) for d in self._events.get(run_id, [])]
+
+    async def recover(self) -> list[RunRecord]:
+        found = []
+        for r in self._runs.values():
+            if r.state == RunState.RUNNING:
+                r.state, r.reason, r.ended = RunState.KILLED, "abnormal_exit", time.time()
+                found.append(r)
+        return found
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    context TEXT NOT NULL,
+    state TEXT NOT NULL,
+    reason TEXT,
+    steps INTEGER NOT NULL DEFAULT 0,
+    prompt_tokens INTEGER NOT NULL DEFAULT 0,
+    completion_tokens INTEGER NOT NULL DEFAULT 0,
+    started REAL NOT NULL,
+    ended REAL,
+    parent_id TEXT,
+    user TEXT
+);
+CREATE INDEX IF NOT EXISTS runs_started ON runs (started);
+CREATE INDEX IF NOT EXISTS runs_state ON runs (state);
+CREATE INDEX IF NOT EXISTS runs_context ON runs (context, started);
+CREATE INDEX IF NOT EXISTS runs_parent ON runs (parent_id);
+CREATE TABLE IF NOT EXISTS run_events (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    ts REAL NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+"""
+
+_COLUMNS = "id, context, state, reason, steps, prompt_tokens, completion_tokens, started, ended, parent_id, user"
+
+
+def _row(run: RunRecord) -> tuple[Any, ...]:
+    return (
+        run.id,
+        run.context,
+        str(run.state),
+        run.reason,
+        run.steps,
+        run.prompt_tokens,
+        run.completion_tokens,
+        run.started,
+        run.ended,
+        run.parent_id,
+        run.user,
+    )
+
+
+def _record(row: tuple[Any, ...]) -> RunRecord:
+    return RunRecord(
+        id=row[0],
+        context=row[1],
+        state=RunState(row[2]),
+        reason=row[3],
+        steps=row[4],
+        prompt_tokens=row[5],
+        completion_tokens=row[6],
+        started=row[7],
+        ended=row[8],
+        parent_id=row[9],
+        user=row[10],
+    )
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=repr)
+
+
+class SQLiteRunStore(RunStore):
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def open(self) -> None:
+        await self.db.open()
+        await self.db.ensure_schema("runs", _SCHEMA)
+
+    async def create(self, run: RunRecord) -> None:
+        await self.db.write(f"INSERT INTO runs ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", _row(run))
+
+    def append(self, run: RunRecord, entry: Log) -> None:
+        run.seq += 1
+        self.db.write_soon(
+            "INSERT INTO run_events (run_id, seq, kind, ts, data) VALUES (?,?,?,?,?)",
+            (run.id, run.seq, entry.kind, entry.ts, _dumps(to_dict(entry))),
+        )
+
+    def update(self, run: RunRecord) -> None:
+        self.db.write_soon(
+            "UPDATE runs SET steps = ?, prompt_tokens = ?, completion_tokens = ? WHERE id = ?",
+            (run.steps, run.prompt_tokens, run.completion_tokens, run.id),
+        )
+
+    async def finish(self, run: RunRecord) -> None:
+        await self.db.write(
+            "UPDATE runs SET state = ?, reason = ?, steps = ?, prompt_tokens = ?, completion_tokens = ?, ended = ? "
+            "WHERE id = ?",
+            (str(run.state), run.reason, run.steps, run.prompt_tokens, run.completion_tokens, run.ended, run.id),
+        )
+
+    async def get(self, run_id: str) -> RunRecord | None:
+        row = await self.db.fetchone(f"SELECT {_COLUMNS} FROM runs WHERE id = ?", (run_id,))
+        return _record(row) if row else None
+
+    async def list(
+        self, *, limit: int = 20, state: str | None = None, context: str | None = None, parent_id: str | None = None
+    ) -> list[RunRecord]:
+        where, params = [], []
+        for col, val in (("state", state), ("context", context), ("parent_id", parent_id)):
+            if val is not None:
+                where.append(f"{col} = ?")
+                params.append(val)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        rows = await self.db.fetchall(
+            f"SELECT {_COLUMNS} FROM runs {clause} ORDER BY started DESC LIMIT ?", (*params, limit)
+        )
+        return [_record(tuple(r)) for r in rows]
+
+    async def find(self, prefix: str) -> RunRecord | None:
+        rows = await self.db.fetchall(
+            f"SELECT {_COLUMNS} FROM runs WHERE id >= ? AND id < ? LIMIT 2", (prefix, prefix + "\uffff")
+        )
+        return _record(tuple(rows[0])) if len(rows) == 1 else None
+
+    async def events(self, run_id: str) -> list[Log]:
+        await self.db.flush()
+        rows = await self.db.fetchall("SELECT data FROM run_events WHERE run_id = ? ORDER BY seq", (run_id,))
+        return [from_dict(json.loads(r[0])) for r in rows]
+
+    async def recover(self) -> list[RunRecord]:
+        rows = await self.db.fetchall(f"SELECT {_COLUMNS} FROM runs WHERE state = ?", (str(RunState.RUNNING),))
+        found = [_record(tuple(r)) for r in rows]
+        now = time.time()
+        for run in found:
+            run.state, run.reason, run.ended = RunState.KILLED, "abnormal_exit", now
+            last = await self.db.fetchone("SELECT MAX(seq) FROM run_events WHERE run_id = ?", (run.id,))
+            run.seq = (last[0] or 0) if last else 0
+            await self.finish(run)
+        return found

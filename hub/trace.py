@@ -1,0 +1,67 @@
+"""A run's event log, readable in a terminal."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from .logs import (
+    ActionCallLog,
+    ActionResultLog,
+    ErrorLog,
+    InputLog,
+    Log,
+    OutputLog,
+    StateLog,
+    StepLog,
+    ThoughtLog,
+)
+from .runs import RunRecord
+
+__all__ = ["render_trace"]
+
+
+def _short(value: Any, limit: int = 400) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more)"
+
+
+def render_trace(run: RunRecord, events: Sequence[Log], children: Sequence[RunRecord] = ()) -> str:
+    t0 = run.started
+    lines = [
+        f"run {run.id}  context {run.context}  state {run.state}" + (f" ({run.reason})" if run.reason else ""),
+        f"started {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(run.started))}"
+        + (f"  took {run.duration:.2f}s" if run.duration is not None else "")
+        + f"  steps {run.steps}  tokens {run.prompt_tokens}+{run.completion_tokens}"
+        + (f"  parent {run.parent_id}" if run.parent_id else ""),
+    ]
+    for e in events:
+        at = f"+{e.ts - t0:7.3f}s"
+        match e:
+            case InputLog():
+                lines.append(f"{at}  input    [{e.type}{' from ' + e.user if e.user else ''}] {_short(e.content)}")
+            case ThoughtLog():
+                lines.append(f"{at}  thought  {_short(e.content)}")
+            case ActionCallLog():
+                lines.append(f"{at}  call #{e.index} {e.name}({_short(e.args)})")
+            case ActionResultLog():
+                status = "ok" if e.ok else ("DENIED" if e.denied else "ERROR")
+                body = e.data if e.ok else e.error
+                lines.append(f"{at}  result   {e.name} {status} in {e.duration * 1000:.0f}ms: {_short(body)}")
+            case OutputLog():
+                status = "sent" if e.sent else f"NOT SENT ({e.error})" if e.error else "pending"
+                lines.append(f"{at}  output   [{e.type}] {status}: {_short(e.content)}")
+            case StepLog():
+                lines.append(
+                    f"{at}  step {e.step} done in {e.duration * 1000:.0f}ms (first token {e.llm_latency * 1000:.0f}ms, "
+                    f"tokens {e.prompt_tokens}+{e.completion_tokens})"
+                )
+            case ErrorLog():
+                lines.append(f"{at}  error    [{e.where}] {e.message}")
+            case StateLog():
+                lines.append(f"{at}  state    {e.state}" + (f" ({e.reason})" if e.reason else ""))
+    for c in children:
+        lines.append(f"  child run {c.id[:10]} {c.context} {c.state}" + (f" ({c.reason})" if c.reason else ""))
+    return "\n".join(lines)
