@@ -23,6 +23,11 @@ __all__ = [
     "HubSection",
     "ModelSection",
     "AgentSection",
+    "LimitsSection",
+    "MemorySection",
+    "HttpSection",
+    "WebhookSection",
+    "ScheduleSection",
     "load_config",
     "substitute_env",
     "format_validation_error",
@@ -75,6 +80,52 @@ class AgentSection(_Section):
     action_timeout: float = Field(60.0, gt=0, description="default seconds an action may take")
 
 
+class LimitsSection(_Section):
+    """Budgets per conversation and per user (per-run limits are in [agent])."""
+
+    conversation_tokens_per_day: int = Field(0, ge=0, description="0: no limit")
+    user_tokens_per_day: int = Field(0, ge=0, description="0: no limit")
+    reply: str = Field(
+        "Sorry, I have reached my limit for now. Please try again later.",
+        description="what the user gets when a limit stops a run",
+    )
+
+
+class MemorySection(_Section):
+    """Episodic memory (Chroma under data_dir)."""
+
+    episodes: bool = True
+    recall: int = Field(3, ge=0, description="episodes recalled into the prompt")
+    min_score: float = Field(0.35, ge=-1, le=1, description="cosine similarity an episode needs to be recalled")
+    global_recall: bool = Field(False, description="also recall episodes of other conversations")
+    retention_days: float = Field(180, ge=0, description="0: keep forever")
+    max_episodes: int = Field(50_000, ge=0, description="0: no bound")
+    summarize: bool = Field(False, description="ask the model for a summary of each episode")
+
+
+class HttpSection(_Section):
+    """The hub's HTTP endpoint: /healthz, /metrics, /webhooks/NAME. Off unless [http] is present."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+    max_body: int = Field(1_000_000, gt=0, description="bytes a webhook body may have")
+
+
+class WebhookSection(_Section):
+    context: str
+    secret: str
+    wait_timeout: float = Field(120.0, gt=0, description="seconds ?wait=1 waits for the run")
+
+
+class ScheduleSection(_Section):
+    context: str
+    input: str
+    cron: str | None = None
+    every: str | None = None
+    jitter: float = Field(0.0, ge=0, description="seconds of random delay added to each fire")
+    enabled: bool = True
+
+
 class HubConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -82,13 +133,17 @@ class HubConfig(BaseModel):
     model: ModelSection = Field(default_factory=ModelSection)
     agent: AgentSection = Field(default_factory=AgentSection)
     extensions: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    http: dict[str, Any] | None = None
-    webhooks: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    schedules: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    personas: dict[str, Any] = Field(default_factory=dict)
-    limits: dict[str, Any] = Field(default_factory=dict)
-    roles: dict[str, Any] = Field(default_factory=dict)
-    memory: dict[str, Any] = Field(default_factory=dict)
+    http: HttpSection | None = None
+    webhooks: dict[str, WebhookSection] = Field(default_factory=dict)
+    schedules: dict[str, ScheduleSection] = Field(default_factory=dict)
+    personas: dict[str, str] = Field(
+        default_factory=dict, description="context type, TYPE:KEY instance or extension name -> persona name"
+    )
+    limits: LimitsSection = Field(default_factory=LimitsSection)
+    roles: dict[str, dict[str, list[str]]] = Field(
+        default_factory=dict, description="role -> platform -> user ids, e.g. [roles.admin] telegram = ['42']"
+    )
+    memory: MemorySection = Field(default_factory=MemorySection)
 
     path: Path | None = Field(default=None, exclude=True)
 

@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -33,7 +33,7 @@ from .runs import RunStore, SQLiteRunStore
 if TYPE_CHECKING:
     from .runner import Slot
 
-__all__ = ["Hub", "make_model"]
+__all__ = ["Hub", "Component", "make_model"]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,14 @@ def make_model(config: HubConfig) -> Model:
         temperature=m.temperature,
         max_tokens=m.max_tokens,
     )
+
+
+class Component(Protocol):
+    """A built-in part with a lifecycle, owned by the hub."""
+
+    async def start(self, hub: Hub) -> None: ...
+
+    async def stop(self) -> None: ...
 
 
 class Hub:
@@ -111,6 +119,7 @@ class Hub:
         self._owners: dict[int, str] = {}
         self._stops: list[Callable[[], Awaitable[None]]] = []
         self._started_services: list[Any] = []
+        self._started_components: list[Component] = []
         self._state = _Lifecycle.NEW
 
         # extension points for the rest of the hub (episodes, limits, guardrails, metrics)
@@ -120,7 +129,10 @@ class Hub:
         self.limit_checks: list[Callable[[RunContext], str | None]] = []
         self.step_observers: list[Callable[[RunContext, StepLog], None]] = []
         self.output_observers: list[Callable[[RunContext, OutputLog], None]] = []
-        self.persona_overrides: dict[str, str] = {}
+        self.persona_overrides: dict[str, str] = dict(self.config.personas)
+        # built-in parts with a lifecycle (HTTP endpoint, scheduler, episodic memory, ...):
+        # started after extensions' services, stopped before them
+        self.components: list[Component] = []
 
         if load_extensions:
             from .loader import load_extensions as _load
@@ -196,6 +208,9 @@ class Hub:
                     except Exception as e:
                         raise ExtensionFailed(ext.name, e) from e
                     self._started_services.append(svc)
+            for comp in self.components:
+                await comp.start(self)
+                self._started_components.append(comp)
             await self._requeue({r.id for r in killed})
             for ext in self.extensions.values():
                 for inp in ext.inputs:
@@ -256,6 +271,12 @@ class Hub:
                 log.exception("an input failed to stop")
         self._stops.clear()
         await self.runner.stop(self.config.hub.shutdown_grace)
+        for comp in reversed(self._started_components):
+            try:
+                await comp.stop()
+            except Exception:
+                log.exception("%s failed to stop", type(comp).__name__)
+        self._started_components.clear()
         for svc in reversed(self._started_services):
             try:
                 await svc.stop()
