@@ -129,7 +129,7 @@ class Element:
 
 _ANAME = r"[^\W\d][\w.:-]*"
 # A bare value may contain '/' but not end with it, so that `<x a=b/>` self-closes.
-_BARE = r"""[^\s"'=<>`/]+(?:/+[^\s"'=<>`/]+)*"""
+_BARE = r"""[^\s"'<>/]+(?:/+[^\s"'<>/]+)*"""
 _VALUE = rf"""(?:"[^"]*"|'[^']*'|{_BARE})"""
 _ATTR = rf"{_ANAME}\s*+=\s*+{_VALUE}"
 _ATTR_PARTS = re.compile(rf"""({_ANAME})\s*=\s*(?:"([^"]*)"|'([^']*)'|({_BARE}))""")
@@ -154,7 +154,7 @@ def _grammar(names: frozenset[str]) -> tuple[re.Pattern[str], re.Pattern[str]]:
     name = f"(?:{_alternation(set(names))})"
     prefix = f"(?:{_alternation({n[:k] for n in names for k in range(1, len(n) + 1)})})"
     tag = re.compile(rf"<(?:/({name})\s*+|({name})((?:\s++{_ATTR})*+)\s*+(/)?)>")
-    attr_tail = rf"""{_ANAME}(?:\s*(?:=\s*(?:"[^"]*|'[^']*|[^\s"'=<>`]*))?)?"""
+    attr_tail = rf"""{_ANAME}(?:\s*(?:=\s*(?:"[^"]*|'[^']*|[^\s"'<>]*))?)?"""
     partial = re.compile(
         rf"<(?:/{prefix}?|/{name}\s*|{prefix}?|{name}(?:\s++{_ATTR})*(?:\s+(?:{attr_tail})?|\s*/)?)"
     )
