@@ -22,20 +22,30 @@ this parser is incremental, lenient and fast. It is usable on its own::
 
     parse(text)                              # feed the whole text, then close
 
+Options (keyword-only, on every constructor and ``parse``): ``tags`` (the names that are
+tags, ``DEFAULT_TAGS``), ``raw_tags`` (elements whose content is text, ``RAW_TAGS``),
+``max_tag_length`` (4096); ElementParser and ``parse`` also take ``containers``
+(``CONTAINER_TAGS``: known elements that are not reported, whose direct text is stray).
+Events and elements are frozen dataclasses with a ``kind`` discriminator; ``Event`` is
+their union.
+
 Rules:
 
 - Only names in ``tags`` are tags. Anything else that looks like markup (an unknown tag,
   ``<`` in prose or code, ``<br/>``) is text, character for character.
 - Tag syntax: ``<name a="v" b='v' c=bare>``, ``</name>`` and self-closing ``<name .../>``
   (a start event and an end event). Whitespace may surround ``=`` and precede ``>`` (and
-  follow the name of a closing tag); names are case-sensitive. Attribute values are raw,
+  follow the name of a closing tag); names are case-sensitive. A bare value has no
+  quotes, whitespace, ``<`` or ``>`` and does not end in ``/``. Attribute values are raw,
   except that the five XML entities (``&quot; &apos; &lt; &gt; &amp;``) are decoded.
   Element content is never decoded.
 - Elements in ``raw_tags`` hold text: once one is open, everything up to its matching
   closing tag is content, kept verbatim, other known tags included. Nesting is counted:
   inside ``<output>``, an inner ``<output ...>`` opens a level and its ``</output>``
   closes it, so an example element inside the content stays whole.
-- Other known elements (``response``) are containers: their children are tags.
+- Other known elements (``response``) are parsed as markup: their children are tags.
+  ElementParser does not report containers; a known element that is neither raw nor a
+  container is reported with its direct text as content (its children separately).
 - A closing tag that does not close the innermost open element is text. Mis-nesting,
   invalid UTF-8 (decoded with ``errors="replace"``), NULs and lone surrogates never raise.
 - Text streams out as soon as it is decidable: only a suffix that could still become a tag
@@ -55,7 +65,7 @@ import codecs
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Literal, TypeAlias
+from typing import Literal, NamedTuple, TypeAlias
 
 __all__ = [
     "CONTAINER_TAGS",
@@ -142,15 +152,24 @@ def _alternation(words: set[str]) -> str:
     return "|".join(re.escape(w) for w in sorted(words, key=lambda w: (-len(w), w)))
 
 
-@lru_cache(maxsize=64)
-def _grammar(names: frozenset[str]) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """Compile (tag, partial) for `names`.
+class _Grammar(NamedTuple):
+    """What is a tag, for one set of names.
 
     `tag` matches one whole tag: group 1 the name of a closing tag, or group 2 the name,
     3 the attributes and 4 the self-closing slash of an opening one. `partial` fully
     matches every proper prefix of such a tag (and a little more, which only delays text),
     so that a chunk's suffix is held back exactly when it could still become a tag.
+    `prefixes` holds the commonest of those prefixes (`<`, `</out`), for a lookup cheaper
+    than the regex when text arrives a character at a time.
     """
+
+    tag: re.Pattern[str]
+    partial: re.Pattern[str]
+    prefixes: frozenset[str]
+
+
+@lru_cache(maxsize=64)
+def _grammar(names: frozenset[str]) -> _Grammar:
     name = f"(?:{_alternation(set(names))})"
     prefix = f"(?:{_alternation({n[:k] for n in names for k in range(1, len(n) + 1)})})"
     tag = re.compile(rf"<(?:/({name})\s*+|({name})((?:\s++{_ATTR})*+)\s*+(/)?)>")
@@ -158,7 +177,8 @@ def _grammar(names: frozenset[str]) -> tuple[re.Pattern[str], re.Pattern[str]]:
     partial = re.compile(
         rf"<(?:/{prefix}?|/{name}\s*|{prefix}?|{name}(?:\s++{_ATTR})*(?:\s+(?:{attr_tail})?|\s*/)?)"
     )
-    return tag, partial
+    heads = {n[:k] for n in names for k in range(len(n) + 1)}
+    return _Grammar(tag, partial, frozenset(f"<{h}" for h in heads) | {f"</{h}" for h in heads})
 
 
 def _attrs(source: str) -> dict[str, str]:
@@ -186,8 +206,7 @@ class _Scanner:
         "_stack",
         "_raw",
         "_depth",
-        "_tag",
-        "_partial",
+        "_mode",
         "_normal",
         "_decoder",
         "_closed",
@@ -200,15 +219,15 @@ class _Scanner:
         raw_tags: frozenset[str] = RAW_TAGS,
         max_tag_length: int = DEFAULT_MAX_TAG_LENGTH,
     ) -> None:
-        self._tags = frozenset(tags)
+        self._tags = frozenset(name for name in tags if name)
         self._raw_tags = frozenset(raw_tags) & self._tags
         self._max = max(int(max_tag_length), 3)
         self._held = ""  # a suffix that could still become a tag; always starts with '<'
         self._stack: list[str] = []  # names of open elements, innermost last
         self._raw: str | None = None  # name of the open raw element, if any
         self._depth = 0  # inner same-name elements open inside the raw element
-        self._normal = _grammar(self._tags) if self._tags else None
-        self._tag, self._partial = self._normal or (None, None)
+        # The grammar in force: all tags, or only the open raw element's name.
+        self._normal = self._mode = _grammar(self._tags) if self._tags else None
         self._decoder: codecs.IncrementalDecoder | None = None
         self._closed = False
 
@@ -237,22 +256,22 @@ class _Scanner:
     def _scan(self, chunk: str) -> None:
         """Scan held-back text plus `chunk`, the slow path: `<` is involved."""
         held = self._held
+        mode = self._mode
+        if mode is None:  # no known tags at all
+            if chunk:
+                self._text(chunk)
+            return
         if held:
             text = held + chunk
             # No '>' in the chunk: no tag can complete (one ending in `held` would have
             # matched already), so only check that the candidate is still viable.
-            if ">" not in chunk and len(text) < self._max and self._partial.fullmatch(text):
+            if ">" not in chunk and len(text) < self._max and mode.partial.fullmatch(text):
                 self._held = text
                 return
         else:
             text = chunk
-        if self._tag is None:  # no known tags at all
-            self._held = ""
-            if text:
-                self._text(text)
-            return
 
-        tag_match = self._tag.match
+        tag_match = mode.tag.match
         limit = self._max
         n = len(text)
         start = pos = 0
@@ -260,7 +279,7 @@ class _Scanner:
         while (i := find("<", pos)) >= 0:
             m = tag_match(text, i, i + limit)
             if m is None:
-                if n - i < limit and self._partial.fullmatch(text, i) is not None:
+                if n - i < limit and self._mode.partial.fullmatch(text, i) is not None:
                     if i > start:
                         self._text(text[start:i])
                     self._held = text[i:]
@@ -282,8 +301,8 @@ class _Scanner:
                     start = end
                     self._stack.pop()
                     self._raw = None
-                    self._tag, self._partial = self._normal
-                    tag_match = self._tag.match
+                    self._mode = self._normal
+                    tag_match = self._normal.tag.match
                     self._end(closing, True)
                 pos = end
                 continue
@@ -310,8 +329,8 @@ class _Scanner:
                 if name in self._raw_tags:
                     self._raw = name
                     self._depth = 0
-                    self._tag, self._partial = _grammar(frozenset((name,)))
-                    tag_match = self._tag.match
+                    self._mode = _grammar(frozenset((name,)))
+                    tag_match = self._mode.tag.match
         if start < n:
             self._text(text[start:] if start else text)
         self._held = ""
@@ -331,6 +350,7 @@ class _Scanner:
         while stack:
             self._end(stack.pop(), False)
         self._raw = None
+        self._mode = self._normal
         return True
 
 
@@ -360,8 +380,13 @@ class StreamParser(_Scanner):
             chunk = self._decode(chunk)
         if self._closed:
             return []
-        if not self._held and "<" not in chunk:
-            return [TextEvent(chunk)] if chunk else []
+        held = self._held
+        if not held:
+            if "<" not in chunk:
+                return [TextEvent(chunk)] if chunk else []
+        elif held + chunk in self._mode.prefixes:  # a tag name arriving bit by bit
+            self._held = held + chunk
+            return []
         self._events = events = []
         self._scan(chunk)
         self._flush()
@@ -438,9 +463,14 @@ class ElementParser(_Scanner):
             chunk = self._decode(chunk)
         if self._closed:
             return []
-        if not self._held and "<" not in chunk:
-            if chunk:
-                self._parts.append(chunk)
+        held = self._held
+        if not held:
+            if "<" not in chunk:
+                if chunk:
+                    self._parts.append(chunk)
+                return []
+        elif held + chunk in self._mode.prefixes:  # a tag name arriving bit by bit
+            self._held = held + chunk
             return []
         self._elements = elements = []
         self._scan(chunk)

@@ -289,6 +289,18 @@ def test_custom_non_raw_element_holds_direct_text_and_children():
     assert result == [Element("think", {}, "t"), Element("step", {"n": "1"}, "ab")]
 
 
+def test_response_is_reported_when_not_a_container():
+    result, parser = elements(
+        "a<response>b<think>t</think>c</response>", containers=frozenset()
+    )
+    assert result == [Element("think", {}, "t"), Element("response", {}, "bc")]
+    assert parser.stray_text == "a"
+
+
+def test_empty_tag_name_is_ignored():
+    assert events("<>x</>", tags=frozenset({""}), raw_tags=frozenset()) == [TextEvent("<>x</>")]
+
+
 def test_custom_tags_only_those_are_tags():
     tags = frozenset({"note"})
     assert parse("<note>x</note><output>y</output>", tags=tags, raw_tags=tags) == [
