@@ -174,9 +174,8 @@ def _grammar(names: frozenset[str]) -> _Grammar:
     prefix = f"(?:{_alternation({n[:k] for n in names for k in range(1, len(n) + 1)})})"
     tag = re.compile(rf"<(?:/({name})\s*+|({name})((?:\s++{_ATTR})*+)\s*+(/)?)>")
     attr_tail = rf"""{_ANAME}(?:\s*(?:=\s*(?:"[^"]*|'[^']*|[^\s"'<>]*))?)?"""
-    partial = re.compile(
-        rf"<(?:/{prefix}?|/{name}\s*|{prefix}?|{name}(?:\s++{_ATTR})*(?:\s+(?:{attr_tail})?|\s*/)?)"
-    )
+    opening = rf"{name}(?:\s++{_ATTR})*(?:\s+(?:{attr_tail})?|\s*/)?"
+    partial = re.compile(rf"<(?:/{prefix}?|/{name}\s*|{prefix}?|{opening})")
     heads = {n[:k] for n in names for k in range(len(n) + 1)}
     return _Grammar(tag, partial, frozenset(f"<{h}" for h in heads) | {f"</{h}" for h in heads})
 

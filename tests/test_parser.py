@@ -219,7 +219,10 @@ def test_attributes(tag, attrs):
 
 
 def test_self_closing_gives_start_and_end():
-    assert events('<output type="x"/>') == [StartEvent("output", {"type": "x"}), EndEvent("output")]
+    assert events('<output type="x"/>') == [
+        StartEvent("output", {"type": "x"}),
+        EndEvent("output"),
+    ]
     assert parse('<response><output type="x" /><output a=b/></response>') == [
         Element("output", {"type": "x"}, ""),
         Element("output", {"a": "b"}, ""),
@@ -361,8 +364,11 @@ def test_only_a_possible_tag_is_held_back():
 
 @pytest.mark.parametrize(
     "candidate",
-    ["<", "<o", "<output", "<output ", "<output a", "<output a =", '<output a="x', "<output a='",
-     "<output a=b", '<output a="1"', '<output a="1" ', "<output/", "</", "</o", "</output", "</output "],
+    [
+        "<", "<o", "<output", "<output ", "<output a", "<output a =", '<output a="x',
+        "<output a='", "<output a=b", '<output a="1"', '<output a="1" ', "<output/", "</", "</o", "</output",
+        "</output ", "<output a=b//",
+    ],
 )
 def test_prefixes_of_tags_are_held_back(candidate):
     parser = StreamParser()
