@@ -366,8 +366,8 @@ def test_only_a_possible_tag_is_held_back():
     "candidate",
     [
         "<", "<o", "<output", "<output ", "<output a", "<output a =", '<output a="x',
-        "<output a='", "<output a=b", '<output a="1"', '<output a="1" ', "<output/", "</", "</o", "</output",
-        "</output ", "<output a=b//",
+        "<output a='", "<output a=b", '<output a="1"', '<output a="1" ', "<output/", "</",
+        "</o", "</output", "</output ", "<output a=b//",
     ],
 )
 def test_prefixes_of_tags_are_held_back(candidate):
