@@ -322,7 +322,11 @@ class FakeDiscord(FakeServer):
             await _send(ws, {"op": RECONNECT, "d": None})
 
     async def invalidate_session(self, *, resumable: bool = False) -> None:
-        """Op 9; with ``resumable=False`` the client must IDENTIFY afresh."""
+        """Op 9; with ``resumable=False`` the client must IDENTIFY afresh.
+
+        discord.py sleeps 5 s before every non-initial IDENTIFY (``before_identify_hook``)
+        and reconnects to the last gateway URL it used, so expect the new IDENTIFY ~5 s later.
+        """
         for ws in list(self._sockets):
             await _send(ws, {"op": INVALID_SESSION, "d": resumable})
         if not resumable:

@@ -591,7 +591,9 @@ def _markdown_v2(text: str) -> str:
             i += 1  # blockquote
             continue
         if c in _V2_RESERVED:
-            raise MarkupError(f"Character '{c}' is reserved and must be escaped with the preceding '\\'")
+            raise MarkupError(
+                f"Character '{c}' is reserved and must be escaped with the preceding '\\'"
+            )
         out.append(c)
         i += 1
     if stack:
@@ -621,7 +623,9 @@ def _html(text: str) -> str:
             closing, name = m.group(1), m.group(2).lower()
             if not closing:
                 if name not in _HTML_TAGS:
-                    raise MarkupError(f'Unsupported start tag "{name}" at byte offset {_at(text, i)}')
+                    raise MarkupError(
+                        f'Unsupported start tag "{name}" at byte offset {_at(text, i)}'
+                    )
                 stack.append(name)
             else:
                 if not stack:
