@@ -373,7 +373,9 @@ def check_delete_args(
     return (None if ids is None else list(ids)), check_where(where)
 
 
-def metadata_matches(metadata: Mapping[str, MetadataValue], where: Mapping[str, MetadataValue]) -> bool:
+def metadata_matches(
+    metadata: Mapping[str, MetadataValue], where: Mapping[str, MetadataValue]
+) -> bool:
     """Equality on every pair of `where`; bools match only bools (as Chroma does)."""
     for key, want in where.items():
         if key not in metadata:
