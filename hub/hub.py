@@ -57,8 +57,8 @@ def make_model(config: HubConfig) -> Model:
             context_length=m.context_length,
             threads=m.threads,
             timeout=m.timeout,
-            temperature=m.temperature,
-            max_tokens=m.max_tokens or 512,
+            temperature=m.temperature if m.temperature is not None else 0.4,
+            max_tokens=m.max_tokens or 192,
         )
     from .models.openai import OpenAIModel
 
@@ -105,8 +105,12 @@ class Hub:
         self.inbox: InboxStore = inbox or SQLiteInbox(self._db)  # type: ignore[arg-type]
         self._model = model
         self.personas = personas or PersonaSet(self.config.contexts_dir, interval=1.0)
-        self.prompts = PromptBuilder(budget=self.config.agent.prompt_budget)
         m = self.config.model
+        budget = self.config.agent.prompt_budget
+        if m.resolved_provider() == "local" and model is None:
+            budget = min(budget, m.context_length - (m.max_tokens or 192) - 64)  # fit the local context window
+        self.prompts = PromptBuilder(budget=budget)
+        self.prompt_style = m.prompt_style
         self.retry_policy = RetryPolicy(m.max_retries, m.retry_base_delay, m.retry_max_delay)
         self.runner = Runner(self, concurrency=m.concurrency)
         self.engine = Engine(self)
@@ -143,6 +147,12 @@ class Hub:
             self.register(ext)
 
     # --- registries ---------------------------------------------------------------------
+
+    @property
+    def model_is_local(self) -> bool:
+        from .models.local import LocalModel
+
+        return isinstance(self.model, LocalModel)
 
     @property
     def model(self) -> Model:

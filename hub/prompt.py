@@ -199,6 +199,39 @@ class PromptBuilder:
         body.append(tail)
         return ModelRequest(system=system, messages=[{"role": "user", "content": "\n".join(body)}])
 
+    def build_chat(self, p: PromptParts) -> ModelRequest:
+        """A plain chat prompt for small local models that cannot follow the XML protocol:
+        the persona as the system message, the conversation as user/assistant turns. Their
+        plain-text answer is the protocol's fallback: a reply to the conversation."""
+        system = f"You are {p.persona_name}. {p.persona_instructions.strip()}".strip()
+        turns: list[dict[str, str]] = []
+        room = self.budget - count_tokens(system)
+        for e in reversed([*p.history, *p.run]):
+            if isinstance(e, InputLog):
+                msg = {"role": "user", "content": self._clip_raw(_json(e.content))}
+            elif isinstance(e, OutputLog) and e.sent:
+                msg = {"role": "assistant", "content": self._clip_raw(_json(e.content))}
+            else:
+                continue
+            cost = count_tokens(msg["content"]) + 4
+            if cost > room:
+                break
+            room -= cost
+            turns.append(msg)
+        turns.reverse()
+        while turns and turns[0]["role"] != "user":
+            turns.pop(0)
+        merged: list[dict[str, str]] = []
+        for t in turns:  # chat templates want alternating roles
+            if merged and merged[-1]["role"] == t["role"]:
+                merged[-1] = {"role": t["role"], "content": merged[-1]["content"] + "\n" + t["content"]}
+            else:
+                merged.append(t)
+        return ModelRequest(system=system, messages=merged or [{"role": "user", "content": ""}])
+
+    def _clip_raw(self, text: str) -> str:
+        return text if len(text) <= self.max_entry_chars else text[: self.max_entry_chars]
+
     def _fit(self, items: Iterable[str], room: int, *, wrap: Any) -> list[str]:
         out = []
         for s in items:

@@ -46,7 +46,7 @@ class LocalModel(Model):
         threads: int = 2,
         timeout: float = 120.0,
         temperature: float | None = None,
-        max_tokens: int | None = 512,
+        max_tokens: int | None = 256,
     ) -> None:
         self.model_path = Path(model_path) if model_path else None
         self.context_length = context_length
@@ -75,8 +75,9 @@ class LocalModel(Model):
             params.n_ctx = self.context_length
             params.cpuparams.n_threads = self.threads
             params.cpuparams_batch.n_threads = self.threads
-            params.n_parallel = 1
+            params.n_parallel = 1  # one slot: the whole context window for one request
             params.warmup = False
+            params.verbosity = 0 if log.isEnabledFor(logging.DEBUG) else -1  # llama.cpp is chatty on stderr
             log.info("local model: loading %s", path.name)
             try:
                 self._server = await asyncio.to_thread(xllamacpp.Server, params)
@@ -93,6 +94,7 @@ class LocalModel(Model):
                 timeout=self.timeout,
                 temperature=self.temperature,
                 max_tokens=self.max_tokens,
+                extra_body={"repeat_penalty": 1.3, "repeat_last_n": 128},  # tiny models loop without it
             )
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage]:

@@ -27,6 +27,7 @@ class OpenAIModel(Model):
         temperature: float | None = None,
         max_tokens: int | None = None,
         client: AsyncOpenAI | None = None,
+        extra_body: dict[str, Any] | None = None,
     ) -> None:
         self.name = name
         self.temperature = temperature
@@ -38,6 +39,7 @@ class OpenAIModel(Model):
             max_retries=0,
         )
         self._usage_option = True
+        self.extra_body = extra_body
 
     async def close(self) -> None:
         await self._client.close()
@@ -53,6 +55,8 @@ class OpenAIModel(Model):
             kwargs["max_tokens"] = max_tokens
         if self._usage_option:
             kwargs["stream_options"] = {"include_usage": True}
+        if self.extra_body:
+            kwargs["extra_body"] = self.extra_body
         usage = Usage()
         try:
             stream = await self._client.chat.completions.create(**kwargs)
