@@ -111,7 +111,13 @@ def config(tmp_path: Path) -> HubConfig:
 
 @pytest.fixture
 def make_hub(config: HubConfig, said: Said) -> Callable[..., Hub]:
-    def make(responses: Sequence[Any] | Callable[[ModelRequest], str] = reply_to_input, **kw: Any) -> Hub:
-        return Hub(config, model=ScriptedModel(responses), load_extensions=False, extensions=[test_extension(said)], **kw)
+    def make(
+        responses: Sequence[Any] | Callable[[ModelRequest], str] = reply_to_input,
+        *,
+        extra: Sequence[Extension] = (),
+        **kw: Any,
+    ) -> Hub:
+        extensions = [test_extension(said), *extra]
+        return Hub(config, model=ScriptedModel(responses), load_extensions=False, extensions=extensions, **kw)
 
     return make
