@@ -152,6 +152,7 @@ class Scheduler:
         self.sleep = sleep
         self.rng = rng or random.Random()
         self.max_sleep = max_sleep
+        self.enabled = True  # False: start does nothing (`hub chat` leaves schedules to `hub run`)
         self._hub: Hub | None = None
         self._armed: dict[str, _Armed] = {}
         self._task: asyncio.Task[None] | None = None
@@ -171,7 +172,7 @@ class Scheduler:
         return found
 
     async def start(self, hub: Hub) -> None:
-        if self._task is not None:
+        if self._task is not None or not self.enabled:
             return
         self._hub = hub
         for name, s in hub.config.schedules.items():

@@ -185,3 +185,34 @@ async def test_the_actions_are_not_offered_without_child_runs_in_the_persona(mak
         result = await hub.send("test:chat:boss", data="spawn test:chat:worker hi")
     assert "startRun" not in hub.model.requests[0].system  # type: ignore[attr-defined]
     assert "unknown action 'startRun'" in str(result.logs)
+
+
+def test_hub_trace_prints_the_tree(tmp_path: Path, said: Said, capsys: pytest.CaptureFixture[str]) -> None:
+    from hub import ScriptedModel, load_config
+    from hub.cli import main
+
+    from .conftest import test_extension
+
+    (tmp_path / "contexts").mkdir()
+    (tmp_path / "contexts" / "default.toml").write_text('name = "B"\ninstructions = "x"\nchild_runs = ["test:chat:*"]\n')
+    path = tmp_path / "config.toml"
+    path.write_text('[hub]\ndata_dir = "data"\ncontexts_dir = "contexts"\n')
+
+    async def scenario() -> str:
+        hub = Hub(load_config(path), model=ScriptedModel(brain), load_extensions=False, extensions=[test_extension(said)])
+        async with hub:
+            result = await hub.send("test:chat:boss", data="spawn test:chat:worker spawn test:chat:intern hi")
+        assert result is not None and result.ok
+        return result.run_id
+
+    run_id = asyncio.run(scenario())
+    assert main(["trace", run_id[:12], "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "child runs:" in out
+    assert re.search(r"^└── run \w+ test:chat:worker completed", out, re.M)
+    assert re.search(r"^    └── run \w+ test:chat:intern completed", out, re.M)
+    assert main(["trace", run_id, "--json", "--config", str(path)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (worker,) = data["children"]
+    assert worker["context"] == "test:chat:worker" and worker["parent_id"] == run_id
+    assert [c["context"] for c in worker["children"]] == ["test:chat:intern"]
