@@ -112,10 +112,6 @@ class ChildRuns:
     def extension(self) -> Extension:
         return Extension(name="hub", actions=self.actions, description="Built-in actions: child runs.")
 
-    def children_of(self, run_id: str) -> list[RunRecord]:
-        """Children of ``run_id`` that are running now."""
-        return [live.run for live in self._live.values() if live.run.parent_id == run_id]
-
     # --- policy -------------------------------------------------------------------------
 
     def _allowed(self, ctx: RunContext) -> list[str]:
@@ -146,10 +142,13 @@ class ChildRuns:
         target = f"{definition.type}:{key}"
         allowed = self._allowed(ctx)
         if not any(fnmatch.fnmatchcase(target, pattern) for pattern in allowed):
-            raise ActionError("startRun", f"{target} is not a context this persona may start runs in ({', '.join(allowed)})")
+            allowed_text = ", ".join(allowed)
+            raise ActionError("startRun", f"{target} is not a context this persona may start runs in ({allowed_text})")
         lineage = self._lineage(ctx)
         if target in lineage:
-            raise ActionError("startRun", f"{target} is this run's context or an ancestor's: the child would wait on itself")
+            raise ActionError(
+                "startRun", f"{target} is this run's context or an ancestor's: the child would wait on itself"
+            )
         if len(lineage) > MAX_DEPTH:
             raise ActionError("startRun", f"runs may nest {MAX_DEPTH} deep at most")
         sub = await hub.submit(

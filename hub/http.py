@@ -57,25 +57,26 @@ def _error(status: int, message: str, **headers: str) -> web.Response:
 
 
 def _authorized(hook: WebhookSection, request: web.Request, body: bytes) -> str | None:
-    """None when the request carries the secret, else why not."""
-    secret = hook.secret.encode()
+    """None when the request carries the secret (either way), else why not."""
+    problems = []
     auth = request.headers.get("Authorization", "")
     if auth:
         scheme, _, token = auth.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            return "Authorization must be 'Bearer SECRET'"
-        if hmac.compare_digest(token.strip().encode(), secret):
+            problems.append("Authorization must be 'Bearer SECRET'")
+        elif hmac.compare_digest(token.strip().encode(), hook.secret.encode()):
             return None
-        return "bearer token does not match"
+        else:
+            problems.append("bearer token does not match")
     sig = request.headers.get("X-Hub-Signature-256", "")
     if sig:
         if not sig.startswith("sha256="):
-            return "X-Hub-Signature-256 must be 'sha256=HEX'"
-        expected = signature(hook.secret, body)
-        if hmac.compare_digest(sig.strip().lower().encode(), expected.encode()):
+            problems.append("X-Hub-Signature-256 must be 'sha256=HEX'")
+        elif hmac.compare_digest(sig.strip().lower().encode(), signature(hook.secret, body).encode()):
             return None
-        return "X-Hub-Signature-256 does not match the body"
-    return "missing Authorization: Bearer SECRET or X-Hub-Signature-256 header"
+        else:
+            problems.append("X-Hub-Signature-256 does not match the body")
+    return "; ".join(problems) or "missing Authorization: Bearer SECRET or X-Hub-Signature-256 header"
 
 
 def _run_body(result: RunResult) -> dict[str, Any]:
@@ -200,7 +201,9 @@ class HttpServer:
             if wait:
                 result = await asyncio.wait_for(sub.wait(), hook.wait_timeout)
                 return web.json_response(_run_body(result), status=200)
-            await asyncio.wait({sub.run_id, sub.result}, timeout=hook.wait_timeout, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {sub.run_id, sub.result}, timeout=hook.wait_timeout, return_when=asyncio.FIRST_COMPLETED
+            )
         except TimeoutError:
             run_id = sub.run_id.result() if sub.run_id.done() else None
             return web.json_response(

@@ -212,3 +212,11 @@ def test_config_defaults_and_errors() -> None:
         config_from_dict({"webhooks": {"deploys": {"context": "telegram:chat:42", "secret": "${UNSET_SECRET}"}}}, env={})
     with pytest.raises(ConfigError, match=r"webhooks\.deploys\.context"):
         config_from_dict({"webhooks": {"deploys": {"context": "telegram", "secret": "x"}}})
+
+
+async def test_either_credential_is_enough(served, said: Said) -> None:
+    hub, session, base = served
+    body = b'{"a": 1}'
+    headers = {**signed(body), "Authorization": "Basic cHJveHk6cGFzcw=="}  # a proxy's, not ours
+    async with session.post(f"{base}/webhooks/deploys", data=body, headers=headers) as resp:
+        assert resp.status == 202
