@@ -220,3 +220,22 @@ async def test_either_credential_is_enough(served, said: Said) -> None:
     headers = {**signed(body), "Authorization": "Basic cHJveHk6cGFzcw=="}  # a proxy's, not ours
     async with session.post(f"{base}/webhooks/deploys", data=body, headers=headers) as resp:
         assert resp.status == 202
+
+
+async def test_wait_gives_up_with_504_and_the_run_goes_on(http_config: HubConfig, said: Said) -> None:
+    from hub import ScriptedModel
+
+    from .conftest import reply_to_input, test_extension
+
+    http_config.webhooks = {"slow": WebhookSection(context="test:chat:1", secret=SECRET, wait_timeout=0.1)}
+    model = ScriptedModel(reply_to_input, delay=0.5)
+    hub = Hub(http_config, model=model, load_extensions=False, extensions=[test_extension(said)])
+    async with hub, aiohttp.ClientSession() as session:
+        url = f"http://127.0.0.1:{hub.http.port}/webhooks/slow?wait=1"
+        async with session.post(url, json={"n": 1}, headers={"Authorization": f"Bearer {SECRET}"}) as resp:
+            assert resp.status == 504
+            answer = await resp.json()
+        assert answer["run_id"] and "did not end within 0.1s" in answer["error"]
+        result = await hub.send("test:chat:1", data="after")  # queued behind the slow run
+        assert result is not None and result.ok
+        assert (await hub.runs.get(answer["run_id"])).state == "completed"
