@@ -39,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_argument("--state", default=None, choices=["running", "completed", "failed", "rejected", "killed"])
     runs.add_argument("--context", default=None, help="a context instance, TYPE:KEY")
     runs.add_argument("--json", action="store_true", help="one JSON object per line")
-    trace = sub.add_parser("trace", parents=[common], help="one run's whole event log")
+    trace = sub.add_parser("trace", parents=[common], help="one run's whole event log and its tree of child runs")
     trace.add_argument("run_id", help="a run id or a unique prefix of one")
     trace.add_argument("--json", action="store_true")
     sub.add_parser("check", parents=[common], help="validate config, personas and extension settings")
@@ -94,7 +94,9 @@ async def cmd_chat(config: HubConfig, args: argparse.Namespace) -> int:
     tools = [e for e in load_extensions(config) if not e.inputs and not e.services]
     interactive = sys.stdin.isatty()
     cli = cli_extension(CliSettings(stdin=False, prefix="bot> " if interactive else ""))
+    config.http = None  # triggers are `hub run`'s: no second server on its port, no schedules fired twice
     hub = Hub(config, extensions=[cli, *tools], load_extensions=False)
+    hub.scheduler.enabled = False
     user = os_user()
     async with hub:
         if interactive:
@@ -169,6 +171,7 @@ def _run_dict(r: Any) -> dict[str, Any]:
 
 async def cmd_trace(config: HubConfig, args: argparse.Namespace) -> int:
     from .logs import to_dict
+    from .trace import collect_tree, render_trace
 
     db, cls = _stores(config)
     async with db:
@@ -178,14 +181,16 @@ async def cmd_trace(config: HubConfig, args: argparse.Namespace) -> int:
         if run is None:
             raise HubError(f"no run matches {args.run_id!r} (give more characters if several do)")
         events = await store.events(run.id)
-        children = await store.list(parent_id=run.id, limit=1000)
+        tree = await collect_tree(store, run.id)
     if args.json:
-        print(json.dumps({"run": _run_dict(run), "events": [to_dict(e) for e in events],
-                          "children": [_run_dict(c) for c in children]}, default=str))
-        return 0
-    from .trace import render_trace
 
-    print(render_trace(run, events, children))
+        def nested(run_id: str) -> list[dict[str, Any]]:
+            return [{**_run_dict(c), "children": nested(c.id)} for c in tree.get(run_id, [])]
+
+        print(json.dumps({"run": _run_dict(run), "events": [to_dict(e) for e in events],
+                          "children": nested(run.id)}, default=str))
+        return 0
+    print(render_trace(run, events, tree=tree))
     return 0
 
 

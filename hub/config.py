@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
 
@@ -28,6 +28,7 @@ __all__ = [
     "HttpSection",
     "WebhookSection",
     "ScheduleSection",
+    "parse_every",
     "load_config",
     "substitute_env",
     "format_validation_error",
@@ -109,24 +110,115 @@ class MemorySection(_Section):
 class HttpSection(_Section):
     """The hub's HTTP endpoint: /healthz, /metrics, /webhooks/NAME. Off unless [http] is present."""
 
-    host: str = "127.0.0.1"
-    port: int = Field(8080, ge=0, le=65535)
+    host: str = Field("127.0.0.1", description="address to bind; 0.0.0.0 exposes it beyond this machine")
+    port: int = Field(8080, ge=0, le=65535, description="0: any free port")
     max_body: int = Field(1_000_000, gt=0, description="bytes a webhook body may have")
+    metrics: bool = Field(True, description="serve /metrics (Prometheus text format)")
 
 
 class WebhookSection(_Section):
-    context: str
-    secret: str
+    """``[webhooks.NAME]``: ``POST /webhooks/NAME`` sends its JSON body to ``context``."""
+
+    context: str = Field(description="the context instance, TYPE:KEY")
+    secret: str = Field(description="shared secret: a bearer token, or the HMAC-SHA256 key of the body")
     wait_timeout: float = Field(120.0, gt=0, description="seconds ?wait=1 waits for the run")
+
+    @field_validator("context")
+    @classmethod
+    def _instance(cls, v: str) -> str:
+        return _check_instance(v)
+
+    @field_validator("secret")
+    @classmethod
+    def _secret(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be empty (an unset ${VAR} gives an empty string)")
+        return v
+
+
+_EVERY = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_every(text: str) -> float:
+    """``"4h"``, ``"90s"``, ``"1h30m"``, ``"1.5d"`` → seconds. Raises ValueError."""
+    compact = text.replace(" ", "").lower()
+    parts = _EVERY.findall(compact)
+    if not compact or "".join(n + u for n, u in parts) != compact:
+        raise ValueError(f"{text!r} is not a duration like '90s', '15m', '4h', '1d' or '1h30m'")
+    seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    if seconds < 1:
+        raise ValueError(f"{text!r} is shorter than one second")
+    return seconds
+
+
+def _check_instance(v: str) -> str:
+    ctype, sep, key = v.rpartition(":")
+    if not sep or not ctype or not key:
+        raise ValueError(f"{v!r} is not a context instance TYPE:KEY (e.g. 'telegram:chat:42')")
+    return v
 
 
 class ScheduleSection(_Section):
-    context: str
-    input: str
+    """``[schedules.NAME]`` (or a persona file's ``[schedules.NAME]``): an input sent on a clock.
+
+    Exactly one of ``cron`` (five fields, in ``timezone``) and ``every`` (``"4h"``; units s, m,
+    h, d). A fire missed while the hub was down runs once at start, not once per miss.
+    """
+
+    context: str = Field(description="the context instance, TYPE:KEY")
+    input: str = Field(min_length=1, description="the text sent as the input")
     cron: str | None = None
     every: str | None = None
     jitter: float = Field(0.0, ge=0, description="seconds of random delay added to each fire")
+    timezone: str = Field("", description="IANA zone for cron, e.g. 'Europe/Paris' (empty: the host's)")
     enabled: bool = True
+
+    @field_validator("context")
+    @classmethod
+    def _instance(cls, v: str) -> str:
+        return _check_instance(v)
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from croniter import croniter
+
+        if len(v.split()) != 5 or not croniter.is_valid(v):
+            raise ValueError(f"{v!r} is not a cron expression of five fields (minute hour day month weekday)")
+        return v
+
+    @field_validator("every")
+    @classmethod
+    def _every(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_every(v)
+        return v
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str) -> str:
+        if v:
+            import zoneinfo
+
+            try:
+                zoneinfo.ZoneInfo(v)
+            except (zoneinfo.ZoneInfoNotFoundError, ValueError) as e:
+                raise ValueError(f"unknown time zone {v!r}") from e
+        return v
+
+    @model_validator(mode="after")
+    def _one_clock(self) -> ScheduleSection:
+        if (self.cron is None) == (self.every is None):
+            raise ValueError("give exactly one of cron = '...' and every = '...'")
+        return self
+
+    @property
+    def interval(self) -> float | None:
+        """Seconds between fires of an ``every`` schedule (None for cron)."""
+        return parse_every(self.every) if self.every is not None else None
 
 
 class HubConfig(BaseModel):

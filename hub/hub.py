@@ -18,17 +18,21 @@ from pydantic import BaseModel, ValidationError
 from .config import HubConfig
 from .db import Database
 from .definitions import Action, Context, Extension, Input, Output
+from .children import ChildRuns
 from .engine import ContextInstance, Engine, RunContext, RunResult
 from .errors import ExtensionError, ExtensionFailed, RunError
 from .inbox import InboxStore, SQLiteInbox
+from .http import http_component
 from .logs import InputLog, OutputLog, StepLog
 from .memory.sqlite import SQLiteMemoryStore
 from .memory.store import MemoryStore
+from .metrics import Metrics
 from .models import Model, RetryPolicy
 from .persona import Persona, PersonaSet
 from .prompt import PromptBuilder
 from .runner import Runner, Submission
 from .runs import RunStore, SQLiteRunStore
+from .schedule import Scheduler, SQLiteScheduleStore
 
 if TYPE_CHECKING:
     from .runner import Slot
@@ -138,6 +142,16 @@ class Hub:
         # started after extensions' services, stopped before them
         self.components: list[Component] = []
 
+        # triggers beyond chat and the metrics they report (hub/schedule.py, http.py, children.py)
+        self.metrics = Metrics(self)
+        self.scheduler = Scheduler(SQLiteScheduleStore(self._db) if self._db is not None else None)
+        self.components.append(self.scheduler)
+        self.http = http_component(self.config)
+        if self.http is not None:
+            self.components.append(self.http)
+        self.children = ChildRuns(self)
+        self.register(self.children.extension())
+
         if load_extensions:
             from .loader import load_extensions as _load
 
@@ -194,6 +208,11 @@ class Hub:
         return self.personas.for_context(inst.type, inst.id, inst.extension, override=override)
 
     # --- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def started(self) -> bool:
+        """True from the end of :meth:`start` to the beginning of :meth:`stop`: input is taken."""
+        return self._state == _Lifecycle.STARTED
 
     async def start(self) -> Hub:
         if self._state in (_Lifecycle.STARTED, _Lifecycle.STARTING):

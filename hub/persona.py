@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .config import format_validation_error
+from .config import ScheduleSection, format_validation_error
 from .errors import ConfigError
 
 __all__ = ["Persona", "PersonaSet", "load_persona"]
@@ -34,7 +34,13 @@ class Persona(BaseModel):
     examples: list[str] = Field(default_factory=list)
     contexts: list[str] = Field(default_factory=list, description="context types or TYPE:KEY ids (globs allowed)")
     extensions: list[str] = Field(default_factory=list, description="extension names whose contexts use this persona")
-    schedules: dict[str, dict[str, object]] = Field(default_factory=dict)
+    schedules: dict[str, ScheduleSection] = Field(
+        default_factory=dict, description="[schedules.NAME] tables, as in config.toml (hub/schedule.py)"
+    )
+    child_runs: list[str] = Field(
+        default_factory=list,
+        description="TYPE:KEY instances (globs allowed) this persona's runs may start child runs in (hub/children.py)",
+    )
 
     @field_validator("instructions")
     @classmethod

@@ -1,10 +1,10 @@
-"""A run's event log, readable in a terminal."""
+"""A run's event log, readable in a terminal, and the tree of child runs below it."""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .logs import (
@@ -18,9 +18,47 @@ from .logs import (
     StepLog,
     ThoughtLog,
 )
-from .runs import RunRecord
+from .runs import RunRecord, RunStore
 
-__all__ = ["render_trace"]
+__all__ = ["render_trace", "render_tree", "collect_tree", "RunTree"]
+
+RunTree = Mapping[str, Sequence[RunRecord]]
+"""Run id -> its child runs, oldest first."""
+
+
+async def collect_tree(store: RunStore, root_id: str, *, max_runs: int = 1000) -> dict[str, list[RunRecord]]:
+    """Every descendant of ``root_id``, as a :data:`RunTree` (at most ``max_runs`` runs)."""
+    tree: dict[str, list[RunRecord]] = {}
+    frontier, seen = [root_id], {root_id}
+    count = 0
+    while frontier and count < max_runs:
+        parent = frontier.pop(0)
+        kids = await store.list(parent_id=parent, limit=max_runs - count)
+        kids = sorted((k for k in kids if k.id not in seen), key=lambda r: r.started)
+        if kids:
+            tree[parent] = kids
+        for k in kids:
+            seen.add(k.id)
+            frontier.append(k.id)
+        count += len(kids)
+    return tree
+
+
+def _run_line(r: RunRecord) -> str:
+    took = f" took {r.duration:.2f}s" if r.duration is not None else ""
+    reason = f" ({r.reason})" if r.reason else ""
+    return f"run {r.id[:10]} {r.context} {r.state}{reason}  steps {r.steps} tokens {r.tokens}{took}"
+
+
+def render_tree(root_id: str, tree: RunTree, prefix: str = "") -> list[str]:
+    """The runs below ``root_id``, one line each, drawn as a tree."""
+    lines = []
+    kids = tree.get(root_id, ())
+    for i, child in enumerate(kids):
+        last = i == len(kids) - 1
+        lines.append(f"{prefix}{'└── ' if last else '├── '}{_run_line(child)}")
+        lines.extend(render_tree(child.id, tree, prefix + ("    " if last else "│   ")))
+    return lines
 
 
 def _short(value: Any, limit: int = 400) -> str:
@@ -28,7 +66,10 @@ def _short(value: Any, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more)"
 
 
-def render_trace(run: RunRecord, events: Sequence[Log], children: Sequence[RunRecord] = ()) -> str:
+def render_trace(
+    run: RunRecord, events: Sequence[Log], children: Sequence[RunRecord] = (), *, tree: RunTree | None = None
+) -> str:
+    """The run's header and events, then its child runs: ``tree`` (all descendants) or ``children``."""
     t0 = run.started
     lines = [
         f"run {run.id}  context {run.context}  state {run.state}" + (f" ({run.reason})" if run.reason else ""),
@@ -62,6 +103,10 @@ def render_trace(run: RunRecord, events: Sequence[Log], children: Sequence[RunRe
                 lines.append(f"{at}  error    [{e.where}] {e.message}")
             case StateLog():
                 lines.append(f"{at}  state    {e.state}" + (f" ({e.reason})" if e.reason else ""))
-    for c in children:
-        lines.append(f"  child run {c.id[:10]} {c.context} {c.state}" + (f" ({c.reason})" if c.reason else ""))
+    if tree is None:
+        tree = {run.id: sorted(children, key=lambda r: r.started)}
+    below = render_tree(run.id, tree)
+    if below:
+        lines.append("child runs:")
+        lines.extend(below)
     return "\n".join(lines)

@@ -1,0 +1,109 @@
+"""The hub's Prometheus metrics, in a registry of its own (two hubs in one process never collide).
+
+The engine feeds them through the hub's observers and after-run hooks; platform extensions
+report their sends and rate limits through :meth:`Metrics.platform_send` and
+:meth:`Metrics.platform_429`. ``GET /metrics`` (hub/http.py) serves :meth:`Metrics.render`.
+
+Labels stay bounded: context *types*, output types, platform, schedule and webhook names;
+never a chat id or a user.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+if TYPE_CHECKING:
+    from .engine import RunContext, RunResult
+    from .hub import Hub
+    from .logs import OutputLog, StepLog
+
+__all__ = ["Metrics", "CONTENT_TYPE"]
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+_DURATION_BUCKETS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+class Metrics:
+    """Counters, gauges and histograms of one hub. Created by the hub; use ``hub.metrics``."""
+
+    def __init__(self, hub: Hub) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.runs = Counter(
+            "hub_runs", "Runs ended, by terminal state and context type", ["state", "context_type"], registry=r
+        )
+        self.steps = Counter("hub_run_steps", "Steps taken by runs", ["context_type"], registry=r)
+        self.tokens = Counter("hub_tokens", "LLM tokens used, by kind (prompt, completion)", ["kind"], registry=r)
+        self.llm_latency = Histogram(
+            "hub_llm_latency_seconds", "Time from a step's request to the model's first chunk",
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.run_duration = Histogram(
+            "hub_run_duration_seconds", "Wall time of ended runs", buckets=_DURATION_BUCKETS, registry=r
+        )
+        self.outputs = Counter(
+            "hub_outputs", "Outputs handled, by output type and result (sent, failed)", ["type", "result"], registry=r
+        )
+        self.platform_sends = Counter(
+            "hub_platform_sends", "Requests that send to a platform, by result (ok, error)", ["platform", "result"],
+            registry=r,
+        )
+        self.platform_rate_limited = Counter(
+            "hub_platform_rate_limited", "429 (rate limited) answers from a platform", ["platform"], registry=r
+        )
+        self.webhooks = Counter(
+            "hub_webhook_requests", "Webhook requests, by webhook and HTTP status", ["webhook", "status"], registry=r
+        )
+        self.schedule_fires = Counter("hub_schedule_fires", "Inputs sent by schedules", ["schedule"], registry=r)
+        runner = hub.runner
+        Gauge("hub_runs_running", "Runs in progress", registry=r).set_function(lambda: runner.running)
+        Gauge("hub_queue_depth", "Inputs waiting for their context's next step or run", registry=r).set_function(
+            lambda: runner.queued
+        )
+        Gauge("hub_llm_waiting", "Steps waiting for a free LLM slot", registry=r).set_function(
+            lambda: runner.llm_waiting
+        )
+        hub.step_observers.append(self._step)
+        hub.output_observers.append(self._output)
+        hub.after_run_hooks.append(self._run_ended)
+
+    # --- the API for extensions ---------------------------------------------------------
+
+    def platform_send(self, platform: str, ok: bool = True) -> None:
+        """Count one request that sends to ``platform`` (a message, a post, a reply)."""
+        self.platform_sends.labels(platform, "ok" if ok else "error").inc()
+
+    def platform_429(self, platform: str) -> None:
+        """Count one rate-limited (429) answer from ``platform``."""
+        self.platform_rate_limited.labels(platform).inc()
+
+    # --- fed by the hub -----------------------------------------------------------------
+
+    def webhook(self, name: str, status: int) -> None:
+        self.webhooks.labels(name, str(status)).inc()
+
+    def schedule_fired(self, name: str) -> None:
+        self.schedule_fires.labels(name).inc()
+
+    def _step(self, ctx: RunContext, step: StepLog) -> None:
+        self.steps.labels(ctx.context.type).inc()
+        self.tokens.labels("prompt").inc(step.prompt_tokens)
+        self.tokens.labels("completion").inc(step.completion_tokens)
+        if step.llm_latency > 0:
+            self.llm_latency.observe(step.llm_latency)
+
+    def _output(self, ctx: RunContext, out: OutputLog) -> None:
+        self.outputs.labels(out.type, "sent" if out.sent else "failed").inc()
+
+    async def _run_ended(self, result: RunResult, ctx: RunContext | None) -> None:
+        ctype = ctx.context.type if ctx is not None else result.context.rpartition(":")[0]
+        self.runs.labels(str(result.state), ctype).inc()
+        self.run_duration.observe(max(0.0, result.duration))
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)

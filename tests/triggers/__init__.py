@@ -1,0 +1,1 @@
+"""Tests of schedules, webhooks, metrics and child runs."""
