@@ -43,6 +43,15 @@ def _parser() -> argparse.ArgumentParser:
     trace.add_argument("run_id", help="a run id or a unique prefix of one")
     trace.add_argument("--json", action="store_true")
     sub.add_parser("check", parents=[common], help="validate config, personas and extension settings")
+    persona = sub.add_parser("persona", help="persona revisions: history and rollback")
+    psub = persona.add_subparsers(dest="persona_command", required=True)
+    psub.add_parser("list", parents=[common], help="personas, their files and revision counts")
+    history = psub.add_parser("history", parents=[common], help="every accepted revision of a persona, with diffs")
+    history.add_argument("name")
+    history.add_argument("--json", action="store_true")
+    rollback = psub.add_parser("rollback", parents=[common], help="put a revision back in force")
+    rollback.add_argument("name")
+    rollback.add_argument("rev", type=int)
     return p
 
 
@@ -56,8 +65,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = args.log_level or config.hub.log_level
     if args.command == "chat" and args.log_level is None:
         level = "WARNING"  # the terminal is for the conversation
-    setup_logging(level, args.log_format or config.hub.log_format)
-    commands = {"run": cmd_run, "chat": cmd_chat, "runs": cmd_runs, "trace": cmd_trace, "check": cmd_check}
+    from .redact import Redactor
+
+    setup_logging(level, args.log_format or config.hub.log_format, redactor=Redactor.from_config(config))
+    commands = {
+        "run": cmd_run,
+        "chat": cmd_chat,
+        "runs": cmd_runs,
+        "trace": cmd_trace,
+        "check": cmd_check,
+        "persona": cmd_persona,
+    }
     try:
         return asyncio.run(commands[args.command](config, args))
     except KeyboardInterrupt:
@@ -179,49 +197,78 @@ async def cmd_trace(config: HubConfig, args: argparse.Namespace) -> int:
             raise HubError(f"no run matches {args.run_id!r} (give more characters if several do)")
         events = await store.events(run.id)
         children = await store.list(parent_id=run.id, limit=1000)
+    from .redact import Redactor
+
+    redactor = Redactor.from_config(config)  # also masks runs recorded before a secret was set
     if args.json:
-        print(json.dumps({"run": _run_dict(run), "events": [to_dict(e) for e in events],
-                          "children": [_run_dict(c) for c in children]}, default=str))
+        data = {"run": _run_dict(run), "events": [to_dict(e) for e in events], "children": [_run_dict(c) for c in children]}
+        print(json.dumps(redactor.redact_tree(json.loads(json.dumps(data, default=str)))))
         return 0
     from .trace import render_trace
 
-    print(render_trace(run, events, children))
+    print(redactor.redact(render_trace(run, events, children)))
     return 0
 
 
 async def cmd_check(config: HubConfig, args: argparse.Namespace) -> int:
-    from .loader import load_extensions
-    from .persona import PersonaSet
+    from .check import check_config
 
-    problems: list[str] = []
-    try:
-        exts = load_extensions(config)
-    except HubError as e:
-        problems.append(str(e))
-        exts = []
-    personas = PersonaSet(config.contexts_dir)
-    if not config.contexts_dir.is_dir():
-        problems.append(f"{config.contexts_dir}: personas folder not found")
-    else:
-        problems.extend(str(e) for e in personas.load_all())
-        if config.contexts_dir.is_dir() and personas.get(personas.default) is None and not problems:
-            problems.append(f"{config.contexts_dir}: no {personas.default}.toml (the default persona)")
-    if config.model.resolved_provider() == "local" and not config.model.model_path:
-        from .models.local import default_gguf
-
-        try:
-            default_gguf()
-        except HubError as e:
-            problems.append(str(e))
-    where = config.path or "defaults (no config.toml)"
-    if problems:
-        for p in problems:
-            print(f"error: {p}", file=sys.stderr)
+    report = check_config(config)
+    for w in report.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if report.errors:
+        for e in report.errors:
+            print(f"error: {e}", file=sys.stderr)
+        print(f"{len(report.errors)} problem{'s' if len(report.errors) > 1 else ''} found", file=sys.stderr)
         return 2
+    where = config.path or "defaults (no config.toml)"
+    provider = config.model.resolved_provider()
     print(f"ok: {where}")
-    print(f"  model: {config.model.resolved_provider()} {config.model.name if config.model.resolved_provider() == 'openai' else ''}".rstrip())
-    print(f"  extensions: {', '.join(e.name for e in exts) or 'none'}")
-    print(f"  personas: {', '.join(personas.names()) or 'none'}")
+    print(f"  model: {provider} {config.model.name if provider == 'openai' else ''}".rstrip())
+    print(f"  extensions: {', '.join(report.extensions) or 'none'}")
+    print(f"  personas: {', '.join(report.personas) or 'none'}")
+    return 0
+
+
+async def cmd_persona(config: HubConfig, args: argparse.Namespace) -> int:
+    from .db import Database
+    from .revisions import SQLiteRevisionStore, render_history, rollback
+
+    path = config.data_dir / "hub.db"
+    folder = config.contexts_dir
+    if not path.exists():
+        if args.persona_command == "list":
+            for p in sorted(folder.glob("*.toml")):
+                print(f"{p.stem:20}   0 revisions  {p}")
+            return 0
+        raise HubError(f"no persona revisions yet: {path} does not exist (the hub records them when it runs)")
+    async with Database(path) as db:
+        store = SQLiteRevisionStore(db)
+        await store.open()
+        if args.persona_command == "list":
+            names = sorted({p.stem for p in folder.glob("*.toml")} | set(await store.names()))
+            counts = {n: len(await store.history(n)) for n in names}
+            for n in names:
+                file = folder / f"{n}.toml"
+                print(f"{n:20} {counts[n]:>3} revision{'s' if counts[n] != 1 else ' '}  {file if file.exists() else '(file deleted)'}")
+            if not names:
+                print(f"no personas in {folder}")
+            return 0
+        revisions = await store.history(args.name)
+        if not revisions:
+            raise HubError(f"persona {args.name!r} has no revisions (known: {', '.join(await store.names()) or 'none'})")
+        if args.persona_command == "history":
+            file = folder / f"{args.name}.toml"
+            current = file.read_text(encoding="utf-8") if file.exists() else None
+            if args.json:
+                for r in revisions:
+                    print(json.dumps({"name": r.name, "rev": r.rev, "ts": r.ts, "note": r.note, "text": r.text}))
+            else:
+                print(render_history(revisions, current=current))
+            return 0
+        target = await rollback(store, folder, args.name, args.rev)
+        print(f"persona {args.name}: rev {target.rev} is back in {folder / (args.name + '.toml')}; "
+              "a running hub uses it from its next message")
     return 0
 
 
