@@ -24,6 +24,8 @@ __all__ = ["main"]
 
 log = logging.getLogger("hub")
 
+HEARTBEAT = "heartbeat"  # under data_dir, touched by `hub run`, read by `hub health`
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hub", description="An LLM agent on Discord, Telegram, X and the terminal.")
@@ -43,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     trace.add_argument("run_id", help="a run id or a unique prefix of one")
     trace.add_argument("--json", action="store_true")
     sub.add_parser("check", parents=[common], help="validate config, personas and extension settings")
+    health = sub.add_parser("health", parents=[common], help="exit 0 if a running hub is alive (container healthcheck)")
+    health.add_argument("--max-age", type=float, default=60.0, help="seconds since the last heartbeat (no [http])")
     persona = sub.add_parser("persona", help="persona revisions: history and rollback")
     psub = persona.add_subparsers(dest="persona_command", required=True)
     psub.add_parser("list", parents=[common], help="personas, their files and revision counts")
@@ -75,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "trace": cmd_trace,
         "check": cmd_check,
         "persona": cmd_persona,
+        "health": cmd_health,
     }
     try:
         return asyncio.run(commands[args.command](config, args))
@@ -88,7 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 async def cmd_run(config: HubConfig, args: argparse.Namespace) -> int:
     from .hub import Hub
 
+    from .ops import Heartbeat
+
     hub = Hub(config)
+    hub.components.append(Heartbeat(config.data_dir / HEARTBEAT))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -227,6 +235,34 @@ async def cmd_check(config: HubConfig, args: argparse.Namespace) -> int:
     print(f"  model: {provider} {config.model.name if provider == 'openai' else ''}".rstrip())
     print(f"  extensions: {', '.join(report.extensions) or 'none'}")
     print(f"  personas: {', '.join(report.personas) or 'none'}")
+    return 0
+
+
+async def cmd_health(config: HubConfig, args: argparse.Namespace) -> int:
+    """/healthz of the hub's HTTP endpoint when there is one, else the heartbeat's age."""
+    if config.http is not None:
+        import urllib.error
+        import urllib.request
+
+        host = config.http.host if config.http.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        url = f"http://{host}:{config.http.port}/healthz"
+        try:
+            status = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).status)
+        except (urllib.error.URLError, OSError) as e:
+            print(f"unhealthy: {url}: {e}", file=sys.stderr)
+            return 1
+        print(f"ok: {url} answered {status}")
+        return 0
+    path = config.data_dir / HEARTBEAT
+    try:
+        age = time.time() - path.stat().st_mtime
+    except FileNotFoundError:
+        print(f"unhealthy: no heartbeat at {path} (is `hub run` running?)", file=sys.stderr)
+        return 1
+    if age > args.max_age:
+        print(f"unhealthy: last heartbeat {age:.0f}s ago (more than {args.max_age:.0f}s)", file=sys.stderr)
+        return 1
+    print(f"ok: heartbeat {age:.0f}s ago")
     return 0
 
 
