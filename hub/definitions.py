@@ -257,6 +257,11 @@ def _schema_from(ann: Any, fn: Callable[..., Any], what: str) -> type[BaseModel]
         return ann
     if ann is dict or ann is Any:
         return create_model(f"{fn.__name__}_args", __config__=ConfigDict(extra="allow"))
+    if isinstance(ann, str):
+        raise TypeError(
+            f"{what} {fn.__qualname__}: cannot resolve the annotation {ann!r}; define the model at module "
+            f"level or pass schema=..."
+        )
     raise TypeError(f"{what} {fn.__qualname__}: annotate the first parameter with a pydantic BaseModel")
 
 
@@ -264,6 +269,7 @@ def action(
     fn: Callable[..., Awaitable[Any]] | None = None,
     *,
     name: str | None = None,
+    schema: type[BaseModel] | None = None,
     description: str = "",
     instructions: str = "",
     examples: Sequence[str] = (),
@@ -282,7 +288,7 @@ def action(
     def wrap(f: Callable[..., Awaitable[Any]]) -> Action:
         if not inspect.iscoroutinefunction(f):
             raise TypeError(f"action {f.__qualname__} must be an async function")
-        schema = _schema_from(_first_param_annotation(f, "action"), f, "action")
+        args_schema = schema or _schema_from(_first_param_annotation(f, "action"), f, "action")
         try:
             returns = get_type_hints(f).get("return")
         except Exception:
@@ -290,7 +296,7 @@ def action(
         return Action(
             name=name or f.__name__,
             handler=f,
-            schema=schema,
+            schema=args_schema,
             description=description or inspect.getdoc(f) or "",
             instructions=instructions,
             returns=None if returns in (None, type(None), Any) else returns,

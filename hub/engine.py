@@ -289,7 +289,7 @@ class Engine:
         st: _RunState | None = None
         state, reason = RunState.COMPLETED, None
         try:
-            async with asyncio.timeout(min(deadline, started + cfg.heartbeat_timeout)) as timer:
+            async with asyncio.timeout_at(min(deadline, started + cfg.heartbeat_timeout)) as timer:
 
                 def progress() -> None:
                     nonlocal last_beat
@@ -605,7 +605,7 @@ class Engine:
             return
         if out.is_text and not entry.content:
             return  # an empty reply says nothing; nothing to send
-        self._append(st, entry)
+        st.logs.append(entry)  # persisted once its send is over, with its outcome
         ctx = st.ctx.derive(attributes=attributes)
         previous = st.output_chain
         st.output_chain = asyncio.create_task(self._send(st, out, value, ctx, entry, previous), name=f"output:{out.type}")
@@ -617,6 +617,7 @@ class Engine:
             data = await out.handler(value, ctx)
         except asyncio.CancelledError:
             entry.error = "cancelled before it was sent"
+            self.hub.runs.append(st.run, entry)
             raise
         except Exception as e:
             entry.error = f"{type(e).__name__}: {e}"
@@ -626,7 +627,7 @@ class Engine:
             if data is not None:
                 entry.data = _jsonable(data)
         st.progress()
-        self.hub.runs.append(st.run, OutputLog(**{k: getattr(entry, k) for k in ("type", "content", "attrs", "id", "sent", "error", "data", "step", "ts")}))
+        self.hub.runs.append(st.run, entry)
         self.hub.observe_output(st.ctx, entry)
 
     def _feedback(self, st: _RunState, message: str) -> None:

@@ -88,6 +88,7 @@ class PersonaSet:
         self.interval = interval
         self._entries: dict[str, _Entry] = {}
         self._errors: dict[str, str] = {}
+        self._failed: dict[str, tuple[int, int]] = {}
         self._last_scan = -1.0
 
     def load_all(self, *, strict: bool = False) -> list[ConfigError]:
@@ -99,6 +100,7 @@ class PersonaSet:
             except ConfigError as e:
                 if strict:
                     raise
+                self._errors[path.stem] = str(e)
                 errors.append(e)
         self._last_scan = time.monotonic()
         return errors
@@ -115,14 +117,14 @@ class PersonaSet:
         try:
             persona = load_persona(path)
         except ConfigError as e:
+            if entry is None:
+                self._failed[name] = (st.st_mtime_ns, st.st_size)
+                raise
             if self._errors.get(name) != str(e):
                 self._errors[name] = str(e)
-                if entry is not None:
-                    log.error("persona %s: edit rejected, keeping the previous version: %s", name, e)
-            if entry is not None:
-                entry.mtime_ns, entry.size = st.st_mtime_ns, st.st_size
-                return
-            raise
+                log.error("persona %s: edit rejected, keeping the previous version: %s", name, e)
+            entry.mtime_ns, entry.size = st.st_mtime_ns, st.st_size
+            return
         self._errors.pop(name, None)
         changed = entry is None or entry.persona != persona
         self._entries[name] = _Entry(persona, st.st_mtime_ns, st.st_size)
@@ -141,12 +143,21 @@ class PersonaSet:
         if not self.folder.is_dir():
             return
         for path in self.folder.glob("*.toml"):
+            name = path.stem
+            if name not in self._entries and name in self._failed:
+                try:
+                    st = path.stat()
+                except FileNotFoundError:
+                    continue
+                if self._failed[name] == (st.st_mtime_ns, st.st_size):
+                    continue  # still the same broken file
             try:
                 self._load(path)
+                self._failed.pop(name, None)
             except ConfigError as e:
-                if self._errors.get(path.stem) != f"new:{e}":
-                    self._errors[path.stem] = f"new:{e}"
-                    log.error("persona %s: not loaded: %s", path.stem, e)
+                if self._errors.get(name) != str(e):
+                    self._errors[name] = str(e)
+                    log.error("persona %s: not loaded: %s", name, e)
 
     def names(self) -> list[str]:
         return sorted(self._entries)
@@ -157,7 +168,7 @@ class PersonaSet:
         return entry.persona if entry else None
 
     def errors(self) -> dict[str, str]:
-        return {k: v.removeprefix("new:") for k, v in self._errors.items()}
+        return dict(self._errors)
 
     def set(self, name: str, persona: Persona) -> None:
         """Put a version in force (rollback); the file on disk is rewritten by the caller."""

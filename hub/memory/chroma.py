@@ -1,0 +1,379 @@
+"""`ChromaVectorStore`: the default vector store, Chroma's embedded PersistentClient.
+
+One Chroma collection per index, HNSW in cosine space. The store embeds texts with its
+own `Embedder` and hands Chroma the vectors; each collection also records the embedder
+(``hub_embedder`` metadata, and `chroma_embedding_function` in its configuration) so a
+store reopened in a fresh process, or a plain Chroma client, embeds queries the same way,
+and a store with a different embedder is refused instead of comparing unrelated vectors.
+
+chromadb is imported on first use (it costs most of a second), and every Chroma call
+runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import os
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from hub.memory.embedder import Embedder, default_embedder, embedder_from_name
+from hub.memory.vector import (
+    MetadataValue,
+    VectorHit,
+    VectorRecord,
+    VectorStore,
+    VectorStoreError,
+    check_index_name,
+    check_k,
+    check_limit,
+    check_delete_args,
+    check_records,
+    check_where,
+)
+
+if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+    from chromadb.api.models.Collection import Collection
+
+__all__ = ["ChromaVectorStore", "chroma_collection_name", "chroma_embedding_function"]
+
+_T = TypeVar("_T")
+
+#: Name under which the embedding function is registered with chromadb.
+EMBEDDING_FUNCTION_NAME = "hub-embedder"
+_INDEX_KEY = "hub_index"
+_EMBEDDER_KEY = "hub_embedder"
+# Names Chroma accepts as they are (3-512 chars of [A-Za-z0-9_-], alphanumeric at both
+# ends); dots are left out so "..", and IPv4-like names, never pass through.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{1,200}[A-Za-z0-9]")
+_MAPPED_PREFIX = "hub-"
+
+
+def chroma_collection_name(index: str) -> str:
+    """The Chroma collection that holds `index`: the name itself when Chroma accepts
+    it, else ``hub-<slug>-<hash>``. Deterministic and injective (names starting with
+    ``hub-`` are always mapped, so a mapped name never meets a plain one)."""
+    check_index_name(index)
+    if _PLAIN_NAME.fullmatch(index) and not index.startswith(_MAPPED_PREFIX):
+        return index
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "_", index)[:40].strip("_-") or "x"
+    digest = hashlib.sha256(index.encode()).hexdigest()[:16]
+    return f"{_MAPPED_PREFIX}{slug}-{digest}"
+
+
+@functools.cache
+def chroma_embedding_function() -> type:
+    """The chromadb embedding function class wrapping an `Embedder`, registered with
+    chromadb on first call. Call it before a plain Chroma client opens a hub collection
+    (the store does it itself) so Chroma can rebuild the embedder from the config."""
+    from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
+    from chromadb.utils.embedding_functions import register_embedding_function
+
+    class HubEmbeddingFunction(EmbeddingFunction[Documents]):
+        """Chroma's view of a hub `Embedder` (MiniLM or hash: those it can rebuild)."""
+
+        def __init__(self, embedder: Embedder | None = None) -> None:
+            self.embedder = embedder if embedder is not None else default_embedder()
+
+        def __call__(self, input: Documents) -> Embeddings:
+            return list(self.embedder.embed(list(input)))
+
+        @staticmethod
+        def name() -> str:
+            return EMBEDDING_FUNCTION_NAME
+
+        def get_config(self) -> dict[str, Any]:
+            return {"embedder": self.embedder.name}
+
+        @staticmethod
+        def build_from_config(config: dict[str, Any]) -> HubEmbeddingFunction:
+            return HubEmbeddingFunction(embedder_from_name(config["embedder"]))
+
+        def default_space(self) -> str:  # type: ignore[override]
+            return "cosine"
+
+        def supported_spaces(self) -> list[str]:  # type: ignore[override]
+            return ["cosine"]
+
+    register_embedding_function(HubEmbeddingFunction)
+    return HubEmbeddingFunction
+
+
+class ChromaVectorStore(VectorStore):
+    """Indexes as Chroma collections in a directory; survives restarts.
+
+    Opens on first use (or on `open` / ``async with``). Not safe against other
+    processes writing the same directory at once.
+
+    Args:
+        path: The store's directory (created if missing).
+        embedder: Embeds texts and queries; default `default_embedder()` (MiniLM).
+
+    Raises:
+        VectorStoreError: (from any method) the directory cannot be opened as a
+            Chroma store, or Chroma fails; the message names the path.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, embedder: Embedder | None = None) -> None:
+        self.path = Path(path)
+        self.embedder = embedder if embedder is not None else default_embedder()
+        self._client: ClientAPI | None = None
+        self._collections: dict[str, Collection] = {}
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    async def open(self) -> None:
+        await self._get_client()
+
+    async def create_index(self, name: str) -> None:
+        await self._get_collection(name, create=True)
+
+    async def delete_index(self, name: str) -> None:
+        client = await self._get_client()
+        chroma_name = chroma_collection_name(name)
+        self._collections.pop(name, None)
+
+        def drop() -> None:
+            from chromadb.errors import NotFoundError
+
+            try:
+                client.delete_collection(chroma_name)
+            except NotFoundError:
+                pass
+
+        await self._call(drop, f"deleting index {name!r}")
+
+    async def upsert(self, index: str, records: Sequence[VectorRecord]) -> None:
+        records = check_records(records)
+        collection = await self._get_collection(index, create=True)
+        if not records:
+            return
+        assert collection is not None
+        vectors = await asyncio.to_thread(self.embedder.embed, [r.text for r in records])
+        batch = self._max_batch()
+
+        def write() -> None:
+            for start in range(0, len(records), batch):
+                chunk = records[start : start + batch]
+                ids = [r.id for r in chunk]
+                # Chroma merges metadata on upsert; replacing means nulling old keys.
+                old = collection.get(ids=ids, include=["metadatas"])
+                old_keys = {
+                    i: set(m or ()) for i, m in zip(old["ids"], old["metadatas"] or [])
+                }
+                metadatas: list[dict[str, Any] | None] = []
+                for r in chunk:
+                    meta: dict[str, Any] = {k: None for k in old_keys.get(r.id, ())}
+                    meta.update(r.metadata)
+                    metadatas.append(meta or None)
+                collection.upsert(
+                    ids=ids,
+                    embeddings=vectors[start : start + batch],
+                    documents=[r.text for r in chunk],
+                    metadatas=metadatas,  # type: ignore[arg-type]
+                )
+
+        await self._call(write, f"writing to index {index!r}")
+
+    async def query(
+        self,
+        index: str,
+        text: str,
+        *,
+        k: int = 5,
+        where: dict[str, MetadataValue] | None = None,
+        min_score: float | None = None,
+    ) -> list[VectorHit]:
+        check_k(k)
+        where = check_where(where)
+        collection = await self._get_collection(index, create=False)
+        if collection is None:
+            return []
+        vector = (await asyncio.to_thread(self.embedder.embed, [text]))[0]
+
+        def search() -> Any:
+            return collection.query(
+                query_embeddings=[vector],
+                n_results=k,
+                where=_chroma_where(where),
+                include=["documents", "metadatas", "distances"],
+            )
+
+        result = await self._call(search, f"querying index {index!r}")
+        hits = []
+        for id_, doc, meta, distance in zip(
+            result["ids"][0],
+            (result["documents"] or [[]])[0],
+            (result["metadatas"] or [[]])[0],
+            (result["distances"] or [[]])[0],
+        ):
+            score = 1.0 - float(distance)  # Chroma's cosine distance is 1 - similarity
+            if min_score is None or score >= min_score:
+                hits.append(VectorHit(id_, doc or "", dict(meta or {}), score))
+        return hits
+
+    async def delete(
+        self,
+        index: str,
+        *,
+        ids: Sequence[str] | None = None,
+        where: dict[str, MetadataValue] | None = None,
+    ) -> int:
+        id_list, where = check_delete_args(ids, where)
+        collection = await self._get_collection(index, create=False)
+        if collection is None or id_list == []:
+            return 0
+
+        def remove() -> int:
+            # Chroma's own delete reports requested ids, not removed ones: look first.
+            found = collection.get(ids=id_list, where=_chroma_where(where), include=[])["ids"]
+            batch = self._max_batch()
+            for start in range(0, len(found), batch):
+                collection.delete(ids=found[start : start + batch])
+            return len(found)
+
+        return await self._call(remove, f"deleting from index {index!r}")
+
+    async def count(self, index: str) -> int:
+        collection = await self._get_collection(index, create=False)
+        if collection is None:
+            return 0
+        return await self._call(collection.count, f"counting index {index!r}")
+
+    async def get(
+        self,
+        index: str,
+        *,
+        where: dict[str, MetadataValue] | None = None,
+        limit: int | None = None,
+    ) -> list[VectorRecord]:
+        where = check_where(where)
+        check_limit(limit)
+        collection = await self._get_collection(index, create=False)
+        if collection is None or limit == 0:
+            return []
+
+        def read() -> Any:
+            return collection.get(
+                where=_chroma_where(where), limit=limit, include=["documents", "metadatas"]
+            )
+
+        result = await self._call(read, f"reading index {index!r}")
+        return [
+            VectorRecord(id_, doc or "", dict(meta or {}))
+            for id_, doc, meta in zip(
+                result["ids"], result["documents"] or [], result["metadatas"] or []
+            )
+        ]
+
+    async def close(self) -> None:
+        async with self._lock:
+            self._closed = True
+            client, self._client = self._client, None
+            self._collections.clear()
+            if client is not None:
+                await asyncio.to_thread(client.close)
+
+    # -- internals ---------------------------------------------------------------
+
+    async def _get_client(self) -> ClientAPI:
+        if self._client is not None:
+            return self._client
+        async with self._lock:
+            if self._closed:
+                raise VectorStoreError(self.path, "store is closed")
+            if self._client is None:
+                self._client = await asyncio.to_thread(self._open_client)
+            return self._client
+
+    def _open_client(self) -> ClientAPI:
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise VectorStoreError(self.path, f"cannot create directory: {e.strerror or e}") from e
+        if not self.path.is_dir():
+            raise VectorStoreError(self.path, "not a directory")
+        if not os.access(self.path, os.R_OK | os.W_OK | os.X_OK):
+            raise VectorStoreError(self.path, "directory is not readable and writable")
+        import chromadb
+        from chromadb.config import Settings
+
+        chroma_embedding_function()  # registered before any collection is opened
+        try:
+            client = chromadb.PersistentClient(
+                path=str(self.path), settings=Settings(anonymized_telemetry=False)
+            )
+            client.heartbeat()
+        except Exception as e:  # sqlite, Rust and config errors all mean "cannot open"
+            raise VectorStoreError(self.path, f"cannot open Chroma store: {e}") from e
+        return client
+
+    async def _get_collection(self, index: str, *, create: bool) -> Collection | None:
+        """The collection for `index` (cached); None if missing and not `create`."""
+        client = await self._get_client()
+        collection = self._collections.get(index)
+        if collection is not None:
+            return collection
+        chroma_name = chroma_collection_name(index)
+        function = chroma_embedding_function()(self.embedder) if self._rebuildable() else None
+
+        def fetch() -> Collection | None:
+            from chromadb.errors import NotFoundError
+
+            if create:
+                return client.get_or_create_collection(
+                    chroma_name,
+                    configuration={"hnsw": {"space": "cosine"}},
+                    metadata={_INDEX_KEY: index, _EMBEDDER_KEY: self.embedder.name},
+                    embedding_function=function,
+                )
+            try:
+                return client.get_collection(chroma_name, embedding_function=function)
+            except NotFoundError:
+                return None
+
+        collection = await self._call(fetch, f"opening index {index!r}")
+        if collection is None:
+            return None
+        stored = (collection.metadata or {}).get(_EMBEDDER_KEY)
+        if stored is not None and stored != self.embedder.name:
+            raise VectorStoreError(
+                self.path,
+                f"index {index!r} holds vectors of embedder {stored!r}, "
+                f"but this store embeds with {self.embedder.name!r}",
+            )
+        self._collections[index] = collection
+        return collection
+
+    def _rebuildable(self) -> bool:
+        try:
+            embedder_from_name(self.embedder.name)
+        except ValueError:
+            return False
+        return True
+
+    def _max_batch(self) -> int:
+        assert self._client is not None
+        return max(1, self._client.get_max_batch_size())
+
+    async def _call(self, fn: Callable[[], _T], doing: str) -> _T:
+        if self._closed:
+            raise VectorStoreError(self.path, "store is closed")
+        try:
+            return await asyncio.to_thread(fn)
+        except VectorStoreError:
+            raise
+        except Exception as e:  # Chroma raises ChromaError, ValueError and Rust errors alike
+            raise VectorStoreError(self.path, f"{doing}: {e}") from e
+
+
+def _chroma_where(where: dict[str, MetadataValue] | None) -> dict[str, Any] | None:
+    if not where:
+        return None
+    clauses = [{key: {"$eq": value}} for key, value in where.items()]
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}

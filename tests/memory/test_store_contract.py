@@ -1,0 +1,81 @@
+"""One contract, every MemoryStore."""
+
+import pytest
+
+from hub.db import Database
+from hub.memory.sqlite import SQLiteMemoryStore
+from hub.memory.store import InMemoryStore, MemoryStore
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(request, tmp_path):
+    if request.param == "memory":
+        s: MemoryStore = InMemoryStore()
+        await s.open()
+        yield s
+    else:
+        db = Database(tmp_path / "hub.db")
+        s = SQLiteMemoryStore(db)
+        await s.open()
+        yield s
+        await db.close()
+
+
+async def test_get_set_delete(store: MemoryStore) -> None:
+    assert await store.get("context:a") is None
+    await store.set("context:a", {"n": 1, "list": [1, "two", None], "ok": True})
+    assert await store.get("context:a") == {"n": 1, "list": [1, "two", None], "ok": True}
+    await store.set("context:a", "replaced")
+    assert await store.get("context:a") == "replaced"
+    await store.delete("context:a")
+    await store.delete("context:a")
+    assert await store.get("context:a") is None
+
+
+async def test_values_are_copies(store: MemoryStore) -> None:
+    value = {"items": [1]}
+    await store.set("k", value)
+    value["items"].append(2)
+    got = await store.get("k")
+    got["items"].append(3)
+    assert await store.get("k") == {"items": [1]}
+
+
+async def test_keys_and_clear_by_prefix(store: MemoryStore) -> None:
+    for k in ("memory:b", "memory:a", "working-memory:a", "context:a", "memory:%_odd"):
+        await store.set(k, 1)
+    assert await store.keys("memory:") == ["memory:%_odd", "memory:a", "memory:b"]
+    await store.clear("memory:")
+    assert await store.keys() == ["context:a", "working-memory:a"]
+    await store.clear()
+    assert await store.keys() == []
+
+
+async def test_unicode_and_falsy_values(store: MemoryStore) -> None:
+    await store.set("k:é", "naïve ☃")
+    await store.set("zero", 0)
+    await store.set("empty", [])
+    assert await store.get("k:é") == "naïve ☃"
+    assert await store.get("zero") == 0
+    assert await store.get("empty") == []
+
+
+async def test_rejects_what_json_cannot_hold(store: MemoryStore) -> None:
+    with pytest.raises(TypeError):
+        await store.set("k", {"s": {1, 2}})
+    assert await store.get("k") is None
+
+
+async def test_sqlite_survives_reopen(tmp_path) -> None:
+    db = Database(tmp_path / "hub.db")
+    s = SQLiteMemoryStore(db)
+    await s.open()
+    await s.set("memory:x", {"a": 1})
+    await db.close()
+    db2 = Database(tmp_path / "hub.db")
+    s2 = SQLiteMemoryStore(db2)
+    await s2.open()
+    assert await s2.get("memory:x") == {"a": 1}
+    mode = await db2.fetchone("PRAGMA journal_mode")
+    assert mode[0] == "wal"
+    await db2.close()

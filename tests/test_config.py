@@ -1,0 +1,134 @@
+"""Config and personas: clear errors naming the file and the key; ${VAR} from the environment."""
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from hub import ConfigError, Hub
+from hub.config import load_config
+from hub.loader import load_extensions
+from hub.persona import PersonaSet
+
+
+def write(tmp_path: Path, text: str, name: str = "config.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def test_defaults_work_without_a_file(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config()
+    assert cfg.enabled_extensions() == {"cli": {}}
+    assert cfg.model.resolved_provider() == "local"
+
+
+def test_env_substitution_and_provider_choice(tmp_path) -> None:
+    p = write(tmp_path, """
+        [model]
+        base_url = "${BASE}/v1"
+        api_key = "${KEY}"
+        [hub]
+        data_dir = "${UNSET_VAR}state"
+    """)
+    cfg = load_config(p, env={"BASE": "http://127.0.0.1:1", "KEY": "sk-1"})
+    assert cfg.model.base_url == "http://127.0.0.1:1/v1" and cfg.model.api_key == "sk-1"
+    assert cfg.model.resolved_provider() == "openai"
+    assert cfg.data_dir == tmp_path / "state"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[model]\nnmae = 'x'\n", "config.toml: model.nmae: unknown key"),
+        ("[agent]\nmax_steps = 'many'\n", "config.toml: agent.max_steps: Input should be a valid integer"),
+        ("[agent]\nmax_steps = 0\n", "agent.max_steps: Input should be greater than or equal to 1"),
+        ("[hub\n", "config.toml: not valid TOML"),
+        ("[bogus]\n", "config.toml: bogus: unknown key"),
+        ("[schedules.x]\ncontext = 'cli:session:a'\n", "schedules.x.input: required key is missing"),
+    ],
+)
+def test_errors_name_the_file_and_key(tmp_path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, text))
+    assert message in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_missing_explicit_file(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="file not found"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_extension_settings_are_validated(tmp_path) -> None:
+    cfg = load_config(write(tmp_path, "[extensions.cli]\nstdin = 'maybe'\n"))
+    with pytest.raises(ConfigError, match=r"extensions\.cli\.stdin: Input should be a valid boolean"):
+        load_extensions(cfg)
+    cfg = load_config(write(tmp_path, "[extensions.cli]\ncolour = true\n"))
+    with pytest.raises(ConfigError, match=r"extensions\.cli\.colour: unknown key"):
+        load_extensions(cfg)
+
+
+def test_unknown_extension_and_bad_module(tmp_path) -> None:
+    from hub import ExtensionError
+
+    cfg = load_config(write(tmp_path, "[extensions.nosuch]\n"))
+    with pytest.raises(ExtensionError, match="'nosuch': no such extension"):
+        load_extensions(cfg)
+    cfg = load_config(write(tmp_path, "[extensions.tools]\nmodule = 'missing_tools'\n"))
+    with pytest.raises(ConfigError, match="extensions.tools.module: module 'missing_tools' not found"):
+        load_extensions(cfg)
+    (tmp_path / "broken_tools.py").write_text("raise RuntimeError('typo in my tools')\n")
+    cfg = load_config(write(tmp_path, "[extensions.tools]\nmodule = 'broken_tools.py'\n"))
+    with pytest.raises(Exception, match="typo in my tools"):
+        load_extensions(cfg)
+
+
+def test_operator_module_by_path_and_disabled_tables(tmp_path) -> None:
+    (tmp_path / "my_tools.py").write_text(textwrap.dedent("""
+        from pydantic import BaseModel
+        from hub import Extension, action
+
+        class WeatherArgs(BaseModel):
+            location: str
+
+        @action(name="getWeather", description="Current weather for a location.")
+        async def get_weather(args: WeatherArgs, ctx) -> dict:
+            return {"temperature": 72}
+
+        extension = Extension(name="weather", actions=[get_weather])
+    """))
+    cfg = load_config(write(tmp_path, """
+        [extensions.weather]
+        module = "my_tools"
+        [extensions.cli]
+        enabled = false
+    """))
+    exts = load_extensions(cfg)
+    assert [e.name for e in exts] == ["weather"]
+    hub = Hub(cfg, model=object())  # type: ignore[arg-type]
+    assert "getWeather" in hub.actions and "cli:session" not in hub.contexts
+
+
+def test_persona_errors_and_live_edits(tmp_path, caplog) -> None:
+    folder = tmp_path / "contexts"
+    folder.mkdir()
+    (folder / "default.toml").write_text('name = "Hub"\ninstructions = "Be kind."\n')
+    (folder / "broken.toml").write_text('name = "B"\ninstructions = """unclosed\n')
+    personas = PersonaSet(folder)
+    errors = personas.load_all()
+    assert len(errors) == 1 and "broken.toml: not valid TOML" in str(errors[0])
+    assert personas.get("default").instructions == "Be kind."
+    # an edit that does not validate keeps the previous version, and says why
+    import os
+    import time
+
+    (folder / "default.toml").write_text('name = "Hub"\ninstructions = ""\n')
+    os.utime(folder / "default.toml", ns=(time.time_ns(), time.time_ns() + 10**9))
+    assert personas.get("default").instructions == "Be kind."
+    assert "edit rejected, keeping the previous version" in caplog.text
+    assert "default.toml: instructions: String should have at least 1 character" in caplog.text
+    (folder / "default.toml").write_text('name = "Hub"\ninstructions = "Be brief."\n')
+    os.utime(folder / "default.toml", ns=(time.time_ns(), time.time_ns() + 2 * 10**9))
+    assert personas.get("default").instructions == "Be brief."

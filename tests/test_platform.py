@@ -1,0 +1,174 @@
+"""The shared platform layer: splitting that never truncates, the governor, the loop guard."""
+
+import asyncio
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hub.platform import (
+    AllowList,
+    Governor,
+    LoopGuard,
+    PermanentSendError,
+    RateLimit,
+    RateLimited,
+    SendFailed,
+    TransientSendError,
+    split_message,
+    utf16_len,
+)
+
+
+def words(text: str) -> list[str]:
+    return [w for w in re.split(r"\s+", text.replace("```", " ")) if w]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=0, max_size=300),
+            st.builds(lambda code: f"```py\n{code}\n```", st.text(alphabet="abc xyz=()\n", max_size=400)),
+        ),
+        max_size=12,
+    ).map("\n\n".join),
+    st.integers(min_value=40, max_value=400),
+)
+def test_split_never_truncates_and_respects_the_limit(text: str, limit: int) -> None:
+    parts = split_message(text, limit)
+    assert all(len(p) <= limit for p in parts)
+    # every word, in order (split code blocks only add their fences back)
+    it = iter(words("\n".join(parts)))
+    assert all(any(w == got for got in it) for w in words(text))
+
+
+def test_split_prefers_paragraphs_and_keeps_code_whole() -> None:
+    code = "```python\n" + "\n".join(f"print({i})" for i in range(20)) + "\n```"
+    text = "Intro paragraph.\n\n" + "A" * 150 + "\n\n" + code + "\n\nThe end."
+    parts = split_message(text, 300)
+    assert parts[0] == "Intro paragraph.\n\n" + "A" * 150
+    assert parts[1] == code + "\n\nThe end."  # the block whole, packed with what fits after it
+
+
+def test_a_code_block_longer_than_the_limit_is_split_with_balanced_fences() -> None:
+    code = "```js\n" + "\n".join(f"console.log({i});" for i in range(200)) + "\n```"
+    parts = split_message(code, 500)
+    assert len(parts) > 1
+    for p in parts:
+        assert len(p) <= 500 and p.startswith("```js\n") and p.endswith("\n```")
+        assert p.count("```") == 2
+    body = "\n".join(p[len("```js\n") : -len("\n```")] for p in parts)
+    assert body == "\n".join(f"console.log({i});" for i in range(200))
+
+
+def test_telegram_length_counts_utf16() -> None:
+    text = "😀" * 3000  # 6000 UTF-16 units
+    parts = split_message(text, 4096, length=utf16_len)
+    assert all(utf16_len(p) <= 4096 for p in parts) and "".join(parts) == text
+
+
+def test_short_and_blank() -> None:
+    assert split_message("hi", 100) == ["hi"]
+    assert split_message("  \n ", 100) == []
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, d: float) -> None:
+        self.sleeps.append(d)
+        self.now += d
+        await asyncio.sleep(0)
+
+
+async def test_governor_honours_retry_after_then_succeeds() -> None:
+    clock = FakeClock()
+    calls = []
+
+    async def send() -> str:
+        calls.append(clock.now)
+        if len(calls) == 1:
+            raise RateLimited(3)
+        return "ok"
+
+    gov = Governor("t", clock=clock, sleep=clock.sleep)
+    assert await gov.send(1, send) == "ok"
+    assert len(calls) == 2 and calls[1] - calls[0] >= 3
+    assert gov.sent == 1 and gov.rate_limited == 1
+
+
+async def test_governor_paces_per_chat_and_globally() -> None:
+    clock = FakeClock()
+    times: list[tuple[int, float]] = []
+
+    def sender(chat: int):
+        async def send() -> None:
+            times.append((chat, clock.now))
+
+        return send
+
+    gov = Governor("t", per_chat=RateLimit(1, 1.0), global_=RateLimit(3, 1.0), clock=clock, sleep=clock.sleep)
+    for _ in range(3):
+        await gov.send(1, sender(1))
+    chat1 = [t for c, t in times if c == 1]
+    assert chat1[1] - chat1[0] >= 1.0 and chat1[2] - chat1[1] >= 1.0
+    await asyncio.gather(*(gov.send(c, sender(c)) for c in range(10, 16)))
+    burst = sorted(t for c, t in times if c >= 10)
+    # at most 3 sends in any 1-second window
+    for i in range(len(burst) - 3):
+        assert burst[i + 3] - burst[i] >= 1.0
+
+
+async def test_governor_gives_up_and_says_why() -> None:
+    clock = FakeClock()
+
+    async def always_5xx() -> None:
+        raise TransientSendError("HTTP 502")
+
+    gov = Governor("t", max_attempts=3, clock=clock, sleep=clock.sleep)
+    with pytest.raises(SendFailed, match="gave up after 3 attempts: HTTP 502"):
+        await gov.send(1, always_5xx)
+
+    async def forbidden() -> None:
+        raise PermanentSendError("403 bot was blocked by the user")
+
+    with pytest.raises(SendFailed, match="blocked"):
+        await gov.send(1, forbidden)
+    assert gov.failed == 2
+
+
+async def test_governor_bounds_total_wait() -> None:
+    clock = FakeClock()
+
+    async def flood() -> None:
+        raise RateLimited(100)
+
+    gov = Governor("t", max_wait=30, clock=clock, sleep=clock.sleep)
+    with pytest.raises(SendFailed, match="retry after 100s"):
+        await gov.send(1, flood)
+    assert clock.now < 31
+
+
+def test_loop_guard_stops_bot_ping_pong_and_a_human_resets_it() -> None:
+    now = [0.0]
+    guard = LoopGuard(max_turns=3, window=60, clock=lambda: now[0])
+    assert [guard.allow("c", from_bot=True) for _ in range(5)] == [True, True, True, False, False]
+    assert guard.allow("other", from_bot=True)
+    assert guard.allow("c", from_bot=False)
+    assert guard.allow("c", from_bot=True)
+    now[0] = 1000
+    assert [guard.allow("other", from_bot=True) for _ in range(3)] == [True, True, True]
+
+
+def test_allow_list() -> None:
+    assert AllowList().allows(5)
+    allow = AllowList([42, "-100"])
+    assert allow.allows(42) and allow.allows(-100) and allow.allows(None, "42")
+    assert not allow.allows(7) and not allow.allows(None)
