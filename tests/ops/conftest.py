@@ -36,6 +36,7 @@ def config(tmp_path: Path) -> HubConfig:
     cfg = HubConfig()
     cfg.hub.data_dir = str(tmp_path / "data")
     cfg.hub.contexts_dir = str(tmp_path / "contexts")
+    cfg.memory.episodes = False  # episodic memory (Chroma) is not what these tests are about
     (tmp_path / "contexts").mkdir()
     (tmp_path / "contexts" / "default.toml").write_text(DEFAULT_PERSONA, encoding="utf-8")
     return cfg
