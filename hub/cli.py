@@ -209,7 +209,11 @@ async def cmd_trace(config: HubConfig, args: argparse.Namespace) -> int:
 
     redactor = Redactor.from_config(config)  # also masks runs recorded before a secret was set
     if args.json:
-        data = {"run": _run_dict(run), "events": [to_dict(e) for e in events], "children": [_run_dict(c) for c in children]}
+        data = {
+            "run": _run_dict(run),
+            "events": [to_dict(e) for e in events],
+            "children": [_run_dict(c) for c in children],
+        }
         print(json.dumps(redactor.redact_tree(json.loads(json.dumps(data, default=str)))))
         return 0
     from .trace import render_trace
@@ -286,13 +290,15 @@ async def cmd_persona(config: HubConfig, args: argparse.Namespace) -> int:
             counts = {n: len(await store.history(n)) for n in names}
             for n in names:
                 file = folder / f"{n}.toml"
-                print(f"{n:20} {counts[n]:>3} revision{'s' if counts[n] != 1 else ' '}  {file if file.exists() else '(file deleted)'}")
+                plural = "s" if counts[n] != 1 else " "
+                print(f"{n:20} {counts[n]:>3} revision{plural}  {file if file.exists() else '(file deleted)'}")
             if not names:
                 print(f"no personas in {folder}")
             return 0
         revisions = await store.history(args.name)
         if not revisions:
-            raise HubError(f"persona {args.name!r} has no revisions (known: {', '.join(await store.names()) or 'none'})")
+            known = ", ".join(await store.names()) or "none"
+            raise HubError(f"persona {args.name!r} has no revisions (known: {known})")
         if args.persona_command == "history":
             file = folder / f"{args.name}.toml"
             current = file.read_text(encoding="utf-8") if file.exists() else None

@@ -49,5 +49,7 @@ class RoleGuard:
         for user in users:
             if not self.roles_of(platform, user) & needed:
                 who = f"user {user} on {platform}" if user is not None else f"an input with no user on {platform}"
-                return f"permission denied: action {action.name!r} requires the role {wanted}, which {who} does not have"
+                return (
+                    f"permission denied: action {action.name!r} requires the role {wanted}, which {who} does not have"
+                )
         return None

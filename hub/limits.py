@@ -138,7 +138,8 @@ class Budgets:
         limits = self.hub.config.limits
         out = []
         if limits.conversation_tokens_per_day:
-            out.append((f"conversation:{ctx.context.id}", limits.conversation_tokens_per_day, "conversation_tokens_per_day"))
+            budget = limits.conversation_tokens_per_day
+            out.append((f"conversation:{ctx.context.id}", budget, "conversation_tokens_per_day"))
         if limits.user_tokens_per_day and ctx.user:
             platform = ctx.context.extension or ctx.context.type.split(":", 1)[0]
             out.append((f"user:{platform}:{ctx.user}", limits.user_tokens_per_day, "user_tokens_per_day"))
@@ -217,4 +218,6 @@ class Budgets:
 
 
 def _is_limit(reason: str | None) -> bool:
-    return bool(reason) and any(reason == p or reason.startswith(p + " ") for p in LIMIT_REASONS)  # type: ignore[union-attr]
+    if not reason:
+        return False
+    return any(reason == p or reason.startswith(p + " ") for p in LIMIT_REASONS)

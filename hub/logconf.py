@@ -42,7 +42,12 @@ class TextFormatter(logging.Formatter):
 
 
 # attributes every LogRecord has; anything else was passed with ``extra=`` and is data
-_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "run_id", "context_id"}
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "run_id",
+    "context_id",
+}
 
 
 class JsonFormatter(logging.Formatter):

@@ -6,12 +6,12 @@ import logging
 import os
 from pathlib import Path
 
+import pytest
+
 from hub import Extension
+from hub.db import Database
 from hub.definitions import Context, TextArgs, output
 from hub.revisions import InMemoryRevisionStore, SQLiteRevisionStore, render_history, rollback
-from hub.db import Database
-
-import pytest
 
 
 def write(path: Path, text: str) -> None:
