@@ -24,6 +24,8 @@ __all__ = ["main"]
 
 log = logging.getLogger("hub")
 
+HEARTBEAT = "heartbeat"  # under data_dir, touched by `hub run`, read by `hub health`
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hub", description="An LLM agent on Discord, Telegram, X and the terminal.")
@@ -43,6 +45,17 @@ def _parser() -> argparse.ArgumentParser:
     trace.add_argument("run_id", help="a run id or a unique prefix of one")
     trace.add_argument("--json", action="store_true")
     sub.add_parser("check", parents=[common], help="validate config, personas and extension settings")
+    health = sub.add_parser("health", parents=[common], help="exit 0 if a running hub is alive (container healthcheck)")
+    health.add_argument("--max-age", type=float, default=60.0, help="seconds since the last heartbeat (no [http])")
+    persona = sub.add_parser("persona", help="persona revisions: history and rollback")
+    psub = persona.add_subparsers(dest="persona_command", required=True)
+    psub.add_parser("list", parents=[common], help="personas, their files and revision counts")
+    history = psub.add_parser("history", parents=[common], help="every accepted revision of a persona, with diffs")
+    history.add_argument("name")
+    history.add_argument("--json", action="store_true")
+    rollback = psub.add_parser("rollback", parents=[common], help="put a revision back in force")
+    rollback.add_argument("name")
+    rollback.add_argument("rev", type=int)
     return p
 
 
@@ -56,8 +69,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = args.log_level or config.hub.log_level
     if args.command == "chat" and args.log_level is None:
         level = "WARNING"  # the terminal is for the conversation
-    setup_logging(level, args.log_format or config.hub.log_format)
-    commands = {"run": cmd_run, "chat": cmd_chat, "runs": cmd_runs, "trace": cmd_trace, "check": cmd_check}
+    from .redact import Redactor
+
+    setup_logging(level, args.log_format or config.hub.log_format, redactor=Redactor.from_config(config))
+    commands = {
+        "run": cmd_run,
+        "chat": cmd_chat,
+        "runs": cmd_runs,
+        "trace": cmd_trace,
+        "check": cmd_check,
+        "persona": cmd_persona,
+        "health": cmd_health,
+    }
     try:
         return asyncio.run(commands[args.command](config, args))
     except KeyboardInterrupt:
@@ -70,7 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 async def cmd_run(config: HubConfig, args: argparse.Namespace) -> int:
     from .hub import Hub
 
+    from .ops import Heartbeat
+
     hub = Hub(config)
+    hub.components.append(Heartbeat(config.data_dir / HEARTBEAT))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -182,51 +208,110 @@ async def cmd_trace(config: HubConfig, args: argparse.Namespace) -> int:
             raise HubError(f"no run matches {args.run_id!r} (give more characters if several do)")
         events = await store.events(run.id)
         tree = await collect_tree(store, run.id)
+    from .redact import Redactor
+
+    redactor = Redactor.from_config(config)  # also masks runs recorded before a secret was set
     if args.json:
 
         def nested(run_id: str) -> list[dict[str, Any]]:
             return [{**_run_dict(c), "children": nested(c.id)} for c in tree.get(run_id, [])]
 
-        print(json.dumps({"run": _run_dict(run), "events": [to_dict(e) for e in events],
-                          "children": nested(run.id)}, default=str))
+        data = {"run": _run_dict(run), "events": [to_dict(e) for e in events], "children": nested(run.id)}
+        print(json.dumps(redactor.redact_tree(json.loads(json.dumps(data, default=str)))))
         return 0
-    print(render_trace(run, events, tree=tree))
+    print(redactor.redact(render_trace(run, events, tree=tree)))
     return 0
 
 
 async def cmd_check(config: HubConfig, args: argparse.Namespace) -> int:
-    from .loader import load_extensions
-    from .persona import PersonaSet
+    from .check import check_config
 
-    problems: list[str] = []
-    try:
-        exts = load_extensions(config)
-    except HubError as e:
-        problems.append(str(e))
-        exts = []
-    personas = PersonaSet(config.contexts_dir)
-    if not config.contexts_dir.is_dir():
-        problems.append(f"{config.contexts_dir}: personas folder not found")
-    else:
-        problems.extend(str(e) for e in personas.load_all())
-        if config.contexts_dir.is_dir() and personas.get(personas.default) is None and not problems:
-            problems.append(f"{config.contexts_dir}: no {personas.default}.toml (the default persona)")
-    if config.model.resolved_provider() == "local" and not config.model.model_path:
-        from .models.local import default_gguf
-
-        try:
-            default_gguf()
-        except HubError as e:
-            problems.append(str(e))
-    where = config.path or "defaults (no config.toml)"
-    if problems:
-        for p in problems:
-            print(f"error: {p}", file=sys.stderr)
+    report = check_config(config)
+    for w in report.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if report.errors:
+        for e in report.errors:
+            print(f"error: {e}", file=sys.stderr)
+        print(f"{len(report.errors)} problem{'s' if len(report.errors) > 1 else ''} found", file=sys.stderr)
         return 2
+    where = config.path or "defaults (no config.toml)"
+    provider = config.model.resolved_provider()
     print(f"ok: {where}")
-    print(f"  model: {config.model.resolved_provider()} {config.model.name if config.model.resolved_provider() == 'openai' else ''}".rstrip())
-    print(f"  extensions: {', '.join(e.name for e in exts) or 'none'}")
-    print(f"  personas: {', '.join(personas.names()) or 'none'}")
+    print(f"  model: {provider} {config.model.name if provider == 'openai' else ''}".rstrip())
+    print(f"  extensions: {', '.join(report.extensions) or 'none'}")
+    print(f"  personas: {', '.join(report.personas) or 'none'}")
+    return 0
+
+
+async def cmd_health(config: HubConfig, args: argparse.Namespace) -> int:
+    """/healthz of the hub's HTTP endpoint when there is one, else the heartbeat's age."""
+    if config.http is not None:
+        import urllib.error
+        import urllib.request
+
+        host = config.http.host if config.http.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        url = f"http://{host}:{config.http.port}/healthz"
+        try:
+            status = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).status)
+        except (urllib.error.URLError, OSError) as e:
+            print(f"unhealthy: {url}: {e}", file=sys.stderr)
+            return 1
+        print(f"ok: {url} answered {status}")
+        return 0
+    path = config.data_dir / HEARTBEAT
+    try:
+        age = time.time() - path.stat().st_mtime
+    except FileNotFoundError:
+        print(f"unhealthy: no heartbeat at {path} (is `hub run` running?)", file=sys.stderr)
+        return 1
+    if age > args.max_age:
+        print(f"unhealthy: last heartbeat {age:.0f}s ago (more than {args.max_age:.0f}s)", file=sys.stderr)
+        return 1
+    print(f"ok: heartbeat {age:.0f}s ago")
+    return 0
+
+
+async def cmd_persona(config: HubConfig, args: argparse.Namespace) -> int:
+    from .db import Database
+    from .revisions import SQLiteRevisionStore, render_history, rollback
+
+    path = config.data_dir / "hub.db"
+    folder = config.contexts_dir
+    if not path.exists():
+        if args.persona_command == "list":
+            for p in sorted(folder.glob("*.toml")):
+                print(f"{p.stem:20}   0 revisions  {p}")
+            return 0
+        raise HubError(f"no persona revisions yet: {path} does not exist (the hub records them when it runs)")
+    async with Database(path) as db:
+        store = SQLiteRevisionStore(db)
+        await store.open()
+        if args.persona_command == "list":
+            names = sorted({p.stem for p in folder.glob("*.toml")} | set(await store.names()))
+            counts = {n: len(await store.history(n)) for n in names}
+            for n in names:
+                file = folder / f"{n}.toml"
+                plural = "s" if counts[n] != 1 else " "
+                print(f"{n:20} {counts[n]:>3} revision{plural}  {file if file.exists() else '(file deleted)'}")
+            if not names:
+                print(f"no personas in {folder}")
+            return 0
+        revisions = await store.history(args.name)
+        if not revisions:
+            known = ", ".join(await store.names()) or "none"
+            raise HubError(f"persona {args.name!r} has no revisions (known: {known})")
+        if args.persona_command == "history":
+            file = folder / f"{args.name}.toml"
+            current = file.read_text(encoding="utf-8") if file.exists() else None
+            if args.json:
+                for r in revisions:
+                    print(json.dumps({"name": r.name, "rev": r.rev, "ts": r.ts, "note": r.note, "text": r.text}))
+            else:
+                print(render_history(revisions, current=current))
+            return 0
+        target = await rollback(store, folder, args.name, args.rev)
+        print(f"persona {args.name}: rev {target.rev} is back in {folder / (args.name + '.toml')}; "
+              "a running hub uses it from its next message")
     return 0
 
 

@@ -12,9 +12,9 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
 
@@ -91,7 +91,7 @@ class LimitsSection(_Section):
     user_tokens_per_day: int = Field(0, ge=0, description="0: no limit")
     reply: str = Field(
         "Sorry, I have reached my limit for now. Please try again later.",
-        description="what the user gets when a limit stops a run",
+        description="what the user gets when a limit stops a run (empty: nothing)",
     )
 
 
@@ -221,6 +221,10 @@ class ScheduleSection(_Section):
         return parse_every(self.every) if self.every is not None else None
 
 
+# user ids are strings (as platforms give them); a bare TOML integer is accepted too
+_UserId = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v)]
+
+
 class HubConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -235,8 +239,9 @@ class HubConfig(BaseModel):
         default_factory=dict, description="context type, TYPE:KEY instance or extension name -> persona name"
     )
     limits: LimitsSection = Field(default_factory=LimitsSection)
-    roles: dict[str, dict[str, list[str]]] = Field(
-        default_factory=dict, description="role -> platform -> user ids, e.g. [roles.admin] telegram = ['42']"
+    roles: dict[str, dict[str, list[_UserId]]] = Field(
+        default_factory=dict,
+        description="role -> platform (extension name) -> user ids, e.g. [roles.admin] telegram = ['42']; '*': everyone",
     )
     memory: MemorySection = Field(default_factory=MemorySection)
 

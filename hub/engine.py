@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from .hub import Hub
     from .runner import Slot
 
-__all__ = ["Engine", "RunContext", "RunResult", "ContextInstance", "RunRejected"]
+__all__ = ["Engine", "RunContext", "RunResult", "ContextInstance", "RunRejected", "StopRun"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,11 @@ class _Stop(Exception):
         self.state = state
         self.reason = reason
         super().__init__(reason)
+
+
+StopRun = _Stop
+"""Public name for hooks: raise ``StopRun(RunState.KILLED, reason)`` in a before-run hook
+to end the run before its first step (a spent budget)."""
 
 
 @dataclass(slots=True)

@@ -141,6 +141,10 @@ class Hub:
         # built-in parts with a lifecycle (HTTP endpoint, scheduler, episodic memory, ...):
         # started after extensions' services, stopped before them
         self.components: list[Component] = []
+        # operator features (hub/ops.py): redaction, persona revisions, role guard, budgets
+        from .ops import Operations
+
+        self.ops = Operations(self, self._db)
 
         # triggers beyond chat and the metrics they report (hub/schedule.py, http.py, children.py)
         self.metrics = Metrics(self)
@@ -204,7 +208,8 @@ class Hub:
         return self._owners.get(id(item))
 
     def persona_for(self, inst: ContextInstance) -> Persona | None:
-        override = self.persona_overrides.get(inst.id) or self.persona_overrides.get(inst.type) or inst.definition.persona
+        o = self.persona_overrides
+        override = o.get(inst.id) or o.get(inst.type) or (o.get(inst.extension) if inst.extension else None) or inst.definition.persona
         return self.personas.for_context(inst.type, inst.id, inst.extension, override=override)
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -221,7 +226,7 @@ class Hub:
             raise RunError("a stopped hub cannot start again; create a new Hub")
         self._state = _Lifecycle.STARTING
         try:
-            for store in (self.memory, self.runs, self.inbox):
+            for store in (self.memory, self.runs, self.inbox, *self.ops.stores):
                 await store.open()
             for err in self.personas.load_all():
                 log.error("%s", err)
@@ -317,7 +322,7 @@ class Hub:
                 await self._model.close()
             except Exception:
                 log.exception("model failed to close")
-        for store in (self.inbox, self.runs, self.memory):
+        for store in (*self.ops.stores, self.inbox, self.runs, self.memory):
             await store.close()
         if self._db is not None:
             await self._db.close()

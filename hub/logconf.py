@@ -1,7 +1,8 @@
 """Logging set-up: text for terminals, JSON lines for log collectors.
 
 Run and context ids travel in context variables set by the engine, so every line logged
-while a run is going names it.
+while a run is going names it. Given a redactor, every record is cleaned of secrets before
+any formatter sees it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,10 @@ import json
 import logging
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .redact import Redactor
 
 __all__ = ["setup_logging", "run_id_var", "context_id_var"]
 
@@ -36,7 +41,18 @@ class TextFormatter(logging.Formatter):
         return f"{base} [{' '.join(ids)}]" if ids else base
 
 
+# attributes every LogRecord has; anything else was passed with ``extra=`` and is data
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "run_id",
+    "context_id",
+}
+
+
 class JsonFormatter(logging.Formatter):
+    """One JSON object a line: ts, level, logger, message, run_id, context_id, extras, exc."""
+
     def format(self, record: logging.LogRecord) -> str:
         data = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
@@ -47,14 +63,33 @@ class JsonFormatter(logging.Formatter):
         for key in ("run_id", "context_id"):
             if getattr(record, key, None):
                 data[key] = getattr(record, key)
-        if record.exc_info:
-            data["exc"] = self.formatException(record.exc_info)
-        return json.dumps(data, ensure_ascii=False)
+        for key, value in vars(record).items():
+            if key not in _STANDARD and not key.startswith("_"):
+                data.setdefault(key, value)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            data["exc"] = record.exc_text
+        return json.dumps(data, ensure_ascii=False, default=str)
 
 
-def setup_logging(level: str = "INFO", fmt: str = "text", stream=None) -> None:  # noqa: ANN001
+def setup_logging(
+    level: str = "INFO",
+    fmt: str = "text",
+    stream=None,  # noqa: ANN001
+    *,
+    redactor: Redactor | None = None,
+) -> logging.Handler:
+    """Send every log record to ``stream`` (stderr) as text or JSON lines; returns the handler.
+
+    ``redactor`` (a :class:`~hub.redact.Redactor`) masks secrets in every record.
+    """
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.addFilter(_Ids())
+    if redactor is not None:
+        from .redact import RedactingFilter
+
+        handler.addFilter(RedactingFilter(redactor))
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
@@ -66,3 +101,4 @@ def setup_logging(level: str = "INFO", fmt: str = "text", stream=None) -> None: 
     root.setLevel(level)
     for noisy in ("httpx", "httpcore", "openai", "aiosqlite", "chromadb", "telegram", "discord", "tweepy"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+    return handler

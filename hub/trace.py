@@ -78,8 +78,12 @@ def render_trace(
         + f"  steps {run.steps}  tokens {run.prompt_tokens}+{run.completion_tokens}"
         + (f"  parent {run.parent_id}" if run.parent_id else ""),
     ]
-    for e in events:
-        at = f"+{e.ts - t0:7.3f}s"
+    # an output is logged when queued and again when sent (or failed): show its last state
+    last_output = {e.id: i for i, e in enumerate(events) if isinstance(e, OutputLog)}
+    shown = [e for i, e in enumerate(events) if not isinstance(e, OutputLog) or last_output[e.id] == i]
+    # a step entry is written when the step ends but stamped when it began: as a header there
+    for e in sorted(shown, key=lambda e: e.ts):
+        at = f"+{max(0.0, e.ts - t0):7.3f}s"
         match e:
             case InputLog():
                 lines.append(f"{at}  input    [{e.type}{' from ' + e.user if e.user else ''}] {_short(e.content)}")
@@ -96,8 +100,8 @@ def render_trace(
                 lines.append(f"{at}  output   [{e.type}] {status}: {_short(e.content)}")
             case StepLog():
                 lines.append(
-                    f"{at}  step {e.step} done in {e.duration * 1000:.0f}ms (first token {e.llm_latency * 1000:.0f}ms, "
-                    f"tokens {e.prompt_tokens}+{e.completion_tokens})"
+                    f"{at}  step {e.step}   {e.duration * 1000:.0f}ms (first token {e.llm_latency * 1000:.0f}ms), "
+                    f"tokens {e.prompt_tokens} prompt + {e.completion_tokens} completion"
                 )
             case ErrorLog():
                 lines.append(f"{at}  error    [{e.where}] {e.message}")

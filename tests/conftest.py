@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,21 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
         return real(self, address)
 
     monkeypatch.setattr(socket.socket, "connect", guarded)
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging():
+    """Tests that set up logging must not leave handlers on streams that pytest closes."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for h in list(root.handlers):
+        if h not in handlers:
+            root.removeHandler(h)
+    for h in handlers:
+        if h not in root.handlers:
+            root.addHandler(h)
+    root.setLevel(level)
 
 
 @pytest.fixture
