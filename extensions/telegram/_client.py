@@ -173,6 +173,12 @@ class TelegramClient:
             ) from None
         me = self.bot.bot
         log.info("telegram: signed in as @%s (id %s)", me.username, me.id)
+        if self.settings.groups == "all" and me.can_read_all_group_messages is False:
+            log.warning(
+                "telegram: groups = \"all\" but the bot's privacy mode is on: in groups it only sees "
+                "commands, mentions and replies. Turn it off with /setprivacy in @BotFather "
+                "(then remove and re-add the bot to each group), or make the bot an admin."
+            )
         return me
 
     async def stop(self) -> None:

@@ -231,6 +231,28 @@ async def test_bad_markup_falls_back_to_plain_text(tmp_path: Path) -> None:
             assert tg.sent[1]["parse_mode"] == "MarkdownV2"  # valid markup keeps its formatting
 
 
+class MigratedGroup(FakeTelegram):
+    """Group -5 was upgraded to supergroup -1005: Telegram refuses sends to the old id."""
+
+    def _m_sendmessage(self, params: dict[str, Any]) -> Any:
+        from aiohttp import web
+
+        if int(params["chat_id"]) == -5:
+            return web.json_response(
+                {"ok": False, "error_code": 400, "description": "Bad Request: group chat was upgraded to a "
+                 "supergroup chat", "parameters": {"migrate_to_chat_id": -1005}}, status=400)
+        return super()._m_sendmessage(params)
+
+
+async def test_a_reply_follows_a_group_upgraded_to_a_supergroup(tmp_path: Path) -> None:
+    async with MigratedGroup() as tg:
+        async with running(tmp_path, tg, [reply("still here")]) as h:
+            tg.push_message(chat_id=-5, chat_type="group", from_id=7, text="@test_bot hi")
+            (result,) = await h.wait_results(1)
+            assert result.outputs[0].sent
+            assert [(s["chat_id"], s["text"]) for s in tg.sent] == [(-1005, "still here")]
+
+
 # -- who is answered ---------------------------------------------------------------------------
 
 
@@ -303,6 +325,20 @@ async def test_poll_errors_back_off_and_recover(tmp_path: Path) -> None:
             polls = tg.calls("getUpdates")
             assert polls[0].status == 409
             assert polls[1].at - polls[0].at >= 0.7, "no backoff after a Conflict"
+
+
+async def test_api_down_at_start_is_retried_until_it_returns(tmp_path: Path) -> None:
+    state = TelegramState()
+    tg = FakeTelegram(state=state)
+    await tg.start()
+    await tg.stop()  # its port is known and nothing listens there now
+    async with running(tmp_path, tg, default="ok") as h:
+        await asyncio.sleep(0.2)
+        assert h.hub.extensions["telegram"]  # the hub started all the same
+        async with tg:  # the API comes back on the same port
+            tg.push_message(chat_id=42, text="are you there?")
+            await tg.wait_sent(1, timeout=8)
+            assert [r.name for r in tg.requests][:2] == ["getMe", "deleteWebhook"]
 
 
 async def test_token_never_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
