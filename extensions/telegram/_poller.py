@@ -77,7 +77,7 @@ class Poller:
         self._webhook_cleared = False
 
     async def run(self) -> None:
-        """Poll until cancelled. Errors wait a bounded, growing delay and are logged."""
+        """Poll until cancelled. After an error, wait a bounded, growing delay (logged)."""
         stored = await self.hub.memory.get(OFFSET_KEY)
         self.offset = int(stored) if stored is not None else None
         backoff = Backoff()
@@ -86,44 +86,44 @@ class Poller:
                 await self._once()
             except asyncio.CancelledError:
                 raise
-            except RetryAfter as e:
+            except Exception as e:
+                await asyncio.sleep(self._after(e, backoff))
+            else:
+                backoff.reset()
+
+    def _after(self, e: Exception, backoff: Backoff) -> float:
+        """How long to wait after a failed poll; says why in the log."""
+        match e:
+            case RetryAfter():
                 delay = retry_after_seconds(e)
                 log.warning("telegram: getUpdates rate limited; retrying in %.0fs", delay)
-                await asyncio.sleep(delay)
-                continue
-            except Conflict as e:
+                return delay
+            case Conflict() if "webhook" in str(e).lower():
+                log.warning("telegram: a webhook was set for this bot; deleting it to poll")
+                self._webhook_cleared = False
+                return backoff.next()
+            case Conflict():
                 delay = backoff.next()
-                if "webhook" in str(e).lower():
-                    log.warning("telegram: a webhook was set for this bot; deleting it to poll")
-                    self._webhook_cleared = False
-                else:
-                    log.error(
-                        "telegram: another process polls with this token (%s); retrying in %.0fs. "
-                        "Run one hub per bot.", e, delay,
-                    )
-                await asyncio.sleep(delay)
-                continue
-            except (InvalidToken, HubError) as e:
+                log.error("telegram: another process polls with this token (%s); retrying in %.0fs. "
+                          "Run one hub per bot.", e, delay)
+                return delay
+            case InvalidToken() | HubError():  # a revoked token; a store or shutdown problem
                 delay = backoff.next()
                 log.error("telegram: %s; retrying in %.0fs", e, delay)
-                await asyncio.sleep(delay)
-                continue
-            except TimedOut as e:
+                return delay
+            case TimedOut():
                 delay = backoff.next()
                 log.info("telegram: polling timed out (%s); retrying in %.1fs", e, delay)
-                await asyncio.sleep(delay)
-                continue
-            except NetworkError as e:
+                return delay
+            case NetworkError():
                 delay = backoff.next()
                 log.warning("telegram: polling failed (%s); retrying in %.1fs", e, delay)
-                await asyncio.sleep(delay)
-                continue
-            except Exception as e:  # a bug or an unexpected answer: logged, retried, bounded
+                return delay
+            case _:  # a bug or an answer PTB could not read: logged with its traceback
                 delay = backoff.next()
-                log.exception("telegram: polling failed (%s: %s); retrying in %.1fs", type(e).__name__, e, delay)
-                await asyncio.sleep(delay)
-                continue
-            backoff.reset()
+                log.error("telegram: polling failed (%s: %s); retrying in %.1fs", type(e).__name__, e, delay,
+                          exc_info=e)
+                return delay
 
     async def _once(self) -> None:
         me = await self.client.ensure_ready()
@@ -138,10 +138,9 @@ class Poller:
         start = self.offset
         try:
             for update in updates:
-                if self.offset is not None and update.update_id < self.offset:
-                    continue  # older than what we confirmed: already handled
                 await self._handle(update, me)
-                # recorded (or deliberately ignored): only now may Telegram forget it
+                # recorded (or deliberately ignored): only now may Telegram forget it.
+                # A redelivery is the inbox's to refuse (send says duplicate), not ours.
                 self.offset = update.update_id + 1
         finally:
             if self.offset != start:
