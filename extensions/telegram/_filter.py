@@ -1,0 +1,132 @@
+"""Deciding, without side effects, whether an update is a message the bot should answer.
+
+Like python-telegram-bot's ``check_update``: :func:`classify` looks at one update and says
+:class:`Inbound` (answer it) or :class:`Ignored` (and why). The stateful loop guard is
+applied by the poller afterwards.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from telegram import Message, MessageEntity, Update, User
+
+from hub.platform import AllowList
+
+from ._settings import TelegramSettings
+
+__all__ = ["Inbound", "Ignored", "classify", "mentions"]
+
+GROUP_TYPES = frozenset({"group", "supergroup"})
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """A message to answer, in the shape the hub records it."""
+
+    update_id: int
+    chat_id: int
+    chat_type: str
+    chat_title: str | None
+    message_id: int
+    text: str
+    user_id: int
+    username: str | None
+    name: str
+    is_bot: bool
+    reply_to: int | None
+    mentioned: bool
+
+    @property
+    def platform_id(self) -> str:
+        """Stable across redeliveries: message ids are unique within a chat."""
+        return f"telegram:{self.chat_id}:{self.message_id}"
+
+    @property
+    def in_group(self) -> bool:
+        return self.chat_type in GROUP_TYPES
+
+    def meta(self) -> dict[str, Any]:
+        return {
+            "update_id": self.update_id,
+            "chat_id": self.chat_id,
+            "chat_type": self.chat_type,
+            "chat_title": self.chat_title,
+            "message_id": self.message_id,
+            "from": {"id": self.user_id, "username": self.username, "name": self.name, "is_bot": self.is_bot},
+            "reply_to": self.reply_to,
+            "mentioned": self.mentioned,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Ignored:
+    update_id: int
+    reason: str
+
+
+def classify(update: Update, me: User, settings: TelegramSettings, allowed: AllowList) -> Inbound | Ignored:
+    """Answer, or ignore and say why. ``me`` is the bot (from getMe)."""
+    uid = update.update_id
+    msg = update.message
+    if msg is None:
+        return Ignored(uid, "not a new message")
+    text = msg.text if msg.text is not None else msg.caption
+    if not text or not text.strip():
+        return Ignored(uid, "no text")
+    sender = msg.from_user
+    if sender is None:
+        return Ignored(uid, "no sender")
+    if sender.id == me.id:
+        return Ignored(uid, "own message")
+    chat = msg.chat
+    if allowed and not allowed.allows(chat.id, f"@{chat.username}" if chat.username else None):
+        return Ignored(uid, f"chat {chat.id} is not in allowed_chats")
+    if sender.is_bot and not settings.answer_bots:
+        return Ignored(uid, f"from a bot ({sender.id}); answer_bots is off")
+    mentioned = mentions(msg, me)
+    replied = msg.reply_to_message is not None and msg.reply_to_message.from_user is not None and (
+        msg.reply_to_message.from_user.id == me.id
+    )
+    if chat.type in GROUP_TYPES:
+        if settings.groups == "off":
+            return Ignored(uid, "groups = off")
+        if settings.groups == "mention" and not (mentioned or replied):
+            return Ignored(uid, "group message not addressed to the bot")
+    elif chat.type != "private":
+        return Ignored(uid, f"{chat.type} chats are not answered")
+    return Inbound(
+        update_id=uid,
+        chat_id=chat.id,
+        chat_type=chat.type,
+        chat_title=chat.title,
+        message_id=msg.message_id,
+        text=text,
+        user_id=sender.id,
+        username=sender.username,
+        name=sender.full_name,
+        is_bot=sender.is_bot,
+        reply_to=msg.reply_to_message.message_id if msg.reply_to_message is not None else None,
+        mentioned=mentioned,
+    )
+
+
+def mentions(msg: Message, me: User) -> bool:
+    """The bot is named: an @username or text mention, or a /command (bare or /cmd@bot)."""
+    username = (me.username or "").lower()
+    entities = {**msg.parse_entities(), **msg.parse_caption_entities()}
+    for entity, part in entities.items():
+        if entity.type == MessageEntity.MENTION and username and part[1:].lower() == username:
+            return True
+        if entity.type == MessageEntity.TEXT_MENTION and entity.user is not None and entity.user.id == me.id:
+            return True
+        if entity.type == MessageEntity.BOT_COMMAND and entity.offset == 0:
+            _, at, target = part.partition("@")
+            # a bare /command reaches bots in privacy mode because it is meant for them
+            if not at or target.lower() == username:
+                return True
+    text = msg.text or msg.caption or ""
+    # clients that send no entities (some bridges): look for the name itself
+    return bool(username) and re.search(rf"(?<![\w@])@{re.escape(username)}(?!\w)", text, re.IGNORECASE) is not None
