@@ -56,7 +56,10 @@ def extension(settings: DiscordSettings) -> Extension:
         type="discord:message",
         context="discord:channel",
         description="Send a message to this Discord channel (Markdown).",
-        instructions="Replies to the message you are answering; any length (it is split at 2000 characters).",
+        instructions=(
+            "Replies to the message you are answering. Any length: it is split at 2000 "
+            "characters, code blocks kept whole."
+        ),
     )
     async def message(content: str, ctx: Any) -> dict[str, Any]:
         return await bot.send_message(content, ctx)
@@ -65,7 +68,13 @@ def extension(settings: DiscordSettings) -> Extension:
         name="discord",
         contexts=[channel],
         outputs=[message],
-        inputs=[Input(type="discord:gateway", subscribe=bot.subscribe, description="Messages from the Discord gateway.")],
+        inputs=[
+            Input(
+                type="discord:gateway",
+                subscribe=bot.subscribe,
+                description="Messages from the Discord gateway.",
+            )
+        ],
         services=[Service(name="discord", start=bot.start, stop=bot.stop)],
         description="Discord bot: DMs, mentions and watched channels.",
     )

@@ -159,7 +159,9 @@ class DiscordBot:
             max_attempts=settings.send_attempts,
             max_wait=settings.send_max_wait,
         )
-        self.guard = LoopGuard(max_turns=settings.loop_guard_turns, window=settings.loop_guard_window)
+        self.guard = LoopGuard(
+            max_turns=settings.loop_guard_turns, window=settings.loop_guard_window
+        )
         self._guilds = AllowList(settings.allowed_guilds)
         self._channels = AllowList(settings.allowed_channels)
         self._users = AllowList(settings.allowed_users)
@@ -235,8 +237,10 @@ class DiscordBot:
             await client.login(self.settings.token.get_secret_value())
         except discord.LoginFailure as e:
             raise self._start_error(e) from e
-        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as e:
-            raise DiscordStartError(f"cannot reach Discord to log in: {e or type(e).__name__}") from e
+        except (TimeoutError, aiohttp.ClientError, OSError) as e:
+            raise DiscordStartError(
+                f"cannot reach Discord to log in: {e or type(e).__name__}"
+            ) from e
         except discord.HTTPException as e:
             raise DiscordStartError(f"Discord refused the login: {e.status} {e.text}") from e
 
@@ -255,7 +259,9 @@ class DiscordBot:
                 "developer portal (Bot > Privileged Gateway Intents > Message Content Intent)"
             )
         if isinstance(e, discord.ConnectionClosed):
-            return DiscordStartError(f"the Discord gateway closed the connection: {e.code} {e.reason}")
+            return DiscordStartError(
+                f"the Discord gateway closed the connection: {e.code} {e.reason}"
+            )
         return DiscordStartError(f"cannot connect to the Discord gateway: {type(e).__name__}: {e}")
 
     async def _run_gateway(self, client: _Client) -> None:
@@ -276,7 +282,12 @@ class DiscordBot:
         client = self.client
         if client is None or client.user is None:
             return
-        log.info("discord: connected as %s (%s) in %d guild(s)", client.user, client.user.id, len(client.guilds))
+        log.info(
+            "discord: connected as %s (%s) in %d guild(s)",
+            client.user,
+            client.user.id,
+            len(client.guilds),
+        )
         if self._connected is not None:
             self._connected.set()
 
@@ -295,7 +306,9 @@ class DiscordBot:
 
     # --- the input --------------------------------------------------------------------------
 
-    async def subscribe(self, send: Callable[..., Awaitable[Submission]], hub: Hub) -> Callable[[], Awaitable[None]]:
+    async def subscribe(
+        self, send: Callable[..., Awaitable[Submission]], hub: Hub
+    ) -> Callable[[], Awaitable[None]]:
         """Take messages (those queued since the gateway connected first); returns the stop."""
         if self._incoming is None:
             raise DiscordStartError("the discord service is not started")
@@ -312,8 +325,10 @@ class DiscordBot:
         self._incoming.put_nowait(None)
         try:
             await asyncio.wait_for(asyncio.shield(listener), timeout=5.0)
-        except asyncio.TimeoutError:
-            log.warning("discord: %d received message(s) not recorded at shutdown", self._incoming.qsize())
+        except TimeoutError:
+            log.warning(
+                "discord: %d received message(s) not recorded at shutdown", self._incoming.qsize()
+            )
             listener.cancel()
             await asyncio.gather(listener, return_exceptions=True)
 
@@ -326,22 +341,33 @@ class DiscordBot:
             try:
                 await self._handle(message)
             except Exception:
-                log.exception("discord: message %s in channel %s was not taken", message.id, message.channel.id)
+                log.exception(
+                    "discord: message %s in channel %s was not taken",
+                    message.id,
+                    message.channel.id,
+                )
 
     async def _handle(self, message: discord.Message) -> None:
         client, send = self.client, self._send
         if client is None or client.user is None or send is None:
             return
         reason = ignore_reason(
-            message, client.user, self.settings,
-            guilds=self._guilds, channels=self._channels, users=self._users, answer_all=self._answer_all,
+            message,
+            client.user,
+            self.settings,
+            guilds=self._guilds,
+            channels=self._channels,
+            users=self._users,
+            answer_all=self._answer_all,
         )
         text = message_text(message) if reason is None else ""
         if reason is None and not text:
             reason = "no text"
         from_bot = message.author.bot or message.webhook_id is not None
         if reason is None and not self.guard.allow(message.channel.id, from_bot=from_bot):
-            reason = f"loop guard: {self.guard.max_turns} answers to bots within {self.guard.window:g}s"
+            reason = (
+                f"loop guard: {self.guard.max_turns} answers to bots within {self.guard.window:g}s"
+            )
         if reason is not None:
             log.debug("discord: message %s ignored: %s", message.id, reason)
             return
@@ -412,13 +438,19 @@ class DiscordBot:
         for i, part in enumerate(parts):
             ref = None
             if i == 0 and reply_to is not None:
-                ref = discord.MessageReference(message_id=reply_to, channel_id=channel_id, fail_if_not_exists=False)
+                ref = discord.MessageReference(
+                    message_id=reply_to, channel_id=channel_id, fail_if_not_exists=False
+                )
             try:
-                sent = await self.governor.send(channel_id, lambda p=part, r=ref: self._post(channel, p, r))
+                sent = await self.governor.send(
+                    channel_id, lambda p=part, r=ref: self._post(channel, p, r)
+                )
             except SendFailed as e:
                 if ids:
                     raise SendFailed(
-                        "discord", channel_id, f"{e.reason} (part {i + 1} of {len(parts)}; parts sent: {', '.join(ids)})"
+                        "discord",
+                        channel_id,
+                        f"{e.reason} (part {i + 1} of {len(parts)}; parts sent: {', '.join(ids)})",
                     ) from e
                 raise
             ids.append(str(sent.id))
@@ -445,7 +477,7 @@ class DiscordBot:
             if e.status >= 500:
                 raise TransientSendError(detail) from e
             raise PermanentSendError(detail) from e
-        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as e:
+        except (TimeoutError, aiohttp.ClientError, OSError) as e:
             raise TransientSendError(f"{type(e).__name__}: {e}") from e
 
 
