@@ -129,6 +129,9 @@ class _Client(discord.Client):
     """discord.Client whose events go to the :class:`DiscordBot`."""
 
     def __init__(self, bot: DiscordBot, **options: Any) -> None:
+        # A text bot: no voice, so no warning that voice's optional packages are missing.
+        discord.VoiceClient.warn_nacl = False
+        discord.VoiceClient.warn_dave = False
         super().__init__(**options)
         self._bot = bot
 

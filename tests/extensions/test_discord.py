@@ -36,7 +36,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # discord imports audioop
     import discord
 
-from extensions.discord import SAFE_MENTIONS, DiscordSettings, extension, intents
+from extensions.discord import SAFE_MENTIONS, DiscordBot, DiscordSettings, extension, intents
 
 ROOT = Path(__file__).resolve().parents[2]
 MESSAGES = "POST /channels/{channel_id}/messages"
@@ -332,6 +332,31 @@ async def test_a_send_that_fails_is_recorded_as_not_sent(
         assert logged and not any(e.sent for e in logged) and logged[-1].error
 
 
+async def test_a_part_that_fails_after_others_went_out_says_which(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with running(tmp_path, monkeypatch, [_long_reply()]) as r:
+        dc = r.dc
+        injected: list[bool] = []
+
+        def fail_after_the_first_part() -> bool:
+            # evaluated as the fake records each message: the second part is refused
+            if dc.sent and not injected:
+                dc.fail_next(MESSAGES, status=403, retry_after=None)
+                injected.append(True)
+            return bool(injected)
+
+        watcher = asyncio.ensure_future(dc.wait_for(fail_after_the_first_part))
+        dc.push_message(dc.channel_id, f"<@{dc.bot_id}> long please")
+        outs = await r.wait_outputs(1)
+        await watcher
+        assert len(dc.sent) == 1 and not outs[0].sent
+        assert "403" in (outs[0].error or "")
+        assert "part 2 of" in (outs[0].error or "") and str(dc.sent[0]["id"]) in (
+            outs[0].error or ""
+        )
+
+
 async def test_replayed_message_create_is_not_answered_twice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -380,6 +405,13 @@ async def test_a_rejected_token_fails_start_with_one_line(
         assert "Discord rejected the bot token" in message and "DISCORD_BOT_TOKEN" in message
         assert "\n" not in message and "fake-token" not in message
         assert not dc.identifies
+
+
+def test_start_errors_say_what_to_fix() -> None:
+    intents_error = DiscordBot._start_error(discord.PrivilegedIntentsRequired(None))
+    assert "Message Content" in str(intents_error) and "developer portal" in str(intents_error)
+    token_error = DiscordBot._start_error(discord.LoginFailure("Improper token has been passed."))
+    assert "DISCORD_BOT_TOKEN" in str(token_error)
 
 
 def test_an_empty_token_is_a_config_error_naming_key_and_variable() -> None:
