@@ -18,7 +18,15 @@ from typing import Any
 
 from hub import Context, Extension, Input, Service, output
 
-from ._bot import MAX_LENGTH, SAFE_MENTIONS, DiscordBot, DiscordStartError, ignore_reason, intents
+from ._bot import (
+    MAX_LENGTH,
+    SAFE_MENTIONS,
+    DiscordBot,
+    DiscordStartError,
+    ignore_reason,
+    intents,
+    start_error,
+)
 from ._settings import DiscordChannel, DiscordSettings
 
 __all__ = [
@@ -29,6 +37,7 @@ __all__ = [
     "extension",
     "ignore_reason",
     "intents",
+    "start_error",
     "MAX_LENGTH",
     "SAFE_MENTIONS",
 ]

@@ -36,7 +36,14 @@ if TYPE_CHECKING:
     from hub import Hub, RunContext
     from hub.runner import Submission
 
-__all__ = ["DiscordBot", "DiscordStartError", "ignore_reason", "MAX_LENGTH", "SAFE_MENTIONS"]
+__all__ = [
+    "DiscordBot",
+    "DiscordStartError",
+    "ignore_reason",
+    "start_error",
+    "MAX_LENGTH",
+    "SAFE_MENTIONS",
+]
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +130,25 @@ def _retry_after(e: discord.HTTPException) -> float:
         except (KeyError, TypeError, ValueError):
             continue
     return 1.0
+
+
+def start_error(e: BaseException) -> DiscordStartError:
+    """The one line an operator reads when the bot cannot log in or connect."""
+    if isinstance(e, discord.LoginFailure) or (
+        isinstance(e, discord.ConnectionClosed) and e.code == 4004
+    ):
+        return DiscordStartError(
+            "Discord rejected the bot token: set DISCORD_BOT_TOKEN to the token from the "
+            "developer portal (Bot > Reset Token)"
+        )
+    if isinstance(e, discord.PrivilegedIntentsRequired):
+        return DiscordStartError(
+            "the Message Content intent is not enabled for this bot: turn it on in the "
+            "developer portal (Bot > Privileged Gateway Intents > Message Content Intent)"
+        )
+    if isinstance(e, discord.ConnectionClosed):
+        return DiscordStartError(f"the Discord gateway closed the connection: {e.code} {e.reason}")
+    return DiscordStartError(f"cannot connect to the Discord gateway: {type(e).__name__}: {e}")
 
 
 class _Client(discord.Client):
@@ -226,7 +252,7 @@ class DiscordBot:
                 waiter.cancel()
             if not self._connected.is_set():
                 if self._gateway_error is not None:
-                    raise self._start_error(self._gateway_error) from self._gateway_error
+                    raise start_error(self._gateway_error) from self._gateway_error
                 raise DiscordStartError(
                     f"the Discord gateway was not ready within {self.settings.ready_timeout:g}s "
                     "(ready_timeout)"
@@ -239,33 +265,13 @@ class DiscordBot:
         try:
             await client.login(self.settings.token.get_secret_value())
         except discord.LoginFailure as e:
-            raise self._start_error(e) from e
+            raise start_error(e) from e
         except (TimeoutError, aiohttp.ClientError, OSError) as e:
             raise DiscordStartError(
                 f"cannot reach Discord to log in: {e or type(e).__name__}"
             ) from e
         except discord.HTTPException as e:
             raise DiscordStartError(f"Discord refused the login: {e.status} {e.text}") from e
-
-    @staticmethod
-    def _start_error(e: BaseException) -> DiscordStartError:
-        if isinstance(e, discord.LoginFailure) or (
-            isinstance(e, discord.ConnectionClosed) and e.code == 4004
-        ):
-            return DiscordStartError(
-                "Discord rejected the bot token: set DISCORD_BOT_TOKEN to the token from the "
-                "developer portal (Bot > Reset Token)"
-            )
-        if isinstance(e, discord.PrivilegedIntentsRequired):
-            return DiscordStartError(
-                "the Message Content intent is not enabled for this bot: turn it on in the "
-                "developer portal (Bot > Privileged Gateway Intents > Message Content Intent)"
-            )
-        if isinstance(e, discord.ConnectionClosed):
-            return DiscordStartError(
-                f"the Discord gateway closed the connection: {e.code} {e.reason}"
-            )
-        return DiscordStartError(f"cannot connect to the Discord gateway: {type(e).__name__}: {e}")
 
     async def _run_gateway(self, client: _Client) -> None:
         """discord.py's connection loop; it reconnects and resumes by itself."""
@@ -276,7 +282,7 @@ class DiscordBot:
         except Exception as e:
             self._gateway_error = e
             if self._connected is not None and self._connected.is_set():
-                log.error("discord: the gateway connection ended: %s", self._start_error(e))
+                log.error("discord: the gateway connection ended: %s", start_error(e))
         else:
             if not client.is_closed():
                 log.warning("discord: the gateway connection ended")

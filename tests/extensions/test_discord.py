@@ -36,7 +36,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # discord imports audioop
     import discord
 
-from extensions.discord import SAFE_MENTIONS, DiscordBot, DiscordSettings, extension, intents
+from extensions.discord import SAFE_MENTIONS, DiscordSettings, extension, intents, start_error
 
 ROOT = Path(__file__).resolve().parents[2]
 MESSAGES = "POST /channels/{channel_id}/messages"
@@ -407,10 +407,28 @@ async def test_a_rejected_token_fails_start_with_one_line(
         assert not dc.identifies
 
 
+class NoContentIntentDiscord(FakeDiscord):
+    """A fake whose application lacks the Message Content intent: IDENTIFY is refused."""
+
+    async def _identify(self, ws: Any, d: dict[str, Any]) -> None:
+        await ws.close(code=4014, message=b"Disallowed intent(s).")
+
+
+async def test_a_missing_message_content_intent_fails_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with NoContentIntentDiscord() as dc:
+        with pytest.raises(ExtensionFailed) as caught:
+            async with running(tmp_path, monkeypatch, dc=dc):
+                pass
+        assert "Message Content intent is not enabled" in str(caught.value)
+        assert len(dc.identifies) == 1
+
+
 def test_start_errors_say_what_to_fix() -> None:
-    intents_error = DiscordBot._start_error(discord.PrivilegedIntentsRequired(None))
+    intents_error = start_error(discord.PrivilegedIntentsRequired(None))
     assert "Message Content" in str(intents_error) and "developer portal" in str(intents_error)
-    token_error = DiscordBot._start_error(discord.LoginFailure("Improper token has been passed."))
+    token_error = start_error(discord.LoginFailure("Improper token has been passed."))
     assert "DISCORD_BOT_TOKEN" in str(token_error)
 
 
