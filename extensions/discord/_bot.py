@@ -373,6 +373,11 @@ class DiscordBot:
         if reason is None and not text:
             reason = "no text"
         from_bot = message.author.bot or message.webhook_id is not None
+        platform_id = f"discord:{message.id}"
+        if reason is None and from_bot and self._hub is not None:
+            # a replayed bot message must not use up one of the loop guard's turns
+            if await self._hub.inbox.seen(platform_id):
+                reason = "already recorded"
         if reason is None and not self.guard.allow(message.channel.id, from_bot=from_bot):
             reason = (
                 f"loop guard: {self.guard.max_turns} answers to bots within {self.guard.window:g}s"
@@ -386,7 +391,7 @@ class DiscordBot:
             {"channel_id": channel_id},
             text,
             user=str(message.author.id),
-            platform_id=f"discord:{message.id}",
+            platform_id=platform_id,
             meta={
                 "message_id": str(message.id),
                 "channel_id": str(channel_id),
