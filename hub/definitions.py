@@ -65,9 +65,14 @@ def _first_param_annotation(fn: Callable[..., Any], what: str) -> Any:
         raise TypeError(f"{what} handler {fn.__qualname__} must take its arguments as first parameter")
     try:
         hints = get_type_hints(fn)
-    except Exception:  # unresolvable forward refs: fall back to the raw annotation
+    except Exception:  # another parameter's forward ref (e.g. ctx under TYPE_CHECKING)
         hints = {}
     ann = hints.get(params[0].name, params[0].annotation)
+    if isinstance(ann, str):  # resolve just this one, as typing would
+        try:
+            ann = eval(ann, getattr(fn, "__globals__", {}), {})  # noqa: S307 - an annotation, not input
+        except Exception:
+            pass
     return None if ann is inspect.Parameter.empty else ann
 
 

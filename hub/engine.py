@@ -630,6 +630,9 @@ class Engine:
                 entry.data = _jsonable(data)
         st.progress()
         self.hub.runs.append(st.run, entry)
+        if entry.sent:
+            # durable before anything else happens: a crash from here on must not answer twice
+            await self.hub.runs.sync()
         self.hub.observe_output(st.ctx, entry)
 
     def _feedback(self, st: _RunState, message: str) -> None:

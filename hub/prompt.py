@@ -145,6 +145,8 @@ class PromptBuilder:
         match e:
             case InputLog():
                 who = f' user="{_attr(e.user)}"' if e.user else ""
+                if e.meta.get("user_name"):
+                    who += f' name="{_attr(e.meta["user_name"])}"'
                 return f'<input type="{_attr(e.type)}"{who}{flag}>{self._clip(_json(e.content))}</input>'
             case OutputLog():
                 state = "" if e.sent else ' sent="false"'

@@ -224,6 +224,9 @@ class RedactingRunStore(RunStore):
     def update(self, run: RunRecord) -> None:
         self.inner.update(run)
 
+    async def sync(self) -> None:
+        await self.inner.sync()
+
     async def finish(self, run: RunRecord) -> None:
         await self.inner.finish(self._record(run))
 

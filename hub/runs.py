@@ -74,6 +74,9 @@ class RunStore(ABC):
     async def finish(self, run: RunRecord) -> None:
         """Record the terminal state; durable when it returns, with every entry before it."""
 
+    async def sync(self) -> None:  # noqa: B027 - stores that write behind override it
+        """Wait until every entry appended so far is durable."""
+
     @abstractmethod
     async def get(self, run_id: str) -> RunRecord | None: ...
 
@@ -242,6 +245,9 @@ class SQLiteRunStore(RunStore):
             "UPDATE runs SET steps = ?, prompt_tokens = ?, completion_tokens = ? WHERE id = ?",
             (run.steps, run.prompt_tokens, run.completion_tokens, run.id),
         )
+
+    async def sync(self) -> None:
+        await self.db.flush()
 
     async def finish(self, run: RunRecord) -> None:
         await self.db.write(

@@ -444,3 +444,30 @@ async def test_run_is_recorded_with_its_event_log(make_hub) -> None:
     assert sorted(type(e).__name__ for e in events) == sorted(type(e).__name__ for e in result.logs)
     assert [e.sent for e in events if isinstance(e, OutputLog)] == [True]
     assert isinstance(events[1], ActionCallLog) and events[1].args == {"a": 2, "b": 3}
+
+
+async def test_platform_user_names_reach_the_prompt_escaped(make_hub) -> None:
+    model = ScriptedModel(["hi"])
+    async with make_hub(model) as hub:
+        await hub.send(*CLI, "hello", user="42", meta={"user_name": 'Ann "<b>"'})
+    assert '<input type="text" user="42" name="Ann &quot;&lt;b&gt;&quot;" new="true">hello</input>' in model.requests[0].messages[0]["content"]
+
+
+def test_string_annotations_resolve_even_when_ctx_cannot() -> None:
+    import textwrap
+    import types
+
+    src = textwrap.dedent('''
+        from __future__ import annotations
+        from typing import TYPE_CHECKING
+        from hub import output
+        if TYPE_CHECKING:
+            from hub import RunContext
+
+        @output(type="t:x")
+        async def send(content: str, ctx: RunContext) -> None:
+            pass
+    ''')
+    mod = types.ModuleType("ann_mod")
+    exec(compile(src, "ann_mod", "exec"), mod.__dict__)
+    assert mod.send.is_text

@@ -397,6 +397,7 @@ class DiscordBot:
                 "channel_id": str(channel_id),
                 "guild_id": str(message.guild.id) if message.guild else None,
                 "author_name": message.author.display_name,
+                "user_name": message.author.display_name,
                 "author_bot": from_bot,
             },
         )
