@@ -164,17 +164,21 @@ class ChildRuns:
             live.started[run_id] = sub
         if not args.wait:
             return {"run_id": run_id, "context": target, "state": "running"}
-        return await self._result(sub, target)
+        return await self._result(sub, target, ctx)
 
     async def _wait_run(self, args: WaitRunArgs, ctx: RunContext) -> dict[str, Any]:
         live = self._live.get(ctx.run.id)
         sub = live.started.get(args.run_id) if live is not None else None
         if sub is None:
             raise ActionError("waitRun", f"{args.run_id!r} is not a run this run started")
-        return await self._result(sub, sub.context)
+        return await self._result(sub, sub.context, ctx)
 
-    async def _result(self, sub: Submission, target: str) -> dict[str, Any]:
+    async def _result(self, sub: Submission, target: str, ctx: RunContext) -> dict[str, Any]:
+        beat = max(0.5, self.hub.config.agent.heartbeat_timeout / 3)
         try:
+            while not sub.result.done():  # a long child is progress, not a stall of its parent
+                await asyncio.wait({sub.result}, timeout=beat)
+                ctx.progress()
             result = await sub.wait()
         except asyncio.CancelledError:
             if sub.result.cancelled():  # the child's run was cancelled, not this call

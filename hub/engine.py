@@ -99,7 +99,7 @@ class ContextInstance:
 class RunContext:
     """What handlers and hooks get: the hub, the run, the conversation and the call."""
 
-    __slots__ = ("hub", "run", "context", "inputs", "call", "attributes", "action_memory", "logs")
+    __slots__ = ("hub", "run", "context", "inputs", "call", "attributes", "action_memory", "logs", "progress")
 
     def __init__(self, hub: Hub, run: RunRecord, context: ContextInstance, logs: list[Log]) -> None:
         self.hub = hub
@@ -110,6 +110,8 @@ class RunContext:
         self.call: ActionCallLog | None = None
         self.attributes: BaseModel | None = None
         self.action_memory: Any = None
+        self.progress: Callable[[], None] = _no_progress
+        """Tell the heartbeat this run is alive (an action waiting on something long)."""
 
     @property
     def memory(self) -> Any:
@@ -127,9 +129,14 @@ class RunContext:
     def derive(self, **changes: Any) -> RunContext:
         ctx = RunContext(self.hub, self.run, self.context, self.logs)
         ctx.inputs = self.inputs
+        ctx.progress = self.progress
         for k, v in changes.items():
             setattr(ctx, k, v)
         return ctx
+
+
+def _no_progress() -> None:
+    pass
 
 
 @dataclass(slots=True)
@@ -286,6 +293,7 @@ class Engine:
         started = loop.time()
         deadline = started + cfg.run_timeout
         last_beat = started
+        beat_every = min(0.5, cfg.heartbeat_timeout / 4)  # rescheduling the timer on every chunk costs
         st: _RunState | None = None
         state, reason = RunState.COMPLETED, None
         try:
@@ -294,12 +302,13 @@ class Engine:
                 def progress() -> None:
                     nonlocal last_beat
                     now = loop.time()
-                    if now - last_beat > 0.5:
+                    if now - last_beat > beat_every:
                         last_beat = now
                         timer.reschedule(min(deadline, now + cfg.heartbeat_timeout))
 
                 inst = await self.prepare(slot.definition, slot.args, slot.key, run, logs)
                 ctx = RunContext(hub, run, inst, logs)
+                ctx.progress = progress
                 st = _RunState(run, ctx, inst, slot, logs, {}, {}, progress)
                 self._take_inputs(st)
                 await hub.before_run(st.ctx, slot)

@@ -216,3 +216,52 @@ def test_hub_trace_prints_the_tree(tmp_path: Path, said: Said, capsys: pytest.Ca
     (worker,) = data["children"]
     assert worker["context"] == "test:chat:worker" and worker["parent_id"] == run_id
     assert [c["context"] for c in worker["children"]] == ["test:chat:intern"]
+
+
+async def test_a_parent_waiting_on_a_long_child_is_not_stalled(config) -> None:
+    """The parent's heartbeat goes on while it waits for a child that takes longer than it."""
+    import asyncio
+
+    from hub import Context, Extension, ScriptedModel
+
+    config.agent.heartbeat_timeout = 0.6
+    slow = {"n": 0}
+
+    def respond(request):
+        content = request.messages[0]["content"]
+        if 'type="child"' in content:
+            return "child done"
+        if "startRun" in request.system and "status=" not in content:
+            return '<response><action_call name="startRun">{"context": "test:worker:1", "input": "work"}</action_call></response>'
+        return "parent done"
+
+    class Slow(ScriptedModel):
+        async def stream(self, request):
+            if 'type="child"' in request.messages[0]["content"]:
+                slow["n"] += 1
+                for _ in range(8):  # 1.2 s of steady progress in the child
+                    await asyncio.sleep(0.15)
+                    yield ""
+            async for c in super().stream(request):
+                yield c
+
+    said = []
+    from hub import output
+
+    @output(type="test:say")
+    async def say(content: str, ctx) -> None:
+        said.append(content)
+
+    boss = Context(type="test:boss", reply_output="test:say", persona="boss")
+    worker = Context(type="test:worker", reply_output="test:say")
+    config.contexts_dir.mkdir(exist_ok=True)
+    (config.contexts_dir / "boss.toml").write_text('name = "Boss"\ninstructions = "Delegate."\nchild_runs = ["test:worker:*"]\n')
+    from hub import Hub
+
+    config.contexts_dir.mkdir(exist_ok=True)
+    hub = Hub(config, model=Slow(respond), load_extensions=False, extensions=[Extension("t", contexts=[boss, worker], outputs=[say])])
+    async with hub:
+        result = await hub.send("test:boss:1", data="do it")
+    assert slow["n"] == 1, [str(e)[:200] for e in result.logs]
+    assert result.state == "completed", result.reason
+    assert said == ["child done", "parent done"]
