@@ -111,9 +111,13 @@ class TwitterService:
             on_send=getattr(metrics, "platform_send", None),
             on_rate_limited=getattr(metrics, "platform_429", None),
         )
-        if self.can_post:
-            await self._whoami(client)
-        await self._prune_markers()
+        try:
+            if self.can_post:
+                await self._whoami(client)
+            await self._prune_markers()
+        except BaseException:
+            await self.stop()  # the hub stops only services that started: close the session here
+            raise
         mode = "dry run: nothing is posted" if s.dry_run else "posting"
         log.info("twitter: signed in as %s (%s); %s", f"@{self.username}" if self.username else self.user_id, self.user_id, mode)
 

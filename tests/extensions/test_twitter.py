@@ -491,3 +491,13 @@ api_base_url = "{tw.base_url}"
             if proc is not None and proc.returncode is None:
                 proc.kill()
                 await proc.wait()
+
+
+async def test_refused_keys_stop_the_start_with_a_clear_error(tmp_path: Path) -> None:
+    from hub import ExtensionFailed
+
+    async with FakeTwitter() as tw:
+        tw.fail_next("GET /2/users/me", status=401, description="Unauthorized")
+        with pytest.raises(ExtensionFailed, match="X refused the OAuth 1.0a keys"):
+            async with bot(tw, tmp_path):
+                pass
