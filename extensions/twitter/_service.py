@@ -45,7 +45,7 @@ SINCE_ID_KEY = "twitter:since_id"
 POSTS_KEY = "twitter:posts"
 SENT_PREFIX = "twitter:sent:"
 MENTIONS = "GET /2/users/:id/mentions"
-MAX_PAGES = 8  # X keeps the 800 most recent mentions: 8 pages of 100
+MAX_PAGES = 160  # X keeps the 800 most recent mentions: 8 pages of 100 (160 of 5)
 MAX_RATE_WAIT = 16 * 60.0  # a reset further away than one window is a wrong clock: cap it
 SENT_MARKER_TTL = 7 * 86400.0
 DAY = 86400.0
@@ -63,8 +63,10 @@ class TwitterService:
     :meth:`poll` runs one poll now (the loop also calls it every ``poll_interval``).
     """
 
-    def __init__(self, settings: TwitterSettings, *, client_factory: ClientFactory | None = None) -> None:
+    def __init__(self, settings: TwitterSettings, *, client_factory: ClientFactory | None = None,
+                 page_size: int = 100) -> None:
         self.settings = settings
+        self.page_size = page_size  # mentions per request: X allows 5 to 100
         self._factory = client_factory or make_client
         self.client: AsyncClient | None = None
         self.hub: Hub | None = None
@@ -200,7 +202,7 @@ class TwitterService:
     async def _fetch(self, since_id: str | None) -> tuple[list[Any], dict[str, Any]]:
         assert self.client is not None
         params: dict[str, Any] = {
-            "expansions": ["author_id"], "tweet_fields": _TWEET_FIELDS, "max_results": 100,
+            "expansions": ["author_id"], "tweet_fields": _TWEET_FIELDS, "max_results": self.page_size,
             "user_auth": self.read_user_auth,
         }
         if since_id:

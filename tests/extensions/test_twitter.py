@@ -98,8 +98,9 @@ def numbered(prefix: str = "Thanks") -> ScriptedModel:
 async def bot(tw: FakeTwitter, data: Path, model: ScriptedModel | None = None, *, first_poll: bool = True,
               **kw: Any) -> AsyncIterator[Bot]:
     """A hub with the X extension on ``data``; entered once the first poll is done."""
+    page_size = kw.pop("page_size", 100)
     settings = settings_for(tw, **kw)
-    service = TwitterService(settings, client_factory=routed(tw))
+    service = TwitterService(settings, client_factory=routed(tw), page_size=page_size)
     cfg = HubConfig()
     cfg.hub.data_dir = str(data)
     cfg.hub.contexts_dir = str(data)
@@ -162,6 +163,20 @@ async def test_dry_run_logs_and_posts_nothing(tmp_path: Path, caplog: pytest.Log
         assert tw.calls("GET /2/users/me") == []
         assert any("would post 1/1 in reply to " + mid in r.getMessage() and "Hello there!" in r.getMessage()
                    for r in caplog.records if r.levelno == logging.INFO)
+
+
+async def test_mentions_over_several_pages_are_taken_oldest_first(tmp_path: Path) -> None:
+    async with FakeTwitter() as tw:
+        ids = [tw.push_mention(f"@hubbot number {i}", author_id=str(100 + i), author_username=f"u{i}")
+               for i in range(12)]
+        async with bot(tw, tmp_path, page_size=5, posts_per_minute=20) as b:
+            await b.runs(12)
+            assert await b.hub.memory.get(SINCE_ID_KEY) == ids[-1]
+        assert len(tw.calls(MENTIONS)) == 3  # pages of 5, 5 and 2
+        assert sorted(s["in_reply_to"] for s in tw.sent) == ids
+        with sqlite3.connect(tmp_path / "hub.db") as db:
+            recorded = [r[0] for r in db.execute("SELECT platform_id FROM inbox ORDER BY received")]
+        assert recorded == [f"twitter:{i}" for i in ids]
 
 
 async def test_restart_on_the_same_data_does_not_reply_again(tmp_path: Path) -> None:
@@ -324,12 +339,14 @@ async def test_final_failure_is_recorded_as_not_sent(tmp_path: Path, failure: di
         assert tw.sent == []
 
 
-async def test_reply_longer_than_max_thread_is_refused_not_cut(tmp_path: Path) -> None:
+@pytest.mark.parametrize("limit", [{"max_thread": 2}, {"max_posts_per_day": 3}])
+async def test_reply_over_a_posting_limit_is_refused_not_cut(tmp_path: Path, limit: dict[str, int]) -> None:
     async with FakeTwitter() as tw:
         tw.push_mention("@hubbot essay please", author_id="42", author_username="alice")
-        async with bot(tw, tmp_path, ScriptedModel(["word " * 200]), max_thread=2) as b:
+        async with bot(tw, tmp_path, ScriptedModel(["word " * 200]), **limit) as b:  # 4 posts
             (result,) = await b.runs(1)
-            assert not result.outputs[0].sent and "max_thread" in (result.outputs[0].error or "")
+            (out,) = result.outputs
+            assert not out.sent and next(iter(limit)) in (out.error or "") and "nothing was posted" in out.error
         assert tw.sent == []
 
 
@@ -420,6 +437,20 @@ def _write_script(path: Path, n: int) -> None:
     path.write_text(json.dumps({"default": "hub", "clients": {"hub": {"responses": responses, "rules": rules}}}))
 
 
+async def _model_requests(port: int, n: int, timeout: float) -> None:
+    import aiohttp
+
+    deadline = time.monotonic() + timeout
+    async with aiohttp.ClientSession() as session:
+        while True:
+            async with session.get(f"http://127.0.0.1:{port}/stats") as response:
+                if (await response.json())["count"] >= n:
+                    return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the model got fewer than {n} requests in {timeout}s")
+            await asyncio.sleep(0.02)
+
+
 async def _start(args: list[str], env: dict[str, str], log: Path) -> asyncio.subprocess.Process:
     with log.open("ab") as stderr:  # the child keeps its own handle
         return await asyncio.create_subprocess_exec(
@@ -467,18 +498,20 @@ api_base_url = "{tw.base_url}"
 """)
             mentions = [tw.push_mention(f"@hubbot question {i}", author_id=str(100 + i), author_username=f"user{i}")
                         for i in range(n - 1)]
-            cmd = [sys.executable, "-m", "hub.cli", "run", "--config", str(config)]
+            cmd = [sys.executable, "-m", "hub.cli", "run", "--config", str(config), "--log-format", "json"]
             hub_proc = await _start(cmd, env, tmp_path / "hub.log")
-            # the model takes 1 s: kill the hub while its runs wait for it
-            await tw.wait_for(lambda: len(tw.calls(MENTIONS)) >= 1, timeout=10)
-            await asyncio.sleep(0.5)
+            # the model takes 1 s to answer: kill the hub as soon as a run is waiting for it
+            await _model_requests(model_port, 1, timeout=20)
             assert tw.sent == []
             hub_proc.send_signal(signal.SIGKILL)
             await hub_proc.wait()
             mentions.append(tw.push_mention(f"@hubbot question {n - 1}", author_id="200", author_username="late"))
 
             hub_proc = await _start(cmd, env, tmp_path / "hub.log")
-            await tw.wait_sent(n, timeout=10)
+            try:
+                await tw.wait_sent(n, timeout=20)
+            except TimeoutError as e:
+                raise AssertionError((tmp_path / "hub.log").read_text()[-4000:]) from e
             await asyncio.sleep(0.5)  # time for a duplicate to show up, if there were one
             hub_proc.send_signal(signal.SIGTERM)
             assert await asyncio.wait_for(hub_proc.wait(), 10) == 0
