@@ -74,9 +74,9 @@ class TwitterSettings(BaseModel):
     needed when they are not (a dry run reading with the bearer token only)."""
     api_base_url: str = ""
     """Another host for X's API (a proxy); empty: https://api.twitter.com."""
-    allow_users: list[str] = Field(default_factory=list)
+    allowed_users: list[str] = Field(default_factory=list)
     """Answer only these authors (numeric ids or usernames); empty: everyone."""
-    ignore_users: list[str] = Field(default_factory=list)
+    ignored_users: list[str] = Field(default_factory=list)
     """Never answer these authors (known bots, say)."""
     loop_guard_turns: int = Field(5, ge=1)
     """At most this many answers in one conversation within ``loop_guard_window``."""
@@ -91,6 +91,10 @@ class TwitterSettings(BaseModel):
     """Posts per minute over all conversations."""
     max_posts_per_day: int = Field(100, ge=1)
     """Posts in any 24 hours; over it, answers fail (recorded as not sent) instead of posting."""
+    send_attempts: int = Field(5, ge=1, le=20)
+    """Attempts per post (429s, 5xx and network errors are retried)."""
+    send_max_wait: float = Field(120.0, ge=0)
+    """Seconds of rate-limit waits and backoff one post may spend before it is given up."""
 
     @field_validator("poll_interval")
     @classmethod

@@ -74,8 +74,8 @@ class TwitterService:
         self.username: str | None = None
         self.governor: Governor | None = None
         self.loop_guard = LoopGuard(max_turns=settings.loop_guard_turns, window=settings.loop_guard_window)
-        self.allow = AllowList(_norm(u) for u in settings.allow_users)
-        self.ignore = AllowList(_norm(u) for u in settings.ignore_users)
+        self.allow = AllowList(_norm(u) for u in settings.allowed_users)
+        self.ignore = AllowList(_norm(u) for u in settings.ignored_users)
         self._session: BaseURLSession | None = None
         self._send: Send | None = None
         self._task: asyncio.Task[None] | None = None
@@ -110,6 +110,8 @@ class TwitterService:
             PLATFORM,
             per_chat=RateLimit(1, s.post_interval) if s.post_interval > 0 else None,
             global_=RateLimit(s.posts_per_minute, 60.0),
+            max_attempts=s.send_attempts,
+            max_wait=s.send_max_wait,
             on_send=getattr(metrics, "platform_send", None),
             on_rate_limited=getattr(metrics, "platform_429", None),
         )
@@ -259,7 +261,7 @@ class TwitterService:
             return False
         ids = (author, _norm(username) if username else None)
         if (self.allow and not self.allow.allows(*ids)) or (self.ignore and self.ignore.allows(*ids)):
-            log.info("twitter: mention %s from %s: not on allow_users (or on ignore_users): ignored", tid, who)
+            log.info("twitter: mention %s from %s: not on allowed_users (or on ignored_users): ignored", tid, who)
             return False
         conversation = str(getattr(tweet, "conversation_id", None) or tid)
         if not self.loop_guard.allow(conversation, from_bot=True):

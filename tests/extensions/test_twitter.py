@@ -247,7 +247,7 @@ async def test_allow_list(tmp_path: Path) -> None:
         alice = tw.push_mention("@hubbot hi", author_id="42", author_username="Alice")
         bob = tw.push_mention("@hubbot hi too", author_id="43", author_username="bob")
         carol = tw.push_mention("@hubbot and me", author_id="44", author_username="carol")
-        async with bot(tw, tmp_path, allow_users=["@alice", "44"]) as b:
+        async with bot(tw, tmp_path, allowed_users=["@alice", "44"]) as b:
             await b.runs(2)
             await b.service.poll()
             assert sorted(s["in_reply_to"] for s in tw.sent) == [alice, carol]
@@ -318,6 +318,9 @@ async def test_429_on_post_then_success(tmp_path: Path) -> None:
             (result,) = await b.runs(1, timeout=8)
             assert result.outputs[0].sent
             assert b.service.governor is not None and b.service.governor.rate_limited == 1
+            metrics = b.hub.metrics.render().decode()
+            assert 'hub_platform_rate_limited_total{platform="twitter"} 1.0' in metrics
+            assert 'hub_platform_sends_total{platform="twitter",result="ok"} 1.0' in metrics
         assert [r.status for r in tw.calls(POST)] == [429, 201]
         assert len(tw.sent) == 1 and tw.sent[0]["in_reply_to"] == mid
 
