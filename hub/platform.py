@@ -73,7 +73,7 @@ def _pieces(text: str, limit: int, length: Callable[[str], int]) -> list[str]:
 def _prose(text: str, limit: int, length: Callable[[str], int]) -> list[str]:
     if length(text) <= limit:
         return [text]
-    for sep in (r"(?<=\n\n)", r"(?<=\n)", r"(?<=[.!?。！？])\s", r"(?<= )"):
+    for sep in (r"(?<=\n\n)", r"(?<=\n)", r"(?<=[.!?]\s)|(?<=[。！？])", r"(?<= )"):
         parts = [p for p in re.split(sep, text) if p]
         if len(parts) > 1:
             out: list[str] = []
