@@ -480,10 +480,11 @@ async def _fake_model(latency: float) -> tuple[Any, FakeOpenAI, int]:
 
 def _start_hub(config: Path, log_path: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TELEGRAM_BOT_TOKEN": TOKEN}
-    return subprocess.Popen(
-        [sys.executable, "-m", "hub.cli", "run", "--config", str(config)],
-        cwd=ROOT, env=env, stdout=log_path.open("ab"), stderr=subprocess.STDOUT,
-    )
+    with log_path.open("ab") as log_file:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(
+            [sys.executable, "-m", "hub.cli", "run", "--config", str(config)],
+            cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+        )
 
 
 async def test_sigkill_mid_run_then_restart_loses_and_repeats_nothing(tmp_path: Path) -> None:
