@@ -1,4 +1,4 @@
-"""The ``hub`` command: run, chat, runs, trace, check.
+"""The ``hub`` command: run, chat, runs, trace, check (and memory, export-training).
 
 Every command takes ``--config`` (default ``./config.toml``). Errors the operator can fix
 (config, personas, an unreachable model) are one clear line on stderr and exit status 2.
@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from .cli_memory import MEMORY_COMMANDS, add_memory_commands
 from .config import HubConfig, load_config
 from .errors import ConfigError, HubError
 from .logconf import setup_logging
@@ -43,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     trace.add_argument("run_id", help="a run id or a unique prefix of one")
     trace.add_argument("--json", action="store_true")
     sub.add_parser("check", parents=[common], help="validate config, personas and extension settings")
+    add_memory_commands(sub, common)
     return p
 
 
@@ -58,6 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level = "WARNING"  # the terminal is for the conversation
     setup_logging(level, args.log_format or config.hub.log_format)
     commands = {"run": cmd_run, "chat": cmd_chat, "runs": cmd_runs, "trace": cmd_trace, "check": cmd_check}
+    commands.update(MEMORY_COMMANDS)
     try:
         return asyncio.run(commands[args.command](config, args))
     except KeyboardInterrupt:

@@ -19,6 +19,7 @@ from .config import HubConfig
 from .db import Database
 from .definitions import Action, Context, Extension, Input, Output
 from .engine import ContextInstance, Engine, RunContext, RunResult
+from .episodes import EpisodicMemory
 from .errors import ExtensionError, ExtensionFailed, RunError
 from .inbox import InboxStore, SQLiteInbox
 from .logs import InputLog, OutputLog, StepLog
@@ -133,6 +134,9 @@ class Hub:
         # built-in parts with a lifecycle (HTTP endpoint, scheduler, episodic memory, ...):
         # started after extensions' services, stopped before them
         self.components: list[Component] = []
+        self.episodes: EpisodicMemory | None = None
+        if self.config.memory.episodes:
+            self.episodes = EpisodicMemory.attach(self)
 
         if load_extensions:
             from .loader import load_extensions as _load
