@@ -299,10 +299,14 @@ class EpisodicMemory:
     async def _open(self, hub: Hub) -> None:
         try:
             if self.store is None:
-                self.store = open_episode_store(hub.config, embedder=self.embedder)
+                # in a thread: importing numpy and the store module takes a tenth of a second
+                self.store = await asyncio.to_thread(open_episode_store, hub.config, embedder=self.embedder)
             await self.store.open()
             await self.store.create_index(INDEX)
             await self.prune()
+            embedder = getattr(self.store, "embedder", None)
+            if embedder is not None:  # load the model now, not in the first conversation
+                await asyncio.to_thread(embedder.embed, ["warm-up"])
         except asyncio.CancelledError:
             raise
         except Exception as e:  # StoreError, chromadb missing, a Chroma bug: memory off
@@ -318,6 +322,9 @@ class EpisodicMemory:
     async def stop(self) -> None:
         """Finish pending writes, then close the store. Idempotent."""
         if self._ready is not None and not self._ready.done():
+            # let a store being opened finish opening (its thread cannot be interrupted),
+            # so that it is closed below rather than leaked
+            await asyncio.wait({self._ready}, timeout=10)
             self._ready.cancel()
             await asyncio.gather(self._ready, return_exceptions=True)
         pending = [t for t in (*self._writes.values(), self._pruning) if t is not None]
