@@ -64,6 +64,8 @@ INDEX = "episodes"
 MAX_TEXT = 4000  # prompt, completion
 MAX_DIGEST = 1500  # what the prompt shows of one episode
 MAX_PART = 300  # one thought, one action call or result inside the digest
+#: Seconds a run waits for its conversation's previous episode to be written before recall.
+RECALL_WAIT = 2.0
 _SUMMARY_SYSTEM = (
     "Summarise this conversation episode for the agent's long-term memory in one to three "
     "plain sentences: what the user wanted, what the agent did and found, how it ended. "
@@ -356,7 +358,8 @@ class EpisodicMemory:
             return
         pending = self._writes.get(ctx.context.id)
         if pending is not None and not pending.done():
-            await asyncio.wait({pending})  # the conversation's last episode first
+            # the conversation's last episode first, unless its summary keeps the model busy
+            await asyncio.wait({pending}, timeout=RECALL_WAIT)
         shown = {e.id for e in ctx.context.history if isinstance(e, InputLog)}
         try:
             episodes = await self.recall(query, context=ctx.context.id)

@@ -298,11 +298,15 @@ def test_the_command_line_forgets_and_exports(
         cli_main(["memory", "forget", "--config", str(config)])
 
 
-async def test_a_corrupt_store_leaves_the_hub_running_with_one_error(
-    tmp_path: Path, minilm: MiniLMEmbedder, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("damage", ["corrupt", "not-a-directory"])
+async def test_a_broken_store_leaves_the_hub_running_with_one_error(
+    tmp_path: Path, minilm: MiniLMEmbedder, caplog: pytest.LogCaptureFixture, damage: str
 ) -> None:
-    (tmp_path / "chroma").mkdir()
-    (tmp_path / "chroma" / "chroma.sqlite3").write_bytes(os.urandom(4096))
+    if damage == "corrupt":
+        (tmp_path / "chroma").mkdir()
+        (tmp_path / "chroma" / "chroma.sqlite3").write_bytes(os.urandom(4096))
+    else:  # what a directory without permission also gives (tests run as root here)
+        (tmp_path / "chroma").write_text("not a store")
     model = ScriptedModel([OK_REPLY, OK_REPLY])
     with caplog.at_level(logging.WARNING):
         async with make_hub(tmp_path, model, minilm) as hub:
