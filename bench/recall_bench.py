@@ -38,6 +38,7 @@ from hub.memory.vector import InMemoryVectorStore, VectorStore  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CONVERSATIONS = 1_000
+CORPUS = 100_000
 CITIES = "New York,Paris,Berlin,Tokyo,Lagos,Lima,Oslo,Madrid,Seoul,Cairo,Austin,Denver".split(",")
 THINGS = "bread,pasta,curry,soup,salad,tacos,pancakes,risotto,dumplings,pie".split(",")
 SERVICES = "api,billing,search,auth,gateway,worker,database,frontend".split(",")
@@ -120,7 +121,9 @@ class Cached(Embedder):
         return self.inner.embed(texts)
 
 
-def key_vectors(embedder: MiniLMEmbedder, keys: list[str], *, batch: int = 2_000) -> tuple[np.ndarray, float]:
+def key_vectors(
+    embedder: MiniLMEmbedder, keys: list[str], *, batch: int = 2_000
+) -> tuple[np.ndarray, float]:
     """MiniLM vectors of ``keys``, computed in batches that are cached in ``bench/results/``
     (an interrupted run resumes); returns them and the seconds spent computing them."""
     folder = RESULTS / f"recall_vectors_{len(keys)}"
@@ -150,7 +153,9 @@ def _p(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(len(values) * q))]
 
 
-async def bench_store(kind: str, episodes: list[Episode], cached: Cached, queries: list[tuple[str, str]]) -> dict[str, float]:
+async def bench_store(
+    kind: str, episodes: list[Episode], cached: Cached, queries: list[tuple[str, str]]
+) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="recall-bench-") as tmp:
         if kind == "chroma":
             from hub.memory.chroma import ChromaVectorStore
@@ -188,7 +193,8 @@ async def bench_store(kind: str, episodes: list[Episode], cached: Cached, querie
             await prune_store(store, cfg.memory)  # a full scan that deletes nothing
             results["prune_s"] = time.perf_counter() - started
             if kind == "chroma":
-                results["disk_mb"] = sum(p.stat().st_size for p in Path(tmp, "chroma").rglob("*") if p.is_file()) / 1e6
+                files = [p for p in Path(tmp, "chroma").rglob("*") if p.is_file()]
+                results["disk_mb"] = sum(p.stat().st_size for p in files) / 1e6
     return results
 
 
@@ -202,7 +208,8 @@ async def main() -> None:
 
     embedder = MiniLMEmbedder()
     embedder.embed(["warm up"])
-    episodes = make_episodes(max(sizes))
+    # one corpus for every size (the first N episodes), so its vectors are computed once
+    episodes = make_episodes(max(CORPUS, *sizes))
     keys = list(dict.fromkeys(e.key for e in episodes))
     sample = keys[:2_000]
     started = time.perf_counter()
@@ -220,7 +227,10 @@ async def main() -> None:
     print(f"  {len(keys):,} distinct keys of {len(episodes):,} episodes: {seconds:.0f} s to embed")
     cached = Cached(embedder, keys, vectors)
 
-    queries = [(_fill(qrng.choice(QUERIES), qrng), f"telegram:chat:{qrng.randrange(CONVERSATIONS)}") for _ in range(args.queries)]
+    queries = [
+        (_fill(qrng.choice(QUERIES), qrng), f"telegram:chat:{qrng.randrange(CONVERSATIONS)}")
+        for _ in range(args.queries)
+    ]
     print("recall = embed the input + query the store (k=3, min_score 0.35); ms")
     print(f"{'store':<7} {'episodes':>9} {'fill s':>7} {'conv p50/p99':>15} {'global p50/p99':>16} "
           f"{'hit conv/glob':>14} {'prune scan s':>12} {'disk MB':>8}")

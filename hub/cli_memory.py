@@ -16,14 +16,17 @@ from .config import HubConfig
 __all__ = ["add_memory_commands", "MEMORY_COMMANDS"]
 
 
-def add_memory_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
+def add_memory_commands(
+    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    common: argparse.ArgumentParser,
+) -> None:
     """Add ``memory forget`` and ``export-training`` to the ``hub`` parser."""
     memory = sub.add_parser("memory", help="episodic memory: forget a user or a conversation")
     msub = memory.add_subparsers(dest="memory_command", required=True)
     forget = msub.add_parser(
         "forget",
         parents=[common],
-        help="delete the episodes of a user or a conversation (and the conversation's working memory)",
+        help="delete the episodes of a user or a conversation (and its working memory)",
     )
     who = forget.add_mutually_exclusive_group(required=True)
     who.add_argument("--user", help="a user id, as the platform gives it")
@@ -35,7 +38,9 @@ def add_memory_commands(sub: argparse._SubParsersAction, common: argparse.Argume
     )
     export.add_argument("--out", required=True, type=Path, help="the JSONL file to write")
     export.add_argument("--context", help="only this conversation, TYPE:KEY")
-    export.add_argument("--meta", action="store_true", help="add run id, context, user, platform and time")
+    export.add_argument(
+        "--meta", action="store_true", help="add run id, context, user, platform and time"
+    )
     export.add_argument("--all-states", action="store_true", help="also runs that did not complete")
 
 
@@ -45,9 +50,15 @@ async def cmd_memory(config: HubConfig, args: argparse.Namespace) -> int:
     if args.platform and not args.user:
         print("hub: --platform only narrows --user", file=sys.stderr)
         return 2
-    deleted, keys = await forget(config, user=args.user, context=args.context, platform=args.platform)
-    who = f"user {args.user}" + (f" on {args.platform}" if args.platform else "") if args.user else args.context
-    print(f"forgot {who}: {deleted} episode{'s' if deleted != 1 else ''}" + "".join(f", {k}" for k in keys))
+    deleted, keys = await forget(
+        config, user=args.user, context=args.context, platform=args.platform
+    )
+    if args.user:
+        who = f"user {args.user}" + (f" on {args.platform}" if args.platform else "")
+    else:
+        who = args.context
+    also = "".join(f", {k}" for k in keys)
+    print(f"forgot {who}: {deleted} episode{'s' if deleted != 1 else ''}{also}")
     return 0
 
 

@@ -133,7 +133,9 @@ class Episode:
         return VectorRecord(self.run_id, self.key, metadata)
 
     @classmethod
-    def from_record(cls, record: VectorRecord | VectorHit, *, score: float | None = None) -> Episode:
+    def from_record(
+        cls, record: VectorRecord | VectorHit, *, score: float | None = None
+    ) -> Episode:
         m = record.metadata
 
         def s(name: str) -> str:
@@ -194,8 +196,10 @@ def episode_from_run(result: RunResult, *, user: str | None = None) -> Episode |
                 elif res.ok:
                     outcome = _clip(_text(res.data), MAX_PART) or "ok"
                 else:
-                    outcome = f"{'denied' if res.denied else 'error'}: {_clip(res.error or '', MAX_PART)}"
-                parts.append(f"Agent called {e.name}({_clip(_text(e.args), MAX_PART)}) → {outcome}")
+                    failure = "denied" if res.denied else "error"
+                    outcome = f"{failure}: {_clip(res.error or '', MAX_PART)}"
+                args = _clip(_text(e.args), MAX_PART)
+                parts.append(f"Agent called {e.name}({args}) → {outcome}")
             case OutputLog() if e.sent:
                 answers.append(_text(e.content))
                 parts.append(f"Agent answered: {_clip(_text(e.content), MAX_PART * 2)}")
@@ -287,7 +291,8 @@ class EpisodicMemory:
     @property
     def available(self) -> bool:
         """Open and usable (False before start, after a failure, after stop)."""
-        return self.store is not None and self.error is None and self._ready is not None and self._ready.done()
+        opened = self._ready is not None and self._ready.done()
+        return opened and self.store is not None and self.error is None
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -302,7 +307,9 @@ class EpisodicMemory:
         try:
             if self.store is None:
                 # in a thread: importing numpy and the store module takes a tenth of a second
-                self.store = await asyncio.to_thread(open_episode_store, hub.config, embedder=self.embedder)
+                self.store = await asyncio.to_thread(
+                    open_episode_store, hub.config, embedder=self.embedder
+                )
             await self.store.open()
             await self.store.create_index(INDEX)
             await self.prune()
@@ -379,7 +386,9 @@ class EpisodicMemory:
         if episode is None:
             return
         previous = self._writes.get(episode.context)
-        task = asyncio.create_task(self._write(episode, previous), name=f"episodes:write:{episode.context}")
+        task = asyncio.create_task(
+            self._write(episode, previous), name=f"episodes:write:{episode.context}"
+        )
         self._writes[episode.context] = task
         task.add_done_callback(self._written)
 
@@ -425,7 +434,9 @@ class EpisodicMemory:
                     if not isinstance(chunk, Usage):
                         chunks.append(chunk)
         except Exception as e:  # the model's failure, whatever its type, costs only the summary
-            log.warning("episode summary of run %s failed, keeping the digest: %s", episode.run_id[:8], e)
+            log.warning(
+                "episode summary of run %s failed, keeping the digest: %s", episode.run_id[:8], e
+            )
             return ""
         return _clip(_TAGS.sub(" ", "".join(chunks)), MAX_DIGEST)
 
@@ -493,16 +504,17 @@ async def all_episodes(store: VectorStore, *, context: str | None = None) -> lis
     return episodes
 
 
-async def prune_store(store: VectorStore, config: MemorySection, *, now: float | None = None) -> int:
+async def prune_store(
+    store: VectorStore, config: MemorySection, *, now: float | None = None
+) -> int:
+    """Delete episodes older than ``retention_days``, then the oldest beyond ``max_episodes``."""
     if not config.retention_days and not config.max_episodes:
         return 0
     now = time.time() if now is None else now
     records = await store.get(INDEX)
     if not records:
         return 0
-    stamped = sorted(
-        ((float(t) if isinstance(t := r.metadata.get("time"), (int, float)) else 0.0, r.id) for r in records)
-    )
+    stamped = sorted((_time_of(r), r.id) for r in records)
     doomed: list[str] = []
     if config.retention_days:
         cutoff = now - config.retention_days * 86400
@@ -517,7 +529,14 @@ async def prune_store(store: VectorStore, config: MemorySection, *, now: float |
     return removed
 
 
-def forget_filter(*, user: str | None = None, context: str | None = None, platform: str | None = None) -> dict[str, Any]:
+def _time_of(record: VectorRecord) -> float:
+    t = record.metadata.get("time")
+    return float(t) if isinstance(t, (int, float)) else 0.0
+
+
+def forget_filter(
+    *, user: str | None = None, context: str | None = None, platform: str | None = None
+) -> dict[str, Any]:
     """The metadata filter for forgetting. Raises ValueError when it would match everything."""
     where: dict[str, Any] = {}
     if user:
