@@ -324,7 +324,10 @@ class EpisodicMemory:
     def _disable(self, e: BaseException) -> None:
         if self.error is not None:
             return
-        reason = str(e) if isinstance(e, HubError) else f"{type(e).__name__}: {e}"
+        if isinstance(e, ImportError):
+            reason = f"{e} (pip install 'hub[memory]', or set [memory] episodes = false)"
+        else:
+            reason = str(e) if isinstance(e, HubError) else f"{type(e).__name__}: {e}"
         self.error = reason
         log.error("episodic memory is off (the hub runs without it): %s", reason)
 
