@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import json
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,6 +65,10 @@ INDEX = "episodes"
 MAX_TEXT = 4000  # prompt, completion
 MAX_DIGEST = 1500  # what the prompt shows of one episode
 MAX_PART = 300  # one thought, one action call or result inside the digest
+#: Episodes are spread over buckets (a metadata key) so that listing them all (retention,
+#: export) reads a bucket at a time: about 1,600 records a read at 100,000 episodes.
+BUCKETS = 64
+DELETE_BATCH = 1_000
 #: Seconds a run waits for its conversation's previous episode to be written before recall.
 RECALL_WAIT = 2.0
 _SUMMARY_SYSTEM = (
@@ -129,6 +134,7 @@ class Episode:
             "digest": self.digest,
             "summary": self.summary,
             "inputs": ",".join(self.input_ids),
+            "bucket": _bucket(self.run_id),
         }
         return VectorRecord(self.run_id, self.key, metadata)
 
@@ -156,6 +162,10 @@ class Episode:
             input_ids=tuple(i for i in s("inputs").split(",") if i),
             score=score,
         )
+
+
+def _bucket(run_id: str) -> int:
+    return int.from_bytes(hashlib.blake2b(run_id.encode(), digest_size=4).digest(), "big") % BUCKETS
 
 
 def _text(value: Any) -> str:
@@ -500,9 +510,19 @@ class EpisodicMemory:
 # --- store-level operations, shared by the component and the command line ---------------
 
 
+async def scan(store: VectorStore, *, context: str | None = None) -> AsyncIterator[VectorRecord]:
+    """Every episode record (of ``context``), one bucket at a time: Chroma cannot return
+    100,000 records in one `get` ("too many SQL variables"), and the store has no offset."""
+    for bucket in range(BUCKETS):
+        where: dict[str, Any] = {"bucket": bucket}
+        if context:
+            where["context"] = context
+        for record in await store.get(INDEX, where=where):
+            yield record
+
+
 async def all_episodes(store: VectorStore, *, context: str | None = None) -> list[Episode]:
-    records = await store.get(INDEX, where={"context": context} if context else None)
-    episodes = [Episode.from_record(r) for r in records]
+    episodes = [Episode.from_record(r) async for r in scan(store, context=context)]
     episodes.sort(key=lambda e: e.time)
     return episodes
 
@@ -514,10 +534,7 @@ async def prune_store(
     if not config.retention_days and not config.max_episodes:
         return 0
     now = time.time() if now is None else now
-    records = await store.get(INDEX)
-    if not records:
-        return 0
-    stamped = sorted((_time_of(r), r.id) for r in records)
+    stamped = sorted([(_time_of(r), r.id) async for r in scan(store)])
     doomed: list[str] = []
     if config.retention_days:
         cutoff = now - config.retention_days * 86400
@@ -527,7 +544,9 @@ async def prune_store(
         doomed += [i for _, i in stamped[: len(stamped) - config.max_episodes]]
     if not doomed:
         return 0
-    removed = await store.delete(INDEX, ids=doomed)
+    removed = 0
+    for start in range(0, len(doomed), DELETE_BATCH):
+        removed += await store.delete(INDEX, ids=doomed[start : start + DELETE_BATCH])
     log.info("episodic memory: pruned %d episodes (retention)", removed)
     return removed
 
