@@ -1,4 +1,4 @@
-"""The ``hub`` command: run, chat, runs, trace, check.
+"""The ``hub`` command: run, chat, runs, trace, check (and memory, export-training).
 
 Every command takes ``--config`` (default ``./config.toml``). Errors the operator can fix
 (config, personas, an unreachable model) are one clear line on stderr and exit status 2.
@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from .cli_memory import MEMORY_COMMANDS, add_memory_commands
 from .config import HubConfig, load_config
 from .errors import ConfigError, HubError
 from .logconf import setup_logging
@@ -56,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     rollback = psub.add_parser("rollback", parents=[common], help="put a revision back in force")
     rollback.add_argument("name")
     rollback.add_argument("rev", type=int)
+    add_memory_commands(sub, common)
     return p
 
 
@@ -81,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "persona": cmd_persona,
         "health": cmd_health,
     }
+    commands.update(MEMORY_COMMANDS)
     try:
         return asyncio.run(commands[args.command](config, args))
     except KeyboardInterrupt:

@@ -105,6 +105,7 @@ class MemorySection(_Section):
     retention_days: float = Field(180, ge=0, description="0: keep forever")
     max_episodes: int = Field(50_000, ge=0, description="0: no bound")
     summarize: bool = Field(False, description="ask the model for a summary of each episode")
+    prune_every: int = Field(1000, ge=0, description="apply retention every N episodes written (and at start)")
 
 
 class HttpSection(_Section):

@@ -20,6 +20,7 @@ from .db import Database
 from .definitions import Action, Context, Extension, Input, Output
 from .children import ChildRuns
 from .engine import ContextInstance, Engine, RunContext, RunResult
+from .episodes import EpisodicMemory
 from .errors import ExtensionError, ExtensionFailed, RunError
 from .inbox import InboxStore, SQLiteInbox
 from .http import http_component
@@ -155,6 +156,11 @@ class Hub:
             self.components.append(self.http)
         self.children = ChildRuns(self)
         self.register(self.children.extension())
+
+        # episodic memory (hub/episodes.py): episodes after runs, recall before them
+        self.episodes: EpisodicMemory | None = None
+        if self.config.memory.episodes:
+            self.episodes = EpisodicMemory.attach(self)
 
         if load_extensions:
             from .loader import load_extensions as _load
