@@ -335,7 +335,7 @@ class EpisodicMemory:
         if self.error is not None:
             return
         if isinstance(e, ImportError):
-            reason = f"{e} (pip install 'hub[memory]', or set [memory] episodes = false)"
+            reason = f"{e} (reinstall the hub with its dependencies, or set [memory] episodes = false)"
         else:
             reason = str(e) if isinstance(e, HubError) else f"{type(e).__name__}: {e}"
         self.error = reason

