@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import getpass
 import logging
+import os
+import stat
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TextIO
@@ -45,12 +47,23 @@ def os_user() -> str:
 async def read_lines(stream: TextIO | None = None) -> AsyncIterator[str]:
     """Lines of a pipe, a terminal or a file, without blocking the loop; ends at EOF."""
     stream = stream or sys.stdin
+    if stream is None:  # started with no standard input at all
+        return
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=1 << 20)
     try:
-        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stream)
-    except (ValueError, OSError):
-        # a regular file: reading never blocks for long
+        mode = os.fstat(stream.fileno()).st_mode
+        pollable = stream.isatty() or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+    except (OSError, ValueError, AttributeError):
+        pollable = False
+    transport = None
+    if pollable:
+        try:
+            transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stream)
+        except (ValueError, OSError):
+            transport = None
+    if transport is None:
+        # a regular file or /dev/null (epoll cannot watch them): reading never blocks for long
         while True:
             line = await asyncio.to_thread(stream.readline)
             if not line:
