@@ -132,3 +132,33 @@ def test_persona_errors_and_live_edits(tmp_path, caplog) -> None:
     (folder / "default.toml").write_text('name = "Hub"\ninstructions = "Be brief."\n')
     os.utime(folder / "default.toml", ns=(time.time_ns(), time.time_ns() + 2 * 10**9))
     assert personas.get("default").instructions == "Be brief."
+
+
+def test_an_installed_package_registers_an_extension_by_entry_point(tmp_path, monkeypatch) -> None:
+    pkg = tmp_path / "site"
+    (pkg / "acme_tools").mkdir(parents=True)
+    (pkg / "acme_tools" / "__init__.py").write_text(textwrap.dedent("""
+        from pydantic import BaseModel, ConfigDict
+        from hub import Extension, action, NoArgs
+
+        class Settings(BaseModel):
+            model_config = ConfigDict(extra="forbid")
+            greeting: str = "hello"
+
+        def make(settings: Settings) -> Extension:
+            @action(name="greet", schema=NoArgs)
+            async def greet(args, ctx) -> str:
+                return settings.greeting
+            return Extension(name="acme", actions=[greet])
+    """))
+    dist = pkg / "acme_tools-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-tools\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[hub.extensions]\nacme = acme_tools:make\n")
+    monkeypatch.syspath_prepend(str(pkg))
+    cfg = load_config(write(tmp_path, "[extensions.cli]\nenabled = false\n[extensions.acme]\ngreeting = 'hi'\n"))
+    (ext,) = load_extensions(cfg)
+    assert ext.name == "acme" and [a.name for a in ext.actions] == ["greet"]
+    cfg = load_config(write(tmp_path, "[extensions.cli]\nenabled = false\n[extensions.acme]\ngreting = 'hi'\n"))
+    with pytest.raises(ConfigError, match="extensions.acme.greting: unknown key"):
+        load_extensions(cfg)
