@@ -1,0 +1,517 @@
+"""Streaming parser for the XML protocol that models answer in.
+
+The model answers inside ``<response>`` with ``<reasoning>``/``<think>``/``<thinking>``,
+``<action_call name=...>`` and ``<output type=...>`` elements. The reply arrives in chunks
+split anywhere, and each element must be acted on as soon as its closing tag arrives, so
+this parser is incremental, lenient and fast. It is usable on its own::
+
+    from hub.parser import ElementParser, StreamParser, parse
+
+    ep = ElementParser()
+    for chunk in stream:                     # str, or UTF-8 bytes split anywhere
+        for element in ep.feed(chunk):       # closed in this chunk, in order
+            handle(element)                  # Element(name, attrs, content, closed)
+    for element in ep.close():               # still open at the end: closed=False
+        handle(element)
+    if not ep.saw_tags:
+        reply_with(ep.stray_text)            # a reply with no tags is plain text
+
+    p = StreamParser()                       # the event level below ElementParser
+    events = p.feed(chunk)                   # [StartEvent | TextEvent | EndEvent]
+    events = p.close()                       # EndEvent(name, closed=False), innermost first
+
+    parse(text)                              # feed the whole text, then close
+
+Options (keyword-only, on every constructor and ``parse``): ``tags`` (the names that are
+tags, ``DEFAULT_TAGS``), ``raw_tags`` (elements whose content is text, ``RAW_TAGS``),
+``max_tag_length`` (4096); ElementParser and ``parse`` also take ``containers``
+(``CONTAINER_TAGS``: known elements that are not reported, whose direct text is stray).
+Events and elements are frozen dataclasses with a ``kind`` discriminator; ``Event`` is
+their union.
+
+Rules:
+
+- Only names in ``tags`` are tags. Anything else that looks like markup (an unknown tag,
+  ``<`` in prose or code, ``<br/>``) is text, character for character.
+- Tag syntax: ``<name a="v" b='v' c=bare>``, ``</name>`` and self-closing ``<name .../>``
+  (a start event and an end event). Whitespace may surround ``=`` and precede ``>`` (and
+  follow the name of a closing tag); names are case-sensitive. A bare value has no
+  quotes, whitespace, ``<`` or ``>`` and does not end in ``/``. Attribute values are raw,
+  except that the five XML entities (``&quot; &apos; &lt; &gt; &amp;``) are decoded.
+  Element content is never decoded.
+- Elements in ``raw_tags`` hold text: once one is open, everything up to its matching
+  closing tag is content, kept verbatim, other known tags included. Nesting is counted:
+  inside ``<output>``, an inner ``<output ...>`` opens a level and its ``</output>``
+  closes it, so an example element inside the content stays whole.
+- Other known elements (``response``) are parsed as markup: their children are tags.
+  ElementParser does not report containers; a known element that is neither raw nor a
+  container is reported with its direct text as content (its children separately).
+- A closing tag that does not close the innermost open element is text. Mis-nesting,
+  invalid UTF-8 (decoded with ``errors="replace"``), NULs and lone surrogates never raise.
+- Text streams out as soon as it is decidable: only a suffix that could still become a tag
+  (``<``, ``<out``, ``<output name="a``, ``</act``) is held back until the next chunk.
+  A candidate that reaches ``max_tag_length`` characters without becoming a tag is text,
+  and so is a tag longer than that, whatever the split.
+- The result does not depend on how the input is split: the same elements, and the same
+  text per element, for any chunking (events may split text differently; adjacent text
+  within one ``feed()`` is one ``TextEvent``).
+- ``close()`` flushes held-back text as text and ends every open element with
+  ``closed=False``. It is idempotent; ``feed()`` after ``close()`` returns ``[]``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Literal, NamedTuple, TypeAlias
+
+__all__ = [
+    "CONTAINER_TAGS",
+    "DEFAULT_TAGS",
+    "RAW_TAGS",
+    "Element",
+    "ElementParser",
+    "EndEvent",
+    "Event",
+    "StartEvent",
+    "StreamParser",
+    "TextEvent",
+    "parse",
+]
+
+DEFAULT_TAGS: frozenset[str] = frozenset(
+    {"response", "reasoning", "think", "thinking", "action_call", "output"}
+)
+"""The names that are tags by default."""
+
+RAW_TAGS: frozenset[str] = frozenset({"reasoning", "think", "thinking", "action_call", "output"})
+"""Known elements whose content is text (other tags inside them are not parsed)."""
+
+CONTAINER_TAGS: frozenset[str] = frozenset({"response"})
+"""Known elements that ElementParser does not report: their direct text is stray text."""
+
+DEFAULT_MAX_TAG_LENGTH = 4096
+
+
+@dataclass(slots=True, frozen=True)
+class StartEvent:
+    """An opening tag of a known element (a self-closing tag gives Start then End)."""
+
+    name: str
+    attrs: dict[str, str]
+    kind: Literal["start"] = field(default="start", init=False)
+
+
+@dataclass(slots=True, frozen=True)
+class TextEvent:
+    """Text: content of the innermost open element, or stray text outside any."""
+
+    text: str
+    kind: Literal["text"] = field(default="text", init=False)
+
+
+@dataclass(slots=True, frozen=True)
+class EndEvent:
+    """The end of an element; ``closed`` is False when the stream ended before its tag."""
+
+    name: str
+    closed: bool = True
+    kind: Literal["end"] = field(default="end", init=False)
+
+
+Event: TypeAlias = StartEvent | TextEvent | EndEvent
+
+
+@dataclass(slots=True, frozen=True)
+class Element:
+    """A whole element: its attributes and raw content (``closed=False``: cut off)."""
+
+    name: str
+    attrs: dict[str, str]
+    content: str
+    closed: bool = True
+    kind: Literal["element"] = field(default="element", init=False)
+
+
+# --- grammar -------------------------------------------------------------------------------
+
+_ANAME = r"[^\W\d][\w.:-]*"
+# A bare value may contain '/' but not end with it, so that `<x a=b/>` self-closes.
+_BARE = r"""[^\s"'<>/]+(?:/+[^\s"'<>/]+)*"""
+_VALUE = rf"""(?:"[^"]*"|'[^']*'|{_BARE})"""
+_ATTR = rf"{_ANAME}\s*+=\s*+{_VALUE}"
+_ATTR_PARTS = re.compile(rf"""({_ANAME})\s*=\s*(?:"([^"]*)"|'([^']*)'|({_BARE}))""")
+_ENTITY = re.compile(r"&(quot|apos|lt|gt|amp);")
+_ENTITIES = {"quot": '"', "apos": "'", "lt": "<", "gt": ">", "amp": "&"}
+
+
+def _alternation(words: set[str]) -> str:
+    # Longest first, so that `think` does not shadow `thinking`.
+    return "|".join(re.escape(w) for w in sorted(words, key=lambda w: (-len(w), w)))
+
+
+class _Grammar(NamedTuple):
+    """What is a tag, for one set of names.
+
+    `tag` matches one whole tag: group 1 the name of a closing tag, or group 2 the name,
+    3 the attributes and 4 the self-closing slash of an opening one. `partial` fully
+    matches every proper prefix of such a tag (and a little more, which only delays text),
+    so that a chunk's suffix is held back exactly when it could still become a tag.
+    `prefixes` holds the commonest of those prefixes (`<`, `</out`), for a lookup cheaper
+    than the regex when text arrives a character at a time.
+    """
+
+    tag: re.Pattern[str]
+    partial: re.Pattern[str]
+    prefixes: frozenset[str]
+
+
+@lru_cache(maxsize=64)
+def _grammar(names: frozenset[str]) -> _Grammar:
+    name = f"(?:{_alternation(set(names))})"
+    prefix = f"(?:{_alternation({n[:k] for n in names for k in range(1, len(n) + 1)})})"
+    tag = re.compile(rf"<(?:/({name})\s*+|({name})((?:\s++{_ATTR})*+)\s*+(/)?)>")
+    attr_tail = rf"""{_ANAME}(?:\s*(?:=\s*(?:"[^"]*|'[^']*|[^\s"'<>]*))?)?"""
+    opening = rf"{name}(?:\s++{_ATTR})*(?:\s+(?:{attr_tail})?|\s*/)?"
+    partial = re.compile(rf"<(?:/{prefix}?|/{name}\s*|{prefix}?|{opening})")
+    heads = {n[:k] for n in names for k in range(len(n) + 1)}
+    return _Grammar(tag, partial, frozenset(f"<{h}" for h in heads) | {f"</{h}" for h in heads})
+
+
+def _attrs(source: str) -> dict[str, str]:
+    attrs: dict[str, str] = {}
+    for m in _ATTR_PARTS.finditer(source):
+        key, dq, sq, bare = m.groups()
+        value = dq if dq is not None else sq if sq is not None else bare
+        if "&" in value:
+            value = _ENTITY.sub(lambda e: _ENTITIES[e.group(1)], value)
+        attrs[key] = value
+    return attrs
+
+
+# --- the scanner ---------------------------------------------------------------------------
+
+
+class _Scanner:
+    """Tokenizer shared by both parsers; subclasses receive `_text`, `_start`, `_end`."""
+
+    __slots__ = (
+        "_tags",
+        "_raw_tags",
+        "_max",
+        "_held",
+        "_stack",
+        "_raw",
+        "_depth",
+        "_mode",
+        "_normal",
+        "_decoder",
+        "_closed",
+    )
+
+    def __init__(
+        self,
+        *,
+        tags: frozenset[str] = DEFAULT_TAGS,
+        raw_tags: frozenset[str] = RAW_TAGS,
+        max_tag_length: int = DEFAULT_MAX_TAG_LENGTH,
+    ) -> None:
+        self._tags = frozenset(name for name in tags if name)
+        self._raw_tags = frozenset(raw_tags) & self._tags
+        self._max = max(int(max_tag_length), 3)
+        self._held = ""  # a suffix that could still become a tag; always starts with '<'
+        self._stack: list[str] = []  # names of open elements, innermost last
+        self._raw: str | None = None  # name of the open raw element, if any
+        self._depth = 0  # inner same-name elements open inside the raw element
+        # The grammar in force: all tags, or only the open raw element's name.
+        self._normal = self._mode = _grammar(self._tags) if self._tags else None
+        self._decoder: codecs.IncrementalDecoder | None = None
+        self._closed = False
+
+    # Hooks, called in document order.
+    def _text(self, text: str) -> None:
+        raise NotImplementedError
+
+    def _start(self, name: str, attrs: dict[str, str]) -> None:
+        raise NotImplementedError
+
+    def _end(self, name: str, closed: bool) -> None:
+        raise NotImplementedError
+
+    def _decode(self, chunk: bytes | bytearray | memoryview | str) -> str:
+        decoder = self._decoder
+        if isinstance(chunk, str):
+            # Bytes cut mid-character, then a str: the cut character is lost, as replaced.
+            if decoder is not None and decoder.getstate()[0]:
+                chunk = decoder.decode(b"", final=True) + chunk
+                decoder.reset()
+            return chunk
+        if decoder is None:
+            decoder = self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        return decoder.decode(chunk)
+
+    def _scan(self, chunk: str) -> None:
+        """Scan held-back text plus `chunk`, the slow path: `<` is involved."""
+        held = self._held
+        mode = self._mode
+        if mode is None:  # no known tags at all
+            if chunk:
+                self._text(chunk)
+            return
+        if held:
+            text = held + chunk
+            # No '>' in the chunk: no tag can complete (one ending in `held` would have
+            # matched already), so only check that the candidate is still viable.
+            if ">" not in chunk and len(text) < self._max and mode.partial.fullmatch(text):
+                self._held = text
+                return
+        else:
+            text = chunk
+
+        tag_match = mode.tag.match
+        limit = self._max
+        n = len(text)
+        start = pos = 0
+        find = text.find
+        while (i := find("<", pos)) >= 0:
+            m = tag_match(text, i, i + limit)
+            if m is None:
+                if n - i < limit and self._mode.partial.fullmatch(text, i) is not None:
+                    if i > start:
+                        self._text(text[start:i])
+                    self._held = text[i:]
+                    return
+                pos = i + 1
+                continue
+            end = m.end()
+            closing = m.group(1)
+            if self._raw is not None:
+                # Only the raw element's own name matches here; inner ones are counted.
+                if closing is None:
+                    if m.group(4) is None:
+                        self._depth += 1
+                elif self._depth:
+                    self._depth -= 1
+                else:
+                    if i > start:
+                        self._text(text[start:i])
+                    start = end
+                    self._stack.pop()
+                    self._raw = None
+                    self._mode = self._normal
+                    tag_match = self._normal.tag.match
+                    self._end(closing, True)
+                pos = end
+                continue
+            if closing is not None:
+                stack = self._stack
+                if stack and stack[-1] == closing:
+                    if i > start:
+                        self._text(text[start:i])
+                    start = end
+                    stack.pop()
+                    self._end(closing, True)
+                pos = end
+                continue
+            name = m.group(2)
+            if i > start:
+                self._text(text[start:i])
+            start = pos = end
+            source = m.group(3)
+            self._start(name, _attrs(source) if source else {})
+            if m.group(4) is not None:
+                self._end(name, True)
+            else:
+                self._stack.append(name)
+                if name in self._raw_tags:
+                    self._raw = name
+                    self._depth = 0
+                    self._mode = _grammar(frozenset((name,)))
+                    tag_match = self._mode.tag.match
+        if start < n:
+            self._text(text[start:] if start else text)
+        self._held = ""
+
+    def _finish(self) -> bool:
+        """Flush everything at the end of the stream; False if already closed."""
+        if self._closed:
+            return False
+        self._closed = True
+        tail = self._held
+        self._held = ""
+        if self._decoder is not None:
+            tail += self._decoder.decode(b"", final=True)
+        if tail:
+            self._text(tail)
+        stack = self._stack
+        while stack:
+            self._end(stack.pop(), False)
+        self._raw = None
+        self._mode = self._normal
+        return True
+
+
+class StreamParser(_Scanner):
+    """Incremental tokenizer: chunks in, start / text / end events out.
+
+    Keyword options: ``tags`` (names that are tags), ``raw_tags`` (elements whose content
+    is text), ``max_tag_length`` (longest tag; a longer candidate is text).
+    """
+
+    __slots__ = ("_events", "_pending")
+
+    def __init__(
+        self,
+        *,
+        tags: frozenset[str] = DEFAULT_TAGS,
+        raw_tags: frozenset[str] = RAW_TAGS,
+        max_tag_length: int = DEFAULT_MAX_TAG_LENGTH,
+    ) -> None:
+        super().__init__(tags=tags, raw_tags=raw_tags, max_tag_length=max_tag_length)
+        self._events: list[Event] = []
+        self._pending: list[str] = []
+
+    def feed(self, chunk: str | bytes) -> list[Event]:
+        """Events that ``chunk`` completes; bytes are UTF-8, split anywhere."""
+        if chunk.__class__ is not str or self._decoder is not None:
+            chunk = self._decode(chunk)
+        if self._closed:
+            return []
+        held = self._held
+        if not held:
+            if "<" not in chunk:
+                return [TextEvent(chunk)] if chunk else []
+        elif held + chunk in self._mode.prefixes:  # a tag name arriving bit by bit
+            self._held = held + chunk
+            return []
+        self._events = events = []
+        self._scan(chunk)
+        self._flush()
+        return events
+
+    def close(self) -> list[Event]:
+        """Flush held-back text and end every open element (``closed=False``)."""
+        self._events = events = []
+        if self._finish():
+            self._flush()
+        return events
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._events.append(TextEvent("".join(self._pending)))
+            self._pending.clear()
+
+    def _text(self, text: str) -> None:
+        self._pending.append(text)
+
+    def _start(self, name: str, attrs: dict[str, str]) -> None:
+        self._flush()
+        self._events.append(StartEvent(name, attrs))
+
+    def _end(self, name: str, closed: bool) -> None:
+        self._flush()
+        self._events.append(EndEvent(name, closed))
+
+
+class ElementParser(_Scanner):
+    """Incremental parser that assembles whole elements, which is what the engine acts on.
+
+    Same keyword options as StreamParser, plus ``containers``: known elements whose
+    children are elements and which are not reported themselves (``response``).
+    Content of a non-raw, non-container element is its direct text only.
+    """
+
+    __slots__ = ("_containers", "_open", "_parts", "_stray", "_elements", "_saw")
+
+    def __init__(
+        self,
+        *,
+        tags: frozenset[str] = DEFAULT_TAGS,
+        raw_tags: frozenset[str] = RAW_TAGS,
+        containers: frozenset[str] = CONTAINER_TAGS,
+        max_tag_length: int = DEFAULT_MAX_TAG_LENGTH,
+    ) -> None:
+        super().__init__(tags=tags, raw_tags=raw_tags, max_tag_length=max_tag_length)
+        self._containers = frozenset(containers) - self._raw_tags
+        self._stray: list[str] = []
+        self._parts = self._stray  # where text goes now
+        # One (attrs, parts) per open element, parallel to the scanner's stack; parts is
+        # None for a container, whose text is stray.
+        self._open: list[tuple[dict[str, str], list[str] | None]] = []
+        self._elements: list[Element] = []
+        self._saw = False
+
+    @property
+    def saw_tags(self) -> bool:
+        """True once any known tag has been seen."""
+        return self._saw
+
+    @property
+    def stray_text(self) -> str:
+        """Text outside every reported element: at top level and directly in containers."""
+        stray = self._stray
+        if len(stray) > 1:
+            stray[:] = ["".join(stray)]
+        return stray[0] if stray else ""
+
+    def feed(self, chunk: str | bytes) -> list[Element]:
+        """Elements whose closing tag arrived in ``chunk``, in order."""
+        if chunk.__class__ is not str or self._decoder is not None:
+            chunk = self._decode(chunk)
+        if self._closed:
+            return []
+        held = self._held
+        if not held:
+            if "<" not in chunk:
+                if chunk:
+                    self._parts.append(chunk)
+                return []
+        elif held + chunk in self._mode.prefixes:  # a tag name arriving bit by bit
+            self._held = held + chunk
+            return []
+        self._elements = elements = []
+        self._scan(chunk)
+        return elements
+
+    def close(self) -> list[Element]:
+        """Elements still open at the end of the stream, innermost first, ``closed=False``."""
+        self._elements = elements = []
+        self._finish()
+        return elements
+
+    def _text(self, text: str) -> None:
+        self._parts.append(text)
+
+    def _start(self, name: str, attrs: dict[str, str]) -> None:
+        self._saw = True
+        if name in self._containers:
+            self._open.append((attrs, None))
+            self._parts = self._stray
+        else:
+            parts: list[str] = []
+            self._open.append((attrs, parts))
+            self._parts = parts
+
+    def _end(self, name: str, closed: bool) -> None:
+        attrs, parts = self._open.pop()
+        outer = self._open[-1][1] if self._open else None
+        self._parts = self._stray if outer is None else outer
+        if parts is not None:
+            self._elements.append(Element(name, attrs, "".join(parts), closed))
+
+
+def parse(
+    text: str | bytes,
+    *,
+    tags: frozenset[str] = DEFAULT_TAGS,
+    raw_tags: frozenset[str] = RAW_TAGS,
+    containers: frozenset[str] = CONTAINER_TAGS,
+    max_tag_length: int = DEFAULT_MAX_TAG_LENGTH,
+) -> list[Element]:
+    """Parse a whole reply: every element, open ones last with ``closed=False``."""
+    parser = ElementParser(
+        tags=tags, raw_tags=raw_tags, containers=containers, max_tag_length=max_tag_length
+    )
+    return parser.feed(text) + parser.close()
