@@ -328,18 +328,14 @@ def many(base_url: str, n: int) -> dict:
     """``n`` full turns in ``n`` distinct conversations at once against a fake with 1 s
     latency. Returns ``{"wall_s", "peak_rss_mb"}``; asserts n actions and n outputs.
 
-    ``model.concurrency`` (LLM calls in flight) is raised to ``n`` for this figure, and the
-    HTTP client's connection pool to match; the default (16) would queue the calls."""
-    import httpx2
-    from openai import AsyncOpenAI
+    ``model.concurrency`` (LLM calls in flight) is raised to ``n`` for this figure; the
+    default (16) would queue the calls. The model's HTTP session has no connection limit
+    of its own."""
 
     async def main() -> dict:
         counters = Counters()
-        limits = httpx2.Limits(max_connections=n + 16, max_keepalive_connections=n + 16)
-        client = AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0, timeout=60,
-                             http_client=httpx2.AsyncClient(limits=limits, timeout=60))
         with tempfile.TemporaryDirectory(prefix="hub-bench-") as data:
-            async with make_hub(base_url, data, counters, concurrency=max(n, 16), client=client) as hub:
+            async with make_hub(base_url, data, counters, concurrency=max(n, 16)) as hub:
                 before = rss_mb()
                 reset_stats(base_url)
                 ends: list[float] = []
@@ -370,72 +366,48 @@ def latency(base_url: str, turns: int, warmup: int) -> dict:
     ``</output>`` to the call of the output handler, over ``turns`` sequential turns
     (the fake paces events 1 ms apart). Returns ``{"p50_ms", "p99_ms"}``.
 
-    The HTTP client is the openai package's own (httpx2) with its default transport
-    wrapped: each network chunk of an SSE body is timestamped as the transport yields it,
-    before openai's SSE decoding, and the SSE text is followed cheaply to find the chunk
-    in which the content first contains ``</output>`` (as the Daydreams side's fetch
-    wrapper does)."""
-    import httpx2
-    from openai import AsyncOpenAI
+    The timestamp is taken where the model's HTTP client (aiohttp) receives body bytes:
+    ``StreamReader.feed_data``, called by aiohttp's HTTP parser as each network chunk's
+    body arrives, before any SSE, JSON or XML parsing (Daydreams' side wraps ``fetch``
+    and stamps each body chunk at the same point). The SSE text is followed cheaply
+    there to find the chunk in which the streamed content first contains ``</output>``.
+    The output handler stamps its own call."""
+    from aiohttp import streams
 
     MARK = "</output>"
-    state: dict[str, float | None] = {"arrived": None, "handled": None}
+    state: dict[str, Any] = {"arrived": None, "handled": None, "pending": b"", "content": ""}
+    original = streams.StreamReader.feed_data
 
-    class TimedStream(httpx2.AsyncByteStream):
-        def __init__(self, inner: Any) -> None:
-            self.inner = inner
+    def timed_feed_data(self: Any, data: bytes, *args: Any, **kw: Any) -> Any:
+        now = time.perf_counter()
+        if state["arrived"] is None and data:
+            lines = (state["pending"] + bytes(data)).split(b"\n")
+            state["pending"] = lines.pop()
+            for line in lines:
+                if line.startswith(b"data: {"):
+                    choices = json.loads(line[6:]).get("choices") or [{}]
+                    delta = (choices[0].get("delta") or {}).get("content")
+                    if delta:
+                        state["content"] += delta
+            if MARK in state["content"]:
+                state["arrived"] = now
+        return original(self, data, *args, **kw)
 
-        async def __aiter__(self) -> Any:
-            pending = ""
-            content = ""
-            async for chunk in self.inner:
-                now = time.perf_counter()
-                if state["arrived"] is None:
-                    pending += chunk.decode("utf-8", errors="replace")
-                    lines = pending.split("\n")
-                    pending = lines.pop()
-                    for line in lines:
-                        if line.startswith("data: {"):
-                            choices = json.loads(line[6:]).get("choices") or [{}]
-                            delta = (choices[0].get("delta") or {}).get("content")
-                            if delta:
-                                content += delta
-                    if MARK in content:
-                        state["arrived"] = now
-                yield chunk
-
-        async def aclose(self) -> None:
-            await self.inner.aclose()
-
-    class TimedTransport(httpx2.AsyncBaseTransport):
-        def __init__(self) -> None:
-            self.inner = httpx2.AsyncHTTPTransport()
-
-        async def handle_async_request(self, request: Any) -> Any:
-            resp = await self.inner.handle_async_request(request)
-            if "event-stream" not in resp.headers.get("content-type", ""):
-                return resp
-            return httpx2.Response(status_code=resp.status_code, headers=resp.headers,
-                                   stream=TimedStream(resp.stream), extensions=resp.extensions)
-
-        async def aclose(self) -> None:
-            await self.inner.aclose()
+    streams.StreamReader.feed_data = timed_feed_data  # type: ignore[method-assign]
 
     async def main() -> list[float]:
         counters = Counters()
         counters.on_output = lambda: state.__setitem__("handled", time.perf_counter())
-        client = AsyncOpenAI(base_url=base_url, api_key="x", max_retries=0,
-                             http_client=httpx2.AsyncClient(transport=TimedTransport(), timeout=60))
         samples = []
         with tempfile.TemporaryDirectory(prefix="hub-bench-") as data:
-            async with make_hub(base_url, data, counters, client=client) as hub:
+            async with make_hub(base_url, data, counters) as hub:
                 for i in range(warmup + turns):
-                    state["arrived"] = state["handled"] = None
+                    state.update(arrived=None, handled=None, pending=b"", content="")
                     await one_turn(hub, counters, f"lat-{i}")
                     a, h = state["arrived"], state["handled"]
                     check(a is not None and h is not None, f"turn {i}: no {MARK} seen or handler not timed")
                     if i >= warmup:
-                        samples.append((h - a) * 1e3)  # type: ignore[operator]
+                        samples.append((h - a) * 1e3)
         return sorted(samples)
 
     s = run_async(main())
