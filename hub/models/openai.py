@@ -18,6 +18,8 @@ from typing import Any
 
 import aiohttp
 import openai
+from aiohttp.helpers import get_env_proxy_for_url
+from yarl import URL
 from openai import AsyncOpenAI
 
 try:  # openai 3.x is built on httpx2, earlier versions on httpx: the same exceptions
@@ -66,6 +68,8 @@ class OpenAIModel(Model):
         self._own_session = session is None
         self._url: str | None = None
         self._headers: dict[str, str] | None = None
+        self._proxy: URL | None = None
+        self._proxy_auth: aiohttp.BasicAuth | None = None
         self._usage_option = True
 
     async def close(self) -> None:
@@ -133,12 +137,17 @@ class OpenAIModel(Model):
             headers["Content-Type"] = "application/json"
             headers["Accept"] = "text/event-stream"
             self._headers = headers
+            # The environment's proxy for this URL, looked up once: with trust_env=True
+            # aiohttp looks it up in a thread at every request (a thread hop each).
+            try:
+                self._proxy, self._proxy_auth = get_env_proxy_for_url(URL(self._url))
+            except LookupError:
+                self._proxy, self._proxy_auth = None, None
         if self._session is None or self._session.closed:
             # No connection limit of its own: model.concurrency bounds the requests.
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=0),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=self.timeout),
-                trust_env=True,
             )
             self._own_session = True
         return self._session
@@ -146,7 +155,13 @@ class OpenAIModel(Model):
     async def _events_http(self, body: dict[str, Any]) -> AsyncIterator[bytes]:
         session = self._prepare()
         try:
-            async with session.post(self._url, data=json.dumps(body), headers=self._headers) as resp:  # type: ignore[arg-type]
+            async with session.post(
+                self._url,  # type: ignore[arg-type]
+                data=json.dumps(body),
+                headers=self._headers,
+                proxy=self._proxy,
+                proxy_auth=self._proxy_auth,
+            ) as resp:
                 if resp.status >= 400:
                     raise await self._http_error(resp)
                 async for data in _sse_data(resp.content.iter_any()):
