@@ -284,12 +284,13 @@ def turn(base_url: str, turns: int, warmup: int) -> dict:
                 one = await phase("one", ["one"] * turns)
         return {"distinct": distinct, "one": one}
 
-    sqlite = run_async(measure(False))
-    memory = run_async(measure(True))
+    only = os.environ.get("BENCH_TURN_STORES")  # "sqlite" or "memory": one of them (profiling)
+    sqlite = run_async(measure(False)) if only != "memory" else {"distinct": {}, "one": {}}
+    memory = run_async(measure(True)) if only != "sqlite" else None
     return {
         "bench": "turn",
-        "turns_per_s": sqlite["distinct"]["turns_per_s"],
-        "turns_per_s_one_conversation": sqlite["one"]["turns_per_s"],
+        "turns_per_s": sqlite["distinct"].get("turns_per_s"),
+        "turns_per_s_one_conversation": sqlite["one"].get("turns_per_s"),
         "store": "sqlite",
         "sqlite": sqlite,
         "in_memory": memory,
