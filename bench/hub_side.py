@@ -340,7 +340,7 @@ def many(base_url: str, n: int) -> dict:
                 before = rss_mb()
                 reset_stats(base_url)
                 ends: list[float] = []
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
 
                 async def go(i: int) -> None:
                     result = await hub.send("bench:chat", {"id": f"many-{i}"}, QUESTION)
@@ -349,6 +349,7 @@ def many(base_url: str, n: int) -> dict:
 
                 await asyncio.gather(*(go(i) for i in range(n)))
                 wall = time.perf_counter() - t0
+                cpu = time.process_time() - c0
                 peak = peak_rss_mb()
                 check(counters.actions == n, f"getWeather ran {counters.actions} times, expected {n}")
                 check(counters.outputs == n, f"the output handler ran {counters.outputs} times, expected {n}")
@@ -357,7 +358,8 @@ def many(base_url: str, n: int) -> dict:
         ends.sort()
         return {"bench": "many", "n": n, "wall_s": round(wall, 2), "first_done_s": round(ends[0], 2),
                 "median_done_s": round(ends[len(ends) // 2], 2), "peak_rss_mb": round(peak, 1),
-                "rss_before_mb": round(before, 1), "requests": count, "concurrency": max(n, 16)}
+                "rss_before_mb": round(before, 1), "requests": count, "concurrency": max(n, 16),
+                "cpu_s": round(cpu, 2)}
 
     return run_async(main())
 
