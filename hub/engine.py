@@ -604,10 +604,12 @@ class Engine:
             return
         if out.is_text and not entry.content:
             return  # an empty reply says nothing; nothing to send
-        self._append(st, entry)
         ctx = st.ctx.derive(attributes=attributes)
         previous = st.output_chain
+        # The send task first, then the log entry: the entry's write wakes the SQLite
+        # writer, which would otherwise run before the handler in the next loop turn.
         st.output_chain = asyncio.create_task(self._send(st, out, value, ctx, entry, previous), name=f"output:{out.type}")
+        self._append(st, entry)
 
     async def _send(self, st: _RunState, out: Output, value: Any, ctx: RunContext, entry: OutputLog, previous: asyncio.Task[None] | None) -> None:
         if previous is not None:
