@@ -280,8 +280,9 @@ def turn(base_url: str, turns: int, warmup: int) -> dict:
                     return {"turns": len(ids), "ms": round(ms, 1), "turns_per_s": round(len(ids) * 1e3 / ms, 2),
                             "cpu_ms_per_turn": round(cpu / len(ids), 3)}
 
-                distinct = await phase("distinct", [f"c-{i}" for i in range(turns)])
-                one = await phase("one", ["one"] * turns)
+                only_phase = os.environ.get("BENCH_TURN_PHASE")  # "distinct" or "one" (profiling)
+                distinct = await phase("distinct", [f"c-{i}" for i in range(turns)]) if only_phase != "one" else {}
+                one = await phase("one", ["one"] * turns) if only_phase != "distinct" else {}
         return {"distinct": distinct, "one": one}
 
     only = os.environ.get("BENCH_TURN_STORES")  # "sqlite" or "memory": one of them (profiling)
