@@ -10,8 +10,9 @@ script, so that peak-RSS figures start from a clean interpreter:
 prints one JSON line: the dict plus ``"ok": true``.
 
 Everything here is the real stack: :class:`hub.Hub` with its engine, runner, prompt
-builder and streaming parser; :class:`hub.models.openai.OpenAIModel` (the ``openai``
-package's ``AsyncOpenAI``) talking to the shared loopback fake; the SQLite stores
+builder and streaming parser; :class:`hub.models.openai.OpenAIModel` (configured through
+the ``openai`` package's ``AsyncOpenAI``, streaming over its aiohttp session) talking to
+the shared loopback fake; the SQLite stores
 (memory, runs and their event logs, the inbox) in a fresh temporary data directory,
 so every turn's state is saved to disk as in production. ``turn`` also reports a
 variant with the in-memory stores, labelled as such, because Daydreams' agent keeps
