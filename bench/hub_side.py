@@ -7,69 +7,464 @@ script, so that peak-RSS figures start from a clean interpreter:
 
     python bench/hub_side.py NAME --base-url URL [--turns N ...]
 
-prints one JSON line: the dict plus ``"ok": true``, or ``"ok": false, "pending":
-true`` while the function raises NotImplementedError.
+prints one JSON line: the dict plus ``"ok": true``.
 
-Against the shared fake (``bench/fake_openai.py``) the hub must ask for model
-``"hub"`` (or send the header ``X-Bench-Client: hub``), so that the fake answers in
-the hub's format; see ``bench/scripts/turn.json`` for the exact responses and the
-rule that picks step 2 (the last message contains ``"temperature"``).
+Everything here is the real stack: :class:`hub.Hub` with its engine, runner, prompt
+builder and streaming parser; :class:`hub.models.openai.OpenAIModel` (configured through
+the ``openai`` package's ``AsyncOpenAI``, streaming over its aiohttp session) talking to
+the shared loopback fake; the SQLite stores
+(memory, runs and their event logs, the inbox) in a fresh temporary data directory,
+so every turn's state is saved to disk as in production. ``turn`` also reports a
+variant with the in-memory stores, labelled as such, because Daydreams' agent keeps
+its state in its default in-memory store.
+
+Against the fake (``bench/fake_openai.py``) the hub asks for model ``"hub"``, so the
+fake answers in the hub's format (``bench/scripts/turn.json``): step 2 is chosen when
+the last message holds the new action result (``new="true">{"temperature"``).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import gc
 import json
+import os
+import resource
+import statistics
 import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(ROOT))
 
 MODEL = "hub"  # the fake's client name for the hub's responses
+QUESTION = "What is the weather in New York City?"
+
+
+# --- the agent under test ------------------------------------------------------------------
+
+from pydantic import BaseModel  # noqa: E402
+
+
+class ChatArgs(BaseModel):
+    id: str
+
+
+class WeatherArgs(BaseModel):
+    location: str
+
+
+
+class Counters:
+    def __init__(self) -> None:
+        self.actions = 0
+        self.outputs = 0
+        self.output_chars = 0
+        self.on_output: Any = None
+
+
+def bench_extension(counters: Counters) -> Any:
+    """The benchmark's agent, the way a hub user writes it: a chat context keyed by id,
+    a ``getWeather`` action and a text output (the fake answers ``type="cli:message"``)."""
+    from hub import Context, Extension, action, output
+
+    chat = Context(
+        type="bench:chat",
+        schema=ChatArgs,
+        key=lambda a: a.id,
+        description="A chat with one user.",
+        reply_output="cli:message",
+        max_steps=5,
+        create=lambda args, ctx: {"turns": 0},
+    )
+
+    @action(name="getWeather", description="Current weather for a location.")
+    async def get_weather(args: WeatherArgs, ctx: Any) -> dict:
+        counters.actions += 1
+        return {"temperature": 72}
+
+    @output(type="cli:message", description="Reply to the user.", context="bench:chat")
+    async def reply(content: str, ctx: Any) -> None:
+        if counters.on_output is not None:
+            counters.on_output()
+        counters.outputs += 1
+        counters.output_chars += len(content)
+        return None
+
+    return Extension(name="bench", contexts=[chat], actions=[get_weather], outputs=[reply])
+
+
+def make_hub(base_url: str, data_dir: str, counters: Counters, *, in_memory: bool = False,
+             concurrency: int = 16, client: Any = None) -> Any:
+    from hub import Hub, HubConfig, InMemoryStore
+    from hub.inbox import InMemoryInbox
+    from hub.models.openai import OpenAIModel
+    from hub.runs import InMemoryRunStore
+
+    cfg = HubConfig.model_validate({
+        "hub": {"data_dir": data_dir, "contexts_dir": str(ROOT / "contexts"), "log_level": "ERROR"},
+        "model": {"provider": "openai", "name": MODEL, "base_url": base_url, "api_key": "x",
+                  "concurrency": concurrency, "max_retries": 0},
+    })
+    model = OpenAIModel(MODEL, base_url=base_url, api_key="x", client=client)
+    stores: dict[str, Any] = {}
+    if in_memory:
+        stores = {"memory": InMemoryStore(), "runs": InMemoryRunStore(), "inbox": InMemoryInbox()}
+    return Hub(cfg, model=model, load_extensions=False, extensions=[bench_extension(counters)], **stores)
+
+
+def quiet_logs() -> None:
+    import logging
+
+    logging.basicConfig(level=logging.ERROR)
+    logging.getLogger().setLevel(logging.ERROR)
+
+
+def peak_rss_mb() -> float:
+    """The process's peak RSS (exact, from the kernel; Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def root_of(base_url: str) -> str:
+    return base_url.rstrip("/").removesuffix("/v1")
+
+
+def get_json(url: str, data: bytes | None = None) -> Any:
+    with urllib.request.urlopen(url, data=data, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def reset_stats(base_url: str) -> None:
+    get_json(root_of(base_url) + "/stats/reset", data=b"")
+
+
+def stats(base_url: str) -> dict:
+    return get_json(root_of(base_url) + "/stats")
+
+
+def check(cond: bool, msg: str) -> None:
+    if not cond:
+        print(json.dumps({"ok": False, "error": msg}))
+        sys.exit(2)
+
+
+async def one_turn(hub: Any, counters: Counters, cid: str, text: str = QUESTION) -> Any:
+    a, o = counters.actions, counters.outputs
+    result = await hub.send("bench:chat", {"id": cid}, text)
+    check(result is not None and result.ok, f"{cid}: run ended {getattr(result, 'state', None)}: "
+                                            f"{getattr(result, 'reason', None)}")
+    check(counters.actions == a + 1, f"{cid}: getWeather ran {counters.actions - a} times, not once")
+    check(counters.outputs == o + 1, f"{cid}: the output handler ran {counters.outputs - o} times, not once")
+    return result
+
+
+def run_async(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+# --- the measurements ----------------------------------------------------------------------
 
 
 def parser(fixture: str, chunks: list[int], reps: int, warmup: int) -> dict:
     """Parse the fixture (``bench/fixtures/response_16k.txt``) cut into each chunk size.
 
+    As the engine does (and as Daydreams' ``handleStream`` is fed): an async iterator of
+    chunks, each fed to :class:`hub.parser.ElementParser`, every completed element
+    dispatched by kind. ``sync_ms`` is the parser alone, fed from a plain loop.
+
     Returns ``{"by_chunk": {"1": {"ms": median_ms, "ms_p90": ...}, "8": ..., "32": ...}}``;
     every unit's action call and output must come out whole (assert it).
     """
-    raise NotImplementedError("hub side pending")
+    from hub.parser import ElementParser
+
+    text = Path(fixture).read_text(encoding="utf-8")
+    units = text.count("</response>")
+
+    async def aiter(parts: list[str]) -> Any:
+        for p in parts:
+            yield p
+
+    async def run_stream(parts: list[str]) -> dict[str, int]:
+        done = {"action_call": 0, "output": 0, "thought": 0}
+        p = ElementParser()
+        async for chunk in aiter(parts):
+            for el in p.feed(chunk):
+                name = el.name
+                if name == "action_call":
+                    done["action_call"] += 1
+                elif name == "output":
+                    done["output"] += 1
+                else:
+                    done["thought"] += 1
+        p.close()
+        return done
+
+    def run_sync(parts: list[str]) -> int:
+        p = ElementParser()
+        n = 0
+        for chunk in parts:
+            n += len(p.feed(chunk))
+        return n + len(p.close())
+
+    async def main() -> dict:
+        out: dict[str, Any] = {}
+        for n in chunks:
+            parts = [text[i:i + n] for i in range(0, len(text), n)]
+            done = await run_stream(parts)
+            check(done["action_call"] == units and done["output"] == units,
+                  f"chunk {n}: {done} for {units} units")
+            times, sync_times = [], []
+            for r in range(warmup + reps):
+                t0 = time.perf_counter()
+                await run_stream(parts)
+                t1 = time.perf_counter()
+                run_sync(parts)
+                t2 = time.perf_counter()
+                if r >= warmup:
+                    times.append((t1 - t0) * 1e3)
+                    sync_times.append((t2 - t1) * 1e3)
+            times.sort()
+            med = statistics.median(times)
+            out[str(n)] = {
+                "chunks": len(parts),
+                "ms": round(med, 3),
+                "ms_p90": round(times[min(len(times) - 1, int(0.9 * (len(times) - 1) + 0.5))], 3),
+                "mb_per_s": round(len(text.encode()) / 1e6 / (med / 1e3), 2),
+                "sync_ms": round(statistics.median(sync_times), 3),
+            }
+        return out
+
+    by_chunk = run_async(main())
+    return {"bench": "parser", "chars": len(text), "units": units, "reps": reps, "by_chunk": by_chunk}
 
 
 def turn(base_url: str, turns: int, warmup: int) -> dict:
     """Sequential full turns: input, prompt, stream, parse, getWeather, step 2, output
     handler, state saved. ``turns`` in new conversations, then ``turns`` in one.
 
-    Returns ``{"turns_per_s": distinct, "turns_per_s_one_conversation": one}``. Assert
-    that each turn ran the action and the output handler once and that the fake saw
-    responses 0,1 per turn (``GET /stats``).
+    Returns ``{"turns_per_s": distinct, "turns_per_s_one_conversation": one}`` for the
+    SQLite stores (the default), and the same with the in-memory stores under
+    ``in_memory``. Asserts that each turn ran the action and the output handler once and
+    that the fake saw responses 0,1 per turn (``GET /stats``).
     """
-    raise NotImplementedError("hub side pending")
+
+    async def measure(in_memory: bool) -> dict:
+        counters = Counters()
+        with tempfile.TemporaryDirectory(prefix="hub-bench-") as data:
+            async with make_hub(base_url, data, counters, in_memory=in_memory) as hub:
+                for i in range(warmup):
+                    await one_turn(hub, counters, f"warm-{i}")
+
+                async def phase(label: str, ids: list[str]) -> dict:
+                    reset_stats(base_url)
+                    gc.collect()
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    for cid in ids:
+                        await one_turn(hub, counters, cid)
+                    ms = (time.perf_counter() - t0) * 1e3
+                    cpu = (time.process_time() - c0) * 1e3
+                    picks = "".join(str(r["response"]) for r in stats(base_url)["requests"])
+                    check(picks == "01" * len(ids), f"{label}: the fake saw {picks[:40]}..., expected 0101...")
+                    # CPU time of this process per turn: less sensitive to the machine's load
+                    # than the wall time (it excludes the fake server and other processes).
+                    return {"turns": len(ids), "ms": round(ms, 1), "turns_per_s": round(len(ids) * 1e3 / ms, 2),
+                            "cpu_ms_per_turn": round(cpu / len(ids), 3)}
+
+                only_phase = os.environ.get("BENCH_TURN_PHASE")  # "distinct" or "one" (profiling)
+                distinct = await phase("distinct", [f"c-{i}" for i in range(turns)]) if only_phase != "one" else {}
+                one = await phase("one", ["one"] * turns) if only_phase != "distinct" else {}
+        return {"distinct": distinct, "one": one}
+
+    only = os.environ.get("BENCH_TURN_STORES")  # "sqlite" or "memory": one of them (profiling)
+    sqlite = run_async(measure(False)) if only != "memory" else {"distinct": {}, "one": {}}
+    memory = run_async(measure(True)) if only != "sqlite" else None
+    return {
+        "bench": "turn",
+        "turns_per_s": sqlite["distinct"].get("turns_per_s"),
+        "turns_per_s_one_conversation": sqlite["one"].get("turns_per_s"),
+        "store": "sqlite",
+        "sqlite": sqlite,
+        "in_memory": memory,
+        "requests_per_turn": 2,
+    }
 
 
-def longout(base_url: str) -> dict:
+def longout(base_url: str, min_chars: int = 150_000) -> dict:
     """One turn whose output is about 200 KB, streamed in 8-character chunks
     (the fake serves ``scripts/longout.json``). Returns ``{"ms", "peak_rss_mb"}``."""
-    raise NotImplementedError("hub side pending")
+
+    async def main() -> dict:
+        counters = Counters()
+        with tempfile.TemporaryDirectory(prefix="hub-bench-") as data:
+            async with make_hub(base_url, data, counters) as hub:
+                gc.collect()
+                before = rss_mb()
+                reset_stats(base_url)
+                t0 = time.perf_counter()
+                result = await hub.send("bench:chat", {"id": "long-0"}, "Write me a very long text.")
+                ms = (time.perf_counter() - t0) * 1e3
+                check(result is not None and result.ok, f"run ended {getattr(result, 'state', None)}")
+                check(counters.outputs == 1, f"the output handler ran {counters.outputs} times, not once")
+                check(counters.output_chars > min_chars, f"the output was only {counters.output_chars} characters")
+                n = stats(base_url)["count"]
+                check(n == 1, f"the fake saw {n} requests, expected 1")
+                peak = peak_rss_mb()
+        return {"bench": "longout", "ms": round(ms, 1), "output_chars": counters.output_chars,
+                "peak_rss_mb": round(peak, 1), "rss_before_mb": round(before, 1),
+                "peak_rss_delta_mb": round(peak - before, 1)}
+
+    return run_async(main())
 
 
 def many(base_url: str, n: int) -> dict:
     """``n`` full turns in ``n`` distinct conversations at once against a fake with 1 s
-    latency. Returns ``{"wall_s", "peak_rss_mb"}``; assert n actions and n outputs."""
-    raise NotImplementedError("hub side pending")
+    latency. Returns ``{"wall_s", "peak_rss_mb"}``; asserts n actions and n outputs.
+
+    ``model.concurrency`` (LLM calls in flight) is raised to ``n`` for this figure; the
+    default (16) would queue the calls. The model's HTTP session has no connection limit
+    of its own."""
+
+    async def main() -> dict:
+        counters = Counters()
+        with tempfile.TemporaryDirectory(prefix="hub-bench-") as data:
+            async with make_hub(base_url, data, counters, concurrency=max(n, 16)) as hub:
+                before = rss_mb()
+                reset_stats(base_url)
+                ends: list[float] = []
+                t0, c0 = time.perf_counter(), time.process_time()
+
+                async def go(i: int) -> None:
+                    result = await hub.send("bench:chat", {"id": f"many-{i}"}, QUESTION)
+                    check(result is not None and result.ok, f"many-{i}: {getattr(result, 'reason', None)}")
+                    ends.append(time.perf_counter() - t0)
+
+                await asyncio.gather(*(go(i) for i in range(n)))
+                wall = time.perf_counter() - t0
+                cpu = time.process_time() - c0
+                peak = peak_rss_mb()
+                check(counters.actions == n, f"getWeather ran {counters.actions} times, expected {n}")
+                check(counters.outputs == n, f"the output handler ran {counters.outputs} times, expected {n}")
+                count = stats(base_url)["count"]
+                check(count == 2 * n, f"the fake saw {count} requests, expected {2 * n}")
+        ends.sort()
+        return {"bench": "many", "n": n, "wall_s": round(wall, 2), "first_done_s": round(ends[0], 2),
+                "median_done_s": round(ends[len(ends) // 2], 2), "peak_rss_mb": round(peak, 1),
+                "rss_before_mb": round(before, 1), "requests": count, "concurrency": max(n, 16),
+                "cpu_s": round(cpu, 2)}
+
+    return run_async(main())
 
 
 def latency(base_url: str, turns: int, warmup: int) -> dict:
     """From the arrival (at the HTTP client, before parsing) of the bytes that complete
     ``</output>`` to the call of the output handler, over ``turns`` sequential turns
-    (the fake paces events 1 ms apart). Returns ``{"p50_ms", "p99_ms"}``."""
-    raise NotImplementedError("hub side pending")
+    (the fake paces events 1 ms apart). Returns ``{"p50_ms", "p99_ms"}``.
+
+    The timestamp is taken where the model's HTTP client (aiohttp) receives body bytes:
+    ``StreamReader.feed_data``, called by aiohttp's HTTP parser as each network chunk's
+    body arrives, before any SSE, JSON or XML parsing (Daydreams' side wraps ``fetch``
+    and stamps each body chunk at the same point). The SSE text is followed cheaply
+    there to find the chunk in which the streamed content first contains ``</output>``.
+    The output handler stamps its own call."""
+    from aiohttp import streams
+
+    MARK = "</output>"
+    state: dict[str, Any] = {"arrived": None, "handled": None, "pending": b"", "content": ""}
+    original = streams.StreamReader.feed_data
+
+    def timed_feed_data(self: Any, data: bytes, *args: Any, **kw: Any) -> Any:
+        now = time.perf_counter()
+        if state["arrived"] is None and data:
+            lines = (state["pending"] + bytes(data)).split(b"\n")
+            state["pending"] = lines.pop()
+            for line in lines:
+                if line.startswith(b"data: {"):
+                    choices = json.loads(line[6:]).get("choices") or [{}]
+                    delta = (choices[0].get("delta") or {}).get("content")
+                    if delta:
+                        state["content"] += delta
+            if MARK in state["content"]:
+                state["arrived"] = now
+        return original(self, data, *args, **kw)
+
+    streams.StreamReader.feed_data = timed_feed_data  # type: ignore[method-assign]
+
+    async def main() -> list[float]:
+        counters = Counters()
+        counters.on_output = lambda: state.__setitem__("handled", time.perf_counter())
+        samples = []
+        with tempfile.TemporaryDirectory(prefix="hub-bench-") as data:
+            async with make_hub(base_url, data, counters) as hub:
+                for i in range(warmup + turns):
+                    state.update(arrived=None, handled=None, pending=b"", content="")
+                    await one_turn(hub, counters, f"lat-{i}")
+                    a, h = state["arrived"], state["handled"]
+                    check(a is not None and h is not None, f"turn {i}: no {MARK} seen or handler not timed")
+                    if i >= warmup:
+                        samples.append((h - a) * 1e3)
+        return sorted(samples)
+
+    s = run_async(main())
+
+    def q(p: float) -> float:
+        pos = (len(s) - 1) * p
+        lo, hi = int(pos), min(len(s) - 1, int(pos) + 1)
+        return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+    return {"bench": "latency", "turns": turns, "p50_ms": round(q(0.5), 3), "p99_ms": round(q(0.99), 3),
+            "max_ms": round(s[-1], 3), "min_ms": round(s[0], 3)}
 
 
 def prompt_growth(base_url: str, turns: int) -> dict:
     """``turns`` full turns in one conversation; the fake's ``GET /stats`` gives each
     prompt's characters (all messages). Returns ``{"first_tokens", "last_tokens",
     "growth_chars_per_turn", "step1_chars": [...]}`` (tokens = chars / 4; growth over
-    the second half of the turns)."""
-    raise NotImplementedError("hub side pending")
+    the second half of the turns), and the configured budget."""
+
+    async def main() -> dict:
+        counters = Counters()
+        with tempfile.TemporaryDirectory(prefix="hub-bench-") as data:
+            async with make_hub(base_url, data, counters) as hub:
+                reset_stats(base_url)
+                for i in range(turns):
+                    await one_turn(hub, counters, "growth", f"Turn {i + 1}: what is the weather in New York City?")
+                budget = hub.config.agent.prompt_budget
+        st = stats(base_url)
+        check(st["count"] == 2 * turns, f"the fake saw {st['count']} requests, expected {2 * turns}")
+        step1 = [r["prompt_chars"] for r in st["requests"][0::2]]
+        step2 = [r["prompt_chars"] for r in st["requests"][1::2]]
+        half = turns // 2
+        slope = (step1[-1] - step1[half - 1]) / (turns - half) if half > 0 else 0.0
+        marks = [t for t in (1, 2, 5, 10, 20, 50, 100) if t <= turns]
+        biggest = max(r["prompt_chars"] for r in st["requests"])
+        return {
+            "bench": "prompt_growth",
+            "turns": turns,
+            "first_chars": step1[0],
+            "last_chars": step1[-1],
+            "first_tokens": round(step1[0] / 4),
+            "last_tokens": round(step1[-1] / 4),
+            "max_tokens": round(biggest / 4),
+            "budget_tokens": budget,
+            "within_budget": biggest / 4 <= budget,
+            "growth_chars_per_turn": round(slope, 1),
+            "bounded": abs(slope) < 1,  # the input text itself grows by a digit now and then
+            "by_turn": {t: {"step1_chars": step1[t - 1], "step2_chars": step2[t - 1]} for t in marks},
+            "step1_chars": step1,
+        }
+
+    return run_async(main())
 
 
 FUNCTIONS = {f.__name__: f for f in (parser, turn, longout, many, latency, prompt_growth)}
@@ -85,14 +480,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int)
     p.add_argument("--turns", type=int)
     p.add_argument("--n", type=int)
+    p.add_argument("--min-chars", type=int)
     a = p.parse_args(argv)
+    quiet_logs()
     kwargs = {k: v for k, v in vars(a).items() if k != "name" and v is not None}
     try:
         result = FUNCTIONS[a.name](**kwargs)
     except NotImplementedError as e:
         print(json.dumps({"ok": False, "pending": True, "error": str(e)}))
         return 0
-    print(json.dumps({"ok": True, **result}))
+    print(json.dumps({"ok": True, "python": sys.version.split()[0], **result}))
     return 0
 
 

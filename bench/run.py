@@ -121,9 +121,17 @@ def by_chunk(n: int) -> Callable[[dict], Any]:
 def figures(chunks: list[int], n_many: int, turns_growth: int) -> list[Figure]:
     out = [Figure(f"parser, 16 KB in {n}-char chunks", "ms", "lower", "parser", by_chunk(n)) for n in chunks]
     out += [
-        Figure("full turn, new conversation each", "turns/s", "higher", "turn", lambda r: r["turns_per_s"]),
-        Figure("full turn, one conversation", "turns/s", "higher", "turn",
+        Figure("full turn, new conversation each (hub: SQLite stores)", "turns/s", "higher", "turn",
+               lambda r: r["turns_per_s"]),
+        Figure("full turn, one conversation (hub: SQLite stores)", "turns/s", "higher", "turn",
                lambda r: r["turns_per_s_one_conversation"]),
+        # The hub's default stores are SQLite (state on disk); Daydreams keeps its state in
+        # its default in-memory store. The hub with its in-memory stores, for the like-for-like.
+        Figure("full turn, new conversation each (hub: in-memory stores)", "turns/s", "higher", "turn",
+               lambda r: r["in_memory"]["distinct"]["turns_per_s"] if "in_memory" in r else r["turns_per_s"]),
+        Figure("full turn, one conversation (hub: in-memory stores)", "turns/s", "higher", "turn",
+               lambda r: r["in_memory"]["one"]["turns_per_s"] if "in_memory" in r
+               else r["turns_per_s_one_conversation"]),
         Figure("long output 200 KB, 8-char chunks: time", "ms", "lower", "longout", lambda r: r["ms"]),
         Figure("long output 200 KB: peak RSS", "MB", "lower", "longout", lambda r: r["peak_rss_mb"]),
         Figure(f"{n_many} conversations at once, 1 s model: wall", "s", "lower", "many", lambda r: r["wall_s"]),

@@ -99,20 +99,25 @@ class Database:
         if self._queue is not None and self._writer is not None and not self._writer.done():
             await self.write("SELECT 1")
 
+    # Each await on aiosqlite is a round trip to its thread and back through the event
+    # loop's self-pipe; a query through a cursor is three (execute, fetch, close), through
+    # execute_fetchall one.
+
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row | tuple[Any, ...]]:
         try:
-            async with self.conn.execute(sql, params) as cur:
-                return list(await cur.fetchall())
+            return list(await self.conn.execute_fetchall(sql, params))
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: query failed: {e}") from e
 
     async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        """The first row (use it for queries that select at most a few rows)."""
         try:
-            async with self.conn.execute(sql, params) as cur:
-                row = await cur.fetchone()
-                return tuple(row) if row is not None else None
+            rows = await self.conn.execute_fetchall(sql, params)
         except sqlite3.Error as e:
             raise StoreError(f"{self.path}: query failed: {e}") from e
+        for row in rows:
+            return tuple(row)
+        return None
 
     async def _write_loop(self) -> None:
         assert self._queue is not None
@@ -141,6 +146,14 @@ class Database:
 
     async def _commit(self, batch: list[_Write]) -> None:
         conn = self.conn
+        run_in_thread = getattr(conn, "_execute", None)
+        raw = getattr(conn, "_connection", None)
+        if run_in_thread is not None and raw is not None:
+            # The whole transaction in one trip to aiosqlite's thread instead of one per
+            # statement (BEGIN, each group, COMMIT). `_execute` is aiosqlite's own way
+            # of running a function there (stable since 0.17; pinned <1).
+            await run_in_thread(_commit_sync, raw, _group(batch))
+            return
         await conn.execute("BEGIN")
         try:
             for sql, group in _group(batch):
@@ -177,6 +190,20 @@ class Database:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _commit_sync(raw: sqlite3.Connection, groups: list[tuple[str, list[Sequence[Any] | None]]]) -> None:
+    raw.execute("BEGIN")
+    try:
+        for sql, group in groups:
+            if len(group) == 1:
+                raw.execute(sql, group[0] or ())
+            else:
+                raw.executemany(sql, [p or () for p in group])
+        raw.execute("COMMIT")
+    except BaseException:
+        raw.execute("ROLLBACK")
+        raise
 
 
 def _group(batch: Iterable[_Write]) -> list[tuple[str, list[Sequence[Any] | None]]]:

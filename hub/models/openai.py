@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import openai
 from openai import AsyncOpenAI
+
+try:  # openai 3.x is built on httpx2, earlier versions on httpx: the same exceptions
+    import httpx2
+except ImportError:  # pragma: no cover
+    import httpx as httpx2  # type: ignore[no-redef]
 
 from ..errors import ModelError
 from . import Model, ModelRequest, Usage
@@ -59,13 +65,32 @@ class OpenAIModel(Model):
             kwargs["extra_body"] = self.extra_body
         usage = Usage()
         try:
-            stream = await self._client.chat.completions.create(**kwargs)
-            async with stream:
-                async for chunk in stream:
-                    if chunk.usage is not None:
-                        usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
-                    for choice in chunk.choices:
-                        text = choice.delta.content if choice.delta else None
+            # The raw SSE body, decoded here: the SDK's own stream builds a pydantic model
+            # per chunk, which was most of the CPU time of a turn (see bench/README.md).
+            async with self._client.chat.completions.with_streaming_response.create(**kwargs) as response:
+                done = False
+                async for data in _sse_data(response.http_response.aiter_bytes()):
+                    # After [DONE], read on to the end of the body (it ends there): a
+                    # response closed unread closes its connection instead of reusing it.
+                    if done or data == b"[DONE]":
+                        done = True
+                        continue
+                    try:
+                        chunk = json.loads(data)
+                    except ValueError as e:
+                        raise ModelError(f"{self.name}: invalid JSON in the stream: {e}") from e
+                    if not isinstance(chunk, dict):
+                        continue
+                    if chunk.get("error"):
+                        error = chunk["error"]
+                        message = error.get("message") if isinstance(error, dict) else None
+                        raise ModelError(f"{self.name}: {message or 'an error occurred during streaming'}")
+                    u = chunk.get("usage")
+                    if u:
+                        usage = Usage(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0)
+                    for choice in chunk.get("choices") or ():
+                        delta = choice.get("delta")
+                        text = delta.get("content") if delta else None
                         if text:
                             yield text
         except openai.BadRequestError as e:
@@ -77,7 +102,38 @@ class OpenAIModel(Model):
             raise _error(e, retryable=e.status_code == 429 or e.status_code >= 500 or e.status_code == 408) from e
         except (openai.APITimeoutError, openai.APIConnectionError) as e:
             raise ModelError(f"{self.name}: {type(e).__name__}: {e}", retryable=True) from e
+        except httpx2.TimeoutException as e:  # while reading the body
+            raise ModelError(f"{self.name}: timed out reading the stream: {e}", retryable=True) from e
+        except httpx2.TransportError as e:
+            raise ModelError(f"{self.name}: connection broke: {type(e).__name__}: {e}", retryable=True) from e
         yield usage
+
+
+async def _sse_data(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The ``data:`` fields of a server-sent-events body (one per event, multi-line joined)."""
+    buf = b""
+    data: list[bytes] = []
+    async for chunk in body:
+        buf = buf + chunk if buf else chunk
+        if b"\n" not in chunk:
+            continue
+        lines = buf.split(b"\n")
+        buf = lines.pop()
+        for line in lines:
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if not line:  # end of an event
+                if data:
+                    yield data[0] if len(data) == 1 else b"\n".join(data)
+                    data = []
+            elif line.startswith(b"data:"):
+                value = line[5:]
+                data.append(value[1:] if value.startswith(b" ") else value)
+    if buf.startswith(b"data:"):
+        value = buf[5:].rstrip(b"\r")
+        data.append(value[1:] if value.startswith(b" ") else value)
+    if data:
+        yield b"\n".join(data)
 
 
 def _error(e: openai.APIStatusError, *, retryable: bool = False) -> ModelError:
