@@ -10,8 +10,8 @@ script, so that peak-RSS figures start from a clean interpreter:
 prints one JSON line: the dict plus ``"ok": true``.
 
 Everything here is the real stack: :class:`hub.Hub` with its engine, runner, prompt
-builder and streaming parser; :class:`hub.models.openai.OpenAIModel` (configured through
-the ``openai`` package's ``AsyncOpenAI``, streaming over its aiohttp session) talking to
+builder and streaming parser; :class:`hub.models.openai.OpenAIModel` (the ``openai`` package's ``AsyncOpenAI`` makes the streaming request; its raw SSE
+body is decoded by the hub) talking to
 the shared loopback fake; the SQLite stores
 (memory, runs and their event logs, the inbox) in a fresh temporary data directory,
 so every turn's state is saved to disk as in production. ``turn`` also reports a
@@ -111,6 +111,9 @@ def make_hub(base_url: str, data_dir: str, counters: Counters, *, in_memory: boo
         "hub": {"data_dir": data_dir, "contexts_dir": str(ROOT / "contexts"), "log_level": "ERROR"},
         "model": {"provider": "openai", "name": MODEL, "base_url": base_url, "api_key": "x",
                   "concurrency": concurrency, "max_retries": 0},
+        # Daydreams' agent has no vector memory in these turns: neither do we (recall and
+        # its embedding have their own figures in recall_bench.py)
+        "memory": {"episodes": False},
     })
     model = OpenAIModel(MODEL, base_url=base_url, api_key="x", client=client)
     stores: dict[str, Any] = {}
@@ -371,34 +374,38 @@ def latency(base_url: str, turns: int, warmup: int) -> dict:
     ``</output>`` to the call of the output handler, over ``turns`` sequential turns
     (the fake paces events 1 ms apart). Returns ``{"p50_ms", "p99_ms"}``.
 
-    The timestamp is taken where the model's HTTP client (aiohttp) receives body bytes:
-    ``StreamReader.feed_data``, called by aiohttp's HTTP parser as each network chunk's
-    body arrives, before any SSE, JSON or XML parsing (Daydreams' side wraps ``fetch``
-    and stamps each body chunk at the same point). The SSE text is followed cheaply
-    there to find the chunk in which the streamed content first contains ``</output>``.
-    The output handler stamps its own call."""
-    from aiohttp import streams
+    The timestamp is taken where the model's HTTP client hands over body bytes: each
+    network chunk of the streaming response as the ``openai`` client's transport yields
+    it, before any SSE, JSON or XML parsing (Daydreams' side wraps ``fetch`` and stamps
+    each body chunk at the same point). The SSE text is followed cheaply there to find
+    the chunk in which the streamed content first contains ``</output>``. The output
+    handler stamps its own call."""
+    import hub.models.openai as openai_model
 
     MARK = "</output>"
     state: dict[str, Any] = {"arrived": None, "handled": None, "pending": b"", "content": ""}
-    original = streams.StreamReader.feed_data
+    original = openai_model._sse_data
 
-    def timed_feed_data(self: Any, data: bytes, *args: Any, **kw: Any) -> Any:
-        now = time.perf_counter()
-        if state["arrived"] is None and data:
-            lines = (state["pending"] + bytes(data)).split(b"\n")
-            state["pending"] = lines.pop()
-            for line in lines:
-                if line.startswith(b"data: {"):
-                    choices = json.loads(line[6:]).get("choices") or [{}]
-                    delta = (choices[0].get("delta") or {}).get("content")
-                    if delta:
-                        state["content"] += delta
-            if MARK in state["content"]:
-                state["arrived"] = now
-        return original(self, data, *args, **kw)
+    def timed_sse_data(body: Any) -> Any:
+        async def stamped() -> Any:
+            async for data in body:
+                now = time.perf_counter()
+                if state["arrived"] is None and data:
+                    lines = (state["pending"] + bytes(data)).split(b"\n")
+                    state["pending"] = lines.pop()
+                    for line in lines:
+                        if line.startswith(b"data: {"):
+                            choices = json.loads(line[6:]).get("choices") or [{}]
+                            delta = (choices[0].get("delta") or {}).get("content")
+                            if delta:
+                                state["content"] += delta
+                    if MARK in state["content"]:
+                        state["arrived"] = now
+                yield data
 
-    streams.StreamReader.feed_data = timed_feed_data  # type: ignore[method-assign]
+        return original(stamped())
+
+    openai_model._sse_data = timed_sse_data  # type: ignore[assignment]
 
     async def main() -> list[float]:
         counters = Counters()

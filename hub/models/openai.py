@@ -43,6 +43,9 @@ class OpenAIModel(Model):
             api_key=api_key or "not-needed",
             timeout=timeout,
             max_retries=0,
+            # the SDK's aiohttp transport: at a thousand streams at once the default httpx2
+            # pool costs several times the CPU (bench/README.md, "1000 conversations")
+            http_client=openai.DefaultAioHttpClient(timeout=timeout),
         )
         self._usage_option = True
         self.extra_body = extra_body
