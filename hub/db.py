@@ -28,6 +28,7 @@ __all__ = ["Database"]
 log = logging.getLogger(__name__)
 
 _Write = tuple[str, Sequence[Any] | None, "asyncio.Future[None] | None"]
+_BARRIER = ""  # queued by flush(): resolves once everything queued before it is committed
 
 
 class Database:
@@ -97,7 +98,7 @@ class Database:
     async def flush(self) -> None:
         """Wait until everything queued so far is committed."""
         if self._queue is not None and self._writer is not None and not self._writer.done():
-            await self.write("SELECT 1")
+            await self.write(_BARRIER)
 
     # Each await on aiosqlite is a round trip to its thread and back through the event
     # loop's self-pipe; a query through a cursor is three (execute, fetch, close), through
@@ -210,6 +211,8 @@ def _group(batch: Iterable[_Write]) -> list[tuple[str, list[Sequence[Any] | None
     """Consecutive writes with the same SQL, grouped so each group is one executemany."""
     groups: list[tuple[str, list[Sequence[Any] | None]]] = []
     for sql, params, _ in batch:
+        if sql == _BARRIER:  # a flush: nothing to execute, its future resolves with the batch
+            continue
         if groups and groups[-1][0] == sql:
             groups[-1][1].append(params)
         else:

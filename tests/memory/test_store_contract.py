@@ -79,3 +79,15 @@ async def test_sqlite_survives_reopen(tmp_path) -> None:
     mode = await db2.fetchone("PRAGMA journal_mode")
     assert mode[0] == "wal"
     await db2.close()
+
+
+async def test_concurrent_flushes_and_writes_commit_together(tmp_path) -> None:
+    import asyncio
+
+    db = Database(tmp_path / "hub.db")
+    s = SQLiteMemoryStore(db)
+    await s.open()
+    db.write_soon("INSERT INTO kv (key, value, updated) VALUES ('a', '1', 0)")
+    await asyncio.gather(db.flush(), db.flush(), s.set("b", 2), db.flush())
+    assert await s.get("a") == 1 and await s.get("b") == 2
+    await db.close()

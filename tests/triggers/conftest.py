@@ -106,6 +106,7 @@ def config(tmp_path: Path) -> HubConfig:
     cfg.hub.data_dir = str(tmp_path)
     cfg.hub.contexts_dir = str(tmp_path)
     cfg.hub.shutdown_grace = 0.0
+    cfg.memory.episodes = False  # episodic memory (Chroma, the embedder) is not what these tests are about
     return cfg
 
 
