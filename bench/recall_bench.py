@@ -36,6 +36,9 @@ from hub.episodes import INDEX, Episode, EpisodicMemory, prune_store  # noqa: E4
 from hub.memory.embedder import Embedder, MiniLMEmbedder  # noqa: E402
 from hub.memory.vector import InMemoryVectorStore, VectorStore  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from vector_bench import CachedEmbedder as Cached  # noqa: E402  # precomputed vectors, queries embedded afresh
+
 RESULTS = Path(__file__).resolve().parent / "results"
 CONVERSATIONS = 1_000
 CORPUS = 100_000
@@ -102,23 +105,6 @@ def make_episodes(n: int, *, seed: int = 7) -> list[Episode]:
             )
         )
     return out
-
-
-class Cached(Embedder):
-    """Serves precomputed vectors for the episodes' keys; embeds anything else (queries)."""
-
-    def __init__(self, inner: Embedder, texts: Sequence[str], vectors: np.ndarray) -> None:
-        self.inner, self.dim = inner, inner.dim
-        self.cache = dict(zip(texts, vectors))
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        if texts and all(t in self.cache for t in texts):
-            return np.stack([self.cache[t] for t in texts])
-        return self.inner.embed(texts)
 
 
 def key_vectors(

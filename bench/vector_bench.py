@@ -28,7 +28,7 @@ WORDS = (
 ).split()
 
 
-class _Cached(Embedder):
+class CachedEmbedder(Embedder):
     """Serves the corpus's precomputed vectors; embeds anything else afresh."""
 
     def __init__(self, inner: Embedder, texts: Sequence[str], vectors: np.ndarray) -> None:
@@ -62,7 +62,7 @@ def _p(latencies: list[float], q: float) -> float:
     return latencies[min(len(latencies) - 1, int(len(latencies) * q))]
 
 
-async def _bench_store(store: VectorStore, cached: _Cached, texts: list[str], queries: list[str]) -> dict[str, float]:
+async def _bench_store(store: VectorStore, cached: CachedEmbedder, texts: list[str], queries: list[str]) -> dict[str, float]:
     async with store:
         started = time.perf_counter()
         for start in range(0, len(texts), 1000):
@@ -99,7 +99,7 @@ async def main() -> None:
     embed_s = time.perf_counter() - started
     print(f"embedder {inner.name}: {len(texts)} texts in {embed_s:.2f} s = {len(texts) / embed_s:,.0f} texts/s")
 
-    cached = _Cached(inner, texts, vectors)
+    cached = CachedEmbedder(inner, texts, vectors)
     print("query: embed + search, as a recall does; search: query vector precomputed")
     print(f"{'store':<8} {'records':>8} {'upsert s':>9} {'query p50/p99 ms':>17} {'search p50/p99 ms':>18}")
     for name in args.stores.split(","):

@@ -8,6 +8,7 @@ process share nothing.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from enum import Enum
@@ -172,8 +173,9 @@ class Hub:
 
     # --- registries ---------------------------------------------------------------------
 
-    @property
+    @functools.cached_property
     def model_is_local(self) -> bool:
+        """Whether the model runs in process (decided once; the engine asks every step)."""
         from .models.local import LocalModel
 
         return isinstance(self.model, LocalModel)
