@@ -99,7 +99,10 @@ class ContextInstance:
 class RunContext:
     """What handlers and hooks get: the hub, the run, the conversation and the call."""
 
-    __slots__ = ("hub", "run", "context", "inputs", "call", "attributes", "action_memory", "logs", "progress")
+    __slots__ = (
+        "hub", "run", "context", "inputs", "call", "attributes", "action_memory", "logs", "progress",
+        "episodes", "_stop",
+    )
 
     def __init__(self, hub: Hub, run: RunRecord, context: ContextInstance, logs: list[Log]) -> None:
         self.hub = hub
@@ -112,6 +115,14 @@ class RunContext:
         self.action_memory: Any = None
         self.progress: Callable[[], None] = _no_progress
         """Tell the heartbeat this run is alive (an action waiting on something long)."""
+        self.episodes: list[str] = []
+        """Recalled episodes, rendered, that the prompt shows (filled by a ``before_run`` hook)."""
+        self._stop: Callable[[RunState, str], None] | None = None
+
+    def stop(self, state: RunState, reason: str) -> None:
+        """End this run from outside its step loop (another run, a plugin) in ``state``."""
+        if self._stop is not None:
+            self._stop(state, reason)
 
     @property
     def memory(self) -> Any:
@@ -130,6 +141,8 @@ class RunContext:
         ctx = RunContext(self.hub, self.run, self.context, self.logs)
         ctx.inputs = self.inputs
         ctx.progress = self.progress
+        ctx.episodes = self.episodes
+        ctx._stop = self._stop
         for k, v in changes.items():
             setattr(ctx, k, v)
         return ctx
@@ -279,7 +292,7 @@ class Engine:
             reply_output=inst.definition.reply_output,
             history=inst.history,
             run=st.logs,
-            episodes=st.slot.episodes,
+            episodes=st.ctx.episodes,
         )
 
     # --- the run ------------------------------------------------------------------------
@@ -313,6 +326,7 @@ class Engine:
                 inst = await self.prepare(slot.definition, slot.args, slot.key, run, logs)
                 ctx = RunContext(hub, run, inst, logs)
                 ctx.progress = progress
+                ctx._stop = lambda state, reason: slot.stop_with(_Stop(state, reason))
                 st = _RunState(run, ctx, inst, slot, logs, {}, {}, progress)
                 self._take_inputs(st)
                 await hub.before_run(st.ctx, slot)

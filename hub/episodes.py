@@ -6,7 +6,7 @@ the hub component that keeps them in a `VectorStore` (Chroma under ``data/chroma
 default) and hooks into every run:
 
 - before a run, the episodes closest to the new inputs (of that conversation, or of all
-  of them with ``global_recall``) go into ``slot.episodes``; the prompt builder fits them
+  of them with ``global_recall``) go into ``ctx.episodes``; the prompt builder fits them
   into its token budget;
 - after a run, the episode is written in the background (one chain of writes per
   conversation, so its next run recalls it), summarised by the model if configured;
@@ -369,8 +369,8 @@ class EpisodicMemory:
     # --- run hooks ----------------------------------------------------------------------
 
     async def before_run(self, ctx: RunContext, slot: Slot) -> None:
-        """Recall episodes for the run's new inputs into ``slot.episodes``; never raises."""
-        slot.episodes = []
+        """Recall episodes for the run's new inputs into ``ctx.episodes``; never raises."""
+        ctx.episodes = []
         if self.config.recall <= 0:
             return
         query = "\n".join(t for t in (_text(e.content) for e in ctx.inputs) if t)
@@ -387,7 +387,7 @@ class EpisodicMemory:
             self._failed("recall", e)
             return
         # episodes whose inputs are all still in the conversation's history add nothing
-        slot.episodes = [
+        ctx.episodes = [
             ep.render() for ep in episodes if not (ep.input_ids and set(ep.input_ids) <= shown)
         ]
 

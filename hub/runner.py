@@ -61,7 +61,6 @@ class Slot:
         self.task: asyncio.Task[None] | None = None
         self.cancel_reason: str | None = None
         self.stop_exc: _Stop | None = None
-        self.episodes: list[str] = []
 
     def peek(self) -> InputLog | None:
         return self.pending[0] if self.pending else None
