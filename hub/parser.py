@@ -141,8 +141,16 @@ _ANAME = r"[^\W\d][\w.:-]*"
 # A bare value may contain '/' but not end with it, so that `<x a=b/>` self-closes.
 _BARE = r"""[^\s"'<>/]+(?:/+[^\s"'<>/]+)*"""
 _VALUE = rf"""(?:"[^"]*"|'[^']*'|{_BARE})"""
-_ATTR = rf"{_ANAME}\s*+=\s*+{_VALUE}"
-_ATTR_PARTS = re.compile(rf"""({_ANAME})\s*=\s*(?:"([^"]*)"|'([^']*)'|({_BARE}))""")
+# Models are sloppy with attributes, and a tag read as text loses the whole element: an
+# attribute may have no value (`<output silent>`, read as "true"), and after a quoted value
+# the next attribute may follow with no space (`type="a"chat="1"`). A separator is
+# whitespace, or nothing right after a quote; the name itself still needs whitespace after
+# it, so `<outputx>` stays text.
+_ATTR = rf"{_ANAME}(?:\s*+=\s*+{_VALUE})?"
+_SEP = r"""(?:\s++|(?<=["']))"""
+_ATTR_PARTS = re.compile(rf"""({_ANAME})(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|({_BARE})))?""")
+VALUELESS = "true"
+"""The value of an attribute written without one (`<output silent>`)."""
 _ENTITY = re.compile(r"&(quot|apos|lt|gt|amp);")
 _ENTITIES = {"quot": '"', "apos": "'", "lt": "<", "gt": ">", "amp": "&"}
 
@@ -172,9 +180,9 @@ class _Grammar(NamedTuple):
 def _grammar(names: frozenset[str]) -> _Grammar:
     name = f"(?:{_alternation(set(names))})"
     prefix = f"(?:{_alternation({n[:k] for n in names for k in range(1, len(n) + 1)})})"
-    tag = re.compile(rf"<(?:/({name})\s*+|({name})((?:\s++{_ATTR})*+)\s*+(/)?)>")
+    tag = re.compile(rf"<(?:/({name})\s*+|({name})((?:{_SEP}{_ATTR})*+)\s*+(/)?)>")
     attr_tail = rf"""{_ANAME}(?:\s*(?:=\s*(?:"[^"]*|'[^']*|[^\s"'<>]*))?)?"""
-    opening = rf"{name}(?:\s++{_ATTR})*(?:\s+(?:{attr_tail})?|\s*/)?"
+    opening = rf"""{name}(?:{_SEP}{_ATTR})*(?:\s+(?:{attr_tail})?|(?<=["']){attr_tail}|\s*/)?"""
     partial = re.compile(rf"<(?:/{prefix}?|/{name}\s*|{prefix}?|{opening})")
     heads = {n[:k] for n in names for k in range(len(n) + 1)}
     return _Grammar(tag, partial, frozenset(f"<{h}" for h in heads) | {f"</{h}" for h in heads})
@@ -184,7 +192,7 @@ def _attrs(source: str) -> dict[str, str]:
     attrs: dict[str, str] = {}
     for m in _ATTR_PARTS.finditer(source):
         key, dq, sq, bare = m.groups()
-        value = dq if dq is not None else sq if sq is not None else bare
+        value = dq if dq is not None else sq if sq is not None else bare if bare is not None else VALUELESS
         if "&" in value:
             value = _ENTITY.sub(lambda e: _ENTITIES[e.group(1)], value)
         attrs[key] = value

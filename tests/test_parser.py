@@ -146,8 +146,6 @@ def test_think_and_thinking_are_distinct_names():
         "<output_x>",
         "<output-x/>",
         "< output>",
-        "<output attr>",
-        '<output a="1"b="2">',
         "</output>",
         "</response>",
         "<response",
@@ -164,6 +162,37 @@ def test_text_that_only_looks_like_a_tag_stays_text(text):
     assert result == []
     assert parser.stray_text == text
     assert not parser.saw_tags
+
+
+@pytest.mark.parametrize(
+    ("text", "attrs"),
+    [
+        ('<output type="text" silent>hi</output>', {"type": "text", "silent": "true"}),
+        ('<output type="a"chat="1">hi</output>', {"type": "a", "chat": "1"}),
+        ("<output silent type='t'>hi</output>", {"silent": "true", "type": "t"}),
+        ('<output a="1"b c=d>hi</output>', {"a": "1", "b": "true", "c": "d"}),
+        ('<output  type = "q" >hi</output>', {"type": "q"}),
+    ],
+)
+def test_sloppy_attributes_are_read_leniently_not_turned_into_text(text, attrs):
+    """A valueless attribute or a missing space after a quote must not lose the element
+    (issue 16, item 12): at every chunking, bytes or str, the element and its attributes come out."""
+    for size in range(1, len(text) + 1):
+        for source in (text, text.encode()):
+            parser = ElementParser()
+            got = []
+            for i in range(0, len(source), size):
+                got += parser.feed(source[i : i + size])
+            got += parser.close()
+            assert got == [Element("output", attrs, "hi")], (size, type(source))
+            assert parser.stray_text == ""
+
+
+@pytest.mark.parametrize("text", ["<output attr", '<output a="1"b="2"', "<outputx silent>", "<output=x>"])
+def test_sloppy_tags_that_never_close_or_name_nothing_stay_text(text):
+    result, parser = elements(*text)
+    assert result == []
+    assert parser.stray_text == text
 
 
 def test_unknown_tags_inside_a_raw_element_are_content():
