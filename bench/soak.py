@@ -1,0 +1,242 @@
+"""Soak: many turns over many conversations, with RSS, database size and event-loop lag
+sampled as it runs (issue 16's proof that nothing grows without bound).
+
+    python bench/soak.py [--turns 100000] [--conversations 1000] [--rate R] [--max-runs N]
+
+Two phases, in one process, against the scripted model (no network, no model latency: the
+hub's own cost is what is measured):
+
+1. **Capacity.** ``--capacity-turns`` turns as fast as the hub takes them, 64 conversations
+   in flight: turns per second.
+2. **Soak.** ``--turns`` turns spread over ``--conversations`` conversations, submitted at
+   ``--rate`` turns per second (default: half the measured capacity). Every
+   ``--sample`` seconds: RSS, the database's size on disk (``hub.db`` with its WAL), the
+   event loop's lag (p50/p99/max of a 50 ms ticker's overshoot in that window), turns done.
+
+Every turn is a real run: the input is recorded in the inbox, the prompt built, the scripted
+answer streamed through the parser, the output handler called, memory saved, the run and its
+events written to SQLite. Retention (``[hub] retention``) is set to ``--max-runs`` runs, so a
+bounded database is what a healthy hub shows. Episodic memory is off (its store has its own
+benchmark in ``recall_bench.py``).
+
+Prints one JSON line at the end (every sample goes to ``--out``), and a Markdown table
+with ``--markdown``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pydantic import BaseModel  # noqa: E402
+
+
+class ChatArgs(BaseModel):
+    id: str
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def db_mb(data_dir: Path) -> float:
+    total = 0
+    for name in ("hub.db", "hub.db-wal", "hub.db-shm"):
+        p = data_dir / name
+        if p.exists():
+            total += p.stat().st_size
+    return total / 1e6
+
+
+def q(values: list[float], p: float) -> float:
+    if not values:
+        return 0.0
+    values = sorted(values)
+    return values[min(len(values) - 1, int(p * len(values)))]
+
+
+def make_hub(data_dir: Path, max_runs: int) -> tuple[Any, dict[str, int]]:
+    from hub import Context, Extension, Hub, HubConfig, ScriptedModel, output
+
+    counts = {"outputs": 0}
+
+    def answer(request: Any) -> str:
+        return '<response><output type="soak:reply">Noted. The tally goes on.</output></response>'
+
+    chat = Context(type="soak:chat", schema=ChatArgs, key=lambda a: a.id, create=lambda *a: {"turns": 0})
+
+    @output(type="soak:reply", description="A reply in the soak conversation.")
+    async def reply(content: str, ctx: Any) -> None:
+        counts["outputs"] += 1
+        ctx.memory["turns"] = ctx.memory.get("turns", 0) + 1
+
+    hub_cfg: dict[str, Any] = {"data_dir": str(data_dir), "contexts_dir": str(ROOT / "contexts"), "log_level": "ERROR"}
+    cfg_data: dict[str, Any] = {
+        "hub": hub_cfg,
+        "model": {"provider": "openai", "name": "soak", "api_key": "x", "concurrency": 64},
+        "memory": {"episodes": False},
+    }
+    fields = HubConfig.model_fields["hub"].annotation.model_fields  # type: ignore[union-attr]
+    if "retention" in fields:
+        hub_cfg["retention"] = {"days": 90, "max_runs": max_runs}
+    cfg = HubConfig.model_validate(cfg_data)
+    model = ScriptedModel(answer, chunk=16)
+    ext = Extension(name="soak", contexts=[chat], outputs=[reply])
+    return Hub(cfg, model=model, load_extensions=False, extensions=[ext]), counts
+
+
+async def capacity(hub: Any, turns: int, width: int = 64) -> float:
+    sem = asyncio.Semaphore(width)
+
+    async def one(i: int) -> None:
+        async with sem:
+            result = await hub.send(f"soak:chat:cap-{i % width}", data=f"capacity turn {i}")
+            assert result is not None and result.ok, result
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(turns)))
+    return turns / (time.perf_counter() - t0)
+
+
+async def soak(hub: Any, data_dir: Path, *, turns: int, conversations: int, rate: float, sample: float) -> dict:
+    loop = asyncio.get_running_loop()
+    lags: list[float] = []
+    samples: list[dict[str, Any]] = []
+    done = 0
+    failed = 0
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        while not stop.is_set():
+            t = loop.time()
+            await asyncio.sleep(0.05)
+            lags.append(max(0.0, loop.time() - t - 0.05) * 1e3)
+
+    async def sampler(t0: float) -> None:
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=sample)
+            except TimeoutError:
+                pass
+            window, lags[:] = list(lags), []
+            samples.append({
+                "t": round(loop.time() - t0, 1),
+                "turns": done,
+                "rss_mb": round(rss_mb(), 1),
+                "db_mb": round(db_mb(data_dir), 2),
+                "lag_p50_ms": round(q(window, 0.50), 2),
+                "lag_p99_ms": round(q(window, 0.99), 2),
+                "lag_max_ms": round(max(window, default=0.0), 2),
+            })
+
+    async def finish(sub: Any) -> None:
+        nonlocal done, failed
+        result = await sub.wait()
+        if result.ok:
+            done += 1
+        else:
+            failed += 1
+
+    t0 = loop.time()
+    tasks = [asyncio.create_task(ticker()), asyncio.create_task(sampler(t0))]
+    waiting: set[asyncio.Task[None]] = set()
+    interval = 1.0 / rate
+    for i in range(turns):
+        due = t0 + i * interval
+        delay = due - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        sub = await hub.submit(f"soak:chat:c-{i % conversations}", data=f"turn {i}: remember this number {i}")
+        task = asyncio.create_task(finish(sub))
+        waiting.add(task)
+        task.add_done_callback(waiting.discard)
+    await asyncio.gather(*waiting)
+    wall = loop.time() - t0
+    stop.set()
+    await asyncio.gather(*tasks)
+    return {"turns": done, "failed": failed, "wall_s": round(wall, 1), "samples": samples}
+
+
+def summarise(result: dict) -> dict:
+    samples = result["samples"]
+    warm = samples[max(1, len(samples) // 5):] or samples  # after the first fifth
+    rss = [s["rss_mb"] for s in warm]
+    all_lags = [s["lag_p99_ms"] for s in warm]
+    return {
+        "rss_after_warmup_mb": [min(rss), max(rss)],
+        "rss_spread_pct": round((max(rss) - min(rss)) / min(rss) * 100, 1),
+        "db_mb_first_last_max": [samples[0]["db_mb"], samples[-1]["db_mb"], max(s["db_mb"] for s in samples)],
+        "lag_p99_ms_worst_window": max(all_lags),
+        "lag_p99_ms_median_window": statistics.median(all_lags),
+    }
+
+
+async def main_async(args: argparse.Namespace) -> dict:
+    import logging
+
+    logging.disable(logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="hub-soak-") as tmp:
+        data = Path(tmp)
+        hub, counts = make_hub(data, args.max_runs)
+        async with hub:
+            cap = await capacity(hub, args.capacity_turns)
+            rate = args.rate or cap / 2
+            res = await soak(hub, data, turns=args.turns, conversations=args.conversations, rate=rate, sample=args.sample)
+        res.update({"capacity_turns_per_s": round(cap, 1), "rate_turns_per_s": round(rate, 1),
+                    "conversations": args.conversations, "max_runs": args.max_runs, "outputs": counts["outputs"]})
+        res["summary"] = summarise(res)
+        return res
+
+
+def markdown(res: dict) -> str:
+    s = res["summary"]
+    rows = [
+        ("turns (failed)", f"{res['turns']:,} ({res['failed']})"),
+        ("conversations", f"{res['conversations']:,}"),
+        ("capacity, turns/s", f"{res['capacity_turns_per_s']}"),
+        ("soak rate, turns/s", f"{res['rate_turns_per_s']}"),
+        ("wall", f"{res['wall_s']} s"),
+        ("RSS after warm-up, min–max", f"{s['rss_after_warmup_mb'][0]}–{s['rss_after_warmup_mb'][1]} MB ({s['rss_spread_pct']}%)"),
+        ("database, first / last / max sample", " / ".join(f"{v} MB" for v in s["db_mb_first_last_max"])),
+        ("loop lag p99, median window / worst window", f"{s['lag_p99_ms_median_window']} / {s['lag_p99_ms_worst_window']} ms"),
+    ]
+    return "\n".join(["| figure | value |", "|---|---|", *(f"| {a} | {b} |" for a, b in rows)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--turns", type=int, default=100_000)
+    ap.add_argument("--conversations", type=int, default=1_000)
+    ap.add_argument("--capacity-turns", type=int, default=3_000)
+    ap.add_argument("--rate", type=float, default=0.0, help="turns per second (default: half the capacity)")
+    ap.add_argument("--max-runs", type=int, default=20_000, help="[hub] retention max_runs")
+    ap.add_argument("--sample", type=float, default=5.0, help="seconds between samples")
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "soak.json",
+                    help="where every sample goes (the printed line has the summary)")
+    args = ap.parse_args(argv)
+    res = asyncio.run(main_async(args))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(res, indent=1), encoding="utf-8")
+    print(json.dumps({k: v for k, v in res.items() if k != "samples"}))
+    if args.markdown:
+        print(markdown(res))
+    return 0 if res["failed"] == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
