@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from .config import HubConfig, WebhookSection
 from .errors import ConfigError, RunError, StoreError
@@ -163,6 +164,18 @@ def _run_body(result: RunResult) -> dict[str, Any]:
 
 
 # --- connections ----------------------------------------------------------------------
+
+
+class _ProtocolLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiohttp's logger for its protocol: a malformed request (its 400) is the client's
+    mistake, logged in one line at INFO, not as the hub's error with a traceback."""
+
+    def exception(self, msg: Any, *args: Any, exc_info: Any = True, **kw: Any) -> None:
+        if isinstance(exc_info, HttpProcessingError):
+            first = (exc_info.message or "").splitlines()[:1]
+            self.logger.info("%s: %s %s", msg % args, exc_info.code, first[0] if first else "")
+            return
+        self.logger.exception(msg, *args, exc_info=exc_info, **kw)
 
 
 class _Connection(asyncio.Protocol):
@@ -302,7 +315,7 @@ class HttpServer:
         if cfg.metrics:
             app.router.add_get("/metrics", self._metrics)
         app.router.add_post("/webhooks/{name}", self._webhook)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=_ProtocolLog(log, {}))
         await runner.setup()
         assert runner.server is not None
         guard = _Guard(runner.server, limit=cfg.max_connections, header_timeout=cfg.header_timeout)

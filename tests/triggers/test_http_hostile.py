@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 
@@ -304,3 +305,14 @@ async def test_when_every_connection_is_busy_a_new_one_gets_503(http_config, mak
             w.close()
         status, _ = await raw_request(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
         assert status == 200
+
+
+async def test_a_malformed_request_is_400_and_no_error_in_the_log(served, caplog: pytest.LogCaptureFixture) -> None:
+    hub, _, _ = served
+    caplog.set_level(logging.INFO)
+    status, _ = await raw_request(hub.http.port, b"POST /webhooks/deploys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \x00\x01\r\n", b"{}")
+    assert status == 400
+    status, _ = await raw_request(hub.http.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+    assert status == 200  # sent after it: the first is logged by now
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+    assert any("Error handling request" in r.getMessage() for r in caplog.records if r.levelno == logging.INFO)
