@@ -35,6 +35,7 @@ def check_config(config: HubConfig) -> CheckReport:
     """Validate extension settings, personas, persona mappings, roles, limits and the model."""
     report = CheckReport()
     where = f"{config.path}: " if config.path else ""
+    report.warnings.extend(config.unset_warnings())
 
     exts: list[Extension] = []
     for name, table in config.enabled_extensions().items():
@@ -52,6 +53,7 @@ def check_config(config: HubConfig) -> CheckReport:
         report.errors.append(f"{folder}: personas folder not found ([hub] contexts_dir)")
     else:
         report.errors.extend(str(e) for e in personas.load_all())
+        report.warnings.extend(f"{path}: skipped: {why}" for path, why in personas.skipped().items())
         if personas.get(personas.default) is None and f"{personas.default}.toml" not in {
             p.name for p in folder.glob("*.toml")
         }:

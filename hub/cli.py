@@ -42,9 +42,11 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_argument("--state", default=None, choices=["running", "completed", "failed", "rejected", "killed"])
     runs.add_argument("--context", default=None, help="a context instance, TYPE:KEY")
     runs.add_argument("--json", action="store_true", help="one JSON object per line")
+    runs.add_argument("--raw", action="store_true", help="print control characters as they are (not escaped)")
     trace = sub.add_parser("trace", parents=[common], help="one run's whole event log and its tree of child runs")
     trace.add_argument("run_id", help="a run id or a unique prefix of one")
     trace.add_argument("--json", action="store_true")
+    trace.add_argument("--raw", action="store_true", help="print control characters as they are (not escaped)")
     sub.add_parser("check", parents=[common], help="validate config, personas and extension settings")
     health = sub.add_parser("health", parents=[common], help="exit 0 if a running hub is alive (container healthcheck)")
     health.add_argument("--max-age", type=float, default=60.0, help="seconds since the last heartbeat (no [http])")
@@ -74,6 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .redact import Redactor
 
     setup_logging(level, args.log_format or config.hub.log_format, redactor=Redactor.from_config(config))
+    if args.command in ("run", "chat"):  # `hub check` reports them itself
+        for warning in config.unset_warnings():
+            log.warning("config: %s", warning)
     commands = {
         "run": cmd_run,
         "chat": cmd_chat,
@@ -171,12 +176,17 @@ async def cmd_runs(config: HubConfig, args: argparse.Namespace) -> int:
     if not runs:
         print("no runs")
         return 0
+    from .trace import escape_terminal
+
+    def safe(text: str) -> str:  # a context id or a reason may hold user text
+        return text if args.raw else escape_terminal(text, newlines=False)
+
     print(f"{'id':10} {'started':19} {'context':28} {'state':10} {'steps':>5} {'tokens':>7} {'secs':>6}  reason")
     for r in runs:
         dur = f"{r.duration:.1f}" if r.duration is not None else "-"
         print(
-            f"{r.id[:10]:10} {_fmt_time(r.started):19} {r.context[:28]:28} {r.state!s:10} {r.steps:>5} "
-            f"{r.tokens:>7} {dur:>6}  {r.reason or ''}"
+            f"{r.id[:10]:10} {_fmt_time(r.started):19} {safe(r.context)[:28]:28} {r.state!s:10} {r.steps:>5} "
+            f"{r.tokens:>7} {dur:>6}  {safe(r.reason or '')}"
         )
     return 0
 
@@ -222,7 +232,10 @@ async def cmd_trace(config: HubConfig, args: argparse.Namespace) -> int:
         data = {"run": _run_dict(run), "events": [to_dict(e) for e in events], "children": nested(run.id)}
         print(json.dumps(redactor.redact_tree(json.loads(json.dumps(data, default=str)))))
         return 0
-    print(redactor.redact(render_trace(run, events, tree=tree)))
+    from .trace import escape_terminal
+
+    text = redactor.redact(render_trace(run, events, tree=tree))
+    print(text if args.raw else escape_terminal(text))
     return 0
 
 

@@ -5,11 +5,19 @@ otherwise.
 
 ``POST /webhooks/NAME`` is authenticated with the webhook's shared secret, either as
 ``Authorization: Bearer SECRET`` or as ``X-Hub-Signature-256: sha256=HEX`` (the HMAC-SHA256 of
-the raw body keyed by the secret); both are compared in constant time. The JSON body becomes
-an input (type ``webhook``) to the webhook's context. It answers ``202 {"run_id": ...}``, or
-with ``?wait=1`` ``200`` with the run's terminal state and outputs once it ends. An
-``Idempotency-Key`` header makes a redelivery answer ``200 {"duplicate": true}`` instead of
-running again. Nothing runs on a 4xx.
+the raw body keyed by the secret, or of ``TIMESTAMP.`` and the body when the request carries
+``X-Hub-Timestamp: TIMESTAMP``, refused outside a 5-minute window); both are compared in
+constant time. The credentials are checked from the headers before the body is read, and an
+unknown name answers exactly as a wrong credential does. The JSON body, cleaned by
+:func:`hub.untrusted.load_json`, becomes an input (type ``webhook``) to the webhook's
+context. It answers ``202 {"run_id": ...}``, or with ``?wait=1`` ``200`` with the run's
+terminal state and outputs once it ends. An ``Idempotency-Key`` header makes a redelivery
+answer ``200 {"duplicate": true}`` instead of running again. Nothing runs on a 4xx.
+
+Slow clients cannot hold the endpoint: each request's headers must arrive within
+``header_timeout`` and a webhook's body within ``body_timeout``, and at most
+``max_connections`` are open at once; when full, the oldest connection that has not yet
+proven anything (waiting for its headers, or sending an unverified body) is dropped.
 """
 
 from __future__ import annotations
@@ -17,30 +25,45 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import json
 import logging
+import re
+import secrets
+import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from .config import HubConfig, WebhookSection
-from .errors import ConfigError, RunError
+from .errors import ConfigError, RunError, StoreError
 from .metrics import CONTENT_TYPE
+from .untrusted import UntrustedJSONError, load_json
 
 if TYPE_CHECKING:
+    from aiohttp.web_protocol import RequestHandler
+
     from .engine import RunResult
     from .hub import Hub
 
-__all__ = ["HttpServer", "http_component", "signature"]
+__all__ = ["HttpServer", "http_component", "signature", "TIMESTAMP_TOLERANCE"]
 
 log = logging.getLogger(__name__)
 
 _TRUE = frozenset({"1", "true", "yes"})
+TIMESTAMP_TOLERANCE = 300.0
+"""Seconds an ``X-Hub-Timestamp`` may differ from the hub's clock (as Slack and Stripe allow)."""
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,200}")
 
 
-def signature(secret: str, body: bytes) -> str:
-    """The ``X-Hub-Signature-256`` value for ``body``: ``sha256=`` and the hex HMAC-SHA256."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+def signature(secret: str, body: bytes, timestamp: str | int | None = None) -> str:
+    """The ``X-Hub-Signature-256`` value for ``body``: ``sha256=`` and the hex HMAC-SHA256.
+
+    With a ``timestamp`` (sent as ``X-Hub-Timestamp``) the signed text is ``TIMESTAMP.BODY``.
+    """
+    text = body if timestamp is None else f"{timestamp}.".encode() + body
+    return "sha256=" + hmac.new(secret.encode(), text, hashlib.sha256).hexdigest()
 
 
 def http_component(config: HubConfig) -> HttpServer | None:
@@ -56,27 +79,75 @@ def _error(status: int, message: str, **headers: str) -> web.Response:
     return web.json_response({"error": message}, status=status, headers=headers or None)
 
 
-def _authorized(hook: WebhookSection, request: web.Request, body: bytes) -> str | None:
-    """None when the request carries the secret (either way), else why not."""
-    problems = []
-    auth = request.headers.get("Authorization", "")
-    if auth:
-        scheme, _, token = auth.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            problems.append("Authorization must be 'Bearer SECRET'")
-        elif hmac.compare_digest(token.strip().encode(), hook.secret.encode()):
+def _denied(message: str) -> web.Response:
+    return _error(401, message, **{"WWW-Authenticate": "Bearer"})
+
+
+class _Credentials:
+    """What a webhook request's headers claim, checked before its body is read."""
+
+    def __init__(self, hook: WebhookSection, request: web.Request) -> None:
+        self.hook = hook
+        self.problems: list[str] = []
+        self.bearer_ok = False
+        self.signature: str | None = None  # well-formed, still to check against the body
+        self.timestamp: str | None = None
+        self.refused: str | None = None  # a reason to answer 401 at once
+        headers = request.headers
+        for name in ("Authorization", "X-Hub-Signature-256", "X-Hub-Timestamp"):
+            if not headers.get(name, "").isascii():
+                self.refused = f"{name} is not ASCII: it cannot hold a credential"
+                return
+        ts = headers.get("X-Hub-Timestamp")
+        if ts is not None:
+            if not (ts.strip().isdigit() and len(ts.strip()) <= 12):
+                self.refused = "X-Hub-Timestamp must be Unix seconds (an integer)"
+                return
+            self.timestamp = ts.strip()
+        auth = headers.get("Authorization", "")
+        if auth:
+            scheme, _, token = auth.partition(" ")
+            if scheme.lower() != "bearer" or not token.strip():
+                self.problems.append("Authorization must be 'Bearer SECRET'")
+            elif hmac.compare_digest(token.strip().encode(), hook.secret.encode()):
+                self.bearer_ok = True
+            else:
+                self.problems.append("bearer token does not match")
+        sig = headers.get("X-Hub-Signature-256", "")
+        if sig:
+            value = sig.strip()
+            if not value.startswith("sha256=") or not _HEX64.fullmatch(value[7:]):
+                self.problems.append("X-Hub-Signature-256 must be 'sha256=HEX' (64 hex digits)")
+            else:
+                self.signature = value.lower()
+        if not self.bearer_ok and self.signature is None:
+            self.refused = "; ".join(self.problems) or (
+                "missing Authorization: Bearer SECRET or X-Hub-Signature-256 header"
+            )
+
+    def verify(self, body: bytes) -> str | None:
+        """None when the body's signature matches (or the bearer did), else why not."""
+        if not self.bearer_ok:
+            assert self.signature is not None
+            expected = signature(self.hook.secret, body, self.timestamp)
+            if not hmac.compare_digest(self.signature.encode(), expected.encode()):
+                signed = "the timestamp and the body" if self.timestamp is not None else "the body"
+                return "; ".join([*self.problems, f"X-Hub-Signature-256 does not match {signed}"])
+        return self.fresh()
+
+    def fresh(self) -> str | None:
+        """None when the timestamp is within the window (or absent and not required)."""
+        if self.timestamp is None:
+            if self.hook.require_timestamp:
+                return "X-Hub-Timestamp is required by this webhook (sign TIMESTAMP.BODY)"
             return None
-        else:
-            problems.append("bearer token does not match")
-    sig = request.headers.get("X-Hub-Signature-256", "")
-    if sig:
-        if not sig.startswith("sha256="):
-            problems.append("X-Hub-Signature-256 must be 'sha256=HEX'")
-        elif hmac.compare_digest(sig.strip().lower().encode(), signature(hook.secret, body).encode()):
-            return None
-        else:
-            problems.append("X-Hub-Signature-256 does not match the body")
-    return "; ".join(problems) or "missing Authorization: Bearer SECRET or X-Hub-Signature-256 header"
+        skew = time.time() - int(self.timestamp)
+        if abs(skew) > TIMESTAMP_TOLERANCE:
+            return (
+                f"X-Hub-Timestamp is {abs(skew):.0f}s {'old' if skew > 0 else 'ahead'}, outside the "
+                f"{TIMESTAMP_TOLERANCE:.0f}s window: a replay, or a clock to fix"
+            )
+        return None
 
 
 def _run_body(result: RunResult) -> dict[str, Any]:
@@ -92,12 +163,139 @@ def _run_body(result: RunResult) -> dict[str, Any]:
     }
 
 
+# --- connections ----------------------------------------------------------------------
+
+
+class _ProtocolLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """aiohttp's logger for its protocol: a malformed request (its 400) is the client's
+    mistake, logged in one line at INFO, not as the hub's error with a traceback."""
+
+    def exception(self, msg: Any, *args: Any, exc_info: Any = True, **kw: Any) -> None:
+        if isinstance(exc_info, HttpProcessingError):
+            first = (exc_info.message or "").splitlines()[:1]
+            self.logger.info("%s: %s %s", msg % args, exc_info.code, first[0] if first else "")
+            return
+        self.logger.exception(msg, *args, exc_info=exc_info, **kw)
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: aiohttp's protocol inside, with a deadline for each request's headers.
+
+    ``proven`` is False while the client has shown nothing (its headers are not in, or its
+    body is not verified yet): such a connection is the first to go when the endpoint is full.
+    """
+
+    def __init__(self, guard: _Guard, inner: RequestHandler) -> None:
+        self.guard = guard
+        self.inner = inner
+        self.opened = time.monotonic()
+        self.proven = False
+        self.transport: asyncio.Transport | None = None
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.guard.opened(self)
+        self.inner.connection_made(transport)
+        self.wait_for_request()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self.disarm()
+        self.guard.closed(self)
+        self.inner.connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self.inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received()
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
+
+    def wait_for_request(self) -> None:
+        """The next request's headers must arrive within ``header_timeout``."""
+        self.proven = False
+        self.disarm()
+        self._deadline = asyncio.get_running_loop().call_later(self.guard.header_timeout, self._expired)
+
+    def disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        self.guard.timeouts += 1
+        self.drop()
+
+    def drop(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.abort()
+
+
+class _Refuse(asyncio.Protocol):
+    """Answers a connection the full endpoint cannot take: 503, then close."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        body = b'{"error": "too many connections: try again shortly"}'
+        head = (
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+            f"Connection: close\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        transport.write(head.encode() + body)  # type: ignore[attr-defined]
+        transport.close()
+
+
+class _Guard:
+    """The connections of one endpoint: a cap, header deadlines, and who goes when it is full."""
+
+    def __init__(self, factory: Callable[[], RequestHandler], *, limit: int, header_timeout: float) -> None:
+        self.factory = factory
+        self.limit = limit
+        self.header_timeout = header_timeout
+        self.live: dict[RequestHandler, _Connection] = {}
+        self.evicted = 0
+        self.refused = 0
+        self.timeouts = 0
+
+    def __call__(self) -> asyncio.Protocol:
+        if len(self.live) >= self.limit:
+            unproven = [c for c in self.live.values() if not c.proven]
+            if not unproven:
+                self.refused += 1
+                return _Refuse()
+            oldest = min(unproven, key=lambda c: c.opened)
+            self.evicted += 1
+            oldest.drop()
+            self.live.pop(oldest.inner, None)  # its slot is taken now; connection_lost follows
+        return _Connection(self, self.factory())
+
+    def opened(self, conn: _Connection) -> None:
+        self.live[conn.inner] = conn
+
+    def closed(self, conn: _Connection) -> None:
+        if self.live.get(conn.inner) is conn:
+            del self.live[conn.inner]
+
+    def of(self, request: web.Request) -> _Connection | None:
+        return self.live.get(request.protocol)  # type: ignore[arg-type]
+
+
 class HttpServer:
     """A hub component serving the endpoint; ``port`` is the bound port once started."""
 
     def __init__(self) -> None:
         self._hub: Hub | None = None
         self._runner: web.AppRunner | None = None
+        self._server: asyncio.Server | None = None
+        self._guard: _Guard | None = None
+        # unknown webhook names are checked against this (a secret nobody has), so they
+        # answer exactly as a wrong credential does and names cannot be enumerated
+        self._decoy = WebhookSection(context="decoy:none", secret=secrets.token_hex(32))
         self.port: int | None = None
 
     async def start(self, hub: Hub) -> None:
@@ -112,27 +310,36 @@ class HttpServer:
             except RunError as e:
                 path = str(hub.config.path) if hub.config.path else None
                 raise ConfigError(str(e), path=path, key=f"webhooks.{name}.context") from e
-        app = web.Application(client_max_size=cfg.max_body + 1)
+        app = web.Application(client_max_size=cfg.max_body + 1, middlewares=[self._guarded])
         app.router.add_get("/healthz", self._healthz)
         if cfg.metrics:
             app.router.add_get("/metrics", self._metrics)
         app.router.add_post("/webhooks/{name}", self._webhook)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=_ProtocolLog(log, {}))
         await runner.setup()
+        assert runner.server is not None
+        guard = _Guard(runner.server, limit=cfg.max_connections, header_timeout=cfg.header_timeout)
         try:
-            site = web.TCPSite(runner, cfg.host, cfg.port)
-            await site.start()
+            server = await asyncio.get_running_loop().create_server(guard, cfg.host, cfg.port, reuse_address=True)
         except OSError as e:
             await runner.cleanup()
             raise ConfigError(f"cannot listen on {cfg.host}:{cfg.port}: {e.strerror or e}", key="http") from e
-        self._runner = runner
-        self.port = runner.addresses[0][1]
+        self._runner, self._server, self._guard = runner, server, guard
+        self.port = server.sockets[0].getsockname()[1]
         log.info("http: listening on %s:%d", cfg.host, self.port)
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()  # no new connections
         if runner is not None:
             await runner.cleanup()
+        if self._guard is not None:
+            for conn in list(self._guard.live.values()):
+                conn.drop()
+        if server is not None:
+            await server.wait_closed()
 
     # --- handlers -----------------------------------------------------------------------
 
@@ -140,6 +347,32 @@ class HttpServer:
     def hub(self) -> Hub:
         assert self._hub is not None
         return self._hub
+
+    @web.middleware
+    async def _guarded(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """Headers are in: stop the header deadline (a webhook proves itself later), and turn
+        failures into JSON answers: a failing store is 503, anything else a logged 500."""
+        conn = self._guard.of(request) if self._guard is not None else None
+        if conn is not None:
+            conn.disarm()
+            conn.proven = not request.path.startswith("/webhooks/")
+        try:
+            return await handler(request)
+        except web.HTTPException:
+            raise
+        except StoreError as e:
+            log.error("http: %s %s: the store failed: %s", request.method, request.path, e)
+            return _error(503, f"the hub cannot record input now (its store failed: {e}); retry later")
+        except (ConnectionError, asyncio.IncompleteReadError):
+            raise  # the client went away: nobody to answer
+        except Exception:
+            log.exception("http: %s %s failed", request.method, request.path)
+            return _error(500, "internal error (the hub's log has the details)")
+        finally:
+            if conn is not None and conn.transport is not None and not conn.transport.is_closing():
+                conn.wait_for_request()
 
     async def _healthz(self, request: web.Request) -> web.Response:
         hub = self.hub
@@ -152,6 +385,17 @@ class HttpServer:
         return web.json_response(body, status=200 if ok else 503)
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        assert self.hub.config.http is not None
+        token = self.hub.config.http.token
+        if token:
+            auth = request.headers.get("Authorization", "")
+            scheme, _, given = auth.partition(" ")
+            if not (
+                auth.isascii()
+                and scheme.lower() == "bearer"
+                and hmac.compare_digest(given.strip().encode(), token.encode())
+            ):
+                return _denied("/metrics needs Authorization: Bearer TOKEN (the [http] token)")
         resp = web.Response(body=self.hub.metrics.render())
         resp.headers["Content-Type"] = CONTENT_TYPE
         return resp
@@ -165,28 +409,41 @@ class HttpServer:
 
     async def _handle_webhook(self, name: str, request: web.Request) -> web.Response:
         hub = self.hub
-        hook = hub.config.webhooks.get(name)
-        if hook is None:
-            return _error(404, f"no webhook named {name!r}")
+        assert hub.config.http is not None
+        known = hub.config.webhooks.get(name)
+        hook = known or self._decoy
+        creds = _Credentials(hook, request)  # from the headers alone, before any body is read
+        if creds.refused is not None:
+            return _denied(creds.refused)
+        conn = self._guard.of(request) if self._guard is not None else None
+        if creds.bearer_ok:
+            stale = creds.fresh()
+            if stale is not None:
+                return _denied(stale)
+            if conn is not None:
+                conn.proven = True
         body = await self._read(request)
-        if body is None:
-            assert hub.config.http is not None
-            return _error(413, f"body is larger than {hub.config.http.max_body} bytes")
-        denied = _authorized(hook, request, body)
-        if denied is not None:
-            return _error(401, denied, **{"WWW-Authenticate": "Bearer"})
+        if isinstance(body, web.Response):
+            return body
+        denied = creds.verify(body)
+        if denied is not None or known is None:
+            return _denied(denied or "X-Hub-Signature-256 does not match the body")
+        if conn is not None:
+            conn.proven = True
+        key = request.headers.get("Idempotency-Key")
+        if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
+            return _error(400, "Idempotency-Key must be 1 to 200 printable ASCII characters, no spaces")
         if not body.strip():
             return _error(400, "empty body: send a JSON value")
         try:
-            data = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            return _error(400, f"body is not valid JSON: {e}")
+            data = load_json(body)
+        except UntrustedJSONError as e:
+            return _error(400, f"body refused: {e}")
         if not hub.started:
             return _error(503, "the hub is not taking input (starting or stopping)")
-        key = request.headers.get("Idempotency-Key")
         try:
             sub = await hub.submit(
-                hook.context,
+                known.context,
                 data=data,
                 type="webhook",
                 platform_id=f"webhook:{name}:{key}" if key else None,
@@ -199,15 +456,15 @@ class HttpServer:
         wait = request.query.get("wait", "").lower() in _TRUE
         try:
             if wait:
-                result = await asyncio.wait_for(sub.wait(), hook.wait_timeout)
+                result = await asyncio.wait_for(sub.wait(), known.wait_timeout)
                 return web.json_response(_run_body(result), status=200)
             await asyncio.wait(
-                {sub.run_id, sub.result}, timeout=hook.wait_timeout, return_when=asyncio.FIRST_COMPLETED
+                {sub.run_id, sub.result}, timeout=known.wait_timeout, return_when=asyncio.FIRST_COMPLETED
             )
         except TimeoutError:
             run_id = sub.run_id.result() if sub.run_id.done() else None
             return web.json_response(
-                {"error": f"the run did not end within {hook.wait_timeout:g}s", "run_id": run_id}, status=504
+                {"error": f"the run did not end within {known.wait_timeout:g}s", "run_id": run_id}, status=504
             )
         except asyncio.CancelledError:
             if sub.result.cancelled():
@@ -216,17 +473,23 @@ class HttpServer:
         run_id = sub.run_id.result() if sub.run_id.done() else None
         return web.json_response({"run_id": run_id, "context": sub.context}, status=202)
 
-    async def _read(self, request: web.Request) -> bytes | None:
-        """The raw body, or None when it is over the limit (checked before reading it all)."""
-        hub = self.hub
-        assert hub.config.http is not None
-        limit = hub.config.http.max_body
+    async def _read(self, request: web.Request) -> bytes | web.Response:
+        """The raw body; 413 when it is over the limit (checked before reading it all), 408
+        when it does not arrive within ``body_timeout``."""
+        cfg = self.hub.config.http
+        assert cfg is not None
+        limit = cfg.max_body
+        too_large = _error(413, f"body is larger than {limit} bytes")
         if request.content_length is not None and request.content_length > limit:
-            return None
+            return too_large
         chunks, size = [], 0
-        async for chunk in request.content.iter_chunked(64 * 1024):
-            size += len(chunk)
-            if size > limit:
-                return None
-            chunks.append(chunk)
+        try:
+            async with asyncio.timeout(cfg.body_timeout):
+                async for chunk in request.content.iter_chunked(64 * 1024):
+                    size += len(chunk)
+                    if size > limit:
+                        return too_large
+                    chunks.append(chunk)
+        except TimeoutError:
+            return _error(408, f"the body did not arrive within {cfg.body_timeout:g}s", Connection="close")
         return b"".join(chunks)

@@ -4,24 +4,28 @@ A persona file holds ``name``, ``instructions`` (the text that reaches the promp
 ``examples`` and which conversations use it (``contexts``: context types or instance ids,
 ``extensions``: extension names). An edit that does not validate keeps the previous version
 in force and logs why; nothing is lost.
+
+Only regular files inside the folder are read: a symlink leading outside it, or a special
+file (a FIFO, a device), is skipped with a warning, never opened in a way that could block.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import logging
+import os
+import stat
 import time
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .config import ScheduleSection, format_validation_error
+from .config import ScheduleSection, format_validation_error, read_toml
 from .errors import ConfigError
 
-__all__ = ["Persona", "PersonaSet", "load_persona"]
+__all__ = ["Persona", "PersonaSet", "load_persona", "persona_files"]
 
 log = logging.getLogger(__name__)
 
@@ -52,18 +56,44 @@ class Persona(BaseModel):
 
 def load_persona(path: Path) -> Persona:
     """Parse and validate one persona file. Raises ConfigError naming the file and key."""
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"not valid TOML: {e}", path=str(path)) from e
-    except OSError as e:
-        raise ConfigError(f"cannot read: {e.strerror}", path=str(path)) from e
+    raw = read_toml(path)
     raw.setdefault("name", path.stem)
     try:
         return Persona.model_validate(raw)
     except ValidationError as e:
         key, msg = format_validation_error(e)
         raise ConfigError(msg, path=str(path), key=key) from e
+
+
+def persona_files(folder: Path) -> tuple[list[Path], dict[Path, str]]:
+    """The ``*.toml`` files of ``folder`` that may be read, and why each other one is skipped.
+
+    A symlink is followed only when it leads to a file inside the folder; anything that is
+    not a regular file (a FIFO, a socket, a device, a folder) is skipped.
+    """
+    files: list[Path] = []
+    skipped: dict[Path, str] = {}
+    try:
+        root = folder.resolve()
+        candidates = sorted(folder.glob("*.toml"))
+    except OSError:
+        return files, skipped
+    for path in candidates:
+        try:
+            if path.is_symlink():
+                target = path.resolve()
+                if not target.is_relative_to(root):
+                    skipped[path] = f"a symlink leading outside {folder} (to {target})"
+                    continue
+            mode = os.stat(path).st_mode
+        except (OSError, RuntimeError) as e:  # RuntimeError: a symlink loop
+            skipped[path] = f"cannot stat: {getattr(e, 'strerror', None) or e}"
+            continue
+        if not stat.S_ISREG(mode):
+            skipped[path] = "not a regular file (a FIFO, a device or a folder)"
+            continue
+        files.append(path)
+    return files, skipped
 
 
 @dataclass(slots=True)
@@ -95,12 +125,25 @@ class PersonaSet:
         self._entries: dict[str, _Entry] = {}
         self._errors: dict[str, str] = {}
         self._failed: dict[str, tuple[int, int]] = {}
+        self._skipped: dict[Path, str] = {}
         self._last_scan = -1.0
+
+    def _files(self) -> list[Path]:
+        files, skipped = persona_files(self.folder)
+        for path, why in skipped.items():
+            if self._skipped.get(path) != why:
+                log.warning("persona %s: skipped: %s", path, why)
+        self._skipped = skipped
+        return files
+
+    def skipped(self) -> dict[Path, str]:
+        """Files of the folder that are not read, and why (see :func:`persona_files`)."""
+        return dict(self._skipped)
 
     def load_all(self, *, strict: bool = False) -> list[ConfigError]:
         """Load every persona; returns the errors (raises the first one when ``strict``)."""
         errors = []
-        for path in sorted(self.folder.glob("*.toml")):
+        for path in self._files():
             try:
                 self._load(path, force=True)
             except ConfigError as e:
@@ -148,7 +191,7 @@ class PersonaSet:
         self._last_scan = now
         if not self.folder.is_dir():
             return
-        for path in self.folder.glob("*.toml"):
+        for path in self._files():
             name = path.stem
             if name not in self._entries and name in self._failed:
                 try:

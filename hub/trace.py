@@ -1,8 +1,14 @@
-"""A run's event log, readable in a terminal, and the tree of child runs below it."""
+"""A run's event log, readable in a terminal, and the tree of child runs below it.
+
+Text from users and models reaches the operator's terminal through here: :func:`escape_terminal`
+shows control characters as escapes, so an ESC sequence in a message cannot retitle, clear
+or redraw the terminal.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,7 +26,25 @@ from .logs import (
 )
 from .runs import RunRecord, RunStore
 
-__all__ = ["render_trace", "render_tree", "collect_tree", "RunTree"]
+__all__ = ["render_trace", "render_tree", "collect_tree", "RunTree", "escape_terminal"]
+
+# C0 controls but tab and newline, DEL, C1 controls (U+009B is a one-character CSI), and
+# the bidirectional overrides and isolates (text that reads differently from how it is stored)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_NL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape_one(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def escape_terminal(text: str, *, newlines: bool = True) -> str:
+    """``text`` with control characters written as ``\\x1b``-style escapes, safe to print.
+
+    Tabs are kept, and newlines when ``newlines`` (a one-line field passes False).
+    """
+    return (_CONTROL if newlines else _CONTROL_NL).sub(_escape_one, text)
 
 RunTree = Mapping[str, Sequence[RunRecord]]
 """Run id -> its child runs, oldest first."""

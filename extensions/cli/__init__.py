@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import codecs
 import getpass
 import logging
 import os
@@ -45,12 +46,16 @@ def os_user() -> str:
 
 
 async def read_lines(stream: TextIO | None = None) -> AsyncIterator[str]:
-    """Lines of a pipe, a terminal or a file, without blocking the loop; ends at EOF."""
+    """Lines of a pipe, a terminal or a file, of any length, without blocking the loop; ends at EOF.
+
+    Invalid UTF-8 becomes U+FFFD. A line is gathered from chunks, so no line is too long
+    for the reader and none after a long one is lost.
+    """
     stream = stream or sys.stdin
     if stream is None:  # started with no standard input at all
         return
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=1 << 20)
+    reader = asyncio.StreamReader(limit=1 << 16)
     try:
         mode = os.fstat(stream.fileno()).st_mode
         pollable = stream.isatty() or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
@@ -70,12 +75,22 @@ async def read_lines(stream: TextIO | None = None) -> AsyncIterator[str]:
                 return
             yield line
         return
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pending: list[str] = []
     try:
         while True:
-            raw = await reader.readline()
-            if not raw:
+            chunk = await reader.read(1 << 16)
+            text = decoder.decode(chunk, final=not chunk)
+            while (nl := text.find("\n")) >= 0:
+                yield "".join(pending) + text[: nl + 1]
+                pending.clear()
+                text = text[nl + 1 :]
+            if text:
+                pending.append(text)
+            if not chunk:
+                if pending:
+                    yield "".join(pending)
                 return
-            yield raw.decode("utf-8", errors="replace")
     finally:
         transport.close()
 

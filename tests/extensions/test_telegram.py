@@ -374,7 +374,10 @@ async def test_a_refused_token_fails_the_start_without_showing_it(tmp_path: Path
 
 
 def test_settings_errors_name_the_key_and_the_variable() -> None:
-    cfg = config_from_dict({"extensions": {"telegram": {"token": "${TELEGRAM_BOT_TOKEN}"}}}, env={})
+    with pytest.raises(ConfigError) as caught:  # an enabled platform's unset token: at load
+        config_from_dict({"extensions": {"telegram": {"token": "${TELEGRAM_BOT_TOKEN}"}}}, env={})
+    assert "extensions.telegram.token" in str(caught.value) and "TELEGRAM_BOT_TOKEN" in str(caught.value)
+    cfg = config_from_dict({"extensions": {"telegram": {"token": ""}}}, env={})
     with pytest.raises(ConfigError) as caught:
         load_extension("telegram", cfg.extensions["telegram"], cfg)
     assert "extensions.telegram.token" in str(caught.value) and "TELEGRAM_BOT_TOKEN" in str(caught.value)
