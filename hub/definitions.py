@@ -101,11 +101,15 @@ class Action:
     on_error: Callable[[BaseException, RunContext], Awaitable[None] | None] | None = None
     roles: Sequence[str] = ()
     critical: bool = False
+    scope: Literal["context", "global"] = "context"
+    """Where ``memory`` lives: one value per conversation (``"context"``), or one shared by all."""
 
     def __post_init__(self) -> None:
         _check_name("action", self.name)
         if self.retry < 0:
             raise ValueError(f"action {self.name!r}: retry must be >= 0")
+        if self.scope not in ("context", "global"):
+            raise ValueError(f"action {self.name!r}: scope must be 'context' or 'global', not {self.scope!r}")
 
     def json_schema(self) -> dict[str, Any]:
         return self.schema.model_json_schema()
@@ -287,8 +291,12 @@ def action(
     on_error: Callable[..., Any] | None = None,
     roles: Sequence[str] = (),
     critical: bool = False,
+    scope: Literal["context", "global"] = "context",
 ) -> Any:
-    """Declare an action; the first parameter's pydantic annotation is its argument schema."""
+    """Declare an action; the first parameter's pydantic annotation is its argument schema.
+
+    ``memory="name"`` gives it persistent memory (``ctx.action_memory``), one value per
+    conversation unless ``scope="global"``; updates to one value never race."""
 
     def wrap(f: Callable[..., Awaitable[Any]]) -> Action:
         if not inspect.iscoroutinefunction(f):
@@ -315,6 +323,7 @@ def action(
             on_error=on_error,
             roles=tuple(roles),
             critical=critical,
+            scope=scope,
         )
 
     return wrap(fn) if fn is not None else wrap
