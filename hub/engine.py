@@ -22,10 +22,8 @@ from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
 from .actions import ActionCalls, Call
-from .definitions import Context
+from .conversation import available, prepare, prompt_parts, save
 from .errors import ModelError
 from .logconf import context_id_var, run_id_var
 from .logs import (
@@ -33,19 +31,15 @@ from .logs import (
     ActionResultLog,
     ErrorLog,
     InputLog,
-    Log,
     OutputLog,
     StateLog,
     StepLog,
     ThoughtLog,
-    from_dict,
-    to_dict,
 )
 from .models import Usage, stream_with_retry
 from .outputs import OutputDispatch
 from .parser import Element, ElementParser
-from .prompt import PromptParts
-from .run import ContextInstance, Run, RunContext, RunRejected, RunResult, StopRun, jsonable, store_error
+from .run import ContextInstance, Run, RunContext, RunRejected, RunResult, StopRun, store_error
 from .runs import RunRecord, RunState
 
 if TYPE_CHECKING:
@@ -64,96 +58,6 @@ class Engine:
         self.hub = hub
         self.calls = ActionCalls(hub)
         self.dispatch = OutputDispatch(hub)
-
-    # --- preparing ----------------------------------------------------------------------
-
-    async def prepare(self, definition: Context, args: Any, key: str, run: RunRecord, logs: list[Log]) -> ContextInstance:
-        inst = ContextInstance(definition=definition, args=args, key=key, extension=self.hub.owner_of(definition))
-        ctx = RunContext(self.hub, run, inst, logs)
-        store = self.hub.memory
-        if definition.load is not None:
-            inst.memory = await definition.load(inst.id, ctx)
-        else:
-            inst.memory = await store.get(f"memory:{inst.id}")
-        if inst.memory is None:
-            inst.memory = await _value(definition.create(args, ctx)) if definition.create is not None else {}
-        raw = await store.get(f"working-memory:{inst.id}") or []
-        inst.history = [from_dict(d) for d in raw if isinstance(d, dict)]
-        if definition.use is not None:
-            for sub_def, sub_args in definition.use(args, ctx):
-                sub_args = sub_def.schema.model_validate(sub_args) if not isinstance(sub_args, BaseModel) else sub_args
-                sub = ContextInstance(sub_def, sub_args, sub_def.key_of(sub_args), extension=self.hub.owner_of(sub_def))
-                sub.memory = await store.get(f"memory:{sub.id}")
-                if sub.memory is None:
-                    sub.memory = await _value(sub_def.create(sub_args, ctx)) if sub_def.create else {}
-                inst.used.append(sub)
-        return inst
-
-    async def save(self, inst: ContextInstance, run_logs: list[Log], ctx: RunContext) -> None:
-        store = self.hub.memory
-        definition = inst.definition
-        # The writes are independent: issued together they share one SQLite group commit
-        # (four sequential commits cost ~0.4 ms of CPU per run, one ~0.12 ms).
-        writes = []
-        if definition.save is not None:
-            await definition.save(inst.id, inst.memory, ctx)
-        else:
-            writes.append(store.set(f"memory:{inst.id}", inst.memory))
-        for sub in inst.used:
-            writes.append(store.set(f"memory:{sub.id}", sub.memory))
-        keep = definition.max_history if definition.max_history is not None else self.hub.config.agent.max_history
-        kept = [e for e in run_logs if isinstance(e, (InputLog, OutputLog, ActionCallLog, ActionResultLog))]
-        history = (inst.history + kept)[-keep:] if keep else []
-        writes.append(store.set(f"working-memory:{inst.id}", [to_dict(e) for e in history]))
-        writes.append(store.set(
-            f"context:{inst.id}",
-            {"type": inst.type, "key": inst.key, "args": jsonable(inst.args), "updated": time.time()},
-        ))
-        results = await asyncio.gather(*writes, return_exceptions=True)
-        for r in results:  # every write was tried; the first failure is reported
-            if isinstance(r, BaseException):
-                raise r
-
-    def _available(self, run: Run) -> None:
-        inst, ctx = run.instance, run.ctx
-        assert inst is not None and ctx is not None
-        types = {inst.type, *(u.type for u in inst.used)}
-        actions = {}
-        for a in (*self.hub.actions.values(), *inst.definition.actions, *(a for u in inst.used for a in u.definition.actions)):
-            if a.enabled is None or a.enabled(ctx):
-                actions[a.name] = a
-        outputs = {}
-        for o in (*self.hub.outputs.values(), *inst.definition.outputs, *(o for u in inst.used for o in u.definition.outputs)):
-            if (o.context is None or o.context in types) and (o.enabled is None or o.enabled(ctx)):
-                outputs[o.type] = o
-        run.actions, run.outputs = actions, outputs
-
-    def _parts(self, run: Run) -> PromptParts:
-        inst, ctx = run.instance, run.ctx
-        assert inst is not None and ctx is not None
-        persona = self.hub.persona_for(inst)
-        state_lines = []
-        for i in (inst, *inst.used):
-            d = i.definition
-            if d.render is not None:
-                state_lines.append(str(d.render(i.memory, ctx)))
-            elif i.memory:
-                state_lines.append(f'<memory of="{i.type}">{_escape_json(i.memory)}</memory>')
-        return PromptParts(
-            persona_name=persona.name if persona else "a helpful assistant",
-            persona_instructions=persona.instructions if persona else "",
-            persona_examples=tuple(persona.examples) if persona else (),
-            context_id=inst.id,
-            context_type=inst.type,
-            context_instructions=[d.instructions for d in (inst.definition, *(u.definition for u in inst.used))],
-            context_state=state_lines,
-            actions=list(run.actions.values()),
-            outputs=list(run.outputs.values()),
-            reply_output=inst.definition.reply_output,
-            history=inst.history,
-            run=run.logs,
-            episodes=ctx.episodes,
-        )
 
     # --- the run ------------------------------------------------------------------------
 
@@ -185,7 +89,7 @@ class Engine:
                         last_beat = now
                         timer.reschedule(min(deadline, now + cfg.heartbeat_timeout))
 
-                inst = await self.prepare(slot.definition, slot.args, slot.key, record, run.logs)
+                inst = await prepare(hub, slot.definition, slot.args, slot.key, record, run.logs)
                 ctx = run.attach(inst, progress)
                 self._take_inputs(run)
                 await hub.before_run(ctx, slot)
@@ -244,7 +148,7 @@ class Engine:
             run.step += 1
             run.record.steps = run.step
             run.feedback = False
-            self._available(run)
+            available(self.hub, run)
             await _hook(run.instance.definition.on_step, run.ctx)
             await self._step(run)
             self.hub.runs.update(run.record)
@@ -261,7 +165,7 @@ class Engine:
     async def _step(self, run: Run) -> None:
         hub = self.hub
         started = time.monotonic()
-        parts = self._parts(run)
+        parts = prompt_parts(self.hub, run)
         chat_style = hub.prompt_style == "chat" or (hub.prompt_style == "auto" and hub.model_is_local and not run.actions)
         request = hub.prompts.build_chat(parts) if chat_style else hub.prompts.build(parts)
         for e in run.logs:  # what this prompt shows is seen from now on
@@ -412,7 +316,7 @@ class Engine:
         if inst is not None and ctx is not None:
             # the seed's order: on_run may still change memory, then memory is saved
             await self._step_of_end(run, "on_run hook", lambda: _hook(inst.definition.on_run, ctx))
-            failure = await self._step_of_end(run, "saving memory", lambda: self.save(inst, logs, ctx))
+            failure = await self._step_of_end(run, "saving memory", lambda: save(self.hub, inst, logs, ctx))
         answered = any(isinstance(e, OutputLog) and (e.sent or e.parts) for e in logs)
         if state != RunState.KILLED or reason not in ("shutdown", "cancelled") or answered:
             taken = [e.id for e in logs if isinstance(e, InputLog)]
@@ -494,11 +398,3 @@ async def _value(res: Any) -> Any:
 async def _hook(fn: Callable[..., Any] | None, *args: Any) -> None:
     if fn is not None:
         await _value(fn(*args))
-
-
-def _escape_json(value: Any) -> str:
-    import json
-
-    from .prompt import escape
-
-    return escape(json.dumps(value, ensure_ascii=False, default=str))
