@@ -27,7 +27,6 @@ from .conversation import available, prepare, prompt_parts, save
 from .errors import ModelError
 from .logconf import context_id_var, run_id_var
 from .logs import (
-    ActionCallLog,
     ActionResultLog,
     ErrorLog,
     InputLog,
