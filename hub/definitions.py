@@ -8,6 +8,7 @@ data: registries live on the :class:`~hub.Hub` instance, never at module level.
 
 from __future__ import annotations
 
+import builtins
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -20,7 +21,7 @@ from .errors import ExtensionError
 
 if TYPE_CHECKING:
     from .hub import Hub
-    from .runs import RunContext
+    from .run import RunContext
 
 __all__ = [
     "Action",
@@ -132,7 +133,7 @@ class Output:
     type: str
     handler: Callable[[Any, RunContext], Awaitable[Any]]
     schema: Any = str
-    attributes: type[BaseModel] = _NoAttributes
+    attributes: builtins.type[BaseModel] = _NoAttributes
     description: str = ""
     instructions: str = ""
     examples: Sequence[str] = ()
@@ -182,7 +183,7 @@ class Context:
     """
 
     type: str
-    schema: type[BaseModel] = TextArgs
+    schema: builtins.type[BaseModel] = TextArgs
     key: Callable[[Any], str] | None = None
     parse_key: Callable[[str], dict[str, Any]] | None = None
     create: Callable[[Any, RunContext], Any] | None = None

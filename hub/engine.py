@@ -259,7 +259,7 @@ class Engine:
         return note
 
     async def _on_error(self, run: Run, e: BaseException) -> str:
-        assert run.instance is not None
+        assert run.instance is not None and run.ctx is not None
         hook = run.instance.definition.on_error
         if hook is None:
             return "abort"
@@ -367,12 +367,15 @@ class Engine:
     async def _record_end(self, run: Run, end: StateLog) -> None:
         """Write the run's row in its terminal state (creating it if the start could not)."""
         runs = self.hub.runs
+        logged = False
         for attempt in (1, 2):
             try:
                 if not run.created:
                     await runs.create(run.record)
                     run.created = True
-                runs.append(run.record, end)
+                if not logged:
+                    runs.append(run.record, end)
+                    logged = True
                 await runs.finish(run.record)
                 return
             except Exception as e:

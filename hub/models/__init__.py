@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,7 +71,7 @@ class RetryPolicy:
 
 async def stream_with_retry(
     model: Model, request: ModelRequest, policy: RetryPolicy, *, on_retry: Any = None
-) -> AsyncIterator[str | Usage]:
+) -> AsyncGenerator[str | Usage, None]:
     """Stream, retrying retryable errors that happen before the first chunk.
 
     A failure after chunks were yielded is not retried (those chunks were already acted
