@@ -29,14 +29,15 @@ __all__ = ["prepare", "save", "available", "prompt_parts"]
 
 async def prepare(hub: Hub, definition: Context, args: Any, key: str, run: RunRecord, logs: list[Log]) -> ContextInstance:
     inst = ContextInstance(definition=definition, args=args, key=key, extension=hub.owner_of(definition))
-    ctx = RunContext(hub, run, inst, logs)
+    ctx: RunContext[Any, Any] = RunContext(hub, run, inst, logs)
     store = hub.memory
     if definition.load is not None:
         inst.memory = await definition.load(inst.id, ctx)
     else:
         inst.memory = await store.get(f"memory:{inst.id}")
     if inst.memory is None:
-        inst.memory = await _value(definition.create(args, ctx)) if definition.create is not None else {}
+        inst.memory = await _value(definition.create(args, ctx)) if definition.create is not None else definition.new_memory()
+    inst.memory = definition.memory_from(inst.memory)
     raw = await store.get(f"working-memory:{inst.id}") or []
     inst.history = [from_dict(d) for d in raw if isinstance(d, dict)]
     if definition.use is not None:
@@ -45,9 +46,11 @@ async def prepare(hub: Hub, definition: Context, args: Any, key: str, run: RunRe
             sub = ContextInstance(sub_def, sub_args, sub_def.key_of(sub_args), extension=hub.owner_of(sub_def))
             sub.memory = await store.get(f"memory:{sub.id}")
             if sub.memory is None:
-                sub.memory = await _value(sub_def.create(sub_args, ctx)) if sub_def.create else {}
+                sub.memory = await _value(sub_def.create(sub_args, ctx)) if sub_def.create else sub_def.new_memory()
+            sub.memory = sub_def.memory_from(sub.memory)
             inst.used.append(sub)
     return inst
+
 
 async def save(hub: Hub, inst: ContextInstance, run_logs: list[Log], ctx: RunContext) -> None:
     store = hub.memory
@@ -58,9 +61,9 @@ async def save(hub: Hub, inst: ContextInstance, run_logs: list[Log], ctx: RunCon
     if definition.save is not None:
         await definition.save(inst.id, inst.memory, ctx)
     else:
-        writes.append(store.set(f"memory:{inst.id}", inst.memory))
+        writes.append(store.set(f"memory:{inst.id}", definition.memory_to(inst.memory)))
     for sub in inst.used:
-        writes.append(store.set(f"memory:{sub.id}", sub.memory))
+        writes.append(store.set(f"memory:{sub.id}", sub.definition.memory_to(sub.memory)))
     keep = definition.max_history if definition.max_history is not None else hub.config.agent.max_history
     kept = [e for e in run_logs if isinstance(e, (InputLog, OutputLog, ActionCallLog, ActionResultLog))]
     history = (inst.history + kept)[-keep:] if keep else []
@@ -73,7 +76,6 @@ async def save(hub: Hub, inst: ContextInstance, run_logs: list[Log], ctx: RunCon
     for r in results:  # every write was tried; the first failure is reported
         if isinstance(r, BaseException):
             raise r
-
 
 
 def available(hub: Hub, run: Run) -> None:
@@ -91,6 +93,7 @@ def available(hub: Hub, run: Run) -> None:
             outputs[o.type] = o
     run.actions, run.outputs = actions, outputs
 
+
 def prompt_parts(hub: Hub, run: Run) -> PromptParts:
     """What the prompt of this step of ``run`` shows."""
     inst, ctx = run.instance, run.ctx
@@ -102,7 +105,7 @@ def prompt_parts(hub: Hub, run: Run) -> PromptParts:
         if d.render is not None:
             state_lines.append(str(d.render(i.memory, ctx)))
         elif i.memory:
-            state_lines.append(f'<memory of="{i.type}">{_escape_json(i.memory)}</memory>')
+            state_lines.append(f'<memory of="{i.type}">{_escape_json(d.memory_to(i.memory))}</memory>')
     return PromptParts(
         persona_name=persona.name if persona else "a helpful assistant",
         persona_instructions=persona.instructions if persona else "",

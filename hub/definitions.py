@@ -13,11 +13,12 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_type_hints
+from typing import TYPE_CHECKING, Any, Generic, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 
 from .errors import ExtensionError
+from .run import ArgsT, MemoryT
 
 if TYPE_CHECKING:
     from .hub import Hub
@@ -172,7 +173,7 @@ class Input:
 
 
 @dataclass(slots=True, eq=False)
-class Context:
+class Context(Generic[ArgsT, MemoryT]):
     """A kind of conversation. One type has many instances, named ``TYPE:KEY``.
 
     ``key(args)`` gives the instance key; ``parse_key(key)`` turns it back into args (default:
@@ -180,31 +181,56 @@ class Context:
     ``save`` replace the store round trip; ``render`` shows the state in the prompt.
     ``reply_output`` is the output type used for a plain-text reply and for ``<output>``
     tags whose type is omitted.
+
+    ``memory_schema``, a pydantic model, makes the memory typed: loaded into it (its
+    defaults when new), saved as its JSON. ``Context[Args, Memory]`` and handlers taking
+    ``ctx: RunContext[Args, Memory]`` then type-check ``ctx.memory.count``.
     """
 
     type: str
-    schema: builtins.type[BaseModel] = TextArgs
-    key: Callable[[Any], str] | None = None
+    schema: builtins.type[ArgsT] = TextArgs  # type: ignore[assignment]
+    key: Callable[[ArgsT], str] | None = None
     parse_key: Callable[[str], dict[str, Any]] | None = None
-    create: Callable[[Any, RunContext], Any] | None = None
-    load: Callable[[str, RunContext], Awaitable[Any]] | None = None
-    save: Callable[[str, Any, RunContext], Awaitable[None]] | None = None
-    render: Callable[[Any, RunContext], str] | None = None
+    create: Callable[[ArgsT, RunContext[ArgsT, MemoryT]], MemoryT | Awaitable[MemoryT]] | None = None
+    load: Callable[[str, RunContext[ArgsT, MemoryT]], Awaitable[Any]] | None = None
+    save: Callable[[str, MemoryT, RunContext[ArgsT, MemoryT]], Awaitable[None]] | None = None
+    render: Callable[[MemoryT, RunContext[ArgsT, MemoryT]], str] | None = None
     description: str = ""
     instructions: str = ""
-    use: Callable[[Any, RunContext], Sequence[tuple[Context, Any]]] | None = None
+    use: Callable[[ArgsT, RunContext[ArgsT, MemoryT]], Sequence[tuple[Context[Any, Any], Any]]] | None = None
     actions: Sequence[Action] = ()
     outputs: Sequence[Output] = ()
-    on_step: Callable[[RunContext], Awaitable[None] | None] | None = None
-    on_run: Callable[[RunContext], Awaitable[None] | None] | None = None
-    on_error: Callable[[BaseException, RunContext], Awaitable[ErrorDecision] | ErrorDecision] | None = None
+    on_step: Callable[[RunContext[ArgsT, MemoryT]], Awaitable[None] | None] | None = None
+    on_run: Callable[[RunContext[ArgsT, MemoryT]], Awaitable[None] | None] | None = None
+    on_error: Callable[[BaseException, RunContext[ArgsT, MemoryT]], Awaitable[ErrorDecision] | ErrorDecision] | None = None
     max_steps: int | None = None
     max_history: int | None = None
     reply_output: str | None = None
     persona: str | None = None
+    memory_schema: builtins.type[MemoryT] | None = None
 
     def __post_init__(self) -> None:
         _check_name("context", self.type)
+        if self.memory_schema is not None and not (
+            isinstance(self.memory_schema, builtins.type) and issubclass(self.memory_schema, BaseModel)
+        ):
+            raise TypeError(f"context {self.type!r}: memory_schema must be a pydantic BaseModel class")
+
+    def memory_from(self, raw: Any) -> Any:
+        """Stored memory as the context holds it (validated into ``memory_schema``)."""
+        if self.memory_schema is None or raw is None or isinstance(raw, self.memory_schema):
+            return raw
+        return self.memory_schema.model_validate(raw)  # type: ignore[attr-defined]
+
+    def memory_to(self, value: Any) -> Any:
+        """Memory as it is stored (JSON)."""
+        if isinstance(value, BaseModel):
+            return value.model_dump(mode="json")
+        return value
+
+    def new_memory(self) -> Any:
+        """Memory for an instance that has none yet, when there is no ``create``."""
+        return self.memory_schema() if self.memory_schema is not None else {}
 
     def key_of(self, args: Any) -> str:
         if self.key is not None:

@@ -13,7 +13,7 @@ import json
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -27,6 +27,11 @@ if TYPE_CHECKING:
     from .runner import Slot
 
 __all__ = ["Run", "RunContext", "RunResult", "ContextInstance", "RunRejected", "StopRun", "store_error"]
+
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
+"""A context's args (its ``schema``)."""
+MemoryT = TypeVar("MemoryT")
+"""A context's persistent memory (its ``memory_schema``, or what ``create`` returns)."""
 
 
 class RunRejected(HubError):
@@ -74,8 +79,13 @@ class ContextInstance:
         return self.definition.type
 
 
-class RunContext:
-    """What handlers and hooks get: the hub, the run, the conversation and the call."""
+class RunContext(Generic[ArgsT, MemoryT]):
+    """What handlers and hooks get: the hub, the run, the conversation and the call.
+
+    Generic like pydantic-ai's ``RunContext[Deps]``: a handler of a ``Context[Args, Memory]``
+    takes ``ctx: RunContext[Args, Memory]``, and ``ctx.args.id`` and ``ctx.memory.count``
+    type-check.
+    """
 
     __slots__ = (
         "hub", "run", "context", "inputs", "call", "attributes", "action_memory", "logs", "progress",
@@ -119,20 +129,25 @@ class RunContext:
         await self.hub.runs.sync()
 
     @property
-    def memory(self) -> Any:
+    def memory(self) -> MemoryT:
         """The conversation's persistent memory (saved when the run ends)."""
-        return self.context.memory
+        return self.context.memory  # type: ignore[no-any-return]
 
     @memory.setter
-    def memory(self, value: Any) -> None:
+    def memory(self, value: MemoryT) -> None:
         self.context.memory = value
+
+    @property
+    def args(self) -> ArgsT:
+        """The conversation's args (the context's ``schema``)."""
+        return self.context.args  # type: ignore[no-any-return]
 
     @property
     def user(self) -> str | None:
         return self.run.user
 
-    def derive(self, **changes: Any) -> RunContext:
-        ctx = RunContext(self.hub, self.run, self.context, self.logs)
+    def derive(self, **changes: Any) -> RunContext[ArgsT, MemoryT]:
+        ctx: RunContext[ArgsT, MemoryT] = RunContext(self.hub, self.run, self.context, self.logs)
         ctx.inputs = self.inputs
         ctx.progress = self.progress
         ctx.episodes = self.episodes
