@@ -326,7 +326,11 @@ class Engine:
         record.state, record.reason, record.ended = state, reason, time.time()
         end = StateLog(state=str(state), reason=reason)
         logs.append(end)
-        await self._record_end(run, end)
+        unrecorded = await self._record_end(run, end)
+        if unrecorded is not None and state != RunState.FAILED:
+            # the row could not be written: the caller is told, not shown a success
+            state, reason = RunState.FAILED, unrecorded
+            record.state, record.reason, end.state, end.reason = state, reason, str(state), reason
         result = RunResult(
             run_id=record.id,
             context=run.slot.id,
@@ -364,8 +368,9 @@ class Engine:
                 log.error("run %s: %s failed (attempt %d): %s", run.id, what, attempt, reason)
         return f"{reason} (while {what})"
 
-    async def _record_end(self, run: Run, end: StateLog) -> None:
-        """Write the run's row in its terminal state (creating it if the start could not)."""
+    async def _record_end(self, run: Run, end: StateLog) -> str | None:
+        """Write the run's row in its terminal state (creating it if the start could not).
+        Returns the ``store_error: ...`` reason when it could not, even when tried again."""
         runs = self.hub.runs
         logged = False
         for attempt in (1, 2):
@@ -377,9 +382,11 @@ class Engine:
                     runs.append(run.record, end)
                     logged = True
                 await runs.finish(run.record)
-                return
+                return None
             except Exception as e:
                 log.error("run %s: recording its end failed (attempt %d): %s: %s", run.id, attempt, type(e).__name__, e)
+                reason = store_error(e) or f"internal error: {type(e).__name__}: {e}"
+        return f"{reason} (while recording the end of the run)"
 
 
 def _output_type(el: Element) -> tuple[str | None, dict[str, str]]:

@@ -46,18 +46,22 @@ class FaultyStore:
         self.inner = inner
         self._async = {n for n in methods(interface) if inspect.iscoroutinefunction(getattr(interface, n))}
         self._armed: tuple[str, int] | None = None
+        self._down = False
         self.calls: dict[str, int] = {}
         self.failed = 0
 
-    def arm(self, method: str, nth: int) -> None:
-        self._armed, self.calls = (method, nth), {}
+    def arm(self, method: str, nth: int, *, down: bool = False) -> None:
+        """Fail the ``nth`` call of ``method`` from now on (``down``: that call and every later one)."""
+        self._armed, self._down, self.calls = (method, nth), down, {}
 
     def disarm(self) -> None:
         self._armed = None
 
     def _hit(self, name: str) -> bool:
         self.calls[name] = self.calls.get(name, 0) + 1
-        if self._armed is not None and self._armed == (name, self.calls[name]):
+        if self._armed is None or self._armed[0] != name:
+            return False
+        if self.calls[name] == self._armed[1] or (self._down and self.calls[name] > self._armed[1]):
             self.failed += 1
             return True
         return False

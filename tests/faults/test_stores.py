@@ -65,3 +65,30 @@ async def test_a_store_failing_its_nth_call(make_hub, store: str, method: str, n
         # and the hub still answers
         again = await send_bounded(hub, CLI, {"user": "cy"}, "and now?")
         assert again.state == RunState.COMPLETED
+
+
+WRITES = [("memory", "set"), ("runs", "create"), ("runs", "append"), ("runs", "finish"), ("inbox", "take"), ("inbox", "done")]
+
+
+@pytest.mark.parametrize(("store", "method"), WRITES, ids=[f"{s}.{m}" for s, m in WRITES])
+async def test_a_store_that_stays_down(make_hub, store: str, method: str) -> None:
+    """Every write of one kind fails: the run still resolves, failed with store_error, and
+    its row ends in that state whenever the run store can still write it."""
+    hub = make_hub(FunctionModel(script), Extension("t", actions=[count]))
+    faulty = wrap_stores(hub)
+    async with hub:
+        faulty[store].arm(method, 1, down=True)
+        result = await send_bounded(hub, CLI, {"user": "ann"}, "hi")
+        assert result.state == RunState.FAILED and (result.reason or "").startswith("store_error: "), result.reason
+        faulty[store].disarm()
+        row = await faulty["runs"].inner.get(result.run_id)
+        if store == "runs":
+            # the row could not be written (or not finished): the result still resolved, and
+            # a run left `running` becomes killed/abnormal_exit at the next start
+            assert row is None or row.state in (RunState.RUNNING, RunState.FAILED)
+        else:
+            assert row is not None and (row.state, row.reason) == (result.state, result.reason)
+        if (store, method) != ("inbox", "done"):
+            assert await faulty["inbox"].inner.pending() == []
+        again = await send_bounded(hub, CLI, {"user": "bob"}, "and now?")
+        assert again.state == RunState.COMPLETED, again.reason
