@@ -221,10 +221,6 @@ class Run:
     def id(self) -> str:
         return self.record.id
 
-    @property
-    def definition(self) -> Context:
-        return self.slot.definition
-
     def attach(self, instance: ContextInstance, progress: Callable[[], None]) -> RunContext:
         """The conversation is prepared: build what handlers see."""
         self.instance = instance

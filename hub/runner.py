@@ -168,14 +168,21 @@ class Runner:
                 except Exception as e:  # a bug in the engine: every waiter still gets an answer
                     log.exception("the run of %s failed outside its own handling", slot.id)
                     result, error = None, e
-                self._resolve(slot, result, error)
+                failed = self._resolve(slot, result, error)
+                if failed:
+                    try:  # answered (failed): not handled again after a restart
+                        await self.hub.inbox.done(failed)
+                    except Exception:
+                        log.exception("inbox: marking %d input(s) of %s done failed", len(failed), slot.id)
         finally:
             if not slot.pending and self.slots.get(slot.id) is slot:
                 del self.slots[slot.id]
 
-    def _resolve(self, slot: Slot, result: RunResult | None, error: BaseException | None) -> None:
+    def _resolve(self, slot: Slot, result: RunResult | None, error: BaseException | None) -> list[str]:
         """Resolve the submissions of the inputs the run took; after an engine bug, of every
-        input waiting (so that no waiter is left pending and no bug loops)."""
+        input waiting (so that no waiter is left pending and no bug loops). Returns the ids
+        of the inputs answered with a failure made here."""
+        failed: list[str] = []
         if result is not None:
             for e in result.logs:
                 if isinstance(e, InputLog):
@@ -187,13 +194,15 @@ class Runner:
             if result is None or not taken:
                 reason = f"internal error: {type(error).__name__}: {error}" if error is not None else "internal error"
                 run_id = sub.run_id.result() if taken else ""
-                logs: list = [sub.input] if sub.input is not None else []
+                logs: list[Any] = [sub.input] if sub.input is not None else []
                 fallback = RunResult(run_id, slot.id, RunState.FAILED, reason, [*logs, StateLog(str(RunState.FAILED), reason)])
                 self._settle(slot, entry_id, fallback)
+                failed.append(entry_id)
             else:
                 self._settle(slot, entry_id, result)
         if error is not None:
             slot.pending.clear()
+        return failed
 
     @staticmethod
     def _settle(slot: Slot, entry_id: str, result: RunResult) -> None:
