@@ -228,7 +228,7 @@ class Engine:
             run.append(ErrorLog(message="the response was cut off at the model's token limit", where="model", step=run.step))
         for el in parser.close():
             self._cut_off(run, el, calls)
-        self._stray(run, parser, calls)
+        self._stray(run, parser, calls, cut_off=finish_reason == "length")
         if calls:
             await asyncio.gather(*(c.task for c in calls if c.task is not None), return_exceptions=True)
         if run.output_chain is not None:
@@ -239,15 +239,16 @@ class Engine:
         run.append(step_log)
         hub.observe_step(run.ctx, step_log)  # type: ignore[arg-type]
 
-    def _stray(self, run: Run, parser: ElementParser, calls: list[Call]) -> None:
+    def _stray(self, run: Run, parser: ElementParser, calls: list[Call], *, cut_off: bool) -> None:
         """Text outside every element: the reply when there are no tags (small models), or
-        when nothing else answered; otherwise dropped, with a log line that says so."""
+        when nothing else answered (marked when the response was cut at the token limit);
+        otherwise dropped, with a log line that says so."""
         text = parser.stray_text.strip()
         if not text:
             return
         answered = calls or any(isinstance(e, (OutputLog, ThoughtLog)) and e.step == run.step for e in run.logs)
         if not parser.saw_tags or not answered:
-            self.dispatch.dispatch(run, None, text, {})
+            self.dispatch.dispatch(run, None, text, {}, cut_off=cut_off)
         else:
             log.info("run %s: dropped %d characters of text outside any element: %r", run.id, len(text), text[:200])
 

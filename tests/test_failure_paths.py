@@ -198,3 +198,13 @@ async def test_a_crash_mid_send_does_not_send_the_parts_again(make_hub, config, 
     # Ann's input was not answered again: only the sentinel's answer came after her part
     assert sent_file.read_text() == "one\nsentinel answer\n"
     assert len(model.requests) == 1
+
+
+async def test_a_plain_reply_cut_at_the_token_limit_is_marked(make_hub, out) -> None:
+    from tests.faults.faults import FunctionModel
+
+    model = FunctionModel(lambda request: ("The answer is that the forty", "length"))
+    async with make_hub(model) as hub:
+        result = await hub.send(*CLI, "x")
+    assert result.state == RunState.COMPLETED
+    assert out.getvalue() == "The answer is that the forty […]\n"
