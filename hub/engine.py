@@ -36,7 +36,7 @@ from .logs import (
     ThoughtLog,
 )
 from .models import Usage, stream_with_retry
-from .outputs import OutputDispatch
+from .outputs import OutputDispatch, output_type
 from .parser import Element, ElementParser
 from .run import ContextInstance, Run, RunContext, RunRejected, RunResult, StopRun, store_error
 from .runs import RunRecord, RunState
@@ -228,7 +228,7 @@ class Engine:
             run.append(ErrorLog(message="the response was cut off at the model's token limit", where="model", step=run.step))
         for el in parser.close():
             self._cut_off(run, el, calls)
-        self._stray(run, parser, calls, cut_off=finish_reason == "length")
+        self.dispatch.stray(run, parser, answered=bool(calls), cut_off=finish_reason == "length")
         if calls:
             await asyncio.gather(*(c.task for c in calls if c.task is not None), return_exceptions=True)
         if run.output_chain is not None:
@@ -238,19 +238,6 @@ class Engine:
         step_log.duration = time.monotonic() - started
         run.append(step_log)
         hub.observe_step(run.ctx, step_log)  # type: ignore[arg-type]
-
-    def _stray(self, run: Run, parser: ElementParser, calls: list[Call], *, cut_off: bool) -> None:
-        """Text outside every element: the reply when there are no tags (small models), or
-        when nothing else answered (marked when the response was cut at the token limit);
-        otherwise dropped, with a log line that says so."""
-        text = parser.stray_text.strip()
-        if not text:
-            return
-        answered = calls or any(isinstance(e, (OutputLog, ThoughtLog)) and e.step == run.step for e in run.logs)
-        if not parser.saw_tags or not answered:
-            self.dispatch.dispatch(run, None, text, {}, cut_off=cut_off)
-        else:
-            log.info("run %s: dropped %d characters of text outside any element: %r", run.id, len(text), text[:200])
 
     def _on_retry(self, run: Run) -> Callable[[int, float, Exception], None]:
         def note(attempt: int, delay: float, e: Exception) -> None:
@@ -282,7 +269,7 @@ class Engine:
         elif name == "action_call":
             self.calls.start(run, el, calls)
         elif name == "output":
-            otype, attrs = _output_type(el)
+            otype, attrs = output_type(el)
             self.dispatch.dispatch(run, otype, el.content, attrs)
         else:
             log.info("run %s: dropped a <%s> element the engine does not act on: %r", run.id, name, el.content[:200])
@@ -294,7 +281,7 @@ class Engine:
         if el.name == "action_call":
             self.calls.cut_off(run, el, calls)
         elif el.name == "output":
-            otype, attrs = _output_type(el)
+            otype, attrs = output_type(el)
             self.dispatch.dispatch(run, otype, el.content, attrs, cut_off=True)
         else:
             self._element(run, el, calls)
@@ -388,14 +375,6 @@ class Engine:
                 log.error("run %s: recording its end failed (attempt %d): %s: %s", run.id, attempt, type(e).__name__, e)
                 reason = store_error(e) or f"internal error: {type(e).__name__}: {e}"
         return f"{reason} (while recording the end of the run)"
-
-
-def _output_type(el: Element) -> tuple[str | None, dict[str, str]]:
-    """An ``<output>``'s type (``name=`` is accepted for ``type=``) and its other attributes."""
-    attrs = dict(el.attrs)
-    otype = attrs.pop("type", None) or attrs.pop("name", None)
-    attrs.pop("name", None)
-    return otype, attrs
 
 
 async def _value(res: Any) -> Any:

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from .logs import ErrorLog, OutputLog
+from .logs import ErrorLog, OutputLog, ThoughtLog
+from .parser import Element, ElementParser
 from .run import RunContext, jsonable, validation_message
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from .hub import Hub
     from .run import Run
 
-__all__ = ["OutputDispatch", "CUT_OFF_MARK"]
+__all__ = ["OutputDispatch", "CUT_OFF_MARK", "output_type"]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,19 @@ class OutputDispatch:
         run.output_chain = asyncio.create_task(self._send(run, out, value, ctx, entry, previous), name=f"output:{out.type}")
         run.logs.append(entry)  # persisted once its send is over, with its outcome
 
+    def stray(self, run: Run, parser: ElementParser, *, answered: bool, cut_off: bool) -> None:
+        """Text outside every element: the reply when there are no tags (small models), or
+        when nothing else answered (marked when the response was cut at the token limit);
+        otherwise dropped, with a log line that says so."""
+        text = parser.stray_text.strip()
+        if not text:
+            return
+        answered = answered or any(isinstance(e, (OutputLog, ThoughtLog)) and e.step == run.step for e in run.logs)
+        if not parser.saw_tags or not answered:
+            self.dispatch(run, None, text, {}, cut_off=cut_off)
+        else:
+            log.info("run %s: dropped %d characters of text outside any element: %r", run.id, len(text), text[:200])
+
     @staticmethod
     def _declared(run: Run, out: Output, attrs: dict[str, str]) -> dict[str, str]:
         """The attributes the output's schema declares; the others are dropped, with a log line."""
@@ -124,6 +138,14 @@ class OutputDispatch:
             # durable before anything else happens: a crash from here on must not answer twice
             await self.hub.runs.sync()
         self.hub.observe_output(run.ctx, entry)  # type: ignore[arg-type]
+
+
+def output_type(el: Element) -> tuple[str | None, dict[str, str]]:
+    """An ``<output>``'s type (``name=`` is accepted for ``type=``) and its other attributes."""
+    attrs = dict(el.attrs)
+    otype = attrs.pop("type", None) or attrs.pop("name", None)
+    attrs.pop("name", None)
+    return otype, attrs
 
 
 def _cut(entry: OutputLog, reason: str) -> str:
