@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from .definitions import Action, Extension
-from .engine import RunContext, RunResult, _Stop
+from .engine import RunContext, RunResult, StopRun
 from .errors import ActionError, RunError
 from .runs import RunRecord, RunState
 
@@ -192,7 +192,7 @@ class ChildRuns:
         run = ctx.run
         if run.parent_id is not None and run.parent_id not in self._live:
             # its parent ended (or died with the process) before this child started
-            raise _Stop(RunState.KILLED, ORPHANED)
+            raise StopRun(RunState.KILLED, ORPHANED)
         self._live[run.id] = _Live(run, ctx.context.id, slot)
 
     async def _after_run(self, result: RunResult, ctx: RunContext | None) -> None:
@@ -203,4 +203,4 @@ class ChildRuns:
             child = live.run
             if child.parent_id == result.run_id and child.state == RunState.RUNNING and child.ended is None:
                 log.warning("run %s: parent %s ended; stopping it (%s)", child.id[:8], result.run_id[:8], ORPHANED)
-                live.slot.stop_with(_Stop(RunState.KILLED, ORPHANED))
+                live.slot.stop_with(StopRun(RunState.KILLED, ORPHANED))

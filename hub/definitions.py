@@ -8,19 +8,21 @@ data: registries live on the :class:`~hub.Hub` instance, never at module level.
 
 from __future__ import annotations
 
+import builtins
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_type_hints
+from typing import TYPE_CHECKING, Any, Generic, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 
 from .errors import ExtensionError
+from .run import ArgsT, MemoryT
 
 if TYPE_CHECKING:
     from .hub import Hub
-    from .runs import RunContext
+    from .run import RunContext
 
 __all__ = [
     "Action",
@@ -101,11 +103,15 @@ class Action:
     on_error: Callable[[BaseException, RunContext], Awaitable[None] | None] | None = None
     roles: Sequence[str] = ()
     critical: bool = False
+    scope: Literal["context", "global"] = "context"
+    """Where ``memory`` lives: one value per conversation (``"context"``), or one shared by all."""
 
     def __post_init__(self) -> None:
         _check_name("action", self.name)
         if self.retry < 0:
             raise ValueError(f"action {self.name!r}: retry must be >= 0")
+        if self.scope not in ("context", "global"):
+            raise ValueError(f"action {self.name!r}: scope must be 'context' or 'global', not {self.scope!r}")
 
     def json_schema(self) -> dict[str, Any]:
         return self.schema.model_json_schema()
@@ -128,7 +134,7 @@ class Output:
     type: str
     handler: Callable[[Any, RunContext], Awaitable[Any]]
     schema: Any = str
-    attributes: type[BaseModel] = _NoAttributes
+    attributes: builtins.type[BaseModel] = _NoAttributes
     description: str = ""
     instructions: str = ""
     examples: Sequence[str] = ()
@@ -167,7 +173,7 @@ class Input:
 
 
 @dataclass(slots=True, eq=False)
-class Context:
+class Context(Generic[ArgsT, MemoryT]):
     """A kind of conversation. One type has many instances, named ``TYPE:KEY``.
 
     ``key(args)`` gives the instance key; ``parse_key(key)`` turns it back into args (default:
@@ -175,31 +181,56 @@ class Context:
     ``save`` replace the store round trip; ``render`` shows the state in the prompt.
     ``reply_output`` is the output type used for a plain-text reply and for ``<output>``
     tags whose type is omitted.
+
+    ``memory_schema``, a pydantic model, makes the memory typed: loaded into it (its
+    defaults when new), saved as its JSON. ``Context[Args, Memory]`` and handlers taking
+    ``ctx: RunContext[Args, Memory]`` then type-check ``ctx.memory.count``.
     """
 
     type: str
-    schema: type[BaseModel] = TextArgs
-    key: Callable[[Any], str] | None = None
+    schema: builtins.type[ArgsT] = TextArgs  # type: ignore[assignment]
+    key: Callable[[ArgsT], str] | None = None
     parse_key: Callable[[str], dict[str, Any]] | None = None
-    create: Callable[[Any, RunContext], Any] | None = None
-    load: Callable[[str, RunContext], Awaitable[Any]] | None = None
-    save: Callable[[str, Any, RunContext], Awaitable[None]] | None = None
-    render: Callable[[Any, RunContext], str] | None = None
+    create: Callable[[ArgsT, RunContext[ArgsT, MemoryT]], MemoryT | Awaitable[MemoryT]] | None = None
+    load: Callable[[str, RunContext[ArgsT, MemoryT]], Awaitable[Any]] | None = None
+    save: Callable[[str, MemoryT, RunContext[ArgsT, MemoryT]], Awaitable[None]] | None = None
+    render: Callable[[MemoryT, RunContext[ArgsT, MemoryT]], str] | None = None
     description: str = ""
     instructions: str = ""
-    use: Callable[[Any, RunContext], Sequence[tuple[Context, Any]]] | None = None
+    use: Callable[[ArgsT, RunContext[ArgsT, MemoryT]], Sequence[tuple[Context[Any, Any], Any]]] | None = None
     actions: Sequence[Action] = ()
     outputs: Sequence[Output] = ()
-    on_step: Callable[[RunContext], Awaitable[None] | None] | None = None
-    on_run: Callable[[RunContext], Awaitable[None] | None] | None = None
-    on_error: Callable[[BaseException, RunContext], Awaitable[ErrorDecision] | ErrorDecision] | None = None
+    on_step: Callable[[RunContext[ArgsT, MemoryT]], Awaitable[None] | None] | None = None
+    on_run: Callable[[RunContext[ArgsT, MemoryT]], Awaitable[None] | None] | None = None
+    on_error: Callable[[BaseException, RunContext[ArgsT, MemoryT]], Awaitable[ErrorDecision] | ErrorDecision] | None = None
     max_steps: int | None = None
     max_history: int | None = None
     reply_output: str | None = None
     persona: str | None = None
+    memory_schema: builtins.type[MemoryT] | None = None
 
     def __post_init__(self) -> None:
         _check_name("context", self.type)
+        if self.memory_schema is not None and not (
+            isinstance(self.memory_schema, builtins.type) and issubclass(self.memory_schema, BaseModel)
+        ):
+            raise TypeError(f"context {self.type!r}: memory_schema must be a pydantic BaseModel class")
+
+    def memory_from(self, raw: Any) -> Any:
+        """Stored memory as the context holds it (validated into ``memory_schema``)."""
+        if self.memory_schema is None or raw is None or isinstance(raw, self.memory_schema):
+            return raw
+        return self.memory_schema.model_validate(raw)  # type: ignore[attr-defined]
+
+    def memory_to(self, value: Any) -> Any:
+        """Memory as it is stored (JSON)."""
+        if isinstance(value, BaseModel):
+            return value.model_dump(mode="json")
+        return value
+
+    def new_memory(self) -> Any:
+        """Memory for an instance that has none yet, when there is no ``create``."""
+        return self.memory_schema() if self.memory_schema is not None else {}
 
     def key_of(self, args: Any) -> str:
         if self.key is not None:
@@ -287,8 +318,12 @@ def action(
     on_error: Callable[..., Any] | None = None,
     roles: Sequence[str] = (),
     critical: bool = False,
+    scope: Literal["context", "global"] = "context",
 ) -> Any:
-    """Declare an action; the first parameter's pydantic annotation is its argument schema."""
+    """Declare an action; the first parameter's pydantic annotation is its argument schema.
+
+    ``memory="name"`` gives it persistent memory (``ctx.action_memory``), one value per
+    conversation unless ``scope="global"``; updates to one value never race."""
 
     def wrap(f: Callable[..., Awaitable[Any]]) -> Action:
         if not inspect.iscoroutinefunction(f):
@@ -315,6 +350,7 @@ def action(
             on_error=on_error,
             roles=tuple(roles),
             critical=critical,
+            scope=scope,
         )
 
     return wrap(fn) if fn is not None else wrap

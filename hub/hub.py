@@ -288,7 +288,7 @@ class Hub:
             if p.run_id is not None and p.run_id in killed:
                 if p.run_id not in answered:
                     events = await self.runs.events(p.run_id)
-                    answered[p.run_id] = any(isinstance(e, OutputLog) and e.sent for e in events)
+                    answered[p.run_id] = any(isinstance(e, OutputLog) and (e.sent or e.parts) for e in events)
                 if answered[p.run_id]:
                     await self.inbox.done([p.entry.id])
                     continue

@@ -97,6 +97,8 @@ class OutputLog:
     data: Any = None
     step: int = 0
     ts: float = field(default_factory=time.time)
+    parts: list[dict[str, Any]] = field(default_factory=list)
+    """The parts a platform reported sent (``RunContext.part_sent``), when it splits one output."""
 
 
 @dataclass(slots=True)

@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from .definitions import Context
 from .errors import RunError
-from .logs import InputLog
+from .logs import InputLog, StateLog
+from .run import RunResult
+from .runs import RunState
 
 if TYPE_CHECKING:
-    from .engine import RunResult, _Stop
     from .hub import Hub
+    from .run import StopRun
 
 __all__ = ["Runner", "Slot", "Submission"]
 
@@ -60,7 +62,7 @@ class Slot:
         self.parents: dict[str, str] = {}
         self.task: asyncio.Task[None] | None = None
         self.cancel_reason: str | None = None
-        self.stop_exc: _Stop | None = None
+        self.stop_exc: StopRun | None = None
 
     def peek(self) -> InputLog | None:
         return self.pending[0] if self.pending else None
@@ -77,7 +79,7 @@ class Slot:
                 sub.run_id.set_result(run_id)
         return taken
 
-    def stop_with(self, stop: _Stop) -> None:
+    def stop_with(self, stop: StopRun) -> None:
         """End the run in progress with a terminal state decided inside one of its tasks."""
         if self.stop_exc is None:
             self.stop_exc = stop
@@ -155,22 +157,59 @@ class Runner:
             while slot.pending:
                 slot.stop_exc = None
                 try:
-                    result = await self.hub.engine.run(slot)
+                    result: RunResult | None = await self.hub.engine.run(slot)
+                    error: BaseException | None = None
                 except asyncio.CancelledError:
                     for sub in slot.waiting.values():
                         if not sub.result.done():
                             sub.result.cancel()
                     slot.waiting.clear()
                     raise
-                for e in result.logs:
-                    if isinstance(e, InputLog):
-                        sub = slot.waiting.pop(e.id, None)
-                        slot.parents.pop(e.id, None)
-                        if sub is not None and not sub.result.done():
-                            sub.result.set_result(result)
+                except Exception as e:  # a bug in the engine: every waiter still gets an answer
+                    log.exception("the run of %s failed outside its own handling", slot.id)
+                    result, error = None, e
+                failed = self._resolve(slot, result, error)
+                if failed:
+                    try:  # answered (failed): not handled again after a restart
+                        await self.hub.inbox.done(failed)
+                    except Exception:
+                        log.exception("inbox: marking %d input(s) of %s done failed", len(failed), slot.id)
         finally:
             if not slot.pending and self.slots.get(slot.id) is slot:
                 del self.slots[slot.id]
+
+    def _resolve(self, slot: Slot, result: RunResult | None, error: BaseException | None) -> list[str]:
+        """Resolve the submissions of the inputs the run took; after an engine bug, of every
+        input waiting (so that no waiter is left pending and no bug loops). Returns the ids
+        of the inputs answered with a failure made here."""
+        failed: list[str] = []
+        if result is not None:
+            for e in result.logs:
+                if isinstance(e, InputLog):
+                    self._settle(slot, e.id, result)
+        for entry_id, sub in list(slot.waiting.items()):
+            taken = sub.run_id.done() and not sub.run_id.cancelled()
+            if not taken and error is None:
+                continue  # still pending: the slot's next run takes it
+            if result is None or not taken:
+                reason = f"internal error: {type(error).__name__}: {error}" if error is not None else "internal error"
+                run_id = sub.run_id.result() if taken else ""
+                logs: list[Any] = [sub.input] if sub.input is not None else []
+                fallback = RunResult(run_id, slot.id, RunState.FAILED, reason, [*logs, StateLog(str(RunState.FAILED), reason)])
+                self._settle(slot, entry_id, fallback)
+                failed.append(entry_id)
+            else:
+                self._settle(slot, entry_id, result)
+        if error is not None:
+            slot.pending.clear()
+        return failed
+
+    @staticmethod
+    def _settle(slot: Slot, entry_id: str, result: RunResult) -> None:
+        sub = slot.waiting.pop(entry_id, None)
+        slot.parents.pop(entry_id, None)
+        if sub is not None and not sub.result.done():
+            sub.result.set_result(result)
 
     async def stop(self, grace: float) -> None:
         """Take no new input; give runs in flight ``grace`` seconds; cancel the rest as shutdown."""

@@ -3,6 +3,7 @@
 
 import asyncio
 import io
+import logging
 
 import pytest
 from pydantic import BaseModel
@@ -146,14 +147,14 @@ async def test_a_failing_handler_becomes_an_error_result(make_hub) -> None:
 
 
 async def test_malformed_xml_is_logged_and_the_run_goes_on(make_hub, out) -> None:
-    # an unclosed output at the end of the stream is reported and still delivered
+    # an unclosed output at the end of the stream is reported, and delivered marked as cut off
     model = ScriptedModel(["<response><think>hmm</think><output>partial answer"])
     async with make_hub(model) as hub:
         result = await hub.send(*CLI, "x")
     assert result.state == RunState.COMPLETED
     errors = [e for e in result.logs if isinstance(e, ErrorLog)]
     assert any("<output> was not closed" in e.message for e in errors)
-    assert out.getvalue() == "partial answer\n"
+    assert out.getvalue() == "partial answer […]\n"
 
 
 async def test_plain_text_reply_is_an_output_to_the_conversation(make_hub, out) -> None:
@@ -249,15 +250,37 @@ async def test_unknown_output_type_is_fed_back_to_the_model(make_hub, out) -> No
     assert "unknown output type 'telegram:send'" in model.requests[1].messages[0]["content"]
 
 
-async def test_output_cannot_pick_a_destination_its_definition_does_not_allow(make_hub, out) -> None:
-    model = ScriptedModel(
-        [resp('<output type="cli:message" user="mallory">hi</output>'), resp("<output>hi ann</output>")]
-    )
-    async with make_hub(model) as hub:
+async def test_output_cannot_pick_a_destination_its_definition_does_not_allow(make_hub, out, caplog) -> None:
+    # an attribute the output does not declare is dropped (logged): the reply still goes,
+    # to the conversation, never to the destination the model named
+    model = ScriptedModel([resp('<output type="cli:message" user="mallory" lang="en">hi</output>')])
+    with caplog.at_level(logging.DEBUG, logger="hub.outputs"):
+        async with make_hub(model) as hub:
+            result = await hub.send(*CLI, "x")
+    sent = result.outputs[0]
+    assert sent.sent and sent.attrs == {} and result.steps == 1
+    assert out.getvalue() == "hi\n"
+    assert "dropped attribute(s) it does not declare: lang, user" in caplog.text
+
+
+async def test_declared_attributes_are_still_validated(make_hub) -> None:
+    class Where(BaseModel):
+        silent: bool = False
+
+    got = []
+
+    @output(type="test:note", attributes=Where)
+    async def note(content: str, ctx) -> None:
+        got.append((content, ctx.attributes.silent))
+
+    model = ScriptedModel([
+        resp('<output type="test:note" silent="maybe" extra="1">a</output>'),
+        resp('<output type="test:note" silent="true" extra="1">b</output>'),
+    ])
+    async with make_hub(model, Extension("t", outputs=[note])) as hub:
         result = await hub.send(*CLI, "x")
-    rejected = result.outputs[0]
-    assert not rejected.sent and "user" in rejected.error
-    assert out.getvalue() == "hi ann\n"
+    assert got == [("b", True)]
+    assert "silent" in result.outputs[0].error and not result.outputs[0].sent
 
 
 async def test_structured_output_content_is_validated(make_hub) -> None:

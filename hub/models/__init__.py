@@ -1,7 +1,8 @@
 """The model seam: a request in, text chunks out.
 
 ``Model.stream(request)`` is an async iterator of text chunks that ends with one
-:class:`Usage`. Providers raise :class:`~hub.errors.ModelError` with ``retryable`` set for
+:class:`Usage`, which also says why the model stopped (``finish_reason``: ``"length"`` when
+the response was cut at the token limit). Providers raise :class:`~hub.errors.ModelError` with ``retryable`` set for
 429, 5xx, timeouts and connection failures; :func:`stream_with_retry` retries those with
 exponential backoff and jitter, bounded, and raises ``ModelUnavailable`` past the bound.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,8 +32,12 @@ class ModelRequest:
 
 @dataclass(slots=True)
 class Usage:
+    """The last item of a stream: tokens used, and why the model stopped."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    finish_reason: str | None = None
+    """``"stop"``, ``"length"`` (cut at the token limit), ... as the provider says; None: unknown."""
 
 
 class Model(ABC):
@@ -66,7 +71,7 @@ class RetryPolicy:
 
 async def stream_with_retry(
     model: Model, request: ModelRequest, policy: RetryPolicy, *, on_retry: Any = None
-) -> AsyncIterator[str | Usage]:
+) -> AsyncGenerator[str | Usage, None]:
     """Stream, retrying retryable errors that happen before the first chunk.
 
     A failure after chunks were yielded is not retried (those chunks were already acted
@@ -76,9 +81,16 @@ async def stream_with_retry(
     while True:
         started = False
         try:
-            async for chunk in model.stream(request):
-                started = True
-                yield chunk
+            stream = model.stream(request)
+            try:
+                async for chunk in stream:
+                    started = True
+                    yield chunk
+            finally:
+                # closed when our consumer stops early or raises: the connection is released now
+                close = getattr(stream, "aclose", None)
+                if close is not None:
+                    await close()
             return
         except ModelError as e:
             if started or not e.retryable:

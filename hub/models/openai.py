@@ -67,6 +67,7 @@ class OpenAIModel(Model):
         if self.extra_body:
             kwargs["extra_body"] = self.extra_body
         usage = Usage()
+        finish_reason: str | None = None
         try:
             # The raw SSE body, decoded here: the SDK's own stream builds a pydantic model
             # per chunk, which was most of the CPU time of a turn (see bench/README.md).
@@ -92,6 +93,8 @@ class OpenAIModel(Model):
                     if u:
                         usage = Usage(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0)
                     for choice in chunk.get("choices") or ():
+                        if choice.get("finish_reason"):
+                            finish_reason = choice["finish_reason"]
                         delta = choice.get("delta")
                         text = delta.get("content") if delta else None
                         if text:
@@ -109,6 +112,7 @@ class OpenAIModel(Model):
             raise ModelError(f"{self.name}: timed out reading the stream: {e}", retryable=True) from e
         except httpx2.TransportError as e:
             raise ModelError(f"{self.name}: connection broke: {type(e).__name__}: {e}", retryable=True) from e
+        usage.finish_reason = finish_reason
         yield usage
 
 

@@ -85,4 +85,4 @@ class ScriptedModel(Model):
                 await asyncio.sleep(self.chunk_delay)
             yield piece
         prompt_chars = len(request.system) + sum(len(m["content"]) for m in request.messages)
-        yield Usage(prompt_tokens=prompt_chars // 4 + 1, completion_tokens=len(item) // 4 + 1)
+        yield Usage(prompt_tokens=prompt_chars // 4 + 1, completion_tokens=len(item) // 4 + 1, finish_reason="stop")

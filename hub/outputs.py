@@ -1,0 +1,154 @@
+"""Output dispatch: validate an ``<output>`` and hand it to its platform, in order.
+
+Outputs of a run are sent one after the other by a chain of tasks, each as soon as its
+closing tag arrives, so a reply reaches the platform before the model has finished. An
+output's attributes are validated against its ``attributes`` schema; attributes the schema
+does not declare are dropped (logged), never a reason to refuse the reply. An output the
+stream ended inside is delivered marked as cut off, never as if it were whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from .logs import ErrorLog, OutputLog, ThoughtLog
+from .parser import Element, ElementParser
+from .run import RunContext, jsonable, validation_message
+
+if TYPE_CHECKING:
+    from .definitions import Output
+    from .hub import Hub
+    from .run import Run
+
+__all__ = ["OutputDispatch", "CUT_OFF_MARK", "output_type"]
+
+log = logging.getLogger(__name__)
+
+CUT_OFF_MARK = " […]"
+"""Appended to the text of an output the model's response ended inside (a length cut)."""
+
+
+class OutputDispatch:
+    """Validates a run's outputs and sends them through their handlers, in order."""
+
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
+
+    def dispatch(self, run: Run, otype: str | None, content: str, attrs: dict[str, str], *, cut_off: bool = False) -> None:
+        """Validate one output and queue its send after the run's previous one."""
+        assert run.instance is not None and run.ctx is not None
+        definition = run.instance.definition
+        otype = otype or definition.reply_output
+        out = run.outputs.get(otype) if otype else None
+        entry = OutputLog(type=otype or "", content=content.strip(), attrs=attrs, step=run.step)
+        if out is None:
+            known = ", ".join(sorted(run.outputs)) or "none"
+            entry.error = f"unknown output type {otype!r}; available: {known}" if otype else "output without a type"
+            self._refuse(run, entry)
+            return
+        if cut_off:
+            if not out.is_text:
+                entry.error = f"output {out.type!r} was cut off before </output>: its content is incomplete"
+                self._refuse(run, entry)
+                return
+            if entry.content:
+                entry.content += CUT_OFF_MARK
+            run.append(ErrorLog(message=f"<output type={out.type!r}> was cut off: delivered marked as such", where="parser", step=run.step))
+        entry.attrs = attrs = self._declared(run, out, attrs)
+        try:
+            value: Any = entry.content
+            if not out.is_text:
+                value = TypeAdapter(out.schema).validate_python(json.loads(entry.content))
+                entry.content = jsonable(value)
+            attributes = out.attributes.model_validate(attrs)
+        except (ValidationError, json.JSONDecodeError) as e:
+            msg = validation_message(e) if isinstance(e, ValidationError) else f"content is not valid JSON ({e.msg})"
+            entry.error = f"output {out.type!r} rejected: {msg}"
+            self._refuse(run, entry)
+            return
+        if out.is_text and not entry.content:
+            return  # an empty reply says nothing; nothing to send
+        ctx = run.ctx.derive(attributes=attributes, output=entry)
+        previous = run.output_chain
+        run.output_chain = asyncio.create_task(self._send(run, out, value, ctx, entry, previous), name=f"output:{out.type}")
+        run.logs.append(entry)  # persisted once its send is over, with its outcome
+
+    def stray(self, run: Run, parser: ElementParser, *, answered: bool, cut_off: bool) -> None:
+        """Text outside every element: the reply when there are no tags (small models), or
+        when nothing else answered (marked when the response was cut at the token limit);
+        otherwise dropped, with a log line that says so."""
+        text = parser.stray_text.strip()
+        if not text:
+            return
+        answered = answered or any(isinstance(e, (OutputLog, ThoughtLog)) and e.step == run.step for e in run.logs)
+        if not parser.saw_tags or not answered:
+            self.dispatch(run, None, text, {}, cut_off=cut_off)
+        else:
+            log.info("run %s: dropped %d characters of text outside any element: %r", run.id, len(text), text[:200])
+
+    @staticmethod
+    def _declared(run: Run, out: Output, attrs: dict[str, str]) -> dict[str, str]:
+        """The attributes the output's schema declares; the others are dropped, with a log line."""
+        schema = out.attributes
+        if schema.model_config.get("extra") == "allow":
+            return attrs
+        names = set()
+        for name, f in schema.model_fields.items():
+            names.add(name)
+            if f.alias:
+                names.add(f.alias)
+            if isinstance(f.validation_alias, str):
+                names.add(f.validation_alias)
+        dropped = sorted(set(attrs) - names)
+        if not dropped:
+            return attrs
+        log.debug("run %s: <output type=%r>: dropped attribute(s) it does not declare: %s", run.id, out.type, ", ".join(dropped))
+        return {k: v for k, v in attrs.items() if k in names}
+
+    def _refuse(self, run: Run, entry: OutputLog) -> None:
+        assert entry.error is not None
+        run.append(entry)
+        run.feedback = True
+        run.append(ErrorLog(message=entry.error, where="output", step=run.step))
+
+    async def _send(self, run: Run, out: Output, value: Any, ctx: RunContext, entry: OutputLog, previous: asyncio.Task[None] | None) -> None:
+        if previous is not None:
+            await previous
+        try:
+            data = await out.handler(value, ctx)
+        except asyncio.CancelledError:
+            entry.error = _cut(entry, "cancelled before it was sent")
+            self.hub.runs.append(run.record, entry)
+            raise
+        except Exception as e:
+            entry.error = _cut(entry, f"{type(e).__name__}: {e}")
+            log.error("run %s: output %s failed: %s", run.id, out.type, entry.error)
+        else:
+            entry.sent = True
+            if data is not None:
+                entry.data = jsonable(data)
+        run.progress()
+        self.hub.runs.append(run.record, entry)
+        if entry.sent or entry.parts:
+            # durable before anything else happens: a crash from here on must not answer twice
+            await self.hub.runs.sync()
+        self.hub.observe_output(run.ctx, entry)  # type: ignore[arg-type]
+
+
+def output_type(el: Element) -> tuple[str | None, dict[str, str]]:
+    """An ``<output>``'s type (``name=`` is accepted for ``type=``) and its other attributes."""
+    attrs = dict(el.attrs)
+    otype = attrs.pop("type", None) or attrs.pop("name", None)
+    attrs.pop("name", None)
+    return otype, attrs
+
+
+def _cut(entry: OutputLog, reason: str) -> str:
+    if entry.parts:
+        return f"{reason} (after {len(entry.parts)} part(s) were sent: not sent again)"
+    return reason

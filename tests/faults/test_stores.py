@@ -1,0 +1,94 @@
+"""A store that fails: every method of every store, failing its Nth call during a run."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel
+
+from hub import Extension, action
+from hub.errors import StoreError
+from hub.logs import ActionResultLog
+from hub.runs import RunState
+
+from .faults import STORES, FunctionModel, check, methods, send_bounded, snapshot, wrap_stores
+
+CLI = "cli:session"
+
+
+class NoArgs(BaseModel):
+    pass
+
+
+@action(name="count", memory="counter")
+async def count(args: NoArgs, ctx) -> dict:
+    ctx.action_memory = (ctx.action_memory or 0) + 1
+    return {"n": ctx.action_memory}
+
+
+def script(request) -> str:
+    """Call `count`, then answer with its result: two steps, every store touched."""
+    prompt = request.system + "".join(m["content"] for m in request.messages)
+    if "<action_result" in prompt:
+        return '<response><output type="cli:message">counted</output></response>'
+    return '<response><reasoning>count first</reasoning><action_call name="count">{}</action_call></response>'
+
+
+CASES = [(store, method, nth) for store, abc in STORES.items() for method in methods(abc) for nth in (1, 2, 3)]
+
+
+@pytest.mark.parametrize(("store", "method", "nth"), CASES, ids=[f"{s}.{m}#{n}" for s, m, n in CASES])
+async def test_a_store_failing_its_nth_call(make_hub, store: str, method: str, nth: int) -> None:
+    hub = make_hub(FunctionModel(script), Extension("t", actions=[count]))
+    faulty = wrap_stores(hub)
+    async with hub:
+        other = await send_bounded(hub, CLI, {"user": "bob"}, "hello")
+        assert other.state == RunState.COMPLETED
+        others = {("cli:session:bob", other.run_id): await snapshot(hub, "cli:session:bob", other.run_id)}
+        faulty[store].arm(method, nth)
+        try:
+            result = await send_bounded(hub, CLI, {"user": "ann"}, "hi")
+        except StoreError:
+            # the input could not even be recorded: refused at once, nothing else happened
+            assert (store, method) in {("inbox", "record"), ("inbox", "seen")}
+            assert await faulty["inbox"].inner.pending() == []
+            return
+        faulty[store].disarm()
+        # a store fault fails the run as one (unless the write was tried again and went
+        # through: the end of a run tries each of its writes twice); never as something else
+        assert result.state in (RunState.COMPLETED, RunState.FAILED), (result.state, result.reason)
+        if result.state == RunState.FAILED:
+            assert faulty[store].failed and result.reason and result.reason.startswith("store_error: "), result.reason
+        await check(hub, result, others=others)
+        # nothing was done twice: the counter moved at most once for ann
+        ran = [e for e in result.logs if isinstance(e, ActionResultLog) and e.ok]
+        assert await faulty["memory"].inner.get("action:counter:cli:session:ann") in (None, len(ran))
+        # and the hub still answers
+        again = await send_bounded(hub, CLI, {"user": "cy"}, "and now?")
+        assert again.state == RunState.COMPLETED
+
+
+WRITES = [("memory", "set"), ("runs", "create"), ("runs", "append"), ("runs", "finish"), ("inbox", "take"), ("inbox", "done")]
+
+
+@pytest.mark.parametrize(("store", "method"), WRITES, ids=[f"{s}.{m}" for s, m in WRITES])
+async def test_a_store_that_stays_down(make_hub, store: str, method: str) -> None:
+    """Every write of one kind fails: the run still resolves, failed with store_error, and
+    its row ends in that state whenever the run store can still write it."""
+    hub = make_hub(FunctionModel(script), Extension("t", actions=[count]))
+    faulty = wrap_stores(hub)
+    async with hub:
+        faulty[store].arm(method, 1, down=True)
+        result = await send_bounded(hub, CLI, {"user": "ann"}, "hi")
+        assert result.state == RunState.FAILED and (result.reason or "").startswith("store_error: "), result.reason
+        faulty[store].disarm()
+        row = await faulty["runs"].inner.get(result.run_id)
+        if store == "runs":
+            # the row could not be written (or not finished): the result still resolved, and
+            # a run left `running` becomes killed/abnormal_exit at the next start
+            assert row is None or row.state in (RunState.RUNNING, RunState.FAILED)
+        else:
+            assert row is not None and (row.state, row.reason) == (result.state, result.reason)
+        if (store, method) != ("inbox", "done"):
+            assert await faulty["inbox"].inner.pending() == []
+        again = await send_bounded(hub, CLI, {"user": "bob"}, "and now?")
+        assert again.state == RunState.COMPLETED, again.reason
