@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 
-from .db import Database
+from .db import Database, dumps
 from .logs import InputLog, from_dict, to_dict
 
 __all__ = ["InboxStore", "InMemoryInbox", "SQLiteInbox", "Pending"]
@@ -116,7 +116,7 @@ class SQLiteInbox(InboxStore):
             return False
         await self.db.write(
             "INSERT OR IGNORE INTO inbox (id, context, platform_id, data, state, received) VALUES (?,?,?,?,?,?)",
-            (entry.id, context, entry.platform_id, json.dumps(to_dict(entry), default=repr), "received", entry.ts),
+            (entry.id, context, entry.platform_id, dumps(to_dict(entry)), "received", entry.ts),
         )
         if entry.platform_id is None:
             return True
