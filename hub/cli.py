@@ -256,6 +256,11 @@ async def cmd_health(config: HubConfig, args: argparse.Namespace) -> int:
         url = f"http://{host}:{config.http.port}/healthz"
         try:
             status = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).status)
+        except urllib.error.HTTPError as e:  # 503: stopping, or a store failing
+            body = e.read().decode("utf-8", "replace")
+            state = json.loads(body).get("status", "unhealthy") if body.startswith("{") else "unhealthy"
+            print(f"{state}: {url} answered {e.code}: {body}", file=sys.stderr)
+            return 1
         except (urllib.error.URLError, OSError) as e:
             print(f"unhealthy: {url}: {e}", file=sys.stderr)
             return 1
@@ -269,6 +274,10 @@ async def cmd_health(config: HubConfig, args: argparse.Namespace) -> int:
         return 1
     if age > args.max_age:
         print(f"unhealthy: last heartbeat {age:.0f}s ago (more than {args.max_age:.0f}s)", file=sys.stderr)
+        return 1
+    degraded = [line for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("degraded:")]
+    if degraded:  # the store is failing: runs fail with store_error, their inputs wait in the inbox
+        print(degraded[0], file=sys.stderr)
         return 1
     print(f"ok: heartbeat {age:.0f}s ago")
     return 0
