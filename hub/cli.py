@@ -35,8 +35,11 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--log-level", default=None, choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     common.add_argument("--log-format", default=None, choices=["text", "json"])
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("run", parents=[common], help="run every enabled extension until SIGINT/SIGTERM")
-    sub.add_parser("chat", parents=[common], help="talk to the agent in the terminal (or pipe lines in)")
+    run = sub.add_parser("run", parents=[common], help="run every enabled extension until SIGINT/SIGTERM")
+    chat = sub.add_parser("chat", parents=[common], help="talk to the agent in the terminal (or pipe lines in)")
+    for cmd in (run, chat):  # the data-dir check (hub/datadir.py)
+        cmd.add_argument("--allow-empty", action="store_true",
+                         help="start even though hub.db is empty or missing in a data dir with history")
     runs = sub.add_parser("runs", parents=[common], help="recent runs")
     runs.add_argument("--limit", type=int, default=20)
     runs.add_argument("--state", default=None, choices=["running", "completed", "failed", "rejected", "killed"])
@@ -84,13 +87,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         "health": cmd_health,
     }
     commands.update(MEMORY_COMMANDS)
+    lock = None
     try:
+        if args.command in ("run", "chat"):  # one process per data dir, and a database worth opening
+            lock = _claim_data_dir(config, allow_empty=args.allow_empty)
         return asyncio.run(commands[args.command](config, args))
     except KeyboardInterrupt:
         return 130
     except HubError as e:
         print(f"hub: {e}", file=sys.stderr)
         return 2
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _claim_data_dir(config: HubConfig, *, allow_empty: bool) -> Any:
+    from .datadir import DataDirLock, check_database
+
+    lock = DataDirLock(config.data_dir).acquire()
+    try:
+        check_database(config.data_dir, allow_empty=allow_empty, lock=lock)
+    except HubError:
+        lock.release()
+        raise
+    return lock
 
 
 async def cmd_run(config: HubConfig, args: argparse.Namespace) -> int:
