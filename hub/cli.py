@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .cli_memory import MEMORY_COMMANDS, add_memory_commands
+from .cli_store import STORE_COMMANDS, add_store_commands
 from .config import HubConfig, load_config
 from .errors import ConfigError, HubError
 from .logconf import setup_logging
@@ -61,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     rollback.add_argument("name")
     rollback.add_argument("rev", type=int)
     add_memory_commands(sub, common)
+    add_store_commands(sub, common)
     return p
 
 
@@ -87,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "health": cmd_health,
     }
     commands.update(MEMORY_COMMANDS)
+    commands.update(STORE_COMMANDS)
     lock = None
     try:
         if args.command in ("run", "chat"):  # one process per data dir, and a database worth opening

@@ -197,6 +197,28 @@ class Database:
             raise StoreError(f"database {self.path} is not open", store="sqlite", operation="use")
         return self._conn
 
+    async def incremental_vacuum(self, *, pages: int = 2000) -> int:
+        """Give free pages back to the file system, ``pages`` per step; returns how many."""
+        await self.flush()
+        freed = 0
+        try:
+            while True:
+                row = await self.fetchone("PRAGMA freelist_count")
+                free = int(row[0]) if row else 0
+                if not free:
+                    return freed
+                # fetched, not just executed: the pragma frees one page per step of the statement
+                await self.conn.execute_fetchall(f"PRAGMA incremental_vacuum({min(free, pages)})")
+                row = await self.fetchone("PRAGMA freelist_count")
+                left = int(row[0]) if row else 0
+                if left >= free:
+                    return freed  # nothing more can be freed (auto_vacuum is off)
+                freed += free - left
+                await asyncio.sleep(0)
+        except sqlite3.Error as e:
+            self._failed(f"incremental vacuum: {e}")
+            raise StoreError(f"{self.path}: incremental vacuum failed: {e}", store="sqlite", operation="vacuum") from e
+
     # --- health -------------------------------------------------------------------------
 
     def _failed(self, error: str) -> None:
