@@ -53,6 +53,7 @@ async def test_failures_are_counted_once_per_run_and_park_at_the_limit(inbox: In
 
 
 BOMB = '''
+import os
 from pydantic import BaseModel
 from hub import Extension, action
 

@@ -111,3 +111,19 @@ async def test_an_existing_database_is_switched_to_incremental_vacuum(tmp_path: 
     async with Database(path) as db:
         assert await db.fetchone("PRAGMA auto_vacuum") == (2,)
         assert await db.fetchone("SELECT value FROM kv") == ("1",)
+
+
+async def test_the_hub_prunes_in_the_background_from_its_start(config, make_hub) -> None:
+    import asyncio
+
+    async with Database(config.data_dir / "hub.db") as db:
+        runs = SQLiteRunStore(db)
+        await runs.open()
+        await _turns(runs, 6, started=time.time() - 100, events=3)
+    config.hub.retention = RetentionSection(days=90, max_runs=2, interval=3600)
+    async with make_hub(["hi"]) as hub:
+        async with asyncio.timeout(10):  # the first prune is at start, in the background
+            while len(await hub.runs.list(limit=100)) > 2:
+                await asyncio.sleep(0.01)
+        result = await hub.send("cli:session", {"user": "ann"}, "hello")
+        assert result.ok
