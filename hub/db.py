@@ -75,7 +75,9 @@ def dumps(value: Any, *, default: Any = repr) -> str:
     """
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=default)
-    except ValueError:  # a non-finite float somewhere
+    except ValueError as e:  # a non-finite float somewhere (a circular value stays an error)
+        if "ircular" in str(e):
+            raise
         text = json.dumps(_finite(value), ensure_ascii=False, allow_nan=False, default=default)
     return clean_text(text)
 
