@@ -127,3 +127,25 @@ async def test_the_hub_prunes_in_the_background_from_its_start(config, make_hub)
                 await asyncio.sleep(0.01)
         result = await hub.send("cli:session", {"user": "ann"}, "hello")
         assert result.ok
+
+
+async def test_hub_prune_dry_run_shows_and_hub_prune_applies(tmp_path: Path, capsys) -> None:
+    import asyncio
+
+    from hub.cli import main
+
+    (tmp_path / "config.toml").write_text('[hub]\ndata_dir = "data"\nretention = { days = 90, max_runs = 100000 }\n')
+    async with Database(tmp_path / "data" / "hub.db") as db:
+        runs = SQLiteRunStore(db)
+        await runs.open()
+        await _turns(runs, 4, started=time.time() - 200 * DAY, events=3)
+        await _turns(runs, 2, started=time.time() - 10, events=3)
+    config = ["--config", str(tmp_path / "config.toml")]
+    capsys.readouterr()
+    assert await asyncio.to_thread(main, ["prune", "--dry-run", *config]) == 0
+    out = capsys.readouterr().out
+    assert "would delete 4 runs, 12 run events" in out and "runs ended within 90 days, at most 100000" in out
+    assert await asyncio.to_thread(main, ["prune", *config]) == 0
+    assert "deleted 4 runs, 12 run events" in capsys.readouterr().out
+    assert await asyncio.to_thread(main, ["prune", "--dry-run", *config]) == 0
+    assert "would delete 0 runs, 0 run events" in capsys.readouterr().out
