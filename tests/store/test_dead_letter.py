@@ -117,3 +117,30 @@ module = "bomb"
     assert code == 2 and "is not parked" in err
     code, _, err = await hub_cmd("inbox", "retry", cwd=tmp_path)
     assert code == 2 and "needs the id" in err
+
+
+async def test_only_failures_that_can_be_the_inputs_fault_count() -> None:
+    from hub.inbox import Pending, park_poison
+    from hub.runs import InMemoryRunStore, RunRecord, RunState
+
+    inbox, runs = InMemoryInbox(), InMemoryRunStore()
+    entry = InputLog(type="text", content="x")
+    await inbox.record("chat:a", entry)
+    cases = [
+        (RunState.KILLED, "shutdown", False),  # the operator stopped the hub
+        (RunState.FAILED, "store_error: SQLite table 'runs': write failed: disk I/O error", False),  # an outage
+        (RunState.RUNNING, None, False),  # another worker still runs it
+        (RunState.KILLED, "abnormal_exit", True),  # the process died during its run
+        (RunState.FAILED, "internal error: ValueError: boom", True),
+    ]
+    for state, reason, counts in cases:
+        run = RunRecord("chat:a", state=state, reason=reason)
+        await runs.create(run)
+        inbox.take([entry.id], run.id)
+        assert not await park_poison(inbox, runs, Pending("chat:a", entry, run.id), park_after=5)
+        [item] = inbox._items.values()
+        assert (item.failed_run == run.id) is counts, (state, reason)
+    run = RunRecord("chat:a", state=RunState.FAILED, reason="internal error: again")
+    await runs.create(run)
+    assert await park_poison(inbox, runs, Pending("chat:a", entry, run.id), park_after=3)
+    assert [p.failures for p in await inbox.parked()] == [3]
