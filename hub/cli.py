@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .cli_memory import MEMORY_COMMANDS, add_memory_commands
+from .cli_store import STORE_COMMANDS, add_store_commands
 from .config import HubConfig, load_config
 from .errors import ConfigError, HubError
 from .logconf import setup_logging
@@ -35,8 +36,11 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--log-level", default=None, choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     common.add_argument("--log-format", default=None, choices=["text", "json"])
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("run", parents=[common], help="run every enabled extension until SIGINT/SIGTERM")
-    sub.add_parser("chat", parents=[common], help="talk to the agent in the terminal (or pipe lines in)")
+    run = sub.add_parser("run", parents=[common], help="run every enabled extension until SIGINT/SIGTERM")
+    chat = sub.add_parser("chat", parents=[common], help="talk to the agent in the terminal (or pipe lines in)")
+    for cmd in (run, chat):  # the data-dir check (hub/datadir.py)
+        cmd.add_argument("--allow-empty", action="store_true",
+                         help="start even though hub.db is empty or missing in a data dir with history")
     runs = sub.add_parser("runs", parents=[common], help="recent runs")
     runs.add_argument("--limit", type=int, default=20)
     runs.add_argument("--state", default=None, choices=["running", "completed", "failed", "rejected", "killed"])
@@ -60,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     rollback.add_argument("name")
     rollback.add_argument("rev", type=int)
     add_memory_commands(sub, common)
+    add_store_commands(sub, common)
     return p
 
 
@@ -89,13 +94,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         "health": cmd_health,
     }
     commands.update(MEMORY_COMMANDS)
+    commands.update(STORE_COMMANDS)
+    lock = None
     try:
+        if args.command in ("run", "chat"):  # one process per data dir, and a database worth opening
+            lock = _claim_data_dir(config, allow_empty=args.allow_empty)
         return asyncio.run(commands[args.command](config, args))
     except KeyboardInterrupt:
         return 130
     except HubError as e:
         print(f"hub: {e}", file=sys.stderr)
         return 2
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _claim_data_dir(config: HubConfig, *, allow_empty: bool) -> Any:
+    from .datadir import DataDirLock, check_database
+
+    lock = DataDirLock(config.data_dir).acquire()
+    try:
+        check_database(config.data_dir, allow_empty=allow_empty, lock=lock)
+    except HubError:
+        lock.release()
+        raise
+    return lock
 
 
 async def cmd_run(config: HubConfig, args: argparse.Namespace) -> int:
@@ -269,6 +293,11 @@ async def cmd_health(config: HubConfig, args: argparse.Namespace) -> int:
         url = f"http://{host}:{config.http.port}/healthz"
         try:
             status = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).status)
+        except urllib.error.HTTPError as e:  # 503: stopping, or a store failing
+            body = e.read().decode("utf-8", "replace")
+            state = json.loads(body).get("status", "unhealthy") if body.startswith("{") else "unhealthy"
+            print(f"{state}: {url} answered {e.code}: {body}", file=sys.stderr)
+            return 1
         except (urllib.error.URLError, OSError) as e:
             print(f"unhealthy: {url}: {e}", file=sys.stderr)
             return 1
@@ -282,6 +311,10 @@ async def cmd_health(config: HubConfig, args: argparse.Namespace) -> int:
         return 1
     if age > args.max_age:
         print(f"unhealthy: last heartbeat {age:.0f}s ago (more than {args.max_age:.0f}s)", file=sys.stderr)
+        return 1
+    degraded = [line for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("degraded:")]
+    if degraded:  # the store is failing: runs fail with store_error, their inputs wait in the inbox
+        print(degraded[0], file=sys.stderr)
         return 1
     print(f"ok: heartbeat {age:.0f}s ago")
     return 0

@@ -69,12 +69,25 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class RetentionSection(_Section):
+    """What the background prune keeps (hub/retention.py; ``hub prune`` applies it now)."""
+
+    days: float = Field(90, ge=0, description="runs, handled inputs, usage and idle conversations' keys older than this go (0: keep)")
+    max_runs: int = Field(100_000, ge=0, description="at most this many ended runs are kept, newest first (0: no cap)")
+    interval: float = Field(3600.0, gt=0, description="seconds between background prunes (the first is at start)")
+    batch: int = Field(500, ge=1, le=100_000, description="rows deleted per transaction (keeps the loop responsive)")
+
+
 class HubSection(_Section):
     data_dir: str = "data"
     contexts_dir: str = "contexts"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"
     shutdown_grace: float = Field(10.0, ge=0, description="seconds runs in flight get to finish at SIGTERM")
+    retention: RetentionSection = Field(default_factory=RetentionSection)
+    dead_letter_after: int = Field(
+        3, ge=0, description="an input whose runs failed this many times is parked, not resumed (0: never)"
+    )
 
 
 class ModelSection(_Section):

@@ -1,4 +1,4 @@
-"""One SQLite database shared by the SQLite stores, with group commit.
+"""One SQLite database shared by the SQLite stores, with group commit and isolated failures.
 
 Writes go through one queue. A writer task drains it and commits everything it found in
 one transaction, so a thousand conversations writing at once cost a handful of commits,
@@ -7,14 +7,26 @@ later step depends on durability: a received message, a run's terminal state);
 :meth:`Database.write_soon` returns at once and is committed within milliseconds (event
 logs). WAL mode with ``synchronous=NORMAL``: a crash may lose the last commits' worth of
 event log, never corrupt the file.
+
+One bad write never takes others down with it. When a batch fails, it is applied again
+with each write in a savepoint of its own, so only the culprit fails; ``SQLITE_BUSY``
+(another process, such as ``hub persona rollback``, holding the write lock) is retried
+with backoff. Writes that still fail are counted (:attr:`Database.lost_writes` for the
+fire-and-forget ones), and :meth:`Database.health` reports the store degraded while
+failures occur. Strings are stored as valid UTF-8 (a lone surrogate becomes U+FFFD), so no
+input can make a write fail.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import math
 import os
+import re
 import sqlite3
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,24 +35,126 @@ import aiosqlite
 
 from .errors import StoreError
 
-__all__ = ["Database"]
+__all__ = ["Database", "dumps", "clean_text"]
 
 log = logging.getLogger(__name__)
 
 _Write = tuple[str, Sequence[Any] | None, "asyncio.Future[None] | None"]
 _BARRIER = ""  # queued by flush(): resolves once everything queued before it is committed
 
+_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_TABLE = re.compile(r"^\s*(?:INSERT(?:\s+OR\s+\w+)?\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)", re.IGNORECASE)
+
+
+def clean_text(s: str) -> str:
+    """``s`` as valid UTF-8: lone UTF-16 surrogates (valid in JSON, not in UTF-8) become U+FFFD."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", s)
+    return s
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def dumps(value: Any, *, default: Any = repr) -> str:
+    """JSON text that any JSON reader accepts: NaN and ±Infinity become ``null`` (as
+    JavaScript's ``JSON.stringify`` writes them), lone surrogates U+FFFD.
+
+    Raises:
+        TypeError: a value JSON cannot hold, when ``default`` is None.
+    """
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=default)
+    except ValueError as e:  # a non-finite float somewhere (a circular value stays an error)
+        if "ircular" in str(e):
+            raise
+        text = json.dumps(_finite(value), ensure_ascii=False, allow_nan=False, default=default)
+    return clean_text(text)
+
+
+def _clean_params(params: Sequence[Any] | None) -> Sequence[Any] | None:
+    if not params:
+        return params
+    out = None
+    for i, p in enumerate(params):
+        if isinstance(p, str):
+            c = clean_text(p)
+        elif isinstance(p, float) and not math.isfinite(p):
+            c = None
+        else:
+            continue
+        if c is not p:
+            if out is None:
+                out = list(params)
+            out[i] = c
+    return params if out is None else out
+
+
+def _table(sql: str) -> str:
+    m = _TABLE.match(sql)
+    return m.group(1) if m else "?"
+
+
+def _is_busy(e: BaseException) -> bool:
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in _BUSY_CODES
+    return isinstance(e, sqlite3.OperationalError) and "locked" in str(e)
+
+
+class _Busy(Exception):
+    """The write lock could not be taken within busy_timeout (retried with backoff)."""
+
+    def __init__(self, original: sqlite3.Error) -> None:
+        self.original = original
+
 
 class Database:
-    """An aiosqlite connection with a group-committing writer. ``path`` may be ``":memory:"``."""
+    """An aiosqlite connection with a group-committing writer. ``path`` may be ``":memory:"``.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    ``busy_timeout`` is how long SQLite waits for another process's write lock before a
+    batch is retried (``busy_retries`` times, with doubling delays); ``degraded_for`` is how
+    long a failure keeps :meth:`health` degraded.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 5.0,
+        busy_retries: int = 6,
+        retry_delay: float = 0.05,
+        degraded_for: float = 60.0,
+    ) -> None:
         self.path = str(path)
+        self.busy_timeout = busy_timeout
+        self.busy_retries = busy_retries
+        self.retry_delay = retry_delay
+        self.degraded_for = degraded_for
         self._conn: aiosqlite.Connection | None = None
         self._queue: asyncio.Queue[_Write] | None = None
         self._writer: asyncio.Task[None] | None = None
         self._schemas: set[str] = set()
         self._closing = False
+        # what /metrics and /healthz report
+        self.lost_writes = 0  # fire-and-forget writes that failed (nobody waited to be told)
+        self.failed_writes = 0  # writes that failed and whose caller got a StoreError
+        self.busy_waits = 0  # batches retried because another connection held the write lock
+        self.errors = 0  # failed operations of any kind (reads too)
+        self.batches = 0  # transactions the writer committed (or tried to)
+        self.last_error: str | None = None
+        self._last_failure: float | None = None
+        self._failing = False
 
     async def open(self) -> Database:
         if self._conn is not None:
@@ -49,25 +163,84 @@ class Database:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
             self._conn = await aiosqlite.connect(self.path, isolation_level=None)
+            await self._conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+            await self._migrate_auto_vacuum()
             await self._conn.execute("PRAGMA journal_mode=WAL")
             await self._conn.execute("PRAGMA synchronous=NORMAL")
-            await self._conn.execute("PRAGMA busy_timeout=5000")
             await self._conn.execute("PRAGMA foreign_keys=ON")
         except (sqlite3.Error, OSError) as e:
             if self._conn is not None:
                 await self._conn.close()
                 self._conn = None
-            raise StoreError(f"cannot open SQLite database {self.path}: {e}") from e
+            self._failed(f"open: {e}")
+            raise StoreError(f"cannot open SQLite database {self.path}: {e}", store="sqlite", operation="open") from e
+        if getattr(self._conn, "_execute", None) is None or getattr(self._conn, "_connection", None) is None:
+            raise StoreError(f"aiosqlite {aiosqlite.__version__} lacks Connection._execute; install aiosqlite<1")
         self._queue = asyncio.Queue()
         self._closing = False
         self._writer = asyncio.create_task(self._write_loop(), name=f"sqlite-writer:{self.path}")
         return self
 
+    async def _migrate_auto_vacuum(self) -> None:
+        """Incremental vacuum (retention frees pages without rewriting the file). A database
+        made before that setting is rewritten once by VACUUM, which is what applies it."""
+        row = await (await self.conn.execute("PRAGMA auto_vacuum")).fetchone()
+        if row is not None and row[0] == 2:
+            return
+        await self.conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
+        tables = await self.conn.execute_fetchall("SELECT 1 FROM sqlite_master LIMIT 1")
+        if tables:
+            log.info("%s: switching to incremental vacuum (a one-off VACUUM)", self.path)
+            await self.conn.execute("VACUUM")
+
     @property
     def conn(self) -> aiosqlite.Connection:
         if self._conn is None:
-            raise StoreError(f"database {self.path} is not open")
+            raise StoreError(f"database {self.path} is not open", store="sqlite", operation="use")
         return self._conn
+
+    async def incremental_vacuum(self, *, pages: int = 2000) -> int:
+        """Give free pages back to the file system, ``pages`` per step; returns how many."""
+        await self.flush()
+        freed = 0
+        try:
+            while True:
+                row = await self.fetchone("PRAGMA freelist_count")
+                free = int(row[0]) if row else 0
+                if not free:
+                    return freed
+                # fetched, not just executed: the pragma frees one page per step of the statement
+                await self.conn.execute_fetchall(f"PRAGMA incremental_vacuum({min(free, pages)})")
+                row = await self.fetchone("PRAGMA freelist_count")
+                left = int(row[0]) if row else 0
+                if left >= free:
+                    return freed  # nothing more can be freed (auto_vacuum is off)
+                freed += free - left
+                await asyncio.sleep(0)
+        except sqlite3.Error as e:
+            self._failed(f"incremental vacuum: {e}")
+            raise StoreError(f"{self.path}: incremental vacuum failed: {e}", store="sqlite", operation="vacuum") from e
+
+    # --- health -------------------------------------------------------------------------
+
+    def _failed(self, error: str) -> None:
+        self.errors += 1
+        self.last_error = error
+        self._last_failure = time.monotonic()
+        self._failing = True
+
+    def health(self) -> str | None:
+        """None while the store works; else why it is degraded (failures in the last
+        ``degraded_for`` seconds, or the last operation failed)."""
+        if self._last_failure is None:
+            return None
+        ago = time.monotonic() - self._last_failure
+        if not self._failing and ago > self.degraded_for:
+            return None
+        lost = f"; {self.lost_writes} writes lost" if self.lost_writes else ""
+        return f"SQLite {self.path}: {self.errors} failed operations, the last {ago:.0f}s ago ({self.last_error}){lost}"
+
+    # --- writing ------------------------------------------------------------------------
 
     async def ensure_schema(self, name: str, script: str) -> None:
         """Create a store's tables once per connection (statements must be idempotent)."""
@@ -77,22 +250,29 @@ class Database:
         try:
             await self.conn.executescript(script)
         except sqlite3.Error as e:
-            raise StoreError(f"cannot create tables for {name} in {self.path}: {e}") from e
+            self._failed(f"{name}: create tables: {e}")
+            raise StoreError(
+                f"cannot create tables for {name} in {self.path}: {e}", store=name, operation="create tables"
+            ) from e
         self._schemas.add(name)
 
     async def write(self, sql: str, params: Sequence[Any] | None = None) -> None:
-        """Queue a write and wait until it is committed."""
+        """Queue a write and wait until it is committed.
+
+        Raises:
+            StoreError: this write failed (naming the table); other writes of its batch are kept.
+        """
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._put((sql, params, fut))
+        self._put((sql, _clean_params(params), fut))
         await fut
 
     def write_soon(self, sql: str, params: Sequence[Any] | None = None) -> None:
         """Queue a write; it is committed with the next batch, within milliseconds."""
-        self._put((sql, params, None))
+        self._put((sql, _clean_params(params), None))
 
     def _put(self, item: _Write) -> None:
         if self._queue is None or self._closing:
-            raise StoreError(f"database {self.path} is closed")
+            raise StoreError(f"database {self.path} is closed", store=_table(item[0]), operation="write")
         self._queue.put_nowait(item)
 
     async def flush(self) -> None:
@@ -106,16 +286,18 @@ class Database:
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row | tuple[Any, ...]]:
         try:
-            return list(await self.conn.execute_fetchall(sql, params))
+            return list(await self.conn.execute_fetchall(sql, _clean_params(params) or ()))
         except sqlite3.Error as e:
-            raise StoreError(f"{self.path}: query failed: {e}") from e
+            self._failed(f"read: {e}")
+            raise StoreError(f"{self.path}: query failed: {e}", store="sqlite", operation="read") from e
 
     async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         """The first row (use it for queries that select at most a few rows)."""
         try:
-            rows = await self.conn.execute_fetchall(sql, params)
+            rows = await self.conn.execute_fetchall(sql, _clean_params(params) or ())
         except sqlite3.Error as e:
-            raise StoreError(f"{self.path}: query failed: {e}") from e
+            self._failed(f"read: {e}")
+            raise StoreError(f"{self.path}: query failed: {e}", store="sqlite", operation="read") from e
         for row in rows:
             return tuple(row)
         return None
@@ -128,44 +310,70 @@ class Database:
             batch = [first]
             while not queue.empty():
                 batch.append(queue.get_nowait())
+            self.batches += 1
             try:
-                await self._commit(batch)
-            except Exception as e:  # report to every waiter; a fire-and-forget write is logged
-                err = e if isinstance(e, StoreError) else StoreError(f"{self.path}: write failed: {e}")
-                failed_quietly = 0
-                for _, _, fut in batch:
-                    if fut is None:
-                        failed_quietly += 1
-                    elif not fut.done():
-                        fut.set_exception(err)
-                if failed_quietly:
-                    log.error("%s: %d queued writes failed: %s", self.path, failed_quietly, e)
-            else:
-                for _, _, fut in batch:
-                    if fut is not None and not fut.done():
-                        fut.set_result(None)
+                errors = await self._commit(batch)
+            except Exception as e:  # the whole batch failed (an outage: disk full, I/O error, lock held)
+                errors = [e] * len(batch)
+            self._settle(batch, errors)
 
-    async def _commit(self, batch: list[_Write]) -> None:
-        conn = self.conn
-        run_in_thread = getattr(conn, "_execute", None)
-        raw = getattr(conn, "_connection", None)
-        if run_in_thread is not None and raw is not None:
-            # The whole transaction in one trip to aiosqlite's thread instead of one per
-            # statement (BEGIN, each group, COMMIT). `_execute` is aiosqlite's own way
-            # of running a function there (stable since 0.17; pinned <1).
-            await run_in_thread(_commit_sync, raw, _group(batch))
+    def _settle(self, batch: list[_Write], errors: Sequence[BaseException | None]) -> None:
+        lost: dict[str, int] = {}
+        first_error: BaseException | None = None
+        for (sql, _, fut), err in zip(batch, errors, strict=True):
+            if err is None:
+                if fut is not None and not fut.done():
+                    fut.set_result(None)
+                continue
+            first_error = first_error or err
+            table = _table(sql)
+            if fut is None:
+                self.lost_writes += 1
+                lost[table] = lost.get(table, 0) + 1
+            else:
+                self.failed_writes += 1
+                if not fut.done():
+                    fut.set_exception(self._error(table, err))
+        if first_error is None:
+            if any(sql != _BARRIER for sql, _, _ in batch):
+                self._failing = False
             return
-        await conn.execute("BEGIN")
-        try:
-            for sql, group in _group(batch):
-                if len(group) == 1:
-                    await conn.execute(sql, group[0] or ())
-                else:
-                    await conn.executemany(sql, [p or () for p in group])
-            await conn.execute("COMMIT")
-        except BaseException:
-            await conn.execute("ROLLBACK")
-            raise
+        self._failed(f"write: {first_error}")
+        if lost:
+            where = ", ".join(f"{n} to {t}" for t, n in sorted(lost.items()))
+            log.error("%s: %d queued writes lost (%s): %s", self.path, sum(lost.values()), where, first_error)
+
+    def _error(self, table: str, err: BaseException) -> StoreError:
+        if isinstance(err, StoreError):
+            return err
+        e = StoreError(f"SQLite table {table!r} in {self.path}: write failed: {err}", store=table, operation="write")
+        e.__cause__ = err
+        return e
+
+    async def _commit(self, batch: list[_Write]) -> list[BaseException | None]:
+        """Commit ``batch``; one error (or None) per write. Busy is retried with backoff."""
+        conn = self.conn
+        # The whole transaction in one trip to aiosqlite's thread instead of one per
+        # statement. `_execute` is aiosqlite's own way of running a function there (stable
+        # since 0.17; pinned <1, checked at open).
+        run_in_thread = conn._execute
+        raw = conn._connection
+        writes = [(sql, params) for sql, params, _ in batch]
+        delay = self.retry_delay
+        for attempt in range(self.busy_retries + 1):
+            try:
+                return await run_in_thread(_commit_sync, raw, writes)
+            except _Busy as e:
+                self.busy_waits += 1
+                if attempt == self.busy_retries:
+                    raise StoreError(
+                        f"SQLite {self.path}: the write lock stayed held by another connection "
+                        f"({self.busy_retries + 1} tries): {e.original}", store="sqlite", operation="write",
+                    ) from e.original
+                log.warning("%s: database is locked by another connection; retrying in %.2fs", self.path, delay)
+                await asyncio.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
 
     async def close(self) -> None:
         if self._conn is None:
@@ -193,24 +401,80 @@ class Database:
         await self.close()
 
 
-def _commit_sync(raw: sqlite3.Connection, groups: list[tuple[str, list[Sequence[Any] | None]]]) -> None:
-    raw.execute("BEGIN")
+def _commit_sync(raw: sqlite3.Connection, writes: list[tuple[str, Sequence[Any] | None]]) -> list[BaseException | None]:
+    """Runs in aiosqlite's thread. The fast path commits the batch as one transaction; if a
+    statement fails, the batch is applied again with each write in a savepoint, so only the
+    writes that fail are left out."""
     try:
-        for sql, group in groups:
+        _begin(raw)
+    except sqlite3.Error as e:
+        if _is_busy(e):
+            raise _Busy(e) from e
+        raise
+    try:
+        for sql, group in _group(writes):
             if len(group) == 1:
                 raw.execute(sql, group[0] or ())
             else:
                 raw.executemany(sql, [p or () for p in group])
         raw.execute("COMMIT")
+        return [None] * len(writes)
+    except Exception as e:  # a bad statement or value (a constraint, an int too large): find it
+        _rollback(raw)
+        if _is_busy(e):
+            raise _Busy(e) from e  # type: ignore[arg-type]
     except BaseException:
-        raw.execute("ROLLBACK")
+        _rollback(raw)
         raise
+    return _commit_each(raw, writes)
 
 
-def _group(batch: Iterable[_Write]) -> list[tuple[str, list[Sequence[Any] | None]]]:
+def _commit_each(raw: sqlite3.Connection, writes: list[tuple[str, Sequence[Any] | None]]) -> list[BaseException | None]:
+    errors: list[BaseException | None] = [None] * len(writes)
+    try:
+        _begin(raw)
+    except sqlite3.Error as e:
+        if _is_busy(e):
+            raise _Busy(e) from e
+        raise
+    try:
+        for i, (sql, params) in enumerate(writes):
+            if sql == _BARRIER:
+                continue
+            raw.execute("SAVEPOINT w")
+            try:
+                raw.execute(sql, params or ())
+            except Exception as e:
+                if _is_busy(e):
+                    raise
+                errors[i] = e
+                raw.execute("ROLLBACK TO w")
+            raw.execute("RELEASE w")
+        raw.execute("COMMIT")
+    except sqlite3.Error as e:
+        _rollback(raw)
+        if _is_busy(e):
+            raise _Busy(e) from e
+        raise
+    except BaseException:
+        _rollback(raw)
+        raise
+    return errors
+
+
+def _begin(raw: sqlite3.Connection) -> None:
+    raw.execute("BEGIN IMMEDIATE")  # take the write lock now, so the busy handler applies
+
+
+def _rollback(raw: sqlite3.Connection) -> None:
+    if raw.in_transaction:
+        raw.execute("ROLLBACK")
+
+
+def _group(batch: Iterable[tuple[str, Sequence[Any] | None]]) -> list[tuple[str, list[Sequence[Any] | None]]]:
     """Consecutive writes with the same SQL, grouped so each group is one executemany."""
     groups: list[tuple[str, list[Sequence[Any] | None]]] = []
-    for sql, params, _ in batch:
+    for sql, params in batch:
         if sql == _BARRIER:  # a flush: nothing to execute, its future resolves with the batch
             continue
         if groups and groups[-1][0] == sql:

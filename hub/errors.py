@@ -87,7 +87,12 @@ class ModelUnavailable(ModelError):
 
 
 class StoreError(HubError):
-    """A store could not be opened, read or written."""
+    """A store could not be opened, read or written; ``store`` and ``operation`` name what failed."""
+
+    def __init__(self, message: str, *, store: str | None = None, operation: str | None = None) -> None:
+        self.store = store
+        self.operation = operation
+        super().__init__(message)
 
 
 class ActionError(HubError):

@@ -375,14 +375,19 @@ class HttpServer:
                 conn.wait_for_request()
 
     async def _healthz(self, request: web.Request) -> web.Response:
+        from .storehealth import store_health
+
         hub = self.hub
         ok = hub.started
+        degraded = store_health(hub) if ok else None
         body = {
-            "status": "ok" if ok else "unavailable",
+            "status": ("degraded" if degraded else "ok") if ok else "unavailable",
             "runs_running": hub.runner.running,
             "queue_depth": hub.runner.queued,
         }
-        return web.json_response(body, status=200 if ok else 503)
+        if degraded:
+            body["store"] = degraded
+        return web.json_response(body, status=200 if ok and not degraded else 503)
 
     async def _metrics(self, request: web.Request) -> web.Response:
         assert self.hub.config.http is not None

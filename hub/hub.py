@@ -23,7 +23,7 @@ from .children import ChildRuns
 from .engine import ContextInstance, Engine, RunContext, RunResult
 from .episodes import EpisodicMemory
 from .errors import ExtensionError, ExtensionFailed, RunError
-from .inbox import InboxStore, SQLiteInbox
+from .inbox import InboxStore, SQLiteInbox, park_poison
 from .http import http_component
 from .logs import InputLog, OutputLog, StepLog
 from .memory.sqlite import SQLiteMemoryStore
@@ -152,6 +152,10 @@ class Hub:
         self.metrics = Metrics(self)
         self.scheduler = Scheduler(SQLiteScheduleStore(self._db) if self._db is not None else None)
         self.components.append(self.scheduler)
+        if self._db is not None:  # the database stays bounded (hub/retention.py)
+            from .retention import Retention
+
+            self.components.append(Retention(self._db, self.config.hub.retention))
         self.http = http_component(self.config)
         if self.http is not None:
             self.components.append(self.http)
@@ -292,6 +296,8 @@ class Hub:
                 if answered[p.run_id]:
                     await self.inbox.done([p.entry.id])
                     continue
+            if await park_poison(self.inbox, self.runs, p, park_after=self.config.hub.dead_letter_after):
+                continue  # failed too often: parked for `hub inbox`, not resumed
             try:
                 definition, args, key = self.resolve_context(p.context)
             except RunError as e:

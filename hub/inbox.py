@@ -4,20 +4,33 @@ This is what makes "no message lost, none answered twice" hold across a SIGKILL:
 extension records a message (with its platform id) before it confirms it to the platform;
 a redelivered platform id is refused; at boot, inputs of runs that died before answering
 are taken again.
+
+A poison input (one whose run fails, or kills the process, every time) must not wedge its
+conversation: each failed run is counted once per input (:meth:`InboxStore.failed`), and at
+``[hub] dead_letter_after`` failures the input is *parked* with its last error. Parked
+inputs are not resumed; ``hub inbox`` lists them, ``hub inbox retry ID`` puts one back and
+``hub inbox drop ID`` gives it up.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
 
-from .db import Database
+from .db import Database, dumps
 from .logs import InputLog, from_dict, to_dict
 
-__all__ = ["InboxStore", "InMemoryInbox", "SQLiteInbox", "Pending"]
+if TYPE_CHECKING:
+    from .runs import RunStore
+
+__all__ = ["InboxStore", "InMemoryInbox", "SQLiteInbox", "Pending", "Parked", "park_poison"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -26,6 +39,17 @@ class Pending:
 
     context: str
     entry: InputLog
+    run_id: str | None
+
+
+@dataclass(slots=True)
+class Parked:
+    """An input given up on after ``failures`` failed runs, with the last one's error."""
+
+    context: str
+    entry: InputLog
+    failures: int
+    error: str
     run_id: str | None
 
 
@@ -44,10 +68,28 @@ class InboxStore(ABC):
 
     @abstractmethod
     async def pending(self) -> list[Pending]:
-        """Inputs recorded but not done, oldest first."""
+        """Inputs recorded but neither done nor parked, oldest first."""
 
     @abstractmethod
     async def seen(self, platform_id: str) -> bool: ...
+
+    @abstractmethod
+    async def failed(self, ids: list[str], run_id: str, error: str, *, park_after: int) -> list[str]:
+        """Count a failed run ``run_id`` against each input (once per run, however often
+        this is called for it), parking those with ``park_after`` failures; returns the ids
+        parked now. Durable when it returns."""
+
+    @abstractmethod
+    async def parked(self) -> list[Parked]:
+        """Parked inputs, oldest first."""
+
+    @abstractmethod
+    async def retry(self, input_id: str) -> bool:
+        """A parked input is pending again, its failures forgotten. False if none is parked with that id."""
+
+    @abstractmethod
+    async def drop(self, input_id: str) -> bool:
+        """A parked input is given up (marked done). False if none is parked with that id."""
 
     async def open(self) -> None:  # noqa: B027
         pass
@@ -56,9 +98,20 @@ class InboxStore(ABC):
         pass
 
 
+@dataclass(slots=True)
+class _Item:
+    context: str
+    entry: InputLog
+    run_id: str | None = None
+    failures: int = 0
+    failed_run: str | None = None
+    error: str | None = None
+    parked: bool = False
+
+
 class InMemoryInbox(InboxStore):
     def __init__(self) -> None:
-        self._items: dict[str, tuple[str, InputLog, str | None, bool]] = {}
+        self._items: dict[str, _Item] = {}
         self._platform_ids: set[str] = set()
 
     async def record(self, context: str, entry: InputLog) -> bool:
@@ -66,24 +119,57 @@ class InMemoryInbox(InboxStore):
             if entry.platform_id in self._platform_ids:
                 return False
             self._platform_ids.add(entry.platform_id)
-        self._items[entry.id] = (context, entry, None, False)
+        self._items[entry.id] = _Item(context, entry)
         return True
 
     def take(self, ids: list[str], run_id: str) -> None:
         for i in ids:
             if i in self._items:
-                c, e, _, d = self._items[i]
-                self._items[i] = (c, e, run_id, d)
+                self._items[i].run_id = run_id
 
     async def done(self, ids: list[str]) -> None:
         for i in ids:
             self._items.pop(i, None)
 
     async def pending(self) -> list[Pending]:
-        return [Pending(c, e, r) for c, e, r, _ in self._items.values()]
+        return [Pending(it.context, it.entry, it.run_id) for it in self._items.values() if not it.parked]
 
     async def seen(self, platform_id: str) -> bool:
         return platform_id in self._platform_ids
+
+    async def failed(self, ids: list[str], run_id: str, error: str, *, park_after: int) -> list[str]:
+        parked = []
+        for i in ids:
+            it = self._items.get(i)
+            if it is None or it.parked:
+                continue
+            if it.failed_run != run_id:
+                it.failures, it.failed_run, it.error = it.failures + 1, run_id, error
+            if park_after and it.failures >= park_after:
+                it.parked = True
+                parked.append(i)
+        return parked
+
+    async def parked(self) -> list[Parked]:
+        return [
+            Parked(it.context, it.entry, it.failures, it.error or "", it.run_id)
+            for it in self._items.values()
+            if it.parked
+        ]
+
+    async def retry(self, input_id: str) -> bool:
+        it = self._items.get(input_id)
+        if it is None or not it.parked:
+            return False
+        it.parked, it.failures, it.failed_run, it.error, it.run_id = False, 0, None, None, None
+        return True
+
+    async def drop(self, input_id: str) -> bool:
+        it = self._items.get(input_id)
+        if it is None or not it.parked:
+            return False
+        del self._items[input_id]
+        return True
 
 
 _SCHEMA = """
@@ -100,9 +186,13 @@ CREATE TABLE IF NOT EXISTS inbox (
 CREATE INDEX IF NOT EXISTS inbox_state ON inbox (state, received);
 """
 
+# columns added after the first release: added to an existing table at open
+_COLUMNS = {"failures": "INTEGER NOT NULL DEFAULT 0", "failed_run": "TEXT", "error": "TEXT"}
+
 
 class SQLiteInbox(InboxStore):
-    """Handled rows are kept (platform ids must stay known); ``prune`` drops old handled rows."""
+    """Handled rows are kept (platform ids must stay known); retention (hub/retention.py)
+    drops old handled rows. States: received, taken, done, parked."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -110,13 +200,17 @@ class SQLiteInbox(InboxStore):
     async def open(self) -> None:
         await self.db.open()
         await self.db.ensure_schema("inbox", _SCHEMA)
+        have = {r[1] for r in await self.db.fetchall("PRAGMA table_info(inbox)")}
+        for name, decl in _COLUMNS.items():
+            if name not in have:
+                await self.db.write(f"ALTER TABLE inbox ADD COLUMN {name} {decl}")
 
     async def record(self, context: str, entry: InputLog) -> bool:
         if entry.platform_id is not None and await self.seen(entry.platform_id):
             return False
         await self.db.write(
             "INSERT OR IGNORE INTO inbox (id, context, platform_id, data, state, received) VALUES (?,?,?,?,?,?)",
-            (entry.id, context, entry.platform_id, json.dumps(to_dict(entry), default=repr), "received", entry.ts),
+            (entry.id, context, entry.platform_id, dumps(to_dict(entry)), "received", entry.ts),
         )
         if entry.platform_id is None:
             return True
@@ -135,23 +229,86 @@ class SQLiteInbox(InboxStore):
 
     async def pending(self) -> list[Pending]:
         rows = await self.db.fetchall(
-            "SELECT context, data, run_id FROM inbox WHERE state != 'done' ORDER BY received"
+            "SELECT context, data, run_id FROM inbox WHERE state IN ('received', 'taken') ORDER BY received"
         )
-        out = []
-        for context, data, run_id in rows:
-            entry = from_dict(json.loads(data))
-            assert isinstance(entry, InputLog)
-            out.append(Pending(context, entry, run_id))
-        return out
+        return [Pending(context, _entry(data), run_id) for context, data, run_id in rows]
 
     async def seen(self, platform_id: str) -> bool:
         return await self.db.fetchone("SELECT 1 FROM inbox WHERE platform_id = ?", (platform_id,)) is not None
 
-    async def prune(self, older_than: float) -> int:
+    async def failed(self, ids: list[str], run_id: str, error: str, *, park_after: int) -> list[str]:
+        for i in ids:
+            self.db.write_soon(
+                "UPDATE inbox SET failures = failures + 1, failed_run = ?, error = ? "
+                "WHERE id = ? AND state IN ('received', 'taken') AND failed_run IS NOT ?",
+                (run_id, error, i, run_id),
+            )
+        await self.db.flush()
+        if not park_after or not ids:
+            return []
+        marks = ",".join("?" * len(ids))
         rows = await self.db.fetchall(
-            "SELECT COUNT(*) FROM inbox WHERE state = 'done' AND handled < ?", (time.time() - older_than,)
+            f"SELECT id FROM inbox WHERE id IN ({marks}) AND state IN ('received', 'taken') AND failures >= ?",
+            (*ids, park_after),
         )
-        await self.db.write("DELETE FROM inbox WHERE state = 'done' AND handled < ?", (time.time() - older_than,))
-        return int(rows[0][0]) if rows else 0
+        parked = [r[0] for r in rows]
+        for i in parked:
+            self.db.write_soon("UPDATE inbox SET state = 'parked', handled = ? WHERE id = ?", (time.time(), i))
+        await self.db.flush()
+        return parked
+
+    async def parked(self) -> list[Parked]:
+        rows = await self.db.fetchall(
+            "SELECT context, data, failures, error, run_id FROM inbox WHERE state = 'parked' ORDER BY received"
+        )
+        return [Parked(c, _entry(d), int(f), e or "", r) for c, d, f, e, r in rows]
+
+    async def retry(self, input_id: str) -> bool:
+        if await self.db.fetchone("SELECT 1 FROM inbox WHERE id = ? AND state = 'parked'", (input_id,)) is None:
+            return False
+        await self.db.write(
+            "UPDATE inbox SET state = 'received', run_id = NULL, failures = 0, failed_run = NULL, error = NULL, "
+            "handled = NULL WHERE id = ? AND state = 'parked'",
+            (input_id,),
+        )
+        return True
+
+    async def drop(self, input_id: str) -> bool:
+        if await self.db.fetchone("SELECT 1 FROM inbox WHERE id = ? AND state = 'parked'", (input_id,)) is None:
+            return False
+        await self.db.write(
+            "UPDATE inbox SET state = 'done', handled = ? WHERE id = ? AND state = 'parked'", (time.time(), input_id)
+        )
+        return True
+
+    async def find(self, prefix: str) -> str | None:
+        """The id of the one input whose id starts with ``prefix`` (as ``hub inbox`` prints it)."""
+        rows = await self.db.fetchall("SELECT id FROM inbox WHERE id >= ? AND id < ? LIMIT 2", (prefix, prefix + "\uffff"))
+        return rows[0][0] if len(rows) == 1 else None
 
 
+def _entry(data: str) -> InputLog:
+    entry = from_dict(json.loads(data))
+    assert isinstance(entry, InputLog)
+    return entry
+
+
+async def park_poison(inbox: InboxStore, runs: RunStore, p: Pending, *, park_after: int) -> bool:
+    """At start, before a pending input is resumed: if the run that last took it failed (or
+    died with the process), count that against it; True if it is now parked."""
+    if p.run_id is None:
+        return False
+    run = await runs.get(p.run_id)
+    if run is None or not (run.state == "failed" or (run.state == "killed" and run.reason == "abnormal_exit")):
+        return False  # still running elsewhere, or stopped by a shutdown: not the input's fault
+    if (run.reason or "").startswith("store_error"):
+        return False  # the store failed, not the input: it is retried as often as it takes
+    error = f"run {run.id[:8]} {run.state}: {run.reason}"
+    if not await inbox.failed([p.entry.id], run.id, error, park_after=park_after):
+        return False
+    log.warning(
+        "inbox: input %s for %s parked after %d failed runs (last: %s); `hub inbox` lists it, "
+        "`hub inbox retry %s` resumes it",
+        p.entry.id[:8], p.context, park_after, error, p.entry.id[:8],
+    )
+    return True

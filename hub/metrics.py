@@ -67,6 +67,9 @@ class Metrics:
         Gauge("hub_llm_waiting", "Steps waiting for a free LLM slot", registry=r).set_function(
             lambda: runner.llm_waiting
         )
+        from .storehealth import StoreCollector
+
+        r.register(StoreCollector(hub))  # lost writes, store errors, degraded (issues 11, 16)
         hub.step_observers.append(self._step)
         hub.output_observers.append(self._output)
         hub.after_run_hooks.append(self._run_ended)

@@ -97,12 +97,15 @@ class Heartbeat:
     async def start(self, hub: Hub) -> None:
         if self._task is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._task = asyncio.create_task(self._beat(), name="heartbeat")
+            self._task = asyncio.create_task(self._beat(hub), name="heartbeat")
 
-    async def _beat(self) -> None:
+    async def _beat(self, hub: Hub) -> None:
+        from .storehealth import store_health
+
         while True:
             try:
-                self.path.write_text(f"{time.time():.0f}\n", encoding="utf-8")
+                degraded = store_health(hub) if hub is not None else None  # a second line for `hub health`
+                self.path.write_text(f"{time.time():.0f}\n" + (f"degraded: {degraded}\n" if degraded else ""), encoding="utf-8")
             except OSError as e:
                 log.warning("heartbeat: cannot write %s: %s", self.path, e)
             await asyncio.sleep(self.interval)

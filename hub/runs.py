@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from .db import Database
+from .db import Database, dumps
 from .logs import Log, from_dict, new_id, to_dict
 
 __all__ = ["RunState", "RunRecord", "RunStore", "InMemoryRunStore", "SQLiteRunStore", "TERMINAL_STATES"]
@@ -219,7 +219,7 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=repr)
+    return dumps(value)
 
 
 class SQLiteRunStore(RunStore):

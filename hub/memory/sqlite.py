@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from ..db import Database
+from ..db import Database, dumps
 from .store import MemoryStore
 
 __all__ = ["SQLiteMemoryStore"]
@@ -36,8 +36,8 @@ class SQLiteMemoryStore(MemoryStore):
 
     async def set(self, key: str, value: Any) -> None:
         try:
-            text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-        except ValueError as e:
+            text = dumps(value, default=None)  # NaN/Infinity become null, lone surrogates U+FFFD
+        except (TypeError, ValueError) as e:
             raise TypeError(f"value for {key!r} is not JSON-serialisable: {e}") from e
         await self.db.write(
             "INSERT INTO kv (key, value, updated) VALUES (?, ?, ?) "

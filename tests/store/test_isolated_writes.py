@@ -1,0 +1,143 @@
+"""One bad write fails alone: the writes queued with it (other conversations' event logs,
+inbox marks, usage) are committed; a write lock held by another process is waited out."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from hub.db import Database
+from hub.errors import StoreError
+from hub.inbox import SQLiteInbox
+from hub.limits import SQLiteUsageStore
+from hub.logs import InputLog, ThoughtLog
+from hub.memory.sqlite import SQLiteMemoryStore
+from hub.runs import RunRecord, SQLiteRunStore
+
+
+async def _until(cond, timeout: float = 10.0) -> None:
+    """Wait for something that must happen (never used to show that something did not)."""
+    async with asyncio.timeout(timeout):
+        while not cond():
+            await asyncio.sleep(0.005)
+
+
+async def _stores(db: Database):
+    runs, inbox, usage, memory = SQLiteRunStore(db), SQLiteInbox(db), SQLiteUsageStore(db), SQLiteMemoryStore(db)
+    for s in (runs, inbox, usage, memory):
+        await s.open()
+    return runs, inbox, usage, memory
+
+
+async def test_a_constraint_violation_fails_alone(tmp_path: Path) -> None:
+    async with Database(tmp_path / "hub.db") as db:
+        runs, inbox, usage, memory = await _stores(db)
+        a, b = RunRecord("chat:a"), RunRecord("chat:b")
+        await runs.create(a)
+        await runs.create(b)
+        entry = InputLog(type="text", content="hi")
+        assert await inbox.record("chat:b", entry)
+        await db.flush()
+        batches = db.batches
+
+        async def others() -> None:
+            runs.append(b, ThoughtLog(content="one"))
+            inbox.take([entry.id], b.id)
+            usage.add("conversation:chat:b", "2026-01-01", 42)
+            runs.append(b, ThoughtLog(content="two"))
+            await memory.set("memory:chat:b", {"n": 1})
+
+        culprit = asyncio.ensure_future(runs.create(RunRecord("chat:a", id=a.id)))  # the same id: PRIMARY KEY
+        await asyncio.gather(others(), asyncio.gather(culprit, return_exceptions=True))
+
+        assert db.batches == batches + 1, "the culprit was not queued in the same transaction as the others"
+        with pytest.raises(StoreError) as ei:
+            await culprit
+        assert ei.value.store == "runs" and "UNIQUE" in str(ei.value)
+        assert [e.content for e in await runs.events(b.id)] == ["one", "two"]
+        assert await usage.get("conversation:chat:b", "2026-01-01") == 42
+        assert await memory.get("memory:chat:b") == {"n": 1}
+        assert [p.run_id for p in await inbox.pending()] == [b.id]
+        assert db.failed_writes == 1 and db.lost_writes == 0
+        assert db.health() is not None  # degraded while failures occur
+
+
+async def test_a_lost_fire_and_forget_write_is_counted(tmp_path: Path) -> None:
+    async with Database(tmp_path / "hub.db", degraded_for=0.0) as db:
+        runs, *_ = await _stores(db)
+        run = RunRecord("chat:a")
+        await runs.create(run)
+        runs.append(run, ThoughtLog(content="kept"))
+        db.write_soon("INSERT INTO runs (id, context, state, started) VALUES (?, ?, ?, ?)", (run.id, "x", "running", 0))
+        runs.append(run, ThoughtLog(content="kept too"))
+        await db.flush()
+        assert db.lost_writes == 1
+        assert [e.content for e in await runs.events(run.id)] == ["kept", "kept too"]
+        assert "1 writes lost" in (db.health() or "")
+        runs.append(run, ThoughtLog(content="later"))
+        await db.flush()
+        assert db.health() is None  # a batch committed since, and the window is 0 s
+
+
+async def test_a_write_lock_held_by_another_process_is_waited_out(tmp_path: Path) -> None:
+    path = tmp_path / "hub.db"
+    async with Database(path, busy_timeout=0.02, retry_delay=0.01, busy_retries=30) as db:
+        runs, inbox, *_ = await _stores(db)
+        run = RunRecord("chat:a")
+        await runs.create(run)
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # what `hub persona rollback` does while it writes
+        other.execute("INSERT INTO kv (key, value, updated) VALUES ('persona', '1', 0)")
+        runs.append(run, ThoughtLog(content="during the lock"))
+        done = asyncio.ensure_future(inbox.done(["nothing"]))
+        await _until(lambda: db.busy_waits >= 2)
+        assert not done.done()
+        other.execute("COMMIT")
+        other.close()
+        await done
+        assert [e.content for e in await runs.events(run.id)] == ["during the lock"]
+        assert db.lost_writes == 0 and db.failed_writes == 0 and db.health() is None
+        assert await db.fetchone("SELECT value FROM kv WHERE key = 'persona'") == ("1",)
+
+
+async def test_a_lock_that_outlasts_the_retries_fails_visibly_then_recovers(tmp_path: Path) -> None:
+    path = tmp_path / "hub.db"
+    async with Database(path, busy_timeout=0.01, retry_delay=0.001, busy_retries=2, degraded_for=0.0) as db:
+        runs, *_ = await _stores(db)
+        run = RunRecord("chat:a")
+        await runs.create(run)
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        runs.append(run, ThoughtLog(content="lost"))
+        with pytest.raises(StoreError, match="write lock"):
+            await runs.finish(run)
+        assert db.lost_writes == 1
+        assert "locked" in (db.health() or "")
+        other.execute("ROLLBACK")
+        other.close()
+        runs.append(run, ThoughtLog(content="after"))
+        await runs.finish(run)
+        assert db.health() is None
+        assert [e.content for e in await runs.events(run.id)] == ["after"]
+
+
+async def test_lone_surrogates_and_non_finite_numbers_never_fail_a_write(tmp_path: Path) -> None:
+    async with Database(tmp_path / "hub.db") as db:
+        runs, inbox, _, memory = await _stores(db)
+        run = RunRecord("chat:\ud800")
+        await runs.create(run)
+        entry = InputLog(type="text", content={"s": "a\ud800b", "n": [float("nan"), float("inf"), 1.5]}, platform_id="p\udfff")
+        assert await inbox.record("chat:a", entry)
+        runs.append(run, entry)
+        await memory.set("memory:chat:a", {"s": "\udc00", "x": float("-inf")})
+        await runs.finish(run)
+        [event] = await runs.events(run.id)
+        assert event.content == {"s": "a\ufffdb", "n": [None, None, 1.5]}
+        [pending] = await inbox.pending()
+        assert pending.entry.content == {"s": "a\ufffdb", "n": [None, None, 1.5]}
+        assert await memory.get("memory:chat:a") == {"s": "\ufffd", "x": None}
+        assert (await runs.get(run.id)).context == "chat:\ufffd"
+        assert db.errors == 0
