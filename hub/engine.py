@@ -38,7 +38,7 @@ from .logs import (
 from .models import Usage, stream_with_retry
 from .outputs import OutputDispatch, output_type
 from .parser import Element, ElementParser
-from .run import ContextInstance, Run, RunContext, RunRejected, RunResult, StopRun, store_error
+from .run import ContextInstance, Run, RunContext, RunRejected, RunResult, StopRun, is_store_error, store_error
 from .runs import RunRecord, RunState
 
 if TYPE_CHECKING:
@@ -305,7 +305,11 @@ class Engine:
             await self._step_of_end(run, "on_run hook", lambda: _hook(inst.definition.on_run, ctx))
             failure = await self._step_of_end(run, "saving memory", lambda: save(self.hub, inst, logs, ctx))
         answered = any(isinstance(e, OutputLog) and (e.sent or e.parts) for e in logs)
-        if state != RunState.KILLED or reason not in ("shutdown", "cancelled") or answered:
+        stopped = state == RunState.KILLED and reason in ("shutdown", "cancelled")
+        # a run the store failed answered nothing: its inputs stay in the inbox, and the
+        # runner hands them to a new run once the store is back (or the next start does)
+        store_failed = failure is not None or (state == RunState.FAILED and is_store_error(reason))
+        if answered or not (stopped or store_failed):
             taken = [e.id for e in logs if isinstance(e, InputLog)]
             if taken:
                 failure = await self._step_of_end(run, "marking its inputs done", lambda: self.hub.inbox.done(taken)) or failure

@@ -51,6 +51,11 @@ class StopRun(Exception):  # noqa: N818 - a signal that steers the loop, not an 
         super().__init__(reason)
 
 
+def is_store_error(reason: str | None) -> bool:
+    """Whether a run's reason says the store failed it (not the input, not the model)."""
+    return bool(reason) and reason.startswith("store_error")  # type: ignore[union-attr]
+
+
 def store_error(e: BaseException) -> str | None:
     """``store_error: ...`` when ``e`` comes from a store (the reason a run fails with), else None."""
     if isinstance(e, (StoreError, sqlite3.Error)):

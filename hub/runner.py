@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from .definitions import Context
 from .errors import RunError
-from .logs import InputLog, StateLog
-from .run import RunResult
+from .logs import InputLog, OutputLog, StateLog
+from .run import RunResult, is_store_error
 from .runs import RunState
 
 if TYPE_CHECKING:
@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 __all__ = ["Runner", "Slot", "Submission"]
 
 log = logging.getLogger(__name__)
+
+STORE_RETRY_DELAYS: tuple[float, ...] = (1, 2, 5, 10, 30, 60, 60, 60, 60, 60)
+"""Seconds before the inputs of a run the store failed are handed to a new run, by attempt.
+Past the last, they stay in the inbox for the next start."""
 
 
 class Submission:
@@ -96,6 +100,8 @@ class Runner:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.accepting = True
         self.llm_waiting = 0
+        self.store_retry_delays = STORE_RETRY_DELAYS
+        self._store_retries: dict[str, int] = {}
 
     @asynccontextmanager
     async def llm_slot(self) -> AsyncIterator[None]:
@@ -169,6 +175,8 @@ class Runner:
                     log.exception("the run of %s failed outside its own handling", slot.id)
                     result, error = None, e
                 failed = self._resolve(slot, result, error)
+                if result is not None:
+                    self._after_store_outage(slot, result)
                 if failed:
                     try:  # answered (failed): not handled again after a restart
                         await self.hub.inbox.done(failed)
@@ -177,6 +185,41 @@ class Runner:
         finally:
             if not slot.pending and self.slots.get(slot.id) is slot:
                 del self.slots[slot.id]
+
+    def _after_store_outage(self, slot: Slot, result: RunResult) -> None:
+        """A run the store failed, having answered nothing, left its inputs in the inbox:
+        hand them to a new run after a backoff, so they are answered once the store is back."""
+        entries = [e for e in result.logs if isinstance(e, InputLog)]
+        answered = any(isinstance(e, OutputLog) and (e.sent or e.parts) for e in result.logs)
+        if result.state != RunState.FAILED or not is_store_error(result.reason) or answered:
+            for e in entries:
+                self._store_retries.pop(e.id, None)
+            return
+        if not entries:
+            return
+        attempt = max(self._store_retries.get(e.id, 0) for e in entries)
+        if attempt >= len(self.store_retry_delays):
+            for e in entries:
+                self._store_retries.pop(e.id, None)
+            log.error(
+                "%d input(s) of %s failed by the store %d times; left in the inbox for the next start",
+                len(entries), slot.id, attempt,
+            )
+            return
+        for e in entries:
+            self._store_retries[e.id] = attempt + 1
+        delay = self.store_retry_delays[attempt]
+        log.warning("%d input(s) of %s: the store failed the run; retrying in %gs", len(entries), slot.id, delay)
+
+        async def retry() -> None:
+            await asyncio.sleep(delay)
+            if not self.accepting:
+                return  # stopping: they are still in the inbox, the next start resumes them
+            for e in entries:
+                e.processed = False
+                self.submit(slot.definition, slot.args, slot.key, e)
+
+        self.spawn(retry(), name=f"store-retry:{slot.id}")
 
     def _resolve(self, slot: Slot, result: RunResult | None, error: BaseException | None) -> list[str]:
         """Resolve the submissions of the inputs the run took; after an engine bug, of every

@@ -11,7 +11,7 @@ from typing import Any
 from hub import Hub, RunResult
 from hub.errors import ModelError, StoreError
 from hub.inbox import InboxStore
-from hub.logs import ActionCallLog, OutputLog
+from hub.logs import ActionCallLog, InputLog, OutputLog
 from hub.memory.store import MemoryStore
 from hub.models import Model, ModelRequest, Usage
 from hub.runs import RunState, RunStore
@@ -157,12 +157,27 @@ async def check(hub: Hub, result: RunResult, *, others: dict[tuple[str, str], tu
     row = await runs.get(result.run_id)
     assert row is not None, f"no row for run {result.run_id} ({result.state}: {result.reason})"
     assert row.state == result.state and row.reason == result.reason, (row.state, row.reason, result.state, result.reason)
-    # the inbox is consistent: every input of a terminal run is handled, none left taken
+    # the inbox is consistent: every input of a terminal run is handled, none left taken;
+    # except that a run the store failed, having answered nothing, leaves its inputs there
+    # for a retry once the store is back
     pending = await inbox.pending()
-    assert pending == [], [(p.context, p.run_id) for p in pending]
+    if store_failed(result):
+        mine = {e.id for e in result.logs if isinstance(e, InputLog)}
+        assert {p.entry.id for p in pending} <= mine, [(p.context, p.run_id) for p in pending]
+    else:
+        assert pending == [], [(p.context, p.run_id) for p in pending]
     # other conversations' data is intact
     for (context_id, run_id), before in others.items():
         assert await snapshot(hub, context_id, run_id) == before, context_id
+
+
+def store_failed(result: RunResult) -> bool:
+    """The store failed the run before it answered anything (its inputs are kept)."""
+    return (
+        result.state == "failed"
+        and (result.reason or "").startswith("store_error")
+        and not any(isinstance(e, OutputLog) and (e.sent or e.parts) for e in result.logs)
+    )
 
 
 def _inner(store: Any) -> Any:
@@ -179,5 +194,5 @@ def calls_of(result: RunResult, name: str) -> list[ActionCallLog]:
 
 __all__ = [
     "FaultyStore", "FunctionModel", "OutputLog", "STORES", "SEND_BOUND", "boundaries", "broken",
-    "calls_of", "check", "delivered", "methods", "send_bounded", "snapshot", "wrap_stores",
+    "calls_of", "check", "delivered", "methods", "send_bounded", "snapshot", "store_failed", "wrap_stores",
 ]
