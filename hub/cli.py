@@ -96,10 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 async def cmd_run(config: HubConfig, args: argparse.Namespace) -> int:
     from .hub import Hub
 
-    from .ops import Heartbeat
-
-    hub = Hub(config)
-    hub.components.append(Heartbeat(config.data_dir / HEARTBEAT))
+    hub = Hub(config, heartbeat=config.data_dir / HEARTBEAT)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -483,6 +483,7 @@ class Engine:
     # --- elements -----------------------------------------------------------------------
 
     def _element(self, st: _RunState, el: Element, calls: list[_Call]) -> None:
+        el = self.hub.redactor.redact_element(el)  # a secret the model writes is masked as it enters
         name = el.name
         if name in THOUGHT_TAGS:
             text = el.content.strip()
@@ -599,8 +600,8 @@ class Engine:
             call_id=call.id,
             name=call.name,
             ok=ok,
-            data=data,
-            error=error,
+            data=self.hub.redactor.redact_tree(data),  # masked as it enters the run
+            error=self.hub.redactor.redact(error) if error else error,
             denied=denied,
             step=st.step,
             duration=(time.monotonic() - started) if started else 0.0,
@@ -611,7 +612,7 @@ class Engine:
         definition = st.instance.definition
         otype = otype or definition.reply_output
         out = st.outputs.get(otype) if otype else None
-        entry = OutputLog(type=otype or "", content=content.strip(), attrs=attrs, step=st.step)
+        entry = OutputLog(type=otype or "", content=self.hub.redactor.redact(content.strip()), attrs=attrs, step=st.step)
         if out is None:
             known = ", ".join(sorted(st.outputs)) or "none"
             entry.error = f"unknown output type {otype!r}; available: {known}" if otype else "output without a type"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hub.cli import main
-from hub.ops import Heartbeat
+from hub.heartbeat import Heartbeat
 
 ROOT = Path(__file__).resolve().parents[2]
 

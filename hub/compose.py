@@ -1,0 +1,179 @@
+"""The composition root: the one place that builds a hub's features from its config.
+
+:func:`compose` makes every feature once, hands each what it needs (a store, the runner,
+the hub's ``submit`` or output registry, never the hub itself), and returns them as
+:class:`Features`: the ordered :class:`~hub.hooks.Plugins` through which they take part in
+runs, and the components the hub starts and stops. Nothing is attached or replaced later.
+
+Plugin order is the order of the hooks: the daily budgets (``limits``) first, so a spent
+budget stops a run before anything else sees it; then the role guard, the metrics, child
+runs and episodic memory.
+
+Where a new feature goes: a class in its own module that subclasses
+:class:`~hub.hooks.Plugin` (and has ``start``/``stop`` if it runs in the background),
+built here with its dependencies and added to the plugins (and components).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from .config import HubConfig
+from .db import Database
+from .definitions import Context, Output
+from .engine import ContextInstance
+from .children import ChildRuns
+from .episode import open_episode_store, shared_embedder
+from .episodes import EpisodicMemory
+from .guard import RoleGuard
+from .heartbeat import Heartbeat
+from .hooks import Plugins
+from .http import HttpServer, http_component
+from .limits import Budgets, InMemoryUsageStore, SQLiteUsageStore, UsageStore
+from .metrics import Metrics
+from .models import Model, RetryPolicy
+from .persona import Persona, PersonaSet
+from .persona_watch import PersonaWatcher
+from .prompt import PromptBuilder
+from .redact import Redactor
+from .revisions import InMemoryRevisionStore, RevisionStore, SQLiteRevisionStore
+from .runner import Runner
+from .runs import RunStore
+from .schedule import Scheduler, SQLiteScheduleStore
+
+__all__ = ["Component", "Features", "compose", "prompt_budget"]
+
+LOCAL_MARGIN = 64
+"""Tokens of the local model's context window kept free of the prompt (template, rounding)."""
+
+
+class Component(Protocol):
+    """A built-in part with a lifecycle (started after extensions' services, stopped before)."""
+
+    async def start(self, hub: Any) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+@dataclass(slots=True)
+class Features:
+    """Everything :func:`compose` built, in the order the hub uses it."""
+
+    redactor: Redactor
+    prompts: PromptBuilder
+    plugins: Plugins
+    components: list[Component]
+    metrics: Metrics
+    budgets: Budgets
+    guard: RoleGuard
+    children: ChildRuns
+    scheduler: Scheduler
+    revisions: RevisionStore
+    usage: UsageStore
+    http: HttpServer | None = None
+    episodes: EpisodicMemory | None = None
+    stores: tuple[Any, ...] = field(default=())
+
+
+def prompt_budget(config: HubConfig, *, local: bool) -> int:
+    """The prompt's token budget: ``[agent] prompt_budget``, and for a local model never more
+    than its context window leaves once the answer (``max_tokens``) has its room."""
+    budget = config.agent.prompt_budget
+    if local:
+        m = config.model
+        budget = min(budget, m.context_length - (m.max_tokens or 192) - LOCAL_MARGIN)
+    return budget
+
+
+def compose(
+    config: HubConfig,
+    *,
+    db: Database | None,
+    runner: Runner,
+    runs: RunStore,
+    outputs: Mapping[str, Output],
+    personas: PersonaSet,
+    submit: Callable[..., Awaitable[Any]],
+    resolve: Callable[[str], tuple[Context, Any, str]],
+    persona_for: Callable[[ContextInstance], Persona | None],
+    started: Callable[[], bool],
+    model: Callable[[], Model],
+    retry_policy: RetryPolicy,
+    local_model: bool,
+    heartbeat: Path | None = None,
+    redactor: Redactor | None = None,
+) -> Features:
+    """Build a hub's features from ``config`` and the hub's own parts (see the module doc)."""
+    redactor = redactor if redactor is not None else Redactor.from_config(config)
+    prompts = PromptBuilder(budget=prompt_budget(config, local=local_model), redactor=redactor)
+
+    usage: UsageStore = SQLiteUsageStore(db) if db is not None else InMemoryUsageStore()
+    revisions: RevisionStore = SQLiteRevisionStore(db) if db is not None else InMemoryRevisionStore()
+    if personas.on_change is None:  # every persona edit that validates becomes a revision
+        personas.on_change = lambda name, persona, text: revisions.record(name, text)
+
+    budgets = Budgets(config.limits, usage, outputs=outputs, runs=runs)
+    guard = RoleGuard(config.roles)
+    metrics = Metrics(runner)
+    children = ChildRuns(
+        submit=submit,
+        resolve=resolve,
+        persona_for=persona_for,
+        runner=runner,
+        run_timeout=config.agent.run_timeout,
+        heartbeat_timeout=config.agent.heartbeat_timeout,
+    )
+    episodes = None
+    if config.memory.episodes:
+        episodes = EpisodicMemory(
+            config.memory,
+            open_store=functools.partial(_open_episodes, config),
+            model=model,
+            runner=runner,
+            retry_policy=retry_policy,
+            model_timeout=config.model.timeout,
+        )
+    plugins = Plugins([budgets, guard, metrics, children, *([episodes] if episodes is not None else [])])
+
+    scheduler = Scheduler(
+        SQLiteScheduleStore(db) if db is not None else None,
+        schedules=config.schedules,
+        personas=personas,
+        submit=submit,
+        resolve=resolve,
+        started=started,
+        fired=metrics.schedule_fired,
+        config_path=config.path,
+    )
+    http = http_component(config)
+    components: list[Component] = [PersonaWatcher(personas), scheduler]
+    if http is not None:
+        components.append(http)
+    if episodes is not None:
+        components.append(episodes)
+    if heartbeat is not None:
+        components.append(Heartbeat(heartbeat))
+    return Features(
+        redactor=redactor,
+        prompts=prompts,
+        plugins=plugins,
+        components=components,
+        metrics=metrics,
+        budgets=budgets,
+        guard=guard,
+        children=children,
+        scheduler=scheduler,
+        revisions=revisions,
+        usage=usage,
+        http=http,
+        episodes=episodes,
+        stores=(revisions, usage),
+    )
+
+
+def _open_episodes(config: HubConfig, embedder: Any) -> Any:
+    return open_episode_store(config, embedder=embedder or shared_embedder())
