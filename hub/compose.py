@@ -79,14 +79,21 @@ class Features:
     stores: tuple[Any, ...] = field(default=())
 
 
-def prompt_budget(config: HubConfig, *, local: bool) -> int:
-    """The prompt's token budget: ``[agent] prompt_budget``, and for a local model never more
-    than its context window leaves once the answer (``max_tokens``) has its room."""
+def prompt_budget(config: HubConfig, model: Model | None = None) -> int:
+    """The prompt's token budget: ``[agent] prompt_budget``, and for a model with a context
+    window of its own (the local one) never more than that window leaves once the answer
+    (``max_tokens``) has its room. ``model`` is the hub's replacement model, if any."""
     budget = config.agent.prompt_budget
-    if local:
-        m = config.model
-        budget = min(budget, m.context_length - (m.max_tokens or 192) - LOCAL_MARGIN)
-    return budget
+    m = config.model
+    if model is None:
+        if m.resolved_provider() != "local":
+            return budget
+        window, answer = m.context_length, m.max_tokens
+    else:
+        window, answer = getattr(model, "context_length", None), getattr(model, "max_tokens", None)
+        if not isinstance(window, int):
+            return budget  # a server's model: its window is the server's business
+    return min(budget, window - (answer or 192) - LOCAL_MARGIN)
 
 
 def compose(
@@ -103,13 +110,13 @@ def compose(
     started: Callable[[], bool],
     model: Callable[[], Model],
     retry_policy: RetryPolicy,
-    local_model: bool,
+    given_model: Model | None = None,
     heartbeat: Path | None = None,
     redactor: Redactor | None = None,
 ) -> Features:
     """Build a hub's features from ``config`` and the hub's own parts (see the module doc)."""
     redactor = redactor if redactor is not None else Redactor.from_config(config)
-    prompts = PromptBuilder(budget=prompt_budget(config, local=local_model), redactor=redactor)
+    prompts = PromptBuilder(budget=prompt_budget(config, given_model), redactor=redactor)
 
     usage: UsageStore = SQLiteUsageStore(db) if db is not None else InMemoryUsageStore()
     revisions: RevisionStore = SQLiteRevisionStore(db) if db is not None else InMemoryRevisionStore()

@@ -111,8 +111,8 @@ class Hub:
         m = self.config.model
         self.prompt_style = m.prompt_style
         self.retry_policy = RetryPolicy(m.max_retries, m.retry_base_delay, m.retry_max_delay)
-        local = m.resolved_provider() == "local" and model is None
-        self.runner = Runner(self, concurrency=m.concurrency, take_chars=3 * prompt_budget(self.config, local=local))
+        # a step takes at most 3 characters of input per token of prompt (about 3/4 of it)
+        self.runner = Runner(self, concurrency=m.concurrency, take_chars=3 * prompt_budget(self.config, model))
         self.engine = Engine(self)
 
         self.extensions: dict[str, Extension] = {}
@@ -141,7 +141,7 @@ class Hub:
             started=lambda: self.started,
             model=lambda: self.model,
             retry_policy=self.retry_policy,
-            local_model=local,
+            given_model=model,
             heartbeat=heartbeat,
             redactor=self.redactor,
         )
