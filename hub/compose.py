@@ -45,7 +45,7 @@ from .runner import Runner
 from .runs import RunStore
 from .schedule import Scheduler, SQLiteScheduleStore
 
-__all__ = ["Component", "Features", "compose", "prompt_budget"]
+__all__ = ["Component", "Features", "compose", "make_model", "prompt_budget"]
 
 LOCAL_MARGIN = 64
 """Tokens of the local model's context window kept free of the prompt (template, rounding)."""
@@ -77,6 +77,32 @@ class Features:
     http: HttpServer | None = None
     episodes: EpisodicMemory | None = None
     stores: tuple[Any, ...] = field(default=())
+
+
+def make_model(config: HubConfig) -> Model:
+    """The model the config asks for: an OpenAI-compatible server, or a local GGUF model."""
+    m = config.model
+    if m.resolved_provider() == "local":
+        from .models.local import LocalModel
+
+        return LocalModel(
+            m.model_path or None,
+            context_length=m.context_length,
+            threads=m.threads,
+            timeout=m.timeout,
+            temperature=m.temperature if m.temperature is not None else 0.4,
+            max_tokens=m.max_tokens or 192,
+        )
+    from .models.openai import OpenAIModel
+
+    return OpenAIModel(
+        m.name,
+        base_url=m.base_url or None,
+        api_key=m.api_key or None,
+        timeout=m.timeout,
+        temperature=m.temperature,
+        max_tokens=m.max_tokens,
+    )
 
 
 def prompt_budget(config: HubConfig, model: Model | None = None) -> int:

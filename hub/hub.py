@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from .compose import Component, compose, prompt_budget
+from .compose import Component, compose, make_model, prompt_budget
 from .config import HubConfig
 from .db import Database
 from .definitions import Action, Context, Extension, Input, Output
@@ -45,32 +45,6 @@ class _Lifecycle(Enum):
     STARTED = "started"
     STOPPING = "stopping"
     STOPPED = "stopped"
-
-
-def make_model(config: HubConfig) -> Model:
-    """The model the config asks for: an OpenAI-compatible server, or a local GGUF model."""
-    m = config.model
-    if m.resolved_provider() == "local":
-        from .models.local import LocalModel
-
-        return LocalModel(
-            m.model_path or None,
-            context_length=m.context_length,
-            threads=m.threads,
-            timeout=m.timeout,
-            temperature=m.temperature if m.temperature is not None else 0.4,
-            max_tokens=m.max_tokens or 192,
-        )
-    from .models.openai import OpenAIModel
-
-    return OpenAIModel(
-        m.name,
-        base_url=m.base_url or None,
-        api_key=m.api_key or None,
-        timeout=m.timeout,
-        temperature=m.temperature,
-        max_tokens=m.max_tokens,
-    )
 
 
 class Hub:
