@@ -111,6 +111,8 @@ def prompt_budget(config: HubConfig, model: Model | None = None) -> int:
     (``max_tokens``) has its room. ``model`` is the hub's replacement model, if any."""
     budget = config.agent.prompt_budget
     m = config.model
+    window: object
+    answer: object
     if model is None:
         if m.resolved_provider() != "local":
             return budget
@@ -119,7 +121,7 @@ def prompt_budget(config: HubConfig, model: Model | None = None) -> int:
         window, answer = getattr(model, "context_length", None), getattr(model, "max_tokens", None)
         if not isinstance(window, int):
             return budget  # a server's model: its window is the server's business
-    return min(budget, window - (answer or 192) - LOCAL_MARGIN)
+    return min(budget, window - (answer if isinstance(answer, int) else 192) - LOCAL_MARGIN)
 
 
 def compose(

@@ -395,6 +395,8 @@ class Hub:
 
     async def after_run(self, result: RunResult, ctx: RunContext | None) -> None:
         self._limit_hits.pop(result.run_id, None)
+        if result.reason:  # an exception's text can quote a secret: masked before episodes or callers see it
+            result.reason = self.redactor.redact(result.reason)
         await self.plugins.after_run(result, ctx)
 
     async def authorize(self, action: Action, ctx: RunContext) -> str | None:
