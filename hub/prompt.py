@@ -202,9 +202,11 @@ class PromptBuilder:
         run_lines = self._fit_run(p.run, room)
         tail = frame[0] + "\n".join(run_lines) + frame[1]
         room -= _cost(run_lines)
-        episodes = self._fit(p.episodes, room // 3, wrap=lambda s: f"<episode>{escape(s)}</episode>")
-        room -= _cost(episodes)
-        history = self._fit_history(p.history, room)
+        # a wrapper's own count covers the newlines around its lines (counts round up)
+        wrap_e, wrap_h = count_tokens("<episodes>\n\n</episodes>"), count_tokens("<history>\n\n</history>")
+        episodes = self._fit(p.episodes, room // 3 - wrap_e, wrap=lambda s: f"<episode>{escape(s)}</episode>")
+        room -= _cost(episodes) + (wrap_e if episodes else 0)
+        history = self._fit_history(p.history, room - wrap_h)
         body = list(head)
         if episodes:
             body.append("<episodes>\n" + "\n".join(episodes) + "\n</episodes>")
@@ -232,14 +234,15 @@ class PromptBuilder:
             fit = room - _cost(omitted)
             avail = fit * 4 - _ENTRY_OVERHEAD * len(sub)
             sizes = [len(_body(e) or "") for e, _ in sub]
-            for _ in range(4):  # escaping can lengthen a cut body: shrink until it fits
+            for _ in range(6):  # escaping can lengthen a cut body (up to 5 times): shrink until it fits
                 cap = _fair_cap(sizes, avail)
                 if cap < _MIN_SHARE:
                     break
                 lines = render(sub, cap)
-                if _cost(lines) <= fit:
+                cost = _cost(lines)
+                if cost <= fit:
                     return omitted + lines
-                avail = avail * 3 // 4
+                avail = int(avail * fit / cost * 0.9)
         return []
 
     def build_chat(self, p: PromptParts) -> ModelRequest:
