@@ -219,8 +219,7 @@ class PromptBuilder:
         """The current run's entries within ``room`` tokens: whole when they fit; else each
         gets a fair share (short ones stay whole, long ones are cut with a marker); when even
         that cannot fit, the oldest give way to an ``<omitted>`` line."""
-        items = [(e, isinstance(e, (InputLog, ActionResultLog)) and not e.processed) for e in run]
-        items = [(e, new) for e, new in items if _body(e) is not None]
+        items = [(e, isinstance(e, (InputLog, ActionResultLog)) and not e.processed) for e in run if isinstance(e, _SHOWN)]
 
         def render(sub: Sequence[tuple[Log, bool]], cap: int | None) -> list[str]:
             return [line for e, new in sub if (line := self.render_entry(e, new=new, limit=cap)) is not None]
@@ -320,6 +319,8 @@ class PromptBuilder:
         return picked
 
 
+_SHOWN = (InputLog, OutputLog, ActionCallLog, ActionResultLog, ThoughtLog, ErrorLog)
+"""The entries a prompt shows (:func:`_body` is not None for exactly these)."""
 _ENTRY_OVERHEAD = 120
 """Characters an entry's tag and cut marker take besides its body (an upper estimate)."""
 _MIN_SHARE = 64
