@@ -33,19 +33,22 @@ from .guard import RoleGuard
 from .heartbeat import Heartbeat
 from .hooks import Plugins
 from .http import HttpServer, http_component
+from .inbox import InboxStore, SQLiteInbox
 from .limits import Budgets, InMemoryUsageStore, SQLiteUsageStore, UsageStore
+from .memory.sqlite import SQLiteMemoryStore
+from .memory.store import MemoryStore
 from .metrics import Metrics
 from .models import Model, RetryPolicy
 from .persona import Persona, PersonaSet
 from .persona_watch import PersonaWatcher
 from .prompt import PromptBuilder
-from .redact import Redactor
+from .redact import RedactingRunStore, Redactor
 from .revisions import InMemoryRevisionStore, RevisionStore, SQLiteRevisionStore
 from .runner import Runner
-from .runs import RunStore
+from .runs import RunStore, SQLiteRunStore
 from .schedule import Scheduler, SQLiteScheduleStore
 
-__all__ = ["Component", "Features", "compose", "make_model", "prompt_budget"]
+__all__ = ["Component", "Features", "Stores", "build_stores", "compose", "make_model", "prompt_budget"]
 
 LOCAL_MARGIN = 64
 """Tokens of the local model's context window kept free of the prompt (template, rounding)."""
@@ -57,6 +60,41 @@ class Component(Protocol):
     async def start(self, hub: Any) -> None: ...
 
     async def stop(self) -> None: ...
+
+
+@dataclass(slots=True)
+class Stores:
+    """The hub's stores and the database they share (None when every store was given)."""
+
+    db: Database | None
+    memory: MemoryStore
+    runs: RunStore
+    inbox: InboxStore
+
+
+def build_stores(
+    config: HubConfig,
+    redactor: Redactor,
+    *,
+    memory: MemoryStore | None = None,
+    runs: RunStore | None = None,
+    inbox: InboxStore | None = None,
+) -> Stores:
+    """The replacements given, else SQLite stores sharing one database in ``data_dir``. The
+    run store masks known secrets in error reasons and messages (an exception's text can
+    quote one), the one text that does not enter through an input, a result or the model."""
+    db = Database(config.data_dir / "hub.db") if memory is None or runs is None or inbox is None else None
+    if runs is None:
+        assert db is not None
+        runs = SQLiteRunStore(db)
+    if redactor:
+        runs = RedactingRunStore(runs, redactor)
+    return Stores(
+        db,
+        memory if memory is not None else SQLiteMemoryStore(db),  # type: ignore[arg-type]
+        runs,
+        inbox if inbox is not None else SQLiteInbox(db),  # type: ignore[arg-type]
+    )
 
 
 @dataclass(slots=True)

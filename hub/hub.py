@@ -17,22 +17,21 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from .compose import Component, compose, make_model, prompt_budget
+from .compose import Component, build_stores, compose, make_model, prompt_budget
 from .config import HubConfig
 from .db import Database
 from .definitions import Action, Context, Extension, Input, Output
 from .engine import ContextInstance, Engine, RunContext, RunResult
 from .errors import ExtensionError, ExtensionFailed, RunError
-from .inbox import InboxStore, SQLiteInbox
+from .inbox import InboxStore
 from .loader import load_extensions as _load_extensions
 from .logs import InputLog, OutputLog, StepLog
-from .memory.sqlite import SQLiteMemoryStore
 from .memory.store import MemoryStore
 from .models import Model, RetryPolicy
 from .persona import Persona, PersonaSet
-from .redact import RedactingRunStore, Redactor
+from .redact import Redactor
 from .runner import Runner, Slot, Submission
-from .runs import RunStore, SQLiteRunStore
+from .runs import RunStore
 
 __all__ = ["Hub", "Component", "make_model"]
 
@@ -70,16 +69,12 @@ class Hub:
         heartbeat: Path | None = None,
     ) -> None:
         self.config = config or HubConfig()
-        self._db: Database | None = None
-        needs_db = memory is None or runs is None or inbox is None
-        if needs_db:
-            self._db = Database(self.config.data_dir / "hub.db")
         self.redactor = Redactor.from_config(self.config)
-        runs = runs or SQLiteRunStore(self._db)  # type: ignore[arg-type]
-        self.memory: MemoryStore = memory or SQLiteMemoryStore(self._db)  # type: ignore[arg-type]
-        # error reasons and messages can quote a secret (an exception's text): masked on the way in
-        self.runs: RunStore = RedactingRunStore(runs, self.redactor) if self.redactor else runs
-        self.inbox: InboxStore = inbox or SQLiteInbox(self._db)  # type: ignore[arg-type]
+        stores = build_stores(self.config, self.redactor, memory=memory, runs=runs, inbox=inbox)
+        self._db: Database | None = stores.db
+        self.memory: MemoryStore = stores.memory
+        self.runs: RunStore = stores.runs
+        self.inbox: InboxStore = stores.inbox
         self._model = model
         self.personas = personas or PersonaSet(self.config.contexts_dir, interval=1.0)
         m = self.config.model
