@@ -217,8 +217,8 @@ class ActionCalls:
             call_id=call.id,
             name=call.name,
             ok=ok,
-            data=data,
-            error=error,
+            data=self.hub.redactor.redact_tree(data),  # masked as it enters the run
+            error=self.hub.redactor.redact(error) if error else error,
             denied=denied,
             step=run.step,
             duration=(time.monotonic() - started) if started else 0.0,

@@ -21,19 +21,23 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-from .definitions import Action, Extension
-from .engine import RunContext, RunResult, StopRun
+from .definitions import Action, Context, Extension
+from .engine import ContextInstance, RunContext, RunResult, StopRun
 from .errors import ActionError, RunError
+from .hooks import Plugin
+from .persona import Persona
+from .runner import Runner, Submission
 from .runs import RunRecord, RunState
 
-if TYPE_CHECKING:
-    from .hub import Hub
-    from .runner import Slot, Submission
+Submit = Callable[..., Awaitable[Submission]]
+Resolve = Callable[[str], tuple[Context, Any, str]]
+PersonaFor = Callable[[ContextInstance], Persona | None]
 
 __all__ = ["ChildRuns", "StartRunArgs", "WaitRunArgs", "MAX_DEPTH", "ORPHANED"]
 
@@ -61,7 +65,7 @@ class _Live:
 
     run: RunRecord
     context: str
-    slot: Slot
+    ctx: RunContext
     started: dict[str, Submission] = field(default_factory=dict)  # children this run started
 
 
@@ -76,15 +80,37 @@ def summary(result: RunResult) -> dict[str, Any]:
     }
 
 
-class ChildRuns:
-    """The child-run actions and the orphan rule, wired into one hub's run hooks."""
+class ChildRuns(Plugin):
+    """The child-run actions and the orphan rule: a plugin (``before_run``, ``after_run``).
 
-    def __init__(self, hub: Hub) -> None:
-        self.hub = hub
+    Args:
+        submit: The hub's ``submit`` (a child run is an input like any other).
+        resolve: The hub's ``resolve_context`` (``TYPE:KEY`` to a definition, args and key).
+        persona_for: Which persona a conversation has (it lists where child runs may go).
+        runner: Whether the hub still takes input (on shutdown it stops every run itself).
+        run_timeout: Seconds a child run may take (the actions' timeout).
+        heartbeat_timeout: The parent's heartbeat; waiting on a child reports progress.
+    """
+
+    name = "child_runs"
+
+    def __init__(
+        self,
+        *,
+        submit: Submit,
+        resolve: Resolve,
+        persona_for: PersonaFor,
+        runner: Runner,
+        run_timeout: float,
+        heartbeat_timeout: float,
+    ) -> None:
+        self._submit = submit
+        self._resolve = resolve
+        self._persona_for = persona_for
+        self._runner = runner
+        self._heartbeat = heartbeat_timeout
         self._live: dict[str, _Live] = {}
-        hub.before_run_hooks.append(self._before_run)
-        hub.after_run_hooks.append(self._after_run)
-        timeout = hub.config.agent.run_timeout
+        timeout = run_timeout
         self.actions = [
             Action(
                 name="startRun",
@@ -115,7 +141,7 @@ class ChildRuns:
     # --- policy -------------------------------------------------------------------------
 
     def _allowed(self, ctx: RunContext) -> list[str]:
-        persona = self.hub.persona_for(ctx.context)
+        persona = self._persona_for(ctx.context)
         return list(persona.child_runs) if persona is not None else []
 
     def _enabled(self, ctx: RunContext) -> bool:
@@ -134,9 +160,8 @@ class ChildRuns:
     # --- the actions --------------------------------------------------------------------
 
     async def _start_run(self, args: StartRunArgs, ctx: RunContext) -> dict[str, Any]:
-        hub = self.hub
         try:
-            definition, _, key = hub.resolve_context(args.context)
+            definition, _, key = self._resolve(args.context)
         except RunError as e:
             raise ActionError("startRun", str(e)) from e
         target = f"{definition.type}:{key}"
@@ -151,7 +176,7 @@ class ChildRuns:
             )
         if len(lineage) > MAX_DEPTH:
             raise ActionError("startRun", f"runs may nest {MAX_DEPTH} deep at most")
-        sub = await hub.submit(
+        sub = await self._submit(
             target, data=args.input, type="child", user=ctx.run.user, parent_id=ctx.run.id,
             meta={"parent_context": ctx.context.id},
         )
@@ -174,7 +199,7 @@ class ChildRuns:
         return await self._result(sub, sub.context, ctx)
 
     async def _result(self, sub: Submission, target: str, ctx: RunContext) -> dict[str, Any]:
-        beat = max(0.5, self.hub.config.agent.heartbeat_timeout / 3)
+        beat = max(0.5, self._heartbeat / 3)
         try:
             while not sub.result.done():  # a long child is progress, not a stall of its parent
                 await asyncio.wait({sub.result}, timeout=beat)
@@ -188,19 +213,19 @@ class ChildRuns:
 
     # --- the orphan rule ----------------------------------------------------------------
 
-    async def _before_run(self, ctx: RunContext, slot: Slot) -> None:
+    async def before_run(self, ctx: RunContext) -> None:
         run = ctx.run
         if run.parent_id is not None and run.parent_id not in self._live:
             # its parent ended (or died with the process) before this child started
             raise StopRun(RunState.KILLED, ORPHANED)
-        self._live[run.id] = _Live(run, ctx.context.id, slot)
+        self._live[run.id] = _Live(run, ctx.context.id, ctx)
 
-    async def _after_run(self, result: RunResult, ctx: RunContext | None) -> None:
+    async def after_run(self, result: RunResult, ctx: RunContext | None) -> None:
         self._live.pop(result.run_id, None)
-        if not self.hub.runner.accepting:
+        if not self._runner.accepting:
             return  # shutting down: the runner stops every run itself
         for live in list(self._live.values()):
             child = live.run
             if child.parent_id == result.run_id and child.state == RunState.RUNNING and child.ended is None:
                 log.warning("run %s: parent %s ended; stopping it (%s)", child.id[:8], result.run_id[:8], ORPHANED)
-                live.slot.stop_with(StopRun(RunState.KILLED, ORPHANED))
+                live.ctx.stop(RunState.KILLED, ORPHANED)

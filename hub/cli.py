@@ -125,10 +125,7 @@ def _claim_data_dir(config: HubConfig, *, allow_empty: bool) -> Any:
 async def cmd_run(config: HubConfig, args: argparse.Namespace) -> int:
     from .hub import Hub
 
-    from .ops import Heartbeat
-
-    hub = Hub(config)
-    hub.components.append(Heartbeat(config.data_dir / HEARTBEAT))
+    hub = Hub(config, heartbeat=config.data_dir / HEARTBEAT)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,4 +1,5 @@
-"""The episodic-memory commands: ``hub memory forget`` and ``hub export-training``.
+"""The offline episodic-memory operations and their commands: ``hub memory forget`` and
+``hub export-training``.
 
 Both work on the stores in ``data/`` directly; run them while the hub is stopped (Chroma's
 embedded store does not share its directory safely between processes).
@@ -7,13 +8,18 @@ embedded store does not share its directory safely between processes).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from .config import HubConfig
+from .db import Database
+from .episode import INDEX, Episode, all_episodes, default_store_path, forget_filter, open_episode_store
+from .memory.sqlite import SQLiteMemoryStore
 
-__all__ = ["add_memory_commands", "MEMORY_COMMANDS"]
+__all__ = ["add_memory_commands", "MEMORY_COMMANDS", "forget", "export_training"]
 
 
 def add_memory_commands(
@@ -45,8 +51,6 @@ def add_memory_commands(
 
 
 async def cmd_memory(config: HubConfig, args: argparse.Namespace) -> int:
-    from .episodes import forget
-
     if args.platform and not args.user:
         print("hub: --platform only narrows --user", file=sys.stderr)
         return 2
@@ -63,13 +67,86 @@ async def cmd_memory(config: HubConfig, args: argparse.Namespace) -> int:
 
 
 async def cmd_export_training(config: HubConfig, args: argparse.Namespace) -> int:
-    from .episodes import export_training
-
     n = await export_training(
         config, args.out, context=args.context, with_meta=args.meta, all_states=args.all_states
     )
     print(f"wrote {n} prompt/completion pair{'s' if n != 1 else ''} to {args.out}", file=sys.stderr)
     return 0
+
+
+async def forget(
+    config: HubConfig,
+    *,
+    user: str | None = None,
+    context: str | None = None,
+    platform: str | None = None,
+) -> tuple[int, list[str]]:
+    """Forget, with the hub stopped: delete matching episodes and, for a conversation, its
+    working memory. Returns (episodes deleted, memory keys deleted).
+
+    Raises:
+        StoreError: The episode store or the hub's database cannot be opened.
+        ValueError: Neither a user nor a context was given.
+    """
+    where = forget_filter(user=user, context=context, platform=platform)
+    deleted = 0
+    path = default_store_path(config)
+    if path.exists():
+        async with open_episode_store(config) as store:
+            deleted = await store.delete(INDEX, where=where)
+    keys: list[str] = []
+    db_path = config.data_dir / "hub.db"
+    if context and db_path.exists():
+        async with Database(db_path) as db:
+            memory = SQLiteMemoryStore(db)
+            await memory.open()
+            key = f"working-memory:{context}"
+            if await memory.get(key) is not None:
+                await memory.delete(key)
+                keys.append(key)
+    return deleted, keys
+
+
+async def export_training(
+    config: HubConfig,
+    out: Path,
+    *,
+    context: str | None = None,
+    with_meta: bool = False,
+    all_states: bool = False,
+) -> int:
+    """Write episodes as JSONL ``{"prompt", "completion"}`` lines, oldest first: the inputs
+    and the answers the agent sent. Only completed runs that answered, unless
+    ``all_states``. Returns the number of lines.
+
+    Raises:
+        StoreError: The episode store cannot be opened.
+    """
+    path = default_store_path(config)
+    episodes: Sequence[Episode] = []
+    if path.exists():
+        async with open_episode_store(config) as store:
+            episodes = await all_episodes(store, context=context)
+    n = 0
+    tmp = out.with_name(out.name + ".part")
+    with tmp.open("w", encoding="utf-8") as f:
+        for ep in episodes:
+            if not ep.prompt or not ep.completion or (ep.state != "completed" and not all_states):
+                continue
+            line: dict[str, Any] = {"prompt": ep.prompt, "completion": ep.completion}
+            if with_meta:
+                line["meta"] = {
+                    "run_id": ep.run_id,
+                    "context": ep.context,
+                    "platform": ep.platform,
+                    "user": ep.user,
+                    "time": ep.time,
+                    "state": ep.state,
+                }
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+            n += 1
+    tmp.replace(out)
+    return n
 
 
 MEMORY_COMMANDS: dict[str, Callable[[HubConfig, argparse.Namespace], Awaitable[int]]] = {

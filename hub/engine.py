@@ -260,6 +260,7 @@ class Engine:
     # --- elements -----------------------------------------------------------------------
 
     def _element(self, run: Run, el: Element, calls: list[Call]) -> None:
+        el = self.hub.redactor.redact_element(el)  # a secret the model writes is masked as it enters
         name = el.name
         if name in THOUGHT_TAGS:
             text = el.content.strip()
@@ -277,6 +278,7 @@ class Engine:
     def _cut_off(self, run: Run, el: Element, calls: list[Call]) -> None:
         """An element the stream ended inside: reported; an action never runs, an output is
         marked as cut off."""
+        el = self.hub.redactor.redact_element(el)
         run.append(ErrorLog(message=f"<{el.name}> was not closed at the end of the response", where="parser", step=run.step))
         if el.name == "action_call":
             self.calls.cut_off(run, el, calls)

@@ -11,7 +11,7 @@ action's roles: in a group chat, a message from someone else taken in the same r
 borrow an admin's rights. Inputs with no user (schedules, webhooks) hold no role. A denial
 is an :class:`ActionResultLog` with ``denied`` set, which the model sees as
 ``<action_result status="denied">``; for an action marked ``critical`` it ends the run
-``rejected`` (see :meth:`hub.Hub.authorize`).
+``rejected``.
 """
 
 from __future__ import annotations
@@ -20,12 +20,15 @@ from collections.abc import Mapping, Sequence
 
 from .definitions import Action
 from .engine import RunContext
+from .hooks import Plugin
 
 __all__ = ["RoleGuard"]
 
 
-class RoleGuard:
-    """A hub guard (``hub.guards``): ``await guard(action, ctx)`` is None or a denial."""
+class RoleGuard(Plugin):
+    """A plugin whose ``authorize(action, ctx)`` is None or a denial the model sees."""
+
+    name = "roles"
 
     def __init__(self, roles: Mapping[str, Mapping[str, Sequence[str]]]) -> None:
         # role -> platform -> ids, kept as sets for the lookup
@@ -39,7 +42,7 @@ class RoleGuard:
                 held.add(role)
         return held
 
-    async def __call__(self, action: Action, ctx: RunContext) -> str | None:
+    async def authorize(self, action: Action, ctx: RunContext) -> str | None:
         if not action.roles:
             return None
         platform = ctx.context.extension or ctx.context.type.split(":", 1)[0]

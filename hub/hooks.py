@@ -9,8 +9,9 @@ order the composition root registered them:
    ``StopRun`` ends the run in that state; any other exception fails it.
 2. ``authorize(action, run)``: before an action runs; the first denial wins, and the model
    sees it.
-3. ``after_step(run, step)``: after each step; the first stop reason it returns ends the
-   run ``killed`` with that reason (a limit).
+3. ``after_step(run, step)``: after each step. Every plugin sees the step (a count must
+   not be skipped because an earlier plugin stops the run); the first stop reason returned
+   ends the run ``killed`` with that reason (a limit).
 4. ``on_output(run, output)``: after an output was handed to its platform.
 5. ``after_run(result, run)``: once the run is terminal and recorded. Each plugin's hook is
    isolated: one that raises is logged and never stops the others.
@@ -85,11 +86,12 @@ class Plugins:
         return None
 
     def after_step(self, run: RunContext, step: StepLog) -> str | None:
+        stop: str | None = None
         for p in self._plugins:
             reason = p.after_step(run, step)
-            if reason:
-                return reason
-        return None
+            if reason and stop is None:
+                stop = reason
+        return stop
 
     def on_output(self, run: RunContext, output: OutputLog) -> None:
         for p in self._plugins:

@@ -375,11 +375,9 @@ class HttpServer:
                 conn.wait_for_request()
 
     async def _healthz(self, request: web.Request) -> web.Response:
-        from .storehealth import store_health
-
         hub = self.hub
         ok = hub.started
-        degraded = store_health(hub) if ok else None
+        degraded = hub.store_health.problem() if ok else None
         body = {
             "status": ("degraded" if degraded else "ok") if ok else "unavailable",
             "runs_running": hub.runner.running,

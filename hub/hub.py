@@ -12,32 +12,27 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Protocol
+from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from .compose import Component, build_stores, compose, make_model, prompt_budget
 from .config import HubConfig
 from .db import Database
 from .definitions import Action, Context, Extension, Input, Output
-from .children import ChildRuns
 from .engine import ContextInstance, Engine, RunContext, RunResult
-from .episodes import EpisodicMemory
 from .errors import ExtensionError, ExtensionFailed, RunError
-from .inbox import InboxStore, SQLiteInbox, park_poison
-from .http import http_component
+from .inbox import InboxStore, park_poison
+from .loader import load_extensions as _load_extensions
 from .logs import InputLog, OutputLog, StepLog
-from .memory.sqlite import SQLiteMemoryStore
 from .memory.store import MemoryStore
-from .metrics import Metrics
 from .models import Model, RetryPolicy
 from .persona import Persona, PersonaSet
-from .prompt import PromptBuilder
-from .runner import Runner, Submission
-from .runs import RunStore, SQLiteRunStore
-from .schedule import Scheduler, SQLiteScheduleStore
-
-if TYPE_CHECKING:
-    from .runner import Slot
+from .redact import Redactor
+from .runner import Runner, Slot, Submission
+from .runs import RunStore
+from .storehealth import StoreHealth, databases
 
 __all__ = ["Hub", "Component", "make_model"]
 
@@ -52,42 +47,14 @@ class _Lifecycle(Enum):
     STOPPED = "stopped"
 
 
-def make_model(config: HubConfig) -> Model:
-    """The model the config asks for: an OpenAI-compatible server, or a local GGUF model."""
-    m = config.model
-    if m.resolved_provider() == "local":
-        from .models.local import LocalModel
-
-        return LocalModel(
-            m.model_path or None,
-            context_length=m.context_length,
-            threads=m.threads,
-            timeout=m.timeout,
-            temperature=m.temperature if m.temperature is not None else 0.4,
-            max_tokens=m.max_tokens or 192,
-        )
-    from .models.openai import OpenAIModel
-
-    return OpenAIModel(
-        m.name,
-        base_url=m.base_url or None,
-        api_key=m.api_key or None,
-        timeout=m.timeout,
-        temperature=m.temperature,
-        max_tokens=m.max_tokens,
-    )
-
-
-class Component(Protocol):
-    """A built-in part with a lifecycle, owned by the hub."""
-
-    async def start(self, hub: Hub) -> None: ...
-
-    async def stop(self) -> None: ...
-
-
 class Hub:
-    """One agent hub. Give it a config, and optionally replacements for any seam."""
+    """One agent hub. Give it a config, and optionally replacements for any seam.
+
+    Its features (budgets, role guard, metrics, child runs, episodic memory, schedules,
+    HTTP, persona revisions) are built once by :func:`hub.compose.compose` and take part
+    in runs only through ``hub.plugins``. ``heartbeat``: a file to touch while the hub runs
+    (``hub run`` passes the one ``hub health`` reads).
+    """
 
     def __init__(
         self,
@@ -100,25 +67,22 @@ class Hub:
         extensions: Sequence[Extension] = (),
         load_extensions: bool = True,
         personas: PersonaSet | None = None,
+        heartbeat: Path | None = None,
     ) -> None:
         self.config = config or HubConfig()
-        self._db: Database | None = None
-        needs_db = memory is None or runs is None or inbox is None
-        if needs_db:
-            self._db = Database(self.config.data_dir / "hub.db")
-        self.memory: MemoryStore = memory or SQLiteMemoryStore(self._db)  # type: ignore[arg-type]
-        self.runs: RunStore = runs or SQLiteRunStore(self._db)  # type: ignore[arg-type]
-        self.inbox: InboxStore = inbox or SQLiteInbox(self._db)  # type: ignore[arg-type]
+        self.redactor = Redactor.from_config(self.config)
+        stores = build_stores(self.config, self.redactor, memory=memory, runs=runs, inbox=inbox)
+        self._db: Database | None = stores.db
+        self.memory: MemoryStore = stores.memory
+        self.runs: RunStore = stores.runs
+        self.inbox: InboxStore = stores.inbox
         self._model = model
         self.personas = personas or PersonaSet(self.config.contexts_dir, interval=1.0)
         m = self.config.model
-        budget = self.config.agent.prompt_budget
-        if m.resolved_provider() == "local" and model is None:
-            budget = min(budget, m.context_length - (m.max_tokens or 192) - 64)  # fit the local context window
-        self.prompts = PromptBuilder(budget=budget)
         self.prompt_style = m.prompt_style
         self.retry_policy = RetryPolicy(m.max_retries, m.retry_base_delay, m.retry_max_delay)
-        self.runner = Runner(self, concurrency=m.concurrency)
+        # a step takes at most 3 characters of input per token of prompt (about 3/4 of it)
+        self.runner = Runner(self, concurrency=m.concurrency, take_chars=3 * prompt_budget(self.config, model))
         self.engine = Engine(self)
 
         self.extensions: dict[str, Extension] = {}
@@ -131,46 +95,43 @@ class Hub:
         self._started_services: list[Any] = []
         self._started_components: list[Component] = []
         self._state = _Lifecycle.NEW
-
-        # extension points for the rest of the hub (episodes, limits, guardrails, metrics)
-        self.before_run_hooks: list[Callable[[RunContext, Slot], Awaitable[None]]] = []
-        self.after_run_hooks: list[Callable[[RunResult, RunContext | None], Awaitable[None]]] = []
-        self.guards: list[Callable[[Action, RunContext], Awaitable[str | None]]] = []
-        self.limit_checks: list[Callable[[RunContext], str | None]] = []
-        self.step_observers: list[Callable[[RunContext, StepLog], None]] = []
-        self.output_observers: list[Callable[[RunContext, OutputLog], None]] = []
         self.persona_overrides: dict[str, str] = dict(self.config.personas)
-        # built-in parts with a lifecycle (HTTP endpoint, scheduler, episodic memory, ...):
-        # started after extensions' services, stopped before them
-        self.components: list[Component] = []
-        # operator features (hub/ops.py): redaction, persona revisions, role guard, budgets
-        from .ops import Operations
+        self._limit_hits: dict[str, str] = {}  # run id -> the stop reason a plugin gave after its last step
 
-        self.ops = Operations(self, self._db)
-
-        # triggers beyond chat and the metrics they report (hub/schedule.py, http.py, children.py)
-        self.metrics = Metrics(self)
-        self.scheduler = Scheduler(SQLiteScheduleStore(self._db) if self._db is not None else None)
-        self.components.append(self.scheduler)
-        if self._db is not None:  # the database stays bounded (hub/retention.py)
-            from .retention import Retention
-
-            self.components.append(Retention(self._db, self.config.hub.retention))
-        self.http = http_component(self.config)
-        if self.http is not None:
-            self.components.append(self.http)
-        self.children = ChildRuns(self)
+        self.store_health = StoreHealth(databases(self._db, self.memory, self.runs, self.inbox))
+        features = compose(
+            self.config,
+            db=self._db,
+            runner=self.runner,
+            runs=self.runs,
+            outputs=self.outputs,
+            personas=self.personas,
+            submit=self.submit,
+            resolve=self.resolve_context,
+            persona_for=self.persona_for,
+            started=lambda: self.started,
+            model=lambda: self.model,
+            retry_policy=self.retry_policy,
+            given_model=model,
+            heartbeat=heartbeat,
+            redactor=self.redactor,
+            health=self.store_health,
+        )
+        self.features = features
+        self.prompts = features.prompts
+        self.plugins = features.plugins
+        self.components: list[Component] = features.components
+        self.metrics = features.metrics
+        self.budgets = features.budgets
+        self.revisions = features.revisions
+        self.scheduler = features.scheduler
+        self.http = features.http
+        self.children = features.children
+        self.episodes = features.episodes
         self.register(self.children.extension())
 
-        # episodic memory (hub/episodes.py): episodes after runs, recall before them
-        self.episodes: EpisodicMemory | None = None
-        if self.config.memory.episodes:
-            self.episodes = EpisodicMemory.attach(self)
-
         if load_extensions:
-            from .loader import load_extensions as _load
-
-            for ext in _load(self.config):
+            for ext in _load_extensions(self.config):
                 self.register(ext)
         for ext in extensions:
             self.register(ext)
@@ -238,7 +199,7 @@ class Hub:
             raise RunError("a stopped hub cannot start again; create a new Hub")
         self._state = _Lifecycle.STARTING
         try:
-            for store in (self.memory, self.runs, self.inbox, *self.ops.stores):
+            for store in (self.memory, self.runs, self.inbox, *self.features.stores):
                 await store.open()
             for err in self.personas.load_all():
                 log.error("%s", err)
@@ -336,7 +297,7 @@ class Hub:
                 await self._model.close()
             except Exception:
                 log.exception("model failed to close")
-        for store in (*self.ops.stores, self.inbox, self.runs, self.memory):
+        for store in (*self.features.stores, self.inbox, self.runs, self.memory):
             await store.close()
         if self._db is not None:
             await self._db.close()
@@ -392,7 +353,9 @@ class Hub:
         if self._state != _Lifecycle.STARTED:
             raise RunError("the hub is not started (use `async with Hub(...)` or await hub.start())")
         definition, parsed, key = self.resolve_context(context, args)
-        entry = InputLog(type=type, content=data, user=user, platform_id=platform_id, meta=dict(meta or {}))
+        r = self.redactor  # a pasted secret is masked here, before anything stores or shows it
+        entry = InputLog(type=type, content=r.redact_tree(data), user=user, platform_id=platform_id,
+                         meta=dict(r.redact_tree(meta or {})))
         if parent_id:
             entry.meta["parent_run"] = parent_id
         if not await self.inbox.record(f"{definition.type}:{key}", entry):
@@ -425,41 +388,29 @@ class Hub:
 
         return send
 
-    # --- hooks the engine calls ---------------------------------------------------------
+    # --- the engine's view of the plugins (thin delegations to ``self.plugins``) --------
 
     async def before_run(self, ctx: RunContext, slot: Slot) -> None:
-        for hook in self.before_run_hooks:
-            await hook(ctx, slot)
+        await self.plugins.before_run(ctx)
 
     async def after_run(self, result: RunResult, ctx: RunContext | None) -> None:
-        for hook in self.after_run_hooks:
-            try:
-                await hook(result, ctx)
-            except Exception:
-                log.exception("after-run hook %r failed for run %s", hook, result.run_id)
+        self._limit_hits.pop(result.run_id, None)
+        if result.reason:  # an exception's text can quote a secret: masked before episodes or callers see it
+            result.reason = self.redactor.redact(result.reason)
+        await self.plugins.after_run(result, ctx)
 
     async def authorize(self, action: Action, ctx: RunContext) -> str | None:
         """None to allow, or the reason of a denial (which the model sees)."""
-        for guard in self.guards:
-            denial = await guard(action, ctx)
-            if denial:
-                return denial
-        return None
-
-    def check_limits(self, ctx: RunContext) -> str | None:
-        for check in self.limit_checks:
-            reason = check(ctx)
-            if reason:
-                return reason
-        return None
+        return await self.plugins.authorize(action, ctx)
 
     def observe_step(self, ctx: RunContext, step: StepLog) -> None:
-        for fn in self.step_observers:
-            fn(ctx, step)
+        reason = self.plugins.after_step(ctx, step)
+        if reason:
+            self._limit_hits[ctx.run.id] = reason
+
+    def check_limits(self, ctx: RunContext) -> str | None:
+        """The stop reason a plugin gave after this run's last step (asked once per step)."""
+        return self._limit_hits.pop(ctx.run.id, None)
 
     def observe_output(self, ctx: RunContext, out: OutputLog) -> None:
-        for fn in self.output_observers:
-            fn(ctx, out)
-
-
-
+        self.plugins.on_output(ctx, out)

@@ -19,18 +19,18 @@ from __future__ import annotations
 import logging
 import time
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
+from .config import LimitsSection
 from .db import Database
+from .definitions import Output
 from .engine import RunContext, RunResult, StopRun
+from .hooks import Plugin
 from .logs import OutputLog, StepLog
-from .runs import RunState
-
-if TYPE_CHECKING:
-    from .hub import Hub
-    from .runner import Slot
+from .runs import RunState, RunStore
 
 __all__ = ["UsageStore", "InMemoryUsageStore", "SQLiteUsageStore", "Budgets", "LIMIT_REASONS", "utc_day"]
 
@@ -111,31 +111,32 @@ class SQLiteUsageStore(UsageStore):
         return int(row[0]) if row else 0
 
 
-class Budgets:
-    """Daily budgets and the limit reply, wired into a hub's hooks by :meth:`install`.
+class Budgets(Plugin):
+    """Daily budgets and the limit reply: a plugin (``before_run``, ``after_step``, ``after_run``).
 
     Totals of today are cached for the scopes of runs in flight: the store is read when a
     run starts (so another worker's usage counts from the next run on) and written after
-    every step.
+    every step. ``outputs`` is the hub's output registry (for a context that inherits its
+    reply output from an extension) and ``runs`` records the limit reply.
     """
 
-    def __init__(self, hub: Hub, store: UsageStore) -> None:
-        self.hub = hub
+    name = "limits"
+
+    def __init__(
+        self, limits: LimitsSection, store: UsageStore, *, outputs: Mapping[str, Output], runs: RunStore
+    ) -> None:
+        self.limits = limits
         self.store = store
+        self.outputs = outputs
+        self.runs = runs
         self._today = utc_day()
         self._used: dict[str, int] = {}
-
-    def install(self) -> None:
-        self.hub.before_run_hooks.append(self.before_run)
-        self.hub.step_observers.append(self.on_step)
-        self.hub.limit_checks.append(self.check)
-        self.hub.after_run_hooks.append(self.reply)
 
     # --- scopes and totals --------------------------------------------------------------
 
     def _scopes(self, ctx: RunContext) -> list[tuple[str, int, str]]:
         """(scope, budget, name of the limit) for each budget that applies to this run."""
-        limits = self.hub.config.limits
+        limits = self.limits
         out = []
         if limits.conversation_tokens_per_day:
             budget = limits.conversation_tokens_per_day
@@ -164,7 +165,7 @@ class Budgets:
 
     # --- hooks --------------------------------------------------------------------------
 
-    async def before_run(self, ctx: RunContext, slot: Slot) -> None:
+    async def before_run(self, ctx: RunContext) -> None:
         day = self._roll()
         for scope, _, _ in self._scopes(ctx):
             self._used[scope] = max(self._used.get(scope, 0), await self.store.get(scope, day))
@@ -172,27 +173,24 @@ class Budgets:
         if reason:
             raise StopRun(RunState.KILLED, reason)
 
-    def on_step(self, ctx: RunContext, step: StepLog) -> None:
+    def after_step(self, ctx: RunContext, step: StepLog) -> str | None:
+        """Count the step's tokens; the budget it spent, if any, stops the run."""
         tokens = step.prompt_tokens + step.completion_tokens
-        if not tokens:
-            return
         day = self._roll()
-        for scope, _, _ in self._scopes(ctx):
-            self._used[scope] = self._used.get(scope, 0) + tokens
-            self.store.add(scope, day, tokens)
-
-    def check(self, ctx: RunContext) -> str | None:
-        self._roll()
+        if tokens:
+            for scope, _, _ in self._scopes(ctx):
+                self._used[scope] = self._used.get(scope, 0) + tokens
+                self.store.add(scope, day, tokens)
         return self._over(ctx)
 
-    async def reply(self, result: RunResult, ctx: RunContext | None) -> None:
+    async def after_run(self, result: RunResult, ctx: RunContext | None) -> None:
         """Tell the user when a limit ended their run (instead of leaving them in silence)."""
-        text = self.hub.config.limits.reply
+        text = self.limits.reply
         if ctx is None or not text or result.state != RunState.KILLED or not _is_limit(result.reason):
             return
         definition = ctx.context.definition
         otype = definition.reply_output
-        out = next((o for o in definition.outputs if o.type == otype), None) or self.hub.outputs.get(otype or "")
+        out = next((o for o in definition.outputs if o.type == otype), None) or self.outputs.get(otype or "")
         if out is None or not out.is_text:
             log.warning("run %s killed (%s): context %s has no text reply output for the limit reply",
                         result.run_id[:8], result.reason, ctx.context.type)
@@ -212,7 +210,7 @@ class Budgets:
                 entry.data = {"limit_reply": result.reason, "result": data}
         result.logs.append(entry)
         try:
-            self.hub.runs.append(ctx.run, entry)
+            self.runs.append(ctx.run, entry)
         except Exception:
             log.exception("run %s: recording the limit reply failed", result.run_id[:8])
 

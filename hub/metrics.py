@@ -1,6 +1,6 @@
 """The hub's Prometheus metrics, in a registry of its own (two hubs in one process never collide).
 
-The engine feeds them through the hub's observers and after-run hooks; platform extensions
+The engine feeds them through the plugin hooks (:class:`Metrics` is a plugin); platform extensions
 report their sends and rate limits through :meth:`Metrics.platform_send` and
 :meth:`Metrics.platform_429`. ``GET /metrics`` (hub/http.py) serves :meth:`Metrics.render`.
 
@@ -10,14 +10,13 @@ never a chat id or a user.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-if TYPE_CHECKING:
-    from .engine import RunContext, RunResult
-    from .hub import Hub
-    from .logs import OutputLog, StepLog
+from .engine import RunContext, RunResult
+from .hooks import Plugin
+from .logs import OutputLog, StepLog
+from .runner import Runner
+from .storehealth import StoreCollector, StoreHealth
 
 __all__ = ["Metrics", "CONTENT_TYPE"]
 
@@ -27,10 +26,15 @@ _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 _DURATION_BUCKETS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 
-class Metrics:
-    """Counters, gauges and histograms of one hub. Created by the hub; use ``hub.metrics``."""
+class Metrics(Plugin):
+    """Counters, gauges and histograms of one hub. Created by the hub; use ``hub.metrics``.
 
-    def __init__(self, hub: Hub) -> None:
+    ``runner`` feeds the gauges (runs in progress, queue depth, steps waiting for the LLM).
+    """
+
+    name = "metrics"
+
+    def __init__(self, runner: Runner, *, health: StoreHealth | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.runs = Counter(
@@ -59,7 +63,6 @@ class Metrics:
             "hub_webhook_requests", "Webhook requests, by webhook and HTTP status", ["webhook", "status"], registry=r
         )
         self.schedule_fires = Counter("hub_schedule_fires", "Inputs sent by schedules", ["schedule"], registry=r)
-        runner = hub.runner
         Gauge("hub_runs_running", "Runs in progress", registry=r).set_function(lambda: runner.running)
         Gauge("hub_queue_depth", "Inputs waiting for their context's next step or run", registry=r).set_function(
             lambda: runner.queued
@@ -67,12 +70,8 @@ class Metrics:
         Gauge("hub_llm_waiting", "Steps waiting for a free LLM slot", registry=r).set_function(
             lambda: runner.llm_waiting
         )
-        from .storehealth import StoreCollector
-
-        r.register(StoreCollector(hub))  # lost writes, store errors, degraded (issues 11, 16)
-        hub.step_observers.append(self._step)
-        hub.output_observers.append(self._output)
-        hub.after_run_hooks.append(self._run_ended)
+        if health is not None:  # lost writes, store errors, degraded (issues 11, 16)
+            r.register(StoreCollector(health))
 
     # --- the API for extensions ---------------------------------------------------------
 
@@ -92,17 +91,18 @@ class Metrics:
     def schedule_fired(self, name: str) -> None:
         self.schedule_fires.labels(name).inc()
 
-    def _step(self, ctx: RunContext, step: StepLog) -> None:
+    def after_step(self, ctx: RunContext, step: StepLog) -> None:
         self.steps.labels(ctx.context.type).inc()
         self.tokens.labels("prompt").inc(step.prompt_tokens)
         self.tokens.labels("completion").inc(step.completion_tokens)
         if step.llm_latency > 0:
             self.llm_latency.observe(step.llm_latency)
+        return None
 
-    def _output(self, ctx: RunContext, out: OutputLog) -> None:
+    def on_output(self, ctx: RunContext, out: OutputLog) -> None:
         self.outputs.labels(out.type, "sent" if out.sent else "failed").inc()
 
-    async def _run_ended(self, result: RunResult, ctx: RunContext | None) -> None:
+    async def after_run(self, result: RunResult, ctx: RunContext | None) -> None:
         ctype = ctx.context.type if ctx is not None else result.context.rpartition(":")[0]
         self.runs.labels(str(result.state), ctype).inc()
         self.run_duration.observe(max(0.0, result.duration))

@@ -45,7 +45,7 @@ class OutputDispatch:
         definition = run.instance.definition
         otype = otype or definition.reply_output
         out = run.outputs.get(otype) if otype else None
-        entry = OutputLog(type=otype or "", content=content.strip(), attrs=attrs, step=run.step)
+        entry = OutputLog(type=otype or "", content=self.hub.redactor.redact(content.strip()), attrs=attrs, step=run.step)
         if out is None:
             known = ", ".join(sorted(run.outputs)) or "none"
             entry.error = f"unknown output type {otype!r}; available: {known}" if otype else "output without a type"

@@ -3,6 +3,11 @@
 Text from users (inputs, action results, memory) is escaped with :func:`escape`, so no
 message can close a tag or forge an ``<action_call>``. The system part is stable across the
 steps of a run (it caches well on the provider's side); the user part carries the state.
+
+Both prompt styles (:meth:`PromptBuilder.build`, :meth:`PromptBuilder.build_chat`) fit the
+whole prompt into ``budget`` tokens, the current run included: an entry too large for its
+share is cut with a visible marker, and older entries of the run give way to newer ones.
+Both pass the finished request through the redactor, so no known secret reaches a model.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 from .definitions import Action, Output
 from .logs import ActionCallLog, ActionResultLog, ErrorLog, InputLog, Log, OutputLog, ThoughtLog
 from .models import ModelRequest
+from .redact import Redactor
 
 __all__ = ["escape", "count_tokens", "PromptParts", "PromptBuilder", "PROTOCOL"]
 
@@ -81,9 +87,10 @@ class PromptParts:
 class PromptBuilder:
     """Builds :class:`ModelRequest` objects; caches what does not change between steps."""
 
-    def __init__(self, *, budget: int = 6000, max_entry_chars: int = 4000) -> None:
+    def __init__(self, *, budget: int = 6000, max_entry_chars: int = 4000, redactor: Redactor | None = None) -> None:
         self.budget = budget
         self.max_entry_chars = max_entry_chars
+        self.redactor = redactor if redactor is not None else Redactor()
         self._schema_cache: dict[int, str] = {}
         self._output_cache: dict[tuple[int, bool], str] = {}
 
@@ -150,35 +157,36 @@ class PromptBuilder:
         )
         return "\n".join(out)
 
-    def render_entry(self, e: Log, *, new: bool = False) -> str | None:
+    def render_entry(self, e: Log, *, new: bool = False, limit: int | None = None) -> str | None:
+        """One log entry as the prompt shows it; its body cut at ``limit`` characters."""
         flag = ' new="true"' if new else ""
+        body = _body(e)
+        if body is None:
+            return None
+        text = self._clip(body, limit)
         match e:
             case InputLog():
                 who = f' user="{_attr(e.user)}"' if e.user else ""
                 if e.meta.get("user_name"):
                     who += f' name="{_attr(e.meta["user_name"])}"'
-                return f'<input type="{_attr(e.type)}"{who}{flag}>{self._clip(_json(e.content))}</input>'
+                return f'<input type="{_attr(e.type)}"{who}{flag}>{text}</input>'
             case OutputLog():
                 state = "" if e.sent else ' sent="false"'
-                return f'<output type="{_attr(e.type)}"{state}>{self._clip(_json(e.content))}</output>'
+                return f'<output type="{_attr(e.type)}"{state}>{text}</output>'
             case ActionCallLog():
-                return f'<action_call name="{_attr(e.name)}" index="{e.index}">{self._clip(_json(e.args))}</action_call>'
+                return f'<action_call name="{_attr(e.name)}" index="{e.index}">{text}</action_call>'
             case ActionResultLog():
-                body = _json(e.data) if e.ok else (e.error or "error")
                 status = "ok" if e.ok else ("denied" if e.denied else "error")
-                return f'<action_result name="{_attr(e.name)}" status="{status}"{flag}>{self._clip(body)}</action_result>'
+                return f'<action_result name="{_attr(e.name)}" status="{status}"{flag}>{text}</action_result>'
             case ThoughtLog():
-                return f"<reasoning>{self._clip(e.content)}</reasoning>"
+                return f"<reasoning>{text}</reasoning>"
             case ErrorLog():
-                return f"<error>{self._clip(e.message)}</error>"
+                return f"<error>{text}</error>"
             case _:
                 return None
 
-    def _clip(self, text: str) -> str:
-        if len(text) > self.max_entry_chars:
-            cut = len(text) - self.max_entry_chars
-            text = f"{text[: self.max_entry_chars]}[... {cut} more characters cut]"
-        return escape(text)
+    def _clip(self, text: str, limit: int | None = None) -> str:
+        return escape(_cut(text, self.max_entry_chars if limit is None else min(limit, self.max_entry_chars)))
 
     def build(self, p: PromptParts) -> ModelRequest:
         system = self.system(p)
@@ -189,48 +197,81 @@ class PromptBuilder:
             )
         for k, v in p.extra.items():
             head.append(f"<{k}>{escape(v)}</{k}>")
-        run_lines = []
-        for e in p.run:
-            new = isinstance(e, (InputLog, ActionResultLog)) and not e.processed
-            line = self.render_entry(e, new=new)
-            if line is not None:
-                run_lines.append(line)
-        tail = "<current_run>\n" + "\n".join(run_lines) + "\n</current_run>\n" + (
-            "Handle what is new (new=\"true\"). Answer with one <response>."
-        )
-        used = count_tokens(system) + sum(count_tokens(h) for h in head) + count_tokens(tail)
-        room = self.budget - used
-        episodes = self._fit(p.episodes, room // 3, wrap=lambda s: f"<episode>{escape(s)}</episode>")
-        room -= sum(count_tokens(x) for x in episodes)
-        history = self._fit_history(p.history, room)
+        frame = ("<current_run>\n", "\n</current_run>\nHandle what is new (new=\"true\"). Answer with one <response>.")
+        room = self.budget - count_tokens(system) - sum(count_tokens(h) for h in head) - count_tokens("".join(frame))
+        run_lines = self._fit_run(p.run, room)
+        tail = frame[0] + "\n".join(run_lines) + frame[1]
+        room -= _cost(run_lines)
+        # a wrapper's own count covers the newlines around its lines (counts round up)
+        wrap_e, wrap_h = count_tokens("<episodes>\n\n</episodes>"), count_tokens("<history>\n\n</history>")
+        episodes = self._fit(p.episodes, room // 3 - wrap_e, wrap=lambda s: f"<episode>{escape(s)}</episode>")
+        room -= _cost(episodes) + (wrap_e if episodes else 0)
+        history = self._fit_history(p.history, room - wrap_h)
         body = list(head)
         if episodes:
             body.append("<episodes>\n" + "\n".join(episodes) + "\n</episodes>")
         if history:
             body.append("<history>\n" + "\n".join(history) + "\n</history>")
         body.append(tail)
-        return ModelRequest(system=system, messages=[{"role": "user", "content": "\n".join(body)}])
+        return self._finish(ModelRequest(system=system, messages=[{"role": "user", "content": "\n".join(body)}]))
+
+    def _fit_run(self, run: Sequence[Log], room: int) -> list[str]:
+        """The current run's entries within ``room`` tokens: whole when they fit; else each
+        gets a fair share (short ones stay whole, long ones are cut with a marker); when even
+        that cannot fit, the oldest give way to an ``<omitted>`` line."""
+        items = [(e, isinstance(e, (InputLog, ActionResultLog)) and not e.processed) for e in run if isinstance(e, _SHOWN)]
+
+        def render(sub: Sequence[tuple[Log, bool]], cap: int | None) -> list[str]:
+            return [line for e, new in sub if (line := self.render_entry(e, new=new, limit=cap)) is not None]
+
+        lines = render(items, None)
+        if _cost(lines) <= room:
+            return lines
+        for start in range(len(items)):
+            sub = items[start:]
+            omitted = [f'<omitted entries="{start}">older entries of this run, left out to fit</omitted>'] if start else []
+            fit = room - _cost(omitted)
+            avail = fit * 4 - _ENTRY_OVERHEAD * len(sub)
+            sizes = [len(_body(e) or "") for e, _ in sub]
+            for _ in range(6):  # escaping can lengthen a cut body (up to 5 times): shrink until it fits
+                cap = _fair_cap(sizes, avail)
+                if cap < _MIN_SHARE:
+                    break
+                lines = render(sub, cap)
+                cost = _cost(lines)
+                if cost <= fit:
+                    return omitted + lines
+                avail = int(avail * fit / cost * 0.9)
+        return []
 
     def build_chat(self, p: PromptParts) -> ModelRequest:
         """A plain chat prompt for small local models that cannot follow the XML protocol:
         the persona as the system message, the conversation as user/assistant turns. Their
-        plain-text answer is the protocol's fallback: a reply to the conversation."""
+        plain-text answer is the protocol's fallback: a reply to the conversation.
+
+        The current run's turns come first (each cut to a fair share when they do not all
+        fit), then as much history as the rest of the budget holds."""
         system = f"You are {p.persona_name}. {p.persona_instructions.strip()}".strip()
-        turns: list[dict[str, str]] = []
         room = self.budget - count_tokens(system)
-        for e in reversed([*p.history, *p.run]):
-            if isinstance(e, InputLog):
-                msg = {"role": "user", "content": self._clip_raw(_json(e.content))}
-            elif isinstance(e, OutputLog) and e.sent:
-                msg = {"role": "assistant", "content": self._clip_raw(_json(e.content))}
-            else:
-                continue
-            cost = count_tokens(msg["content"]) + 4
+        current = _chat_turns(p.run)
+        cap = self.max_entry_chars
+        if sum(count_tokens(_cut(t["content"], cap)) + _TURN_TOKENS for t in current) > room:
+            avail = (room - _TURN_TOKENS * len(current)) * 4 - _MARKER_CHARS * len(current)
+            cap = max(0, min(cap, _fair_cap([len(t["content"]) for t in current], avail)))
+        fitted = [{"role": t["role"], "content": _cut(t["content"], cap)} for t in current]
+        while fitted and sum(count_tokens(t["content"]) + _TURN_TOKENS for t in fitted) > room:
+            fitted.pop(0)  # not even a marker's worth each: the oldest give way
+        room -= sum(count_tokens(t["content"]) + _TURN_TOKENS for t in fitted)
+        earlier: list[dict[str, str]] = []
+        for t in reversed(_chat_turns(p.history)):
+            msg = {"role": t["role"], "content": _cut(t["content"], self.max_entry_chars)}
+            cost = count_tokens(msg["content"]) + _TURN_TOKENS
             if cost > room:
                 break
             room -= cost
-            turns.append(msg)
-        turns.reverse()
+            earlier.append(msg)
+        earlier.reverse()
+        turns = earlier + fitted
         while turns and turns[0]["role"] != "user":
             turns.pop(0)
         merged: list[dict[str, str]] = []
@@ -239,10 +280,15 @@ class PromptBuilder:
                 merged[-1] = {"role": t["role"], "content": merged[-1]["content"] + "\n" + t["content"]}
             else:
                 merged.append(t)
-        return ModelRequest(system=system, messages=merged or [{"role": "user", "content": ""}])
+        return self._finish(ModelRequest(system=system, messages=merged or [{"role": "user", "content": ""}]))
 
-    def _clip_raw(self, text: str) -> str:
-        return text if len(text) <= self.max_entry_chars else text[: self.max_entry_chars]
+    def _finish(self, request: ModelRequest) -> ModelRequest:
+        """Mask known secrets (text that did not enter through an input: a persona, memory)."""
+        r = self.redactor
+        if r:
+            request.system = r.redact(request.system)
+            request.messages = [{**m, "content": r.redact(m["content"])} for m in request.messages]
+        return request
 
     def _fit(self, items: Iterable[str], room: int, *, wrap: Any) -> list[str]:
         out = []
@@ -271,3 +317,67 @@ class PromptBuilder:
             room -= cost
         picked.reverse()
         return picked
+
+
+_SHOWN = (InputLog, OutputLog, ActionCallLog, ActionResultLog, ThoughtLog, ErrorLog)
+"""The entries a prompt shows (:func:`_body` is not None for exactly these)."""
+_ENTRY_OVERHEAD = 120
+"""Characters an entry's tag and cut marker take besides its body (an upper estimate)."""
+_MIN_SHARE = 64
+"""Below this many characters per entry, cutting is no longer useful: leave entries out."""
+_TURN_TOKENS = 4
+"""What a chat template adds around one turn (role markers), in tokens."""
+_MARKER_CHARS = 40
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` within about ``limit`` characters; the marker says how much was cut."""
+    if len(text) <= limit:
+        return text
+    keep = max(0, limit - _MARKER_CHARS)
+    return f"{text[:keep]}[... {len(text) - keep} more characters cut]"
+
+
+def _cost(lines: Sequence[str]) -> int:
+    return sum(count_tokens(line) for line in lines)
+
+
+def _fair_cap(sizes: Sequence[int], avail: int) -> int:
+    """The largest per-entry length such that entries cut to it fit in ``avail`` characters
+    (entries shorter than it stay whole and leave their rest to the others)."""
+    if avail <= 0:
+        return 0
+    remaining, n = avail, len(sizes)
+    for i, size in enumerate(sorted(sizes)):
+        share = remaining // (n - i)
+        if size > share:
+            return share
+        remaining -= size
+    return max(sizes, default=0)
+
+
+def _body(e: Log) -> str | None:
+    """The text an entry shows in the prompt, before cutting and escaping."""
+    match e:
+        case InputLog() | OutputLog():
+            return _json(e.content)
+        case ActionCallLog():
+            return _json(e.args)
+        case ActionResultLog():
+            return _json(e.data) if e.ok else (e.error or "error")
+        case ThoughtLog():
+            return e.content
+        case ErrorLog():
+            return e.message
+        case _:
+            return None
+
+
+def _chat_turns(entries: Sequence[Log]) -> list[dict[str, str]]:
+    turns = []
+    for e in entries:
+        if isinstance(e, InputLog):
+            turns.append({"role": "user", "content": _json(e.content)})
+        elif isinstance(e, OutputLog) and e.sent:
+            turns.append({"role": "assistant", "content": _json(e.content)})
+    return turns

@@ -6,9 +6,14 @@ like a secret (``token``, ``api_key``, ``secret``, ``password``, ...), every val
 secret-looking variables. It replaces each occurrence (raw, JSON-escaped or XML-escaped) by
 ``[REDACTED]``.
 
-It is applied where text leaves the process's memory: a logging filter on the log handler
-(:class:`RedactingFilter`), the run store (:class:`RedactingRunStore`, so traces are clean
-on disk) and the prompt builder (:class:`RedactingPromptBuilder`).
+It is applied where text enters: :meth:`Hub.submit` masks every input, the engine masks
+action results and the model's elements as they arrive, so the run's logs, and everything
+made from them (prompts of either style, the run store, working memory, episodes, training
+export), never hold a known secret. Where text leaves the process, a logging filter
+(:class:`RedactingFilter`), the prompt builder (both prompt styles, for text that came from
+elsewhere: a persona, a context's memory) and the run store (:class:`RedactingRunStore`,
+for error reasons) mask again. With no secrets known, a redactor is false and every method
+returns its argument unchanged, at the cost of one attribute test.
 """
 
 from __future__ import annotations
@@ -23,8 +28,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .logs import Log, from_dict, to_dict
-from .models import ModelRequest
-from .prompt import PromptBuilder, PromptParts
+from .parser import Element
 from .runs import RunRecord, RunStore
 
 if TYPE_CHECKING:
@@ -34,7 +38,6 @@ __all__ = [
     "Redactor",
     "RedactingFilter",
     "RedactingRunStore",
-    "RedactingPromptBuilder",
     "is_secret_name",
     "MASK",
     "MIN_SECRET_LENGTH",
@@ -101,6 +104,16 @@ class Redactor:
         if isinstance(value, (list, tuple)):
             return [self.redact_tree(v) for v in value]
         return value
+
+    def redact_element(self, el: Element) -> Element:
+        """The model's element with its content and attributes masked (the same object when clean)."""
+        if self._pattern is None:
+            return el
+        content = self.redact(el.content)
+        attrs = {k: self.redact(v) for k, v in el.attrs.items()}
+        if content == el.content and attrs == el.attrs:
+            return el
+        return dataclasses.replace(el, content=content, attrs=attrs)
 
     def redact_log(self, entry: Log) -> Log:
         """A redacted copy of an event-log entry (the original is left alone)."""
@@ -246,19 +259,3 @@ class RedactingRunStore(RunStore):
 
     async def find(self, prefix: str) -> RunRecord | None:
         return await self.inner.find(prefix)
-
-
-class RedactingPromptBuilder(PromptBuilder):
-    """A prompt builder whose requests never carry a known secret to the model."""
-
-    def __init__(self, redactor: Redactor, *, budget: int = 6000, max_entry_chars: int = 4000) -> None:
-        super().__init__(budget=budget, max_entry_chars=max_entry_chars)
-        self.redactor = redactor
-
-    def build(self, p: PromptParts) -> ModelRequest:
-        request = super().build(p)
-        r = self.redactor
-        if r:
-            request.system = r.redact(request.system)
-            request.messages = [{**m, "content": r.redact(m["content"])} for m in request.messages]
-        return request

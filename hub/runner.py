@@ -12,6 +12,7 @@ the shared database, behind this same interface.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -56,7 +57,8 @@ class Submission:
 class Slot:
     """The inputs waiting for one context instance, and its run in progress."""
 
-    def __init__(self, definition: Context, args: Any, key: str) -> None:
+    def __init__(self, definition: Context, args: Any, key: str, *, take_chars: int | None = None) -> None:
+        self.take_chars = take_chars
         self.definition = definition
         self.args = args
         self.key = key
@@ -75,8 +77,11 @@ class Slot:
         return self.parents.get(entry.id) if entry else None
 
     def take(self, run_id: str) -> list[InputLog]:
-        """Hand every waiting input to the run ``run_id``."""
-        taken, self.pending = self.pending, []
+        """Hand the waiting inputs to the run ``run_id``: all of them, or with ``take_chars``
+        as many as fit in it (each counted at most a quarter of it, since the prompt cuts a
+        long one to its share; always at least one). The rest wait for the next step."""
+        n = len(self.pending) if self.take_chars is None else _fitting(self.pending, self.take_chars)
+        taken, self.pending = self.pending[:n], self.pending[n:]
         for e in taken:
             sub = self.waiting.get(e.id)
             if sub is not None and not sub.run_id.done():
@@ -92,8 +97,9 @@ class Slot:
 
 
 class Runner:
-    def __init__(self, hub: Hub, *, concurrency: int) -> None:
+    def __init__(self, hub: Hub, *, concurrency: int, take_chars: int | None = None) -> None:
         self.hub = hub
+        self.take_chars = take_chars
         self.slots: dict[str, Slot] = {}
         self._llm = asyncio.Semaphore(concurrency)
         self._queues: dict[str, asyncio.Lock] = {}
@@ -136,7 +142,7 @@ class Runner:
         slot_id = f"{definition.type}:{key}"
         slot = self.slots.get(slot_id)
         if slot is None:
-            slot = self.slots[slot_id] = Slot(definition, args, key)
+            slot = self.slots[slot_id] = Slot(definition, args, key, take_chars=self.take_chars)
         sub = Submission(entry, slot_id)
         slot.pending.append(entry)
         slot.waiting[entry.id] = sub
@@ -268,3 +274,15 @@ class Runner:
             t.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _fitting(pending: list[InputLog], limit: int) -> int:
+    """How many of the first inputs fit in ``limit`` characters (at least one)."""
+    used = 0
+    for i, e in enumerate(pending):
+        c = e.content
+        size = min(len(c) if isinstance(c, str) else len(json.dumps(c, default=str)), limit // 4)
+        if i and used + size > limit:
+            return i
+        used += size
+    return len(pending)

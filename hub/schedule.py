@@ -19,17 +19,16 @@ import random
 import time
 import zoneinfo
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any
 
 from .config import ScheduleSection
 from .db import Database
 from .errors import ConfigError, HubError, RunError
-
-if TYPE_CHECKING:
-    from .hub import Hub
+from .persona import PersonaSet
 
 __all__ = [
     "Scheduler",
@@ -133,15 +132,24 @@ class _Armed:
 class Scheduler:
     """A hub component that fires every enabled schedule.
 
-    ``clock`` returns the time (Unix seconds), ``sleep`` waits; both are swappable until
-    ``start``. The loop wakes at the next fire, and at least every ``max_sleep`` seconds to
-    pick up schedules added or edited in persona files.
+    It sends through ``submit`` (the hub's), checks the config's targets with ``resolve``
+    at start, waits for ``started()`` before the first fire, and counts fires with
+    ``fired(name)``. ``clock`` returns the time (Unix seconds), ``sleep`` waits; both are
+    swappable until ``start``. The loop wakes at the next fire, and at least every
+    ``max_sleep`` seconds to pick up schedules added or edited in persona files.
     """
 
     def __init__(
         self,
         store: ScheduleStore | None = None,
         *,
+        schedules: Mapping[str, ScheduleSection],
+        personas: PersonaSet,
+        submit: Callable[..., Awaitable[Any]],
+        resolve: Callable[[str], Any],
+        started: Callable[[], bool],
+        fired: Callable[[str], None] = lambda name: None,
+        config_path: Path | None = None,
         clock: Clock = time.time,
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
@@ -153,17 +161,22 @@ class Scheduler:
         self.rng = rng or random.Random()
         self.max_sleep = max_sleep
         self.enabled = True  # False: start does nothing (`hub chat` leaves schedules to `hub run`)
-        self._hub: Hub | None = None
+        self._config_schedules = schedules
+        self._personas = personas
+        self._submit = submit
+        self._resolve = resolve
+        self._started = started
+        self._fired = fired
+        self._config_path = config_path
         self._armed: dict[str, _Armed] = {}
         self._task: asyncio.Task[None] | None = None
 
     def schedules(self) -> dict[str, ScheduleSection]:
         """Every enabled schedule by name: the config's, then each persona's as ``PERSONA/NAME``."""
-        assert self._hub is not None
-        hub = self._hub
-        found = {name: s for name, s in hub.config.schedules.items() if s.enabled}
-        for pname in hub.personas.names():
-            persona = hub.personas.get(pname)
+        personas = self._personas
+        found = {name: s for name, s in self._config_schedules.items() if s.enabled}
+        for pname in personas.names():
+            persona = personas.get(pname)
             if persona is None:
                 continue
             for name, s in persona.schedules.items():
@@ -171,15 +184,14 @@ class Scheduler:
                     found[f"{pname}/{name}"] = s
         return found
 
-    async def start(self, hub: Hub) -> None:
+    async def start(self, hub: Any = None) -> None:
         if self._task is not None or not self.enabled:
             return
-        self._hub = hub
-        for name, s in hub.config.schedules.items():
+        for name, s in self._config_schedules.items():
             try:
-                hub.resolve_context(s.context)
+                self._resolve(s.context)
             except RunError as e:
-                path = str(hub.config.path) if hub.config.path else None
+                path = str(self._config_path) if self._config_path else None
                 raise ConfigError(str(e), path=path, key=f"schedules.{name}.context") from e
         await self.store.open()
         self._task = asyncio.create_task(self._loop(), name="hub:scheduler")
@@ -192,8 +204,7 @@ class Scheduler:
         await self.store.close()
 
     async def _loop(self) -> None:
-        assert self._hub is not None
-        while not self._hub.started:  # components start before the hub takes input
+        while not self._started():  # components start before the hub takes input
             await asyncio.sleep(0.01)
         while True:
             try:
@@ -242,18 +253,16 @@ class Scheduler:
         return self.rng.uniform(0, schedule.jitter) if schedule.jitter else 0.0
 
     async def _fire(self, name: str, armed: _Armed) -> None:
-        hub = self._hub
-        assert hub is not None
         schedule = armed.schedule
-        if not hub.started:
+        if not self._started():
             return  # stopping: not recorded, so the next start fires it as missed
         log.info("schedule %s: sending %r to %s", name, schedule.input[:60], schedule.context)
         try:
-            await hub.submit(schedule.context, data=schedule.input, type="schedule", meta={"schedule": name})
+            await self._submit(schedule.context, data=schedule.input, type="schedule", meta={"schedule": name})
         except HubError as e:
             log.error("schedule %s: could not send to %s: %s", name, schedule.context, e)
         else:
-            hub.metrics.schedule_fired(name)
+            self._fired(name)
         # recorded after the input is (durably) in the inbox: a crash in between fires twice,
         # never zero times
         await self.store.record(name, armed.due)

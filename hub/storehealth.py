@@ -7,48 +7,53 @@ this module is how an operator sees it happen.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from .db import Database
 
-if TYPE_CHECKING:
-    from .hub import Hub
-
-__all__ = ["databases", "store_health", "StoreCollector"]
+__all__ = ["databases", "StoreHealth", "StoreCollector"]
 
 
-def databases(hub: Hub) -> list[Database]:
-    """The SQLite databases behind the hub's stores (usually one)."""
+def databases(*stores: Any) -> list[Database]:
+    """The SQLite databases behind ``stores`` (a database itself, or a store holding one,
+    through wrappers such as redaction); usually one."""
     found: list[Database] = []
-    candidates: list[Any] = [getattr(hub, "_db", None)]
-    for store in (hub.memory, hub.runs, hub.inbox, *hub.ops.stores):
-        while store is not None and not isinstance(store, Database):  # through wrappers (redaction)
+    candidates: list[Any] = []
+    for store in stores:
+        while store is not None and not isinstance(store, Database):
             candidates.append(getattr(store, "db", None))
             store = getattr(store, "inner", None)
+        candidates.append(store)
     for db in candidates:
         if isinstance(db, Database) and all(db is not d for d in found):
             found.append(db)
     return found
 
 
-def store_health(hub: Hub) -> str | None:
-    """None while every store works; else why the hub is degraded."""
-    problems = [p for p in (db.health() for db in databases(hub)) if p]
-    return "; ".join(problems) or None
+class StoreHealth:
+    """Whether the hub's stores work, read from their databases when asked."""
+
+    def __init__(self, dbs: Iterable[Database]) -> None:
+        self.dbs = list(dbs)
+
+    def problem(self) -> str | None:
+        """None while every store works; else why the hub is degraded."""
+        problems = [p for p in (db.health() for db in self.dbs) if p]
+        return "; ".join(problems) or None
 
 
 class StoreCollector(Collector):
     """Store failures as Prometheus metrics (read from the databases when scraped)."""
 
-    def __init__(self, hub: Hub) -> None:
-        self.hub = hub
+    def __init__(self, health: StoreHealth) -> None:
+        self.health = health
 
     def collect(self) -> Iterator[Any]:
-        dbs = databases(self.hub)
+        dbs = self.health.dbs
         for name, attr, doc in (
             ("hub_store_lost_writes", "lost_writes", "Queued writes that failed with no caller to tell (lost)"),
             ("hub_store_failed_writes", "failed_writes", "Writes that failed and raised StoreError to their caller"),

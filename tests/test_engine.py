@@ -22,6 +22,7 @@ from hub import (
     action,
     output,
 )
+from hub.hooks import Plugin
 
 CLI = ("cli:session", {"user": "ann"})
 
@@ -442,12 +443,13 @@ async def test_critical_denial_rejects_the_run(make_hub) -> None:
     async def peek(args: S, ctx) -> str:
         return "ok"
 
-    async def deny(act, ctx):
-        return f"{act.name} needs the admin role" if act.name in ("wipe", "peek2") else None
+    class Deny(Plugin):
+        async def authorize(self, act, ctx):
+            return f"{act.name} needs the admin role" if act.name in ("wipe", "peek2") else None
 
     model = ScriptedModel([resp(call("wipe", "{}"))])
     hub = make_hub(model, Extension("t", actions=[wipe, peek]))
-    hub.guards.append(deny)
+    hub.plugins.add(Deny())
     async with hub:
         result = await hub.send(*CLI, "wipe it")
     assert result.state == RunState.REJECTED and "needs the admin role" in result.reason

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from hub import ExtensionFailed, Hub, HubConfig, OutputLog, ScriptedModel
+from hub.hooks import Plugin
 from hub.errors import ConfigError
 from hub.loader import load_extension
 from tests.fakes.discord import FakeDiscord
@@ -51,7 +52,13 @@ class Running:
         self.dc = dc
         self.model = model
         self.outputs: list[OutputLog] = []
-        hub.output_observers.append(lambda ctx, out: self.outputs.append(out))
+        outputs = self.outputs
+
+        class Observe(Plugin):
+            def on_output(self, run: Any, out: OutputLog) -> None:
+                outputs.append(out)
+
+        hub.plugins.add(Observe())
 
     def replies_to(self, message_id: int) -> list[dict[str, Any]]:
         return [s for s in self.dc.sent if s["reply_to"] == message_id]

@@ -35,6 +35,7 @@ from extensions.telegram import (
     extension,
 )
 from hub import ConfigError, Hub, HubConfig, HubError, RunResult, ScriptedModel
+from hub.hooks import Plugin
 from hub.config import config_from_dict
 from hub.loader import load_extension
 from hub.platform import AllowList, utf16_len
@@ -54,6 +55,14 @@ ROOT = Path(__file__).resolve().parents[2]
 def reply(text: str) -> str:
     return f'<response><output type="telegram:send">{text}</output></response>'
 
+
+
+class _Recorder(Plugin):
+    def __init__(self, harness: Any) -> None:
+        self.harness = harness
+
+    async def after_run(self, result: Any, run: Any) -> None:
+        await self.harness._record(result, run)
 
 class Harness:
     """A started hub with the Telegram extension, and the run results it produced."""
@@ -102,7 +111,7 @@ async def running(
     ext = extension(TelegramSettings(token=TOKEN, base_url=f"{tg.base_url}/bot", **settings))
     hub = Hub(cfg, model=model, load_extensions=False, extensions=[ext])
     harness = Harness(hub, model, tg)
-    hub.after_run_hooks.append(harness._record)
+    hub.plugins.add(_Recorder(harness))
     async with hub:
         yield harness
 

@@ -28,6 +28,7 @@ from extensions.twitter import (
     weighted_len,
 )
 from hub import ConfigError, Hub, HubConfig, RunResult, ScriptedModel
+from hub.hooks import Plugin
 from hub.config import config_from_dict
 from hub.loader import load_extension
 from tests.fakes import twitter as fake_twitter
@@ -109,10 +110,11 @@ async def bot(tw: FakeTwitter, data: Path, model: ScriptedModel | None = None, *
     hub = Hub(cfg, model=model, load_extensions=False, extensions=[extension(settings, service=service)])
     b = Bot(hub, service, model)
 
-    async def collect(result: RunResult, ctx: Any) -> None:
-        b.results.append(result)
+    class Collect(Plugin):
+        async def after_run(self, result: RunResult, ctx: Any) -> None:
+            b.results.append(result)
 
-    hub.after_run_hooks.append(collect)
+    hub.plugins.add(Collect())
     async with hub:
         if first_poll:
             await until(lambda: service.polls >= 1)

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from hub import Context, Extension, action, output
 from hub.engine import Engine
 from hub.errors import ModelError
+from hub.hooks import Plugin
 from hub.logs import ErrorLog
 from hub.runs import RunState
 
@@ -147,21 +148,24 @@ async def test_a_hook_or_handler_that_raises(make_hub, where: str) -> None:
     said: list[str] = []
     hub = make_hub(FunctionModel(script), extension(where, said))
 
-    async def before(ctx, slot) -> None:  # type: ignore[no-untyped-def]
-        if where == "before_run hook" and ctx.context.key == VICTIM:
-            raise Boom("injected")
+    class Faulty(Plugin):
+        """A feature whose hooks raise for the victim's conversation."""
 
-    async def after(result, ctx) -> None:  # type: ignore[no-untyped-def]
-        if where == "after_run hook" and result.context.endswith(VICTIM):
-            raise Boom("injected")
+        name = "faulty"
 
-    async def guard(action, ctx) -> None:  # type: ignore[no-untyped-def]
-        if where == "guard" and ctx.context.key == VICTIM:
-            raise Boom("injected")
+        async def before_run(self, run) -> None:  # type: ignore[no-untyped-def]
+            if where == "before_run hook" and run.context.key == VICTIM:
+                raise Boom("injected")
 
-    hub.before_run_hooks.append(before)
-    hub.after_run_hooks.append(after)
-    hub.guards.append(guard)
+        async def after_run(self, result, run) -> None:  # type: ignore[no-untyped-def]
+            if where == "after_run hook" and result.context.endswith(VICTIM):
+                raise Boom("injected")
+
+        async def authorize(self, action, run) -> None:  # type: ignore[no-untyped-def]
+            if where == "guard" and run.context.key == VICTIM:
+                raise Boom("injected")
+
+    hub.plugins.add(Faulty())
     async with hub:
         other = await send_bounded(hub, "t:chat:bob", None, "CALL-TOOL")
         assert other.state == RunState.COMPLETED, other.reason

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hub.cli import main
-from hub.ops import Heartbeat
+from hub.heartbeat import Heartbeat
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,3 +74,22 @@ def test_health_follows_the_heartbeat(tmp_path, capsys):
     os.utime(tmp_path / "data" / "heartbeat", (old, old))
     assert main(["health", *cfg]) == 1
     assert "last heartbeat 600s ago" in capsys.readouterr().err
+
+
+def test_a_hub_built_with_a_heartbeat_is_healthy_while_it_runs(tmp_path):
+    from hub import Hub, load_config
+    from hub.cli import HEARTBEAT
+
+    (tmp_path / "config.toml").write_text('[hub]\ndata_dir = "data"\n[memory]\nepisodes = false\n')
+    cfg = ["--config", str(tmp_path / "config.toml")]
+    config = load_config(tmp_path / "config.toml")
+
+    async def run() -> None:
+        async with Hub(config, load_extensions=False, heartbeat=config.data_dir / HEARTBEAT):
+            while not (config.data_dir / HEARTBEAT).exists():  # its first beat
+                await asyncio.sleep(0.01)
+            assert await asyncio.to_thread(main, ["health", *cfg]) == 0  # `hub run` builds its hub this way
+        assert not (config.data_dir / HEARTBEAT).exists()
+
+    asyncio.run(run())
+    assert main(["health", *cfg]) == 1

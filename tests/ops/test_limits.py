@@ -87,7 +87,7 @@ async def test_user_tokens_per_day_survives_a_restart(make_rig, config):
         assert (await rig.say("one")).ok
         result = await rig.say("two")
         assert_killed_with_reply(rig, result, "user_tokens_per_day (500)")
-        assert rig.hub.ops.budgets.used("user:cli:ann") > 500
+        assert rig.hub.budgets.used("user:cli:ann") > 500
     rig2 = make_rig()
     async with rig2.hub:
         again = await rig2.say("after a restart")

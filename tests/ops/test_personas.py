@@ -45,7 +45,7 @@ async def test_a_broken_edit_keeps_the_previous_version_and_says_why(make_rig, c
         write(rig.contexts / "default.toml", 'name = "Hub"\ninstructions = "not toml')  # a TOML syntax error
         await rig.say("and now?")
         assert "You are terse." in rig.model.requests[-1].system
-        history = await rig.hub.ops.revisions.history("default")
+        history = await rig.hub.revisions.history("default")
         assert [r.rev for r in history] == [1]  # rejected edits are not revisions
 
 
@@ -57,14 +57,14 @@ async def test_revisions_are_kept_and_rollback_restores_one(make_rig, config):
         await rig.say("one")
         write(path, 'name = "Hub"\ninstructions = "Version two."\n')
         await rig.say("two")
-        history = await rig.hub.ops.revisions.history("default")
+        history = await rig.hub.revisions.history("default")
         assert [(r.rev, r.text) for r in history] == [(1, first), (2, path.read_text())]
 
-        await rollback(rig.hub.ops.revisions, rig.contexts, "default", 1)
+        await rollback(rig.hub.revisions, rig.contexts, "default", 1)
         assert path.read_text() == first
         await rig.say("three")
         assert "You are terse." in rig.model.requests[-1].system
-        history = await rig.hub.ops.revisions.history("default")
+        history = await rig.hub.revisions.history("default")
         assert [(r.rev, r.note) for r in history] == [(1, ""), (2, ""), (3, "rollback to rev 1")]
         shown = render_history(history, current=path.read_text())
         assert "+instructions = \"Version two.\"" in shown and "rev 3" in shown and "(in force)" in shown
@@ -73,7 +73,7 @@ async def test_revisions_are_kept_and_rollback_restores_one(make_rig, config):
     rig2 = make_rig()
     async with rig2.hub:
         await rig2.say("four")
-        assert len(await rig2.hub.ops.revisions.history("default")) == 3
+        assert len(await rig2.hub.revisions.history("default")) == 3
 
 
 async def test_rollback_of_an_unknown_revision_names_the_known_ones(tmp_path):

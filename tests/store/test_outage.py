@@ -57,14 +57,14 @@ async def test_an_outage_turns_healthz_degraded_and_is_counted(config: HubConfig
 
 async def test_hub_health_reports_a_failing_store_from_the_heartbeat(config: HubConfig, make_hub, tmp_path, capsys) -> None:
     from hub.cli import HEARTBEAT, main
-    from hub.ops import Heartbeat
+    from hub.heartbeat import Heartbeat
 
     toml = tmp_path / "config.toml"
     toml.write_text(f'[hub]\ndata_dir = "{config.data_dir}"\ncontexts_dir = "{config.contexts_dir}"\n')
     hub = make_hub()
     db = hub._db
     db.busy_timeout, db.busy_retries, db.retry_delay = 0.01, 0, 0.001
-    beat = Heartbeat(config.data_dir / HEARTBEAT, interval=0.01)
+    beat = Heartbeat(config.data_dir / HEARTBEAT, interval=0.01, health=hub.store_health.problem)
     async with hub:
         await beat.start(hub)
         try:

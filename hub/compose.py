@@ -1,0 +1,258 @@
+"""The composition root: the one place that builds a hub's features from its config.
+
+:func:`compose` makes every feature once, hands each what it needs (a store, the runner,
+the hub's ``submit`` or output registry, never the hub itself), and returns them as
+:class:`Features`: the ordered :class:`~hub.hooks.Plugins` through which they take part in
+runs, and the components the hub starts and stops. Nothing is attached or replaced later.
+
+Plugin order is the order of the hooks: the daily budgets (``limits``) first, so a spent
+budget stops a run before anything else sees it; then the role guard, the metrics, child
+runs and episodic memory.
+
+Where a new feature goes: a class in its own module that subclasses
+:class:`~hub.hooks.Plugin` (and has ``start``/``stop`` if it runs in the background),
+built here with its dependencies and added to the plugins (and components).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from .config import HubConfig
+from .db import Database
+from .definitions import Context, Output
+from .engine import ContextInstance
+from .children import ChildRuns
+from .episode import open_episode_store, shared_embedder
+from .episodes import EpisodicMemory
+from .guard import RoleGuard
+from .heartbeat import Heartbeat
+from .hooks import Plugins
+from .http import HttpServer, http_component
+from .inbox import InboxStore, SQLiteInbox
+from .limits import Budgets, InMemoryUsageStore, SQLiteUsageStore, UsageStore
+from .memory.sqlite import SQLiteMemoryStore
+from .memory.store import MemoryStore
+from .metrics import Metrics
+from .models import Model, RetryPolicy
+from .persona import Persona, PersonaSet
+from .persona_watch import PersonaWatcher
+from .prompt import PromptBuilder
+from .redact import RedactingRunStore, Redactor
+from .revisions import InMemoryRevisionStore, RevisionStore, SQLiteRevisionStore
+from .runner import Runner
+from .runs import RunStore, SQLiteRunStore
+from .retention import Retention
+from .schedule import Scheduler, SQLiteScheduleStore
+from .storehealth import StoreHealth
+
+__all__ = ["Component", "Features", "Stores", "build_stores", "compose", "make_model", "prompt_budget"]
+
+LOCAL_MARGIN = 64
+"""Tokens of the local model's context window kept free of the prompt (template, rounding)."""
+
+
+class Component(Protocol):
+    """A built-in part with a lifecycle (started after extensions' services, stopped before)."""
+
+    async def start(self, hub: Any) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+@dataclass(slots=True)
+class Stores:
+    """The hub's stores and the database they share (None when every store was given)."""
+
+    db: Database | None
+    memory: MemoryStore
+    runs: RunStore
+    inbox: InboxStore
+
+
+def build_stores(
+    config: HubConfig,
+    redactor: Redactor,
+    *,
+    memory: MemoryStore | None = None,
+    runs: RunStore | None = None,
+    inbox: InboxStore | None = None,
+) -> Stores:
+    """The replacements given, else SQLite stores sharing one database in ``data_dir``. The
+    run store masks known secrets in error reasons and messages (an exception's text can
+    quote one), the one text that does not enter through an input, a result or the model."""
+    db = Database(config.data_dir / "hub.db") if memory is None or runs is None or inbox is None else None
+    if runs is None:
+        assert db is not None
+        runs = SQLiteRunStore(db)
+    if redactor:
+        runs = RedactingRunStore(runs, redactor)
+    return Stores(
+        db,
+        memory if memory is not None else SQLiteMemoryStore(db),  # type: ignore[arg-type]
+        runs,
+        inbox if inbox is not None else SQLiteInbox(db),  # type: ignore[arg-type]
+    )
+
+
+@dataclass(slots=True)
+class Features:
+    """Everything :func:`compose` built, in the order the hub uses it."""
+
+    redactor: Redactor
+    prompts: PromptBuilder
+    plugins: Plugins
+    components: list[Component]
+    metrics: Metrics
+    budgets: Budgets
+    guard: RoleGuard
+    children: ChildRuns
+    scheduler: Scheduler
+    revisions: RevisionStore
+    usage: UsageStore
+    http: HttpServer | None = None
+    episodes: EpisodicMemory | None = None
+    stores: tuple[Any, ...] = field(default=())
+
+
+def make_model(config: HubConfig) -> Model:
+    """The model the config asks for: an OpenAI-compatible server, or a local GGUF model."""
+    m = config.model
+    if m.resolved_provider() == "local":
+        from .models.local import LocalModel
+
+        return LocalModel(
+            m.model_path or None,
+            context_length=m.context_length,
+            threads=m.threads,
+            timeout=m.timeout,
+            temperature=m.temperature if m.temperature is not None else 0.4,
+            max_tokens=m.max_tokens or 192,
+        )
+    from .models.openai import OpenAIModel
+
+    return OpenAIModel(
+        m.name,
+        base_url=m.base_url or None,
+        api_key=m.api_key or None,
+        timeout=m.timeout,
+        temperature=m.temperature,
+        max_tokens=m.max_tokens,
+    )
+
+
+def prompt_budget(config: HubConfig, model: Model | None = None) -> int:
+    """The prompt's token budget: ``[agent] prompt_budget``, and for a model with a context
+    window of its own (the local one) never more than that window leaves once the answer
+    (``max_tokens``) has its room. ``model`` is the hub's replacement model, if any."""
+    budget = config.agent.prompt_budget
+    m = config.model
+    window: object
+    answer: object
+    if model is None:
+        if m.resolved_provider() != "local":
+            return budget
+        window, answer = m.context_length, m.max_tokens
+    else:
+        window, answer = getattr(model, "context_length", None), getattr(model, "max_tokens", None)
+        if not isinstance(window, int):
+            return budget  # a server's model: its window is the server's business
+    return min(budget, window - (answer if isinstance(answer, int) else 192) - LOCAL_MARGIN)
+
+
+def compose(
+    config: HubConfig,
+    *,
+    db: Database | None,
+    runner: Runner,
+    runs: RunStore,
+    outputs: Mapping[str, Output],
+    personas: PersonaSet,
+    submit: Callable[..., Awaitable[Any]],
+    resolve: Callable[[str], tuple[Context, Any, str]],
+    persona_for: Callable[[ContextInstance], Persona | None],
+    started: Callable[[], bool],
+    model: Callable[[], Model],
+    retry_policy: RetryPolicy,
+    given_model: Model | None = None,
+    heartbeat: Path | None = None,
+    redactor: Redactor | None = None,
+    health: StoreHealth | None = None,
+) -> Features:
+    """Build a hub's features from ``config`` and the hub's own parts (see the module doc)."""
+    redactor = redactor if redactor is not None else Redactor.from_config(config)
+    prompts = PromptBuilder(budget=prompt_budget(config, given_model), redactor=redactor)
+
+    usage: UsageStore = SQLiteUsageStore(db) if db is not None else InMemoryUsageStore()
+    revisions: RevisionStore = SQLiteRevisionStore(db) if db is not None else InMemoryRevisionStore()
+    if personas.on_change is None:  # every persona edit that validates becomes a revision
+        personas.on_change = lambda name, persona, text: revisions.record(name, text)
+
+    budgets = Budgets(config.limits, usage, outputs=outputs, runs=runs)
+    guard = RoleGuard(config.roles)
+    health = health if health is not None else StoreHealth([db] if db is not None else [])
+    metrics = Metrics(runner, health=health)
+    children = ChildRuns(
+        submit=submit,
+        resolve=resolve,
+        persona_for=persona_for,
+        runner=runner,
+        run_timeout=config.agent.run_timeout,
+        heartbeat_timeout=config.agent.heartbeat_timeout,
+    )
+    episodes = None
+    if config.memory.episodes:
+        episodes = EpisodicMemory(
+            config.memory,
+            open_store=functools.partial(_open_episodes, config),
+            model=model,
+            runner=runner,
+            retry_policy=retry_policy,
+            model_timeout=config.model.timeout,
+        )
+    plugins = Plugins([budgets, guard, metrics, children, *([episodes] if episodes is not None else [])])
+
+    scheduler = Scheduler(
+        SQLiteScheduleStore(db) if db is not None else None,
+        schedules=config.schedules,
+        personas=personas,
+        submit=submit,
+        resolve=resolve,
+        started=started,
+        fired=metrics.schedule_fired,
+        config_path=config.path,
+    )
+    http = http_component(config)
+    components: list[Component] = [PersonaWatcher(personas), scheduler]
+    if db is not None:  # the database stays bounded
+        components.append(Retention(db, config.hub.retention))
+    if http is not None:
+        components.append(http)
+    if episodes is not None:
+        components.append(episodes)
+    if heartbeat is not None:
+        components.append(Heartbeat(heartbeat, health=health.problem))
+    return Features(
+        redactor=redactor,
+        prompts=prompts,
+        plugins=plugins,
+        components=components,
+        metrics=metrics,
+        budgets=budgets,
+        guard=guard,
+        children=children,
+        scheduler=scheduler,
+        revisions=revisions,
+        usage=usage,
+        http=http,
+        episodes=episodes,
+        stores=(revisions, usage),
+    )
+
+
+def _open_episodes(config: HubConfig, embedder: Any) -> Any:
+    return open_episode_store(config, embedder=embedder or shared_embedder())

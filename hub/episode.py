@@ -1,0 +1,309 @@
+"""An episode: one finished run as episodic memory keeps it, and the store-level operations.
+
+:class:`Episode` is what came in, what the agent thought and did, the results and how the
+run ended, with the conversation, user, platform and time; :func:`episode_from_run` makes
+one from a run's logs (which hold no known secret: they are masked where they enter).
+
+What is embedded is the episode's *key*: the inputs' text and the agent's answer, which
+is what a later question resembles (a whole digest with action arguments dilutes it). What
+the prompt shows is the summary, or the deterministic digest. Both, and the prompt and
+completion for training export, are in the record's metadata.
+
+The functions below work on a :class:`VectorStore` directly; the runtime plugin
+(:mod:`hub.episodes`) and the offline commands (:mod:`hub.cli_memory`) share them.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .config import HubConfig, MemorySection
+from .logs import ActionCallLog, ActionResultLog, InputLog, OutputLog, StateLog, ThoughtLog
+
+if TYPE_CHECKING:
+    from .engine import RunResult
+    from .memory.embedder import Embedder
+    from .memory.vector import VectorHit, VectorRecord, VectorStore
+
+__all__ = [
+    "Episode",
+    "INDEX",
+    "episode_from_run",
+    "open_episode_store",
+    "default_store_path",
+    "scan",
+    "all_episodes",
+    "prune_store",
+    "forget_filter",
+]
+
+log = logging.getLogger(__name__)
+
+#: The vector index that holds episodes.
+INDEX = "episodes"
+#: Bounds on what one episode keeps, so the store's size is bounded by ``max_episodes``.
+MAX_TEXT = 4000  # prompt, completion
+MAX_DIGEST = 1500  # what the prompt shows of one episode
+MAX_PART = 300  # one thought, one action call or result inside the digest
+#: Episodes are spread over buckets (a metadata key) so that listing them all (retention,
+#: export) reads a bucket at a time: about 1,600 records a read at 100,000 episodes.
+BUCKETS = 64
+DELETE_BATCH = 1_000
+
+
+@dataclass(slots=True)
+class Episode:
+    """One finished run, as memory keeps it. ``time`` is the run's end (Unix seconds)."""
+
+    run_id: str
+    context: str
+    user: str
+    time: float
+    state: str
+    prompt: str
+    completion: str
+    digest: str
+    summary: str = ""
+    input_ids: tuple[str, ...] = ()
+    score: float | None = None
+
+    @property
+    def context_type(self) -> str:
+        return self.context.rpartition(":")[0] if ":" in self.context else self.context
+
+    @property
+    def platform(self) -> str:
+        return self.context.split(":", 1)[0]
+
+    @property
+    def text(self) -> str:
+        """What the prompt shows: the summary if there is one, else the digest."""
+        return self.summary or self.digest
+
+    @property
+    def key(self) -> str:
+        """What is embedded: the inputs and the answer, what a later question resembles."""
+        return f"{self.prompt}\n{self.completion}".strip()
+
+    def render(self) -> str:
+        """The line recalled into the prompt: when, where, how it ended, what happened."""
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(self.time))
+        return f"{when}, {self.context} ({self.state}): {self.text}"
+
+    def to_record(self) -> VectorRecord:
+        from .memory.vector import VectorRecord
+
+        metadata: dict[str, str | int | float | bool] = {
+            "context": self.context,
+            "context_type": self.context_type,
+            "platform": self.platform,
+            "user": self.user,
+            "time": self.time,
+            "run_id": self.run_id,
+            "state": self.state,
+            "prompt": self.prompt,
+            "completion": self.completion,
+            "digest": self.digest,
+            "summary": self.summary,
+            "inputs": ",".join(self.input_ids),
+            "bucket": _bucket(self.run_id),
+        }
+        return VectorRecord(self.run_id, self.key, metadata)
+
+    @classmethod
+    def from_record(
+        cls, record: VectorRecord | VectorHit, *, score: float | None = None
+    ) -> Episode:
+        m = record.metadata
+
+        def s(name: str) -> str:
+            value = m.get(name, "")
+            return value if isinstance(value, str) else str(value)
+
+        t = m.get("time", 0.0)
+        return cls(
+            run_id=s("run_id") or record.id,
+            context=s("context"),
+            user=s("user"),
+            time=float(t) if isinstance(t, (int, float)) else 0.0,
+            state=s("state"),
+            prompt=s("prompt"),
+            completion=s("completion"),
+            digest=s("digest") or record.text,
+            summary=s("summary"),
+            input_ids=tuple(i for i in s("inputs").split(",") if i),
+            score=score,
+        )
+
+
+def _bucket(run_id: str) -> int:
+    return int.from_bytes(hashlib.blake2b(run_id.encode(), digest_size=4).digest(), "big") % BUCKETS
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value.strip()
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def episode_from_run(result: RunResult, *, user: str | None = None) -> Episode | None:
+    """The episode of a finished run; None when nothing with text came in (nothing to
+    remember, e.g. a run that failed before taking its input)."""
+    logs = result.logs
+    inputs = [e for e in logs if isinstance(e, InputLog) and _text(e.content)]
+    if not inputs:
+        return None
+    user = user or next((e.user for e in inputs if e.user), None) or ""
+    results = {e.call_id: e for e in logs if isinstance(e, ActionResultLog)}
+    parts: list[str] = []
+    answers: list[str] = []
+    for e in logs:
+        match e:
+            case InputLog() if _text(e.content):
+                who = f"User {e.user}" if e.user else f"Input ({e.type})"
+                parts.append(f"{who} asked: {_clip(_text(e.content), MAX_PART * 2)}")
+            case ThoughtLog():
+                parts.append(f"Agent thought: {_clip(e.content, MAX_PART)}")
+            case ActionCallLog():
+                res = results.get(e.id)
+                if res is None:
+                    outcome = "(no result)"
+                elif res.ok:
+                    outcome = _clip(_text(res.data), MAX_PART) or "ok"
+                else:
+                    failure = "denied" if res.denied else "error"
+                    outcome = f"{failure}: {_clip(res.error or '', MAX_PART)}"
+                args = _clip(_text(e.args), MAX_PART)
+                parts.append(f"Agent called {e.name}({args}) → {outcome}")
+            case OutputLog() if e.sent:
+                answers.append(_text(e.content))
+                parts.append(f"Agent answered: {_clip(_text(e.content), MAX_PART * 2)}")
+            case OutputLog() if e.error:
+                parts.append(f"Agent's {e.type or 'output'} failed: {_clip(e.error, MAX_PART)}")
+            case _:
+                pass
+    ending = str(result.state) + (f" ({result.reason})" if result.reason else "")
+    parts.append(f"Ended: {ending}")
+    digest = " / ".join(parts)
+    if len(digest) > MAX_DIGEST:
+        # keep how it ended: the end of a long run matters as much as its start
+        tail = " / " + parts[-1]
+        digest = digest[: MAX_DIGEST - len(tail) - 5].rstrip() + " / …" + tail
+    ended = next((e.ts for e in reversed(logs) if isinstance(e, StateLog)), time.time())
+    return Episode(
+        run_id=result.run_id,
+        context=result.context,
+        user=user,
+        time=ended,
+        state=str(result.state),
+        prompt=_clip_block("\n".join(_text(e.content) for e in inputs), MAX_TEXT),
+        completion=_clip_block("\n\n".join(answers), MAX_TEXT),
+        digest=digest,
+        input_ids=tuple(e.id for e in inputs),
+    )
+
+
+def _clip_block(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def default_store_path(config: HubConfig) -> Path:
+    return config.data_dir / "chroma"
+
+
+@functools.cache
+def shared_embedder() -> Embedder:
+    """The default embedder, one per process: it is read-only and thread-safe, and each
+    load costs about half a second and tens of MB, which several hubs (tests) need not pay
+    again. Loaded on its first `embed`, not here."""
+    from .memory.embedder import default_embedder
+
+    return default_embedder()
+
+
+def open_episode_store(config: HubConfig, *, embedder: Embedder | None = None) -> VectorStore:
+    """The configured episode store (Chroma under ``data/chroma``), not yet opened."""
+    from .memory.chroma import ChromaVectorStore
+
+    return ChromaVectorStore(default_store_path(config), embedder=embedder or shared_embedder())
+
+
+# --- store-level operations, shared by the component and the command line ---------------
+
+
+async def scan(store: VectorStore, *, context: str | None = None) -> AsyncIterator[VectorRecord]:
+    """Every episode record (of ``context``), one bucket at a time: Chroma cannot return
+    100,000 records in one `get` ("too many SQL variables"), and the store has no offset."""
+    for bucket in range(BUCKETS):
+        where: dict[str, Any] = {"bucket": bucket}
+        if context:
+            where["context"] = context
+        for record in await store.get(INDEX, where=where):
+            yield record
+
+
+async def all_episodes(store: VectorStore, *, context: str | None = None) -> list[Episode]:
+    episodes = [Episode.from_record(r) async for r in scan(store, context=context)]
+    episodes.sort(key=lambda e: e.time)
+    return episodes
+
+
+async def prune_store(
+    store: VectorStore, config: MemorySection, *, now: float | None = None
+) -> int:
+    """Delete episodes older than ``retention_days``, then the oldest beyond ``max_episodes``."""
+    if not config.retention_days and not config.max_episodes:
+        return 0
+    now = time.time() if now is None else now
+    stamped = sorted([(_time_of(r), r.id) async for r in scan(store)])
+    doomed: list[str] = []
+    if config.retention_days:
+        cutoff = now - config.retention_days * 86400
+        doomed = [i for t, i in stamped if t < cutoff]
+        stamped = stamped[len(doomed) :]
+    if config.max_episodes and len(stamped) > config.max_episodes:
+        doomed += [i for _, i in stamped[: len(stamped) - config.max_episodes]]
+    if not doomed:
+        return 0
+    removed = 0
+    for start in range(0, len(doomed), DELETE_BATCH):
+        removed += await store.delete(INDEX, ids=doomed[start : start + DELETE_BATCH])
+    log.info("episodic memory: pruned %d episodes (retention)", removed)
+    return removed
+
+
+def _time_of(record: VectorRecord) -> float:
+    t = record.metadata.get("time")
+    return float(t) if isinstance(t, (int, float)) else 0.0
+
+
+def forget_filter(
+    *, user: str | None = None, context: str | None = None, platform: str | None = None
+) -> dict[str, Any]:
+    """The metadata filter for forgetting. Raises ValueError when it would match everything."""
+    where: dict[str, Any] = {}
+    if user:
+        where["user"] = user
+    if context:
+        where["context"] = context
+    if platform:
+        where["platform"] = platform
+    if "user" not in where and "context" not in where:
+        raise ValueError("forget needs a user or a context")
+    return where
+

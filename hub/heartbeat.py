@@ -1,0 +1,51 @@
+"""The heartbeat file that ``hub health`` (the container's healthcheck) reads.
+
+A component of the hub that ``hub run`` asks for (``Hub(config, heartbeat=PATH)``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Heartbeat"]
+
+log = logging.getLogger(__name__)
+
+
+class Heartbeat:
+    """Touches a file every ``interval`` seconds from the event loop, so ``hub health`` (the
+    container's healthcheck) can tell a live hub from a stuck or dead one without HTTP."""
+
+    def __init__(self, path: Path, *, interval: float = 10.0, health: Callable[[], str | None] | None = None) -> None:
+        self.path = Path(path)
+        self.interval = interval
+        self.health = health  # why the stores are degraded, if they are: a second line
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, hub: Any = None) -> None:
+        if self._task is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._task = asyncio.create_task(self._beat(), name="heartbeat")
+
+    async def _beat(self) -> None:
+        while True:
+            try:
+                degraded = self.health() if self.health is not None else None
+                self.path.write_text(f"{time.time():.0f}\n" + (f"degraded: {degraded}\n" if degraded else ""), encoding="utf-8")
+            except OSError as e:
+                log.warning("heartbeat: cannot write %s: %s", self.path, e)
+            await asyncio.sleep(self.interval)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        self.path.unlink(missing_ok=True)  # a stopped hub is not healthy
