@@ -32,7 +32,7 @@ from .runs import RunState
 
 if TYPE_CHECKING:
     from .definitions import Action
-    from .hub import Hub
+    from .deps import EngineDeps
     from .run import Run
 
 __all__ = ["ActionCalls", "ActionMemory", "Call"]
@@ -55,8 +55,8 @@ class Call:
 class ActionMemory:
     """Where an action's memory lives, and one lock per key so that updates never race."""
 
-    def __init__(self, hub: Hub) -> None:
-        self.hub = hub
+    def __init__(self, deps: EngineDeps) -> None:
+        self.deps = deps
         self._locks: dict[str, asyncio.Lock] = {}
 
     @staticmethod
@@ -77,9 +77,9 @@ class ActionMemory:
             lock = self._locks[key] = asyncio.Lock()
         try:
             async with lock:
-                ctx.action_memory = await self.hub.memory.get(key)
+                ctx.action_memory = await self.deps.memory.get(key)
                 yield
-                await self.hub.memory.set(key, ctx.action_memory)
+                await self.deps.memory.set(key, ctx.action_memory)
         finally:
             if not lock.locked() and not lock._waiters and self._locks.get(key) is lock:  # type: ignore[attr-defined]
                 del self._locks[key]  # no one else is waiting: do not keep a lock per key forever
@@ -88,9 +88,9 @@ class ActionMemory:
 class ActionCalls:
     """Starts and runs the action calls of a run's responses."""
 
-    def __init__(self, hub: Hub) -> None:
-        self.hub = hub
-        self.memory = ActionMemory(hub)
+    def __init__(self, deps: EngineDeps) -> None:
+        self.deps = deps
+        self.memory = ActionMemory(deps)
 
     def start(self, run: Run, el: Element, calls: list[Call]) -> None:
         """A closed ``<action_call>``: log it and start it (or log why it cannot run)."""
@@ -144,7 +144,7 @@ class ActionCalls:
             except ValidationError as e:
                 raise ActionError(action.name, "invalid arguments: " + validation_message(e)) from e
             ctx = run.ctx.derive(call=call)
-            denial = await self.hub.authorize(action, ctx)
+            denial = await self.deps.plugins.authorize(action, ctx)
             if denial is not None:
                 self.result(run, call, ok=False, error=denial, denied=True, started=started)
                 fut.set_exception(ActionError(action.name, denial))
@@ -194,8 +194,8 @@ class ActionCalls:
 
     async def invoke(self, action: Action, args: BaseModel, ctx: RunContext) -> Any:
         """The handler, under its queue, with its timeout and its bounded retries."""
-        timeout = action.timeout or self.hub.config.agent.action_timeout
-        lock = self.hub.runner.queue_lock(action.queue) if action.queue else None
+        timeout = action.timeout or self.deps.config.agent.action_timeout
+        lock = self.deps.runner.queue_lock(action.queue) if action.queue else None
         attempt = 0
         while True:
             try:
@@ -217,8 +217,8 @@ class ActionCalls:
             call_id=call.id,
             name=call.name,
             ok=ok,
-            data=self.hub.redactor.redact_tree(data),  # masked as it enters the run
-            error=self.hub.redactor.redact(error) if error else error,
+            data=self.deps.redactor.redact_tree(data),  # masked as it enters the run
+            error=self.deps.redactor.redact(error) if error else error,
             denied=denied,
             step=run.step,
             duration=(time.monotonic() - started) if started else 0.0,

@@ -21,16 +21,16 @@ from .runs import RunRecord
 
 if TYPE_CHECKING:
     from .definitions import Action, Context, Output
-    from .hub import Hub
+    from .deps import EngineDeps
     from .run import Run
 
 __all__ = ["prepare", "save", "available", "prompt_parts"]
 
 
-async def prepare(hub: Hub, definition: Context, args: Any, key: str, run: RunRecord, logs: list[Log]) -> ContextInstance:
-    inst = ContextInstance(definition=definition, args=args, key=key, extension=hub.owner_of(definition))
-    ctx: RunContext[Any, Any] = RunContext(hub, run, inst, logs)
-    store = hub.memory
+async def prepare(deps: EngineDeps, definition: Context, args: Any, key: str, run: RunRecord, logs: list[Log]) -> ContextInstance:
+    inst = ContextInstance(definition=definition, args=args, key=key, extension=deps.owner_of(definition))
+    ctx: RunContext[Any, Any] = RunContext(deps.hub, run, inst, logs, runs=deps.runs)
+    store = deps.memory
     if definition.load is not None:
         inst.memory = await definition.load(inst.id, ctx)
     else:
@@ -43,7 +43,7 @@ async def prepare(hub: Hub, definition: Context, args: Any, key: str, run: RunRe
     if definition.use is not None:
         for sub_def, sub_args in definition.use(args, ctx):
             sub_args = sub_def.schema.model_validate(sub_args) if not isinstance(sub_args, BaseModel) else sub_args
-            sub = ContextInstance(sub_def, sub_args, sub_def.key_of(sub_args), extension=hub.owner_of(sub_def))
+            sub = ContextInstance(sub_def, sub_args, sub_def.key_of(sub_args), extension=deps.owner_of(sub_def))
             sub.memory = await store.get(f"memory:{sub.id}")
             if sub.memory is None:
                 sub.memory = await _value(sub_def.create(sub_args, ctx)) if sub_def.create else sub_def.new_memory()
@@ -52,8 +52,8 @@ async def prepare(hub: Hub, definition: Context, args: Any, key: str, run: RunRe
     return inst
 
 
-async def save(hub: Hub, inst: ContextInstance, run_logs: list[Log], ctx: RunContext) -> None:
-    store = hub.memory
+async def save(deps: EngineDeps, inst: ContextInstance, run_logs: list[Log], ctx: RunContext) -> None:
+    store = deps.memory
     definition = inst.definition
     # The writes are independent: issued together they share one SQLite group commit
     # (four sequential commits cost ~0.4 ms of CPU per run, one ~0.12 ms).
@@ -64,7 +64,7 @@ async def save(hub: Hub, inst: ContextInstance, run_logs: list[Log], ctx: RunCon
         writes.append(store.set(f"memory:{inst.id}", definition.memory_to(inst.memory)))
     for sub in inst.used:
         writes.append(store.set(f"memory:{sub.id}", sub.definition.memory_to(sub.memory)))
-    keep = definition.max_history if definition.max_history is not None else hub.config.agent.max_history
+    keep = definition.max_history if definition.max_history is not None else deps.config.agent.max_history
     kept = [e for e in run_logs if isinstance(e, (InputLog, OutputLog, ActionCallLog, ActionResultLog))]
     history = (inst.history + kept)[-keep:] if keep else []
     writes.append(store.set(f"working-memory:{inst.id}", [to_dict(e) for e in history]))
@@ -78,27 +78,27 @@ async def save(hub: Hub, inst: ContextInstance, run_logs: list[Log], ctx: RunCon
             raise r
 
 
-def available(hub: Hub, run: Run) -> None:
+def available(deps: EngineDeps, run: Run) -> None:
     """The actions and outputs this step of ``run`` may use."""
     inst, ctx = run.instance, run.ctx
     assert inst is not None and ctx is not None
     types = {inst.type, *(u.type for u in inst.used)}
     actions: dict[str, Action] = {}
-    for a in (*hub.actions.values(), *inst.definition.actions, *(a for u in inst.used for a in u.definition.actions)):
+    for a in (*deps.actions.values(), *inst.definition.actions, *(a for u in inst.used for a in u.definition.actions)):
         if a.enabled is None or a.enabled(ctx):
             actions[a.name] = a
     outputs: dict[str, Output] = {}
-    for o in (*hub.outputs.values(), *inst.definition.outputs, *(o for u in inst.used for o in u.definition.outputs)):
+    for o in (*deps.outputs.values(), *inst.definition.outputs, *(o for u in inst.used for o in u.definition.outputs)):
         if (o.context is None or o.context in types) and (o.enabled is None or o.enabled(ctx)):
             outputs[o.type] = o
     run.actions, run.outputs = actions, outputs
 
 
-def prompt_parts(hub: Hub, run: Run) -> PromptParts:
+def prompt_parts(deps: EngineDeps, run: Run) -> PromptParts:
     """What the prompt of this step of ``run`` shows."""
     inst, ctx = run.instance, run.ctx
     assert inst is not None and ctx is not None
-    persona = hub.persona_for(inst)
+    persona = deps.persona_for(inst)
     state_lines = []
     for i in (inst, *inst.used):
         d = i.definition

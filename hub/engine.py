@@ -42,7 +42,7 @@ from .run import ContextInstance, Run, RunContext, RunRejected, RunResult, StopR
 from .runs import RunRecord, RunState
 
 if TYPE_CHECKING:
-    from .hub import Hub
+    from .deps import EngineDeps
     from .runner import Slot
 
 __all__ = ["Engine", "RunContext", "RunResult", "ContextInstance", "RunRejected", "StopRun"]
@@ -53,21 +53,21 @@ THOUGHT_TAGS = frozenset({"reasoning", "think", "thinking"})
 
 
 class Engine:
-    def __init__(self, hub: Hub) -> None:
-        self.hub = hub
-        self.calls = ActionCalls(hub)
-        self.dispatch = OutputDispatch(hub)
+    def __init__(self, deps: EngineDeps) -> None:
+        self.deps = deps
+        self.calls = ActionCalls(deps)
+        self.dispatch = OutputDispatch(deps)
 
     # --- the run ------------------------------------------------------------------------
 
     async def run(self, slot: Slot) -> RunResult:
         """One run of ``slot``'s context instance, to a terminal state. Never raises, but for
         a cancellation from outside (after the run was finished as ``killed``)."""
-        hub = self.hub
-        cfg = hub.config.agent
+        deps = self.deps
+        cfg = deps.config.agent
         first = slot.peek()
         record = RunRecord(context=slot.id, parent_id=slot.parent_of(first), user=first.user if first else None)
-        run = Run(hub, record, slot)
+        run = Run(deps, record, slot)
         run_id_var.set(record.id)
         context_id_var.set(slot.id)
         loop = asyncio.get_running_loop()
@@ -75,7 +75,7 @@ class Engine:
         deadline = started + cfg.run_timeout
         state, reason = RunState.COMPLETED, None
         try:
-            await hub.runs.create(record)
+            await deps.runs.create(record)
             run.created = True
             async with asyncio.timeout_at(min(deadline, started + cfg.heartbeat_timeout)) as timer:
                 last_beat = started
@@ -88,10 +88,10 @@ class Engine:
                         last_beat = now
                         timer.reschedule(min(deadline, now + cfg.heartbeat_timeout))
 
-                inst = await prepare(hub, slot.definition, slot.args, slot.key, record, run.logs)
+                inst = await prepare(deps, slot.definition, slot.args, slot.key, record, run.logs)
                 ctx = run.attach(inst, progress)
                 self._take_inputs(run)
-                await hub.before_run(ctx, slot)
+                await deps.plugins.before_run(ctx)
                 state, reason = await self._loop(run)
         except StopRun as e:
             state, reason = e.state, e.reason
@@ -133,12 +133,12 @@ class Engine:
         if run.ctx is not None:
             run.ctx.inputs = [*run.ctx.inputs, *taken]
         for entry in taken:
-            self.hub.runs.append(run.record, entry)
-        self.hub.inbox.take([e.id for e in taken], run.id)
+            self.deps.runs.append(run.record, entry)
+        self.deps.inbox.take([e.id for e in taken], run.id)
         return len(taken)
 
     async def _loop(self, run: Run) -> tuple[RunState, str | None]:
-        cfg = self.hub.config.agent
+        cfg = self.deps.config.agent
         assert run.instance is not None
         max_steps = run.instance.definition.max_steps or cfg.max_steps
         while True:
@@ -147,13 +147,13 @@ class Engine:
             run.step += 1
             run.record.steps = run.step
             run.feedback = False
-            available(self.hub, run)
+            available(self.deps, run)
             await _hook(run.instance.definition.on_step, run.ctx)
             await self._step(run)
-            self.hub.runs.update(run.record)
+            self.deps.runs.update(run.record)
             if cfg.max_run_tokens and run.record.tokens > cfg.max_run_tokens:
                 return RunState.KILLED, f"max_tokens ({cfg.max_run_tokens})"
-            limit = self.hub.check_limits(run.ctx)  # type: ignore[arg-type]
+            limit, run.limit = run.limit, None  # a plugin's stop reason after this step
             if limit:
                 return RunState.KILLED, limit
             new_inputs = self._take_inputs(run)
@@ -162,16 +162,17 @@ class Engine:
                 return RunState.COMPLETED, None
 
     async def _step(self, run: Run) -> None:
-        hub = self.hub
+        deps = self.deps
         started = time.monotonic()
-        parts = prompt_parts(self.hub, run)
-        chat_style = hub.prompt_style == "chat" or (hub.prompt_style == "auto" and hub.model_is_local and not run.actions)
-        request = hub.prompts.build_chat(parts) if chat_style else hub.prompts.build(parts)
+        parts = prompt_parts(deps, run)
+        style = deps.prompt_style
+        chat_style = style == "chat" or (style == "auto" and deps.model_is_local() and not run.actions)
+        request = deps.prompts.build_chat(parts) if chat_style else deps.prompts.build(parts)
         for e in run.logs:  # what this prompt shows is seen from now on
             if isinstance(e, (InputLog, ActionResultLog)):
                 e.processed = True
         step_log = StepLog(step=run.step)
-        policy = hub.retry_policy
+        policy = deps.retry_policy
         retries = 0
         while True:
             # every attempt starts clean: a retry never glues onto what a broken one said
@@ -180,8 +181,8 @@ class Engine:
             mark = len(run.logs)
             finish_reason: str | None = None
             try:
-                async with hub.runner.llm_slot(), aclosing(
-                    stream_with_retry(hub.model, request, policy, on_retry=self._on_retry(run))
+                async with deps.runner.llm_slot(), aclosing(
+                    stream_with_retry(deps.model(), request, policy, on_retry=self._on_retry(run))
                 ) as stream:
                     first_at = None
                     async for chunk in stream:
@@ -237,7 +238,7 @@ class Engine:
         run.record.completion_tokens += step_log.completion_tokens
         step_log.duration = time.monotonic() - started
         run.append(step_log)
-        hub.observe_step(run.ctx, step_log)  # type: ignore[arg-type]
+        run.limit = deps.plugins.after_step(run.ctx, step_log)  # type: ignore[arg-type]
 
     def _on_retry(self, run: Run) -> Callable[[int, float, Exception], None]:
         def note(attempt: int, delay: float, e: Exception) -> None:
@@ -260,7 +261,7 @@ class Engine:
     # --- elements -----------------------------------------------------------------------
 
     def _element(self, run: Run, el: Element, calls: list[Call]) -> None:
-        el = self.hub.redactor.redact_element(el)  # a secret the model writes is masked as it enters
+        el = self.deps.redactor.redact_element(el)  # a secret the model writes is masked as it enters
         name = el.name
         if name in THOUGHT_TAGS:
             text = el.content.strip()
@@ -278,7 +279,7 @@ class Engine:
     def _cut_off(self, run: Run, el: Element, calls: list[Call]) -> None:
         """An element the stream ended inside: reported; an action never runs, an output is
         marked as cut off."""
-        el = self.hub.redactor.redact_element(el)
+        el = self.deps.redactor.redact_element(el)
         run.append(ErrorLog(message=f"<{el.name}> was not closed at the end of the response", where="parser", step=run.step))
         if el.name == "action_call":
             self.calls.cut_off(run, el, calls)
@@ -305,7 +306,7 @@ class Engine:
         if inst is not None and ctx is not None:
             # the seed's order: on_run may still change memory, then memory is saved
             await self._step_of_end(run, "on_run hook", lambda: _hook(inst.definition.on_run, ctx))
-            failure = await self._step_of_end(run, "saving memory", lambda: save(self.hub, inst, logs, ctx))
+            failure = await self._step_of_end(run, "saving memory", lambda: save(self.deps, inst, logs, ctx))
         answered = any(isinstance(e, OutputLog) and (e.sent or e.parts) for e in logs)
         stopped = state == RunState.KILLED and reason in ("shutdown", "cancelled")
         # a run the store failed answered nothing: its inputs stay in the inbox, and the
@@ -314,7 +315,7 @@ class Engine:
         if answered or not (stopped or store_failed):
             taken = [e.id for e in logs if isinstance(e, InputLog)]
             if taken:
-                failure = await self._step_of_end(run, "marking its inputs done", lambda: self.hub.inbox.done(taken)) or failure
+                failure = await self._step_of_end(run, "marking its inputs done", lambda: self.deps.inbox.done(taken)) or failure
         if failure is not None and state in (RunState.COMPLETED, RunState.RUNNING):
             state, reason = RunState.FAILED, failure
         record.state, record.reason, record.ended = state, reason, time.time()
@@ -340,8 +341,10 @@ class Engine:
             log.info("run %s %s: completed in %d steps", record.id[:8], run.slot.id, record.steps)
         else:
             log.warning("run %s %s: %s (%s)", record.id[:8], run.slot.id, state, reason)
+        if result.reason:  # an exception's text can quote a secret: masked before plugins or callers see it
+            result.reason = self.deps.redactor.redact(result.reason)
         try:
-            await self.hub.after_run(result, ctx)
+            await self.deps.plugins.after_run(result, ctx)
         except Exception:
             log.exception("run %s: after-run hooks failed", record.id)
         return result
@@ -365,7 +368,7 @@ class Engine:
     async def _record_end(self, run: Run, end: StateLog) -> str | None:
         """Write the run's row in its terminal state (creating it if the start could not).
         Returns the ``store_error: ...`` reason when it could not, even when tried again."""
-        runs = self.hub.runs
+        runs = self.deps.runs
         logged = False
         for attempt in (1, 2):
             try:

@@ -21,16 +21,17 @@ from .compose import Component, build_stores, compose, make_model, prompt_budget
 from .config import HubConfig
 from .db import Database
 from .definitions import Action, Context, Extension, Input, Output
-from .engine import ContextInstance, Engine, RunContext, RunResult
+from .engine import ContextInstance, Engine, RunResult
 from .errors import ExtensionError, ExtensionFailed, RunError
 from .inbox import InboxStore, park_poison
 from .loader import load_extensions as _load_extensions
-from .logs import InputLog, OutputLog, StepLog
+from .logs import InputLog, OutputLog
 from .memory.store import MemoryStore
 from .models import Model, RetryPolicy
 from .persona import Persona, PersonaSet
 from .redact import Redactor
-from .runner import Runner, Slot, Submission
+from .runner import Runner, Submission
+from .deps import EngineDeps
 from .runs import RunStore
 from .storehealth import StoreHealth, databases
 
@@ -82,8 +83,12 @@ class Hub:
         self.prompt_style = m.prompt_style
         self.retry_policy = RetryPolicy(m.max_retries, m.retry_base_delay, m.retry_max_delay)
         # a step takes at most 3 characters of input per token of prompt (about 3/4 of it)
-        self.runner = Runner(self, concurrency=m.concurrency, take_chars=3 * prompt_budget(self.config, model))
-        self.engine = Engine(self)
+        self.runner = Runner(
+            run=lambda slot: self.engine.run(slot),
+            inbox=self.inbox,
+            concurrency=m.concurrency,
+            take_chars=3 * prompt_budget(self.config, model),
+        )
 
         self.extensions: dict[str, Extension] = {}
         self.contexts: dict[str, Context] = {}
@@ -96,7 +101,6 @@ class Hub:
         self._started_components: list[Component] = []
         self._state = _Lifecycle.NEW
         self.persona_overrides: dict[str, str] = dict(self.config.personas)
-        self._limit_hits: dict[str, str] = {}  # run id -> the stop reason a plugin gave after its last step
 
         self.store_health = StoreHealth(databases(self._db, self.memory, self.runs, self.inbox))
         features = compose(
@@ -128,6 +132,24 @@ class Hub:
         self.http = features.http
         self.children = features.children
         self.episodes = features.episodes
+        self.engine = Engine(EngineDeps(
+            config=self.config,
+            runs=self.runs,
+            inbox=self.inbox,
+            memory=self.memory,
+            prompts=self.prompts,
+            runner=self.runner,
+            plugins=self.plugins,
+            redactor=self.redactor,
+            retry_policy=self.retry_policy,
+            model=lambda: self.model,
+            model_is_local=lambda: self.model_is_local,
+            actions=self.actions,
+            outputs=self.outputs,
+            owner_of=self.owner_of,
+            persona_for=self.persona_for,
+            hub=self,
+        ))
         self.register(self.children.extension())
 
         if load_extensions:
@@ -387,30 +409,3 @@ class Hub:
             return await self.submit(context, args, data, **kw)
 
         return send
-
-    # --- the engine's view of the plugins (thin delegations to ``self.plugins``) --------
-
-    async def before_run(self, ctx: RunContext, slot: Slot) -> None:
-        await self.plugins.before_run(ctx)
-
-    async def after_run(self, result: RunResult, ctx: RunContext | None) -> None:
-        self._limit_hits.pop(result.run_id, None)
-        if result.reason:  # an exception's text can quote a secret: masked before episodes or callers see it
-            result.reason = self.redactor.redact(result.reason)
-        await self.plugins.after_run(result, ctx)
-
-    async def authorize(self, action: Action, ctx: RunContext) -> str | None:
-        """None to allow, or the reason of a denial (which the model sees)."""
-        return await self.plugins.authorize(action, ctx)
-
-    def observe_step(self, ctx: RunContext, step: StepLog) -> None:
-        reason = self.plugins.after_step(ctx, step)
-        if reason:
-            self._limit_hits[ctx.run.id] = reason
-
-    def check_limits(self, ctx: RunContext) -> str | None:
-        """The stop reason a plugin gave after this run's last step (asked once per step)."""
-        return self._limit_hits.pop(ctx.run.id, None)
-
-    def observe_output(self, ctx: RunContext, out: OutputLog) -> None:
-        self.plugins.on_output(ctx, out)

@@ -22,7 +22,7 @@ from .run import RunContext, jsonable, validation_message
 
 if TYPE_CHECKING:
     from .definitions import Output
-    from .hub import Hub
+    from .deps import EngineDeps
     from .run import Run
 
 __all__ = ["OutputDispatch", "CUT_OFF_MARK", "output_type"]
@@ -36,8 +36,8 @@ CUT_OFF_MARK = " […]"
 class OutputDispatch:
     """Validates a run's outputs and sends them through their handlers, in order."""
 
-    def __init__(self, hub: Hub) -> None:
-        self.hub = hub
+    def __init__(self, deps: EngineDeps) -> None:
+        self.deps = deps
 
     def dispatch(self, run: Run, otype: str | None, content: str, attrs: dict[str, str], *, cut_off: bool = False) -> None:
         """Validate one output and queue its send after the run's previous one."""
@@ -45,7 +45,7 @@ class OutputDispatch:
         definition = run.instance.definition
         otype = otype or definition.reply_output
         out = run.outputs.get(otype) if otype else None
-        entry = OutputLog(type=otype or "", content=self.hub.redactor.redact(content.strip()), attrs=attrs, step=run.step)
+        entry = OutputLog(type=otype or "", content=self.deps.redactor.redact(content.strip()), attrs=attrs, step=run.step)
         if out is None:
             known = ", ".join(sorted(run.outputs)) or "none"
             entry.error = f"unknown output type {otype!r}; available: {known}" if otype else "output without a type"
@@ -123,7 +123,7 @@ class OutputDispatch:
             data = await out.handler(value, ctx)
         except asyncio.CancelledError:
             entry.error = _cut(entry, "cancelled before it was sent")
-            self.hub.runs.append(run.record, entry)
+            self.deps.runs.append(run.record, entry)
             raise
         except Exception as e:
             entry.error = _cut(entry, f"{type(e).__name__}: {e}")
@@ -133,11 +133,11 @@ class OutputDispatch:
             if data is not None:
                 entry.data = jsonable(data)
         run.progress()
-        self.hub.runs.append(run.record, entry)
+        self.deps.runs.append(run.record, entry)
         if entry.sent or entry.parts:
             # durable before anything else happens: a crash from here on must not answer twice
-            await self.hub.runs.sync()
-        self.hub.observe_output(run.ctx, entry)  # type: ignore[arg-type]
+            await self.deps.runs.sync()
+        self.deps.plugins.on_output(run.ctx, entry)  # type: ignore[arg-type]
 
 
 def output_type(el: Element) -> tuple[str | None, dict[str, str]]:

@@ -23,7 +23,8 @@ from .runs import RunRecord, RunState
 
 if TYPE_CHECKING:
     from .definitions import Action, Context, Output
-    from .hub import Hub
+    from .deps import EngineDeps
+    from .runs import RunStore
     from .runner import Slot
 
 __all__ = ["Run", "RunContext", "RunResult", "ContextInstance", "RunRejected", "StopRun", "store_error"]
@@ -94,11 +95,15 @@ class RunContext(Generic[ArgsT, MemoryT]):
 
     __slots__ = (
         "hub", "run", "context", "inputs", "call", "attributes", "action_memory", "logs", "progress",
-        "episodes", "_stop", "output",
+        "episodes", "_stop", "output", "_runs",
     )
 
-    def __init__(self, hub: Hub, run: RunRecord, context: ContextInstance, logs: list[Log]) -> None:
+    def __init__(
+        self, hub: Any, run: RunRecord, context: ContextInstance, logs: list[Log], *, runs: RunStore | None = None
+    ) -> None:
         self.hub = hub
+        """The hub, for a handler that uses its public API (``ctx.hub.send``, ``ctx.hub.metrics``)."""
+        self._runs = runs
         self.run = run
         self.context = context
         self.logs = logs
@@ -130,8 +135,9 @@ class RunContext(Generic[ArgsT, MemoryT]):
         out.parts.append({"index": index, "data": jsonable(data)})
         self.progress()
         snapshot = dataclasses.replace(out, parts=list(out.parts))
-        self.hub.runs.append(self.run, snapshot)
-        await self.hub.runs.sync()
+        runs = self._runs if self._runs is not None else self.hub.runs
+        runs.append(self.run, snapshot)
+        await runs.sync()
 
     @property
     def memory(self) -> MemoryT:
@@ -152,7 +158,7 @@ class RunContext(Generic[ArgsT, MemoryT]):
         return self.run.user
 
     def derive(self, **changes: Any) -> RunContext[ArgsT, MemoryT]:
-        ctx: RunContext[ArgsT, MemoryT] = RunContext(self.hub, self.run, self.context, self.logs)
+        ctx: RunContext[ArgsT, MemoryT] = RunContext(self.hub, self.run, self.context, self.logs, runs=self._runs)
         ctx.inputs = self.inputs
         ctx.progress = self.progress
         ctx.episodes = self.episodes
@@ -199,12 +205,12 @@ class Run:
     takes, the conversation (once prepared), what handlers see, and the step loop's state."""
 
     __slots__ = (
-        "hub", "record", "slot", "logs", "instance", "ctx", "actions", "outputs", "progress",
-        "step", "feedback", "tasks", "output_chain", "input_ids", "created",
+        "deps", "record", "slot", "logs", "instance", "ctx", "actions", "outputs", "progress",
+        "step", "feedback", "tasks", "output_chain", "input_ids", "created", "limit",
     )
 
-    def __init__(self, hub: Hub, record: RunRecord, slot: Slot) -> None:
-        self.hub = hub
+    def __init__(self, deps: EngineDeps, record: RunRecord, slot: Slot) -> None:
+        self.deps = deps
         self.record = record
         self.slot = slot
         self.logs: list[Log] = []
@@ -221,6 +227,8 @@ class Run:
         self.input_ids: list[str] = []
         self.created = False
         """Whether the run's row was written (a store error may have refused it)."""
+        self.limit: str | None = None
+        """A plugin's reason to stop the run, given after the last step (a spent budget)."""
 
     @property
     def id(self) -> str:
@@ -230,7 +238,7 @@ class Run:
         """The conversation is prepared: build what handlers see."""
         self.instance = instance
         self.progress = progress
-        ctx = self.ctx = RunContext(self.hub, self.record, instance, self.logs)
+        ctx = self.ctx = RunContext(self.deps.hub, self.record, instance, self.logs, runs=self.deps.runs)
         ctx.progress = progress
         ctx._stop = self.stop
         return ctx
@@ -242,7 +250,7 @@ class Run:
     def append(self, entry: Log) -> None:
         """Add an entry to the run's log and its store's event log."""
         self.logs.append(entry)
-        self.hub.runs.append(self.record, entry)
+        self.deps.runs.append(self.record, entry)
 
 
 def validation_message(e: ValidationError) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ from .run import RunResult, is_store_error
 from .runs import RunState
 
 if TYPE_CHECKING:
-    from .hub import Hub
+    from .inbox import InboxStore
     from .run import StopRun
 
 __all__ = ["Runner", "Slot", "Submission"]
@@ -97,8 +97,19 @@ class Slot:
 
 
 class Runner:
-    def __init__(self, hub: Hub, *, concurrency: int, take_chars: int | None = None) -> None:
-        self.hub = hub
+    """Runs at most one run per context instance at a time; ``run`` is the engine's (given
+    by the composition root), ``inbox`` where answered inputs are marked done."""
+
+    def __init__(
+        self,
+        *,
+        run: Callable[[Slot], Awaitable[RunResult]],
+        inbox: InboxStore,
+        concurrency: int,
+        take_chars: int | None = None,
+    ) -> None:
+        self._run = run
+        self._inbox = inbox
         self.take_chars = take_chars
         self.slots: dict[str, Slot] = {}
         self._llm = asyncio.Semaphore(concurrency)
@@ -169,7 +180,7 @@ class Runner:
             while slot.pending:
                 slot.stop_exc = None
                 try:
-                    result: RunResult | None = await self.hub.engine.run(slot)
+                    result: RunResult | None = await self._run(slot)
                     error: BaseException | None = None
                 except asyncio.CancelledError:
                     for sub in slot.waiting.values():
@@ -185,7 +196,7 @@ class Runner:
                     self._after_store_outage(slot, result)
                 if failed:
                     try:  # answered (failed): not handled again after a restart
-                        await self.hub.inbox.done(failed)
+                        await self._inbox.done(failed)
                     except Exception:
                         log.exception("inbox: marking %d input(s) of %s done failed", len(failed), slot.id)
         finally:

@@ -10,7 +10,10 @@ from typing import Any
 
 from hub import Hub, RunResult
 from hub.errors import ModelError, StoreError
-from hub.inbox import InboxStore
+from hub.db import Database
+from hub.inbox import InboxStore, SQLiteInbox
+from hub.memory.sqlite import SQLiteMemoryStore
+from hub.runs import SQLiteRunStore
 from hub.logs import ActionCallLog, InputLog, OutputLog
 from hub.memory.store import MemoryStore
 from hub.models import Model, ModelRequest, Usage
@@ -87,13 +90,11 @@ class FaultyStore:
         return call
 
 
-def wrap_stores(hub: Hub) -> dict[str, FaultyStore]:
-    """Put a FaultyStore around each of the hub's stores (before it starts)."""
-    faulty = {}
-    for attr, interface in STORES.items():
-        faulty[attr] = FaultyStore(getattr(hub, attr), interface)
-        setattr(hub, attr, faulty[attr])
-    return faulty
+def faulty_sqlite_stores(db: Database) -> dict[str, FaultyStore]:
+    """A FaultyStore around each of the hub's SQLite stores on ``db``, to give to ``Hub(...)``
+    (the hub takes its stores when it is built; nothing is swapped afterwards)."""
+    inner = {"memory": SQLiteMemoryStore(db), "runs": SQLiteRunStore(db), "inbox": SQLiteInbox(db)}
+    return {attr: FaultyStore(inner[attr], interface) for attr, interface in STORES.items()}
 
 
 class FunctionModel(Model):
@@ -194,5 +195,5 @@ def calls_of(result: RunResult, name: str) -> list[ActionCallLog]:
 
 __all__ = [
     "FaultyStore", "FunctionModel", "OutputLog", "STORES", "SEND_BOUND", "boundaries", "broken",
-    "calls_of", "check", "delivered", "methods", "send_bounded", "snapshot", "store_failed", "wrap_stores",
+    "calls_of", "check", "delivered", "methods", "send_bounded", "snapshot", "store_failed", "faulty_sqlite_stores",
 ]

@@ -8,11 +8,12 @@ import pytest
 from pydantic import BaseModel
 
 from hub import Extension, action
+from hub.db import Database
 from hub.errors import StoreError
 from hub.logs import ActionResultLog
 from hub.runs import RunState
 
-from .faults import SEND_BOUND, STORES, FunctionModel, check, methods, send_bounded, snapshot, store_failed, wrap_stores
+from .faults import SEND_BOUND, STORES, FunctionModel, check, methods, send_bounded, snapshot, store_failed, faulty_sqlite_stores
 
 CLI = "cli:session"
 
@@ -38,10 +39,26 @@ def script(request) -> str:
 CASES = [(store, method, nth) for store, abc in STORES.items() for method in methods(abc) for nth in (1, 2, 3)]
 
 
+@pytest.fixture
+async def faulty_hub(make_hub, config):
+    """``faulty_hub(model, *extensions) -> (hub, faulty)``: a hub built on SQLite stores
+    wrapped in FaultyStores (their database is closed after the test)."""
+    dbs: list[Database] = []
+
+    def make(model, *extensions):  # type: ignore[no-untyped-def]
+        db = Database(config.data_dir / "hub.db")
+        dbs.append(db)
+        faulty = faulty_sqlite_stores(db)
+        return make_hub(model, *extensions, **faulty), faulty
+
+    yield make
+    for db in dbs:
+        await db.close()
+
+
 @pytest.mark.parametrize(("store", "method", "nth"), CASES, ids=[f"{s}.{m}#{n}" for s, m, n in CASES])
-async def test_a_store_failing_its_nth_call(make_hub, store: str, method: str, nth: int) -> None:
-    hub = make_hub(FunctionModel(script), Extension("t", actions=[count]))
-    faulty = wrap_stores(hub)
+async def test_a_store_failing_its_nth_call(faulty_hub, store: str, method: str, nth: int) -> None:
+    hub, faulty = faulty_hub(FunctionModel(script), Extension("t", actions=[count]))
     async with hub:
         other = await send_bounded(hub, CLI, {"user": "bob"}, "hello")
         assert other.state == RunState.COMPLETED
@@ -73,12 +90,11 @@ WRITES = [("memory", "set"), ("runs", "create"), ("runs", "append"), ("runs", "f
 
 
 @pytest.mark.parametrize(("store", "method"), WRITES, ids=[f"{s}.{m}" for s, m in WRITES])
-async def test_a_store_that_stays_down(make_hub, store: str, method: str) -> None:
+async def test_a_store_that_stays_down(faulty_hub, store: str, method: str) -> None:
     """Every write of one kind fails: the run still resolves, failed with store_error, and
     its row ends in that state whenever the run store can still write it."""
-    hub = make_hub(FunctionModel(script), Extension("t", actions=[count]))
+    hub, faulty = faulty_hub(FunctionModel(script), Extension("t", actions=[count]))
     hub.runner.store_retry_delays = (0.05, 0.1, 0.2)
-    faulty = wrap_stores(hub)
     async with hub:
         faulty[store].arm(method, 1, down=True)
         result = await send_bounded(hub, CLI, {"user": "ann"}, "hi")

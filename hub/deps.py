@@ -1,0 +1,55 @@
+"""What the engine works with, handed to it by the composition root (:class:`~hub.hub.Hub`).
+
+The engine, its actions, outputs and conversation helpers take one :class:`EngineDeps`
+instead of the whole hub: the stores, the model, the prompt builder, the ordered plugins,
+the redactor and the registries, each named. ``hub`` is only passed through to handlers
+as ``ctx.hub`` (the public API an action may use); the engine never reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .config import HubConfig
+from .definitions import Action, Output
+from .hooks import Plugins
+from .inbox import InboxStore
+from .memory.store import MemoryStore
+from .models import Model, RetryPolicy
+from .persona import Persona
+from .prompt import PromptBuilder
+from .redact import Redactor
+from .run import ContextInstance
+from .runner import Runner
+from .runs import RunStore
+
+__all__ = ["EngineDeps"]
+
+
+@dataclass(slots=True, eq=False)
+class EngineDeps:
+    config: HubConfig
+    runs: RunStore
+    inbox: InboxStore
+    memory: MemoryStore
+    prompts: PromptBuilder
+    runner: Runner
+    plugins: Plugins
+    redactor: Redactor
+    retry_policy: RetryPolicy
+    model: Callable[[], Model]
+    """The model, made on first use (a local model loads only when a run needs it)."""
+    model_is_local: Callable[[], bool]
+    actions: Mapping[str, Action]
+    outputs: Mapping[str, Output]
+    owner_of: Callable[[Any], str | None]
+    """The extension that registered a definition."""
+    persona_for: Callable[[ContextInstance], Persona | None]
+    hub: Any
+    """Handed to handlers as ``ctx.hub``; the engine itself never reads it."""
+
+    @property
+    def prompt_style(self) -> str:
+        return self.config.model.prompt_style
