@@ -112,8 +112,8 @@ async def cmd_run(config: HubConfig, args: argparse.Namespace) -> int:
 
 
 async def cmd_chat(config: HubConfig, args: argparse.Namespace) -> int:
-    from extensions.cli import CliSettings, os_user, read_lines
-    from extensions.cli import extension as cli_extension
+    from hub_cli import CliSettings, os_user, read_lines
+    from hub_cli import extension as cli_extension
 
     from .hub import Hub
     from .loader import load_extensions

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .errors import HubError
+from .logconf import quiet_loggers
 
 __all__ = [
     "split_message",
@@ -33,6 +34,7 @@ __all__ = [
     "RateLimit",
     "LoopGuard",
     "AllowList",
+    "quiet_loggers",
 ]
 
 log = logging.getLogger(__name__)

@@ -18,8 +18,6 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-import extensions.cli
-from extensions.cli import CliSettings
 from hub import Extension, Hub, HubConfig, ScriptedModel, action
 from hub.cli import main as cli_main
 from hub.engine import RunResult
@@ -28,6 +26,8 @@ from hub.logs import ActionCallLog, ActionResultLog, InputLog, OutputLog, StateL
 from hub.memory.embedder import HashEmbedder, MiniLMEmbedder
 from hub.memory.vector import InMemoryVectorStore, VectorStore
 from hub.runs import RunState
+import hub_cli
+from hub_cli import CliSettings
 
 CTX = "cli:session"
 ANN = {"user": "ann"}
@@ -67,7 +67,7 @@ def make_hub(
     cfg.agent.max_history = 0  # recall is then the only memory of earlier runs
     for k, v in memory.items():
         setattr(cfg.memory, k, v)
-    cli = extensions.cli.extension(CliSettings(stdin=False), out=io.StringIO())
+    cli = hub_cli.extension(CliSettings(stdin=False), out=io.StringIO())
     hub = Hub(cfg, model=model, load_extensions=False, extensions=[cli, TOOLS])
     if hub.episodes is not None:
         hub.episodes.embedder = embedder

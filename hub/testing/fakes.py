@@ -1,14 +1,12 @@
-"""Loopback fakes of the platform APIs the hub talks to.
+"""The base of every loopback fake of a remote API the hub talks to.
 
 Each fake is a real aiohttp server on 127.0.0.1 (port 0), used as an async context manager,
-so tests drive the *real* client libraries (python-telegram-bot, discord.py, tweepy) and
-exercise their own request, parsing and retry code:
+so tests drive the *real* client libraries (openai, python-telegram-bot, discord.py,
+tweepy) and exercise their own request, parsing and retry code. The platform fakes live
+beside their extensions (``extensions/telegram/tests/fake_telegram.py``, ...); a new
+platform's fake subclasses :class:`FakeServer` and implements ``_build_app``.
 
-    async with FakeTelegram() as tg: ...      # tests.fakes.telegram
-    async with FakeDiscord() as dc: ...       # tests.fakes.discord
-    async with FakeTwitter() as tw: ...       # tests.fakes.twitter
-
-Shared by all three (``FakeServer``): ``requests`` (every request received, in order),
+Shared by all of them (``FakeServer``): ``requests`` (every request received, in order),
 ``sent`` (every message the bot sent), ``fail_next(name, status=..., count=...)`` to make
 the next calls of an endpoint fail, ``failures`` (the injected failures actually served),
 ``await wait_sent(n)`` / ``await wait_for(predicate)`` and ``calls(name)``.
@@ -24,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-__all__ = ["FakeServer", "Failure", "Recorded", "FakeTelegram", "FakeDiscord", "FakeTwitter"]
+__all__ = ["FakeServer", "Failure", "Recorded"]
 
 
 @dataclass
@@ -214,20 +212,3 @@ class FakeServer:
         """Wait until endpoint ``name`` was called at least ``n`` times."""
         await self.wait_for(lambda: len(self.calls(name)) >= n, timeout)
         return self.calls(name)
-
-
-def __getattr__(name: str) -> Any:
-    # Lazy re-exports: importing one fake does not import the others.
-    if name == "FakeTelegram":
-        from .telegram import FakeTelegram
-
-        return FakeTelegram
-    if name == "FakeDiscord":
-        from .discord import FakeDiscord
-
-        return FakeDiscord
-    if name == "FakeTwitter":
-        from .twitter import FakeTwitter
-
-        return FakeTwitter
-    raise AttributeError(name)

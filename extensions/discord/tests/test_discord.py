@@ -30,15 +30,15 @@ import pytest
 from hub import ExtensionFailed, Hub, HubConfig, OutputLog, ScriptedModel
 from hub.errors import ConfigError
 from hub.loader import load_extension
-from tests.fakes.discord import FakeDiscord
+from fake_discord import FakeDiscord
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # discord imports audioop
     import discord
 
-from extensions.discord import SAFE_MENTIONS, DiscordSettings, extension, intents, start_error
+from hub_discord import SAFE_MENTIONS, DiscordSettings, extension, intents, start_error
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MESSAGES = "POST /channels/{channel_id}/messages"
 OTHER_BOT = 1200000000000000007
 
@@ -468,7 +468,7 @@ import yarl
 discord.http.Route.BASE = os.environ["FAKE_DISCORD_API"]
 discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(os.environ["FAKE_DISCORD_GATEWAY"])
 
-from extensions.discord import extension  # noqa: E402,F401
+from hub_discord import extension  # noqa: E402,F401
 '''
 
 
@@ -529,7 +529,8 @@ async def fake_model(tmp_path: Path, *, latency: float) -> AsyncIterator[int]:
     script.write_text('["pong"]')
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
-        str(ROOT / "bench" / "fake_openai.py"),
+        "-m",
+        "hub.testing.openai",
         "--port",
         "0",
         "--latency",

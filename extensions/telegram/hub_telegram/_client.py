@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TelegramClient", "MAX_MESSAGE_LENGTH", "retry_after_seconds", "map_error"]
 
-log = logging.getLogger("extensions.telegram")
+log = logging.getLogger("hub_telegram")
 
 MAX_MESSAGE_LENGTH = 4096  # UTF-16 code units, as Telegram counts
 _PARSE_ERROR = "can't parse entities"

@@ -27,7 +27,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import Failure, FakeServer, Recorded
+from hub.testing import Failure, FakeServer, Recorded
 
 __all__ = ["FakeTelegram", "TelegramState", "check_markup", "MarkupError"]
 

@@ -2,7 +2,7 @@
 
 import os
 
-from extensions.cli import read_lines
+from hub_cli import read_lines
 
 
 async def collect(stream) -> list[str]:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from tweepy.asynchronous import AsyncClient
 
 from hub import ConfigError, Context, Extension, Input, Service, TextArgs, output
+from hub.platform import quiet_loggers
 
 from ._client import RateLimitState, TwitterClient, make_client
 from ._service import SINCE_ID_KEY, TwitterService
@@ -156,6 +157,7 @@ def extension(
     Raises:
         ConfigError: a credential is missing for the chosen mode.
     """
+    quiet_loggers("tweepy")
     settings.check_credentials()
     if service is not None and (client_factory is not None or service.settings is not settings):
         raise ValueError("a given service brings its own settings and client_factory")

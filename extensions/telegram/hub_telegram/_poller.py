@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Poller", "OFFSET_KEY", "ALLOWED_UPDATES", "Backoff"]
 
-log = logging.getLogger("extensions.telegram")
+log = logging.getLogger("hub_telegram")
 
 OFFSET_KEY = "telegram:offset"
 ALLOWED_UPDATES = ("message",)
@@ -72,7 +72,7 @@ class Poller:
             if settings.loop_guard_turns
             else None
         )
-        self.typing = Typing(client, hub.runner.spawn)
+        self.typing = Typing(client, hub.create_task)
         self.offset: int | None = None
         self._webhook_cleared = False
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from hub import Context, Extension, Input, RunContext, Service, output
+from hub.platform import quiet_loggers
 
 from ._client import MAX_MESSAGE_LENGTH, TelegramClient, map_error
 from ._filter import Ignored, Inbound, classify
@@ -44,7 +45,7 @@ __all__ = [
     "MAX_MESSAGE_LENGTH",
 ]
 
-log = logging.getLogger("extensions.telegram")
+log = logging.getLogger("hub_telegram")
 
 _FORMATTING = {
     "": "Write plain text: Telegram shows it as it is (no Markdown).",
@@ -73,6 +74,7 @@ def _trigger(ctx: RunContext, chat_id: int) -> dict[str, Any] | None:
 
 def extension(settings: TelegramSettings) -> Extension:
     """The Telegram extension for ``[extensions.telegram]``; connects nothing until the hub starts."""
+    quiet_loggers("telegram")  # python-telegram-bot logs each request at INFO
     client = TelegramClient(settings)
 
     chat = Context(
@@ -105,7 +107,7 @@ def extension(settings: TelegramSettings) -> Extension:
 
     async def subscribe(send_input: Callable[..., Awaitable[Any]], hub: Hub) -> Callable[[], Awaitable[None]]:
         poller = Poller(client, settings, hub, send_input)
-        task = hub.runner.spawn(poller.run(), name="telegram:poll")
+        task = hub.create_task(poller.run(), name="telegram:poll")
 
         async def stop() -> None:
             task.cancel()

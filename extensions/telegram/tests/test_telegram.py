@@ -1,7 +1,7 @@
 """The Telegram extension, with the real python-telegram-bot client against a loopback fake.
 
 No mocks: each test runs a Hub with the extension's own polling loop and sender against
-``tests.fakes.telegram.FakeTelegram``, and a scripted model (or, for the SIGKILL test, a
+``fake_telegram.FakeTelegram``, and a scripted model (or, for the SIGKILL test, a
 real ``hub run`` subprocess and the fake OpenAI server).
 """
 
@@ -25,8 +25,7 @@ from typing import Any
 import pytest
 import telegram
 
-from bench.fake_openai import Client, FakeOpenAI
-from extensions.telegram import (
+from hub_telegram import (
     OFFSET_KEY,
     Ignored,
     Inbound,
@@ -38,17 +37,17 @@ from hub import ConfigError, Hub, HubConfig, HubError, RunResult, ScriptedModel
 from hub.config import config_from_dict
 from hub.loader import load_extension
 from hub.platform import AllowList, utf16_len
-from tests.fakes.telegram import FakeTelegram, TelegramState
+from hub.testing import FakeOpenAI
+from fake_telegram import FakeTelegram, TelegramState
 
 pytestmark = [
     # PTB 22.2+ warns inside its own RetryAfter; the extension reads it without the warning
     pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning"),
-    pytest.mark.filterwarnings("ignore:Bare functions are deprecated:DeprecationWarning"),  # fake_openai
 ]
 
 TOKEN = "123456:TEST-secret-token"
 BOT_ID = 123456
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def reply(text: str) -> str:
@@ -465,17 +464,10 @@ def test_classify_allow_list_by_id_or_username() -> None:
 # -- a real process killed mid-run ---------------------------------------------------------------
 
 
-async def _fake_model(latency: float) -> tuple[Any, FakeOpenAI, int]:
-    from aiohttp import web
-
-    clients = {"hub": Client("hub", [reply("answered")])}
-    fake = FakeOpenAI(clients, "hub", latency, chunk=8, interval=0.0, write_bytes=16384)
-    runner = web.AppRunner(fake.app(), access_log=None, handle_signals=False)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, fake, port
+async def _fake_model(latency: float) -> tuple[FakeOpenAI, int]:
+    fake = FakeOpenAI(script={"clients": {"hub": [reply("answered")]}}, latency=latency, chunk=8, record=False)
+    await fake.start()
+    return fake, fake.port
 
 
 def _start_hub(config: Path, log_path: Path) -> subprocess.Popen[bytes]:
@@ -488,7 +480,7 @@ def _start_hub(config: Path, log_path: Path) -> subprocess.Popen[bytes]:
 
 
 async def test_sigkill_mid_run_then_restart_loses_and_repeats_nothing(tmp_path: Path) -> None:
-    runner, model, model_port = await _fake_model(latency=1.0)
+    model, model_port = await _fake_model(latency=1.0)
     state = TelegramState()
     log_path = tmp_path / "hub.log"
     procs: list[subprocess.Popen[bytes]] = []
@@ -555,4 +547,4 @@ poll_timeout = 5
             if p.poll() is None:
                 p.kill()
                 p.wait(5)
-        await runner.cleanup()
+        await model.stop()

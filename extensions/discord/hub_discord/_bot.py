@@ -34,7 +34,7 @@ from ._settings import DiscordSettings
 
 if TYPE_CHECKING:
     from hub import Hub, RunContext
-    from hub.runner import Submission
+    from hub import Submission
 
 __all__ = [
     "DiscordBot",
@@ -240,7 +240,7 @@ class DiscordBot:
         )
         try:
             await self._login(client)
-            self._gateway = hub.runner.spawn(self._run_gateway(client), name="discord:gateway")
+            self._gateway = hub.create_task(self._run_gateway(client), name="discord:gateway")
             waiter = asyncio.ensure_future(self._connected.wait())
             try:
                 await asyncio.wait(
@@ -322,7 +322,7 @@ class DiscordBot:
         if self._incoming is None:
             raise DiscordStartError("the discord service is not started")
         self._send = send
-        self._listener = hub.runner.spawn(self._listen(self._incoming), name="discord:listener")
+        self._listener = hub.create_task(self._listen(self._incoming), name="discord:listener")
         return self._unsubscribe
 
     async def _unsubscribe(self) -> None:
@@ -376,7 +376,7 @@ class DiscordBot:
         platform_id = f"discord:{message.id}"
         if reason is None and from_bot and self._hub is not None:
             # a replayed bot message must not use up one of the loop guard's turns
-            if await self._hub.inbox.seen(platform_id):
+            if await self._hub.received(platform_id):
                 reason = "already recorded"
         if reason is None and not self.guard.allow(message.channel.id, from_bot=from_bot):
             reason = (
@@ -412,7 +412,7 @@ class DiscordBot:
         """Show typing in the channel until ``done`` (and every other run there) finishes."""
         self._typing_waits.setdefault(channel_id, set()).add(done)
         if channel_id not in self._typing_tasks and self._hub is not None:
-            self._typing_tasks[channel_id] = self._hub.runner.spawn(
+            self._typing_tasks[channel_id] = self._hub.create_task(
                 self._typing(channel_id), name=f"discord:typing:{channel_id}"
             )
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from extensions.twitter import (
+from hub_twitter import (
     SINCE_ID_KEY,
     TwitterService,
     TwitterSettings,
@@ -30,10 +30,10 @@ from extensions.twitter import (
 from hub import ConfigError, Hub, HubConfig, RunResult, ScriptedModel
 from hub.config import config_from_dict
 from hub.loader import load_extension
-from tests.fakes import twitter as fake_twitter
-from tests.fakes.twitter import FakeTwitter, weighted_length
+import fake_twitter
+from fake_twitter import FakeTwitter, weighted_length
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MENTIONS = "GET /2/users/:id/mentions"
 POST = "POST /2/tweets"
 
@@ -147,7 +147,7 @@ def _auth(r: Any) -> str:
 
 
 async def test_dry_run_logs_and_posts_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="extensions.twitter")
+    caplog.set_level(logging.INFO, logger="hub_twitter")
     async with FakeTwitter() as tw:
         mid = tw.push_mention("@hubbot hello", author_id="42", author_username="alice")
         # dry run with the read token only: posting keys absent, the account named by id
@@ -466,7 +466,7 @@ async def test_sigkill_mid_run_then_restart_answers_each_mention_once(tmp_path: 
     script = tmp_path / "script.json"
     _write_script(script, n)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TWITTER_BEARER_TOKEN": "app-bearer"}
-    model = await _start([sys.executable, str(ROOT / "bench/fake_openai.py"), "--port", "0",
+    model = await _start([sys.executable, "-m", "hub.testing.openai", "--port", "0",
                           "--latency", "1.0", "--script", str(script)], env, tmp_path / "model.log")
     hub_proc: asyncio.subprocess.Process | None = None
     try:

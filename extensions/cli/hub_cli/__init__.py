@@ -106,7 +106,7 @@ def extension(settings: CliSettings, *, out: TextIO | None = None) -> Extension:
                     await sub.wait()
             log.info("cli: end of standard input; the terminal input stops")
 
-        task = hub.runner.spawn(pump(), name="cli:stdin")
+        task = hub.create_task(pump(), name="cli:stdin")
 
         async def stop() -> None:
             task.cancel()

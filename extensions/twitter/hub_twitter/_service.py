@@ -25,7 +25,7 @@ import tweepy
 from tweepy.asynchronous import AsyncClient
 
 from hub import OutputLog, RunContext
-from hub.errors import RunError
+from hub import RunError
 from hub.platform import AllowList, Governor, LoopGuard, RateLimit, SendFailed
 
 from ._client import BaseURLSession, RateLimitState, make_client, reset_in, send_error
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TwitterService", "SINCE_ID_KEY", "PLATFORM"]
 
-log = logging.getLogger("extensions.twitter")
+log = logging.getLogger("hub_twitter")
 
 PLATFORM = "twitter"
 SINCE_ID_KEY = "twitter:since_id"
@@ -59,7 +59,7 @@ class TwitterService:
     """One bot account on X: its client, the mention poller and the posting side.
 
     ``client_factory(settings)`` builds the tweepy client (default:
-    :func:`~extensions.twitter.make_client`); tests give one routed to a loopback fake.
+    :func:`~hub_twitter.make_client`); tests give one routed to a loopback fake.
     :meth:`poll` runs one poll now (the loop also calls it every ``poll_interval``).
     """
 
@@ -154,7 +154,7 @@ class TwitterService:
     async def subscribe(self, send: Send, hub: Hub) -> Callable[[], Awaitable[None]]:
         """Start the poll loop (its first poll at once); returns how to stop it."""
         self._send = send
-        self._task = hub.runner.spawn(self._poll_forever(), name="twitter:mentions")
+        self._task = hub.create_task(self._poll_forever(), name="twitter:mentions")
         return self._stop_polling
 
     async def _stop_polling(self) -> None:

@@ -30,7 +30,7 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
-from . import Failure, FakeServer, Recorded
+from hub.testing import Failure, FakeServer, Recorded
 
 __all__ = ["FakeTwitter", "TwitterState", "weighted_length"]
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from . import Failure, FakeServer, Recorded
+from hub.testing import Failure, FakeServer, Recorded
 
 __all__ = ["FakeDiscord", "DiscordState", "GatewaySession"]
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from hub import Context, Extension, Input, Service, output
+from hub.platform import quiet_loggers
 
 from ._bot import (
     MAX_LENGTH,
@@ -51,6 +52,7 @@ _INSTRUCTIONS = (
 
 def extension(settings: DiscordSettings) -> Extension:
     """The Discord extension for ``[extensions.discord]``."""
+    quiet_loggers("discord")  # discord.py logs every gateway event at INFO
     bot = DiscordBot(settings)
     channel = Context(
         type="discord:channel",
