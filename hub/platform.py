@@ -1,5 +1,10 @@
-"""What every platform extension needs: splitting long text, an outbound governor, a loop
-guard for bot-to-bot exchanges, and allow-lists.
+"""What every platform extension needs, and the API it lives on beside ``hub`` itself.
+
+Splitting long text (:func:`split_message`), an outbound :class:`Governor` (pacing,
+``retry_after``, retries), the one :class:`Backoff`, a :class:`TypingIndicator`, the
+:func:`reply_target` lookup, a :class:`LoopGuard` for bot-to-bot exchanges,
+:class:`AllowList`, the base of every platform's settings (:class:`PlatformSettings`) and
+:func:`quiet_loggers` for a client library's chatter.
 
 The core never names a platform; extensions map their client's errors onto
 :class:`RateLimited`, :class:`TransientSendError` and :class:`PermanentSendError` and send
@@ -18,12 +23,20 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from .backoff import Backoff
 from .errors import HubError
 from .logconf import quiet_loggers
+from .logs import OutputLog
+
+if TYPE_CHECKING:
+    from .engine import RunContext
 
 __all__ = [
+    "Backoff",
     "split_message",
     "utf16_len",
     "RateLimited",
@@ -34,6 +47,9 @@ __all__ = [
     "RateLimit",
     "LoopGuard",
     "AllowList",
+    "TypingIndicator",
+    "reply_target",
+    "PlatformSettings",
     "quiet_loggers",
 ]
 
@@ -308,7 +324,7 @@ class Governor:
                 continue
             except TransientSendError as e:
                 last = str(e) or type(e).__name__
-                delay = min(self.max_wait, self.base_delay * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+                delay = Backoff(self.base_delay, self.max_wait).delay(attempt - 1)
                 if waited + delay > self.max_wait:
                     break
                 log.warning("%s: sending to %s failed (%s); retrying in %.2fs", self.platform, chat, last, delay)
@@ -372,3 +388,132 @@ class AllowList:
     def allows(self, *ids: Any) -> bool:
         """True when the list is empty or any of ``ids`` is on it."""
         return not self._ids or any(str(i) in self._ids for i in ids if i is not None)
+
+
+# --- typing ---------------------------------------------------------------------------------
+
+
+class TypingIndicator:
+    """Keeps a platform's "typing..." on in a chat while any run for it is in progress.
+
+    ``show(chat)`` is one request that shows the indicator; it is repeated every
+    ``interval`` seconds (platforms clear it after a few seconds) until every future
+    watched for the chat is done. One task per chat, made with ``create_task`` (pass
+    :meth:`Hub.create_task <hub.Hub.create_task>`); an error from ``show`` ends that chat's
+    indicator (logged), never the run.
+    """
+
+    def __init__(
+        self,
+        platform: str,
+        show: Callable[[Any], Awaitable[Any]],
+        *,
+        create_task: Callable[..., asyncio.Task[Any]],
+        interval: float = 4.5,
+    ) -> None:
+        self.platform = platform
+        self.show = show
+        self.create_task = create_task
+        self.interval = interval
+        self._pending: dict[Any, set[asyncio.Future[Any]]] = {}
+        self._tasks: dict[Any, asyncio.Task[Any]] = {}
+
+    def watch(self, chat: Any, until: asyncio.Future[Any]) -> None:
+        """Show typing in ``chat`` until ``until`` (and every other future watched there) is done."""
+        self._pending.setdefault(chat, set()).add(until)
+        if chat not in self._tasks:
+            self._tasks[chat] = self.create_task(self._keep(chat), name=f"{self.platform}:typing:{chat}")
+
+    @property
+    def chats(self) -> list[Any]:
+        """Chats that show typing now."""
+        return list(self._tasks)
+
+    async def _keep(self, chat: Any) -> None:
+        try:
+            while True:
+                waiting = {f for f in self._pending.get(chat, ()) if not f.done()}
+                if not waiting:
+                    return
+                self._pending[chat] = waiting
+                try:
+                    await self.show(chat)
+                except Exception as e:  # best effort: no permission, a dropped connection
+                    log.info("%s: no typing indicator in %s: %s", self.platform, chat, e)
+                    return
+                await asyncio.wait(waiting, timeout=self.interval)
+        finally:
+            self._tasks.pop(chat, None)
+            self._pending.pop(chat, None)
+
+    async def stop(self) -> None:
+        """Cancel every chat's indicator (a task cancelled before it ran has no finally to clean up)."""
+        tasks = list(self._tasks.values())
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+        self._pending.clear()
+
+
+# --- replying -------------------------------------------------------------------------------
+
+
+def reply_target(
+    ctx: RunContext, key: str, *, where: dict[str, Any] | None = None, once_for: str | None = None
+) -> dict[str, Any] | None:
+    """The metadata of the newest input of this run that carries ``key`` (a message id).
+
+    ``where`` narrows it to inputs whose metadata has those values (compared as strings:
+    ids arrive as ints or strings). With ``once_for`` (an output type), a message that a
+    sent output of that type already answered (its data's ``reply_to``) is not a target
+    again: only the first reply of a run quotes the message it answers.
+    """
+    found = None
+    for entry in reversed(ctx.inputs):
+        meta = entry.meta or {}
+        if meta.get(key) is None:
+            continue
+        if where and any(str(meta.get(k)) != str(v) for k, v in where.items()):
+            continue
+        found = meta
+        break
+    if found is None:
+        return None
+    if once_for is not None:
+        target = str(found[key])
+        for e in ctx.logs:
+            if isinstance(e, OutputLog) and e.type == once_for and e.sent and isinstance(e.data, dict):
+                if str(e.data.get("reply_to")) == target:
+                    return None
+    return found
+
+
+# --- settings -------------------------------------------------------------------------------
+
+
+class PlatformSettings(BaseModel):
+    """The settings every platform shares, declared once with one set of defaults.
+
+    A platform's ``[extensions.NAME]`` model subclasses it and adds its own keys (the token,
+    its allow-lists by chat or channel). Unknown keys are errors.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    allowed_users: list[int | str] = Field(default_factory=list)
+    """Users the bot answers (ids, or usernames where the platform has them); empty: everyone."""
+    loop_guard_turns: int = Field(3, ge=0)
+    """Answers to other bots per chat within ``loop_guard_window`` before the bot stops (0: no guard)."""
+    loop_guard_window: float = Field(600.0, gt=0)
+    """Seconds; a message from a human in the chat resets the count."""
+    send_attempts: int = Field(5, ge=1, le=20)
+    """Attempts per message (429s and network errors are retried)."""
+    send_max_wait: float = Field(120.0, ge=0)
+    """Seconds of retry_after and backoff one message may wait in all before it is given up."""
+
+    def loop_guard(self, *, clock: Callable[[], float] = time.monotonic) -> LoopGuard | None:
+        """The loop guard these settings ask for (None when ``loop_guard_turns`` is 0)."""
+        if not self.loop_guard_turns:
+            return None
+        return LoopGuard(max_turns=self.loop_guard_turns, window=self.loop_guard_window, clock=clock)

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hub_cli import CliSettings
+from hub_cli import extension as cli_extension
 
 from hub import Extension, Hub, HubConfig, ScriptedModel
 from hub.testing.fixtures import no_network, restore_logging  # noqa: F401  (autouse)
-from hub_cli import CliSettings
-from hub_cli import extension as cli_extension
 
 
 @pytest.fixture

@@ -15,19 +15,26 @@ import time
 from pathlib import Path
 from typing import Any
 
+import hub_cli
 import pytest
+from hub_cli import CliSettings
 from pydantic import BaseModel
 
 from hub import Extension, Hub, HubConfig, ScriptedModel, action
 from hub.cli import main as cli_main
 from hub.engine import RunResult
 from hub.episodes import INDEX, Episode, episode_from_run
-from hub.logs import ActionCallLog, ActionResultLog, InputLog, OutputLog, StateLog, ThoughtLog
+from hub.logs import (
+    ActionCallLog,
+    ActionResultLog,
+    InputLog,
+    OutputLog,
+    StateLog,
+    ThoughtLog,
+)
 from hub.memory.embedder import HashEmbedder, MiniLMEmbedder
 from hub.memory.vector import InMemoryVectorStore, VectorStore
 from hub.runs import RunState
-import hub_cli
-from hub_cli import CliSettings
 
 CTX = "cli:session"
 ANN = {"user": "ann"}

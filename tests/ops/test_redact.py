@@ -9,13 +9,13 @@ import logging
 from pathlib import Path
 
 import pytest
+from hub_cli import CliSettings
+from hub_cli import extension as cli_extension
 
 from hub import Extension, Hub, NoArgs, ScriptedModel, action, load_config
 from hub.cli import main
 from hub.logconf import setup_logging
 from hub.redact import MASK, Redactor, is_secret_name
-from hub_cli import CliSettings
-from hub_cli import extension as cli_extension
 
 ENV_SECRET = "sk-env-0123456789abcdef"  # reaches the config through ${HUB_TEST_API_KEY}
 FILE_SECRET = "tg-file-token-<&>-9876"  # written in the config under a key named like a secret

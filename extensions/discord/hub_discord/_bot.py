@@ -17,24 +17,23 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import discord
 
-from hub import OutputLog
 from hub.platform import (
     AllowList,
     Governor,
-    LoopGuard,
     PermanentSendError,
     RateLimit,
     RateLimited,
     SendFailed,
     TransientSendError,
+    TypingIndicator,
+    reply_target,
     split_message,
 )
 
 from ._settings import DiscordSettings
 
 if TYPE_CHECKING:
-    from hub import Hub, RunContext
-    from hub import Submission
+    from hub import Hub, RunContext, Submission
 
 __all__ = [
     "DiscordBot",
@@ -188,9 +187,7 @@ class DiscordBot:
             max_attempts=settings.send_attempts,
             max_wait=settings.send_max_wait,
         )
-        self.guard = LoopGuard(
-            max_turns=settings.loop_guard_turns, window=settings.loop_guard_window
-        )
+        self.guard = settings.loop_guard()
         self._guilds = AllowList(settings.allowed_guilds)
         self._channels = AllowList(settings.allowed_channels)
         self._users = AllowList(settings.allowed_users)
@@ -205,8 +202,7 @@ class DiscordBot:
         self._accepting = False
         self._send: Callable[..., Awaitable[Submission]] | None = None
         self._listener: asyncio.Task[None] | None = None
-        self._typing_tasks: dict[int, asyncio.Task[None]] = {}
-        self._typing_waits: dict[int, set[asyncio.Future[Any]]] = {}
+        self.typing: TypingIndicator | None = None
 
     # --- the service ----------------------------------------------------------------------
 
@@ -220,6 +216,8 @@ class DiscordBot:
         if self.client is not None:
             return
         self._hub = hub
+        # Discord shows "typing" for 10 s: renewed every 8 while a run for the channel goes on
+        self.typing = TypingIndicator("discord", self._show_typing, create_task=hub.create_task, interval=8.0)
         metrics = getattr(hub, "metrics", None)
         if metrics is not None:
             self.governor.on_send = metrics.platform_send
@@ -306,7 +304,9 @@ class DiscordBot:
         client, self.client = self.client, None
         if client is not None:
             await client.close()
-        tasks = [t for t in (self._gateway, *self._typing_tasks.values()) if t is not None]
+        if self.typing is not None:
+            await self.typing.stop()
+        tasks = [t for t in (self._gateway,) if t is not None]
         self._gateway = None
         for t in tasks:
             t.cancel()
@@ -378,7 +378,7 @@ class DiscordBot:
             # a replayed bot message must not use up one of the loop guard's turns
             if await self._hub.received(platform_id):
                 reason = "already recorded"
-        if reason is None and not self.guard.allow(message.channel.id, from_bot=from_bot):
+        if reason is None and self.guard is not None and not self.guard.allow(message.channel.id, from_bot=from_bot):
             reason = (
                 f"loop guard: {self.guard.max_turns} answers to bots within {self.guard.window:g}s"
             )
@@ -403,33 +403,14 @@ class DiscordBot:
         )
         if sub.duplicate:
             return
-        if self.settings.typing:
-            self._type_until(channel_id, sub.result)
+        if self.settings.typing and self.typing is not None:
+            self.typing.watch(channel_id, sub.result)
 
     # --- typing -------------------------------------------------------------------------
 
-    def _type_until(self, channel_id: int, done: asyncio.Future[Any]) -> None:
-        """Show typing in the channel until ``done`` (and every other run there) finishes."""
-        self._typing_waits.setdefault(channel_id, set()).add(done)
-        if channel_id not in self._typing_tasks and self._hub is not None:
-            self._typing_tasks[channel_id] = self._hub.create_task(
-                self._typing(channel_id), name=f"discord:typing:{channel_id}"
-            )
-
-    async def _typing(self, channel_id: int) -> None:
-        try:
-            if self.client is None:
-                return
-            channel = self.client.get_partial_messageable(channel_id)
-            async with channel.typing():
-                while waits := {f for f in self._typing_waits.get(channel_id, ()) if not f.done()}:
-                    self._typing_waits[channel_id] = waits
-                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        except (discord.HTTPException, aiohttp.ClientError, OSError) as e:
-            log.info("discord: no typing indicator in channel %s: %s", channel_id, e)
-        finally:
-            self._typing_tasks.pop(channel_id, None)
-            self._typing_waits.pop(channel_id, None)
+    async def _show_typing(self, channel_id: int) -> None:
+        if self.client is not None:
+            await self.client.get_partial_messageable(channel_id).typing()
 
     # --- the output -----------------------------------------------------------------------
 
@@ -498,16 +479,5 @@ class DiscordBot:
 
 def _reply_target(ctx: RunContext, channel_id: int) -> int | None:
     """The newest message of this run's inputs, unless an earlier output already replied to it."""
-    target = None
-    for entry in reversed(ctx.inputs):
-        meta = entry.meta or {}
-        if meta.get("message_id") and str(meta.get("channel_id")) == str(channel_id):
-            target = int(meta["message_id"])
-            break
-    if target is None:
-        return None
-    for e in ctx.logs:
-        if isinstance(e, OutputLog) and e.type == OUTPUT and e.sent and isinstance(e.data, dict):
-            if e.data.get("reply_to") == str(target):
-                return None
-    return target
+    meta = reply_target(ctx, "message_id", where={"channel_id": channel_id}, once_for=OUTPUT)
+    return int(meta["message_id"]) if meta is not None else None

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator
+
+from hub.platform import PlatformSettings
 
 __all__ = ["DiscordSettings", "DiscordChannel"]
 
 
-class DiscordSettings(BaseModel):
-    """What the operator may set under ``[extensions.discord]``."""
+class DiscordSettings(PlatformSettings):
+    """What the operator may set under ``[extensions.discord]``.
 
-    model_config = ConfigDict(extra="forbid")
+    ``allowed_users`` (user ids, in guilds and DMs), ``loop_guard_*`` and ``send_*`` are
+    every platform's (:class:`hub.platform.PlatformSettings`).
+    """
 
     token: SecretStr = Field(SecretStr(""), validate_default=True)
     """The bot token, from the environment: ``token = "${DISCORD_BOT_TOKEN}"``."""
@@ -18,29 +22,18 @@ class DiscordSettings(BaseModel):
     """Guild (server) ids the bot answers in; empty: every guild it is in."""
     allowed_channels: list[int] = Field(default_factory=list)
     """Channel ids the bot answers in (a thread counts as its parent too); empty: all."""
-    allowed_users: list[int] = Field(default_factory=list)
-    """User ids the bot answers, in guilds and DMs; empty: everyone."""
     channels: list[int] = Field(default_factory=list)
     """Channels where the bot answers every message, not only mentions and replies."""
     dms: bool = True
     """Answer direct messages (guild and channel allow-lists do not apply to DMs)."""
     answer_bots: bool = False
     """Answer other bots (and webhooks); the loop guard still bounds the exchange."""
-    loop_guard_turns: int = Field(3, ge=1)
-    """At most this many answers to bots per channel within ``loop_guard_window``."""
-    loop_guard_window: float = Field(600.0, gt=0)
-    """Seconds; a message from a human in the channel resets the count."""
     typing: bool = True
     """Show "HubBot is typing..." in a channel while a run for it is in progress."""
     channel_rate: tuple[int, float] = (5, 5.0)
     """Messages per seconds to one channel (Discord allows about 5 per 5 s)."""
     global_rate: tuple[int, float] = (40, 1.0)
     """Messages per seconds overall (Discord's global limit is 50 requests a second)."""
-    send_attempts: int = Field(3, ge=1, le=10)
-    """Attempts per message part before it is recorded as not sent (discord.py retries
-    short 429s and 5xx itself within each attempt)."""
-    send_max_wait: float = Field(120.0, ge=0)
-    """Seconds a message part may wait on rate limits and retries before it fails."""
     ready_timeout: float = Field(60.0, gt=0)
     """Seconds ``hub run`` waits for the login and the gateway before it gives up."""
     guild_ready_timeout: float = Field(2.0, ge=0)

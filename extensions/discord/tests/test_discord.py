@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_discord import FakeDiscord
 
 from hub import ExtensionFailed, Hub, HubConfig, OutputLog, ScriptedModel
 from hub.errors import ConfigError
 from hub.loader import load_extension
-from fake_discord import FakeDiscord
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # discord imports audioop

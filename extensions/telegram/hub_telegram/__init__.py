@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from hub import Context, Extension, Input, RunContext, Service, output
-from hub.platform import quiet_loggers
+from hub.platform import quiet_loggers, reply_target
 
 from ._client import MAX_MESSAGE_LENGTH, TelegramClient, map_error
 from ._filter import Ignored, Inbound, classify
@@ -63,15 +63,6 @@ class TelegramChat(BaseModel):
     chat_id: int
 
 
-def _trigger(ctx: RunContext, chat_id: int) -> dict[str, Any] | None:
-    """The meta of the latest Telegram message this run handles, in this chat."""
-    for entry in reversed(ctx.inputs):
-        meta = entry.meta or {}
-        if "message_id" in meta and meta.get("chat_id", chat_id) == chat_id:
-            return meta
-    return None
-
-
 def extension(settings: TelegramSettings) -> Extension:
     """The Telegram extension for ``[extensions.telegram]``; connects nothing until the hub starts."""
     quiet_loggers("telegram")  # python-telegram-bot logs each request at INFO
@@ -98,7 +89,7 @@ def extension(settings: TelegramSettings) -> Extension:
     )
     async def send(content: str, ctx: RunContext) -> dict[str, Any]:
         chat_id = ctx.context.args.chat_id
-        trigger = _trigger(ctx, chat_id)
+        trigger = reply_target(ctx, "message_id", where={"chat_id": chat_id})
         reply_to = None
         if trigger is not None and settings.reply_in_groups and trigger.get("chat_type") in ("group", "supergroup"):
             reply_to = trigger["message_id"]

@@ -8,7 +8,6 @@ sent again as plain text. The token never reaches a log line.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 import warnings
@@ -258,39 +257,3 @@ class TelegramClient:
             await self.bot.send_chat_action(chat_id=chat_id, action=ChatAction.TYPING)
         except (TelegramError, ExtensionError) as e:
             log.debug("telegram: typing in chat %s failed: %s", chat_id, e)
-
-
-class Typing:
-    """Keeps "typing..." on in a chat while any of its runs is in progress."""
-
-    INTERVAL = 4.5  # Telegram clears the indicator after 5 s
-
-    def __init__(self, client: TelegramClient, spawn: Callable[..., asyncio.Task[Any]]) -> None:
-        self.client = client
-        self.spawn = spawn
-        self._pending: dict[int, set[asyncio.Future[Any]]] = {}
-        self._tasks: dict[int, asyncio.Task[Any]] = {}
-
-    def watch(self, chat_id: int, until: asyncio.Future[Any]) -> None:
-        self._pending.setdefault(chat_id, set()).add(until)
-        if chat_id not in self._tasks:
-            self._tasks[chat_id] = self.spawn(self._keep(chat_id), name=f"telegram:typing:{chat_id}")
-
-    async def _keep(self, chat_id: int) -> None:
-        try:
-            while True:
-                waiting = {f for f in self._pending.get(chat_id, ()) if not f.done()}
-                if not waiting:
-                    return
-                self._pending[chat_id] = waiting
-                await self.client.typing(chat_id)
-                await asyncio.wait(waiting, timeout=self.INTERVAL)
-        finally:
-            self._tasks.pop(chat_id, None)
-            self._pending.pop(chat_id, None)
-
-    async def stop(self) -> None:
-        tasks = list(self._tasks.values())
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)

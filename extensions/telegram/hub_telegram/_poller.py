@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -20,9 +19,9 @@ from telegram import Update
 from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter, TimedOut
 
 from hub import HubError
-from hub.platform import AllowList, LoopGuard
+from hub.platform import AllowList, Backoff, TypingIndicator
 
-from ._client import TelegramClient, Typing, retry_after_seconds
+from ._client import TelegramClient, retry_after_seconds
 from ._filter import Ignored, Inbound, classify
 from ._settings import TelegramSettings
 
@@ -35,23 +34,6 @@ log = logging.getLogger("hub_telegram")
 
 OFFSET_KEY = "telegram:offset"
 ALLOWED_UPDATES = ("message",)
-
-
-class Backoff:
-    """Exponential delays with jitter between ``first`` and ``most`` seconds; never a tight loop."""
-
-    def __init__(self, first: float = 1.0, most: float = 60.0) -> None:
-        self.first = first
-        self.most = most
-        self._next = first
-
-    def next(self) -> float:
-        delay = self._next * random.uniform(0.8, 1.2)
-        self._next = min(self.most, self._next * 2)
-        return min(self.most, delay)
-
-    def reset(self) -> None:
-        self._next = self.first
 
 
 class Poller:
@@ -67,12 +49,10 @@ class Poller:
         self.hub = hub
         self.send = send
         self.allowed = AllowList(settings.allowed_chats)
-        self.guard = (
-            LoopGuard(max_turns=settings.loop_guard_turns, window=settings.loop_guard_window)
-            if settings.loop_guard_turns
-            else None
-        )
-        self.typing = Typing(client, hub.create_task)
+        self.users = AllowList(settings.allowed_users)
+        self.guard = settings.loop_guard()
+        # Telegram clears 'typing' after 5 s: renewed every 4.5 while a run for the chat goes on
+        self.typing = TypingIndicator("telegram", client.typing, create_task=hub.create_task, interval=4.5)
         self.offset: int | None = None
         self._webhook_cleared = False
 
@@ -80,7 +60,7 @@ class Poller:
         """Poll until cancelled. After an error, wait a bounded, growing delay (logged)."""
         stored = await self.hub.memory.get(OFFSET_KEY)
         self.offset = int(stored) if stored is not None else None
-        backoff = Backoff()
+        backoff = Backoff(first=1.0, most=60.0, jitter=0.2)  # never a tight loop, never over a minute
         while True:
             try:
                 await self._once()
@@ -150,6 +130,9 @@ class Poller:
         verdict = classify(update, me, self.settings, self.allowed)
         if isinstance(verdict, Ignored):
             log.debug("telegram: update %s ignored: %s", verdict.update_id, verdict.reason)
+            return
+        if not self.users.allows(verdict.user_id, verdict.username, f"@{verdict.username}" if verdict.username else None):
+            log.info("telegram: chat %s: user %s is not on allowed_users: ignored", verdict.chat_id, verdict.user_id)
             return
         if not self._guard_allows(verdict):
             log.info(

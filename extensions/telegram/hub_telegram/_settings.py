@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator
+
+from hub.platform import PlatformSettings
 
 __all__ = ["TelegramSettings", "DEFAULT_BASE_URL", "DEFAULT_BASE_FILE_URL"]
 
@@ -12,10 +14,12 @@ DEFAULT_BASE_URL = "https://api.telegram.org/bot"
 DEFAULT_BASE_FILE_URL = "https://api.telegram.org/file/bot"
 
 
-class TelegramSettings(BaseModel):
-    """Settings of the Telegram extension (validated by the loader; unknown keys are errors)."""
+class TelegramSettings(PlatformSettings):
+    """Settings of the Telegram extension (validated by the loader; unknown keys are errors).
 
-    model_config = ConfigDict(extra="forbid")
+    ``allowed_users``, ``loop_guard_*`` and ``send_*`` are every platform's
+    (:class:`hub.platform.PlatformSettings`).
+    """
 
     token: SecretStr
     """The bot's token from @BotFather, from the environment: ``token = "${TELEGRAM_BOT_TOKEN}"``."""
@@ -31,9 +35,6 @@ class TelegramSettings(BaseModel):
     """In groups: answer when mentioned or replied to, answer every message, or never."""
     answer_bots: bool = False
     """Answer messages from other bots (the loop guard still applies)."""
-    loop_guard_turns: int = Field(3, ge=0)
-    """Answers to other bots per chat within loop_guard_window before the bot stops (0: no guard)."""
-    loop_guard_window: float = Field(600.0, gt=0)
     parse_mode: Literal["", "HTML", "MarkdownV2", "Markdown"] = ""
     """Formatting of replies ("": plain text). Markup Telegram rejects is sent as plain text."""
     reply_in_groups: bool = True
@@ -44,10 +45,6 @@ class TelegramSettings(BaseModel):
     """Messages per second to one chat (Telegram: about 1; 20 a minute in groups)."""
     global_rate: float = Field(30.0, gt=0)
     """Messages per second overall (Telegram: about 30)."""
-    send_attempts: int = Field(5, ge=1, le=20)
-    """Attempts per message (429s and network errors are retried)."""
-    send_max_wait: float = Field(120.0, ge=0)
-    """Seconds of retry_after and backoff one message may wait in all before it is given up."""
 
     @field_validator("token")
     @classmethod

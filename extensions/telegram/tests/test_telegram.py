@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 import telegram
-
+from fake_telegram import FakeTelegram, TelegramState
 from hub_telegram import (
     OFFSET_KEY,
     Ignored,
@@ -33,12 +33,12 @@ from hub_telegram import (
     classify,
     extension,
 )
+
 from hub import ConfigError, Hub, HubConfig, HubError, RunResult, ScriptedModel
 from hub.config import config_from_dict
 from hub.loader import load_extension
 from hub.platform import AllowList, utf16_len
 from hub.testing import FakeOpenAI
-from fake_telegram import FakeTelegram, TelegramState
 
 pytestmark = [
     # PTB 22.2+ warns inside its own RetryAfter; the extension reads it without the warning
@@ -138,6 +138,18 @@ async def test_private_message_in_reply_out_and_stop_is_quick(tmp_path: Path) ->
             assert tg.calls("getUpdates")[0].params["allowed_updates"] == ["message"]
             started = time.monotonic()
         assert time.monotonic() - started < 1.5, "a waiting long poll must not hold up the stop"
+
+
+async def test_allowed_users_answers_only_them(tmp_path: Path) -> None:
+    async with FakeTelegram() as tg:
+        async with running(tmp_path, tg, default="ok", allowed_users=[7, "@ann"]) as h:
+            group = dict(chat_type="supergroup")
+            tg.push_message(chat_id=-100, text="@test_bot from a stranger", from_id=8, **group)
+            tg.push_message(chat_id=-101, text="@test_bot from seven", from_id=7, **group)
+            tg.push_message(chat_id=-102, text="@test_bot from ann", from_id=9, username="ann", **group)
+            await h.wait_results(2, timeout=30)  # the stranger's message came first: it was passed over
+            assert sorted(e.content for e in h.inputs()) == ["@test_bot from ann", "@test_bot from seven"]
+            assert len(tg.sent) == 2
 
 
 async def test_group_answers_mentions_and_replies_only(tmp_path: Path) -> None:

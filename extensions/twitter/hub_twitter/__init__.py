@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator
 from tweepy.asynchronous import AsyncClient
 
 from hub import ConfigError, Context, Extension, Input, Service, TextArgs, output
-from hub.platform import quiet_loggers
+from hub.platform import PlatformSettings, quiet_loggers
 
 from ._client import RateLimitState, TwitterClient, make_client
 from ._service import SINCE_ID_KEY, TwitterService
@@ -54,10 +54,12 @@ ENV_VARS = {
 }
 
 
-class TwitterSettings(BaseModel):
-    """``[extensions.twitter]``. Secrets are ``SecretStr``: they never show in a repr or a log."""
+class TwitterSettings(PlatformSettings):
+    """``[extensions.twitter]``. Secrets are ``SecretStr``: they never show in a repr or a log.
 
-    model_config = ConfigDict(extra="forbid")
+    ``allowed_users`` (numeric ids or usernames), ``loop_guard_*`` (answers per
+    conversation) and ``send_*`` are every platform's (:class:`hub.platform.PlatformSettings`).
+    """
 
     bearer_token: SecretStr = SecretStr("")
     """Reads mentions (app-only OAuth 2.0 bearer token)."""
@@ -75,13 +77,8 @@ class TwitterSettings(BaseModel):
     needed when they are not (a dry run reading with the bearer token only)."""
     api_base_url: str = ""
     """Another host for X's API (a proxy); empty: https://api.twitter.com."""
-    allowed_users: list[str] = Field(default_factory=list)
-    """Answer only these authors (numeric ids or usernames); empty: everyone."""
     ignored_users: list[str] = Field(default_factory=list)
     """Never answer these authors (known bots, say)."""
-    loop_guard_turns: int = Field(5, ge=1)
-    """At most this many answers in one conversation within ``loop_guard_window``."""
-    loop_guard_window: float = Field(900.0, gt=0)
     backlog_max_age: float = Field(3600.0, ge=0)
     """First start only (no saved position yet): mentions older than this are not answered."""
     max_thread: int = Field(8, ge=1, le=25)
@@ -92,10 +89,6 @@ class TwitterSettings(BaseModel):
     """Posts per minute over all conversations."""
     max_posts_per_day: int = Field(100, ge=1)
     """Posts in any 24 hours; over it, answers fail (recorded as not sent) instead of posting."""
-    send_attempts: int = Field(5, ge=1, le=20)
-    """Attempts per post (429s, 5xx and network errors are retried)."""
-    send_max_wait: float = Field(120.0, ge=0)
-    """Seconds of rate-limit waits and backoff one post may spend before it is given up."""
 
     @field_validator("poll_interval")
     @classmethod

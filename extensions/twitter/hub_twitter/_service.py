@@ -24,9 +24,15 @@ from typing import TYPE_CHECKING, Any
 import tweepy
 from tweepy.asynchronous import AsyncClient
 
-from hub import OutputLog, RunContext
-from hub import RunError
-from hub.platform import AllowList, Governor, LoopGuard, RateLimit, SendFailed
+from hub import OutputLog, RunContext, RunError
+from hub.platform import (
+    AllowList,
+    Backoff,
+    Governor,
+    RateLimit,
+    SendFailed,
+    reply_target,
+)
 
 from ._client import BaseURLSession, RateLimitState, make_client, reset_in, send_error
 from ._text import split_tweets, weighted_len
@@ -73,8 +79,8 @@ class TwitterService:
         self.user_id: str | None = settings.user_id or None
         self.username: str | None = None
         self.governor: Governor | None = None
-        self.loop_guard = LoopGuard(max_turns=settings.loop_guard_turns, window=settings.loop_guard_window)
-        self.allow = AllowList(_norm(u) for u in settings.allowed_users)
+        self.loop_guard = settings.loop_guard()
+        self.allow = AllowList(_norm(str(u)) for u in settings.allowed_users)
         self.ignore = AllowList(_norm(u) for u in settings.ignored_users)
         self._session: BaseURLSession | None = None
         self._send: Send | None = None
@@ -166,17 +172,18 @@ class TwitterService:
     # --- polling ------------------------------------------------------------------------
 
     async def _poll_forever(self) -> None:
-        failures = 0
         interval = self.settings.poll_interval
+        # after failures in a row: 2, 4, 8, then 16 poll intervals (an hour at most)
+        backoff = Backoff(first=interval * 2, most=min(interval * 16, 3600.0), jitter=0.0)
         while True:
             try:
                 await self.poll()
-                failures, delay = 0, interval
+                backoff.reset()
+                delay = interval
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                failures += 1
-                delay = min(interval * 2 ** min(failures, 4), 3600.0)
+                delay = backoff.next()
                 log.warning("twitter: polling mentions failed (%s: %s); next poll in %.0fs", type(e).__name__, e, delay)
             await asyncio.sleep(delay)
 
@@ -264,7 +271,7 @@ class TwitterService:
             log.info("twitter: mention %s from %s: not on allowed_users (or on ignored_users): ignored", tid, who)
             return False
         conversation = str(getattr(tweet, "conversation_id", None) or tid)
-        if not self.loop_guard.allow(conversation, from_bot=True):
+        if self.loop_guard is not None and not self.loop_guard.allow(conversation, from_bot=True):
             log.warning("twitter: conversation %s already had %d answers in %.0fs (loop guard): mention %s ignored",
                         conversation, self.settings.loop_guard_turns, self.settings.loop_guard_window, tid)
             return False
@@ -281,9 +288,9 @@ class TwitterService:
 
     async def reply(self, text: str, ctx: RunContext) -> dict[str, Any]:
         """Answer the mention this run is handling (the newest one among its inputs)."""
-        mention = next((e for e in reversed(ctx.inputs) if e.meta.get("tweet_id")), None)
+        mention = reply_target(ctx, "tweet_id")
         # no mention in this run (a schedule or webhook into the conversation): answer its root
-        target = str(mention.meta["tweet_id"]) if mention else ctx.context.key
+        target = str(mention["tweet_id"]) if mention else ctx.context.key
         return await self._publish(text, ctx, in_reply_to=target, chat=ctx.context.key, output="twitter:reply")
 
     async def post(self, text: str, ctx: RunContext) -> dict[str, Any]:

@@ -6,11 +6,9 @@ the extension can rely on.
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
-
 import tweepy
 from fake_twitter import FakeTwitter, weighted_length
 from tweepy.asynchronous import AsyncClient

@@ -8,7 +8,6 @@ import logging
 import os
 import signal
 import sqlite3
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -16,8 +15,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import fake_twitter
 import pytest
-
+from fake_twitter import FakeTwitter, weighted_length
 from hub_twitter import (
     SINCE_ID_KEY,
     TwitterService,
@@ -27,11 +27,10 @@ from hub_twitter import (
     split_tweets,
     weighted_len,
 )
+
 from hub import ConfigError, Hub, HubConfig, RunResult, ScriptedModel
 from hub.config import config_from_dict
 from hub.loader import load_extension
-import fake_twitter
-from fake_twitter import FakeTwitter, weighted_length
 
 ROOT = Path(__file__).resolve().parents[3]
 MENTIONS = "GET /2/users/:id/mentions"
