@@ -95,6 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 async def cmd_run(config: HubConfig, args: argparse.Namespace) -> int:
     from .hub import Hub
+
     from .ops import Heartbeat
 
     hub = Hub(config)
