@@ -218,10 +218,7 @@ class DiscordBot:
         self._hub = hub
         # Discord shows "typing" for 10 s: renewed every 8 while a run for the channel goes on
         self.typing = TypingIndicator("discord", self._show_typing, create_task=hub.create_task, interval=8.0)
-        metrics = getattr(hub, "metrics", None)
-        if metrics is not None:
-            self.governor.on_send = metrics.platform_send
-            self.governor.on_rate_limited = metrics.platform_429
+        self.governor.report_to(hub)
         self._incoming = asyncio.Queue()
         self._connected = asyncio.Event()
         self._gateway_error = None

@@ -108,8 +108,6 @@ class TelegramClient:
             global_=_rate(settings.global_rate),
             max_attempts=settings.send_attempts,
             max_wait=settings.send_max_wait,
-            on_send=self._count_send,
-            on_rate_limited=self._count_429,
         )
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -138,6 +136,7 @@ class TelegramClient:
             ExtensionError: Telegram refused the token.
         """
         self.hub = hub
+        self.governor.report_to(hub)
         for name in _URL_LOGGERS:
             logging.getLogger(name).addFilter(self._redact)
         self._bot = telegram.Bot(
@@ -188,18 +187,6 @@ class TelegramClient:
         finally:
             for name in _URL_LOGGERS:
                 logging.getLogger(name).removeFilter(self._redact)
-
-    # --- metrics -------------------------------------------------------------------------
-
-    def _count_send(self, platform: str, ok: bool) -> None:
-        metrics = getattr(self.hub, "metrics", None)
-        if metrics is not None:
-            metrics.platform_send(platform, ok)
-
-    def _count_429(self, platform: str) -> None:
-        metrics = getattr(self.hub, "metrics", None)
-        if metrics is not None:
-            metrics.platform_429(platform)
 
     # --- sending -------------------------------------------------------------------------
 

@@ -110,7 +110,6 @@ class TwitterService:
         if client.session is None:
             self._session = BaseURLSession(self.settings.api_base_url)
             client.session = self._session
-        metrics = getattr(hub, "metrics", None)
         s = self.settings
         self.governor = Governor(
             PLATFORM,
@@ -118,9 +117,8 @@ class TwitterService:
             global_=RateLimit(s.posts_per_minute, 60.0),
             max_attempts=s.send_attempts,
             max_wait=s.send_max_wait,
-            on_send=getattr(metrics, "platform_send", None),
-            on_rate_limited=getattr(metrics, "platform_429", None),
         )
+        self.governor.report_to(hub)
         try:
             if self.can_post:
                 await self._whoami(client)
