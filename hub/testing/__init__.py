@@ -5,7 +5,7 @@
   server on 127.0.0.1), with a request log, failure injection (``fail_next``) and waits.
 - :class:`FakeOpenAI`: OpenAI's chat completions, for the real ``openai`` client (also the
   server the benchmarks run against: ``python -m hub.testing.openai``).
-- ``hub.testing.fixtures``: pytest fixtures (no network, logging restored) to import into
+- ``hub.testing.fixtures``: autouse pytest fixtures (no network, logging restored) to import into
   a ``conftest.py``.
 
 Nothing here talks to the network, and nothing in the core imports this package.

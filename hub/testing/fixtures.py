@@ -1,6 +1,6 @@
 """Pytest fixtures for tests of the hub and its extensions; import them into a conftest.py::
 
-    from hub.testing.fixtures import no_network, restore_logging  # noqa: F401
+    from hub.testing.fixtures import _no_network, _restore_logging  # noqa: F401
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-__all__ = ["no_network", "restore_logging"]
+__all__ = ["_no_network", "_restore_logging"]
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 @pytest.fixture(autouse=True)
-def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests talk to 127.0.0.1 only: any other address fails loudly."""
     real = socket.socket.connect
 
@@ -33,8 +33,8 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    """Tests that set up logging must not leave handlers on streams that pytest closes."""
+def _restore_logging() -> Iterator[None]:
+    """Tests that set up logging leave no handler on a stream pytest closes, and no logger level."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     levels = {name: lg.level for name, lg in logging.Logger.manager.loggerDict.items() if isinstance(lg, logging.Logger)}
@@ -46,5 +46,6 @@ def restore_logging() -> Iterator[None]:
         if h not in root.handlers:
             root.addHandler(h)
     root.setLevel(level)
-    for name, lvl in levels.items():
-        logging.getLogger(name).setLevel(lvl)
+    for name, lg in list(logging.Logger.manager.loggerDict.items()):
+        if isinstance(lg, logging.Logger):  # levels set by setup_logging or quiet_loggers
+            lg.setLevel(levels.get(name, logging.NOTSET))
