@@ -11,8 +11,19 @@
 Nothing here talks to the network, and nothing in the core imports this package.
 """
 
+from typing import Any
+
 from ..models.scripted import ScriptedModel
 from .fakes import Failure, FakeServer, Recorded
-from .openai import FakeOpenAI, Script, load_script
 
 __all__ = ["Failure", "FakeOpenAI", "FakeServer", "Recorded", "Script", "ScriptedModel", "load_script"]
+
+
+def __getattr__(name: str) -> Any:
+    # hub.testing.openai is also a program (python -m hub.testing.openai): imported when
+    # asked for, so that running it does not import it twice
+    if name in ("FakeOpenAI", "Script", "load_script"):
+        from . import openai
+
+        return getattr(openai, name)
+    raise AttributeError(f"module 'hub.testing' has no attribute {name!r}")
