@@ -74,3 +74,23 @@ def test_import_contracts_hold() -> None:
     lint = Path(sys.executable).with_name("lint-imports")
     done = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "0 broken" in done.stdout, done.stdout[-3000:]
+
+
+def test_loader_logging_and_cli_name_no_platform_in_code() -> None:
+    """Docstrings may give examples; code (strings and names outside them) names no platform."""
+    import ast
+
+    for rel in ("hub/loader.py", "hub/logconf.py", "hub/cli.py"):
+        source = (ROOT / rel).read_text()
+        assert "import_module(f\"extensions." not in source and "from extensions" not in source, rel
+        tree = ast.parse(source)
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                for name in ("telegram", "discord", "twitter", "tweepy"):
+                    assert name not in node.value, f"{rel}:{node.lineno} names {name!r}: {node.value!r}"
