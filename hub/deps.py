@@ -21,7 +21,7 @@ from .models import Model, RetryPolicy
 from .persona import Persona
 from .prompt import PromptBuilder
 from .redact import Redactor
-from .run import ContextInstance
+from .context import ContextInstance
 from .runner import Runner
 from .runs import RunStore
 

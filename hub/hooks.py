@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .definitions import Action
-    from .engine import RunContext, RunResult
+    from .context import RunContext, RunResult
     from .logs import OutputLog, StepLog
 
 __all__ = ["Plugin", "Plugins"]

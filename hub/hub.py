@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -38,6 +38,7 @@ from .storehealth import StoreHealth, databases
 __all__ = ["Hub", "Component", "make_model"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class _Lifecycle(Enum):
@@ -330,6 +331,21 @@ class Hub:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+    # --- what extensions use -------------------------------------------------------------
+
+    def create_task(self, coro: Coroutine[Any, Any, T], *, name: str) -> asyncio.Task[T]:
+        """Run ``coro`` in the background, owned by the hub (as PTB's ``Application.create_task``).
+
+        The task is tracked: an error it raises is logged, and it is cancelled and awaited
+        when the hub stops. Use it for listeners, pollers and typing indicators, never a bare
+        ``asyncio.create_task``.
+        """
+        return self.runner.spawn(coro, name=name)
+
+    async def received(self, platform_id: str) -> bool:
+        """Whether an input with this platform id was already recorded (a redelivery, a replay)."""
+        return await self.inbox.seen(platform_id)
 
     # --- sending ------------------------------------------------------------------------
 

@@ -1,8 +1,10 @@
-"""Finding and validating extensions: built-in by name, an operator's module, entry points.
+"""Finding and validating extensions: an operator's module, or an installed package's entry point.
 
 ``[extensions.NAME]`` loads, in order of preference: ``module = "..."`` (importable, or a
-``.py`` path relative to config.toml), an installed package's entry point named NAME in the
-group ``hub.extensions``, or the built-in ``extensions.NAME``. The module's ``extension``
+``.py`` path relative to config.toml), or the entry point named NAME in the group
+``hub.extensions``. The platforms that ship with the hub (``hub-telegram``, ...) are found
+that way too, exactly like a third-party package: the core names none of them. The
+module's ``extension``
 attribute is an :class:`~hub.Extension`, or a factory whose first parameter is annotated
 with a pydantic model: the table's other keys are validated against it (an unknown key or
 a wrong type is a ConfigError naming ``extensions.NAME.KEY``).
@@ -25,12 +27,10 @@ from .config import HubConfig, format_validation_error
 from .definitions import Extension
 from .errors import ConfigError, ExtensionError, ExtensionFailed
 
-__all__ = ["load_extensions", "load_extension", "ENTRY_POINT_GROUP", "RESERVED_KEYS"]
+__all__ = ["load_extensions", "load_extension", "import_extension", "ENTRY_POINT_GROUP", "RESERVED_KEYS"]
 
 ENTRY_POINT_GROUP = "hub.extensions"
 RESERVED_KEYS = frozenset({"enabled", "module"})
-
-_EXTRAS = {"telegram": "telegram", "discord": "discord", "twitter": "twitter"}
 
 
 def load_extensions(config: HubConfig) -> list[Extension]:
@@ -43,25 +43,43 @@ def _import(name: str, table: dict[str, Any], config: HubConfig) -> ModuleType:
         if not isinstance(module, str) or not module:
             raise ConfigError("must be a module name or a .py path", path=_p(config), key=f"extensions.{name}.module")
         return _import_operator_module(name, module, config)
-    eps = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP, name=name)
-    for ep in eps:
+    return import_extension(name)
+
+
+def import_extension(name: str) -> ModuleType:
+    """The module of the extension an installed package registers as ``name``.
+
+    Raises:
+        ExtensionError: no package registers ``name`` in ``hub.extensions``, or its module
+            needs a package that is not installed.
+        ExtensionFailed: importing it raised.
+    """
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP, name=name):
         try:
             obj = ep.load()
+        except ModuleNotFoundError as e:
+            if e.name and e.name != ep.module and not ep.module.startswith(f"{e.name}."):
+                raise ExtensionError(
+                    name, f"its module {ep.module!r} needs the package {e.name!r}, which is not installed"
+                ) from e
+            raise ExtensionFailed(name, e) from e
         except Exception as e:
             raise ExtensionFailed(name, e) from e
         return obj if isinstance(obj, ModuleType) else _wrap(obj)
+    hint = f" (it installs with pip install 'hub[{name}]')" if name in _extras() else ""
+    raise ExtensionError(
+        name,
+        f"no such extension: no installed package registers {name!r} in the entry-point group "
+        f"{ENTRY_POINT_GROUP!r}{hint}, and no module = is set",
+    )
+
+
+def _extras() -> set[str]:
+    """The extras the installed hub distribution offers (``hub[telegram]`` pulls in hub-telegram)."""
     try:
-        return importlib.import_module(f"extensions.{name}")
-    except ModuleNotFoundError as e:
-        if e.name in (f"extensions.{name}", "extensions"):
-            raise ExtensionError(
-                name, "no such extension: not built in, no entry point in 'hub.extensions', and no module = set"
-            ) from e
-        extra = _EXTRAS.get(name)
-        hint = f" (pip install 'hub[{extra}]')" if extra else ""
-        raise ExtensionError(name, f"needs the package {e.name!r}, which is not installed{hint}") from e
-    except Exception as e:
-        raise ExtensionFailed(name, e) from e
+        return set(importlib.metadata.metadata("hub").get_all("Provides-Extra") or ())
+    except importlib.metadata.PackageNotFoundError:
+        return set()
 
 
 def _wrap(obj: Any) -> ModuleType:

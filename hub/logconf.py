@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .redact import Redactor
 
-__all__ = ["setup_logging", "run_id_var", "context_id_var"]
+__all__ = ["setup_logging", "quiet_loggers", "run_id_var", "context_id_var"]
 
 run_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("hub_run_id", default=None)
 context_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("hub_context_id", default=None)
@@ -99,6 +99,17 @@ def setup_logging(
         root.removeHandler(h)
     root.addHandler(handler)
     root.setLevel(level)
-    for noisy in ("httpx", "httpcore", "openai", "aiosqlite", "chromadb", "telegram", "discord", "tweepy"):
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+    quiet_loggers(*_CORE_LIBRARIES)
     return handler
+
+
+# the core's own client libraries; an extension quiets its own (hub.platform.quiet_loggers)
+_CORE_LIBRARIES = ("httpx", "httpcore", "openai", "aiosqlite", "chromadb")
+
+
+def quiet_loggers(*names: str) -> None:
+    """Keep client libraries' chatter out of the log: the loggers ``names`` log warnings and
+    above, or only what the root logger's level lets through when that is stricter."""
+    level = max(logging.WARNING, logging.getLogger().level)
+    for name in names:
+        logging.getLogger(name).setLevel(level)

@@ -28,7 +28,6 @@ from .errors import StoreError
 
 if TYPE_CHECKING:
     from .config import RetentionSection
-    from .hub import Hub
 
 __all__ = ["Retention", "prune", "PruneReport"]
 
@@ -168,7 +167,7 @@ class Retention:
         self.last: PruneReport | None = None
         self._task: asyncio.Task[None] | None = None
 
-    async def start(self, hub: Hub) -> None:
+    async def start(self, hub: Any) -> None:  # the Hub, through its public API (submit, metrics, store health)
         if self._task is None and (self.policy.days or self.policy.max_runs):
             self._task = asyncio.create_task(self._loop(), name="retention")
 

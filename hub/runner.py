@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 from .definitions import Context
 from .errors import RunError
 from .logs import InputLog, OutputLog, StateLog
-from .run import RunResult, is_store_error
+from .context import RunResult, is_store_error
 from .runs import RunState
 
 if TYPE_CHECKING:
     from .inbox import InboxStore
-    from .run import StopRun
+    from .context import StopRun
 
 __all__ = ["Runner", "Slot", "Submission"]
 

@@ -3,47 +3,16 @@
 from __future__ import annotations
 
 import io
-import logging
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hub_cli import CliSettings
+from hub_cli import extension as cli_extension
 
-from extensions.cli import CliSettings
-from extensions.cli import extension as cli_extension
 from hub import Extension, Hub, HubConfig, ScriptedModel
-
-
-@pytest.fixture(autouse=True)
-def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests talk to 127.0.0.1 only: any other address fails loudly."""
-    real = socket.socket.connect
-
-    def guarded(self: socket.socket, address: Any) -> Any:
-        host = address[0] if isinstance(address, tuple) else address
-        if isinstance(host, str) and self.family in (socket.AF_INET, socket.AF_INET6):
-            if host not in ("127.0.0.1", "::1", "localhost") and not host.startswith("127."):
-                raise OSError(f"test tried to reach the network: {address!r}")
-        return real(self, address)
-
-    monkeypatch.setattr(socket.socket, "connect", guarded)
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging():
-    """Tests that set up logging must not leave handlers on streams that pytest closes."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for h in list(root.handlers):
-        if h not in handlers:
-            root.removeHandler(h)
-    for h in handlers:
-        if h not in root.handlers:
-            root.addHandler(h)
-    root.setLevel(level)
+from hub.testing.fixtures import _no_network, _restore_logging  # noqa: F401  (autouse)
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tests.fakes.openai import FakeOpenAI
+from hub.testing import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[1]
 

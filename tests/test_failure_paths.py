@@ -14,7 +14,7 @@ from hub.logs import OutputLog
 from hub.models import ModelRequest, Usage
 from hub.models.openai import OpenAIModel
 from hub.runs import RunState
-from tests.fakes.openai import FakeOpenAI
+from hub.testing import FakeOpenAI
 
 CLI = ("cli:session", {"user": "ann"})
 
@@ -133,7 +133,7 @@ async def test_the_openai_model_reports_why_it_stopped() -> None:
 _CRASHING_HUB = """
 import asyncio, sys
 from pathlib import Path
-from extensions.cli import CliSettings, extension as cli
+from hub_cli import CliSettings, extension as cli
 from hub import Extension, Hub, HubConfig, ScriptedModel, output
 
 data, sent_file = Path(sys.argv[1]), Path(sys.argv[2])

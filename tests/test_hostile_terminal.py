@@ -8,9 +8,9 @@ import json
 import os
 from pathlib import Path
 
-from extensions.cli import read_lines
+from hub_cli import read_lines
 from hub import Hub, HubConfig, ScriptedModel
-from tests.fakes.openai import FakeOpenAI
+from hub.testing import FakeOpenAI
 from tests.test_cli import hub_cmd, setup_dir
 from tests.triggers.conftest import Said, reply_to_input, test_extension
 

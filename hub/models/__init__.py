@@ -10,12 +10,12 @@ exponential backoff and jitter, bounded, and raises ``ModelUnavailable`` past th
 from __future__ import annotations
 
 import asyncio
-import random
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..backoff import Backoff
 from ..errors import ModelError, ModelUnavailable
 
 __all__ = ["Model", "ModelRequest", "Usage", "RetryPolicy", "stream_with_retry"]
@@ -61,12 +61,8 @@ class RetryPolicy:
     max_delay: float = 20.0
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        """Full-jitter exponential backoff; a server's Retry-After is a floor."""
-        backoff = min(self.max_delay, self.base_delay * (2**attempt))
-        d = random.uniform(backoff / 2, backoff)
-        if retry_after is not None:
-            d = max(d, min(retry_after, self.max_delay))
-        return d
+        """Exponential backoff with jitter (:class:`~hub.backoff.Backoff`); a server's Retry-After is a floor."""
+        return Backoff(self.base_delay, self.max_delay).delay(attempt, retry_after=retry_after)
 
 
 async def stream_with_retry(

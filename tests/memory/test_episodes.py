@@ -15,16 +15,23 @@ import time
 from pathlib import Path
 from typing import Any
 
+import hub_cli
 import pytest
+from hub_cli import CliSettings
 from pydantic import BaseModel
 
-import extensions.cli
-from extensions.cli import CliSettings
 from hub import Extension, Hub, HubConfig, ScriptedModel, action
 from hub.cli import main as cli_main
 from hub.engine import RunResult
 from hub.episodes import INDEX, Episode, episode_from_run
-from hub.logs import ActionCallLog, ActionResultLog, InputLog, OutputLog, StateLog, ThoughtLog
+from hub.logs import (
+    ActionCallLog,
+    ActionResultLog,
+    InputLog,
+    OutputLog,
+    StateLog,
+    ThoughtLog,
+)
 from hub.memory.embedder import HashEmbedder, MiniLMEmbedder
 from hub.memory.vector import InMemoryVectorStore, VectorStore
 from hub.runs import RunState
@@ -67,7 +74,7 @@ def make_hub(
     cfg.agent.max_history = 0  # recall is then the only memory of earlier runs
     for k, v in memory.items():
         setattr(cfg.memory, k, v)
-    cli = extensions.cli.extension(CliSettings(stdin=False), out=io.StringIO())
+    cli = hub_cli.extension(CliSettings(stdin=False), out=io.StringIO())
     hub = Hub(cfg, model=model, load_extensions=False, extensions=[cli, TOOLS])
     if hub.episodes is not None:
         hub.episodes.embedder = embedder

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-import extensions.cli
-from extensions.cli import CliSettings
+import hub_cli
+from hub_cli import CliSettings
 from hub import Extension, Hub, NoArgs, ScriptedModel, action, load_config
 from hub.cli import main as cli_main
 from hub.memory.embedder import MiniLMEmbedder
@@ -75,7 +75,7 @@ def test_a_known_secret_never_reaches_a_prompt_a_store_an_episode_or_an_export(
     shown: list[str] = []
 
     async def talk() -> None:
-        cli = extensions.cli.extension(CliSettings(stdin=False), out=out)
+        cli = hub_cli.extension(CliSettings(stdin=False), out=out)
         hub = Hub(config, model=model, load_extensions=False, extensions=[cli, Extension("tools", actions=[whoami])])
         assert hub.episodes is not None
         hub.episodes.embedder = minilm

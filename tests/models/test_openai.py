@@ -4,7 +4,7 @@ import pytest
 
 from hub import ModelError, ModelRequest, RunState, Usage
 from hub.models.openai import OpenAIModel
-from tests.fakes.openai import FakeOpenAI
+from hub.testing import FakeOpenAI
 
 REQ = ModelRequest(system="sys", messages=[{"role": "user", "content": "hello"}])
 

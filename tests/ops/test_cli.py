@@ -9,10 +9,10 @@ import logging
 from pathlib import Path
 
 import pytest
+from hub_cli import CliSettings
+from hub_cli import extension as cli_extension
 from pydantic import BaseModel
 
-from extensions.cli import CliSettings
-from extensions.cli import extension as cli_extension
 from hub import Extension, Hub, ScriptedModel, action, load_config
 from hub.cli import main
 

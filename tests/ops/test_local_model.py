@@ -6,9 +6,9 @@ import importlib.util
 import io
 
 import pytest
+from hub_cli import CliSettings
+from hub_cli import extension as cli_extension
 
-from extensions.cli import CliSettings
-from extensions.cli import extension as cli_extension
 from hub import Hub, ModelRequest, RunState, Usage
 from hub.hub import make_model
 from hub.models.local import LocalModel

@@ -9,9 +9,9 @@ import logging
 from pathlib import Path
 
 import pytest
+from hub_cli import CliSettings
+from hub_cli import extension as cli_extension
 
-from extensions.cli import CliSettings
-from extensions.cli import extension as cli_extension
 from hub import Extension, Hub, NoArgs, ScriptedModel, action, load_config
 from hub.cli import main
 from hub.logconf import setup_logging

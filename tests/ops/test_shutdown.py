@@ -29,7 +29,7 @@ def fake_model(tmp_path_factory) -> Iterator[str]:
     script = tmp_path_factory.mktemp("fake") / "script.json"
     script.write_text(json.dumps(["<response><output>pong</output></response>"]))
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "fake_openai.py"), "--port", "0", "--latency", str(LATENCY),
+        [sys.executable, "-m", "hub.testing.openai", "--port", "0", "--latency", str(LATENCY),
          "--script", str(script)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )

@@ -11,7 +11,7 @@ import pytest
 from hub.db import Database
 from hub.inbox import InboxStore, InMemoryInbox, SQLiteInbox
 from hub.logs import InputLog
-from tests.fakes.openai import FakeOpenAI
+from hub.testing import FakeOpenAI
 
 from .test_datadir import hub_cmd
 

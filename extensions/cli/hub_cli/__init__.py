@@ -1,0 +1,139 @@
+"""The terminal: context ``cli:session`` (one conversation per OS user), output ``cli:message``.
+
+``hub chat`` drives it line by line; under ``hub run`` its input reads stdin when
+``stdin = true`` (and stops quietly at EOF, e.g. in a container with no terminal).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import getpass
+import logging
+import os
+import stat
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TextIO
+
+from pydantic import BaseModel, ConfigDict
+
+from hub import Context, Extension, Input, output
+
+__all__ = ["CliSettings", "CliArgs", "extension", "read_lines", "os_user"]
+
+log = logging.getLogger(__name__)
+
+
+class CliSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    stdin: bool = True
+    """Under `hub run`, read messages from standard input."""
+    prefix: str = ""
+    """Printed before each reply (e.g. "bot> ")."""
+
+
+class CliArgs(BaseModel):
+    user: str
+
+
+def os_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry (some containers)
+        return "user"
+
+
+async def read_lines(stream: TextIO | None = None) -> AsyncIterator[str]:
+    """Lines of a pipe, a terminal or a file, of any length, without blocking the loop; ends at EOF.
+
+    Invalid UTF-8 becomes U+FFFD. A line is gathered from chunks, so no line is too long
+    for the reader and none after a long one is lost.
+    """
+    stream = stream or sys.stdin
+    if stream is None:  # started with no standard input at all
+        return
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 16)
+    try:
+        mode = os.fstat(stream.fileno()).st_mode
+        pollable = stream.isatty() or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+    except (OSError, ValueError, AttributeError):
+        pollable = False
+    transport = None
+    if pollable:
+        try:
+            transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stream)
+        except (ValueError, OSError):
+            transport = None
+    if transport is None:
+        # a regular file or /dev/null (epoll cannot watch them): reading never blocks for long
+        while True:
+            line = await asyncio.to_thread(stream.readline)
+            if not line:
+                return
+            yield line
+        return
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pending: list[str] = []
+    try:
+        while True:
+            chunk = await reader.read(1 << 16)
+            text = decoder.decode(chunk, final=not chunk)
+            while (nl := text.find("\n")) >= 0:
+                yield "".join(pending) + text[: nl + 1]
+                pending.clear()
+                text = text[nl + 1 :]
+            if text:
+                pending.append(text)
+            if not chunk:
+                if pending:
+                    yield "".join(pending)
+                return
+    finally:
+        transport.close()
+
+
+def extension(settings: CliSettings, *, out: TextIO | None = None) -> Extension:
+    session = Context(
+        type="cli:session",
+        schema=CliArgs,
+        key=lambda a: a.user,
+        description="A conversation in the terminal with the operator.",
+        reply_output="cli:message",
+    )
+
+    @output(type="cli:message", description="Say something to the user in the terminal.", context="cli:session")
+    async def message(content: str, ctx: Any) -> None:
+        stream = out or sys.stdout
+        stream.write(f"{settings.prefix}{content}\n")
+        stream.flush()
+
+    async def subscribe(send: Callable[..., Awaitable[Any]], hub: Any) -> Callable[[], Awaitable[None]]:
+        user = os_user()
+
+        async def pump() -> None:
+            async for line in read_lines():
+                text = line.strip()
+                if text:
+                    sub = await send("cli:session", {"user": user}, text, user=user)
+                    await sub.wait()
+            log.info("cli: end of standard input; the terminal input stops")
+
+        task = hub.create_task(pump(), name="cli:stdin")
+
+        async def stop() -> None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+        return stop
+
+    inputs = [Input(type="cli:stdin", subscribe=subscribe, description="Lines typed in the terminal.")]
+    return Extension(
+        name="cli",
+        contexts=[session],
+        outputs=[message],
+        inputs=inputs if settings.stdin else [],
+        description="Terminal chat.",
+    )

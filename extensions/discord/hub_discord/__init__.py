@@ -1,0 +1,91 @@
+"""Discord (discord.py): context ``discord:channel``, output ``discord:message``.
+
+The bot answers direct messages, mentions of it (or of its role) and replies to its
+messages in guild channels, and every message in the ``channels`` it is told to watch;
+it ignores its own messages by user id, and other bots unless ``answer_bots`` (a loop
+guard bounds bot-to-bot exchanges even then). Each message is recorded in the hub's inbox
+with ``platform_id = "discord:<message id>"`` before it is answered, so a gateway RESUME that
+replays it, or a restart, never answers it twice. Replies are split at 2000 characters with
+code fences balanced, sent in order through a rate-limiting Governor, the first part as a
+reply to the message being answered, with @everyone and role pings disabled.
+
+Needs the Message Content intent enabled in the developer portal (see docs/deploy-discord.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hub import Context, Extension, Input, Service, output
+from hub.platform import quiet_loggers
+
+from ._bot import (
+    MAX_LENGTH,
+    SAFE_MENTIONS,
+    DiscordBot,
+    DiscordStartError,
+    ignore_reason,
+    intents,
+    start_error,
+)
+from ._settings import DiscordChannel, DiscordSettings
+
+__all__ = [
+    "DiscordSettings",
+    "DiscordChannel",
+    "DiscordBot",
+    "DiscordStartError",
+    "extension",
+    "ignore_reason",
+    "intents",
+    "start_error",
+    "MAX_LENGTH",
+    "SAFE_MENTIONS",
+]
+
+_INSTRUCTIONS = (
+    "This conversation is a Discord channel or direct message. Discord renders Markdown; "
+    "long answers are split into several messages for you. Each input's user is the author's "
+    "Discord user id; write <@ID> only to ping someone on purpose."
+)
+
+
+def extension(settings: DiscordSettings) -> Extension:
+    """The Discord extension for ``[extensions.discord]``."""
+    quiet_loggers("discord")  # discord.py logs every gateway event at INFO
+    bot = DiscordBot(settings)
+    channel = Context(
+        type="discord:channel",
+        schema=DiscordChannel,
+        key=lambda a: str(a.channel_id),
+        description="A Discord channel, thread or direct message, keyed by channel id.",
+        instructions=_INSTRUCTIONS,
+        reply_output="discord:message",
+    )
+
+    @output(
+        type="discord:message",
+        context="discord:channel",
+        description="Send a message to this Discord channel (Markdown).",
+        instructions=(
+            "Replies to the message you are answering. Any length: it is split at 2000 "
+            "characters, code blocks kept whole."
+        ),
+    )
+    async def message(content: str, ctx: Any) -> dict[str, Any]:
+        return await bot.send_message(content, ctx)
+
+    return Extension(
+        name="discord",
+        contexts=[channel],
+        outputs=[message],
+        inputs=[
+            Input(
+                type="discord:gateway",
+                subscribe=bot.subscribe,
+                description="Messages from the Discord gateway.",
+            )
+        ],
+        services=[Service(name="discord", start=bot.start, stop=bot.stop)],
+        description="Discord bot: DMs, mentions and watched channels.",
+    )

@@ -1,0 +1,480 @@
+"""One Discord connection: the client's lifecycle, the listener and the sender.
+
+:class:`DiscordBot` is three things the extension declares, sharing one ``discord.Client``:
+the service (login, gateway, close), the input (each MESSAGE_CREATE checked, recorded through
+``send`` and answered by a run) and the ``discord:message`` output (split, paced and retried
+through a :class:`~hub.platform.Governor`). Deciding whether to answer is :func:`ignore_reason`,
+pure over the message; acting on it is :meth:`DiscordBot._handle`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+import discord
+
+from hub.platform import (
+    AllowList,
+    Governor,
+    PermanentSendError,
+    RateLimit,
+    RateLimited,
+    SendFailed,
+    TransientSendError,
+    TypingIndicator,
+    reply_target,
+    split_message,
+)
+
+from ._settings import DiscordSettings
+
+if TYPE_CHECKING:
+    from hub import Hub, RunContext, Submission
+
+__all__ = [
+    "DiscordBot",
+    "DiscordStartError",
+    "ignore_reason",
+    "start_error",
+    "MAX_LENGTH",
+    "SAFE_MENTIONS",
+]
+
+log = logging.getLogger(__name__)
+
+MAX_LENGTH = 2000
+OUTPUT = "discord:message"
+CONTEXT = "discord:channel"
+# The model must never ping @everyone, @here or a role; users it names by <@id>, and the
+# author it replies to, may be pinged.
+SAFE_MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=True, replied_user=True)
+_ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+
+
+class DiscordStartError(Exception):
+    """The bot could not log in or connect; ``hub run`` stops with this one line."""
+
+
+def intents() -> discord.Intents:
+    """The gateway intents the bot needs; ``message_content`` is privileged (enable it in the
+    developer portal, or guild messages arrive without their text)."""
+    i = discord.Intents.none()
+    i.guilds = True
+    i.guild_messages = True
+    i.dm_messages = True
+    i.message_content = True
+    return i
+
+
+def addressed_to(message: discord.Message, me: discord.abc.User) -> bool:
+    """A mention of the bot (its user or its managed role), or a reply to one of its messages."""
+    if any(u.id == me.id for u in message.mentions):
+        return True
+    if any(r.tags is not None and r.tags.bot_id == me.id for r in message.role_mentions):
+        return True
+    ref = message.reference
+    resolved = ref.resolved if ref is not None else None
+    return isinstance(resolved, discord.Message) and resolved.author.id == me.id
+
+
+def ignore_reason(
+    message: discord.Message,
+    me: discord.abc.User,
+    settings: DiscordSettings,
+    *,
+    guilds: AllowList,
+    channels: AllowList,
+    users: AllowList,
+    answer_all: frozenset[int],
+) -> str | None:
+    """Why the bot leaves ``message`` alone, or None to answer it (the loop guard aside)."""
+    author = message.author
+    if author.id == me.id:
+        return "its own message"
+    if message.type not in _ANSWERED_TYPES:
+        return f"a {message.type.name} message"
+    if (author.bot or message.webhook_id is not None) and not settings.answer_bots:
+        return "from a bot (answer_bots = false)"
+    if not users.allows(author.id):
+        return "author not in allowed_users"
+    if message.guild is None:
+        return None if settings.dms else "a DM (dms = false)"
+    if not guilds.allows(message.guild.id):
+        return "guild not in allowed_guilds"
+    channel = message.channel
+    parent = getattr(channel, "parent_id", None)
+    if not channels.allows(channel.id, parent):
+        return "channel not in allowed_channels"
+    if channel.id in answer_all or parent in answer_all or addressed_to(message, me):
+        return None
+    return "not addressed to the bot"
+
+
+def message_text(message: discord.Message) -> str:
+    """What the model reads: the text with mentions as names, and the attachments' links."""
+    parts = [message.clean_content] if message.content else []
+    parts.extend(f"[attachment: {a.filename} {a.url}]" for a in message.attachments)
+    return "\n".join(parts).strip()
+
+
+def _retry_after(e: discord.HTTPException) -> float:
+    headers = e.response.headers if e.response is not None else {}
+    for name in ("Retry-After", "X-RateLimit-Reset-After"):
+        try:
+            return float(headers[name])
+        except (KeyError, TypeError, ValueError):
+            continue
+    return 1.0
+
+
+def start_error(e: BaseException) -> DiscordStartError:
+    """The one line an operator reads when the bot cannot log in or connect."""
+    if isinstance(e, discord.LoginFailure) or (
+        isinstance(e, discord.ConnectionClosed) and e.code == 4004
+    ):
+        return DiscordStartError(
+            "Discord rejected the bot token: set DISCORD_BOT_TOKEN to the token from the "
+            "developer portal (Bot > Reset Token)"
+        )
+    if isinstance(e, discord.PrivilegedIntentsRequired):
+        return DiscordStartError(
+            "the Message Content intent is not enabled for this bot: turn it on in the "
+            "developer portal (Bot > Privileged Gateway Intents > Message Content Intent)"
+        )
+    if isinstance(e, discord.ConnectionClosed):
+        return DiscordStartError(f"the Discord gateway closed the connection: {e.code} {e.reason}")
+    return DiscordStartError(f"cannot connect to the Discord gateway: {type(e).__name__}: {e}")
+
+
+class _Client(discord.Client):
+    """discord.Client whose events go to the :class:`DiscordBot`."""
+
+    def __init__(self, bot: DiscordBot, **options: Any) -> None:
+        # A text bot: no voice, so no warning that voice's optional packages are missing.
+        discord.VoiceClient.warn_nacl = False
+        discord.VoiceClient.warn_dave = False
+        super().__init__(**options)
+        self._bot = bot
+
+    async def on_ready(self) -> None:
+        self._bot._on_ready()
+
+    async def on_resumed(self) -> None:
+        log.info("discord: gateway session resumed")
+
+    async def on_disconnect(self) -> None:
+        if not self.is_closed():
+            log.warning("discord: disconnected from the gateway; reconnecting")
+
+    async def on_message(self, message: discord.Message) -> None:
+        self._bot._on_message(message)
+
+
+class DiscordBot:
+    """The service, the listener and the sender of the Discord extension."""
+
+    def __init__(self, settings: DiscordSettings) -> None:
+        self.settings = settings
+        self.client: _Client | None = None
+        self.governor = Governor(
+            "discord",
+            per_chat=RateLimit(*settings.channel_rate),
+            global_=RateLimit(*settings.global_rate),
+            max_attempts=settings.send_attempts,
+            max_wait=settings.send_max_wait,
+        )
+        self.guard = settings.loop_guard()
+        self._guilds = AllowList(settings.allowed_guilds)
+        self._channels = AllowList(settings.allowed_channels)
+        self._users = AllowList(settings.allowed_users)
+        self._answer_all = frozenset(settings.channels)
+        self._hub: Hub | None = None
+        self._gateway: asyncio.Task[None] | None = None
+        self._gateway_error: BaseException | None = None
+        self._connected: asyncio.Event | None = None
+        # Messages arrive from the moment the gateway connects; the input starts taking them
+        # only after the hub has re-queued what a crash left. They wait here, in order.
+        self._incoming: asyncio.Queue[discord.Message | None] | None = None
+        self._accepting = False
+        self._send: Callable[..., Awaitable[Submission]] | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self.typing: TypingIndicator | None = None
+
+    # --- the service ----------------------------------------------------------------------
+
+    async def start(self, hub: Hub) -> None:
+        """Log in, connect the gateway and wait until it is ready.
+
+        Raises:
+            DiscordStartError: the token was rejected, a privileged intent is not enabled,
+                or the gateway did not become ready within ``ready_timeout``.
+        """
+        if self.client is not None:
+            return
+        self._hub = hub
+        # Discord shows "typing" for 10 s: renewed every 8 while a run for the channel goes on
+        self.typing = TypingIndicator("discord", self._show_typing, create_task=hub.create_task, interval=8.0)
+        self.governor.report_to(hub)
+        self._incoming = asyncio.Queue()
+        self._connected = asyncio.Event()
+        self._gateway_error = None
+        self._accepting = True
+        client = self.client = _Client(
+            self,
+            intents=intents(),
+            guild_ready_timeout=self.settings.guild_ready_timeout,
+            # Waits longer than this come back to the Governor as RateLimited instead of
+            # blocking inside discord.py (30 s is the least discord.py accepts).
+            max_ratelimit_timeout=30.0,
+            allowed_mentions=SAFE_MENTIONS,
+            chunk_guilds_at_startup=False,
+        )
+        try:
+            await self._login(client)
+            self._gateway = hub.create_task(self._run_gateway(client), name="discord:gateway")
+            waiter = asyncio.ensure_future(self._connected.wait())
+            try:
+                await asyncio.wait(
+                    {waiter, self._gateway},
+                    timeout=self.settings.ready_timeout,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            finally:
+                waiter.cancel()
+            if not self._connected.is_set():
+                if self._gateway_error is not None:
+                    raise start_error(self._gateway_error) from self._gateway_error
+                raise DiscordStartError(
+                    f"the Discord gateway was not ready within {self.settings.ready_timeout:g}s "
+                    "(ready_timeout)"
+                )
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _login(self, client: _Client) -> None:
+        try:
+            await client.login(self.settings.token.get_secret_value())
+        except discord.LoginFailure as e:
+            raise start_error(e) from e
+        except (TimeoutError, aiohttp.ClientError, OSError) as e:
+            raise DiscordStartError(
+                f"cannot reach Discord to log in: {e or type(e).__name__}"
+            ) from e
+        except discord.HTTPException as e:
+            raise DiscordStartError(f"Discord refused the login: {e.status} {e.text}") from e
+
+    async def _run_gateway(self, client: _Client) -> None:
+        """discord.py's connection loop; it reconnects and resumes by itself."""
+        try:
+            await client.connect(reconnect=True)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            self._gateway_error = e
+            if self._connected is not None and self._connected.is_set():
+                log.error("discord: the gateway connection ended: %s", start_error(e))
+        else:
+            if not client.is_closed():
+                log.warning("discord: the gateway connection ended")
+
+    def _on_ready(self) -> None:
+        client = self.client
+        if client is None or client.user is None:
+            return
+        log.info(
+            "discord: connected as %s (%s) in %d guild(s)",
+            client.user,
+            client.user.id,
+            len(client.guilds),
+        )
+        if self._connected is not None:
+            self._connected.set()
+
+    async def stop(self) -> None:
+        """Close the client (the gateway and its HTTP session) and end the background tasks."""
+        self._accepting = False
+        client, self.client = self.client, None
+        if client is not None:
+            await client.close()
+        if self.typing is not None:
+            await self.typing.stop()
+        tasks = [t for t in (self._gateway,) if t is not None]
+        self._gateway = None
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # --- the input --------------------------------------------------------------------------
+
+    async def subscribe(
+        self, send: Callable[..., Awaitable[Submission]], hub: Hub
+    ) -> Callable[[], Awaitable[None]]:
+        """Take messages (those queued since the gateway connected first); returns the stop."""
+        if self._incoming is None:
+            raise DiscordStartError("the discord service is not started")
+        self._send = send
+        self._listener = hub.create_task(self._listen(self._incoming), name="discord:listener")
+        return self._unsubscribe
+
+    async def _unsubscribe(self) -> None:
+        """Take no more messages; record the ones already received, so none is lost."""
+        self._accepting = False
+        listener, self._listener = self._listener, None
+        if listener is None or listener.done() or self._incoming is None:
+            return
+        self._incoming.put_nowait(None)
+        try:
+            await asyncio.wait_for(asyncio.shield(listener), timeout=5.0)
+        except TimeoutError:
+            log.warning(
+                "discord: %d received message(s) not recorded at shutdown", self._incoming.qsize()
+            )
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
+
+    def _on_message(self, message: discord.Message) -> None:
+        if self._accepting and self._incoming is not None:
+            self._incoming.put_nowait(message)
+
+    async def _listen(self, incoming: asyncio.Queue[discord.Message | None]) -> None:
+        while (message := await incoming.get()) is not None:
+            try:
+                await self._handle(message)
+            except Exception:
+                log.exception(
+                    "discord: message %s in channel %s was not taken",
+                    message.id,
+                    message.channel.id,
+                )
+
+    async def _handle(self, message: discord.Message) -> None:
+        client, send = self.client, self._send
+        if client is None or client.user is None or send is None:
+            return
+        reason = ignore_reason(
+            message,
+            client.user,
+            self.settings,
+            guilds=self._guilds,
+            channels=self._channels,
+            users=self._users,
+            answer_all=self._answer_all,
+        )
+        text = message_text(message) if reason is None else ""
+        if reason is None and not text:
+            reason = "no text"
+        from_bot = message.author.bot or message.webhook_id is not None
+        platform_id = f"discord:{message.id}"
+        if reason is None and from_bot and self._hub is not None:
+            # a replayed bot message must not use up one of the loop guard's turns
+            if await self._hub.received(platform_id):
+                reason = "already recorded"
+        if reason is None and self.guard is not None and not self.guard.allow(message.channel.id, from_bot=from_bot):
+            reason = (
+                f"loop guard: {self.guard.max_turns} answers to bots within {self.guard.window:g}s"
+            )
+        if reason is not None:
+            log.debug("discord: message %s ignored: %s", message.id, reason)
+            return
+        channel_id = message.channel.id
+        sub = await send(
+            CONTEXT,
+            {"channel_id": channel_id},
+            text,
+            user=str(message.author.id),
+            platform_id=platform_id,
+            meta={
+                "message_id": str(message.id),
+                "channel_id": str(channel_id),
+                "guild_id": str(message.guild.id) if message.guild else None,
+                "author_name": message.author.display_name,
+                "user_name": message.author.display_name,
+                "author_bot": from_bot,
+            },
+        )
+        if sub.duplicate:
+            return
+        if self.settings.typing and self.typing is not None:
+            self.typing.watch(channel_id, sub.result)
+
+    # --- typing -------------------------------------------------------------------------
+
+    async def _show_typing(self, channel_id: int) -> None:
+        if self.client is not None:
+            await self.client.get_partial_messageable(channel_id).typing()
+
+    # --- the output -----------------------------------------------------------------------
+
+    async def send_message(self, content: str, ctx: RunContext) -> dict[str, Any]:
+        """Send ``content`` to the run's channel: split at 2000 characters with code fences
+        balanced, in order, the first part as a reply to the message being answered.
+
+        Raises:
+            SendFailed: a part could not be sent; the error says how many went out before.
+        """
+        channel_id = int(ctx.context.args.channel_id)
+        parts = split_message(content, MAX_LENGTH)
+        if not parts:
+            return {"message_ids": []}
+        client = self.client
+        if client is None or client.is_closed():
+            raise SendFailed("discord", channel_id, "the Discord client is not connected")
+        channel = client.get_partial_messageable(channel_id)
+        reply_to = _reply_target(ctx, channel_id)
+        ids: list[str] = []
+        for i, part in enumerate(parts):
+            ref = None
+            if i == 0 and reply_to is not None:
+                ref = discord.MessageReference(
+                    message_id=reply_to, channel_id=channel_id, fail_if_not_exists=False
+                )
+            try:
+                sent = await self.governor.send(
+                    channel_id, lambda p=part, r=ref: self._post(channel, p, r)
+                )
+            except SendFailed as e:
+                if ids:
+                    raise SendFailed(
+                        "discord",
+                        channel_id,
+                        f"{e.reason} (part {i + 1} of {len(parts)}; parts sent: {', '.join(ids)})",
+                    ) from e
+                raise
+            ids.append(str(sent.id))
+        data: dict[str, Any] = {"message_ids": ids}
+        if reply_to is not None:
+            data["reply_to"] = str(reply_to)
+        return data
+
+    @staticmethod
+    async def _post(
+        channel: discord.PartialMessageable, text: str, ref: discord.MessageReference | None
+    ) -> discord.Message:
+        """One message; discord.py's errors mapped onto the Governor's."""
+        try:
+            if ref is None:
+                return await channel.send(text, allowed_mentions=SAFE_MENTIONS)
+            return await channel.send(text, reference=ref, allowed_mentions=SAFE_MENTIONS)
+        except discord.RateLimited as e:  # longer than max_ratelimit_timeout
+            raise RateLimited(e.retry_after) from e
+        except discord.HTTPException as e:
+            detail = f"{e.status} {e.text or e.response.reason}".strip()
+            if e.status == 429:
+                raise RateLimited(_retry_after(e), message=f"rate limited: {detail}") from e
+            if e.status >= 500:
+                raise TransientSendError(detail) from e
+            raise PermanentSendError(detail) from e
+        except (TimeoutError, aiohttp.ClientError, OSError) as e:
+            raise TransientSendError(f"{type(e).__name__}: {e}") from e
+
+
+def _reply_target(ctx: RunContext, channel_id: int) -> int | None:
+    """The newest message of this run's inputs, unless an earlier output already replied to it."""
+    meta = reply_target(ctx, "message_id", where={"channel_id": channel_id}, once_for=OUTPUT)
+    return int(meta["message_id"]) if meta is not None else None

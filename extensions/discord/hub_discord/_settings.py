@@ -1,0 +1,64 @@
+"""``[extensions.discord]``: the settings, each with a default that works except the token."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, SecretStr, field_validator
+
+from hub.platform import PlatformSettings
+
+__all__ = ["DiscordSettings", "DiscordChannel"]
+
+
+class DiscordSettings(PlatformSettings):
+    """What the operator may set under ``[extensions.discord]``.
+
+    ``allowed_users`` (user ids, in guilds and DMs), ``loop_guard_*`` and ``send_*`` are
+    every platform's (:class:`hub.platform.PlatformSettings`).
+    """
+
+    token: SecretStr = Field(SecretStr(""), validate_default=True)
+    """The bot token, from the environment: ``token = "${DISCORD_BOT_TOKEN}"``."""
+    allowed_guilds: list[int] = Field(default_factory=list)
+    """Guild (server) ids the bot answers in; empty: every guild it is in."""
+    allowed_channels: list[int] = Field(default_factory=list)
+    """Channel ids the bot answers in (a thread counts as its parent too); empty: all."""
+    channels: list[int] = Field(default_factory=list)
+    """Channels where the bot answers every message, not only mentions and replies."""
+    dms: bool = True
+    """Answer direct messages (guild and channel allow-lists do not apply to DMs)."""
+    answer_bots: bool = False
+    """Answer other bots (and webhooks); the loop guard still bounds the exchange."""
+    typing: bool = True
+    """Show "HubBot is typing..." in a channel while a run for it is in progress."""
+    channel_rate: tuple[int, float] = (5, 5.0)
+    """Messages per seconds to one channel (Discord allows about 5 per 5 s)."""
+    global_rate: tuple[int, float] = (40, 1.0)
+    """Messages per seconds overall (Discord's global limit is 50 requests a second)."""
+    ready_timeout: float = Field(60.0, gt=0)
+    """Seconds ``hub run`` waits for the login and the gateway before it gives up."""
+    guild_ready_timeout: float = Field(2.0, ge=0)
+    """Seconds discord.py waits for guild data after connecting (its own default)."""
+
+    @field_validator("token")
+    @classmethod
+    def _token_set(cls, v: SecretStr) -> SecretStr:
+        value = v.get_secret_value().strip()
+        if not value:
+            raise ValueError(
+                "the bot token is empty: set the environment variable DISCORD_BOT_TOKEN "
+                '(the config reads it with token = "${DISCORD_BOT_TOKEN}")'
+            )
+        return SecretStr(value)
+
+    @field_validator("channel_rate", "global_rate")
+    @classmethod
+    def _rate_positive(cls, v: tuple[int, float]) -> tuple[int, float]:
+        if v[0] < 1 or v[1] <= 0:
+            raise ValueError("must be [messages, seconds] with messages >= 1 and seconds > 0")
+        return v
+
+
+class DiscordChannel(BaseModel):
+    """The args of a ``discord:channel`` context: a guild channel, thread or DM channel."""
+
+    channel_id: int

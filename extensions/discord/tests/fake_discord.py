@@ -1,0 +1,689 @@
+"""A fake Discord API (REST v10 + gateway websocket) for discord.py.
+
+    async with FakeDiscord() as dc:
+        dc.attach(monkeypatch)            # Route.BASE and DEFAULT_GATEWAY -> the fake
+        client = discord.Client(intents=intents, guild_ready_timeout=0.05)
+        ...
+        dc.push_message(dc.channel_id, "hi <@BOT>", author_id=dc.user_id)
+
+The world: one guild (``guild_id``) with a text channel (``channel_id``), a user
+(``user_id``, "alice") and a DM channel with her (``dm_channel_id``). The gateway speaks
+plain-text JSON frames: HELLO -> IDENTIFY -> READY (``resume_gateway_url`` is this server's
+``/resume``) -> GUILD_CREATE, heartbeat ACKs, RESUME with replay of missed events, op 8
+member chunks. REST answers carry Discord's rate-limit headers; JSON has Content-Type
+exactly ``application/json`` (discord.py parses nothing else).
+
+Endpoint names for ``fail_next`` and ``calls``: ``GET /users/@me``,
+``GET /oauth2/applications/@me``, ``GET /gateway``, ``GET /gateway/bot``,
+``GET /channels/{channel_id}``, ``POST /channels/{channel_id}/messages``,
+``POST /channels/{channel_id}/typing``, ``POST /users/@me/channels``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import re
+import time
+import uuid
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+from hub.testing import Failure, FakeServer, Recorded
+
+__all__ = ["FakeDiscord", "DiscordState", "GatewaySession"]
+
+MAX_CONTENT = 2000
+DISCORD_EPOCH_MS = 1420070400000
+API_PREFIX = "/api/v10"
+# Default @everyone permissions of a new guild (view, send, read history, embed, ...).
+EVERYONE_PERMISSIONS = "2248473465835073"
+
+# op codes
+DISPATCH, HEARTBEAT, IDENTIFY, PRESENCE, RESUME, RECONNECT, REQUEST_MEMBERS = 0, 1, 2, 3, 6, 7, 8
+INVALID_SESSION, HELLO, HEARTBEAT_ACK = 9, 10, 11
+
+
+@dataclass
+class GatewaySession:
+    """One identified gateway session; ``events`` are kept so a RESUME can replay them."""
+
+    session_id: str
+    seq: int = 0
+    events: list[dict[str, Any]] = field(default_factory=list)
+    ws: web.WebSocketResponse | None = None
+    identify: dict[str, Any] = field(default_factory=dict)
+    resumed: int = 0
+
+
+@dataclass
+class DiscordState:
+    """Everything the fake knows. ``sent`` holds one dict per message the bot created:
+    ``channel_id``, ``content``, ``reply_to`` (message id or None), ``id``, ``payload``."""
+
+    bot_id: int
+    bot_name: str
+    guilds: dict[int, dict[str, Any]] = field(default_factory=dict)
+    channels: dict[int, dict[str, Any]] = field(default_factory=dict)
+    users: dict[int, dict[str, Any]] = field(default_factory=dict)
+    messages: dict[int, dict[str, Any]] = field(default_factory=dict)
+    sent: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[Recorded] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    sessions: dict[str, GatewaySession] = field(default_factory=dict)
+    gateway_log: list[dict[str, Any]] = field(default_factory=list)
+    typing: list[int] = field(default_factory=list)
+    counter: int = 0
+
+
+class FakeDiscord(FakeServer):
+    """Fake Discord. Attributes: ``bot_id``, ``guild_id``, ``channel_id``, ``user_id``,
+    ``dm_channel_id``, ``state``, ``sent``, ``requests``, ``gateway_log`` (every frame the
+    client sent: op, d), ``identifies``, ``connections`` (gateway URLs the client opened).
+
+    Helpers: ``attach(monkeypatch)`` / ``patched()``, ``push_message(...)``,
+    ``dispatch(event, data)``, ``disconnect(code)``, ``send_reconnect()``,
+    ``invalidate_session(resumable)``, ``fail_next(name, ...)``, ``wait_sent(n)``,
+    ``wait_ready()``.
+    """
+
+    def __init__(
+        self,
+        *,
+        bot_id: int = 1100000000000000001,
+        bot_name: str = "HubBot",
+        token: str | None = None,
+        heartbeat_interval_ms: int = 41250,
+    ) -> None:
+        super().__init__()
+        self.state = DiscordState(bot_id=bot_id, bot_name=bot_name)
+        self.token = token
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.connections: list[str] = []
+        self._tasks: set[asyncio.Future[None]] = set()
+        self._sockets: set[web.WebSocketResponse] = set()
+        self.bot_id = bot_id
+        self.state.users[bot_id] = _user(bot_id, bot_name, bot=True)
+        self.user_id = self._snowflake()
+        self.add_user(self.user_id, "alice")
+        self.guild_id = self.add_guild("Test Guild")
+        self.channel_id = self.add_text_channel(self.guild_id, "general")
+        self.dm_channel_id = self.add_dm_channel(self.user_id)
+
+    # -- world building -----------------------------------------------------------------------
+
+    def _snowflake(self) -> int:
+        self.state.counter += 1
+        ms = int(time.time() * 1000) - DISCORD_EPOCH_MS
+        return (ms << 22) | (self.state.counter & 0xFFF)
+
+    def add_user(self, user_id: int, name: str, *, bot: bool = False) -> int:
+        self.state.users[user_id] = _user(user_id, name, bot=bot)
+        return user_id
+
+    def add_guild(self, name: str, *, guild_id: int | None = None) -> int:
+        """A guild the bot is in (sent in GUILD_CREATE after READY)."""
+        gid = guild_id or self._snowflake()
+        self.state.guilds[gid] = {"id": str(gid), "name": name, "channels": []}
+        return gid
+
+    def add_text_channel(self, guild_id: int, name: str, *, channel_id: int | None = None) -> int:
+        cid = channel_id or self._snowflake()
+        channel = {
+            "id": str(cid), "type": 0, "guild_id": str(guild_id), "name": name,
+            "position": len(self.state.guilds[guild_id]["channels"]),
+            "permission_overwrites": [], "topic": None, "nsfw": False, "parent_id": None,
+            "rate_limit_per_user": 0, "last_message_id": None, "flags": 0,
+        }
+        self.state.channels[cid] = channel
+        self.state.guilds[guild_id]["channels"].append(cid)
+        return cid
+
+    def add_dm_channel(self, user_id: int, *, channel_id: int | None = None) -> int:
+        for cid, ch in self.state.channels.items():
+            if ch["type"] == 1 and ch["recipients"][0]["id"] == str(user_id):
+                return cid
+        cid = channel_id or self._snowflake()
+        self.state.channels[cid] = {
+            "id": str(cid), "type": 1, "last_message_id": None, "flags": 0,
+            "recipients": [self.state.users[user_id]],
+        }
+        return cid
+
+    # -- client wiring ------------------------------------------------------------------------
+
+    @property
+    def api_base(self) -> str:
+        return f"{self.base_url}{API_PREFIX}"
+
+    @property
+    def gateway_url(self) -> str:
+        return f"ws://{self.host}:{self.port}/gateway"
+
+    def attach(self, monkeypatch: Any) -> None:
+        """Point discord.py at this fake for one test (pytest's ``monkeypatch``)."""
+        import discord.gateway
+        import discord.http
+        import yarl
+
+        monkeypatch.setattr(discord.http.Route, "BASE", self.api_base)
+        monkeypatch.setattr(
+            discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(self.gateway_url)
+        )
+
+    @contextlib.contextmanager
+    def patched(self) -> Iterator[None]:
+        """Like ``attach`` without pytest: restores discord.py's URLs on exit."""
+        import discord.gateway
+        import discord.http
+        import yarl
+
+        route, ws = discord.http.Route, discord.gateway.DiscordWebSocket
+        saved = route.BASE, ws.DEFAULT_GATEWAY
+        route.BASE, ws.DEFAULT_GATEWAY = self.api_base, yarl.URL(self.gateway_url)
+        try:
+            yield
+        finally:
+            route.BASE, ws.DEFAULT_GATEWAY = saved
+
+    # -- inspection ---------------------------------------------------------------------------
+
+    @property
+    def gateway_log(self) -> list[dict[str, Any]]:
+        """Every frame a client sent on the gateway, in order (``op``, ``d``)."""
+        return self.state.gateway_log
+
+    @property
+    def identifies(self) -> list[dict[str, Any]]:
+        """The ``d`` of every IDENTIFY (token, intents, properties, ...)."""
+        return [f["d"] for f in self.gateway_log if f.get("op") == IDENTIFY]
+
+    @property
+    def resumes(self) -> list[dict[str, Any]]:
+        return [f["d"] for f in self.gateway_log if f.get("op") == RESUME]
+
+    @property
+    def typing(self) -> list[int]:
+        """Channel ids the bot sent a typing indicator to, in order."""
+        return self.state.typing
+
+    def live_sessions(self) -> list[GatewaySession]:
+        return [s for s in self.state.sessions.values() if s.ws is not None and not s.ws.closed]
+
+    async def wait_ready(self, timeout: float = 5) -> GatewaySession:
+        """Wait until a client identified (or resumed) and holds a live session."""
+        await self.wait_for(lambda: bool(self.live_sessions()), timeout)
+        return self.live_sessions()[-1]
+
+    # -- inbound events -----------------------------------------------------------------------
+
+    def push_message(
+        self,
+        channel_id: int,
+        content: str,
+        author_id: int | None = None,
+        *,
+        author_is_bot: bool = False,
+        author_name: str | None = None,
+        guild_id: int | None = None,
+        mentions: list[int] | None = None,
+        reply_to: int | None = None,
+    ) -> int:
+        """A MESSAGE_CREATE from ``author_id`` (default: alice) in ``channel_id``.
+
+        The guild comes from the channel unless given; an unknown channel becomes a DM
+        channel with the author. ``mentions`` defaults to the ``<@id>`` in ``content``, as
+        Discord fills it. Returns the message id.
+        """
+        author_id = self.user_id if author_id is None else author_id
+        if author_id not in self.state.users:
+            self.add_user(author_id, author_name or f"user{author_id}", bot=author_is_bot)
+        elif author_is_bot or author_name:
+            self.state.users[author_id]["bot"] = author_is_bot
+            if author_name:
+                self.state.users[author_id]["username"] = author_name
+        if channel_id not in self.state.channels:
+            self.add_dm_channel(author_id, channel_id=channel_id)
+        channel = self.state.channels[channel_id]
+        if guild_id is None and "guild_id" in channel:
+            guild_id = int(channel["guild_id"])
+        if mentions is None:
+            mentions = [int(m) for m in re.findall(r"<@!?(\d+)>", content)]
+        message = self._message_payload(
+            channel_id, content, author_id, guild_id=guild_id, mentions=mentions,
+            reply_to=reply_to,
+        )
+        self.dispatch("MESSAGE_CREATE", message)
+        return int(message["id"])
+
+    def _message_payload(
+        self,
+        channel_id: int,
+        content: str,
+        author_id: int,
+        *,
+        guild_id: int | None,
+        mentions: list[int],
+        reply_to: int | None = None,
+        embeds: list[Any] | None = None,
+    ) -> dict[str, Any]:
+        mid = self._snowflake()
+        msg: dict[str, Any] = {
+            "id": str(mid), "type": 0, "channel_id": str(channel_id), "content": content,
+            "author": self.state.users[author_id], "attachments": [], "embeds": embeds or [],
+            "mentions": [
+                self.state.users.get(u) or _user(u, f"user{u}") for u in mentions
+            ],
+            "mention_roles": [], "mention_everyone": False, "pinned": False, "tts": False,
+            "timestamp": _now_iso(), "edited_timestamp": None, "flags": 0, "components": [],
+        }
+        if guild_id is not None:
+            msg["guild_id"] = str(guild_id)
+            msg["member"] = _member(None)
+            for m in msg["mentions"]:
+                m["member"] = _member(None)
+        if reply_to is not None:
+            msg["type"] = 19
+            msg["message_reference"] = {
+                "type": 0, "message_id": str(reply_to), "channel_id": str(channel_id),
+                **({"guild_id": str(guild_id)} if guild_id else {}),
+            }
+            msg["referenced_message"] = self.state.messages.get(reply_to)
+        self.state.messages[mid] = {k: v for k, v in msg.items() if k != "referenced_message"}
+        self.state.channels[channel_id]["last_message_id"] = str(mid)
+        return msg
+
+    def dispatch(self, event: str, data: dict[str, Any]) -> None:
+        """Send a DISPATCH to every session (kept for replay if its socket is down)."""
+        for session in self.state.sessions.values():
+            session.seq += 1
+            frame = {"op": DISPATCH, "t": event, "s": session.seq, "d": data}
+            session.events.append(frame)
+            if session.ws is not None and not session.ws.closed:
+                task = asyncio.ensure_future(_send(session.ws, frame))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        self._notify()
+
+    async def disconnect(self, code: int = 4000) -> None:
+        """Close every gateway socket with ``code``; discord.py then RESUMEs (4000)."""
+        for ws in list(self._sockets):
+            await ws.close(code=code, message=b"fake disconnect")
+
+    async def send_reconnect(self) -> None:
+        """Op 7: the client should reconnect and RESUME."""
+        for ws in list(self._sockets):
+            await _send(ws, {"op": RECONNECT, "d": None})
+
+    async def invalidate_session(self, *, resumable: bool = False) -> None:
+        """Op 9; with ``resumable=False`` the client must IDENTIFY afresh.
+
+        discord.py sleeps 5 s before every non-initial IDENTIFY (``before_identify_hook``)
+        and reconnects to the last gateway URL it used, so expect the new IDENTIFY ~5 s later.
+        """
+        for ws in list(self._sockets):
+            await _send(ws, {"op": INVALID_SESSION, "d": resumable})
+        if not resumable:
+            self.state.sessions.clear()
+
+    # -- server -------------------------------------------------------------------------------
+
+    def _build_app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/gateway", self._gateway)
+        app.router.add_get("/resume", self._gateway)
+        routes = [
+            ("GET", "/users/@me", self._get_me),
+            ("GET", "/oauth2/applications/@me", self._get_application),
+            ("GET", "/gateway", self._get_gateway),
+            ("GET", "/gateway/bot", self._get_gateway_bot),
+            ("GET", "/channels/{channel_id}", self._get_channel),
+            ("POST", "/channels/{channel_id}/messages", self._create_message),
+            ("POST", "/channels/{channel_id}/typing", self._typing),
+            ("POST", "/users/@me/channels", self._create_dm),
+        ]
+        for method, path, handler in routes:
+            app.router.add_route(method, API_PREFIX + path, self._rest(f"{method} {path}", handler))
+        app.router.add_route("*", API_PREFIX + "/{tail:.*}", self._rest("unknown", self._unknown))
+        return app
+
+    async def _before_cleanup(self) -> None:
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=1)
+        for ws in list(self._sockets):
+            await ws.close(code=1001, message=b"server shutting down")
+
+    def _rest(self, name: str, handler: Any) -> Any:
+        async def wrapped(request: web.Request) -> web.Response:
+            params: dict[str, Any] = dict(request.query)
+            if request.content_type == "application/json":
+                params.update(await request.json())
+            elif request.content_type == "multipart/form-data":
+                form = await request.post()
+                if "payload_json" in form:
+                    params.update(json.loads(str(form["payload_json"])))
+                params["_files"] = [
+                    v.filename for v in form.values() if isinstance(v, web.FileField)
+                ]
+            rec = Recorded(
+                name=name if name != "unknown" else f"{request.method} {request.path}",
+                method=request.method, path=request.path, params=params,
+                headers=dict(request.headers),
+            )
+            self.state.requests.append(rec)
+            bucket = _bucket(name)
+            try:
+                if self.token is not None and request.headers.get("Authorization") != (
+                    f"Bot {self.token}"
+                ):
+                    response = _json({"message": "401: Unauthorized", "code": 0}, 401)
+                elif (failure := self._take_failure(name)) is not None:
+                    response = _failure_response(failure, bucket)
+                else:
+                    response = await handler(request, params)
+                    _ratelimit_headers(response, bucket, remaining=4, reset_after=1.0)
+            except _ApiError as e:
+                response = e.response
+                _ratelimit_headers(response, bucket, remaining=4, reset_after=1.0)
+            rec.status = response.status
+            self._notify()
+            return response
+
+        return wrapped
+
+    async def _unknown(self, request: web.Request, params: dict[str, Any]) -> web.Response:
+        return _json({"message": "404: Not Found", "code": 0}, 404)
+
+    async def _get_me(self, request: web.Request, params: dict[str, Any]) -> web.Response:
+        return _json({
+            **self.state.users[self.bot_id], "verified": True, "mfa_enabled": False,
+            "flags": 0, "email": None, "locale": "en-US", "premium_type": 0,
+        })
+
+    async def _get_application(self, request: web.Request, params: dict[str, Any]) -> web.Response:
+        return _json({
+            "id": str(self.bot_id), "name": self.state.bot_name, "icon": None,
+            "description": "", "summary": "", "type": None, "bot_public": True,
+            "bot_require_code_grant": False, "verify_key": "0" * 64, "flags": 0,
+            "owner": self.state.users[self.user_id], "team": None,
+            "interactions_endpoint_url": None, "bot": self.state.users[self.bot_id],
+        })
+
+    async def _get_gateway(self, request: web.Request, params: dict[str, Any]) -> web.Response:
+        return _json({"url": self.gateway_url})
+
+    async def _get_gateway_bot(self, request: web.Request, params: dict[str, Any]) -> web.Response:
+        return _json({
+            "url": self.gateway_url, "shards": 1,
+            "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 86400000,
+                                    "max_concurrency": 1},
+        })
+
+    def _channel(self, request: web.Request) -> tuple[int, dict[str, Any]]:
+        try:
+            cid = int(request.match_info["channel_id"])
+            return cid, self.state.channels[cid]
+        except (KeyError, ValueError):
+            raise _ApiError(_json({"message": "Unknown Channel", "code": 10003}, 404)) from None
+
+    async def _get_channel(self, request: web.Request, params: dict[str, Any]) -> web.Response:
+        return _json(self._channel(request)[1])
+
+    async def _typing(self, request: web.Request, params: dict[str, Any]) -> web.Response:
+        cid, _ = self._channel(request)
+        self.state.typing.append(cid)
+        return web.Response(status=204)
+
+    async def _create_dm(self, request: web.Request, params: dict[str, Any]) -> web.Response:
+        uid = int(params["recipient_id"])
+        if uid not in self.state.users:
+            self.add_user(uid, f"user{uid}")
+        return _json(self.state.channels[self.add_dm_channel(uid)])
+
+    async def _create_message(self, request: web.Request, params: dict[str, Any]) -> web.Response:
+        cid, channel = self._channel(request)
+        content = params.get("content") or ""
+        if len(content) > MAX_CONTENT:
+            return _json({
+                "message": "Invalid Form Body", "code": 50035,
+                "errors": {"content": {"_errors": [{
+                    "code": "BASE_TYPE_MAX_LENGTH",
+                    "message": f"Must be {MAX_CONTENT} or fewer in length.",
+                }]}},
+            }, 400)
+        if not content.strip() and not params.get("embeds") and not params.get("_files") \
+                and not params.get("sticker_ids"):
+            return _json({"message": "Cannot send an empty message", "code": 50006}, 400)
+        ref = params.get("message_reference") or {}
+        reply_to = int(ref["message_id"]) if ref.get("message_id") else None
+        if reply_to is not None and reply_to not in self.state.messages \
+                and ref.get("fail_if_not_exists", True):
+            return _json({
+                "message": "Invalid Form Body", "code": 50035,
+                "errors": {"message_reference": {"_errors": [{
+                    "code": "REPLIES_UNKNOWN_MESSAGE", "message": "Unknown message"}]}},
+            }, 400)
+        guild_id = int(channel["guild_id"]) if "guild_id" in channel else None
+        payload = self._message_payload(
+            cid, content, self.bot_id, guild_id=guild_id, mentions=[],
+            reply_to=reply_to if reply_to in self.state.messages else None,
+            embeds=params.get("embeds"),
+        )
+        payload.pop("member", None)  # REST responses carry no member for the author
+        if params.get("nonce") is not None:
+            payload["nonce"] = params["nonce"]
+        self.state.sent.append({
+            "channel_id": cid, "content": content, "reply_to": reply_to,
+            "id": int(payload["id"]), "payload": params,
+        })
+        # Discord echoes the bot's own message on the gateway too: bots must ignore it.
+        self.dispatch("MESSAGE_CREATE", {**payload, **(
+            {"member": _member(None)} if guild_id else {})})
+        return _json(payload)
+
+    # -- gateway ------------------------------------------------------------------------------
+
+    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        self.connections.append(str(request.rel_url))
+        self._sockets.add(ws)
+        session: GatewaySession | None = None
+        try:
+            await _send(ws, {"op": HELLO, "d": {"heartbeat_interval": self.heartbeat_interval_ms,
+                                                "_trace": ["fake-gateway"]}})
+            async for msg in ws:
+                if msg.type != WSMsgType.TEXT:
+                    continue
+                frame = json.loads(msg.data)
+                self.state.gateway_log.append(frame)
+                op, d = frame.get("op"), frame.get("d")
+                if op == HEARTBEAT:
+                    await _send(ws, {"op": HEARTBEAT_ACK, "d": None})
+                elif op == IDENTIFY:
+                    session = await self._identify(ws, d)
+                elif op == RESUME:
+                    session = await self._resume(ws, d)
+                elif op == REQUEST_MEMBERS:
+                    await self._members_chunk(session, d)
+                self._notify()
+        finally:
+            self._sockets.discard(ws)
+            if session is not None and session.ws is ws:
+                session.ws = None
+            self._notify()
+        return ws
+
+    async def _identify(
+        self, ws: web.WebSocketResponse, d: dict[str, Any]
+    ) -> GatewaySession | None:
+        if self.token is not None and d.get("token") != self.token:
+            await ws.close(code=4004, message=b"Authentication failed.")
+            return None
+        session = GatewaySession(session_id=uuid.uuid4().hex, identify=d)
+        self.state.sessions[session.session_id] = session
+        session.ws = ws
+        ready = {
+            "v": 10, "user": {**self.state.users[self.bot_id], "verified": True,
+                              "mfa_enabled": False, "flags": 0, "email": None},
+            "guilds": [{"id": str(g), "unavailable": True} for g in self.state.guilds],
+            "session_id": session.session_id, "session_type": "normal",
+            "resume_gateway_url": f"ws://{self.host}:{self.port}/resume",
+            "application": {"id": str(self.bot_id), "flags": 0},
+            "private_channels": [], "relationships": [], "user_settings": {},
+            "presences": [], "geo_ordered_rtc_regions": [], "_trace": ["fake-gateway"],
+        }
+        if d.get("shard"):
+            ready["shard"] = d["shard"]
+        await self._dispatch_to(session, "READY", ready)
+        for gid in self.state.guilds:
+            await self._dispatch_to(session, "GUILD_CREATE", self._guild_create(gid))
+        return session
+
+    async def _resume(self, ws: web.WebSocketResponse, d: dict[str, Any]) -> GatewaySession | None:
+        session = self.state.sessions.get(d.get("session_id", ""))
+        if session is None:
+            await _send(ws, {"op": INVALID_SESSION, "d": False})
+            return None
+        session.ws = ws
+        session.resumed += 1
+        for frame in session.events:
+            if frame["s"] > (d.get("seq") or 0):
+                await _send(ws, frame)
+        await self._dispatch_to(session, "RESUMED", {"_trace": ["fake-gateway"]})
+        return session
+
+    async def _members_chunk(self, session: GatewaySession | None, d: dict[str, Any]) -> None:
+        if session is None:
+            return
+        gid = int(d["guild_id"])
+        await self._dispatch_to(session, "GUILD_MEMBERS_CHUNK", {
+            "guild_id": str(gid), "members": [_member(self.state.users[self.bot_id])],
+            "chunk_index": 0, "chunk_count": 1, "not_found": [], "presences": [],
+            **({"nonce": d["nonce"]} if d.get("nonce") else {}),
+        })
+
+    async def _dispatch_to(self, session: GatewaySession, event: str, data: Any) -> None:
+        session.seq += 1
+        frame = {"op": DISPATCH, "t": event, "s": session.seq, "d": data}
+        session.events.append(frame)
+        if session.ws is not None:
+            await _send(session.ws, frame)
+
+    def _guild_create(self, gid: int) -> dict[str, Any]:
+        guild = self.state.guilds[gid]
+        return {
+            "id": str(gid), "name": guild["name"], "icon": None, "splash": None,
+            "discovery_splash": None, "banner": None, "description": None,
+            "owner_id": str(self.user_id), "afk_channel_id": None, "afk_timeout": 300,
+            "verification_level": 0, "default_message_notifications": 0,
+            "explicit_content_filter": 0, "mfa_level": 0, "nsfw_level": 0, "premium_tier": 0,
+            "premium_progress_bar_enabled": False, "preferred_locale": "en-US",
+            "system_channel_id": None, "system_channel_flags": 0, "rules_channel_id": None,
+            "public_updates_channel_id": None, "vanity_url_code": None, "features": [],
+            "roles": [{
+                "id": str(gid), "name": "@everyone", "permissions": EVERYONE_PERMISSIONS,
+                "position": 0, "color": 0, "hoist": False, "managed": False,
+                "mentionable": False, "flags": 0, "icon": None, "unicode_emoji": None,
+            }],
+            "emojis": [], "stickers": [], "joined_at": _now_iso(), "large": False,
+            "unavailable": False, "member_count": 1,
+            "members": [_member(self.state.users[self.bot_id])],
+            "channels": [self.state.channels[c] for c in guild["channels"]],
+            "threads": [], "presences": [], "voice_states": [], "stage_instances": [],
+            "guild_scheduled_events": [], "soundboard_sounds": [],
+        }
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+class _ApiError(Exception):
+    def __init__(self, response: web.Response) -> None:
+        self.response = response
+
+
+def _json(body: Any, status: int = 200) -> web.Response:
+    # Exactly "application/json": discord.py's json_or_text compares the header verbatim.
+    return web.Response(body=json.dumps(body).encode(), status=status,
+                        content_type="application/json")
+
+
+def _bucket(name: str) -> str:
+    return uuid.uuid5(uuid.NAMESPACE_URL, name).hex[:16]
+
+
+def _ratelimit_headers(
+    response: web.Response, bucket: str, *, remaining: int, reset_after: float
+) -> None:
+    response.headers.update({
+        "X-RateLimit-Limit": "5",
+        "X-RateLimit-Remaining": str(remaining),
+        "X-RateLimit-Reset": f"{time.time() + reset_after:.3f}",
+        "X-RateLimit-Reset-After": f"{reset_after:.3f}",
+        "X-RateLimit-Bucket": bucket,
+        "Via": "1.1 google",
+    })
+
+
+def _failure_response(failure: Failure, bucket: str) -> web.Response:
+    if failure.status == 429:
+        retry_after = float(failure.retry_after if failure.retry_after is not None else 1)
+        response = _json({"message": failure.description or "You are being rate limited.",
+                          "retry_after": retry_after, "global": False}, 429)
+        _ratelimit_headers(response, bucket, remaining=0, reset_after=retry_after)
+        # discord.py retries a 429 only when "Via" is present: a 429 without it comes from
+        # Cloudflare (a ban), not from the API.
+        response.headers["Retry-After"] = str(max(1, round(retry_after)))
+        response.headers["X-RateLimit-Scope"] = "user"
+        return response
+    messages = {400: "400: Bad Request", 403: "Missing Permissions", 404: "404: Not Found"}
+    codes = {403: 50013}
+    response = _json({
+        "message": failure.description or messages.get(failure.status, f"{failure.status}: "
+                                                       "Internal Server Error"),
+        "code": codes.get(failure.status, 0),
+    }, failure.status)
+    _ratelimit_headers(response, bucket, remaining=4, reset_after=1.0)
+    return response
+
+
+_send_locks: "weakref.WeakKeyDictionary[web.WebSocketResponse, asyncio.Lock]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def _send(ws: web.WebSocketResponse, frame: dict[str, Any]) -> None:
+    """Send one frame; frames to one socket go out in the order they were queued."""
+    lock = _send_locks.setdefault(ws, asyncio.Lock())
+    async with lock:
+        if not ws.closed:
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await ws.send_str(json.dumps(frame))
+
+
+def _now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat()
+
+
+def _user(user_id: int, name: str, *, bot: bool = False) -> dict[str, Any]:
+    user = {"id": str(user_id), "username": name, "discriminator": "0", "global_name": name,
+            "avatar": None, "public_flags": 0}
+    if bot:
+        user["bot"] = True
+    return user
+
+
+def _member(user: dict[str, Any] | None) -> dict[str, Any]:
+    member: dict[str, Any] = {"roles": [], "joined_at": _now_iso(), "deaf": False,
+                              "mute": False, "flags": 0, "pending": False, "nick": None,
+                              "avatar": None, "premium_since": None}
+    if user is not None:
+        member["user"] = user
+    return member

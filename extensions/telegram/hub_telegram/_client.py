@@ -1,0 +1,246 @@
+"""The bot's connection: python-telegram-bot's ``Bot``, who it is, and everything outbound.
+
+Outbound messages are split at 4096 UTF-16 units (code blocks whole), sent in order through
+the :class:`~hub.platform.Governor` (per-chat and global pacing, ``retry_after`` honoured),
+with PTB's errors mapped onto the governor's retry classes. Markup that Telegram refuses is
+sent again as plain text. The token never reaches a log line.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import warnings
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import telegram
+from telegram import ReplyParameters, User
+from telegram.constants import ChatAction
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+)
+from telegram.request import HTTPXRequest
+
+from hub import ExtensionError
+from hub.platform import (
+    Governor,
+    PermanentSendError,
+    RateLimit,
+    RateLimited,
+    SendFailed,
+    TransientSendError,
+    split_message,
+    utf16_len,
+)
+
+from ._settings import TelegramSettings
+
+if TYPE_CHECKING:
+    from hub import Hub
+
+__all__ = ["TelegramClient", "MAX_MESSAGE_LENGTH", "retry_after_seconds", "map_error"]
+
+log = logging.getLogger("hub_telegram")
+
+MAX_MESSAGE_LENGTH = 4096  # UTF-16 code units, as Telegram counts
+_PARSE_ERROR = "can't parse entities"
+# Loggers that may print a URL (which holds the token): python-telegram-bot's and httpx's.
+_URL_LOGGERS = ("httpx", "telegram", "telegram.Bot", "telegram.BaseRequest", "telegram.HTTPXRequest")
+
+
+def retry_after_seconds(e: RetryAfter) -> float:
+    """``RetryAfter.retry_after`` is an int or a timedelta depending on PTB's settings."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PTB 22.2+ warns that the int form is deprecated
+        value: Any = e.retry_after
+    return value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
+
+
+def map_error(e: TelegramError) -> Exception:
+    """PTB's error → what the governor does with it (wait, retry, give up)."""
+    if isinstance(e, RetryAfter):
+        return RateLimited(retry_after_seconds(e), scope="chat", message=str(e))
+    if isinstance(e, BadRequest):  # a NetworkError subclass: test it first
+        return PermanentSendError(f"bad request: {e}")
+    if isinstance(e, NetworkError):  # TimedOut, 5xx, refused connections
+        return TransientSendError(f"{type(e).__name__}: {e}")
+    return PermanentSendError(f"{type(e).__name__}: {e}")  # Forbidden, ChatMigrated, InvalidToken, ...
+
+
+def _rate(per_second: float) -> RateLimit:
+    """N per second as a sliding window: bursts up to N when N >= 1, else 1 per 1/N seconds."""
+    count = max(1, int(per_second))
+    return RateLimit(count, count / per_second)
+
+
+class _Redact(logging.Filter):
+    def __init__(self, secret: str) -> None:
+        super().__init__()
+        self.secret = secret
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record is the logging module's to report
+            return True
+        if self.secret in message:
+            record.msg, record.args = message.replace(self.secret, "<token>"), ()
+        return True
+
+
+class TelegramClient:
+    """Owns the PTB ``Bot`` from service start to stop; sends replies; shows "typing"."""
+
+    def __init__(self, settings: TelegramSettings) -> None:
+        self.settings = settings
+        self.hub: Hub | None = None
+        self._bot: telegram.Bot | None = None
+        self._redact = _Redact(settings.token.get_secret_value())
+        self.governor = Governor(
+            "telegram",
+            per_chat=_rate(settings.chat_rate),
+            global_=_rate(settings.global_rate),
+            max_attempts=settings.send_attempts,
+            max_wait=settings.send_max_wait,
+        )
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    @property
+    def bot(self) -> telegram.Bot:
+        if self._bot is None:
+            raise ExtensionError("telegram", "the Telegram client is not started")
+        return self._bot
+
+    @property
+    def me(self) -> User | None:
+        """The bot's own user (from getMe), once known."""
+        if self._bot is None:
+            return None
+        try:
+            return self._bot.bot
+        except RuntimeError:  # getMe has not succeeded yet
+            return None
+
+    async def start(self, hub: Hub) -> None:
+        """Build the client and check the token (getMe). An unreachable API is retried later
+        by the poller; a refused token is an error now.
+
+        Raises:
+            ExtensionError: Telegram refused the token.
+        """
+        self.hub = hub
+        self.governor.report_to(hub)
+        for name in _URL_LOGGERS:
+            logging.getLogger(name).addFilter(self._redact)
+        self._bot = telegram.Bot(
+            self.settings.token.get_secret_value(),
+            base_url=self.settings.resolved_base_url(),
+            base_file_url=self.settings.resolved_base_file_url(),
+            # replies to many chats at once; the long poll gets its own connection
+            request=HTTPXRequest(connection_pool_size=32, read_timeout=15.0),
+            get_updates_request=HTTPXRequest(connection_pool_size=1),
+        )
+        try:
+            await self.ensure_ready()
+        except NetworkError as e:
+            log.warning("telegram: the Bot API is not reachable yet (%s); retrying in the background", e)
+
+    async def ensure_ready(self) -> User:
+        """getMe, once: who the bot is (its id and @username decide what is a mention).
+
+        Raises:
+            ExtensionError: Telegram refused the token.
+            NetworkError: the API could not be reached.
+        """
+        me = self.me
+        if me is not None:
+            return me
+        try:
+            await self.bot.initialize()
+        except InvalidToken:
+            # PTB's own message quotes the token: say it without.
+            raise ExtensionError(
+                "telegram", "Telegram refused the token (401/404): check TELEGRAM_BOT_TOKEN"
+            ) from None
+        me = self.bot.bot
+        log.info("telegram: signed in as @%s (id %s)", me.username, me.id)
+        if self.settings.groups == "all" and me.can_read_all_group_messages is False:
+            log.warning(
+                "telegram: groups = \"all\" but the bot's privacy mode is on: in groups it only sees "
+                "commands, mentions and replies. Turn it off with /setprivacy in @BotFather "
+                "(then remove and re-add the bot to each group), or make the bot an admin."
+            )
+        return me
+
+    async def stop(self) -> None:
+        bot, self._bot = self._bot, None
+        try:
+            if bot is not None:
+                await bot.shutdown()
+        finally:
+            for name in _URL_LOGGERS:
+                logging.getLogger(name).removeFilter(self._redact)
+
+    # --- sending -------------------------------------------------------------------------
+
+    async def send_text(self, chat_id: int, text: str, *, reply_to: int | None = None) -> list[int]:
+        """Send ``text`` in parts of at most 4096, in order; the first part replies to
+        ``reply_to``. Returns the message ids.
+
+        Raises:
+            SendFailed: a part was given up on (the message says which parts went out).
+        """
+        parts = split_message(text, MAX_MESSAGE_LENGTH, length=utf16_len)
+        sent: list[int] = []
+        for i, part in enumerate(parts):
+            quote = reply_to if i == 0 else None
+            try:
+                message = await self.governor.send(chat_id, self._sender(chat_id, part, quote))
+            except SendFailed as e:
+                if not sent:
+                    raise
+                raise SendFailed(
+                    "telegram", chat_id, f"part {i + 1} of {len(parts)} failed after {len(sent)} sent "
+                    f"(message ids {sent}): {e.reason}"
+                ) from e
+            sent.append(message.message_id)
+        return sent
+
+    def _sender(self, chat_id: int, text: str, reply_to: int | None) -> Callable[[], Awaitable[telegram.Message]]:
+        mode = self.settings.parse_mode or None
+        reply = ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to else None
+
+        target = chat_id
+
+        async def attempt() -> telegram.Message:
+            nonlocal mode, target
+            for _ in range(3):  # at most: the markup refused, then the group upgraded
+                try:
+                    return await self.bot.send_message(chat_id=target, text=text, parse_mode=mode, reply_parameters=reply)
+                except BadRequest as e:
+                    if mode is None or _PARSE_ERROR not in str(e).lower():
+                        raise map_error(e) from e
+                    log.warning("telegram: chat %s refused the %s markup (%s); sending it as plain text", chat_id, mode, e)
+                    mode = None  # for this part's retries too
+                except ChatMigrated as e:
+                    log.warning("telegram: group %s became supergroup %s; sending there", target, e.new_chat_id)
+                    target = e.new_chat_id
+                except TelegramError as e:
+                    raise map_error(e) from e
+            raise PermanentSendError(f"chat {chat_id}: gave up after the markup fallback and a chat migration")
+
+        return attempt
+
+    async def typing(self, chat_id: int) -> None:
+        """Show "typing..." (Telegram shows it for 5 s or until a message arrives). Best effort."""
+        try:
+            await self.bot.send_chat_action(chat_id=chat_id, action=ChatAction.TYPING)
+        except (TelegramError, ExtensionError) as e:
+            log.debug("telegram: typing in chat %s failed: %s", chat_id, e)

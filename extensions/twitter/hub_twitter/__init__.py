@@ -1,0 +1,192 @@
+"""X (Twitter): mentions in, replies and posts out, through tweepy's ``AsyncClient``.
+
+Contexts: ``twitter:conversation`` (one per conversation id; a mention starts or joins
+it; plain-text replies go to ``twitter:reply``) and ``twitter:timeline`` (the bot's own
+timeline, key ``home``, for schedules; plain text goes to ``twitter:post``).
+Outputs: ``twitter:reply`` answers the mention the run is handling (from the input's
+metadata, never from a model-chosen attribute); ``twitter:post`` posts on the timeline.
+Input: ``twitter:mention``, a poll every ``poll_interval`` seconds, the first at start.
+``dry_run`` (on by default) logs what would be posted instead of posting it.
+
+Credentials come from the environment through ``${VAR}`` in config.toml. Reading needs
+``bearer_token``, or else the four OAuth 1.0a keys; posting (``dry_run = false``) needs
+the four OAuth 1.0a keys; without them, ``user_id`` names the bot's account.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import Field, SecretStr, field_validator
+from tweepy.asynchronous import AsyncClient
+
+from hub import ConfigError, Context, Extension, Input, Service, TextArgs, output
+from hub.platform import PlatformSettings, quiet_loggers
+
+from ._client import RateLimitState, TwitterClient, make_client
+from ._service import SINCE_ID_KEY, TwitterService
+from ._text import MAX_TWEET, split_tweets, weighted_len
+
+__all__ = [
+    "TwitterSettings",
+    "TwitterService",
+    "TwitterClient",
+    "RateLimitState",
+    "extension",
+    "make_client",
+    "weighted_len",
+    "split_tweets",
+    "MAX_TWEET",
+    "SINCE_ID_KEY",
+    "ENV_VARS",
+    "MIN_POLL_INTERVAL",
+]
+
+MIN_POLL_INTERVAL = 15.0
+POSTING_KEYS = ("api_key", "api_secret", "access_token", "access_token_secret")
+ENV_VARS = {
+    "bearer_token": "TWITTER_BEARER_TOKEN",
+    "api_key": "TWITTER_API_KEY",
+    "api_secret": "TWITTER_API_SECRET",
+    "access_token": "TWITTER_ACCESS_TOKEN",
+    "access_token_secret": "TWITTER_ACCESS_TOKEN_SECRET",
+}
+
+
+class TwitterSettings(PlatformSettings):
+    """``[extensions.twitter]``. Secrets are ``SecretStr``: they never show in a repr or a log.
+
+    ``allowed_users`` (numeric ids or usernames), ``loop_guard_*`` (answers per
+    conversation) and ``send_*`` are every platform's (:class:`hub.platform.PlatformSettings`).
+    """
+
+    bearer_token: SecretStr = SecretStr("")
+    """Reads mentions (app-only OAuth 2.0 bearer token)."""
+    api_key: SecretStr = SecretStr("")
+    """OAuth 1.0a consumer key: with the three below, posts as the bot's account."""
+    api_secret: SecretStr = SecretStr("")
+    access_token: SecretStr = SecretStr("")
+    access_token_secret: SecretStr = SecretStr("")
+    poll_interval: float = 90.0
+    """Seconds between mention polls; the first poll is at start. At least 15."""
+    dry_run: bool = True
+    """Log what would be posted instead of posting it."""
+    user_id: str = ""
+    """The bot account's numeric id. Asked of X at start when the OAuth 1.0a keys are set;
+    needed when they are not (a dry run reading with the bearer token only)."""
+    api_base_url: str = ""
+    """Another host for X's API (a proxy); empty: https://api.twitter.com."""
+    ignored_users: list[str] = Field(default_factory=list)
+    """Never answer these authors (known bots, say)."""
+    backlog_max_age: float = Field(3600.0, ge=0)
+    """First start only (no saved position yet): mentions older than this are not answered."""
+    max_thread: int = Field(8, ge=1, le=25)
+    """Longest thread one answer may become; a longer answer is refused, not cut."""
+    post_interval: float = Field(1.0, ge=0)
+    """Seconds between two posts in one conversation (the parts of a thread)."""
+    posts_per_minute: int = Field(10, ge=1)
+    """Posts per minute over all conversations."""
+    max_posts_per_day: int = Field(100, ge=1)
+    """Posts in any 24 hours; over it, answers fail (recorded as not sent) instead of posting."""
+
+    @field_validator("poll_interval")
+    @classmethod
+    def _poll_floor(cls, v: float) -> float:
+        if v < MIN_POLL_INTERVAL:
+            raise ValueError(
+                f"must be at least {MIN_POLL_INTERVAL:g} seconds: X allows about 10 mention reads "
+                "per 15 minutes on the Basic tier (90 is a safe default)"
+            )
+        return v
+
+    @property
+    def has_posting_keys(self) -> bool:
+        return all(getattr(self, k).get_secret_value() for k in POSTING_KEYS)
+
+    def check_credentials(self) -> None:
+        """Raise ConfigError naming the key (and its environment variable) that is missing.
+
+        Raises:
+            ConfigError: a credential the chosen mode needs is empty.
+        """
+
+        def missing(key: str, why: str) -> ConfigError:
+            return ConfigError(f"is empty; {why}: set {ENV_VARS[key]} in the environment "
+                               f'({key} = "${{{ENV_VARS[key]}}}")', key=f"extensions.twitter.{key}")
+
+        posting = {k: bool(getattr(self, k).get_secret_value()) for k in POSTING_KEYS}
+        absent = [k for k, present in posting.items() if not present]
+        if not self.dry_run and absent:
+            raise missing(absent[0], "posting (dry_run = false) needs all four OAuth 1.0a keys")
+        if any(posting.values()) and absent:
+            raise missing(absent[0], "the OAuth 1.0a keys work only together")
+        if not self.bearer_token.get_secret_value() and absent:
+            raise missing("bearer_token", "reading mentions needs the bearer token (or the four OAuth 1.0a keys)")
+        if absent and not self.user_id.strip():
+            raise ConfigError("is empty; without the OAuth 1.0a keys the bot's numeric account id must be given",
+                              key="extensions.twitter.user_id")
+
+
+_CONVERSATION_INSTRUCTIONS = (
+    "You are answering on X (Twitter). The input is a post that mentions you. Reply briefly: "
+    "one post is 280 characters (links count 23, CJK characters 2); longer text becomes a thread."
+)
+_TIMELINE_INSTRUCTIONS = (
+    "You are writing a post for your own X (Twitter) timeline. Keep it within 280 characters "
+    "when you can; longer text becomes a thread."
+)
+
+
+def extension(
+    settings: TwitterSettings,
+    *,
+    client_factory: Callable[[TwitterSettings], AsyncClient] | None = None,
+    service: TwitterService | None = None,
+) -> Extension:
+    """The X extension. ``client_factory`` builds the tweepy client (tests route it to a
+    fake); ``service`` lets a caller keep a handle on the running service (``poll()``).
+
+    Raises:
+        ConfigError: a credential is missing for the chosen mode.
+    """
+    quiet_loggers("tweepy")
+    settings.check_credentials()
+    if service is not None and (client_factory is not None or service.settings is not settings):
+        raise ValueError("a given service brings its own settings and client_factory")
+    svc = service or TwitterService(settings, client_factory=client_factory)
+
+    conversation = Context(
+        type="twitter:conversation",
+        schema=TextArgs,
+        description="A conversation on X, keyed by its conversation id; mentions of the bot come in here.",
+        instructions=_CONVERSATION_INSTRUCTIONS,
+        reply_output="twitter:reply",
+    )
+    timeline = Context(
+        type="twitter:timeline",
+        schema=TextArgs,
+        description="The bot's own X timeline (key: home), for scheduled or requested posts.",
+        instructions=_TIMELINE_INSTRUCTIONS,
+        reply_output="twitter:post",
+    )
+
+    @output(type="twitter:reply", context="twitter:conversation",
+            description="Reply on X to the post you are answering (long text becomes a thread).")
+    async def reply(content: str, ctx: Any) -> dict[str, Any]:
+        return await svc.reply(content, ctx)
+
+    @output(type="twitter:post", context="twitter:timeline",
+            description="Publish a new post on your X timeline (long text becomes a thread).")
+    async def post(content: str, ctx: Any) -> dict[str, Any]:
+        return await svc.post(content, ctx)
+
+    return Extension(
+        name="twitter",
+        contexts=[conversation, timeline],
+        outputs=[reply, post],
+        inputs=[Input(type="twitter:mention", subscribe=svc.subscribe,
+                      description="Posts that mention the bot, polled every poll_interval seconds.")],
+        services=[Service(name="twitter", start=svc.start, stop=svc.stop)],
+        description="X (Twitter): answers mentions, posts to the timeline.",
+    )

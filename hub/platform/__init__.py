@@ -1,0 +1,50 @@
+"""What every platform extension needs, and the API it lives on beside ``hub`` itself.
+
+Splitting long text (:func:`split_message`), an outbound :class:`Governor` (pacing,
+``retry_after``, retries), the one :class:`Backoff`, a :class:`TypingIndicator`, the
+:func:`reply_target` lookup, a :class:`LoopGuard` for bot-to-bot exchanges,
+:class:`AllowList`, the base of every platform's settings (:class:`PlatformSettings`) and
+:func:`quiet_loggers` for a client library's chatter.
+
+The core never names a platform; extensions map their client's errors onto
+:class:`RateLimited`, :class:`TransientSendError` and :class:`PermanentSendError` and send
+through a :class:`Governor`, which honours ``retry_after``, spaces messages per chat and
+globally, and gives up with :class:`SendFailed` after a bounded number of attempts, so a
+send that finally fails is a failed output in the run's log, never reported as sent.
+"""
+
+from __future__ import annotations
+
+from ..backoff import Backoff
+from ..logconf import quiet_loggers
+from ._guard import AllowList, LoopGuard
+from ._reply import reply_target
+from ._send import (
+    Governor,
+    PermanentSendError,
+    RateLimit,
+    RateLimited,
+    SendFailed,
+    TransientSendError,
+)
+from ._settings import PlatformSettings
+from ._split import split_message, utf16_len
+from ._typing import TypingIndicator
+
+__all__ = [
+    "Backoff",
+    "split_message",
+    "utf16_len",
+    "RateLimited",
+    "TransientSendError",
+    "PermanentSendError",
+    "SendFailed",
+    "Governor",
+    "RateLimit",
+    "LoopGuard",
+    "AllowList",
+    "TypingIndicator",
+    "reply_target",
+    "PlatformSettings",
+    "quiet_loggers",
+]

@@ -1,0 +1,39 @@
+"""The settings every platform shares, declared once."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ._guard import LoopGuard
+
+__all__ = ["PlatformSettings"]
+
+
+class PlatformSettings(BaseModel):
+    """The settings every platform shares, declared once with one set of defaults.
+
+    A platform's ``[extensions.NAME]`` model subclasses it and adds its own keys (the token,
+    its allow-lists by chat or channel). Unknown keys are errors.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    allowed_users: list[int | str] = Field(default_factory=list)
+    """Users the bot answers (ids, or usernames where the platform has them); empty: everyone."""
+    loop_guard_turns: int = Field(3, ge=0)
+    """Answers to other bots per chat within ``loop_guard_window`` before the bot stops (0: no guard)."""
+    loop_guard_window: float = Field(600.0, gt=0)
+    """Seconds; a message from a human in the chat resets the count."""
+    send_attempts: int = Field(5, ge=1, le=20)
+    """Attempts per message (429s and network errors are retried)."""
+    send_max_wait: float = Field(120.0, ge=0)
+    """Seconds of retry_after and backoff one message may wait in all before it is given up."""
+
+    def loop_guard(self, *, clock: Callable[[], float] = time.monotonic) -> LoopGuard | None:
+        """The loop guard these settings ask for (None when ``loop_guard_turns`` is 0)."""
+        if not self.loop_guard_turns:
+            return None
+        return LoopGuard(max_turns=self.loop_guard_turns, window=self.loop_guard_window, clock=clock)

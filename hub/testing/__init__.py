@@ -1,0 +1,29 @@
+"""What tests of the hub and of extensions need: a scripted model and loopback fakes.
+
+- :class:`ScriptedModel`: the model, scripted; streams its responses in awkward chunks.
+- :class:`FakeServer`: the base of every loopback fake of a remote API (a real aiohttp
+  server on 127.0.0.1), with a request log, failure injection (``fail_next``) and waits.
+- :class:`FakeOpenAI`: OpenAI's chat completions, for the real ``openai`` client (also the
+  server the benchmarks run against: ``python -m hub.testing.openai``).
+- ``hub.testing.fixtures``: autouse pytest fixtures (no network, logging restored) to import into
+  a ``conftest.py``.
+
+Nothing here talks to the network, and nothing in the core imports this package.
+"""
+
+from typing import Any
+
+from ..models.scripted import ScriptedModel
+from .fakes import Failure, FakeServer, Recorded
+
+__all__ = ["Failure", "FakeOpenAI", "FakeServer", "Recorded", "Script", "ScriptedModel", "load_script"]
+
+
+def __getattr__(name: str) -> Any:
+    # hub.testing.openai is also a program (python -m hub.testing.openai): imported when
+    # asked for, so that running it does not import it twice
+    if name in ("FakeOpenAI", "Script", "load_script"):
+        from . import openai
+
+        return getattr(openai, name)
+    raise AttributeError(f"module 'hub.testing' has no attribute {name!r}")

@@ -1,0 +1,214 @@
+"""The base of every loopback fake of a remote API the hub talks to.
+
+Each fake is a real aiohttp server on 127.0.0.1 (port 0), used as an async context manager,
+so tests drive the *real* client libraries (openai, python-telegram-bot, discord.py,
+tweepy) and exercise their own request, parsing and retry code. The platform fakes live
+beside their extensions (``extensions/telegram/tests/fake_telegram.py``, ...); a new
+platform's fake subclasses :class:`FakeServer` and implements ``_build_app``.
+
+Shared by all of them (``FakeServer``): ``requests`` (every request received, in order),
+``sent`` (every message the bot sent), ``fail_next(name, status=..., count=...)`` to make
+the next calls of an endpoint fail, ``failures`` (the injected failures actually served),
+``await wait_sent(n)`` / ``await wait_for(predicate)`` and ``calls(name)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+__all__ = ["FakeServer", "Failure", "Recorded"]
+
+
+@dataclass
+class Recorded:
+    """One request as the fake received it.
+
+    ``name`` is the endpoint as the platform names it: ``sendMessage`` (Telegram),
+    ``POST /channels/{channel_id}/messages`` (Discord), ``POST /2/tweets`` (X).
+    ``params`` merges the query string and the decoded body; ``status`` is what was answered.
+    """
+
+    name: str
+    method: str
+    path: str
+    params: dict[str, Any]
+    headers: dict[str, str]
+    status: int = 0
+    at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class Failure:
+    """An injected failure: the next ``count`` calls of ``name`` answer ``status``."""
+
+    name: str
+    status: int
+    retry_after: float | None
+    count: int
+    description: str | None = None
+    served: int = 0
+
+
+class FakeServer:
+    """Base of the fakes: server lifecycle, request log, failure injection and waiting.
+
+    State that must outlive one server (Telegram restarts) lives in a plain ``state`` object;
+    asyncio primitives live here, so a state can move to a new server on a new loop.
+    """
+
+    host = "127.0.0.1"
+
+    def __init__(self) -> None:
+        self.port: int = 0
+        self.closing = False
+        self._runner: web.AppRunner | None = None
+        self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+
+    # -- subclass hooks -------------------------------------------------------------------
+
+    def _build_app(self) -> web.Application:
+        raise NotImplementedError
+
+    async def _before_cleanup(self) -> None:
+        """Release long polls and websockets so shutdown takes milliseconds."""
+
+    # -- state the subclass keeps in self.state ------------------------------------------
+
+    @property
+    def requests(self) -> list[Recorded]:
+        """Every request received, in order."""
+        return self.state.requests  # type: ignore[attr-defined]
+
+    @property
+    def sent(self) -> list[dict[str, Any]]:
+        """Every message the bot sent, in order (dicts; fields per fake)."""
+        return self.state.sent  # type: ignore[attr-defined]
+
+    @property
+    def failures(self) -> list[Failure]:
+        """Injected failures, including the ones used up; ``served`` counts answers given."""
+        return self.state.failures  # type: ignore[attr-defined]
+
+    def calls(self, name: str) -> list[Recorded]:
+        """The recorded requests of one endpoint, in order."""
+        return [r for r in self.requests if r.name == name]
+
+    def fail_next(
+        self,
+        name: str,
+        *,
+        status: int = 429,
+        retry_after: float | None = 1,
+        count: int = 1,
+        description: str | None = None,
+    ) -> Failure:
+        """Make the next ``count`` calls of endpoint ``name`` answer ``status``.
+
+        429s carry ``retry_after`` in the platform's shape; other statuses a generic error
+        (or ``description``). Served failures are recorded with their request's status.
+        """
+        failure = Failure(
+            name=name, status=status, retry_after=retry_after, count=count, description=description
+        )
+        self.failures.append(failure)
+        return failure
+
+    def _take_failure(self, name: str) -> Failure | None:
+        for failure in self.failures:
+            if failure.name == name and failure.served < failure.count:
+                failure.served += 1
+                return failure
+        return None
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    async def start(self) -> None:
+        if self._runner is not None:
+            return
+        self.closing = False
+        # handler_cancellation: a client that hangs up (e.g. a cancelled long poll) cancels
+        # its handler instead of leaving it to run out its timeout.
+        self._runner = web.AppRunner(
+            self._build_app(), handler_cancellation=True, shutdown_timeout=0.5, access_log=None
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        if not self.port:
+            self.port = self._runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        """Stop serving; the state stays for inspection (and for a new server)."""
+        if self._runner is None:
+            return
+        self.closing = True
+        self._notify()
+        await self._before_cleanup()
+        runner, self._runner = self._runner, None
+        await runner.cleanup()
+        for _, fut in self._waiters:
+            if not fut.done():
+                fut.cancel()
+        self._waiters.clear()
+
+    async def __aenter__(self):
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- waiting --------------------------------------------------------------------------
+
+    def _notify(self) -> None:
+        """Wake every waiter whose predicate now holds; call after each state change."""
+        still = []
+        for predicate, fut in self._waiters:
+            if fut.done():
+                continue
+            if predicate():
+                fut.set_result(None)
+            else:
+                still.append((predicate, fut))
+        self._waiters = still
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 5) -> None:
+        """Wait until ``predicate()`` holds (checked on every request and state change).
+
+        Raises:
+            TimeoutError: it did not hold within ``timeout`` seconds.
+        """
+        if predicate():
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((predicate, fut))
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"{type(self).__name__}: condition not met in {timeout}s") from None
+
+    async def wait_sent(self, n: int, timeout: float = 5) -> list[dict[str, Any]]:
+        """Wait until at least ``n`` messages were sent; returns ``sent``."""
+        try:
+            await self.wait_for(lambda: len(self.sent) >= n, timeout)
+        except TimeoutError:
+            raise TimeoutError(
+                f"{type(self).__name__}: {len(self.sent)} of {n} messages sent in {timeout}s: "
+                f"{self.sent!r}"
+            ) from None
+        return self.sent
+
+    async def wait_calls(self, name: str, n: int = 1, timeout: float = 5) -> list[Recorded]:
+        """Wait until endpoint ``name`` was called at least ``n`` times."""
+        await self.wait_for(lambda: len(self.calls(name)) >= n, timeout)
+        return self.calls(name)

@@ -1,0 +1,51 @@
+"""Pytest fixtures for tests of the hub and its extensions; import them into a conftest.py::
+
+    from hub.testing.fixtures import _no_network, _restore_logging  # noqa: F401
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+__all__ = ["_no_network", "_restore_logging"]
+
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests talk to 127.0.0.1 only: any other address fails loudly."""
+    real = socket.socket.connect
+
+    def guarded(self: socket.socket, address: Any) -> Any:
+        host = address[0] if isinstance(address, tuple) else address
+        if isinstance(host, str) and self.family in (socket.AF_INET, socket.AF_INET6):
+            if host not in _LOOPBACK and not host.startswith("127."):
+                raise OSError(f"test tried to reach the network: {address!r}")
+        return real(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """Tests that set up logging leave no handler on a stream pytest closes, and no logger level."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    levels = {name: lg.level for name, lg in logging.Logger.manager.loggerDict.items() if isinstance(lg, logging.Logger)}
+    yield
+    for h in list(root.handlers):
+        if h not in handlers:
+            root.removeHandler(h)
+    for h in handlers:
+        if h not in root.handlers:
+            root.addHandler(h)
+    root.setLevel(level)
+    for name, lg in list(logging.Logger.manager.loggerDict.items()):
+        if isinstance(lg, logging.Logger):  # levels set by setup_logging or quiet_loggers
+            lg.setLevel(levels.get(name, logging.NOTSET))

@@ -1,0 +1,376 @@
+"""A loopback fake of OpenAI's chat-completions API: one server for the tests and ``bench/``.
+
+In tests, ``FakeOpenAI(responses)`` answers ``POST /v1/chat/completions`` with the next
+scripted response (a string, or a callable of the request body returning one);
+``fail_next("chat", status=429, count=N)`` injects errors, and ``requests`` / ``bodies``
+record what came in. For benchmarks (the hub and a peer talking to the same process, so
+that neither gets a faster model) it runs as a process::
+
+    python -m hub.testing.openai --port 0 --latency 0 --chunk 8 --script FILE
+
+The first line on stdout is ``PORT=<n>``; the server runs until SIGTERM/SIGINT.
+
+Endpoints
+---------
+``POST /v1/chat/completions``  ``stream: true`` gives SSE ``data: {chunk}\\n\\n``
+    events of ``chunk`` characters of content each, then a chunk with ``finish_reason``
+    and ``usage``, then ``data: [DONE]``. ``latency`` seconds pass before the first byte
+    of the body (the model's time to first token).
+``GET /stats``        ``{"count": n, "requests": [{client, model, response,
+    prompt_chars, prompt_tokens, messages, last_chars}, ...]}`` in arrival order.
+``POST /stats/reset`` forgets them.
+``GET /healthz``      ``ok``.
+
+Script file
+-----------
+JSON. Either a plain list of responses (strings), which every request shares and
+the first of which is always chosen unless rules say otherwise, or::
+
+    {"default": "hub",
+     "clients": {
+       "hub":       {"responses": ["step 1 ...", "step 2 ..."],
+                     "rules": [{"contains": "\\"temperature\\"", "in": "last", "pick": 1}]},
+       "daydreams": {"responses": [...],
+                     "rules": [{"contains": "No unprocessed inputs.", "pick": 1}]}}}
+
+The client is chosen by the ``X-Bench-Client`` request header, else by the
+request's ``model`` when it names a client, else ``default`` (else the only or
+first client). The response is the ``pick`` of the first rule that matches, else
+response 0. A rule matches when its ``contains`` string (or ``regex``) occurs in
+the text it looks at: ``"in": "last"`` the last message's content, ``"last_user"``
+the last user message, ``"all"`` (the default) every message's content joined by
+newlines. ``"not": true`` inverts a rule. A response that is an object
+``{"repeat": "text", "times": n, "prefix": "...", "suffix": "..."}`` is built once at
+load (for long outputs that would make the script file huge).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from .fakes import Failure, FakeServer, Recorded
+
+__all__ = ["FakeOpenAI", "Script", "load_script", "build_response", "content_text", "main"]
+
+Response = str | Callable[[dict[str, Any]], str]
+
+
+def build_response(item: Any) -> str:
+    """A script's response: a string, or ``{"repeat", "times", "prefix", "suffix"}``."""
+    if isinstance(item, str):
+        return item
+    if isinstance(item, dict) and "repeat" in item:
+        return item.get("prefix", "") + item["repeat"] * int(item["times"]) + item.get("suffix", "")
+    raise ValueError(f"a response must be a string or a repeat object, not {item!r}")
+
+
+def content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return str(content)
+
+
+class Script:
+    """One client's responses and the rules that pick among them (see the module docstring)."""
+
+    def __init__(self, name: str, spec: Any) -> None:
+        self.name = name
+        if isinstance(spec, list):
+            spec = {"responses": spec}
+        self.responses = [build_response(r) for r in spec["responses"]]
+        if not self.responses:
+            raise ValueError(f"client {name!r} has no responses")
+        self.rules: list[tuple[str, Callable[[str], Any], bool, int]] = []
+        for rule in spec.get("rules", []):
+            where = rule.get("in", "all")
+            if where not in ("all", "last", "last_user"):
+                raise ValueError(f"rule 'in' must be all, last or last_user: {rule!r}")
+            pick = int(rule["pick"])
+            if not 0 <= pick < len(self.responses):
+                raise ValueError(f"rule pick {pick} out of range for client {name!r}")
+            if "regex" in rule:
+                test: Callable[[str], Any] = re.compile(rule["regex"]).search
+            else:
+                needle = rule["contains"]
+                test = lambda text, needle=needle: needle in text  # noqa: E731
+            self.rules.append((where, test, bool(rule.get("not", False)), pick))
+
+    def choose(self, messages: list[dict[str, Any]]) -> int:
+        texts = [content_text(m.get("content")) for m in messages]
+        views: dict[str, str] = {}
+        for where, test, negate, pick in self.rules:
+            if where not in views:
+                if where == "last":
+                    views[where] = texts[-1] if texts else ""
+                elif where == "last_user":
+                    users = [t for m, t in zip(messages, texts) if m.get("role") == "user"]
+                    views[where] = users[-1] if users else ""
+                else:
+                    views[where] = "\n".join(texts)
+            if bool(test(views[where])) != negate:
+                return pick
+        return 0
+
+
+def load_script(spec: Any) -> tuple[dict[str, Script], str]:
+    """Clients and the default client's name, from a script (a path, or the parsed JSON)."""
+    if spec is None:
+        spec = ["<response><reasoning>ok</reasoning></response>"]
+    elif isinstance(spec, str):
+        with open(spec, encoding="utf-8") as f:
+            spec = json.load(f)
+    if isinstance(spec, list):
+        return {"default": Script("default", spec)}, "default"
+    clients = {name: Script(name, c) for name, c in spec["clients"].items()}
+    default = spec.get("default") or next(iter(clients))
+    if default not in clients:
+        raise ValueError(f"default client {default!r} is not in clients")
+    return clients, default
+
+
+@dataclass
+class _State:
+    requests: list[Recorded] = field(default_factory=list)
+    sent: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+
+
+class FakeOpenAI(FakeServer):
+    """OpenAI's chat completions on 127.0.0.1.
+
+    A request takes, in order of preference: an injected failure; the next of
+    ``responses`` (consumed); the ``script``'s pick (see :func:`load_script`); ``default``.
+    With none left it answers 500. ``chunk_delay`` paces the stream one event per write;
+    without it events go out in writes of about ``write_bytes``. ``record=False`` keeps
+    no request log (only the ``stats`` a benchmark reads), for long runs.
+    """
+
+    def __init__(
+        self,
+        responses: Sequence[Response] = (),
+        *,
+        script: Any = None,
+        chunk: int = 7,
+        latency: float = 0.0,
+        chunk_delay: float = 0.0,
+        default: Response | None = None,
+        write_bytes: int = 16384,
+        record: bool = True,
+        port: int = 0,
+    ) -> None:
+        super().__init__()
+        self.state = _State()
+        self.responses: list[Response] = list(responses)
+        self.clients, self.default_client = load_script(script) if script is not None else ({}, "")
+        self.default = default
+        self.chunk = max(1, chunk)
+        self.latency = latency
+        self.chunk_delay = chunk_delay
+        self.write_bytes = write_bytes
+        self.record = record
+        self.port = port
+        self.stats: list[dict[str, Any]] = []
+        self._counter = 0
+
+    @property
+    def url(self) -> str:
+        """The ``base_url`` to give the client."""
+        return f"{self.base_url}/v1"
+
+    @property
+    def bodies(self) -> list[dict[str, Any]]:
+        """Every request body received, in order."""
+        return self.state.bodies
+
+    def prompt(self, i: int = -1) -> str:
+        """The text of every message of request ``i``, joined."""
+        return "\n".join(content_text(m.get("content")) for m in self.bodies[i]["messages"])
+
+    def _build_app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/stats", self._get_stats)
+        app.router.add_post("/stats/reset", self._reset_stats)
+        app.router.add_get("/healthz", self._healthz)
+        return app
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _get_stats(self, request: web.Request) -> web.Response:
+        body = json.dumps({"count": len(self.stats), "requests": self.stats})
+        return web.Response(body=body, content_type="application/json")
+
+    async def _reset_stats(self, request: web.Request) -> web.Response:
+        self.stats = []
+        return web.Response(body=b'{"ok": true}', content_type="application/json")
+
+    def _pick(self, request: web.Request, body: dict[str, Any], model: str) -> tuple[str | None, str, int]:
+        """(text, client name, response index); text None when nothing is left to answer."""
+        if self.responses:
+            item = self.responses.pop(0)
+            return (item(body) if callable(item) else item), "", 0
+        if self.clients:
+            name = request.headers.get("X-Bench-Client") or (model if model in self.clients else self.default_client)
+            client = self.clients.get(name) or self.clients[self.default_client]
+            pick = client.choose(body["messages"])
+            return client.responses[pick], client.name, pick
+        if self.default is not None:
+            return (self.default(body) if callable(self.default) else self.default), "", 0
+        return None, "", 0
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = await request.json()
+            messages = body["messages"]
+        except (ValueError, KeyError, TypeError):
+            return web.json_response({"error": {"message": "bad request: a JSON body with messages"}}, status=400)
+        rec = None
+        if self.record:  # a benchmark's thousands of requests keep no log (only stats)
+            rec = Recorded("chat", request.method, request.path, body, dict(request.headers))
+            self.state.requests.append(rec)
+            self.state.bodies.append(body)
+        failure = self._take_failure("chat") if self.state.failures else None
+        if failure is not None:
+            if rec is not None:
+                rec.status = failure.status
+            headers = {"retry-after": str(failure.retry_after)} if failure.retry_after is not None else {}
+            payload = {"error": {"message": failure.description or f"injected {failure.status}", "type": "fake"}}
+            self._notify()
+            return web.json_response(payload, status=failure.status, headers=headers)
+        model = str(body.get("model", ""))
+        text, client, pick = self._pick(request, body, model)
+        if text is None:
+            if rec is not None:
+                rec.status = 500
+            self._notify()
+            return web.json_response({"error": {"message": "fake: no scripted response left"}}, status=500)
+        texts = [content_text(m.get("content")) for m in messages]
+        prompt_chars = sum(len(t) for t in texts)
+        prompt_tokens = max(1, prompt_chars // 4)
+        completion_tokens = max(1, len(text) // 4)
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                 "total_tokens": prompt_tokens + completion_tokens}
+        self.stats.append({"t": time.time(), "client": client, "model": model, "response": pick,
+                           "prompt_chars": prompt_chars, "prompt_tokens": prompt_tokens,
+                           "messages": len(messages), "last_chars": len(texts[-1]) if texts else 0})
+        self._counter += 1
+        cid = f"chatcmpl-fake{self._counter}"
+        created = int(time.time())
+        if self.latency > 0:
+            await asyncio.sleep(self.latency)
+        if rec is not None:
+            rec.status = 200
+            self.state.sent.append({"text": text})
+
+        if not body.get("stream"):
+            payload = {"id": cid, "object": "chat.completion", "created": created, "model": model,
+                       "choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": text}}],
+                       "usage": usage}
+            self._notify()
+            return web.Response(body=json.dumps(payload), content_type="application/json")
+
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        head = (f'data: {{"id":"{cid}","object":"chat.completion.chunk","created":{created},'
+                f'"model":{json.dumps(model)},"choices":[{{"index":0,"delta":')
+        events = [head + '{"role":"assistant","content":""},"finish_reason":null}]}\n\n']
+        for i in range(0, len(text), self.chunk):
+            events.append(head + '{"content":' + json.dumps(text[i:i + self.chunk]) + '},"finish_reason":null}]}\n\n')
+        final = head + '{},"finish_reason":"stop"}]'
+        if (body.get("stream_options") or {}).get("include_usage"):  # as OpenAI: usage in a last chunk
+            events.append(final + "}\n\n")
+            events.append(f'data: {{"id":"{cid}","object":"chat.completion.chunk","created":{created},'
+                          f'"model":{json.dumps(model)},"choices":[],"usage":{json.dumps(usage)}}}\n\n')
+        else:
+            events.append(final + ',"usage":' + json.dumps(usage) + "}\n\n")
+        events.append("data: [DONE]\n\n")
+        try:
+            if self.chunk_delay > 0:  # paced: one event per write
+                for ev in events:
+                    await resp.write(ev.encode())
+                    await asyncio.sleep(self.chunk_delay)
+            else:  # as fast as possible: events batched into writes of about write_bytes
+                buf: list[str] = []
+                size = 0
+                for ev in events:
+                    buf.append(ev)
+                    size += len(ev)
+                    if size >= self.write_bytes:
+                        await resp.write("".join(buf).encode())
+                        buf, size = [], 0
+                if buf:
+                    await resp.write("".join(buf).encode())
+            await resp.write_eof()
+        except ConnectionResetError:
+            pass
+        finally:
+            if self._waiters:
+                self._notify()
+        return resp
+
+    async def serve_forever(self, *, host: str = "127.0.0.1", backlog: int = 4096) -> None:
+        """Serve on ``host`` until SIGINT/SIGTERM, printing ``PORT=<n>`` first (the CLI)."""
+        runner = web.AppRunner(self._build_app(), access_log=None, handle_signals=False)
+        await runner.setup()
+        # a deep accept backlog: 1,000 clients connect at once in the "many" benchmark
+        site = web.TCPSite(runner, host, self.port, backlog=backlog)
+        await site.start()
+        self.port = runner.addresses[0][1]
+        print(f"PORT={self.port}", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="A loopback fake of OpenAI's chat completions (see hub.testing.openai).")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--latency", type=float, default=0.0, help="seconds before the first byte")
+    p.add_argument("--chunk", type=int, default=8, help="characters of content per SSE event")
+    p.add_argument("--interval", type=float, default=0.0,
+                   help="milliseconds between SSE events (0: write them in batches, as fast as possible)")
+    p.add_argument("--write-bytes", type=int, default=16384, help="bytes per write when --interval is 0")
+    p.add_argument("--script", help="JSON script file (see the module docstring)")
+    args = p.parse_args(argv)
+    fake = FakeOpenAI(
+        script=args.script if args.script else ["<response><reasoning>ok</reasoning></response>"],
+        chunk=args.chunk, latency=args.latency, chunk_delay=args.interval / 1000.0,
+        write_bytes=args.write_bytes, record=False, port=args.port,
+    )
+    try:
+        import uvloop  # type: ignore[import-not-found]
+
+        uvloop.install()
+    except ImportError:
+        pass
+    try:
+        asyncio.run(fake.serve_forever(host=args.host))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
