@@ -447,6 +447,7 @@ class DiscordBot:
                     ) from e
                 raise
             ids.append(str(sent.id))
+            await ctx.part_sent(i, str(sent.id))  # durable: a restart will not send it again
         data: dict[str, Any] = {"message_ids": ids}
         if reply_to is not None:
             data["reply_to"] = str(reply_to)

@@ -93,7 +93,7 @@ def extension(settings: TelegramSettings) -> Extension:
         reply_to = None
         if trigger is not None and settings.reply_in_groups and trigger.get("chat_type") in ("group", "supergroup"):
             reply_to = trigger["message_id"]
-        ids = await client.send_text(chat_id, content, reply_to=reply_to)
+        ids = await client.send_text(chat_id, content, reply_to=reply_to, on_part=ctx.part_sent)
         return {"chat_id": chat_id, "message_ids": ids}
 
     async def subscribe(send_input: Callable[..., Awaitable[Any]], hub: Hub) -> Callable[[], Awaitable[None]]:

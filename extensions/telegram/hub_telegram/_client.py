@@ -190,9 +190,17 @@ class TelegramClient:
 
     # --- sending -------------------------------------------------------------------------
 
-    async def send_text(self, chat_id: int, text: str, *, reply_to: int | None = None) -> list[int]:
+    async def send_text(
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        reply_to: int | None = None,
+        on_part: Callable[[int, int], Awaitable[None]] | None = None,
+    ) -> list[int]:
         """Send ``text`` in parts of at most 4096, in order; the first part replies to
-        ``reply_to``. Returns the message ids.
+        ``reply_to``. ``on_part(index, message_id)`` is awaited after each part went out (the
+        output handler records it, so a restart never sends it again). Returns the message ids.
 
         Raises:
             SendFailed: a part was given up on (the message says which parts went out).
@@ -211,6 +219,8 @@ class TelegramClient:
                     f"(message ids {sent}): {e.reason}"
                 ) from e
             sent.append(message.message_id)
+            if on_part is not None:
+                await on_part(i, message.message_id)
         return sent
 
     def _sender(self, chat_id: int, text: str, reply_to: int | None) -> Callable[[], Awaitable[telegram.Message]]:

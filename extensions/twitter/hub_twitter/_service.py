@@ -318,9 +318,10 @@ class TwitterService:
         ids: list[str] = []
         previous = in_reply_to
         try:
-            for part in parts:
+            for i, part in enumerate(parts):
                 previous = await self.governor.send(chat, self._poster(part, previous))
                 ids.append(previous)
+                await ctx.part_sent(i, previous)  # durable: a restart will not post it again
         except SendFailed as e:
             await self.hub.memory.set(marker, {"state": "failed", "ids": ids, "ts": time.time()})
             if ids:
