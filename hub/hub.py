@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from .agent_context import AgentContext
 from .config import HubConfig
 from .db import Database
 from .definitions import Action, Context, Extension, Input, Output
@@ -32,6 +33,7 @@ from .metrics import Metrics
 from .models import Model, RetryPolicy
 from .persona import Persona, PersonaSet
 from .prompt import PromptBuilder
+from .run import validation_message
 from .runner import Runner, Submission
 from .runs import RunStore, SQLiteRunStore
 from .schedule import Scheduler, SQLiteScheduleStore
@@ -162,6 +164,13 @@ class Hub:
         self.children = ChildRuns(self)
         self.register(self.children.extension())
 
+        # the bot's own context (hub/agent_context.py), resolved at start once extensions are in
+        self.agent: AgentContext | None = None
+        if self.config.memory.export_training:  # the running training export (hub/training.py)
+            from .training import TrainingExport
+
+            TrainingExport.attach(self)
+
         # episodic memory (hub/episodes.py): episodes after runs, recall before them
         self.episodes: EpisodicMemory | None = None
         if self.config.memory.episodes:
@@ -247,6 +256,7 @@ class Hub:
                 log.warning("run %s of %s was cut off by a crash: killed (abnormal_exit)", run.id[:8], run.context)
             for ext in self.extensions.values():
                 await self._install(ext)
+            self.agent = AgentContext.resolve(self)
             for ext in self.extensions.values():
                 for svc in ext.services:
                     try:
@@ -387,12 +397,15 @@ class Hub:
         platform_id: str | None = None,
         meta: dict[str, Any] | None = None,
         parent_id: str | None = None,
+        formatted: str | None = None,
     ) -> Submission:
-        """Record an input and queue it; returns at once (see :meth:`send` to wait)."""
+        """Record an input and queue it; returns at once (see :meth:`send` to wait).
+        ``formatted`` is how the log shows it (an input's ``format``)."""
         if self._state != _Lifecycle.STARTED:
             raise RunError("the hub is not started (use `async with Hub(...)` or await hub.start())")
         definition, parsed, key = self.resolve_context(context, args)
         entry = InputLog(type=type, content=data, user=user, platform_id=platform_id, meta=dict(meta or {}))
+        entry.formatted = formatted
         if parent_id:
             entry.meta["parent_run"] = parent_id
         if not await self.inbox.record(f"{definition.type}:{key}", entry):
@@ -421,6 +434,13 @@ class Hub:
     def _sender(self, inp: Input) -> Callable[..., Awaitable[Any]]:
         async def send(context: str | Context, args: Any = None, data: Any = None, **kw: Any) -> Submission:
             kw.setdefault("type", inp.type)
+            try:  # the input's schema: a mismatch is the extension's bug, told to its author
+                data = inp.validate(data)
+            except ValidationError as e:
+                owner = self.owner_of(inp) or inp.type
+                raise ExtensionError(owner, f"input {inp.type!r} sent data that does not match its schema: {validation_message(e)}") from e
+            if inp.format is not None:
+                kw["formatted"] = str(inp.format(data))
             return await self.submit(context, args, data, **kw)
 
         return send

@@ -157,10 +157,12 @@ class PromptBuilder:
                 who = f' user="{_attr(e.user)}"' if e.user else ""
                 if e.meta.get("user_name"):
                     who += f' name="{_attr(e.meta["user_name"])}"'
-                return f'<input type="{_attr(e.type)}"{who}{flag}>{self._clip(_json(e.content))}</input>'
+                shown = e.formatted if e.formatted is not None else _json(e.content)
+                return f'<input type="{_attr(e.type)}"{who}{flag}>{self._clip(shown)}</input>'
             case OutputLog():
                 state = "" if e.sent else ' sent="false"'
-                return f'<output type="{_attr(e.type)}"{state}>{self._clip(_json(e.content))}</output>'
+                shown = e.formatted if e.formatted is not None else _json(e.content)
+                return f'<output type="{_attr(e.type)}"{state}{flag}>{self._clip(shown)}</output>'
             case ActionCallLog():
                 return f'<action_call name="{_attr(e.name)}" index="{e.index}">{self._clip(_json(e.args))}</action_call>'
             case ActionResultLog():
@@ -191,7 +193,7 @@ class PromptBuilder:
             head.append(f"<{k}>{escape(v)}</{k}>")
         run_lines = []
         for e in p.run:
-            new = isinstance(e, (InputLog, ActionResultLog)) and not e.processed
+            new = isinstance(e, (InputLog, ActionResultLog, OutputLog)) and not e.processed
             line = self.render_entry(e, new=new)
             if line is not None:
                 run_lines.append(line)

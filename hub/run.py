@@ -22,6 +22,7 @@ from .logs import ActionCallLog, InputLog, Log, OutputLog
 from .runs import RunRecord, RunState
 
 if TYPE_CHECKING:
+    from .agent_context import AgentView
     from .definitions import Action, Context, Output
     from .hub import Hub
     from .runner import Slot
@@ -141,6 +142,14 @@ class RunContext(Generic[ArgsT, MemoryT]):
     @memory.setter
     def memory(self, value: MemoryT) -> None:
         self.context.memory = value
+
+    @property
+    def agent(self) -> AgentView | None:
+        """The bot's own context (state every conversation shares), or None without one."""
+        from .agent_context import AgentView
+
+        agent = self.hub.agent
+        return None if agent is None else AgentView(agent, self)
 
     @property
     def args(self) -> ArgsT:
