@@ -628,6 +628,9 @@ async def export_training(
     if path.exists():
         async with open_episode_store(config) as store:
             episodes = await all_episodes(store, context=context)
+    from .redact import Redactor
+
+    redactor = Redactor.from_config(config)  # as the running export masks (hub/training.py)
     n = 0
     tmp = out.with_name(out.name + ".part")
     with tmp.open("w", encoding="utf-8") as f:
@@ -644,6 +647,8 @@ async def export_training(
                     "time": ep.time,
                     "state": ep.state,
                 }
+            if redactor:
+                line = redactor.redact_tree(line)
             f.write(json.dumps(line, ensure_ascii=False) + "\n")
             n += 1
     tmp.replace(out)
