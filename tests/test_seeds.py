@@ -12,7 +12,8 @@ import pytest
 from pydantic import BaseModel
 
 from hub import Context, Extension, Hub, RunContext, ScriptedModel, action, output
-from hub.definitions import Input, NoArgs, OutputResult, TextArgs
+from hub import OutputResult
+from hub.definitions import Input, NoArgs, TextArgs
 from hub.errors import ConfigError, ExtensionError
 from hub.logs import ActionResultLog, InputLog, OutputLog
 from hub.runs import RunState
@@ -257,3 +258,53 @@ async def test_used_contexts_are_prepared_concurrently_with_their_overrides(make
         assert saved["t:profile:ann"] == {"name": "Ann", "visits": 2}
         assert saved["t:topics:ann"] == {}
         assert json.dumps(saved["t:profile:ann"]) and await hub.memory.get("memory:t:profile:ann") is None
+
+
+# --- 6. a store outage is explicit, and its inputs are answered once it is over --------------
+
+
+async def test_a_store_outage_fails_runs_visibly_and_their_input_is_answered_after(config, make_hub, out) -> None:
+    import sqlite3
+
+    import aiohttp
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from hub.config import HttpSection
+
+    config.http = HttpSection(port=0)
+    holder: list[sqlite3.Connection] = []
+
+    def answer(request: Any) -> str:
+        if not holder:  # the outage starts while the first run is thinking: another process
+            other = sqlite3.connect(hub._db.path, isolation_level=None, check_same_thread=False)
+            other.execute("BEGIN IMMEDIATE")  # holds the write lock, so no write lands
+            holder.append(other)
+            return "<response><reasoning>let me think</reasoning></response>"  # nothing answered yet
+        return "<response><output>answered</output></response>"
+
+    hub = make_hub(ScriptedModel(answer))
+    db = hub._db
+    db.busy_timeout, db.busy_retries, db.retry_delay, db.degraded_for = 0.01, 1, 0.001, 0.0
+    hub.runner.store_retry_delays = (0.2, 0.2, 0.2, 0.2, 0.2)
+    async with hub, aiohttp.ClientSession() as session:
+        base = f"http://127.0.0.1:{hub.http.port}"
+        result = await hub.send("cli:session:ann", None, "are you there?")
+        assert result.state == RunState.FAILED and result.reason.startswith("store_error: "), result.reason
+        async with session.get(f"{base}/healthz") as resp:
+            assert resp.status == 503 and (await resp.json())["status"] == "degraded"
+        async with session.get(f"{base}/metrics") as resp:
+            samples = {s.name: s.value for f in text_string_to_metric_families(await resp.text()) for s in f.samples}
+        assert samples["hub_store_degraded"] == 1 and samples["hub_store_errors_total"] >= 1
+        # nothing was answered, so the input waits in the inbox (not in a memory fallback)
+        (pending,) = await hub.inbox.pending()
+        assert pending.entry.content == "are you there?"
+        holder[0].execute("ROLLBACK")  # the store is back
+        holder[0].close()
+        async with asyncio.timeout(10):  # the runner's retry answers it, once
+            while await hub.inbox.pending():
+                await asyncio.sleep(0.02)
+        runs = [r for r in await hub.runs.list(limit=10) if r.context == "cli:session:ann"]
+        assert [str(r.state) for r in runs].count("completed") == 1, [(r.state, r.reason) for r in runs]
+        assert out.getvalue().count("answered") == 1
+        async with session.get(f"{base}/healthz") as resp:
+            assert resp.status == 200
