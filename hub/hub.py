@@ -440,7 +440,10 @@ class Hub:
                 owner = self.owner_of(inp) or inp.type
                 raise ExtensionError(owner, f"input {inp.type!r} sent data that does not match its schema: {validation_message(e)}") from e
             if inp.format is not None:
-                kw["formatted"] = str(inp.format(data))
+                try:
+                    kw["formatted"] = str(inp.format(data))
+                except Exception as e:
+                    raise ExtensionError(self.owner_of(inp) or inp.type, f"input {inp.type!r}: its format failed: {type(e).__name__}: {e}") from e
             return await self.submit(context, args, data, **kw)
 
         return send

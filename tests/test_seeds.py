@@ -166,6 +166,9 @@ async def test_input_schema_is_checked_and_format_shows_it(make_hub) -> None:
         (inp,) = [e for e in result.logs if isinstance(e, InputLog)]
         assert inp.type == "t:ping" and inp.formatted == "ping: hi (p2)"
         assert "ping: hi (p2)" in model.requests[0].messages[0]["content"]
+        ping.format = lambda p: p.missing  # a format that raises is the extension's bug, named
+        with pytest.raises(ExtensionError, match=r"pinger.*input 't:ping': its format failed: AttributeError"):
+            await send("cli:session:a", None, {"text": "hi"})
 
 
 # --- 4. what output handlers return ------------------------------------------------------
@@ -308,3 +311,16 @@ async def test_a_store_outage_fails_runs_visibly_and_their_input_is_answered_aft
         assert out.getvalue().count("answered") == 1
         async with session.get(f"{base}/healthz") as resp:
             assert resp.status == 200
+
+
+def test_hub_check_names_an_unknown_bot_context(tmp_path) -> None:
+    from hub import load_config
+    from hub.check import check_config
+
+    path = tmp_path / "config.toml"
+    for name, error in (("cli:nope", True), ("cli:session", False)):
+        path.write_text(f'[hub]\ndata_dir = "{tmp_path}"\n[agent]\ncontext = "{name}"\n[extensions.cli]\n')
+        errors = check_config(load_config(path)).errors
+        named = [e for e in errors if f"agent.context: '{name}' names no context type" in e]
+        assert bool(named) == error, errors
+        assert not named or "cli:session" in named[0]
