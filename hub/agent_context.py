@@ -20,6 +20,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from .errors import ConfigError
 from .run import ContextInstance
 
@@ -40,6 +42,10 @@ class AgentContext:
     def __init__(self, hub: Hub, definition: Context) -> None:
         self.hub = hub
         self.definition = definition
+        try:  # its one instance's args, from the key, checked when the hub starts
+            self.args = definition.args_from_key(AGENT_KEY)
+        except (ValueError, ValidationError) as e:
+            raise ConfigError(f"the bot's own context {definition.type!r} cannot be keyed {AGENT_KEY!r}: {e}") from e
         self.instance: ContextInstance | None = None
         self._lock = asyncio.Lock()
         self._saved: str | None = None
@@ -93,8 +99,7 @@ class AgentContext:
             from .conversation import load_memory
 
             d = self.definition
-            args = d.args_from_key(AGENT_KEY)
-            inst = ContextInstance(d, args, d.key_of(args), extension=self.hub.owner_of(d))
+            inst = ContextInstance(d, self.args, d.key_of(self.args), extension=self.hub.owner_of(d))
             inst.memory = await load_memory(self.hub, inst, ctx)
             self._saved = _dump(d.memory_to(inst.memory))
             self.instance = inst

@@ -88,6 +88,15 @@ async def test_an_extension_declares_the_bots_context_and_an_unknown_one_is_name
         async with make_hub([], Extension("t", contexts=[bot])):
             pass
 
+    class Pair(BaseModel):
+        a: int
+        b: int
+
+    config.agent.context = "t:pair"
+    with pytest.raises(ConfigError, match=r"'t:pair' cannot be keyed 'bot'"):
+        async with make_hub([], Extension("t", contexts=[Context(type="t:pair", schema=Pair, key=lambda p: f"{p.a}")])):
+            pass
+
 
 # --- 3. declared fields at work -------------------------------------------------------------
 
