@@ -157,6 +157,10 @@ class ActionCalls:
                     result = await self.invoke(action, args, ctx)
             else:
                 result = await self.invoke(action, args, ctx)
+            try:
+                action.check_result(result)
+            except ValidationError as e:  # the model sees which field of the result is wrong
+                raise ActionError(action.name, "its result does not match its returns schema: " + validation_message(e)) from e
             data = jsonable(result)
             self.result(run, call, ok=True, data=data, started=started)
             fut.set_result(data)

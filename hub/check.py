@@ -89,6 +89,12 @@ def check_config(config: HubConfig) -> CheckReport:
                         f"(add [roles.{role}]): every call will be denied"
                     )
 
+    if exts and config.agent.context and config.agent.context not in context_types:
+        report.errors.append(
+            f"{where}agent.context: {config.agent.context!r} names no context type of an enabled extension "
+            f"(context types: {', '.join(sorted(context_types)) or 'none'})"
+        )
+
     for section in ("webhooks", "schedules"):
         for name, item in getattr(config, section).items():
             ctype, sep, _ = item.context.rpartition(":")

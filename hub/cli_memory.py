@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .redact import Redactor
+from .training import training_line
 from .config import HubConfig
 from .db import Database
 from .episode import INDEX, Episode, all_episodes, default_store_path, forget_filter, open_episode_store
@@ -127,13 +129,14 @@ async def export_training(
     if path.exists():
         async with open_episode_store(config) as store:
             episodes = await all_episodes(store, context=context)
+    redactor = Redactor.from_config(config)  # masked as the running export masks (hub/training.py)
     n = 0
     tmp = out.with_name(out.name + ".part")
     with tmp.open("w", encoding="utf-8") as f:
         for ep in episodes:
-            if not ep.prompt or not ep.completion or (ep.state != "completed" and not all_states):
+            line: dict[str, Any] | None = training_line(ep, all_states=all_states)
+            if line is None:
                 continue
-            line: dict[str, Any] = {"prompt": ep.prompt, "completion": ep.completion}
             if with_meta:
                 line["meta"] = {
                     "run_id": ep.run_id,
@@ -143,6 +146,8 @@ async def export_training(
                     "time": ep.time,
                     "state": ep.state,
                 }
+            if redactor:
+                line = redactor.redact_tree(line)
             f.write(json.dumps(line, ensure_ascii=False) + "\n")
             n += 1
     tmp.replace(out)

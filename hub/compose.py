@@ -49,6 +49,7 @@ from .runs import RunStore, SQLiteRunStore
 from .retention import Retention
 from .schedule import Scheduler, SQLiteScheduleStore
 from .storehealth import StoreHealth
+from .training import TrainingExport
 
 __all__ = ["Component", "Features", "Stores", "build_stores", "compose", "make_model", "prompt_budget"]
 
@@ -214,7 +215,12 @@ def compose(
             retry_policy=retry_policy,
             model_timeout=config.model.timeout,
         )
-    plugins = Plugins([budgets, guard, metrics, children, *([episodes] if episodes is not None else [])])
+    training = TrainingExport(config, redactor) if config.memory.export_training else None
+    plugins = Plugins([
+        budgets, guard, metrics, children,
+        *([episodes] if episodes is not None else []),
+        *([training] if training is not None else []),
+    ])
 
     scheduler = Scheduler(
         SQLiteScheduleStore(db) if db is not None else None,
@@ -234,6 +240,8 @@ def compose(
         components.append(http)
     if episodes is not None:
         components.append(episodes)
+    if training is not None:
+        components.append(training)
     if heartbeat is not None:
         components.append(Heartbeat(heartbeat, health=health.problem))
     return Features(

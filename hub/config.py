@@ -123,6 +123,9 @@ class AgentSection(_Section):
     heartbeat_timeout: float = Field(120.0, gt=0, description="a run with no progress for this long is killed")
     max_run_tokens: int = Field(0, ge=0, description="tokens a run may use (0: no limit)")
     action_timeout: float = Field(60.0, gt=0, description="default seconds an action may take")
+    context: str = Field(
+        "", description="the bot's own context: a context type whose one instance every run shares (empty: none)"
+    )
 
 
 class LimitsSection(_Section):
@@ -147,6 +150,14 @@ class MemorySection(_Section):
     max_episodes: int = Field(50_000, ge=0, description="0: no bound")
     summarize: bool = Field(False, description="ask the model for a summary of each episode")
     prune_every: int = Field(1000, ge=0, description="apply retention every N episodes written (and at start)")
+    export_training: bool = Field(False, description="append each new episode to training_path as the hub runs")
+    training_path: str = Field(
+        "training/episodes.jsonl", description="the running training export (JSONL); relative to data_dir"
+    )
+    training_max_bytes: int = Field(
+        50_000_000, ge=1024, description="size at which the training file is rotated to .1 (older ones shift up)"
+    )
+    training_backups: int = Field(5, ge=0, description="rotated training files kept")
 
 
 class HttpSection(_Section):

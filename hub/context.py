@@ -7,6 +7,7 @@ get (the hub, the record, the conversation and the call); :class:`RunResult` is 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import sqlite3
@@ -22,6 +23,7 @@ from .runs import RunRecord, RunState
 
 if TYPE_CHECKING:
     from .definitions import Context
+    from .memory.store import MemoryStore
     from .runs import RunStore
 
 __all__ = ["RunContext", "RunResult", "ContextInstance", "RunRejected", "StopRun", "store_error"]
@@ -92,7 +94,7 @@ class RunContext(Generic[ArgsT, MemoryT]):
 
     __slots__ = (
         "hub", "run", "context", "inputs", "call", "attributes", "action_memory", "logs", "progress",
-        "episodes", "_stop", "output", "_runs",
+        "episodes", "_stop", "output", "_runs", "agent",
     )
 
     def __init__(
@@ -115,6 +117,9 @@ class RunContext(Generic[ArgsT, MemoryT]):
         self._stop: Callable[[RunState, str], None] | None = None
         self.output: OutputLog | None = None
         """The output an output handler is delivering (see :meth:`part_sent`)."""
+        self.agent: Any = None
+        """The bot's own context as this run sees it (an ``AgentView``: ``.memory``,
+        ``await .update(fn)``), or None when the bot has none."""
 
     def stop(self, state: RunState, reason: str) -> None:
         """End this run from outside its step loop (another run, a plugin) in ``state``."""
@@ -160,6 +165,7 @@ class RunContext(Generic[ArgsT, MemoryT]):
         ctx.progress = self.progress
         ctx.episodes = self.episodes
         ctx._stop = self._stop
+        ctx.agent = self.agent
         for k, v in changes.items():
             setattr(ctx, k, v)
         return ctx
@@ -220,3 +226,31 @@ def jsonable(value: Any) -> Any:
         return value
     except (TypeError, ValueError):
         return repr(value)
+
+
+async def load_memory(store: MemoryStore, inst: ContextInstance, ctx: RunContext) -> Any:
+    """A context instance's persistent memory: its ``load`` override or the store, else
+    its ``create`` (awaited when async), else a new one; in its ``memory_schema``."""
+    definition = inst.definition
+    if definition.load is not None:
+        memory = await _value(definition.load(inst.id, ctx))
+    else:
+        memory = await store.get(f"memory:{inst.id}")
+    if memory is None:
+        memory = await _value(definition.create(inst.args, ctx)) if definition.create is not None else definition.new_memory()
+    return definition.memory_from(memory)
+
+
+async def save_memory(store: MemoryStore, inst: ContextInstance, ctx: RunContext) -> None:
+    """Write a context instance's memory back: its ``save`` override, or the store."""
+    definition = inst.definition
+    if definition.save is not None:
+        await _value(definition.save(inst.id, inst.memory, ctx))
+    else:
+        await store.set(f"memory:{inst.id}", definition.memory_to(inst.memory))
+
+
+async def _value(res: Any) -> Any:
+    if asyncio.iscoroutine(res):
+        return await res
+    return res

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from .logs import ActionCallLog, ActionResultLog, InputLog, Log, OutputLog, from_dict, to_dict
 from .prompt import PromptParts, escape
-from .run import ContextInstance, RunContext, jsonable
+from .context import ContextInstance, RunContext, jsonable, load_memory, save_memory
 from .runs import RunRecord
 
 if TYPE_CHECKING:
@@ -31,24 +31,20 @@ async def prepare(deps: EngineDeps, definition: Context, args: Any, key: str, ru
     inst = ContextInstance(definition=definition, args=args, key=key, extension=deps.owner_of(definition))
     ctx: RunContext[Any, Any] = RunContext(deps.hub, run, inst, logs, runs=deps.runs)
     store = deps.memory
-    if definition.load is not None:
-        inst.memory = await definition.load(inst.id, ctx)
-    else:
-        inst.memory = await store.get(f"memory:{inst.id}")
-    if inst.memory is None:
-        inst.memory = await _value(definition.create(args, ctx)) if definition.create is not None else definition.new_memory()
-    inst.memory = definition.memory_from(inst.memory)
+    inst.memory = await load_memory(store, inst, ctx)
     raw = await store.get(f"working-memory:{inst.id}") or []
     inst.history = [from_dict(d) for d in raw if isinstance(d, dict)]
     if definition.use is not None:
         for sub_def, sub_args in definition.use(args, ctx):
             sub_args = sub_def.schema.model_validate(sub_args) if not isinstance(sub_args, BaseModel) else sub_args
-            sub = ContextInstance(sub_def, sub_args, sub_def.key_of(sub_args), extension=deps.owner_of(sub_def))
-            sub.memory = await store.get(f"memory:{sub.id}")
-            if sub.memory is None:
-                sub.memory = await _value(sub_def.create(sub_args, ctx)) if sub_def.create else sub_def.new_memory()
-            sub.memory = sub_def.memory_from(sub.memory)
-            inst.used.append(sub)
+            inst.used.append(ContextInstance(sub_def, sub_args, sub_def.key_of(sub_args), extension=deps.owner_of(sub_def)))
+        # the seed's "prepared in parallel": each used context's load (or create) at once
+        memories = await asyncio.gather(*(load_memory(store, sub, ctx) for sub in inst.used))
+        for sub, memory in zip(inst.used, memories, strict=True):
+            sub.memory = memory
+    agent = deps.agent()
+    if agent is not None:
+        await agent.prepare(ctx)
     return inst
 
 
@@ -57,13 +53,10 @@ async def save(deps: EngineDeps, inst: ContextInstance, run_logs: list[Log], ctx
     definition = inst.definition
     # The writes are independent: issued together they share one SQLite group commit
     # (four sequential commits cost ~0.4 ms of CPU per run, one ~0.12 ms).
-    writes = []
-    if definition.save is not None:
-        await definition.save(inst.id, inst.memory, ctx)
-    else:
-        writes.append(store.set(f"memory:{inst.id}", definition.memory_to(inst.memory)))
-    for sub in inst.used:
-        writes.append(store.set(f"memory:{sub.id}", sub.definition.memory_to(sub.memory)))
+    writes = [save_memory(store, i, ctx) for i in (inst, *inst.used)]
+    agent = deps.agent()
+    if agent is not None:
+        writes.append(agent.save(ctx))
     keep = definition.max_history if definition.max_history is not None else deps.config.agent.max_history
     kept = [e for e in run_logs if isinstance(e, (InputLog, OutputLog, ActionCallLog, ActionResultLog))]
     history = (inst.history + kept)[-keep:] if keep else []
@@ -82,13 +75,14 @@ def available(deps: EngineDeps, run: Run) -> None:
     """The actions and outputs this step of ``run`` may use."""
     inst, ctx = run.instance, run.ctx
     assert inst is not None and ctx is not None
-    types = {inst.type, *(u.type for u in inst.used)}
+    defs = [i.definition for i in _shown(deps, inst)]
+    types = {d.type for d in defs}
     actions: dict[str, Action] = {}
-    for a in (*deps.actions.values(), *inst.definition.actions, *(a for u in inst.used for a in u.definition.actions)):
+    for a in (*deps.actions.values(), *(a for d in defs for a in d.actions)):
         if a.enabled is None or a.enabled(ctx):
             actions[a.name] = a
     outputs: dict[str, Output] = {}
-    for o in (*deps.outputs.values(), *inst.definition.outputs, *(o for u in inst.used for o in u.definition.outputs)):
+    for o in (*deps.outputs.values(), *(o for d in defs for o in d.outputs)):
         if (o.context is None or o.context in types) and (o.enabled is None or o.enabled(ctx)):
             outputs[o.type] = o
     run.actions, run.outputs = actions, outputs
@@ -100,7 +94,8 @@ def prompt_parts(deps: EngineDeps, run: Run) -> PromptParts:
     assert inst is not None and ctx is not None
     persona = deps.persona_for(inst)
     state_lines = []
-    for i in (inst, *inst.used):
+    shown = _shown(deps, inst)
+    for i in shown:
         d = i.definition
         if d.render is not None:
             state_lines.append(str(d.render(i.memory, ctx)))
@@ -112,7 +107,7 @@ def prompt_parts(deps: EngineDeps, run: Run) -> PromptParts:
         persona_examples=tuple(persona.examples) if persona else (),
         context_id=inst.id,
         context_type=inst.type,
-        context_instructions=[d.instructions for d in (inst.definition, *(u.definition for u in inst.used))],
+        context_instructions=[_about(i.definition) for i in shown],
         context_state=state_lines,
         actions=list(run.actions.values()),
         outputs=list(run.outputs.values()),
@@ -123,10 +118,16 @@ def prompt_parts(deps: EngineDeps, run: Run) -> PromptParts:
     )
 
 
-async def _value(res: Any) -> Any:
-    if asyncio.iscoroutine(res):
-        return await res
-    return res
+def _shown(deps: EngineDeps, inst: ContextInstance) -> list[ContextInstance]:
+    """The contexts a run of ``inst`` sees: itself, those it uses, and the bot's own."""
+    bot = deps.agent()
+    agent = bot.instance if bot is not None else None
+    return [inst, *inst.used, *([agent] if agent is not None else [])]
+
+
+def _about(d: Context) -> str:
+    """A context's description and instructions, as its prompt section shows them."""
+    return "\n".join(t.strip() for t in (d.description, d.instructions) if t and t.strip())
 
 
 def _escape_json(value: Any) -> str:

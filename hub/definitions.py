@@ -12,7 +12,7 @@ import builtins
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
@@ -41,6 +41,7 @@ __all__ = [
     "service",
     "NoArgs",
     "TextArgs",
+    "OutputResult",
 ]
 
 ErrorDecision = Literal["continue", "retry", "abort"]
@@ -108,6 +109,7 @@ class Action:
     critical: bool = False
     scope: Literal["context", "global"] = "context"
     """Where ``memory`` lives: one value per conversation (``"context"``), or one shared by all."""
+    _returns_adapter: TypeAdapter[Any] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         _check_name("action", self.name)
@@ -124,6 +126,18 @@ class Action:
             return None
         return TypeAdapter(self.returns).json_schema()
 
+    def check_result(self, result: Any) -> None:
+        """Validate a handler's result against ``returns`` (nothing to check without one).
+
+        Raises:
+            pydantic.ValidationError: The result does not match; its errors name the field.
+        """
+        if self.returns is None:
+            return
+        if self._returns_adapter is None:
+            self._returns_adapter = TypeAdapter(self.returns)
+        self._returns_adapter.validate_python(result)
+
 
 @dataclass(slots=True, eq=False)
 class Output:
@@ -131,7 +145,14 @@ class Output:
 
     ``attributes`` is the schema of the tag's attributes; a destination attribute is only
     possible when the definition declares one. ``context`` restricts the output to runs of one
-    context type.
+    context type. ``format(content)`` is how the log shows it (the prompt's history, traces):
+    a string in place of the raw content.
+
+    The handler gets the validated content and ``ctx`` (``ctx.output`` is its own log entry).
+    It returns nothing, data that goes into the entry's ``data``, an :class:`OutputResult`, or
+    a list of them: the first updates the entry, each further one is an entry of its own. An
+    entry whose result says ``processed=False`` is shown to the model as new, and the run
+    takes another step for it.
     """
 
     type: str
@@ -159,20 +180,48 @@ class Output:
         return TypeAdapter(self.schema).json_schema()
 
 
+@dataclass(slots=True)
+class OutputResult:
+    """What an output handler may return, one or a list: ``data`` for the log entry, and
+    ``processed=False`` to show the entry to the model as new in the next step."""
+
+    data: Any = None
+    processed: bool = True
+
+
 @dataclass(slots=True, eq=False)
 class Input:
-    """A listener: ``subscribe(send, hub)`` starts it and returns an async callable that stops it."""
+    """A listener: ``subscribe(send, hub)`` starts it and returns an async callable that stops it.
+
+    ``schema`` (a type pydantic validates; ``Any``: anything) is checked against the data each
+    ``send`` carries: a mismatch is an :class:`~hub.ExtensionError` naming the input type and
+    the field. ``format(data)`` is how the log shows the input (the prompt, traces).
+    """
 
     type: str
     subscribe: Callable[[Callable[..., Awaitable[Any]], HubRef], Awaitable[Callable[[], Awaitable[None]]]]
-    schema: Any = str
+    schema: Any = Any
     description: str = ""
     format: Callable[[Any], str] | None = None
     install: Callable[[HubRef], Awaitable[None] | None] | None = None
     enabled: Callable[[HubRef], bool] | None = None
 
+    _adapter: TypeAdapter[Any] | None = field(default=None, init=False, repr=False)
+
     def __post_init__(self) -> None:
         _check_name("input", self.type)
+
+    def validate(self, data: Any) -> Any:
+        """``data`` validated against ``schema``.
+
+        Raises:
+            pydantic.ValidationError: It does not match.
+        """
+        if self.schema is Any:
+            return data
+        if self._adapter is None:
+            self._adapter = TypeAdapter(self.schema)
+        return self._adapter.validate_python(data)
 
 
 @dataclass(slots=True, eq=False)
@@ -277,6 +326,8 @@ class Extension:
     services: Sequence[Service] = ()
     install: Callable[[HubRef], Awaitable[None] | None] | None = None
     description: str = ""
+    agent_context: Context | None = None
+    """The bot's own context (see :mod:`hub.agent_context`), registered with ``contexts``."""
 
     def __post_init__(self) -> None:
         for seq_name in ("actions", "outputs", "inputs", "contexts", "services"):
@@ -284,6 +335,8 @@ class Extension:
             if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
                 raise ExtensionError(self.name, f"{seq_name} must be a list")
             setattr(self, seq_name, list(items))
+        if self.agent_context is not None and self.agent_context not in self.contexts:
+            self.contexts.append(self.agent_context)  # type: ignore[attr-defined]
 
 
 # --- decorators -------------------------------------------------------------------------
@@ -399,7 +452,7 @@ def input(  # noqa: A001 - the contract's name
     fn: Callable[..., Awaitable[Any]] | None = None,
     *,
     type: str,  # noqa: A002
-    schema: Any = str,
+    schema: Any = Any,
     description: str = "",
     format: Callable[[Any], str] | None = None,  # noqa: A002
     install: Callable[..., Any] | None = None,

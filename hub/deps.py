@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .agent_context import AgentContext
 from .config import HubConfig
 from .definitions import Action, Output
 from .hooks import Plugins
@@ -47,6 +48,8 @@ class EngineDeps:
     owner_of: Callable[[Any], str | None]
     """The extension that registered a definition."""
     persona_for: Callable[[ContextInstance], Persona | None]
+    agent: Callable[[], AgentContext | None]
+    """The bot's own context (resolved when the hub starts), or None."""
     hub: Any
     """Handed to handlers as ``ctx.hub``; the engine itself never reads it."""
 

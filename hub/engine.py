@@ -157,7 +157,7 @@ class Engine:
             if limit:
                 return RunState.KILLED, limit
             new_inputs = self._take_inputs(run)
-            unprocessed = any(isinstance(e, ActionResultLog) and not e.processed for e in run.logs)
+            unprocessed = any(isinstance(e, (ActionResultLog, OutputLog)) and not e.processed for e in run.logs)
             if not (unprocessed or new_inputs or run.feedback):
                 return RunState.COMPLETED, None
 
@@ -169,7 +169,7 @@ class Engine:
         chat_style = style == "chat" or (style == "auto" and deps.model_is_local() and not run.actions)
         request = deps.prompts.build_chat(parts) if chat_style else deps.prompts.build(parts)
         for e in run.logs:  # what this prompt shows is seen from now on
-            if isinstance(e, (InputLog, ActionResultLog)):
+            if isinstance(e, (InputLog, ActionResultLog, OutputLog)):
                 e.processed = True
         step_log = StepLog(step=run.step)
         policy = deps.retry_policy

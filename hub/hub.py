@@ -13,10 +13,11 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from .agent_context import AgentContext
 from .compose import Component, build_stores, compose, make_model, prompt_budget
 from .config import HubConfig
 from .db import Database
@@ -30,6 +31,7 @@ from .memory.store import MemoryStore
 from .models import Model, RetryPolicy
 from .persona import Persona, PersonaSet
 from .redact import Redactor
+from .context import validation_message
 from .runner import Runner, Submission
 from .deps import EngineDeps
 from .runs import RunStore
@@ -149,10 +151,13 @@ class Hub:
             outputs=self.outputs,
             owner_of=self.owner_of,
             persona_for=self.persona_for,
+            agent=lambda: self.agent,
             hub=self,
         ))
         self.register(self.children.extension())
 
+        # the bot's own context (hub/agent_context.py), resolved at start once extensions are in
+        self.agent: AgentContext | None = None
         if load_extensions:
             for ext in _load_extensions(self.config):
                 self.register(ext)
@@ -231,6 +236,7 @@ class Hub:
                 log.warning("run %s of %s was cut off by a crash: killed (abnormal_exit)", run.id[:8], run.context)
             for ext in self.extensions.values():
                 await self._install(ext)
+            self.agent = AgentContext.resolve(self.config, self.contexts, self.extensions, self.memory, self.owner_of)
             for ext in self.extensions.values():
                 for svc in ext.services:
                     try:
@@ -386,14 +392,17 @@ class Hub:
         platform_id: str | None = None,
         meta: dict[str, Any] | None = None,
         parent_id: str | None = None,
+        formatted: str | None = None,
     ) -> Submission:
-        """Record an input and queue it; returns at once (see :meth:`send` to wait)."""
+        """Record an input and queue it; returns at once (see :meth:`send` to wait).
+        ``formatted`` is how the log shows it (an input's ``format``)."""
         if self._state != _Lifecycle.STARTED:
             raise RunError("the hub is not started (use `async with Hub(...)` or await hub.start())")
         definition, parsed, key = self.resolve_context(context, args)
         r = self.redactor  # a pasted secret is masked here, before anything stores or shows it
         entry = InputLog(type=type, content=r.redact_tree(data), user=user, platform_id=platform_id,
                          meta=dict(r.redact_tree(meta or {})))
+        entry.formatted = r.redact(formatted) if formatted else formatted
         if parent_id:
             entry.meta["parent_run"] = parent_id
         if not await self.inbox.record(f"{definition.type}:{key}", entry):
@@ -422,6 +431,16 @@ class Hub:
     def _sender(self, inp: Input) -> Callable[..., Awaitable[Any]]:
         async def send(context: str | Context, args: Any = None, data: Any = None, **kw: Any) -> Submission:
             kw.setdefault("type", inp.type)
+            try:  # the input's schema: a mismatch is the extension's bug, told to its author
+                data = inp.validate(data)
+            except ValidationError as e:
+                owner = self.owner_of(inp) or inp.type
+                raise ExtensionError(owner, f"input {inp.type!r} sent data that does not match its schema: {validation_message(e)}") from e
+            if inp.format is not None:
+                try:
+                    kw["formatted"] = str(inp.format(data))
+                except Exception as e:
+                    raise ExtensionError(self.owner_of(inp) or inp.type, f"input {inp.type!r}: its format failed: {type(e).__name__}: {e}") from e
             return await self.submit(context, args, data, **kw)
 
         return send

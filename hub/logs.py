@@ -45,6 +45,8 @@ class InputLog:
     meta: dict[str, Any] = field(default_factory=dict)
     ts: float = field(default_factory=time.time)
     processed: bool = False
+    formatted: str | None = None
+    """How the log shows it, from the input's ``format`` (None: the content itself)."""
 
 
 @dataclass(slots=True)
@@ -99,6 +101,10 @@ class OutputLog:
     ts: float = field(default_factory=time.time)
     parts: list[dict[str, Any]] = field(default_factory=list)
     """The parts a platform reported sent (``RunContext.part_sent``), when it splits one output."""
+    formatted: str | None = None
+    """How the log shows it, from the output's ``format`` (None: the content itself)."""
+    processed: bool = True
+    """False when its handler asked the model to see it as new (the run takes another step)."""
 
 
 @dataclass(slots=True)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from .definitions import OutputResult
 from .logs import ErrorLog, OutputLog, ThoughtLog
 from .parser import Element, ElementParser
 from .run import RunContext, jsonable, validation_message
@@ -73,6 +74,8 @@ class OutputDispatch:
             return
         if out.is_text and not entry.content:
             return  # an empty reply says nothing; nothing to send
+        if out.format is not None:
+            entry.formatted = _formatted(run, out, value)
         ctx = run.ctx.derive(attributes=attributes, output=entry)
         previous = run.output_chain
         run.output_chain = asyncio.create_task(self._send(run, out, value, ctx, entry, previous), name=f"output:{out.type}")
@@ -119,6 +122,7 @@ class OutputDispatch:
     async def _send(self, run: Run, out: Output, value: Any, ctx: RunContext, entry: OutputLog, previous: asyncio.Task[None] | None) -> None:
         if previous is not None:
             await previous
+        extra: list[OutputLog] = []
         try:
             data = await out.handler(value, ctx)
         except asyncio.CancelledError:
@@ -130,14 +134,46 @@ class OutputDispatch:
             log.error("run %s: output %s failed: %s", run.id, out.type, entry.error)
         else:
             entry.sent = True
-            if data is not None:
-                entry.data = jsonable(data)
+            extra = self._results(run, out, entry, data)
         run.progress()
         self.deps.runs.append(run.record, entry)
+        for more in extra:
+            run.append(more)
         if entry.sent or entry.parts:
             # durable before anything else happens: a crash from here on must not answer twice
             await self.deps.runs.sync()
         self.deps.plugins.on_output(run.ctx, entry)  # type: ignore[arg-type]
+
+
+    @staticmethod
+    def _results(run: Run, out: Output, entry: OutputLog, data: Any) -> list[OutputLog]:
+        """Apply what the handler returned: plain data, one :class:`OutputResult` or a list of
+        them. The first updates ``entry``; each further one is returned as an entry of its own."""
+        results = data if isinstance(data, list) and data and all(isinstance(r, OutputResult) for r in data) else [data]
+        extra: list[OutputLog] = []
+        for i, r in enumerate(results):
+            target = entry if i == 0 else OutputLog(
+                type=entry.type, content=entry.content, attrs=dict(entry.attrs), sent=True, step=run.step,
+                formatted=entry.formatted,
+            )
+            if isinstance(r, OutputResult):
+                target.processed = r.processed
+                r = r.data
+            if r is not None:
+                target.data = jsonable(r)
+            if i:
+                extra.append(target)
+        return extra
+
+
+def _formatted(run: Run, out: Output, value: Any) -> str | None:
+    """The output's ``format(content)``; a format that fails leaves the raw content shown."""
+    assert out.format is not None
+    try:
+        return str(out.format(value))
+    except Exception as e:
+        log.error("run %s: format of output %s failed: %s: %s", run.id, out.type, type(e).__name__, e)
+        return None
 
 
 def output_type(el: Element) -> tuple[str | None, dict[str, str]]:

@@ -172,7 +172,7 @@ class PromptBuilder:
                 return f'<input type="{_attr(e.type)}"{who}{flag}>{text}</input>'
             case OutputLog():
                 state = "" if e.sent else ' sent="false"'
-                return f'<output type="{_attr(e.type)}"{state}>{text}</output>'
+                return f'<output type="{_attr(e.type)}"{state}{flag}>{text}</output>'
             case ActionCallLog():
                 return f'<action_call name="{_attr(e.name)}" index="{e.index}">{text}</action_call>'
             case ActionResultLog():
@@ -219,7 +219,7 @@ class PromptBuilder:
         """The current run's entries within ``room`` tokens: whole when they fit; else each
         gets a fair share (short ones stay whole, long ones are cut with a marker); when even
         that cannot fit, the oldest give way to an ``<omitted>`` line."""
-        items = [(e, isinstance(e, (InputLog, ActionResultLog)) and not e.processed) for e in run if isinstance(e, _SHOWN)]
+        items = [(e, isinstance(e, (InputLog, ActionResultLog, OutputLog)) and not e.processed) for e in run if isinstance(e, _SHOWN)]
 
         def render(sub: Sequence[tuple[Log, bool]], cap: int | None) -> list[str]:
             return [line for e, new in sub if (line := self.render_entry(e, new=new, limit=cap)) is not None]
@@ -360,7 +360,7 @@ def _body(e: Log) -> str | None:
     """The text an entry shows in the prompt, before cutting and escaping."""
     match e:
         case InputLog() | OutputLog():
-            return _json(e.content)
+            return e.formatted if e.formatted is not None else _json(e.content)
         case ActionCallLog():
             return _json(e.args)
         case ActionResultLog():

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .agent_context import AgentView
 from .context import (
     ContextInstance,
     RunContext,
@@ -82,6 +83,8 @@ class Run:
         ctx = self.ctx = RunContext(self.deps.hub, self.record, instance, self.logs, runs=self.deps.runs)
         ctx.progress = progress
         ctx._stop = self.stop
+        bot = self.deps.agent()
+        ctx.agent = AgentView(bot, ctx) if bot is not None else None
         return ctx
 
     def stop(self, state: RunState, reason: str) -> None:

@@ -110,7 +110,7 @@ def render_trace(
         at = f"+{max(0.0, e.ts - t0):7.3f}s"
         match e:
             case InputLog():
-                lines.append(f"{at}  input    [{e.type}{' from ' + e.user if e.user else ''}] {_short(e.content)}")
+                lines.append(f"{at}  input    [{e.type}{' from ' + e.user if e.user else ''}] {_short(e.formatted or e.content)}")
             case ThoughtLog():
                 lines.append(f"{at}  thought  {_short(e.content)}")
             case ActionCallLog():
@@ -121,7 +121,7 @@ def render_trace(
                 lines.append(f"{at}  result   {e.name} {status} in {e.duration * 1000:.0f}ms: {_short(body)}")
             case OutputLog():
                 status = "sent" if e.sent else f"NOT SENT ({e.error})" if e.error else "pending"
-                lines.append(f"{at}  output   [{e.type}] {status}: {_short(e.content)}")
+                lines.append(f"{at}  output   [{e.type}] {status}: {_short(e.formatted or e.content)}")
             case StepLog():
                 lines.append(
                     f"{at}  step {e.step}   {e.duration * 1000:.0f}ms (first token {e.llm_latency * 1000:.0f}ms), "

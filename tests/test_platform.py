@@ -39,9 +39,13 @@ def words(text: str) -> list[str]:
 def test_split_never_truncates_and_respects_the_limit(text: str, limit: int) -> None:
     parts = split_message(text, limit)
     assert all(len(p) <= limit for p in parts)
-    # every word, in order (split code blocks only add their fences back)
+    # nothing lost: every character but whitespace, in order (split code blocks only add
+    # their fences back, so the text is a subsequence of the parts)
+    it = iter("".join("".join(parts).split()))
+    assert all(c in it for c in "".join(text.split()))
+    # and every word that fits in a message stays whole, in order (a longer one is hard-cut)
     it = iter(words("\n".join(parts)))
-    assert all(any(w == got for got in it) for w in words(text))
+    assert all(any(w == got for got in it) for w in words(text) if len(w) <= limit)
 
 
 def test_split_prefers_paragraphs_and_keeps_code_whole() -> None:

@@ -98,7 +98,7 @@ def test_runs_and_trace(project, capsys):
     assert rc == 0
     for needle in ("state completed", "input    [text from ann] weather?", "thought  look it up",
                    'call #0 getWeather({"location": "NYC"})', 'result   getWeather ok in', '"temperature": 72',
-                   "output   [cli:message] sent: 72F in NYC", "step 1   ", "tokens 3"):
+                   "output   [cli:message] sent: 72F in NYC", "step 1   ", "prompt + 30 completion"):
         assert needle in out, (needle, out)
     rc, out, _ = cli(capsys, "trace", killed.run_id, "--config", cfg, "--json")
     data = json.loads(out)
