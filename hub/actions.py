@@ -81,7 +81,7 @@ class ActionMemory:
                 yield
                 await self.deps.memory.set(key, ctx.action_memory)
         finally:
-            if not lock.locked() and not lock._waiters and self._locks.get(key) is lock:  # type: ignore[attr-defined]
+            if not lock.locked() and not lock._waiters and self._locks.get(key) is lock:
                 del self._locks[key]  # no one else is waiting: do not keep a lock per key forever
 
 

@@ -72,9 +72,9 @@ def check_config(config: HubConfig) -> CheckReport:
     for pname in personas.names():
         p = personas.get(pname)
         if p is not None:
-            for ext in p.extensions:
-                if exts and ext not in ext_names:
-                    report.warnings.append(f"{folder / (pname + '.toml')}: extensions: {ext!r} is not enabled")
+            for ext_name in p.extensions:
+                if exts and ext_name not in ext_names:
+                    report.warnings.append(f"{folder / (pname + '.toml')}: extensions: {ext_name!r} is not enabled")
 
     for role, by_platform in config.roles.items():
         for platform in by_platform:

@@ -180,7 +180,8 @@ class ChildRuns(Plugin):
             target, data=args.input, type="child", user=ctx.run.user, parent_id=ctx.run.id,
             meta={"parent_context": ctx.context.id},
         )
-        await asyncio.wait({sub.run_id, sub.result}, return_when=asyncio.FIRST_COMPLETED)
+        waiting: set[asyncio.Future[Any]] = {sub.run_id, sub.result}
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         if not sub.run_id.done():
             raise ActionError("startRun", f"the run in {target} was cancelled before it started")
         run_id = sub.run_id.result()

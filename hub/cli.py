@@ -13,7 +13,7 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from .cli_memory import MEMORY_COMMANDS, add_memory_commands
@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in ("run", "chat"):  # `hub check` reports them itself
         for warning in config.unset_warnings():
             log.warning("config: %s", warning)
-    commands = {
+    commands: dict[str, Callable[[HubConfig, argparse.Namespace], Coroutine[Any, Any, int]]] = {
         "run": cmd_run,
         "chat": cmd_chat,
         "runs": cmd_runs,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ __all__ = ["add_memory_commands", "MEMORY_COMMANDS", "forget", "export_training"
 
 
 def add_memory_commands(
-    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    sub: argparse._SubParsersAction,
     common: argparse.ArgumentParser,
 ) -> None:
     """Add ``memory forget`` and ``export-training`` to the ``hub`` parser."""
@@ -154,7 +154,7 @@ async def export_training(
     return n
 
 
-MEMORY_COMMANDS: dict[str, Callable[[HubConfig, argparse.Namespace], Awaitable[int]]] = {
+MEMORY_COMMANDS: dict[str, Callable[[HubConfig, argparse.Namespace], Coroutine[Any, Any, int]]] = {
     "memory": cmd_memory,
     "export-training": cmd_export_training,
 }

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from .config import HubConfig
 from .errors import HubError
@@ -18,7 +19,7 @@ __all__ = ["add_store_commands", "STORE_COMMANDS"]
 
 
 def add_store_commands(
-    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    sub: argparse._SubParsersAction,
     common: argparse.ArgumentParser,
 ) -> None:
     """Add ``inbox`` and ``prune`` to the ``hub`` parser."""
@@ -32,7 +33,7 @@ def add_store_commands(
     prune.add_argument("--dry-run", action="store_true", help="show what would be deleted, delete nothing")
 
 
-def _db(config: HubConfig):  # type: ignore[no-untyped-def]
+def _db(config: HubConfig):
     from .db import Database
 
     path = config.data_dir / "hub.db"
@@ -93,7 +94,7 @@ async def cmd_prune(config: HubConfig, args: argparse.Namespace) -> int:
     return 0
 
 
-STORE_COMMANDS: dict[str, Callable[[HubConfig, argparse.Namespace], Awaitable[int]]] = {
+STORE_COMMANDS: dict[str, Callable[[HubConfig, argparse.Namespace], Coroutine[Any, Any, int]]] = {
     "inbox": cmd_inbox,
     "prune": cmd_prune,
 }

@@ -144,7 +144,7 @@ class RunContext(Generic[ArgsT, MemoryT]):
     @property
     def memory(self) -> MemoryT:
         """The conversation's persistent memory (saved when the run ends)."""
-        return self.context.memory  # type: ignore[no-any-return]
+        return self.context.memory
 
     @memory.setter
     def memory(self, value: MemoryT) -> None:
@@ -153,7 +153,7 @@ class RunContext(Generic[ArgsT, MemoryT]):
     @property
     def args(self) -> ArgsT:
         """The conversation's args (the context's ``schema``)."""
-        return self.context.args  # type: ignore[no-any-return]
+        return self.context.args
 
     @property
     def user(self) -> str | None:

@@ -48,7 +48,7 @@ from .runner import Runner
 
 if TYPE_CHECKING:
     from .memory.embedder import Embedder
-    from .memory.vector import VectorStore
+    from .memory.vector import MetadataValue, VectorStore
 
 __all__ = ["EpisodicMemory", "Episode", "INDEX", "episode_from_run", "open_episode_store", "prune_store"]
 
@@ -264,7 +264,9 @@ class EpisodicMemory(Plugin):
         store = await self._usable()
         if store is None or not text.strip():
             return []
-        where = None if (self.config.global_recall or context is None) else {"context": context}
+        where: dict[str, MetadataValue] | None = (
+            None if (self.config.global_recall or context is None) else {"context": context}
+        )
         hits = await store.query(
             INDEX, text, k=self.config.recall, where=where, min_score=self.config.min_score
         )

@@ -22,7 +22,7 @@ No feature replaces another's attribute: everything goes through here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class Plugins:
     def __init__(self, plugins: Sequence[Plugin] = ()) -> None:
         self._plugins: list[Plugin] = list(plugins)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Plugin]:
         return iter(self._plugins)
 
     def __len__(self) -> int:

@@ -165,7 +165,7 @@ def _run_body(result: RunResult) -> dict[str, Any]:
 # --- connections ----------------------------------------------------------------------
 
 
-class _ProtocolLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+class _ProtocolLog(logging.LoggerAdapter):
     """aiohttp's logger for its protocol: a malformed request (its 400) is the client's
     mistake, logged in one line at INFO, not as the hub's error with a traceback."""
 
@@ -207,7 +207,8 @@ class _Connection(asyncio.Protocol):
         self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
-        return self.inner.eof_received()
+        self.inner.eof_received()  # aiohttp's handler returns None: close the transport
+        return None
 
     def pause_writing(self) -> None:
         self.inner.pause_writing()
@@ -281,7 +282,7 @@ class _Guard:
             del self.live[conn.inner]
 
     def of(self, request: web.Request) -> _Connection | None:
-        return self.live.get(request.protocol)  # type: ignore[arg-type]
+        return self.live.get(request.protocol)
 
 
 class HttpServer:

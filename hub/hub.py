@@ -183,6 +183,7 @@ class Hub:
         """Add an extension's definitions; a name already taken is an ExtensionError naming both."""
         if ext.name in self.extensions:
             raise ExtensionError(ext.name, "registered twice")
+        item: Any  # a context, action, output or input: each registry below keeps its own kind
         for registry, items, attr, what in (
             (self.contexts, ext.contexts, "type", "context"),
             (self.actions, ext.actions, "name", "action"),

@@ -34,10 +34,10 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         base = super().format(record)
         ids = []
-        if getattr(record, "context_id", None):
-            ids.append(f"context={record.context_id}")
-        if getattr(record, "run_id", None):
-            ids.append(f"run={record.run_id[:8]}")
+        if context_id := getattr(record, "context_id", None):
+            ids.append(f"context={context_id}")
+        if run_id := getattr(record, "run_id", None):
+            ids.append(f"run={run_id[:8]}")
         return f"{base} [{' '.join(ids)}]" if ids else base
 
 

@@ -286,7 +286,7 @@ class _Scanner:
         while (i := find("<", pos)) >= 0:
             m = tag_match(text, i, i + limit)
             if m is None:
-                if n - i < limit and self._mode.partial.fullmatch(text, i) is not None:
+                if n - i < limit and mode.partial.fullmatch(text, i) is not None:
                     if i > start:
                         self._text(text[start:i])
                     self._held = text[i:]
@@ -308,8 +308,10 @@ class _Scanner:
                     start = end
                     self._stack.pop()
                     self._raw = None
-                    self._mode = self._normal
-                    tag_match = self._normal.tag.match
+                    # a raw element is only ever open under a grammar of known tags
+                    assert self._normal is not None
+                    self._mode = mode = self._normal
+                    tag_match = mode.tag.match
                     self._end(closing, True)
                 pos = end
                 continue
@@ -336,8 +338,8 @@ class _Scanner:
                 if name in self._raw_tags:
                     self._raw = name
                     self._depth = 0
-                    self._mode = _grammar(frozenset((name,)))
-                    tag_match = self._mode.tag.match
+                    self._mode = mode = _grammar(frozenset((name,)))
+                    tag_match = mode.tag.match
         if start < n:
             self._text(text[start:] if start else text)
         self._held = ""
@@ -391,17 +393,19 @@ class StreamParser(_Scanner):
         if not held:
             if "<" not in chunk:
                 return [TextEvent(chunk)] if chunk else []
-        elif held + chunk in self._mode.prefixes:  # a tag name arriving bit by bit
+        elif (mode := self._mode) is not None and held + chunk in mode.prefixes:  # a tag name arriving bit by bit
             self._held = held + chunk
             return []
-        self._events = events = []
+        events: list[Event] = []
+        self._events = events
         self._scan(chunk)
         self._flush()
         return events
 
     def close(self) -> list[Event]:
         """Flush held-back text and end every open element (``closed=False``)."""
-        self._events = events = []
+        events: list[Event] = []
+        self._events = events
         if self._finish():
             self._flush()
         return events
@@ -476,16 +480,18 @@ class ElementParser(_Scanner):
                 if chunk:
                     self._parts.append(chunk)
                 return []
-        elif held + chunk in self._mode.prefixes:  # a tag name arriving bit by bit
+        elif (mode := self._mode) is not None and held + chunk in mode.prefixes:  # a tag name arriving bit by bit
             self._held = held + chunk
             return []
-        self._elements = elements = []
+        elements: list[Element] = []
+        self._elements = elements
         self._scan(chunk)
         return elements
 
     def close(self) -> list[Element]:
         """Elements still open at the end of the stream, innermost first, ``closed=False``."""
-        self._elements = elements = []
+        elements: list[Element] = []
+        self._elements = elements
         self._finish()
         return elements
 

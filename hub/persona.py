@@ -240,5 +240,5 @@ class PersonaSet:
             for entry in self._entries.values():
                 if extension in entry.persona.extensions:
                     return entry.persona
-        entry = self._entries.get(self.default)
-        return entry.persona if entry else None
+        default = self._entries.get(self.default)
+        return default.persona if default else None

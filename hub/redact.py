@@ -18,6 +18,7 @@ returns its argument unchanged, at the cost of one attribute test.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import json
 import logging
@@ -251,10 +252,10 @@ class RedactingRunStore(RunStore):
     ) -> list[RunRecord]:
         return await self.inner.list(limit=limit, state=state, context=context, parent_id=parent_id)
 
-    async def events(self, run_id: str) -> list[Log]:
+    async def events(self, run_id: str) -> builtins.list[Log]:
         return await self.inner.events(run_id)
 
-    async def recover(self) -> list[RunRecord]:
+    async def recover(self) -> builtins.list[RunRecord]:
         return await self.inner.recover()
 
     async def find(self, prefix: str) -> RunRecord | None:

@@ -7,6 +7,7 @@ off by a crash and become ``killed`` with reason ``abnormal_exit``.
 
 from __future__ import annotations
 
+import builtins
 import json
 import time
 from abc import ABC, abstractmethod
@@ -87,10 +88,10 @@ class RunStore(ABC):
         """Most recent first."""
 
     @abstractmethod
-    async def events(self, run_id: str) -> list[Log]: ...
+    async def events(self, run_id: str) -> builtins.list[Log]: ...
 
     @abstractmethod
-    async def recover(self) -> list[RunRecord]:
+    async def recover(self) -> builtins.list[RunRecord]:
         """Runs left ``running`` by a crash become ``killed``/``abnormal_exit``; returns them."""
 
     async def find(self, prefix: str) -> RunRecord | None:
@@ -143,10 +144,10 @@ class InMemoryRunStore(RunStore):
         runs.sort(key=lambda r: r.started, reverse=True)
         return runs[:limit]
 
-    async def events(self, run_id: str) -> list[Log]:
+    async def events(self, run_id: str) -> builtins.list[Log]:
         return [from_dict(d) for d in self._events.get(run_id, [])]
 
-    async def recover(self) -> list[RunRecord]:
+    async def recover(self) -> builtins.list[RunRecord]:
         found = []
         for r in self._runs.values():
             if r.state == RunState.RUNNING:
@@ -280,12 +281,12 @@ class SQLiteRunStore(RunStore):
         )
         return _record(tuple(rows[0])) if len(rows) == 1 else None
 
-    async def events(self, run_id: str) -> list[Log]:
+    async def events(self, run_id: str) -> builtins.list[Log]:
         await self.db.flush()
         rows = await self.db.fetchall("SELECT data FROM run_events WHERE run_id = ? ORDER BY seq", (run_id,))
         return [from_dict(json.loads(r[0])) for r in rows]
 
-    async def recover(self) -> list[RunRecord]:
+    async def recover(self) -> builtins.list[RunRecord]:
         rows = await self.db.fetchall(f"SELECT {_COLUMNS} FROM runs WHERE state = ?", (str(RunState.RUNNING),))
         found = [_record(tuple(r)) for r in rows]
         now = time.time()

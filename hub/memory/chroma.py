@@ -164,7 +164,7 @@ class ChromaVectorStore(VectorStore):
                 # Chroma merges metadata on upsert; replacing means nulling old keys.
                 old = collection.get(ids=ids, include=["metadatas"])
                 old_keys = {
-                    i: set(m or ()) for i, m in zip(old["ids"], old["metadatas"] or [])
+                    i: set(m or ()) for i, m in zip(old["ids"], old["metadatas"] or [], strict=False)
                 }
                 metadatas: list[dict[str, Any] | None] = []
                 for r in chunk:
@@ -211,6 +211,7 @@ class ChromaVectorStore(VectorStore):
             (result["documents"] or [[]])[0],
             (result["metadatas"] or [[]])[0],
             (result["distances"] or [[]])[0],
+            strict=False,
         ):
             score = 1.0 - float(distance)  # Chroma's cosine distance is 1 - similarity
             if min_score is None or score >= min_score:
@@ -267,7 +268,7 @@ class ChromaVectorStore(VectorStore):
         return [
             VectorRecord(id_, doc or "", dict(meta or {}))
             for id_, doc, meta in zip(
-                result["ids"], result["documents"] or [], result["metadatas"] or []
+                result["ids"], result["documents"] or [], result["metadatas"] or [], strict=False
             )
         ]
 
@@ -277,7 +278,8 @@ class ChromaVectorStore(VectorStore):
             client, self._client = self._client, None
             self._collections.clear()
             if client is not None:
-                await asyncio.to_thread(client.close)
+                # PersistentClient is declared to return ClientAPI, which lacks the close() its Client has
+                await asyncio.to_thread(client.close)  # type: ignore[attr-defined]
 
     # -- internals ---------------------------------------------------------------
 

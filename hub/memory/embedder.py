@@ -222,7 +222,7 @@ class HashEmbedder(Embedder):
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             words = _WORD.findall(text.lower())
-            features = words + [f"{a} {b}" for a, b in zip(words, words[1:])]
+            features = words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
             for feature in features or ["\x00empty"]:
                 digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
                 value = int.from_bytes(digest, "little")

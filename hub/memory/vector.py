@@ -81,7 +81,7 @@ class VectorStore(ABC):
     not at the first recall) and close it on exit.
     """
 
-    async def open(self) -> None:
+    async def open(self) -> None:  # noqa: B027  # optional: stores with nothing to open keep this no-op
         """Open the backing storage now instead of on first use. Idempotent.
 
         Raises:
@@ -193,7 +193,7 @@ class InMemoryVectorStore(VectorStore):
         vectors = await asyncio.to_thread(self.embedder.embed, [r.text for r in records])
         self._check_open()  # closed while embedding
         target = self._indexes.setdefault(index, _MemoryIndex(self.embedder.dim))
-        for record, vector in zip(records, vectors):
+        for record, vector in zip(records, vectors, strict=True):
             target.put(record, vector)
 
     async def query(

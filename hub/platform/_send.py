@@ -47,7 +47,7 @@ class SendFailed(HubError):
         super().__init__(f"{platform}: sending to {chat} failed: {reason}")
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)  # frozen: Governor's defaults are one shared instance
 class RateLimit:
     """At most ``count`` sends per ``per`` seconds (a sliding window)."""
 
@@ -158,7 +158,7 @@ class Governor:
             try:
                 return await self._send(chat, fn)
             finally:
-                if not lock._waiters:  # type: ignore[attr-defined]  # drop idle locks
+                if not lock._waiters:  # drop idle locks
                     self._chat_locks.pop(chat, None)
 
     async def _send(self, chat: Any, fn: Callable[[], Awaitable[T]]) -> T:

@@ -107,7 +107,7 @@ class Script:
                 test: Callable[[str], Any] = re.compile(rule["regex"]).search
             else:
                 needle = rule["contains"]
-                test = lambda text, needle=needle: needle in text  # noqa: E731
+                test = re.compile(re.escape(needle)).search
             self.rules.append((where, test, bool(rule.get("not", False)), pick))
 
     def choose(self, messages: list[dict[str, Any]]) -> int:
@@ -118,7 +118,7 @@ class Script:
                 if where == "last":
                     views[where] = texts[-1] if texts else ""
                 elif where == "last_user":
-                    users = [t for m, t in zip(messages, texts) if m.get("role") == "user"]
+                    users = [t for m, t in zip(messages, texts, strict=True) if m.get("role") == "user"]
                     views[where] = users[-1] if users else ""
                 else:
                     views[where] = "\n".join(texts)
@@ -251,7 +251,7 @@ class FakeOpenAI(FakeServer):
             if rec is not None:
                 rec.status = failure.status
             headers = {"retry-after": str(failure.retry_after)} if failure.retry_after is not None else {}
-            payload = {"error": {"message": failure.description or f"injected {failure.status}", "type": "fake"}}
+            payload: dict[str, Any] = {"error": {"message": failure.description or f"injected {failure.status}", "type": "fake"}}
             self._notify()
             return web.json_response(payload, status=failure.status, headers=headers)
         model = str(body.get("model", ""))
@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         write_bytes=args.write_bytes, record=False, port=args.port,
     )
     try:
-        import uvloop  # type: ignore[import-not-found]
+        import uvloop
 
         uvloop.install()
     except ImportError:

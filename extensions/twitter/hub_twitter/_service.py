@@ -232,7 +232,7 @@ class TwitterService:
 
     async def _get_mentions(self, params: dict[str, Any], token: str | None) -> Any:
         assert self.client is not None
-        for attempt in range(3):
+        for _attempt in range(3):
             await self._respect_limit(MENTIONS)
             try:
                 return await self.client.get_users_mentions(self.user_id, pagination_token=token, **params)
