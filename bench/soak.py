@@ -15,8 +15,8 @@ hub's own cost is what is measured):
 
 Every turn is a real run: the input is recorded in the inbox, the prompt built, the scripted
 answer streamed through the parser, the output handler called, memory saved, the run and its
-events written to SQLite. Retention (``[hub] retention``) is set to ``--max-runs`` runs, so a
-bounded database is what a healthy hub shows. Episodic memory is off (its store has its own
+events written to SQLite. Retention (``[hub] retention``) keeps ``--max-runs`` runs, pruned every
+``--prune-interval`` seconds, so a bounded database is what a healthy hub shows. Episodic memory is off (its store has its own
 benchmark in ``recall_bench.py``).
 
 Prints one JSON line at the end (every sample goes to ``--out``), and a Markdown table
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import statistics
 import sys
@@ -69,7 +70,7 @@ def q(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(p * len(values)))]
 
 
-def make_hub(data_dir: Path, max_runs: int) -> tuple[Any, dict[str, int]]:
+def make_hub(data_dir: Path, max_runs: int, prune_interval: float = 30.0) -> tuple[Any, dict[str, int]]:
     from hub import Context, Extension, Hub, HubConfig, ScriptedModel, output
 
     counts = {"outputs": 0}
@@ -90,11 +91,11 @@ def make_hub(data_dir: Path, max_runs: int) -> tuple[Any, dict[str, int]]:
         "model": {"provider": "openai", "name": "soak", "api_key": "x", "concurrency": 64},
         "memory": {"episodes": False},
     }
-    fields = HubConfig.model_fields["hub"].annotation.model_fields  # type: ignore[union-attr]
-    if "retention" in fields:
-        hub_cfg["retention"] = {"days": 90, "max_runs": max_runs}
+    # retention as an operator would set it, pruning often enough to show in a short soak
+    hub_cfg["retention"] = {"days": 90, "max_runs": max_runs, "interval": prune_interval}
     cfg = HubConfig.model_validate(cfg_data)
     model = ScriptedModel(answer, chunk=16)
+    model.requests = collections.deque(maxlen=16)  # the test model keeps requests for tests; not 100,000 here
     ext = Extension(name="soak", contexts=[chat], outputs=[reply])
     return Hub(cfg, model=model, load_extensions=False, extensions=[ext]), counts
 
@@ -191,7 +192,7 @@ async def main_async(args: argparse.Namespace) -> dict:
     logging.disable(logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="hub-soak-") as tmp:
         data = Path(tmp)
-        hub, counts = make_hub(data, args.max_runs)
+        hub, counts = make_hub(data, args.max_runs, args.prune_interval)
         async with hub:
             cap = await capacity(hub, args.capacity_turns)
             rate = args.rate or cap / 2
@@ -225,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=0.0, help="turns per second (default: half the capacity)")
     ap.add_argument("--max-runs", type=int, default=20_000, help="[hub] retention max_runs")
     ap.add_argument("--sample", type=float, default=5.0, help="seconds between samples")
+    ap.add_argument("--prune-interval", type=float, default=30.0, help="[hub] retention interval, seconds")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "soak.json",
                     help="where every sample goes (the printed line has the summary)")

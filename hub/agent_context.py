@@ -81,7 +81,7 @@ class AgentContext:
             raise ConfigError(f"extensions {names} each declare the bot's own context: name one with [agent] context")
         if not declared:
             return None
-        return cls(store, declared[0][1], extension=declared[0][0])  # type: ignore[arg-type]
+        return cls(store, declared[0][1], extension=declared[0][0])
 
     @property
     def id(self) -> str:
