@@ -163,6 +163,12 @@ class Engine:
 
     async def _step(self, run: Run) -> None:
         deps = self.deps
+        if run.durable_inputs < len(run.input_ids):
+            # Before the model (and any action) can act on new inputs, their `take` is on
+            # disk: if the process then dies, the next start knows this run had them and
+            # counts the crash against them (a poison input is parked, not resumed forever).
+            await deps.runs.sync()
+            run.durable_inputs = len(run.input_ids)
         started = time.monotonic()
         parts = prompt_parts(deps, run)
         style = deps.prompt_style

@@ -48,7 +48,7 @@ class Run:
 
     __slots__ = (
         "deps", "record", "slot", "logs", "instance", "ctx", "actions", "outputs", "progress",
-        "step", "feedback", "tasks", "output_chain", "input_ids", "created", "limit",
+        "step", "feedback", "tasks", "output_chain", "input_ids", "created", "limit", "durable_inputs",
     )
 
     def __init__(self, deps: EngineDeps, record: RunRecord, slot: Slot) -> None:
@@ -69,6 +69,8 @@ class Run:
         self.input_ids: list[str] = []
         self.created = False
         """Whether the run's row was written (a store error may have refused it)."""
+        self.durable_inputs = 0
+        """How many of ``input_ids`` are known taken on disk (see ``Engine._step``)."""
         self.limit: str | None = None
         """A plugin's reason to stop the run, given after the last step (a spent budget)."""
 
