@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -33,6 +33,7 @@ from .models import Model, RetryPolicy
 from .persona import Persona, PersonaSet
 from .prompt import PromptBuilder
 from .runner import Runner, Submission
+from .events import EventBus, EventStream, PublishingRunStore
 from .runs import RunStore, SQLiteRunStore
 from .schedule import Scheduler, SQLiteScheduleStore
 
@@ -108,6 +109,9 @@ class Hub:
             self._db = Database(self.config.data_dir / "hub.db")
         self.memory: MemoryStore = memory or SQLiteMemoryStore(self._db)  # type: ignore[arg-type]
         self.runs: RunStore = runs or SQLiteRunStore(self._db)  # type: ignore[arg-type]
+        # run events (hub/events.py): every entry the run store records is published
+        self.bus = EventBus()
+        self.runs = PublishingRunStore(self.runs, self.bus)  # type: ignore[assignment]
         self.inbox: InboxStore = inbox or SQLiteInbox(self._db)  # type: ignore[arg-type]
         self._model = model
         self.personas = personas or PersonaSet(self.config.contexts_dir, interval=1.0)
@@ -338,9 +342,18 @@ class Hub:
                 log.exception("model failed to close")
         for store in (*self.ops.stores, self.inbox, self.runs, self.memory):
             await store.close()
+        self.bus.close()
         if self._db is not None:
             await self._db.close()
         self._state = _Lifecycle.STOPPED
+
+    def events(
+        self, *, context: str | None = None, run: str | None = None, kinds: Iterable[str] | None = None,
+        maxsize: int = 1000,
+    ) -> EventStream:
+        """Follow runs' events as they happen (hub/events.py); filtered by context, run and kind.
+        A subscriber that falls ``maxsize`` events behind loses events, reported as ``Dropped``."""
+        return self.bus.subscribe(context=context, run=run, kinds=kinds, maxsize=maxsize)
 
     async def __aenter__(self) -> Hub:
         return await self.start()
