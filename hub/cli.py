@@ -18,6 +18,7 @@ from typing import Any
 
 from .cli_memory import MEMORY_COMMANDS, add_memory_commands
 from .cli_store import STORE_COMMANDS, add_store_commands
+from .cli_access import ACCESS_COMMANDS, add_access_commands
 from .config import HubConfig, load_config
 from .errors import ConfigError, HubError
 from .logconf import setup_logging
@@ -65,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     rollback.add_argument("rev", type=int)
     add_memory_commands(sub, common)
     add_store_commands(sub, common)
+    add_access_commands(sub, common)
     return p
 
 
@@ -95,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     commands.update(MEMORY_COMMANDS)
     commands.update(STORE_COMMANDS)
+    commands.update(ACCESS_COMMANDS)
     lock = None
     try:
         if args.command in ("run", "chat"):  # one process per data dir, and a database worth opening

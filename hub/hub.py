@@ -33,6 +33,7 @@ from .models import Model, RetryPolicy
 from .persona import Persona, PersonaSet
 from .prompt import PromptBuilder
 from .runner import Runner, Submission
+from .access import Access, InMemoryPairingStore, SQLitePairingStore
 from .events import EventBus, EventStream, PublishingRunStore
 from .runs import RunStore, SQLiteRunStore
 from .schedule import Scheduler, SQLiteScheduleStore
@@ -151,6 +152,8 @@ class Hub:
         from .ops import Operations
 
         self.ops = Operations(self, self._db)
+        # who may talk to the bot in private (hub/access.py): dm_policy and pairings
+        self.access = Access(SQLitePairingStore(self._db) if self._db is not None else InMemoryPairingStore())
 
         # triggers beyond chat and the metrics they report (hub/schedule.py, http.py, children.py)
         self.metrics = Metrics(self)
@@ -242,7 +245,7 @@ class Hub:
             raise RunError("a stopped hub cannot start again; create a new Hub")
         self._state = _Lifecycle.STARTING
         try:
-            for store in (self.memory, self.runs, self.inbox, *self.ops.stores):
+            for store in (self.memory, self.runs, self.inbox, *self.ops.stores, self.access.store):
                 await store.open()
             for err in self.personas.load_all():
                 log.error("%s", err)
@@ -340,7 +343,7 @@ class Hub:
                 await self._model.close()
             except Exception:
                 log.exception("model failed to close")
-        for store in (*self.ops.stores, self.inbox, self.runs, self.memory):
+        for store in (self.access.store, *self.ops.stores, self.inbox, self.runs, self.memory):
             await store.close()
         self.bus.close()
         if self._db is not None:
