@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from .config import HubConfig, MemorySection
 from .errors import HubError
+from .injection import EPISODE_CAP, scan_all
 from .logs import ActionCallLog, ActionResultLog, InputLog, Log, OutputLog, StateLog, ThoughtLog
 
 if TYPE_CHECKING:
@@ -387,9 +388,10 @@ class EpisodicMemory:
             self._failed("recall", e)
             return
         # episodes whose inputs are all still in the conversation's history add nothing
-        ctx.episodes = [
-            ep.render() for ep in episodes if not (ep.input_ids and set(ep.input_ids) <= shown)
-        ]
+        ctx.episodes = scan_all(  # prompt-injection markers neutralised (hub/injection.py)
+            [ep.render() for ep in episodes if not (ep.input_ids and set(ep.input_ids) <= shown)],
+            source=f"a recalled episode of {ctx.context.id}", cap=EPISODE_CAP,
+        )
 
     async def after_run(self, result: RunResult, ctx: RunContext | None) -> None:
         """Write the run's episode in the background, after the conversation's earlier ones."""
