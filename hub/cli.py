@@ -48,10 +48,12 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_argument("--context", default=None, help="a context instance, TYPE:KEY")
     runs.add_argument("--json", action="store_true", help="one JSON object per line")
     runs.add_argument("--raw", action="store_true", help="print control characters as they are (not escaped)")
+    runs.add_argument("--follow", action="store_true", help="print runs' events as they arrive (hub/follow.py)")
     trace = sub.add_parser("trace", parents=[common], help="one run's whole event log and its tree of child runs")
     trace.add_argument("run_id", help="a run id or a unique prefix of one")
     trace.add_argument("--json", action="store_true")
     trace.add_argument("--raw", action="store_true", help="print control characters as they are (not escaped)")
+    trace.add_argument("--follow", action="store_true", help="print the run's events as they arrive, until it ends")
     sub.add_parser("check", parents=[common], help="validate config, personas and extension settings")
     health = sub.add_parser("health", parents=[common], help="exit 0 if a running hub is alive (container healthcheck)")
     health.add_argument("--max-age", type=float, default=60.0, help="seconds since the last heartbeat (no [http])")
@@ -191,6 +193,10 @@ def _fmt_time(ts: float | None) -> str:
 
 
 async def cmd_runs(config: HubConfig, args: argparse.Namespace) -> int:
+    if args.follow:
+        from .follow import cmd_follow
+
+        return await cmd_follow(config, args)
     db, cls = _stores(config)
     async with db:
         store = cls(db)
@@ -239,6 +245,10 @@ async def cmd_trace(config: HubConfig, args: argparse.Namespace) -> int:
     from .logs import to_dict
     from .trace import collect_tree, render_trace
 
+    if args.follow:
+        from .follow import cmd_follow
+
+        return await cmd_follow(config, args)
     db, cls = _stores(config)
     async with db:
         store = cls(db)
