@@ -52,7 +52,7 @@ KINDS = frozenset({
 """Every event kind a subscriber may filter on."""
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class RunStarted:
     kind: ClassVar[Literal["run_started"]] = "run_started"
     run_id: str
@@ -63,7 +63,7 @@ class RunStarted:
     ts: float = field(default_factory=time.time)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class RunEvent:
     """One entry of a run's log (a snapshot: later changes to the entry are later events)."""
 
@@ -77,7 +77,7 @@ class RunEvent:
         return self.entry.kind
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class RunEnded:
     kind: ClassVar[Literal["run_ended"]] = "run_ended"
     run_id: str
@@ -92,7 +92,7 @@ class RunEnded:
     ts: float = field(default_factory=time.time)
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Dropped:
     """This subscriber fell behind and missed ``count`` events here."""
 
@@ -122,7 +122,8 @@ class EventStream:
     """
 
     def __init__(
-        self, bus: EventBus, *, context: str | None, run: str | None, kinds: frozenset[str] | None, maxsize: int
+        self, bus: EventBus, *, context: str | None, run: str | None, kinds: frozenset[str] | None, maxsize: int,
+        batch: float = 0.0,
     ) -> None:
         self._bus = bus
         self.context = context
@@ -136,7 +137,11 @@ class EventStream:
         self.dropped = 0
         """How many events this subscriber missed in all."""
         self._closed = False
-        self._ended = False
+        self.batch = batch
+        """Seconds a waiting reader is left asleep after the first new event, so that it wakes
+        once for a burst of events rather than once per event (what a run costs it)."""
+        self._waiting = False
+        self._timer: asyncio.TimerHandle | None = None
 
     def wants(self, run_id: str, context: str, kind: str) -> bool:
         return (
@@ -156,6 +161,14 @@ class EventStream:
             self._missed = 0
         self._buf.append(event)
         self._size += 1
+        if self._waiting and self._timer is None:
+            if self.batch > 0:
+                self._timer = asyncio.get_running_loop().call_later(self.batch, self._fire)
+            else:
+                self._fire()
+
+    def _fire(self) -> None:
+        self._timer = None
         self._wake.set()
 
     def close(self) -> None:
@@ -163,6 +176,9 @@ class EventStream:
         if not self._closed:
             self._closed = True
             self._bus._streams.discard(self)
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
             self._wake.set()
 
     def __aiter__(self) -> EventStream:
@@ -183,7 +199,11 @@ class EventStream:
             if self._closed:
                 raise StopAsyncIteration
             self._wake.clear()
-            await self._wake.wait()
+            self._waiting = True
+            try:
+                await self._wake.wait()
+            finally:
+                self._waiting = False
 
     async def __aenter__(self) -> EventStream:
         return self
@@ -208,7 +228,7 @@ class EventBus:
 
     def subscribe(
         self, *, context: str | None = None, run: str | None = None, kinds: Iterable[str] | None = None,
-        maxsize: int = 1000,
+        maxsize: int = 1000, batch: float = 0.01,
     ) -> EventStream:
         """A new stream; it sees events published from now on.
 
@@ -223,7 +243,9 @@ class EventBus:
                 raise ValueError(f"unknown event kind(s) {', '.join(unknown)}; known: {', '.join(sorted(KINDS))}")
         if maxsize < 1:
             raise ValueError(f"maxsize must be at least 1, not {maxsize}")
-        stream = EventStream(self, context=context, run=run, kinds=wanted, maxsize=maxsize)
+        if not 0 <= batch <= 1:
+            raise ValueError(f"batch must be between 0 and 1 second, not {batch}")
+        stream = EventStream(self, context=context, run=run, kinds=wanted, maxsize=maxsize, batch=batch)
         self._streams.add(stream)
         return stream
 
@@ -241,7 +263,7 @@ class EventBus:
     def entry(self, record: RunRecord, entry: Log) -> None:
         if not self._streams:
             return
-        snapshot = dataclasses.replace(entry)  # type: ignore[type-var]
+        snapshot = _snapshot(entry)
         self._publish(RunEvent(record.id, record.context, self._next(record.id), snapshot), record.id, record.context)
 
     def ended(self, record: RunRecord) -> None:
@@ -264,6 +286,22 @@ class EventBus:
         for stream in tuple(self._streams):
             stream.close()
         self._seq.clear()
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _snapshot(entry: Log) -> Log:
+    """A shallow copy of ``entry`` (the engine may still change its flags), without the cost
+    of ``dataclasses.replace``, which runs ``__init__`` and its default factories."""
+    cls = type(entry)
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    new = object.__new__(cls)
+    for name in names:
+        setattr(new, name, getattr(entry, name))
+    return new
 
 
 class PublishingRunStore:

@@ -352,11 +352,12 @@ class Hub:
 
     def events(
         self, *, context: str | None = None, run: str | None = None, kinds: Iterable[str] | None = None,
-        maxsize: int = 1000,
+        maxsize: int = 1000, batch: float = 0.01,
     ) -> EventStream:
         """Follow runs' events as they happen (hub/events.py); filtered by context, run and kind.
-        A subscriber that falls ``maxsize`` events behind loses events, reported as ``Dropped``."""
-        return self.bus.subscribe(context=context, run=run, kinds=kinds, maxsize=maxsize)
+        A subscriber that falls ``maxsize`` events behind loses events, reported as ``Dropped``;
+        a waiting one is woken at most every ``batch`` seconds, for all that came meanwhile."""
+        return self.bus.subscribe(context=context, run=run, kinds=kinds, maxsize=maxsize, batch=batch)
 
     async def __aenter__(self) -> Hub:
         return await self.start()

@@ -21,6 +21,10 @@ class Where(BaseModel):
     location: str
 
 
+class Nothing(BaseModel):
+    pass
+
+
 @action(name="getWeather", description="Current weather for a location.")
 async def get_weather(args: Where, ctx) -> dict:
     return {"temperature": 72}
@@ -127,17 +131,26 @@ async def test_filters_by_run_context_and_kind(make_hub) -> None:
 
 
 async def test_a_stream_of_one_run_ends_with_the_run_and_all_end_when_the_hub_stops(make_hub) -> None:
-    model = ScriptedModel([resp("<output>a</output>")])
-    hub = make_hub(model)
+    gate = asyncio.Event()
+
+    @action(name="wait", description="Waits for the test.")
+    async def wait(args: Nothing, ctx) -> str:
+        await gate.wait()
+        return "ok"
+
+    model = ScriptedModel([resp(call("wait", "{}")), resp("<output>a</output>")])
+    hub = make_hub(model, Extension(name="gate", actions=[wait]))
     await hub.start()
-    started = hub.events(kinds=["run_started"])
+    calls = hub.events(kinds=["action_call"], batch=0)
     everything = hub.events()
     task = asyncio.create_task(hub.send(*CLI, "1", user="ann"))
-    first = await started.__anext__()
+    first = await calls.__anext__()
     one = hub.events(run=first.run_id)  # subscribed while the run goes on: sees it to its end
+    gate.set()
     await task
     got = await drain(one)
-    assert isinstance(got[-1], RunEnded) and got[-1].run_id == first.run_id
+    assert [e.kind for e in got] == ["action_result", "step", "output", "step", "state", "run_ended"]
+    assert got[-1].run_id == first.run_id
     await hub.stop()
     assert (await drain(everything))[-1].kind == "run_ended"  # ended by the stop, not left waiting
 
