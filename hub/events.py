@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from .logs import Log, to_dict
+from .logs import ActionResultLog, InputLog, Log, OutputLog, to_dict
 
 if TYPE_CHECKING:
     from .runs import RunRecord, RunStore
@@ -263,7 +263,7 @@ class EventBus:
     def entry(self, record: RunRecord, entry: Log) -> None:
         if not self._streams:
             return
-        snapshot = _snapshot(entry)
+        snapshot = _snapshot(entry) if type(entry) in _CHANGING else entry
         self._publish(RunEvent(record.id, record.context, self._next(record.id), snapshot), record.id, record.context)
 
     def ended(self, record: RunRecord) -> None:
@@ -289,6 +289,9 @@ class EventBus:
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_CHANGING = (InputLog, ActionResultLog, OutputLog)
+"""The entries the engine changes after logging them (``processed``, ``sent``, ``parts``); the
+others are never changed, and are published as they are."""
 
 
 def _snapshot(entry: Log) -> Log:
