@@ -47,6 +47,8 @@ from .logs import (
 from .memory.store import InMemoryStore, MemoryStore
 from .models import Model, ModelRequest, Usage
 from .models.scripted import ScriptedModel
+from .access import Decision
+from .events import Dropped, Event, EventStream, RunEnded, RunEvent, RunStarted
 from .runs import RunRecord, RunState
 
 __all__ = [
@@ -57,7 +59,11 @@ __all__ = [
     "ConfigError",
     "Context",
     "ContextInstance",
+    "Decision",
+    "Dropped",
     "ErrorLog",
+    "Event",
+    "EventStream",
     "Extension",
     "ExtensionError",
     "ExtensionFailed",
@@ -79,9 +85,12 @@ __all__ = [
     "ParseError",
     "RetryAction",
     "RunContext",
+    "RunEnded",
     "RunError",
+    "RunEvent",
     "RunRecord",
     "RunResult",
+    "RunStarted",
     "RunState",
     "ScriptedModel",
     "Service",

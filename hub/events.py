@@ -12,7 +12,9 @@ Events, each with a ``kind`` discriminator:
 - :class:`RunStarted` (``run_started``), then one :class:`RunEvent` per log entry of the run
   (its ``kind`` is the entry's: ``input``, ``step``, ``thought``, ``action_call``,
   ``action_result``, ``output``, ``error``, ``state``), then :class:`RunEnded`
-  (``run_ended``, with the terminal state). ``seq`` numbers a run's events from 1, in order.
+  (``run_ended``, with the terminal state). ``seq`` numbers a run's events from 1, in order;
+  a run that began before anyone subscribed is announced by a ``run_started`` before its
+  first event that is published.
   Partial output content, once the parser reports it, will arrive as a further entry kind.
 - :class:`Dropped` (``dropped``): ``count`` events this subscriber missed.
 """
@@ -255,7 +257,7 @@ class EventBus:
         return n
 
     def started(self, record: RunRecord) -> None:
-        if not self._streams:
+        if not self._streams or record.id in self._seq:  # announced already (see entry)
             return
         event = RunStarted(record.id, record.context, self._next(record.id), record.parent_id, record.user)
         self._publish(event, record.id, record.context)
@@ -263,6 +265,10 @@ class EventBus:
     def entry(self, record: RunRecord, entry: Log) -> None:
         if not self._streams:
             return
+        if record.id not in self._seq:
+            # a run whose row could not be written yet (a store error), or one that began
+            # before anyone subscribed: its events still begin with run_started
+            self.started(record)
         snapshot = _snapshot(entry) if type(entry) in _CHANGING else entry
         self._publish(RunEvent(record.id, record.context, self._next(record.id), snapshot), record.id, record.context)
 

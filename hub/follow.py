@@ -101,7 +101,7 @@ async def follow_runs(
     while True:
         rows = await db.fetchall(f"SELECT {_COLUMNS} FROM runs WHERE {where} ORDER BY started", params)
         for row in rows:
-            run = _record(row)
+            run = _record(tuple(row))
             if run.id in done:
                 continue
             if run.id not in cursors:

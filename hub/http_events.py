@@ -88,7 +88,7 @@ class EventRoutes:
         record = await store.get(run_id) or await store.find(run_id)
         if record is None:
             return _json_error(404, f"no run matches {run_id!r} (give more characters if several do)")
-        events = await store.events(record.id)
+        events: Any = await store.events(record.id)  # (RunStore.list shadows list in its annotations)
         body = {"run": run_dict(record), "events": [to_dict(e) for e in events]}
         return web.json_response(self._clean(json.loads(json.dumps(body, default=str))))
 

@@ -181,3 +181,29 @@ async def test_a_handler_that_raises_is_an_output_event_with_its_error(make_hub)
         got = await drain(stream)
     assert got[0].entry.sent is False and "platform down" in got[0].entry.error
     assert got[-1].kind == "run_ended"
+
+
+async def test_a_store_that_fails_a_run_start_publishes_each_event_once(make_hub) -> None:
+    from hub.errors import StoreError
+    from hub.runs import InMemoryRunStore
+
+    class FailsFirstCreate(InMemoryRunStore):
+        failed = False
+
+        async def create(self, run) -> None:
+            if not self.failed:
+                self.failed = True
+                raise StoreError("disk full", store="runs", operation="create")
+            await super().create(run)
+
+    async with make_hub([resp("<output>never</output>")], runs=FailsFirstCreate()) as hub:
+        stream = hub.events()
+        result = await hub.send(*CLI, "1", user="ann")
+        stream.close()
+        got = await drain(stream)
+    assert result.state == RunState.FAILED and "disk full" in result.reason
+    kinds = [e.kind for e in got]
+    assert kinds[0] == "run_started" and kinds[-1] == "run_ended"  # recorded when the end was
+    assert kinds.count("run_started") == 1 and kinds.count("run_ended") == 1
+    assert [e.seq for e in got] == list(range(1, len(got) + 1))
+    assert got[-1].state == "failed"

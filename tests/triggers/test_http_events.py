@@ -118,3 +118,19 @@ def test_check_says_the_routes_are_off_without_a_token(config: HubConfig) -> Non
     assert any("http.token: empty: /events and /runs/{id} are off" in w for w in check_config(config).warnings)
     config.http = HttpSection(port=0, token=TOKEN)
     assert not any("http.token" in w for w in check_config(config).warnings)
+
+
+async def test_a_client_that_goes_away_is_unsubscribed(http_config: HubConfig, make_hub) -> None:
+    async with make_hub() as hub:
+        session = aiohttp.ClientSession()
+        resp = await session.get(f"http://127.0.0.1:{hub.http.port}/events", headers=AUTH)
+        assert resp.status == 200 and hub.bus.subscribers == 1
+        resp.close()
+        await session.close()  # the connection breaks mid-stream
+        for i in range(3):  # the next write to it fails, and its subscription ends
+            await hub.send("test:chat:42", None, f"hello {i}")
+            for _ in range(200):
+                if hub.bus.subscribers == 0:
+                    break
+                await asyncio.sleep(0.01)
+        assert hub.bus.subscribers == 0
