@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -105,7 +106,10 @@ class Heartbeat:
         while True:
             try:
                 degraded = store_health(hub) if hub is not None else None  # a second line for `hub health`
-                self.path.write_text(f"{time.time():.0f}\n" + (f"degraded: {degraded}\n" if degraded else ""), encoding="utf-8")
+                # written aside then renamed: `hub health` never reads a half-written file
+                tmp = self.path.with_name(self.path.name + ".tmp")
+                tmp.write_text(f"{time.time():.0f}\n" + (f"degraded: {degraded}\n" if degraded else ""), encoding="utf-8")
+                os.replace(tmp, self.path)
             except OSError as e:
                 log.warning("heartbeat: cannot write %s: %s", self.path, e)
             await asyncio.sleep(self.interval)
@@ -117,3 +121,4 @@ class Heartbeat:
                 await self._task
             self._task = None
         self.path.unlink(missing_ok=True)  # a stopped hub is not healthy
+        self.path.with_name(self.path.name + ".tmp").unlink(missing_ok=True)
