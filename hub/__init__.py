@@ -49,6 +49,8 @@ from .memory.store import InMemoryStore, MemoryStore
 from .models import Model, ModelRequest, Usage
 from .models.scripted import ScriptedModel
 from .runner import Submission
+from .access import Decision
+from .events import Dropped, Event, EventStream, RunEnded, RunEvent, RunStarted
 from .runs import RunRecord, RunState
 
 __all__ = [
@@ -59,7 +61,11 @@ __all__ = [
     "ConfigError",
     "Context",
     "ContextInstance",
+    "Decision",
+    "Dropped",
     "ErrorLog",
+    "Event",
+    "EventStream",
     "Extension",
     "ExtensionError",
     "ExtensionFailed",
@@ -82,9 +88,12 @@ __all__ = [
     "ParseError",
     "RetryAction",
     "RunContext",
+    "RunEnded",
     "RunError",
+    "RunEvent",
     "RunRecord",
     "RunResult",
+    "RunStarted",
     "RunState",
     "ScriptedModel",
     "Service",

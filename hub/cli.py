@@ -18,6 +18,7 @@ from typing import Any
 
 from .cli_memory import MEMORY_COMMANDS, add_memory_commands
 from .cli_store import STORE_COMMANDS, add_store_commands
+from .cli_access import ACCESS_COMMANDS, add_access_commands
 from .config import HubConfig, load_config
 from .errors import ConfigError, HubError
 from .logconf import setup_logging
@@ -47,10 +48,12 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_argument("--context", default=None, help="a context instance, TYPE:KEY")
     runs.add_argument("--json", action="store_true", help="one JSON object per line")
     runs.add_argument("--raw", action="store_true", help="print control characters as they are (not escaped)")
+    runs.add_argument("--follow", action="store_true", help="print runs' events as they arrive (hub/follow.py)")
     trace = sub.add_parser("trace", parents=[common], help="one run's whole event log and its tree of child runs")
     trace.add_argument("run_id", help="a run id or a unique prefix of one")
     trace.add_argument("--json", action="store_true")
     trace.add_argument("--raw", action="store_true", help="print control characters as they are (not escaped)")
+    trace.add_argument("--follow", action="store_true", help="print the run's events as they arrive, until it ends")
     sub.add_parser("check", parents=[common], help="validate config, personas and extension settings")
     health = sub.add_parser("health", parents=[common], help="exit 0 if a running hub is alive (container healthcheck)")
     health.add_argument("--max-age", type=float, default=60.0, help="seconds since the last heartbeat (no [http])")
@@ -65,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     rollback.add_argument("rev", type=int)
     add_memory_commands(sub, common)
     add_store_commands(sub, common)
+    add_access_commands(sub, common)
     return p
 
 
@@ -95,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     commands.update(MEMORY_COMMANDS)
     commands.update(STORE_COMMANDS)
+    commands.update(ACCESS_COMMANDS)
     lock = None
     try:
         if args.command in ("run", "chat"):  # one process per data dir, and a database worth opening
@@ -187,6 +192,10 @@ def _fmt_time(ts: float | None) -> str:
 
 
 async def cmd_runs(config: HubConfig, args: argparse.Namespace) -> int:
+    if args.follow:
+        from .follow import cmd_follow
+
+        return await cmd_follow(config, args)
     db, cls = _stores(config)
     async with db:
         store = cls(db)
@@ -235,6 +244,10 @@ async def cmd_trace(config: HubConfig, args: argparse.Namespace) -> int:
     from .logs import to_dict
     from .trace import collect_tree, render_trace
 
+    if args.follow:
+        from .follow import cmd_follow
+
+        return await cmd_follow(config, args)
     db, cls = _stores(config)
     async with db:
         store = cls(db)

@@ -20,7 +20,7 @@ import functools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from .config import HubConfig
 from .db import Database
@@ -29,6 +29,7 @@ from .engine import ContextInstance
 from .children import ChildRuns
 from .episode import open_episode_store, shared_embedder
 from .episodes import EpisodicMemory
+from .events import EventBus, PublishingRunStore
 from .guard import RoleGuard
 from .heartbeat import Heartbeat
 from .hooks import Plugins
@@ -82,6 +83,7 @@ def build_stores(
     memory: MemoryStore | None = None,
     runs: RunStore | None = None,
     inbox: InboxStore | None = None,
+    bus: EventBus | None = None,
 ) -> Stores:
     """The replacements given, else SQLite stores sharing one database in ``data_dir``. The
     run store masks known secrets in error reasons and messages (an exception's text can
@@ -90,6 +92,8 @@ def build_stores(
     if runs is None:
         assert db is not None
         runs = SQLiteRunStore(db)
+    if bus is not None:  # inside the redaction, so what subscribers see is masked too
+        runs = cast(RunStore, PublishingRunStore(runs, bus))
     if redactor:
         runs = RedactingRunStore(runs, redactor)
     return Stores(

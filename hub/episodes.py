@@ -42,9 +42,10 @@ from .episode import (
 )
 from .errors import HubError
 from .hooks import Plugin
-from .logs import InputLog
 from .models import Model, ModelRequest, RetryPolicy, Usage, stream_with_retry
 from .runner import Runner
+from .injection import EPISODE_CAP, scan_all
+from .logs import InputLog
 
 if TYPE_CHECKING:
     from .memory.embedder import Embedder
@@ -193,9 +194,10 @@ class EpisodicMemory(Plugin):
             self._failed("recall", e)
             return
         # episodes whose inputs are all still in the conversation's history add nothing
-        ctx.episodes = [
-            ep.render() for ep in episodes if not (ep.input_ids and set(ep.input_ids) <= shown)
-        ]
+        ctx.episodes = scan_all(  # prompt-injection markers neutralised (hub/injection.py)
+            [ep.render() for ep in episodes if not (ep.input_ids and set(ep.input_ids) <= shown)],
+            source=f"a recalled episode of {ctx.context.id}", cap=EPISODE_CAP,
+        )
 
     async def after_run(self, result: RunResult, ctx: RunContext | None) -> None:
         """Write the run's episode in the background, after the conversation's earlier ones."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,7 +38,10 @@ class Heartbeat:
         while True:
             try:
                 degraded = self.health() if self.health is not None else None
-                self.path.write_text(f"{time.time():.0f}\n" + (f"degraded: {degraded}\n" if degraded else ""), encoding="utf-8")
+                # written aside then renamed: `hub health` never reads a half-written file
+                tmp = self.path.with_name(self.path.name + ".tmp")
+                tmp.write_text(f"{time.time():.0f}\n" + (f"degraded: {degraded}\n" if degraded else ""), encoding="utf-8")
+                os.replace(tmp, self.path)
             except OSError as e:
                 log.warning("heartbeat: cannot write %s: %s", self.path, e)
             await asyncio.sleep(self.interval)
@@ -49,3 +53,4 @@ class Heartbeat:
                 await self._task
             self._task = None
         self.path.unlink(missing_ok=True)  # a stopped hub is not healthy
+        self.path.with_name(self.path.name + ".tmp").unlink(missing_ok=True)

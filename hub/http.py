@@ -297,6 +297,7 @@ class HttpServer:
         # answer exactly as a wrong credential does and names cannot be enumerated
         self._decoy = WebhookSection(context="decoy:none", secret=secrets.token_hex(32))
         self.port: int | None = None
+        self._events: Any = None
 
     async def start(self, hub: Any) -> None:  # the Hub, through its public API (submit, metrics, store health)
         if self._runner is not None:
@@ -315,6 +316,10 @@ class HttpServer:
         if cfg.metrics:
             app.router.add_get("/metrics", self._metrics)
         app.router.add_post("/webhooks/{name}", self._webhook)
+        from .http_events import EventRoutes  # /events and /runs/{id}, behind [http] token
+
+        self._events = EventRoutes(hub)
+        self._events.add_to(app)
         runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=_ProtocolLog(log, {}))
         await runner.setup()
         assert runner.server is not None
@@ -333,6 +338,8 @@ class HttpServer:
         server, self._server = self._server, None
         if server is not None:
             server.close()  # no new connections
+        if self._events is not None:
+            self._events.close()  # open /events streams end
         if runner is not None:
             await runner.cleanup()
         if self._guard is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,7 +33,9 @@ from .persona import Persona, PersonaSet
 from .redact import Redactor
 from .context import validation_message
 from .runner import Runner, Submission
+from .access import Access, InMemoryPairingStore, SQLitePairingStore
 from .deps import EngineDeps
+from .events import EventBus, EventStream
 from .runs import RunStore
 from .storehealth import StoreHealth, databases
 
@@ -75,7 +77,9 @@ class Hub:
     ) -> None:
         self.config = config or HubConfig()
         self.redactor = Redactor.from_config(self.config)
-        stores = build_stores(self.config, self.redactor, memory=memory, runs=runs, inbox=inbox)
+        # run events (hub/events.py): every entry the run store records is published, masked
+        self.bus = EventBus()
+        stores = build_stores(self.config, self.redactor, memory=memory, runs=runs, inbox=inbox, bus=self.bus)
         self._db: Database | None = stores.db
         self.memory: MemoryStore = stores.memory
         self.runs: RunStore = stores.runs
@@ -154,6 +158,8 @@ class Hub:
             agent=lambda: self.agent,
             hub=self,
         ))
+        # who may talk to the bot in private (hub/access.py): dm_policy and pairings
+        self.access = Access(SQLitePairingStore(self._db) if self._db is not None else InMemoryPairingStore())
         self.register(self.children.extension())
 
         # the bot's own context (hub/agent_context.py), resolved at start once extensions are in
@@ -228,7 +234,7 @@ class Hub:
             raise RunError("a stopped hub cannot start again; create a new Hub")
         self._state = _Lifecycle.STARTING
         try:
-            for store in (self.memory, self.runs, self.inbox, *self.features.stores):
+            for store in (self.memory, self.runs, self.inbox, *self.features.stores, self.access.store):
                 await store.open()
             for err in self.personas.load_all():
                 log.error("%s", err)
@@ -327,11 +333,21 @@ class Hub:
                 await self._model.close()
             except Exception:
                 log.exception("model failed to close")
-        for store in (*self.features.stores, self.inbox, self.runs, self.memory):
+        for store in (self.access.store, *self.features.stores, self.inbox, self.runs, self.memory):
             await store.close()
+        self.bus.close()
         if self._db is not None:
             await self._db.close()
         self._state = _Lifecycle.STOPPED
+
+    def events(
+        self, *, context: str | None = None, run: str | None = None, kinds: Iterable[str] | None = None,
+        maxsize: int = 1000, batch: float = 0.01,
+    ) -> EventStream:
+        """Follow runs' events as they happen (hub/events.py); filtered by context, run and kind.
+        A subscriber that falls ``maxsize`` events behind loses events, reported as ``Dropped``;
+        a waiting one is woken at most every ``batch`` seconds, for all that came meanwhile."""
+        return self.bus.subscribe(context=context, run=run, kinds=kinds, maxsize=maxsize, batch=batch)
 
     async def __aenter__(self) -> Hub:
         return await self.start()

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .config import ScheduleSection, format_validation_error, read_toml
 from .errors import ConfigError
+from .injection import PERSONA_CAP, scan
 
 __all__ = ["Persona", "PersonaSet", "load_persona", "persona_files"]
 
@@ -59,10 +60,20 @@ def load_persona(path: Path) -> Persona:
     raw = read_toml(path)
     raw.setdefault("name", path.stem)
     try:
-        return Persona.model_validate(raw)
+        persona = Persona.model_validate(raw)
     except ValidationError as e:
         key, msg = format_validation_error(e)
         raise ConfigError(msg, path=str(path), key=key) from e
+    return _scanned(persona, path)
+
+
+def _scanned(persona: Persona, path: Path) -> Persona:
+    """The persona with prompt-injection markers neutralised and sizes capped (hub/injection.py)."""
+    instructions = scan(persona.instructions, source=f"{path} instructions", cap=PERSONA_CAP)
+    examples = [scan(x, source=f"{path} examples[{i}]", cap=PERSONA_CAP) for i, x in enumerate(persona.examples)]
+    if instructions.clean and all(x.clean for x in examples):
+        return persona
+    return persona.model_copy(update={"instructions": instructions.text, "examples": [x.text for x in examples]})
 
 
 def persona_files(folder: Path) -> tuple[list[Path], dict[Path, str]]:

@@ -1,0 +1,340 @@
+"""Run events as they happen: the seed's "logs notify subscribers".
+
+:class:`EventBus` fans each run's events out to its subscribers; :class:`PublishingRunStore`
+sits in front of the hub's run store, the one place every log entry of every run passes, and
+publishes what it records. A subscriber (:class:`EventStream`, what :meth:`Hub.events`
+returns) has a bounded buffer: when it is full, further events are dropped for that
+subscriber, counted, and reported to it as one :class:`Dropped` event where the gap is. The
+engine never waits on a subscriber.
+
+Events, each with a ``kind`` discriminator:
+
+- :class:`RunStarted` (``run_started``), then one :class:`RunEvent` per log entry of the run
+  (its ``kind`` is the entry's: ``input``, ``step``, ``thought``, ``action_call``,
+  ``action_result``, ``output``, ``error``, ``state``), then :class:`RunEnded`
+  (``run_ended``, with the terminal state). ``seq`` numbers a run's events from 1, in order;
+  a run that began before anyone subscribed is announced by a ``run_started`` before its
+  first event that is published.
+  Partial output content, once the parser reports it, will arrive as a further entry kind.
+- :class:`Dropped` (``dropped``): ``count`` events this subscriber missed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from .logs import ActionResultLog, InputLog, Log, OutputLog, to_dict
+
+if TYPE_CHECKING:
+    from .runs import RunRecord, RunStore
+
+__all__ = [
+    "RunStarted",
+    "RunEvent",
+    "RunEnded",
+    "Dropped",
+    "Event",
+    "EventBus",
+    "EventStream",
+    "PublishingRunStore",
+    "event_dict",
+    "KINDS",
+]
+
+KINDS = frozenset({
+    "run_started", "input", "step", "thought", "action_call", "action_result", "output", "error", "state",
+    "run_ended", "dropped",
+})
+"""Every event kind a subscriber may filter on."""
+
+
+@dataclass(slots=True)
+class RunStarted:
+    kind: ClassVar[Literal["run_started"]] = "run_started"
+    run_id: str
+    context: str
+    seq: int
+    parent_id: str | None = None
+    user: str | None = None
+    ts: float = field(default_factory=time.time)
+
+
+@dataclass(slots=True)
+class RunEvent:
+    """One entry of a run's log (a snapshot: later changes to the entry are later events)."""
+
+    run_id: str
+    context: str
+    seq: int
+    entry: Log
+
+    @property
+    def kind(self) -> str:
+        return self.entry.kind
+
+
+@dataclass(slots=True)
+class RunEnded:
+    kind: ClassVar[Literal["run_ended"]] = "run_ended"
+    run_id: str
+    context: str
+    seq: int
+    state: str
+    reason: str | None = None
+    steps: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    duration: float | None = None
+    ts: float = field(default_factory=time.time)
+
+
+@dataclass(slots=True)
+class Dropped:
+    """This subscriber fell behind and missed ``count`` events here."""
+
+    kind: ClassVar[Literal["dropped"]] = "dropped"
+    count: int
+
+
+Event = RunStarted | RunEvent | RunEnded | Dropped
+
+
+def event_dict(event: Event) -> dict[str, Any]:
+    """``event`` as JSON can hold it (for Server-Sent Events and ``--follow``)."""
+    if isinstance(event, RunEvent):
+        return {"kind": event.kind, "run_id": event.run_id, "context": event.context, "seq": event.seq,
+                "entry": to_dict(event.entry)}
+    d = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
+    d["kind"] = event.kind
+    return d
+
+
+class EventStream:
+    """One subscriber: an async iterator of events, filtered by context, run and kind.
+
+    Use it as ``async with hub.events(run=...) as events: async for e in events``. A stream
+    filtered to one run ends after that run's ``run_ended``; every stream ends when the hub
+    stops or when it is closed.
+    """
+
+    def __init__(
+        self, bus: EventBus, *, context: str | None, run: str | None, kinds: frozenset[str] | None, maxsize: int,
+        batch: float = 0.0,
+    ) -> None:
+        self._bus = bus
+        self.context = context
+        self.run = run
+        self.kinds = kinds
+        self.maxsize = maxsize
+        self._buf: deque[Event] = deque()
+        self._wake = asyncio.Event()
+        self._missed = 0
+        self._size = 0
+        self.dropped = 0
+        """How many events this subscriber missed in all."""
+        self._closed = False
+        self.batch = batch
+        """Seconds a waiting reader is left asleep after the first new event, so that it wakes
+        once for a burst of events rather than once per event (what a run costs it)."""
+        self._waiting = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    def wants(self, run_id: str, context: str, kind: str) -> bool:
+        return (
+            (self.run is None or run_id == self.run)
+            and (self.context is None or context == self.context)
+            and (self.kinds is None or kind in self.kinds)
+        )
+
+    def offer(self, event: Event) -> None:
+        """Called by the bus; never blocks. A full buffer drops ``event`` and counts it."""
+        if self._size >= self.maxsize:  # the Dropped markers take no room
+            self._missed += 1
+            self.dropped += 1
+            return
+        if self._missed:
+            self._buf.append(Dropped(self._missed))  # where the gap is, in order
+            self._missed = 0
+        self._buf.append(event)
+        self._size += 1
+        if self._waiting and self._timer is None:
+            if self.batch > 0:
+                self._timer = asyncio.get_running_loop().call_later(self.batch, self._fire)
+            else:
+                self._fire()
+
+    def _fire(self) -> None:
+        self._timer = None
+        self._wake.set()
+
+    def close(self) -> None:
+        """Stop receiving; the iterator ends once what is buffered was read."""
+        if not self._closed:
+            self._closed = True
+            self._bus._streams.discard(self)
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._wake.set()
+
+    def __aiter__(self) -> EventStream:
+        return self
+
+    async def __anext__(self) -> Event:
+        while True:
+            if self._buf:
+                event = self._buf.popleft()
+                if not isinstance(event, Dropped):
+                    self._size -= 1
+                if self.run is not None and isinstance(event, RunEnded):
+                    self.close()
+                return event
+            if self._missed:
+                missed, self._missed = self._missed, 0
+                return Dropped(missed)
+            if self._closed:
+                raise StopAsyncIteration
+            self._wake.clear()
+            self._waiting = True
+            try:
+                await self._wake.wait()
+            finally:
+                self._waiting = False
+
+    async def __aenter__(self) -> EventStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    async def aclose(self) -> None:
+        self.close()
+
+
+class EventBus:
+    """Hands each event to the streams that want it, without ever waiting on one."""
+
+    def __init__(self) -> None:
+        self._streams: set[EventStream] = set()
+        self._seq: dict[str, int] = {}
+
+    @property
+    def subscribers(self) -> int:
+        return len(self._streams)
+
+    def subscribe(
+        self, *, context: str | None = None, run: str | None = None, kinds: Iterable[str] | None = None,
+        maxsize: int = 1000, batch: float = 0.01,
+    ) -> EventStream:
+        """A new stream; it sees events published from now on.
+
+        Raises:
+            ValueError: an unknown kind, or a ``maxsize`` below 1.
+        """
+        wanted = None
+        if kinds is not None:
+            wanted = frozenset(kinds)
+            unknown = sorted(wanted - KINDS)
+            if unknown:
+                raise ValueError(f"unknown event kind(s) {', '.join(unknown)}; known: {', '.join(sorted(KINDS))}")
+        if maxsize < 1:
+            raise ValueError(f"maxsize must be at least 1, not {maxsize}")
+        if not 0 <= batch <= 1:
+            raise ValueError(f"batch must be between 0 and 1 second, not {batch}")
+        stream = EventStream(self, context=context, run=run, kinds=wanted, maxsize=maxsize, batch=batch)
+        self._streams.add(stream)
+        return stream
+
+    def _next(self, run_id: str) -> int:
+        n = self._seq.get(run_id, 0) + 1
+        self._seq[run_id] = n
+        return n
+
+    def started(self, record: RunRecord) -> None:
+        if not self._streams or record.id in self._seq:  # announced already (see entry)
+            return
+        event = RunStarted(record.id, record.context, self._next(record.id), record.parent_id, record.user)
+        self._publish(event, record.id, record.context)
+
+    def entry(self, record: RunRecord, entry: Log) -> None:
+        if not self._streams:
+            return
+        if record.id not in self._seq:
+            # a run whose row could not be written yet (a store error), or one that began
+            # before anyone subscribed: its events still begin with run_started
+            self.started(record)
+        snapshot = _snapshot(entry) if type(entry) in _CHANGING else entry
+        self._publish(RunEvent(record.id, record.context, self._next(record.id), snapshot), record.id, record.context)
+
+    def ended(self, record: RunRecord) -> None:
+        seq = self._seq.pop(record.id, 0) + 1
+        if not self._streams:
+            return
+        event = RunEnded(
+            record.id, record.context, seq, str(record.state), record.reason, record.steps,
+            record.prompt_tokens, record.completion_tokens, record.duration,
+        )
+        self._publish(event, record.id, record.context)
+
+    def _publish(self, event: Event, run_id: str, context: str) -> None:
+        for stream in tuple(self._streams):
+            if stream.wants(run_id, context, event.kind):
+                stream.offer(event)
+
+    def close(self) -> None:
+        """End every stream (the hub stops)."""
+        for stream in tuple(self._streams):
+            stream.close()
+        self._seq.clear()
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_CHANGING = (InputLog, ActionResultLog, OutputLog)
+"""The entries the engine changes after logging them (``processed``, ``sent``, ``parts``); the
+others are never changed, and are published as they are."""
+
+
+def _snapshot(entry: Log) -> Log:
+    """A shallow copy of ``entry`` (the engine may still change its flags), without the cost
+    of ``dataclasses.replace``, which runs ``__init__`` and its default factories."""
+    cls = type(entry)
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    new = object.__new__(cls)
+    for name in names:
+        setattr(new, name, getattr(entry, name))
+    return new
+
+
+class PublishingRunStore:
+    """A run store that publishes what it records: the hook of run events into the engine.
+
+    It delegates everything to ``inner``; ``create``, ``append`` and ``finish`` also publish
+    (after the inner store took the entry, so an event never shows what was not recorded).
+    """
+
+    def __init__(self, inner: RunStore, bus: EventBus) -> None:
+        self.inner = inner
+        self.bus = bus
+
+    def __getattr__(self, name: str) -> Any:  # the inner store's other methods and extras
+        return getattr(self.inner, name)
+
+    async def create(self, run: RunRecord) -> None:
+        await self.inner.create(run)
+        self.bus.started(run)
+
+    def append(self, run: RunRecord, entry: Log) -> None:
+        self.inner.append(run, entry)
+        self.bus.entry(run, entry)
+
+    async def finish(self, run: RunRecord) -> None:
+        await self.inner.finish(run)
+        self.bus.ended(run)
