@@ -21,7 +21,7 @@ from .cli_store import STORE_COMMANDS, add_store_commands
 from .cli_access import ACCESS_COMMANDS, add_access_commands
 from .config import HubConfig, load_config
 from .errors import ConfigError, HubError
-from .logconf import setup_logging
+from .logging_setup import setup_logging
 
 __all__ = ["main"]
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from .actions import ActionCalls, Call
 from .conversation import available, prepare, prompt_parts, save
 from .errors import ModelError
-from .logconf import context_id_var, run_id_var
+from .logging_setup import context_id_var, run_id_var
 from .logs import (
     ActionResultLog,
     ErrorLog,

@@ -16,7 +16,7 @@ send that finally fails is a failed output in the run's log, never reported as s
 from __future__ import annotations
 
 from ..backoff import Backoff
-from ..logconf import quiet_loggers
+from ..logging_setup import quiet_loggers
 from ._guard import AllowList, LoopGuard
 from ._reply import reply_target
 from ._send import (

@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from hub import Extension, NoArgs, action
-from hub.logconf import setup_logging
+from hub.logging_setup import setup_logging
 
 
 @pytest.fixture

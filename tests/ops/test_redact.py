@@ -14,7 +14,7 @@ from hub_cli import extension as cli_extension
 
 from hub import Extension, Hub, NoArgs, ScriptedModel, action, load_config
 from hub.cli import main
-from hub.logconf import setup_logging
+from hub.logging_setup import setup_logging
 from hub.redact import MASK, Redactor, is_secret_name
 
 ENV_SECRET = "sk-env-0123456789abcdef"  # reaches the config through ${HUB_TEST_API_KEY}
