@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_telegram import FakeTelegram
 from test_telegram import running
 
-from hub import ConfigError
+from hub import ConfigError, HubError
 from hub.config import config_from_dict
 from hub.loader import load_extension
 
@@ -113,3 +114,27 @@ def test_dm_policy_is_validated_naming_the_key() -> None:
     assert "'open', 'allowlist', 'pairing'" in str(caught.value) and "'friends'" in str(caught.value)
     for policy in ("open", "allowlist", "pairing"):
         load_extension("telegram", {"token": "1:x", "dm_policy": policy}, cfg)
+
+
+async def test_a_pairing_store_that_fails_loses_no_message(tmp_path: Path) -> None:
+    async with FakeTelegram() as tg:
+        async with running(tmp_path, tg, default="ok", dm_policy="pairing") as h:
+            store = h.hub.access.store
+            real_get, failures = store.get, []
+
+            async def failing_get(platform: str, user: str) -> Any:
+                if not failures:
+                    failures.append(user)
+                    raise HubError("database is locked")
+                return await real_get(platform, user)
+
+            store.get = failing_get  # type: ignore[method-assign]
+            update_id, _ = tg.push_message(chat_id=42, text="hello")
+            # the update is not confirmed while it is undecided; the poller retries it
+            (sent,) = await tg.wait_sent(1)
+            await h.idle()
+            assert failures == ["42"] and len(tg.sent) == 1  # one code: decided once
+            (pending,) = await h.hub.access.list()
+            assert CODE.search(sent["text"]).group(1) == pending.code  # type: ignore[union-attr]
+            assert tg.confirmed_offset == update_id + 1
+            assert h.model.requests == [] and h.inputs() == []
