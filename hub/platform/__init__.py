@@ -4,7 +4,8 @@ Splitting long text (:func:`split_message`), an outbound :class:`Governor` (paci
 ``retry_after``, retries), the one :class:`Backoff`, a :class:`TypingIndicator`, the
 :func:`reply_target` lookup, a :class:`LoopGuard` for bot-to-bot exchanges,
 :class:`AllowList`, the base of every platform's settings (:class:`PlatformSettings`) and
-:func:`quiet_loggers` for a client library's chatter.
+:func:`quiet_loggers` for a client library's chatter, and :func:`private_access`
+(``dm_policy`` applied to a private message).
 
 The core never names a platform; extensions map their client's errors onto
 :class:`RateLimited`, :class:`TransientSendError` and :class:`PermanentSendError` and send
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from ..backoff import Backoff
 from ..logging_setup import quiet_loggers
+from ._access import private_access
 from ._guard import AllowList, LoopGuard
 from ._reply import reply_target
 from ._send import (
@@ -47,4 +49,5 @@ __all__ = [
     "reply_target",
     "PlatformSettings",
     "quiet_loggers",
+    "private_access",
 ]

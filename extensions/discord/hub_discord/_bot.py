@@ -26,6 +26,7 @@ from hub.platform import (
     SendFailed,
     TransientSendError,
     TypingIndicator,
+    private_access,
     reply_target,
     split_message,
 )
@@ -99,10 +100,15 @@ def ignore_reason(
         return f"a {message.type.name} message"
     if (author.bot or message.webhook_id is not None) and not settings.answer_bots:
         return "from a bot (answer_bots = false)"
+    if message.guild is None:
+        if not settings.dms:
+            return "a DM (dms = false)"
+        # under dm_policy "allowlist" or "pairing", DiscordBot decides who may talk in private
+        if settings.dm_policy == "open" and not users.allows(author.id):
+            return "author not in allowed_users"
+        return None
     if not users.allows(author.id):
         return "author not in allowed_users"
-    if message.guild is None:
-        return None if settings.dms else "a DM (dms = false)"
     if not guilds.allows(message.guild.id):
         return "guild not in allowed_guilds"
     channel = message.channel
@@ -382,6 +388,8 @@ class DiscordBot:
         if reason is not None:
             log.debug("discord: message %s ignored: %s", message.id, reason)
             return
+        if message.guild is None and not await self._private_allows(message):
+            return
         channel_id = message.channel.id
         sub = await send(
             CONTEXT,
@@ -402,6 +410,31 @@ class DiscordBot:
             return
         if self.settings.typing and self.typing is not None:
             self.typing.watch(channel_id, sub.result)
+
+    async def _private_allows(self, message: discord.Message) -> bool:
+        """``dm_policy`` in a DM; an unknown user under ``"pairing"`` is sent the code."""
+        if self._hub is None:
+            return False
+        author = message.author.id
+        decision = await private_access(self._hub.access, "discord", self.settings, author)
+        if decision.allowed:
+            return True
+        if decision.message is None:
+            log.info("discord: user %s is not on allowed_users (dm_policy = %s): DM ignored",
+                     author, self.settings.dm_policy)
+            return False
+        log.info("discord: user %s is not paired: sent them a pairing code", author)
+        client = self.client
+        if client is None:
+            return False
+        channel = client.get_partial_messageable(message.channel.id)
+        text = decision.message
+        # through the governor (paced, retried); the user gets the same code with their next DM
+        try:
+            await self.governor.send(message.channel.id, lambda: self._post(channel, text, None))
+        except SendFailed as e:
+            log.warning("discord: the pairing code for user %s was not sent: %s", author, e)
+        return False
 
     # --- typing -------------------------------------------------------------------------
 

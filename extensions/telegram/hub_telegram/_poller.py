@@ -19,7 +19,7 @@ from telegram import Update
 from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter, TimedOut
 
 from hub import HubError
-from hub.platform import AllowList, Backoff, TypingIndicator
+from hub.platform import AllowList, Backoff, SendFailed, TypingIndicator, private_access
 
 from ._client import TelegramClient, retry_after_seconds
 from ._filter import Ignored, Inbound, classify
@@ -131,7 +131,11 @@ class Poller:
         if isinstance(verdict, Ignored):
             log.debug("telegram: update %s ignored: %s", verdict.update_id, verdict.reason)
             return
-        if not self.users.allows(verdict.user_id, verdict.username, f"@{verdict.username}" if verdict.username else None):
+        names = (verdict.username, f"@{verdict.username}" if verdict.username else None)
+        if verdict.chat_type == "private" and self.settings.dm_policy != "open":
+            if not await self._private_allows(verdict, names):
+                return
+        elif not self.users.allows(verdict.user_id, *names):
             log.info("telegram: chat %s: user %s is not on allowed_users: ignored", verdict.chat_id, verdict.user_id)
             return
         if not self._guard_allows(verdict):
@@ -153,6 +157,24 @@ class Poller:
             return
         if self.settings.typing:
             self.typing.watch(verdict.chat_id, sub.result)
+
+    async def _private_allows(self, verdict: Inbound, names: tuple[str | None, ...]) -> bool:
+        """``dm_policy`` in a private chat; an unknown user under ``"pairing"`` is sent the code."""
+        decision = await private_access(self.hub.access, "telegram", self.settings, verdict.user_id, *names)
+        if decision.allowed:
+            return True
+        if decision.message is None:
+            log.info("telegram: user %s is not on allowed_users (dm_policy = %s): ignored",
+                     verdict.user_id, self.settings.dm_policy)
+            return False
+        log.info("telegram: user %s is not paired: sent them a pairing code", verdict.user_id)
+        # through the client's governor (paced, retried); a send that fails is logged, and the
+        # user gets the same code with their next message
+        try:
+            await self.client.send_text(verdict.chat_id, decision.message)
+        except SendFailed as e:
+            log.warning("telegram: the pairing code for user %s was not sent: %s", verdict.user_id, e)
+        return False
 
     def _guard_allows(self, verdict: Inbound) -> bool:
         if self.guard is None:

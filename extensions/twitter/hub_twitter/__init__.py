@@ -100,6 +100,17 @@ class TwitterSettings(PlatformSettings):
             )
         return v
 
+    @field_validator("dm_policy")
+    @classmethod
+    def _no_public_pairing(cls, v: str) -> str:
+        if v == "pairing":
+            raise ValueError(
+                '"pairing" is not available on X: the bot reads mentions, which are public, so the '
+                'one-time code would be posted for everyone to see; use "allowlist" (only '
+                "allowed_users' mentions are answered) or 'open'"
+            )
+        return v
+
     @property
     def has_posting_keys(self) -> bool:
         return all(getattr(self, k).get_secret_value() for k in POSTING_KEYS)

@@ -265,7 +265,11 @@ class TwitterService:
             log.info("twitter: first start: mention %s from %s is older than backlog_max_age: not answered", tid, who)
             return False
         ids = (author, _norm(username) if username else None)
-        if (self.allow and not self.allow.allows(*ids)) or (self.ignore and self.ignore.allows(*ids)):
+        # dm_policy "allowlist": mentions are X's way to talk to the bot, so only allowed_users'
+        # reach it, and an empty list lets nobody in (under "open" an empty list is everyone)
+        listed = bool(self.allow) and self.allow.allows(*ids)
+        restricted = bool(self.allow) or self.settings.dm_policy == "allowlist"
+        if (restricted and not listed) or (self.ignore and self.ignore.allows(*ids)):
             log.info("twitter: mention %s from %s: not on allowed_users (or on ignored_users): ignored", tid, who)
             return False
         conversation = str(getattr(tweet, "conversation_id", None) or tid)
