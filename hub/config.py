@@ -70,6 +70,7 @@ _SECRET_KEY = re.compile(r"(^|_)(token|secret|password|passwd|key|credentials?)$
 # keys of the core that need a value: an unset ${VAR} leaving one empty is an error
 _NEEDS_VALUE = {("hub", "data_dir"), ("hub", "contexts_dir"), ("model", "name"), ("model", "model_path")}
 
+
 class _Substitution:
     """``${VAR}`` forms replaced in a TOML tree; records the variables left unset and the
     values that came from the environment (never echoed in an error)."""

@@ -326,4 +326,3 @@ class HubConfig(BaseModel):
     def enabled_extensions(self) -> dict[str, dict[str, Any]]:
         """Tables of extensions that are on: present, unless ``enabled = false``."""
         return {n: t for n, t in self.extensions.items() if t.get("enabled", True) is not False}
-

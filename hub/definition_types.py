@@ -44,6 +44,7 @@ class TextArgs(BaseModel):
 class _NoAttributes(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+
 def _check_name(kind: str, name: str) -> None:
     if not name or not _NAME.match(name):
         raise ValueError(f"{kind} name {name!r} must start with a letter or '_' and contain only letters, digits, _ . : -")

@@ -139,5 +139,3 @@ class _Guard:
 
     def of(self, request: web.Request) -> _Connection | None:
         return self.live.get(request.protocol)
-
-

@@ -292,5 +292,3 @@ class _Scanner:
         self._raw = None
         self._mode = self._normal
         return True
-
-
