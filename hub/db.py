@@ -15,108 +15,39 @@ with backoff. Writes that still fail are counted (:attr:`Database.lost_writes` f
 fire-and-forget ones), and :meth:`Database.health` reports the store degraded while
 failures occur. Strings are stored as valid UTF-8 (a lone surrogate becomes U+FFFD), so no
 input can make a write fail.
+
+The transaction of each batch is in :mod:`hub.db_commit`; the cleaning of values in
+:mod:`hub.db_values` (``dumps`` and ``clean_text`` are re-exported here).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import math
 import os
 import re
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 
 from .errors import StoreError
+from .db_commit import _BARRIER, _Busy, _commit_sync, _Write
+from .db_values import _clean_params, clean_text, dumps
 
 __all__ = ["Database", "dumps", "clean_text"]
 
 log = logging.getLogger(__name__)
 
-_Write = tuple[str, Sequence[Any] | None, "asyncio.Future[None] | None"]
-_BARRIER = ""  # queued by flush(): resolves once everything queued before it is committed
-
-_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _TABLE = re.compile(r"^\s*(?:INSERT(?:\s+OR\s+\w+)?\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)", re.IGNORECASE)
-
-
-def clean_text(s: str) -> str:
-    """``s`` as valid UTF-8: lone UTF-16 surrogates (valid in JSON, not in UTF-8) become U+FFFD."""
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError:
-        return _SURROGATE.sub("\ufffd", s)
-    return s
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
-def dumps(value: Any, *, default: Any = repr) -> str:
-    """JSON text that any JSON reader accepts: NaN and ±Infinity become ``null`` (as
-    JavaScript's ``JSON.stringify`` writes them), lone surrogates U+FFFD.
-
-    Raises:
-        TypeError: a value JSON cannot hold, when ``default`` is None.
-    """
-    try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=default)
-    except ValueError as e:  # a non-finite float somewhere (a circular value stays an error)
-        if "ircular" in str(e):
-            raise
-        text = json.dumps(_finite(value), ensure_ascii=False, allow_nan=False, default=default)
-    return clean_text(text)
-
-
-def _clean_params(params: Sequence[Any] | None) -> Sequence[Any] | None:
-    if not params:
-        return params
-    out = None
-    for i, p in enumerate(params):
-        if isinstance(p, str):
-            c = clean_text(p)
-        elif isinstance(p, float) and not math.isfinite(p):
-            c = None
-        else:
-            continue
-        if c is not p:
-            if out is None:
-                out = list(params)
-            out[i] = c
-    return params if out is None else out
 
 
 def _table(sql: str) -> str:
     m = _TABLE.match(sql)
     return m.group(1) if m else "?"
-
-
-def _is_busy(e: BaseException) -> bool:
-    code = getattr(e, "sqlite_errorcode", None)
-    if code is not None:
-        return (code & 0xFF) in _BUSY_CODES
-    return isinstance(e, sqlite3.OperationalError) and "locked" in str(e)
-
-
-class _Busy(Exception):
-    """The write lock could not be taken within busy_timeout (retried with backoff)."""
-
-    def __init__(self, original: sqlite3.Error) -> None:
-        self.original = original
 
 
 class Database:
@@ -399,86 +330,3 @@ class Database:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-def _commit_sync(raw: sqlite3.Connection, writes: list[tuple[str, Sequence[Any] | None]]) -> list[BaseException | None]:
-    """Runs in aiosqlite's thread. The fast path commits the batch as one transaction; if a
-    statement fails, the batch is applied again with each write in a savepoint, so only the
-    writes that fail are left out."""
-    try:
-        _begin(raw)
-    except sqlite3.Error as e:
-        if _is_busy(e):
-            raise _Busy(e) from e
-        raise
-    try:
-        for sql, group in _group(writes):
-            if len(group) == 1:
-                raw.execute(sql, group[0] or ())
-            else:
-                raw.executemany(sql, [p or () for p in group])
-        raw.execute("COMMIT")
-        return [None] * len(writes)
-    except Exception as e:  # a bad statement or value (a constraint, an int too large): find it
-        _rollback(raw)
-        if _is_busy(e):
-            raise _Busy(e) from e  # type: ignore[arg-type]
-    except BaseException:
-        _rollback(raw)
-        raise
-    return _commit_each(raw, writes)
-
-
-def _commit_each(raw: sqlite3.Connection, writes: list[tuple[str, Sequence[Any] | None]]) -> list[BaseException | None]:
-    errors: list[BaseException | None] = [None] * len(writes)
-    try:
-        _begin(raw)
-    except sqlite3.Error as e:
-        if _is_busy(e):
-            raise _Busy(e) from e
-        raise
-    try:
-        for i, (sql, params) in enumerate(writes):
-            if sql == _BARRIER:
-                continue
-            raw.execute("SAVEPOINT w")
-            try:
-                raw.execute(sql, params or ())
-            except Exception as e:
-                if _is_busy(e):
-                    raise
-                errors[i] = e
-                raw.execute("ROLLBACK TO w")
-            raw.execute("RELEASE w")
-        raw.execute("COMMIT")
-    except sqlite3.Error as e:
-        _rollback(raw)
-        if _is_busy(e):
-            raise _Busy(e) from e
-        raise
-    except BaseException:
-        _rollback(raw)
-        raise
-    return errors
-
-
-def _begin(raw: sqlite3.Connection) -> None:
-    raw.execute("BEGIN IMMEDIATE")  # take the write lock now, so the busy handler applies
-
-
-def _rollback(raw: sqlite3.Connection) -> None:
-    if raw.in_transaction:
-        raw.execute("ROLLBACK")
-
-
-def _group(batch: Iterable[tuple[str, Sequence[Any] | None]]) -> list[tuple[str, list[Sequence[Any] | None]]]:
-    """Consecutive writes with the same SQL, grouped so each group is one executemany."""
-    groups: list[tuple[str, list[Sequence[Any] | None]]] = []
-    for sql, params in batch:
-        if sql == _BARRIER:  # a flush: nothing to execute, its future resolves with the batch
-            continue
-        if groups and groups[-1][0] == sql:
-            groups[-1][1].append(params)
-        else:
-            groups.append((sql, [params]))
-    return groups

@@ -17,7 +17,8 @@ answer ``200 {"duplicate": true}`` instead of running again. Nothing runs on a 4
 Slow clients cannot hold the endpoint: each request's headers must arrive within
 ``header_timeout`` and a webhook's body within ``body_timeout``, and at most
 ``max_connections`` are open at once; when full, the oldest connection that has not yet
-proven anything (waiting for its headers, or sending an unverified body) is dropped.
+proven anything (waiting for its headers, or sending an unverified body) is dropped. Those
+connection defences are in :mod:`hub.http_guard`; this module holds the listener and the routes.
 """
 
 from __future__ import annotations
@@ -33,16 +34,14 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
 
 from .config import HubConfig, WebhookSection
 from .errors import ConfigError, RunError, StoreError
 from .metrics import CONTENT_TYPE
 from .untrusted import UntrustedJSONError, load_json
+from .http_guard import _Guard, _ProtocolLog
 
 if TYPE_CHECKING:
-    from aiohttp.web_protocol import RequestHandler
-
     from .engine import RunResult
 
 __all__ = ["HttpServer", "http_component", "signature", "TIMESTAMP_TOLERANCE"]
@@ -160,129 +159,6 @@ def _run_body(result: RunResult) -> dict[str, Any]:
             {"type": o.type, "content": o.content, "sent": o.sent, "error": o.error} for o in result.outputs
         ],
     }
-
-
-# --- connections ----------------------------------------------------------------------
-
-
-class _ProtocolLog(logging.LoggerAdapter):
-    """aiohttp's logger for its protocol: a malformed request (its 400) is the client's
-    mistake, logged in one line at INFO, not as the hub's error with a traceback."""
-
-    def exception(self, msg: Any, *args: Any, exc_info: Any = True, **kw: Any) -> None:
-        if isinstance(exc_info, HttpProcessingError):
-            first = (exc_info.message or "").splitlines()[:1]
-            self.logger.info("%s: %s %s", msg % args, exc_info.code, first[0] if first else "")
-            return
-        self.logger.exception(msg, *args, exc_info=exc_info, **kw)
-
-
-class _Connection(asyncio.Protocol):
-    """One client connection: aiohttp's protocol inside, with a deadline for each request's headers.
-
-    ``proven`` is False while the client has shown nothing (its headers are not in, or its
-    body is not verified yet): such a connection is the first to go when the endpoint is full.
-    """
-
-    def __init__(self, guard: _Guard, inner: RequestHandler) -> None:
-        self.guard = guard
-        self.inner = inner
-        self.opened = time.monotonic()
-        self.proven = False
-        self.transport: asyncio.Transport | None = None
-        self._deadline: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        self.guard.opened(self)
-        self.inner.connection_made(transport)
-        self.wait_for_request()
-
-    def connection_lost(self, exc: BaseException | None) -> None:
-        self.disarm()
-        self.guard.closed(self)
-        self.inner.connection_lost(exc)
-
-    def data_received(self, data: bytes) -> None:
-        self.inner.data_received(data)
-
-    def eof_received(self) -> bool | None:
-        self.inner.eof_received()  # aiohttp's handler returns None: close the transport
-        return None
-
-    def pause_writing(self) -> None:
-        self.inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        self.inner.resume_writing()
-
-    def wait_for_request(self) -> None:
-        """The next request's headers must arrive within ``header_timeout``."""
-        self.proven = False
-        self.disarm()
-        self._deadline = asyncio.get_running_loop().call_later(self.guard.header_timeout, self._expired)
-
-    def disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-
-    def _expired(self) -> None:
-        self._deadline = None
-        self.guard.timeouts += 1
-        self.drop()
-
-    def drop(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.abort()
-
-
-class _Refuse(asyncio.Protocol):
-    """Answers a connection the full endpoint cannot take: 503, then close."""
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        body = b'{"error": "too many connections: try again shortly"}'
-        head = (
-            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-            f"Connection: close\r\nContent-Length: {len(body)}\r\n\r\n"
-        )
-        transport.write(head.encode() + body)  # type: ignore[attr-defined]
-        transport.close()
-
-
-class _Guard:
-    """The connections of one endpoint: a cap, header deadlines, and who goes when it is full."""
-
-    def __init__(self, factory: Callable[[], RequestHandler], *, limit: int, header_timeout: float) -> None:
-        self.factory = factory
-        self.limit = limit
-        self.header_timeout = header_timeout
-        self.live: dict[RequestHandler, _Connection] = {}
-        self.evicted = 0
-        self.refused = 0
-        self.timeouts = 0
-
-    def __call__(self) -> asyncio.Protocol:
-        if len(self.live) >= self.limit:
-            unproven = [c for c in self.live.values() if not c.proven]
-            if not unproven:
-                self.refused += 1
-                return _Refuse()
-            oldest = min(unproven, key=lambda c: c.opened)
-            self.evicted += 1
-            oldest.drop()
-            self.live.pop(oldest.inner, None)  # its slot is taken now; connection_lost follows
-        return _Connection(self, self.factory())
-
-    def opened(self, conn: _Connection) -> None:
-        self.live[conn.inner] = conn
-
-    def closed(self, conn: _Connection) -> None:
-        if self.live.get(conn.inner) is conn:
-            del self.live[conn.inner]
-
-    def of(self, request: web.Request) -> _Connection | None:
-        return self.live.get(request.protocol)
 
 
 class HttpServer:

@@ -1,0 +1,302 @@
+"""The definitions an extension declares, as plain data: :class:`Action`, :class:`Output`,
+:class:`Input`, :class:`Context`, :class:`Service` and :class:`Extension`. The decorators that
+build them from handlers, inferring their schemas, are in :mod:`hub.definitions`, which
+re-exports everything here.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Literal
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter
+
+from .errors import ExtensionError
+from .context import ArgsT, MemoryT
+
+if TYPE_CHECKING:
+    from .context import RunContext
+
+HubRef = Any
+"""The :class:`~hub.Hub` an ``install``, ``subscribe``, ``enabled`` or ``start`` receives. Typed
+``Any`` here because definitions sit below the hub in the layers (they may not import it)."""
+
+ErrorDecision = Literal["continue", "retry", "abort"]
+
+_NAME = re.compile(r"^[A-Za-z_][\w.:-]*$")
+
+
+class NoArgs(BaseModel):
+    """Arguments of an action that takes none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class TextArgs(BaseModel):
+    """The args of a context keyed by one string (a chat id, a user name)."""
+
+    id: str
+
+
+class _NoAttributes(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _check_name(kind: str, name: str) -> None:
+    if not name or not _NAME.match(name):
+        raise ValueError(f"{kind} name {name!r} must start with a letter or '_' and contain only letters, digits, _ . : -")
+
+
+@dataclass(slots=True, eq=False)
+class Action:
+    """A tool the model may call with ``<action_call name="NAME">{json}</action_call>``."""
+
+    name: str
+    handler: Callable[[Any, RunContext], Awaitable[Any]]
+    schema: type[BaseModel] = NoArgs
+    description: str = ""
+    instructions: str = ""
+    returns: Any = None
+    examples: Sequence[str] = ()
+    enabled: Callable[[RunContext], bool] | None = None
+    retry: int = 0
+    queue: str | None = None
+    memory: str | None = None
+    timeout: float | None = None
+    on_success: Callable[[Any, RunContext], Awaitable[None] | None] | None = None
+    on_error: Callable[[BaseException, RunContext], Awaitable[None] | None] | None = None
+    roles: Sequence[str] = ()
+    critical: bool = False
+    scope: Literal["context", "global"] = "context"
+    """Where ``memory`` lives: one value per conversation (``"context"``), or one shared by all."""
+    _returns_adapter: TypeAdapter[Any] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _check_name("action", self.name)
+        if self.retry < 0:
+            raise ValueError(f"action {self.name!r}: retry must be >= 0")
+        if self.scope not in ("context", "global"):
+            raise ValueError(f"action {self.name!r}: scope must be 'context' or 'global', not {self.scope!r}")
+
+    def json_schema(self) -> dict[str, Any]:
+        return self.schema.model_json_schema()
+
+    def returns_schema(self) -> dict[str, Any] | None:
+        if self.returns is None:
+            return None
+        return TypeAdapter(self.returns).json_schema()
+
+    def check_result(self, result: Any) -> None:
+        """Validate a handler's result against ``returns`` (nothing to check without one).
+
+        Raises:
+            pydantic.ValidationError: The result does not match; its errors name the field.
+        """
+        if self.returns is None:
+            return
+        if self._returns_adapter is None:
+            self._returns_adapter = TypeAdapter(self.returns)
+        self._returns_adapter.validate_python(result)
+
+
+@dataclass(slots=True, eq=False)
+class Output:
+    """A way for the model to say something: ``<output type="TYPE" attr="...">content</output>``.
+
+    ``attributes`` is the schema of the tag's attributes; a destination attribute is only
+    possible when the definition declares one. ``context`` restricts the output to runs of one
+    context type. ``format(content)`` is how the log shows it (the prompt's history, traces):
+    a string in place of the raw content.
+
+    The handler gets the validated content and ``ctx`` (``ctx.output`` is its own log entry).
+    It returns nothing, data that goes into the entry's ``data``, an :class:`OutputResult`, or
+    a list of them: the first updates the entry, each further one is an entry of its own. An
+    entry whose result says ``processed=False`` is shown to the model as new, and the run
+    takes another step for it.
+    """
+
+    type: str
+    handler: Callable[[Any, RunContext], Awaitable[Any]]
+    schema: Any = str
+    attributes: builtins.type[BaseModel] = _NoAttributes
+    description: str = ""
+    instructions: str = ""
+    examples: Sequence[str] = ()
+    format: Callable[[Any], str] | None = None
+    install: Callable[[HubRef], Awaitable[None] | None] | None = None
+    enabled: Callable[[RunContext], bool] | None = None
+    context: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_name("output", self.type)
+
+    @property
+    def is_text(self) -> bool:
+        return self.schema is str
+
+    def content_schema(self) -> dict[str, Any] | None:
+        if self.is_text:
+            return None
+        return TypeAdapter(self.schema).json_schema()
+
+
+@dataclass(slots=True)
+class OutputResult:
+    """What an output handler may return, one or a list: ``data`` for the log entry, and
+    ``processed=False`` to show the entry to the model as new in the next step."""
+
+    data: Any = None
+    processed: bool = True
+
+
+@dataclass(slots=True, eq=False)
+class Input:
+    """A listener: ``subscribe(send, hub)`` starts it and returns an async callable that stops it.
+
+    ``schema`` (a type pydantic validates; ``Any``: anything) is checked against the data each
+    ``send`` carries: a mismatch is an :class:`~hub.ExtensionError` naming the input type and
+    the field. ``format(data)`` is how the log shows the input (the prompt, traces).
+    """
+
+    type: str
+    subscribe: Callable[[Callable[..., Awaitable[Any]], HubRef], Awaitable[Callable[[], Awaitable[None]]]]
+    schema: Any = Any
+    description: str = ""
+    format: Callable[[Any], str] | None = None
+    install: Callable[[HubRef], Awaitable[None] | None] | None = None
+    enabled: Callable[[HubRef], bool] | None = None
+
+    _adapter: TypeAdapter[Any] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _check_name("input", self.type)
+
+    def validate(self, data: Any) -> Any:
+        """``data`` validated against ``schema``.
+
+        Raises:
+            pydantic.ValidationError: It does not match.
+        """
+        if self.schema is Any:
+            return data
+        if self._adapter is None:
+            self._adapter = TypeAdapter(self.schema)
+        return self._adapter.validate_python(data)
+
+
+@dataclass(slots=True, eq=False)
+class Context(Generic[ArgsT, MemoryT]):
+    """A kind of conversation. One type has many instances, named ``TYPE:KEY``.
+
+    ``key(args)`` gives the instance key; ``parse_key(key)`` turns it back into args (default:
+    the schema's single field). ``create`` gives the initial persistent memory; ``load`` and
+    ``save`` replace the store round trip; ``render`` shows the state in the prompt.
+    ``reply_output`` is the output type used for a plain-text reply and for ``<output>``
+    tags whose type is omitted.
+
+    ``memory_schema``, a pydantic model, makes the memory typed: loaded into it (its
+    defaults when new), saved as its JSON. ``Context[Args, Memory]`` and handlers taking
+    ``ctx: RunContext[Args, Memory]`` then type-check ``ctx.memory.count``.
+    """
+
+    type: str
+    schema: builtins.type[ArgsT] = TextArgs  # type: ignore[assignment]
+    key: Callable[[ArgsT], str] | None = None
+    parse_key: Callable[[str], dict[str, Any]] | None = None
+    create: Callable[[ArgsT, RunContext[ArgsT, MemoryT]], MemoryT | Awaitable[MemoryT]] | None = None
+    load: Callable[[str, RunContext[ArgsT, MemoryT]], Awaitable[Any]] | None = None
+    save: Callable[[str, MemoryT, RunContext[ArgsT, MemoryT]], Awaitable[None]] | None = None
+    render: Callable[[MemoryT, RunContext[ArgsT, MemoryT]], str] | None = None
+    description: str = ""
+    instructions: str = ""
+    use: Callable[[ArgsT, RunContext[ArgsT, MemoryT]], Sequence[tuple[Context[Any, Any], Any]]] | None = None
+    actions: Sequence[Action] = ()
+    outputs: Sequence[Output] = ()
+    on_step: Callable[[RunContext[ArgsT, MemoryT]], Awaitable[None] | None] | None = None
+    on_run: Callable[[RunContext[ArgsT, MemoryT]], Awaitable[None] | None] | None = None
+    on_error: Callable[[BaseException, RunContext[ArgsT, MemoryT]], Awaitable[ErrorDecision] | ErrorDecision] | None = None
+    max_steps: int | None = None
+    max_history: int | None = None
+    reply_output: str | None = None
+    persona: str | None = None
+    memory_schema: builtins.type[MemoryT] | None = None
+
+    def __post_init__(self) -> None:
+        _check_name("context", self.type)
+        if self.memory_schema is not None and not (
+            isinstance(self.memory_schema, builtins.type) and issubclass(self.memory_schema, BaseModel)
+        ):
+            raise TypeError(f"context {self.type!r}: memory_schema must be a pydantic BaseModel class")
+
+    def memory_from(self, raw: Any) -> Any:
+        """Stored memory as the context holds it (validated into ``memory_schema``)."""
+        if self.memory_schema is None or raw is None or isinstance(raw, self.memory_schema):
+            return raw
+        return self.memory_schema.model_validate(raw)  # type: ignore[attr-defined]
+
+    def memory_to(self, value: Any) -> Any:
+        """Memory as it is stored (JSON)."""
+        if isinstance(value, BaseModel):
+            return value.model_dump(mode="json")
+        return value
+
+    def new_memory(self) -> Any:
+        """Memory for an instance that has none yet, when there is no ``create``."""
+        return self.memory_schema() if self.memory_schema is not None else {}
+
+    def key_of(self, args: Any) -> str:
+        if self.key is not None:
+            return str(self.key(args))
+        fields = list(type(args).model_fields) if isinstance(args, BaseModel) else []
+        if len(fields) == 1:
+            return str(getattr(args, fields[0]))
+        if isinstance(args, BaseModel) and not fields:
+            return "default"
+        raise ValueError(f"context {self.type!r} has several args fields: give it a key(args) function")
+
+    def args_from_key(self, key: str) -> Any:
+        if self.parse_key is not None:
+            return self.schema.model_validate(self.parse_key(key))
+        fields = list(self.schema.model_fields)
+        if len(fields) == 1:
+            return self.schema.model_validate({fields[0]: key})
+        if not fields:
+            return self.schema()
+        raise ValueError(f"context {self.type!r} has several args fields: give it a parse_key(key) function")
+
+
+@dataclass(slots=True, eq=False)
+class Service:
+    """A client with a lifecycle, started before inputs subscribe and stopped after they stop."""
+
+    name: str
+    start: Callable[[HubRef], Awaitable[None]]
+    stop: Callable[[], Awaitable[None]]
+
+
+@dataclass(slots=True, eq=False)
+class Extension:
+    """What one platform or toolset contributes to a hub."""
+
+    name: str
+    actions: Sequence[Action] = ()
+    outputs: Sequence[Output] = ()
+    inputs: Sequence[Input] = ()
+    contexts: Sequence[Context] = ()
+    services: Sequence[Service] = ()
+    install: Callable[[HubRef], Awaitable[None] | None] | None = None
+    description: str = ""
+    agent_context: Context | None = None
+    """The bot's own context (see :mod:`hub.agent_context`), registered with ``contexts``."""
+
+    def __post_init__(self) -> None:
+        for seq_name in ("actions", "outputs", "inputs", "contexts", "services"):
+            items = getattr(self, seq_name)
+            if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+                raise ExtensionError(self.name, f"{seq_name} must be a list")
+            setattr(self, seq_name, list(items))
+        if self.agent_context is not None and self.agent_context not in self.contexts:
+            self.contexts.append(self.agent_context)  # type: ignore[attr-defined]
