@@ -15,7 +15,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from .agent_context import AgentContext
 from .compose import Component, build_stores, compose, make_model, prompt_budget
@@ -36,6 +36,7 @@ from .runner import Runner, Submission
 from .access import Access, InMemoryPairingStore, SQLitePairingStore
 from .deps import EngineDeps
 from .events import EventBus, EventStream
+from .registry import Registry
 from .runs import RunStore
 from .storehealth import StoreHealth, databases
 
@@ -97,12 +98,13 @@ class Hub:
             take_chars=3 * prompt_budget(self.config, model),
         )
 
-        self.extensions: dict[str, Extension] = {}
-        self.contexts: dict[str, Context] = {}
-        self.actions: dict[str, Action] = {}
-        self.outputs: dict[str, Output] = {}
-        self.inputs: dict[str, Input] = {}
-        self._owners: dict[int, str] = {}
+        self.registry = Registry()
+        # the registries by name, as extensions and handlers read them (the same dicts)
+        self.extensions: dict[str, Extension] = self.registry.extensions
+        self.contexts: dict[str, Context] = self.registry.contexts
+        self.actions: dict[str, Action] = self.registry.actions
+        self.outputs: dict[str, Output] = self.registry.outputs
+        self.inputs: dict[str, Input] = self.registry.inputs
         self._stops: list[Callable[[], Awaitable[None]]] = []
         self._started_services: list[Any] = []
         self._started_components: list[Component] = []
@@ -187,33 +189,11 @@ class Hub:
 
     def register(self, ext: Extension) -> None:
         """Add an extension's definitions; a name already taken is an ExtensionError naming both."""
-        if ext.name in self.extensions:
-            raise ExtensionError(ext.name, "registered twice")
-        item: Any  # a context, action, output or input: each registry below keeps its own kind
-        for registry, items, attr, what in (
-            (self.contexts, ext.contexts, "type", "context"),
-            (self.actions, ext.actions, "name", "action"),
-            (self.outputs, ext.outputs, "type", "output"),
-            (self.inputs, ext.inputs, "type", "input"),
-        ):
-            for item in items:
-                name = getattr(item, attr)
-                if name in registry:
-                    other = self._owners.get(id(registry[name]), "?")
-                    raise ExtensionError(ext.name, f"{what} {name!r} is already defined by extension {other!r}")
-        for registry, items, attr in (
-            (self.contexts, ext.contexts, "type"),
-            (self.actions, ext.actions, "name"),
-            (self.outputs, ext.outputs, "type"),
-            (self.inputs, ext.inputs, "type"),
-        ):
-            for item in items:
-                registry[getattr(item, attr)] = item
-                self._owners[id(item)] = ext.name
-        self.extensions[ext.name] = ext
+        self.registry.register(ext)
 
     def owner_of(self, item: Any) -> str | None:
-        return self._owners.get(id(item))
+        """The name of the extension that registered ``item``."""
+        return self.registry.owner_of(item)
 
     def persona_for(self, inst: ContextInstance) -> Persona | None:
         o = self.persona_overrides
@@ -374,29 +354,7 @@ class Hub:
 
     def resolve_context(self, context: str | Context, args: Any = None) -> tuple[Context, Any, str]:
         """A context type (with args) or a ``TYPE:KEY`` instance name → (definition, args, key)."""
-        if isinstance(context, Context):
-            definition = context
-            key = None
-        elif context in self.contexts:
-            definition, key = self.contexts[context], None
-        else:
-            ctype, sep, key = context.rpartition(":")
-            if not sep or ctype not in self.contexts:
-                known = ", ".join(sorted(self.contexts)) or "none"
-                raise RunError(f"unknown context {context!r}; known context types: {known}")
-            definition = self.contexts[ctype]
-        try:
-            if args is None:
-                if key is None:
-                    raise RunError(f"context {definition.type!r} needs args (or name an instance as TYPE:KEY)")
-                parsed = definition.args_from_key(key)
-            elif isinstance(args, BaseModel):
-                parsed = args
-            else:
-                parsed = definition.schema.model_validate(args)
-        except (ValidationError, ValueError) as e:
-            raise RunError(f"invalid args for context {definition.type!r}: {e}") from e
-        return definition, parsed, definition.key_of(parsed)
+        return self.registry.resolve(context, args)
 
     async def submit(
         self,
