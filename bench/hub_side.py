@@ -115,7 +115,7 @@ def make_hub(base_url: str, data_dir: str, counters: Counters, *, in_memory: boo
         # its embedding have their own figures in recall_bench.py)
         "memory": {"episodes": False},
     })
-    model = OpenAIModel(MODEL, base_url=base_url, api_key="x", client=client)
+    model = OpenAIModel(MODEL, base_url=base_url, api_key="x", client=client, concurrency=concurrency)
     stores: dict[str, Any] = {}
     if in_memory:
         stores = {"memory": InMemoryStore(), "runs": InMemoryRunStore(), "inbox": InMemoryInbox()}

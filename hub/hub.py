@@ -75,6 +75,7 @@ def make_model(config: HubConfig) -> Model:
         timeout=m.timeout,
         temperature=m.temperature,
         max_tokens=m.max_tokens,
+        concurrency=m.concurrency,
     )
 
 
