@@ -146,7 +146,8 @@ async def bench_store(
         if kind == "chroma":
             from hub.memory.chroma import ChromaVectorStore
 
-            store: VectorStore = ChromaVectorStore(Path(tmp) / "chroma", embedder=cached)
+            # as the hub opens it (hub.episodes.open_episode_store): partitioned by conversation
+            store: VectorStore = ChromaVectorStore(Path(tmp) / "chroma", embedder=cached, partition_by="context")
         else:
             store = InMemoryVectorStore(cached)
         cfg = HubConfig()

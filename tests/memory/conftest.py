@@ -17,7 +17,7 @@ def minilm() -> MiniLMEmbedder:
     return MiniLMEmbedder()
 
 
-@pytest.fixture(params=["memory", "chroma"])
+@pytest.fixture(params=["memory", "chroma", "chroma-partitioned"])
 async def store(
     request: pytest.FixtureRequest, minilm: MiniLMEmbedder, tmp_path: Path
 ) -> AsyncIterator[VectorStore]:
@@ -27,6 +27,9 @@ async def store(
     else:
         from hub.memory.chroma import ChromaVectorStore
 
-        impl = ChromaVectorStore(tmp_path / "chroma", embedder=minilm)
+        # partitioned by a key the contract's records use, so a query filtered on it
+        # searches one partition (and records without the key stay out of them)
+        partition_by = "topic" if request.param == "chroma-partitioned" else None
+        impl = ChromaVectorStore(tmp_path / "chroma", embedder=minilm, partition_by=partition_by, partitions=3)
     async with impl:
         yield impl
