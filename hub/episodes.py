@@ -69,6 +69,11 @@ MAX_PART = 300  # one thought, one action call or result inside the digest
 #: export) reads a bucket at a time: about 1,600 records a read at 100,000 episodes.
 BUCKETS = 64
 DELETE_BATCH = 1_000
+#: Memory-store keys that let a run skip recall without opening the store: one per
+#: conversation that has had an episode written, and one saying those are complete.
+MARK_PREFIX = "episodes:"
+MARKS_COMPLETE = "episodes:*marked"
+
 #: Seconds a run waits for its conversation's previous episode to be written before recall.
 RECALL_WAIT = 2.0
 _SUMMARY_SYSTEM = (
@@ -290,6 +295,8 @@ class EpisodicMemory:
         self._writes: dict[str, asyncio.Task[None]] = {}
         self._since_prune = 0
         self._pruning: asyncio.Task[int] | None = None
+        self._marked: set[str] = set()  # conversations known to have episodes
+        self._marks_complete = False
 
     @classmethod
     def attach(cls, hub: Hub, **kw: Any) -> EpisodicMemory:
@@ -310,10 +317,20 @@ class EpisodicMemory:
 
     async def start(self, hub: Hub) -> None:
         """Open the store in the background: chromadb and the model load while the hub
-        starts listening, and a failure is logged once instead of stopping the hub."""
+        starts listening, and a failure is logged once instead of stopping the hub.
+        With no store on disk yet there is no episode to recall: it opens when the first
+        episode is written, so a hub that has not finished a run stays small."""
         self._hub = hub
-        if self._ready is None:
-            self._ready = asyncio.create_task(self._open(hub), name="episodes:open")
+        self._marks_complete = bool(await hub.memory.get(MARKS_COMPLETE))
+        if self.store is not None or default_store_path(hub.config).exists():
+            self._open_soon()
+        elif not self._marks_complete:  # no store, so no episode: every mark from now on
+            await hub.memory.set(MARKS_COMPLETE, True)
+            self._marks_complete = True
+
+    def _open_soon(self) -> None:
+        if self._ready is None and self._hub is not None:
+            self._ready = asyncio.create_task(self._open(self._hub), name="episodes:open")
 
     async def _open(self, hub: Hub) -> None:
         try:
@@ -325,6 +342,14 @@ class EpisodicMemory:
             await self.store.open()
             await self.store.create_index(INDEX)
             await self.prune()
+            if not self._marks_complete:  # a store written before the marks: mark its conversations
+                marked = {r.metadata.get("context") async for r in scan(self.store)}
+                for context in marked:
+                    if isinstance(context, str):
+                        await hub.memory.set(MARK_PREFIX + context, True)
+                        self._marked.add(context)
+                await hub.memory.set(MARKS_COMPLETE, True)
+                self._marks_complete = True
             embedder = getattr(self.store, "embedder", None)
             if embedder is not None:  # load the model now, not in the first conversation
                 await asyncio.to_thread(embedder.embed, ["warm-up"])
@@ -362,6 +387,8 @@ class EpisodicMemory:
             self.error = "stopped"
 
     async def _usable(self) -> VectorStore | None:
+        if self.error is None:
+            self._open_soon()
         if self._ready is None:
             return None
         if not self._ready.done():
@@ -378,10 +405,14 @@ class EpisodicMemory:
         query = "\n".join(t for t in (_text(e.content) for e in ctx.inputs) if t)
         if not query:
             return
+        if self._ready is None:
+            return  # no store on disk and no episode written yet: nothing to recall
         pending = self._writes.get(ctx.context.id)
         if pending is not None and not pending.done():
             # the conversation's last episode first, unless its summary keeps the model busy
             await asyncio.wait({pending}, timeout=RECALL_WAIT)
+        elif not self.config.global_recall and not await self._has_episodes(ctx.context.id):
+            return  # nothing to recall: answer now, not after the store opens and the model loads
         shown = {e.id for e in ctx.context.history if isinstance(e, InputLog)}
         try:
             episodes = await self.recall(query, context=ctx.context.id)
@@ -393,9 +424,19 @@ class EpisodicMemory:
             ep.render() for ep in episodes if not (ep.input_ids and set(ep.input_ids) <= shown)
         ]
 
+    async def _has_episodes(self, context: str) -> bool:
+        """False only if the conversation surely has none (its mark is missing, and the
+        marks are complete); a forgotten conversation may still say True."""
+        if context in self._marked or not self._marks_complete or self._hub is None:
+            return True
+        if await self._hub.memory.get(MARK_PREFIX + context):
+            self._marked.add(context)
+            return True
+        return False
+
     async def after_run(self, result: RunResult, ctx: RunContext | None) -> None:
         """Write the run's episode in the background, after the conversation's earlier ones."""
-        if self._ready is None or self.error is not None:
+        if self._hub is None or self.error is not None:
             return
         episode = episode_from_run(result, user=ctx.user if ctx is not None else None)
         if episode is None:
@@ -474,6 +515,9 @@ class EpisodicMemory:
         store = await self._usable()
         if store is None:
             return
+        if episode.context not in self._marked and self._hub is not None:
+            await self._hub.memory.set(MARK_PREFIX + episode.context, True)  # before: never a miss
+            self._marked.add(episode.context)
         await store.upsert(INDEX, [episode.to_record()])
         self._since_prune += 1
         every = self.config.prune_every
