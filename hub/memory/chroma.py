@@ -63,7 +63,7 @@ _INDEX_KEY = "hub_index"
 _EMBEDDER_KEY = "hub_embedder"
 _PARTITION_KEY = "hub_partition_by"  # set on an index whose partitions are complete
 _PARTITIONS_KEY = "hub_partitions"
-_MIGRATE_BATCH = 5_000  # records per copy step: each step writes up to one small batch per partition
+_MIGRATE_BATCH = 1_000
 # Names Chroma accepts as they are (3-512 chars of [A-Za-z0-9_-], alphanumeric at both
 # ends); dots are left out so "..", and IPv4-like names, never pass through.
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{1,200}[A-Za-z0-9]")

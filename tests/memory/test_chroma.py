@@ -199,14 +199,3 @@ async def test_bad_partition_settings_are_refused(tmp_path: Path) -> None:
         ChromaVectorStore(tmp_path, embedder=HashEmbedder(8), partition_by="")
     with pytest.raises(ValueError, match="partitions must be a positive int"):
         ChromaVectorStore(tmp_path, embedder=HashEmbedder(8), partition_by="context", partitions=0)
-
-
-async def test_copying_into_partitions_pages_through_a_large_store(tmp_path: Path) -> None:
-    records = [VectorRecord(f"r{i}", f"note {i % 7}", {"context": f"chat:{i % 3}"}) for i in range(11_000)]
-    async with ChromaVectorStore(tmp_path, embedder=HashEmbedder(8)) as old:
-        await old.upsert("episodes", records)  # more than two copy steps
-    async with ChromaVectorStore(tmp_path, embedder=HashEmbedder(8), partition_by="context", partitions=2) as store:
-        assert await store.partitioned("episodes")
-    client = _chroma(tmp_path)
-    parts = [c for c in client.list_collections() if c.name.startswith("hub.")]
-    assert parts and sum(client.get_collection(c.name).count() for c in parts) == 11_000
