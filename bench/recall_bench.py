@@ -146,8 +146,7 @@ async def bench_store(
         if kind == "chroma":
             from hub.memory.chroma import ChromaVectorStore
 
-            # as the hub opens it (hub.episodes.open_episode_store): partitioned by conversation
-            store: VectorStore = ChromaVectorStore(Path(tmp) / "chroma", embedder=cached, partition_by="context")
+            store: VectorStore = ChromaVectorStore(Path(tmp) / "chroma", embedder=cached)
         else:
             store = InMemoryVectorStore(cached)
         cfg = HubConfig()

@@ -265,9 +265,7 @@ def open_episode_store(config: HubConfig, *, embedder: Embedder | None = None) -
     """The configured episode store (Chroma under ``data/chroma``), not yet opened."""
     from .memory.chroma import ChromaVectorStore
 
-    return ChromaVectorStore(
-        default_store_path(config), embedder=embedder or shared_embedder(), partition_by="context"
-    )
+    return ChromaVectorStore(default_store_path(config), embedder=embedder or shared_embedder())
 
 
 class EpisodicMemory:

@@ -17,7 +17,7 @@ def minilm() -> MiniLMEmbedder:
     return MiniLMEmbedder()
 
 
-@pytest.fixture(params=["memory", "chroma", "chroma-partitioned"])
+@pytest.fixture(params=["memory", "chroma"])
 async def store(
     request: pytest.FixtureRequest, minilm: MiniLMEmbedder, tmp_path: Path
 ) -> AsyncIterator[VectorStore]:
@@ -27,9 +27,6 @@ async def store(
     else:
         from hub.memory.chroma import ChromaVectorStore
 
-        # partitioned by a key the contract's records use, so a query filtered on it
-        # searches one partition (and records without the key stay out of them)
-        partition_by = "topic" if request.param == "chroma-partitioned" else None
-        impl = ChromaVectorStore(tmp_path / "chroma", embedder=minilm, partition_by=partition_by, partitions=3)
+        impl = ChromaVectorStore(tmp_path / "chroma", embedder=minilm)
     async with impl:
         yield impl
