@@ -91,7 +91,7 @@ async def test_only_a_conversation_with_episodes_waits_for_the_store(tmp_path: P
     model = ScriptedModel([OK_REPLY, OK_REPLY])
     hub = make_hub(tmp_path, model, embedder)
     assert hub.episodes is not None
-    store = GatedStore(ChromaVectorStore(tmp_path / "chroma", embedder=embedder, partition_by="context"))
+    store = GatedStore(ChromaVectorStore(tmp_path / "chroma", embedder=embedder))
     hub.episodes.store = store
     async with hub:
         # bob has no episode: answered while the store is still opening
