@@ -115,7 +115,7 @@ def make_hub(base_url: str, data_dir: str, counters: Counters, *, in_memory: boo
         # its embedding have their own figures in recall_bench.py)
         "memory": {"episodes": False},
     })
-    model = OpenAIModel(MODEL, base_url=base_url, api_key="x", client=client)
+    model = OpenAIModel(MODEL, base_url=base_url, api_key="x", client=client, concurrency=concurrency)
     stores: dict[str, Any] = {}
     if in_memory:
         stores = {"memory": InMemoryStore(), "runs": InMemoryRunStore(), "inbox": InMemoryInbox()}
@@ -474,7 +474,51 @@ def prompt_growth(base_url: str, turns: int) -> dict:
     return run_async(main())
 
 
-FUNCTIONS = {f.__name__: f for f in (parser, turn, longout, many, latency, prompt_growth)}
+def startup(base_url: str, reps: int = 3) -> dict:
+    """``hub chat`` on the shipped ``config.toml`` (episodic memory on, a fresh data
+    directory), pointed at the fake through ``OPENAI_BASE_URL``: seconds from starting the
+    process to the first answer on its stdout, and the process's peak RSS at that moment
+    (the kernel's ``VmHWM``, exact), before its first episode is written. Median of
+    ``reps`` fresh processes. Returns ``{"first_answer_s", "peak_rss_mb", "runs"}``."""
+    import shutil
+    import subprocess
+
+    runs = []
+    for _ in range(reps):
+        with tempfile.TemporaryDirectory(prefix="hub-startup-") as tmp:
+            shutil.copy(ROOT / "config.toml", tmp)
+            shutil.copytree(ROOT / "contexts", Path(tmp) / "contexts")
+            env = {**os.environ, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "x",
+                   "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+            started = time.perf_counter()
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "hub.cli", "chat"], cwd=tmp, env=env, text=True,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            )
+            try:
+                assert proc.stdin is not None and proc.stdout is not None
+                proc.stdin.write("hello\n")
+                proc.stdin.flush()
+                line = proc.stdout.readline()
+                answered = time.perf_counter() - started
+                status = Path(f"/proc/{proc.pid}/status").read_text()
+                hwm = next(int(ln.split()[1]) for ln in status.splitlines() if ln.startswith("VmHWM:"))
+                check("Hello!" in line, f"hub chat answered {line!r}")
+                proc.stdin.close()
+                proc.wait(60)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            runs.append({"first_answer_s": round(answered, 3), "peak_rss_mb": round(hwm / 1024, 1)})
+    return {
+        "first_answer_s": statistics.median(r["first_answer_s"] for r in runs),
+        "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in runs),
+        "runs": runs,
+    }
+
+
+FUNCTIONS = {f.__name__: f for f in (parser, turn, longout, many, latency, prompt_growth, startup)}
 
 
 def main(argv: list[str] | None = None) -> int:

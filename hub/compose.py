@@ -27,7 +27,7 @@ from .db import Database
 from .definitions import Context, Output
 from .engine import ContextInstance
 from .children import ChildRuns
-from .episode import open_episode_store, shared_embedder
+from .episode import default_store_path, open_episode_store, shared_embedder
 from .episodes import EpisodicMemory
 from .events import EventBus, PublishingRunStore
 from .guard import RoleGuard
@@ -147,6 +147,7 @@ def make_model(config: HubConfig) -> Model:
         timeout=m.timeout,
         temperature=m.temperature,
         max_tokens=m.max_tokens,
+        concurrency=m.concurrency,
     )
 
 
@@ -187,6 +188,7 @@ def compose(
     heartbeat: Path | None = None,
     redactor: Redactor | None = None,
     health: StoreHealth | None = None,
+    memory: MemoryStore | None = None,
 ) -> Features:
     """Build a hub's features from ``config`` and the hub's own parts (see the module doc)."""
     redactor = redactor if redactor is not None else Redactor.from_config(config)
@@ -218,6 +220,8 @@ def compose(
             runner=runner,
             retry_policy=retry_policy,
             model_timeout=config.model.timeout,
+            marks=memory,
+            store_path=default_store_path(config),
         )
     training = TrainingExport(config, redactor) if config.memory.export_training else None
     plugins = Plugins([

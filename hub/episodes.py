@@ -39,6 +39,7 @@ from .episode import (
     forget_filter,
     open_episode_store,
     prune_store,
+    scan,
 )
 from .errors import HubError
 from .hooks import Plugin
@@ -48,13 +49,20 @@ from .injection import EPISODE_CAP, scan_all
 from .logs import InputLog
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .memory.embedder import Embedder
+    from .memory.store import MemoryStore
     from .memory.vector import MetadataValue, VectorStore
 
 __all__ = ["EpisodicMemory", "Episode", "INDEX", "episode_from_run", "open_episode_store", "prune_store"]
 
 log = logging.getLogger(__name__)
 
+#: Memory-store keys that let a run skip recall without opening the store: one per
+#: conversation that has had an episode written, and one saying those are complete.
+MARK_PREFIX = "episodes:"
+MARKS_COMPLETE = "episodes:*marked"
 #: Seconds a run waits for its conversation's previous episode to be written before recall.
 RECALL_WAIT = 2.0
 _SUMMARY_SYSTEM = (
@@ -76,6 +84,10 @@ class EpisodicMemory(Plugin):
         model: The hub's model, asked for only when an episode is summarised.
         runner: Summaries share the LLM concurrency limit with runs.
         retry_policy, model_timeout: How a summary request is retried and bounded.
+        marks: Where a mark per conversation that has episodes is kept (the memory store),
+            so a conversation with none skips recall without opening the store.
+        store_path: Where the default store lives on disk; while it does not exist, the
+            store opens only when the first episode is written.
     """
 
     name = "episodes"
@@ -91,8 +103,15 @@ class EpisodicMemory(Plugin):
         runner: Runner | None = None,
         retry_policy: RetryPolicy | None = None,
         model_timeout: float = 60.0,
+        marks: MemoryStore | None = None,
+        store_path: Path | None = None,
     ) -> None:
         self.config = config
+        self._marks = marks
+        self._store_path = store_path
+        self._marked: set[str] = set()  # conversations known to have episodes
+        self._marks_complete = False
+        self._started = False
         self.store = store
         self.embedder = embedder
         self._open_store = open_store
@@ -116,8 +135,20 @@ class EpisodicMemory(Plugin):
 
     async def start(self, hub: Any = None) -> None:
         """Open the store in the background: chromadb and the model load while the hub
-        starts listening, and a failure is logged once instead of stopping the hub."""
-        if self._ready is None:
+        starts listening, and a failure is logged once instead of stopping the hub.
+        With no store on disk yet there is no episode to recall: it opens when the first
+        episode is written, so a hub that has not finished a run stays small."""
+        self._started = True
+        if self._marks is not None:
+            self._marks_complete = bool(await self._marks.get(MARKS_COMPLETE))
+        if self.store is not None or self._store_path is None or self._store_path.exists():
+            self._open_soon()
+        elif self._marks is not None and not self._marks_complete:  # no store, so no episode yet
+            await self._marks.set(MARKS_COMPLETE, True)
+            self._marks_complete = True
+
+    def _open_soon(self) -> None:
+        if self._ready is None and self._started:
             self._ready = asyncio.create_task(self._open(), name="episodes:open")
 
     async def _open(self) -> None:
@@ -130,6 +161,14 @@ class EpisodicMemory(Plugin):
             await self.store.open()
             await self.store.create_index(INDEX)
             await self.prune()
+            if self._marks is not None and not self._marks_complete:
+                # a store written before the marks: mark the conversations it holds
+                for context in {r.metadata.get("context") async for r in scan(self.store)}:
+                    if isinstance(context, str):
+                        await self._marks.set(MARK_PREFIX + context, True)
+                        self._marked.add(context)
+                await self._marks.set(MARKS_COMPLETE, True)
+                self._marks_complete = True
             embedder = getattr(self.store, "embedder", None)
             if embedder is not None:  # load the model now, not in the first conversation
                 await asyncio.to_thread(embedder.embed, ["warm-up"])
@@ -167,6 +206,8 @@ class EpisodicMemory(Plugin):
             self.error = "stopped"
 
     async def _usable(self) -> VectorStore | None:
+        if self.error is None:
+            self._open_soon()
         if self._ready is None:
             return None
         if not self._ready.done():
@@ -183,10 +224,14 @@ class EpisodicMemory(Plugin):
         query = "\n".join(t for t in (_text(e.content) for e in ctx.inputs) if t)
         if not query:
             return
+        if self._ready is None:
+            return  # no store on disk and no episode written yet: nothing to recall
         pending = self._writes.get(ctx.context.id)
         if pending is not None and not pending.done():
             # the conversation's last episode first, unless its summary keeps the model busy
             await asyncio.wait({pending}, timeout=RECALL_WAIT)
+        elif not self.config.global_recall and not await self._has_episodes(ctx.context.id):
+            return  # nothing to recall: answer now, not after the store opens and the model loads
         shown = {e.id for e in ctx.context.history if isinstance(e, InputLog)}
         try:
             episodes = await self.recall(query, context=ctx.context.id)
@@ -199,9 +244,19 @@ class EpisodicMemory(Plugin):
             source=f"a recalled episode of {ctx.context.id}", cap=EPISODE_CAP,
         )
 
+    async def _has_episodes(self, context: str) -> bool:
+        """False only if the conversation surely has none (its mark is missing, and the
+        marks are complete); a forgotten conversation may still say True."""
+        if context in self._marked or not self._marks_complete or self._marks is None:
+            return True
+        if await self._marks.get(MARK_PREFIX + context):
+            self._marked.add(context)
+            return True
+        return False
+
     async def after_run(self, result: RunResult, ctx: RunContext | None) -> None:
         """Write the run's episode in the background, after the conversation's earlier ones."""
-        if self._ready is None or self.error is not None:
+        if not self._started or self.error is not None:
             return
         episode = episode_from_run(result, user=ctx.user if ctx is not None else None)
         if episode is None:
@@ -279,6 +334,9 @@ class EpisodicMemory(Plugin):
         store = await self._usable()
         if store is None:
             return
+        if episode.context not in self._marked and self._marks is not None:
+            await self._marks.set(MARK_PREFIX + episode.context, True)  # before: never a miss
+            self._marked.add(episode.context)
         await store.upsert(INDEX, [episode.to_record()])
         self._since_prune += 1
         every = self.config.prune_every

@@ -129,6 +129,7 @@ class Hub:
             heartbeat=heartbeat,
             redactor=self.redactor,
             health=self.store_health,
+            memory=self.memory,
         )
         self.features = features
         self.prompts = features.prompts

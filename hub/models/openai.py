@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 import openai
+import orjson
 from openai import AsyncOpenAI
 
 try:  # openai 3.x is built on httpx2, earlier versions on httpx: the same exceptions
@@ -20,8 +21,24 @@ from . import Model, ModelRequest, Usage
 __all__ = ["OpenAIModel"]
 
 
+#: Headers of every request (the client adds auth, ``base_url`` and its own defaults).
+_JSON = {"headers": {"Content-Type": "application/json"}}
+
+
 class OpenAIModel(Model):
-    """Streams chat completions. The client never retries by itself: the engine's policy does."""
+    """Streams chat completions. The client never retries by itself: the engine's policy does.
+
+    Requests go through the client's generic ``post(..., stream=True)`` (the SDK's path for
+    custom requests): the body is serialised once with orjson and the SSE body decoded
+    here, skipping the SDK's per-request parameter transform and per-chunk models, which
+    were most of the CPU of a turn (bench/README.md). Auth, ``base_url``, errors, Azure
+    and proxies stay the client's.
+
+    Args:
+        concurrency: Connections kept open to the server (``[model] concurrency``): the
+            aiohttp connector is sized to the calls in flight, so none waits for a socket
+            and each is reused.
+    """
 
     def __init__(
         self,
@@ -34,6 +51,7 @@ class OpenAIModel(Model):
         max_tokens: int | None = None,
         client: AsyncOpenAI | None = None,
         extra_body: dict[str, Any] | None = None,
+        concurrency: int = 16,
     ) -> None:
         self.name = name
         self.temperature = temperature
@@ -45,7 +63,12 @@ class OpenAIModel(Model):
             max_retries=0,
             # the SDK's aiohttp transport: at a thousand streams at once the default httpx2
             # pool costs several times the CPU (bench/README.md, "1000 conversations")
-            http_client=openai.DefaultAioHttpClient(timeout=timeout),
+            http_client=openai.DefaultAioHttpClient(
+                timeout=timeout,
+                limits=httpx2.Limits(
+                    max_connections=max(1, concurrency), max_keepalive_connections=max(1, concurrency)
+                ),
+            ),
         )
         self._usage_option = True
         self.extra_body = extra_body
@@ -55,32 +78,39 @@ class OpenAIModel(Model):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage]:
         messages: list[dict[str, Any]] = [{"role": "system", "content": request.system}, *request.messages]
-        kwargs: dict[str, Any] = {"model": self.name, "messages": messages, "stream": True}
+        body: dict[str, Any] = {"model": self.name, "messages": messages, "stream": True}
         temperature = request.temperature if request.temperature is not None else self.temperature
         max_tokens = request.max_tokens or self.max_tokens
         if temperature is not None:
-            kwargs["temperature"] = temperature
+            body["temperature"] = temperature
         if max_tokens:
-            kwargs["max_tokens"] = max_tokens
+            body["max_tokens"] = max_tokens
         if self._usage_option:
-            kwargs["stream_options"] = {"include_usage": True}
+            body["stream_options"] = {"include_usage": True}
         if self.extra_body:
-            kwargs["extra_body"] = self.extra_body
+            body.update(self.extra_body)
+        try:
+            payload = orjson.dumps(body)
+        except TypeError as e:
+            raise ModelError(f"{self.name}: the request cannot be sent as JSON: {e}") from e
         usage = Usage()
         finish_reason: str | None = None
         try:
-            # The raw SSE body, decoded here: the SDK's own stream builds a pydantic model
-            # per chunk, which was most of the CPU time of a turn (see bench/README.md).
-            async with self._client.chat.completions.with_streaming_response.create(**kwargs) as response:
+            # the client's documented raw form (cast_to the transport's Response, stream=True)
+            # has no overload of its own in the SDK's stubs
+            response = await self._client.post(  # type: ignore[call-overload]
+                "/chat/completions", cast_to=httpx2.Response, content=payload, options=_JSON, stream=True
+            )
+            async with aclosing(response):
                 done = False
-                async for data in _sse_data(response.http_response.aiter_bytes()):
+                async for data in _sse_data(response.aiter_bytes()):
                     # After [DONE], read on to the end of the body (it ends there): a
                     # response closed unread closes its connection instead of reusing it.
                     if done or data == b"[DONE]":
                         done = True
                         continue
                     try:
-                        chunk = json.loads(data)
+                        chunk = orjson.loads(data)
                     except ValueError as e:
                         raise ModelError(f"{self.name}: invalid JSON in the stream: {e}") from e
                     if not isinstance(chunk, dict):
