@@ -6,13 +6,14 @@ A component of the hub that ``hub run`` asks for (``Hub(config, heartbeat=PATH)`
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from .tasks import cancel_and_wait
 
 __all__ = ["Heartbeat"]
 
@@ -47,10 +48,7 @@ class Heartbeat:
             await asyncio.sleep(self.interval)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         self.path.unlink(missing_ok=True)  # a stopped hub is not healthy
         self.path.with_name(self.path.name + ".tmp").unlink(missing_ok=True)

@@ -9,11 +9,11 @@ needs the persona.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
 from .persona import PersonaSet
+from .tasks import cancel_and_wait
 
 __all__ = ["PersonaWatcher"]
 
@@ -42,8 +42,5 @@ class PersonaWatcher:
                 log.exception("persona watcher: refresh failed")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None

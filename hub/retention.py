@@ -17,7 +17,6 @@ with ``auto_vacuum=INCREMENTAL``; an older one is converted once at open, see hu
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .db import Database
 from .errors import StoreError
+from .tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from .config import RetentionSection
@@ -184,8 +184,5 @@ class Retention:
             await asyncio.sleep(self.policy.interval)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
