@@ -21,20 +21,23 @@ from typing import TYPE_CHECKING, Any
 from .definitions import Context
 from .errors import RunError
 from .logs import InputLog, OutputLog, StateLog
+from .backoff import Backoff
 from .context import RunResult, is_store_error
 from .runs import RunState
 
 if TYPE_CHECKING:
     from .inbox import InboxStore
-    from .context import StopRun
+    from .backoff import Backoff
+from .context import StopRun
 
 __all__ = ["Runner", "Slot", "Submission"]
 
 log = logging.getLogger(__name__)
 
-STORE_RETRY_DELAYS: tuple[float, ...] = (1, 2, 5, 10, 30, 60, 60, 60, 60, 60)
-"""Seconds before the inputs of a run the store failed are handed to a new run, by attempt.
-Past the last, they stay in the inbox for the next start."""
+STORE_RETRY_ATTEMPTS = 10
+"""How often the inputs of a run the store failed are handed to a new run (after the
+hub's one backoff, 1 s doubling up to 60 s); past that, they stay in the inbox for the
+next start."""
 
 
 class Submission:
@@ -117,7 +120,8 @@ class Runner:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.accepting = True
         self.llm_waiting = 0
-        self.store_retry_delays = STORE_RETRY_DELAYS
+        self.store_retry = Backoff(first=1.0, most=60.0)
+        self.store_retry_attempts = STORE_RETRY_ATTEMPTS
         self._store_retries: dict[str, int] = {}
 
     @asynccontextmanager
@@ -215,7 +219,7 @@ class Runner:
         if not entries:
             return
         attempt = max(self._store_retries.get(e.id, 0) for e in entries)
-        if attempt >= len(self.store_retry_delays):
+        if attempt >= self.store_retry_attempts:
             for e in entries:
                 self._store_retries.pop(e.id, None)
             log.error(
@@ -225,8 +229,8 @@ class Runner:
             return
         for e in entries:
             self._store_retries[e.id] = attempt + 1
-        delay = self.store_retry_delays[attempt]
-        log.warning("%d input(s) of %s: the store failed the run; retrying in %gs", len(entries), slot.id, delay)
+        delay = self.store_retry.delay(attempt)
+        log.warning("%d input(s) of %s: the store failed the run; retrying in %.1fs", len(entries), slot.id, delay)
 
         async def retry() -> None:
             await asyncio.sleep(delay)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from hub.backoff import Backoff
 from hub import Context, Extension, Hub, RunContext, ScriptedModel, action, output
 from hub import OutputResult
 from hub.definitions import Input, NoArgs, TextArgs
@@ -297,7 +298,7 @@ async def test_a_store_outage_fails_runs_visibly_and_their_input_is_answered_aft
     hub = make_hub(ScriptedModel(answer))
     db = hub._db
     db.busy_timeout, db.busy_retries, db.retry_delay, db.degraded_for = 0.01, 1, 0.001, 0.0
-    hub.runner.store_retry_delays = (0.2, 0.2, 0.2, 0.2, 0.2)
+    hub.runner.store_retry, hub.runner.store_retry_attempts = Backoff(first=0.2, most=0.2, jitter=0), 5
     async with hub, aiohttp.ClientSession() as session:
         base = f"http://127.0.0.1:{hub.http.port}"
         result = await hub.send("cli:session:ann", None, "are you there?")

@@ -8,6 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from hub import Extension, action
+from hub.backoff import Backoff
 from hub.db import Database
 from hub.errors import StoreError
 from hub.logs import ActionResultLog
@@ -94,7 +95,7 @@ async def test_a_store_that_stays_down(faulty_hub, store: str, method: str) -> N
     """Every write of one kind fails: the run still resolves, failed with store_error, and
     its row ends in that state whenever the run store can still write it."""
     hub, faulty = faulty_hub(FunctionModel(script), Extension("t", actions=[count]))
-    hub.runner.store_retry_delays = (0.05, 0.1, 0.2)
+    hub.runner.store_retry, hub.runner.store_retry_attempts = Backoff(first=0.05, most=0.2, jitter=0), 3
     async with hub:
         faulty[store].arm(method, 1, down=True)
         result = await send_bounded(hub, CLI, {"user": "ann"}, "hi")
