@@ -82,18 +82,15 @@ class Attachments:
     def refusal(self, new: list[InputLog], run: Run) -> str | None:
         """The reply for a step whose new inputs are nothing but refused files (no text, no
         file the model could use), or None when the model should answer."""
-        if not new:
-            return None
         reasons: list[str] = []
         for entry in new:
             refused = run.media.refused.get(entry.id, [])
             text = entry.formatted if entry.formatted is not None else entry.content
-            if not entry.media or len(refused) < len(entry.media) or (isinstance(text, str) and text.strip()) or (
-                text is not None and not isinstance(text, str)
-            ):
-                return None
+            said_something = not isinstance(text, str) or bool(text.strip())
+            if said_something or not entry.media or len(refused) < len(entry.media):
+                return None  # there is something for the model to answer
             reasons.extend(refused)
-        return "Sorry, I could not open " + "; ".join(reasons) + "."
+        return ("Sorry, I could not open " + "; ".join(reasons) + ".") if reasons else None
 
     async def _one(self, run: Run, entry: InputLog, part: MediaPart) -> tuple[str, str | None]:
         """(what the prompt shows for ``part``, why it was refused or None)."""
