@@ -57,7 +57,7 @@ class Attachments:
 
     def __init__(self, deps: EngineDeps) -> None:
         self.deps = deps
-        self.limits = deps.config.media_limits()
+        self.limits = deps.media_limits
 
     @property
     def vision(self) -> bool:

@@ -17,6 +17,7 @@ from .config import HubConfig
 from .definitions import Action, Input, Output
 from .hooks import Plugins
 from .inbox import InboxStore
+from .media import MediaLimits
 from .memory.store import MemoryStore
 from .models import Model, RetryPolicy
 from .persona import Persona
@@ -54,6 +55,8 @@ class EngineDeps:
     """Handed to handlers as ``ctx.hub``; the engine itself never reads it."""
     inputs: Mapping[str, Input] = field(default_factory=dict)
     """The inputs by type: the one that recorded a file fetches it (``Input.fetch``)."""
+    media_limits: MediaLimits = field(default_factory=MediaLimits)
+    """``[media]``, read once (:meth:`HubConfig.media_limits`)."""
 
     @property
     def prompt_style(self) -> str:

@@ -162,6 +162,7 @@ class Hub:
             agent=lambda: self.agent,
             hub=self,
             inputs=self.inputs,
+            media_limits=self.config.media_limits(),
         ))
         # who may talk to the bot in private (hub/access.py): dm_policy and pairings
         self.access = Access(SQLitePairingStore(self._db) if self._db is not None else InMemoryPairingStore())

@@ -74,7 +74,7 @@ class Run:
         """How many of ``input_ids`` are known taken on disk (see ``Engine._step``)."""
         self.limit: str | None = None
         """A plugin's reason to stop the run, given after the last step (a spent budget)."""
-        self.media = RunMedia(deps.config.media_limits())
+        self.media = RunMedia(deps.media_limits)
         """The run's files: its inputs' as the prompt shows them, its actions' by handle."""
 
     @property

@@ -4,6 +4,7 @@ vision, placeholders without), with the real openai client against FakeOpenAI.""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
@@ -367,3 +368,45 @@ async def test_an_action_png_is_sent_by_an_output_that_names_its_handle(tmp_path
     assert got == [("image/png", png(), "Here")]
     shown = model.requests[1].messages[-1]["content"]
     assert '"media": "media:1"' in shown.replace("&quot;", '"') and "base64" not in shown
+
+
+async def test_a_failed_fetch_and_files_past_max_per_run_lose_nothing(tmp_path: Path) -> None:
+    store = {f"p{i}": png(color=(i * 40, 0, 0)) for i in range(5)}
+    sent: list[str] = []
+    fetched: list[str] = []
+    ext = pics_extension(store, sent, fetched)
+    model = ScriptedModel(['<response><output type="pics:send">Seen.</output></response>'] * 2)
+    async with Hub(config(tmp_path, vision=True), model=model, load_extensions=False, extensions=[ext]) as hub:
+        parts = [MediaPart(kind="image", ref=f"p{i}", mime="image/png", name=f"{i}.png") for i in range(5)]
+        result = await hub.send("pics:chat", {"id": "1"}, "five pictures", type="pics:message", media=parts)
+        assert result.ok and fetched == ["p0", "p1", "p2", "p3"]  # [media] max_per_run = 4
+        request = model.requests[0].messages[-1]["content"]
+        assert [p["type"] for p in request] == ["text"] + ["image_url"] * 4
+        assert '"4.png", image/png: not opened: more than 4 files in this run]' in request[0]["text"]
+        # the platform fails to give a file: the message is still answered, the model told why
+        gone = MediaPart(kind="image", ref="missing", mime="image/png", name="gone.png")
+        result = await hub.send("pics:chat", {"id": "1"}, "and this?", type="pics:message", media=[gone])
+        assert result.ok and sent[-1] == "Seen."
+        text = model.requests[1].messages[-1]["content"]
+        assert isinstance(text, str) and "gone.png" in text and "could not be fetched (KeyError" in text
+
+
+async def test_an_input_resumed_after_a_restart_fetches_its_file_again(tmp_path: Path) -> None:
+    store = {"p1": png()}
+    sent: list[str] = []
+    fetched: list[str] = []
+    cfg = config(tmp_path, vision=True)
+    cfg.data_dir.mkdir(parents=True)
+    part = MediaPart(kind="image", ref="p1", mime="image/png", name="left.png")
+    async with Database(cfg.data_dir / "hub.db") as db:  # recorded, then the process died
+        inbox = SQLiteInbox(db)
+        await inbox.open()
+        assert await inbox.record("pics:chat:1", InputLog(type="pics:message", content="", media=[part]))
+    model = ScriptedModel(['<response><output type="pics:send">Back.</output></response>'])
+    async with Hub(cfg, model=model, load_extensions=False, extensions=[pics_extension(store, sent, fetched)]):
+        async with asyncio.timeout(5):
+            while not sent:  # waits for the reply to come (never for something not to happen)
+                await asyncio.sleep(0.01)
+    assert sent == ["Back."] and fetched == ["p1"]
+    content = model.requests[0].messages[-1]["content"]
+    assert content[1]["type"] == "image_url"
