@@ -4,6 +4,7 @@ FakeOpenAI, with ``[model] vision`` on and off."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 from collections.abc import AsyncIterator
@@ -145,3 +146,33 @@ async def test_an_action_png_is_sent_as_a_photo_and_as_a_document(tmp_path: Path
     assert document["method"] == "sendDocument" and document["data"] == chart_png
     assert document["filename"] == "chart.png" and document["caption"] is None
     assert '"media": "media:1"' in ai.prompt(1).replace("&quot;", '"') and "base64" not in ai.prompt(1)
+
+
+async def test_a_caption_over_1024_follows_the_photo_and_a_bad_src_is_reported(tmp_path: Path) -> None:
+    long = "word " * 300  # 1,500 characters: over Telegram's 1,024 for a caption
+
+    @action(name="chart", description="Draw the chart.")
+    async def chart(args: Any, ctx: RunContext) -> dict[str, Any]:
+        return {"image": Media(data=png(), name="c.png")}
+
+    script = [
+        '<response><action_call name="chart">{}</action_call></response>',
+        f'<response><output type="telegram:photo" src="media:1">{long}</output>'
+        '<output type="telegram:photo" src="media:7">never sent</output></response>',
+    ]
+    async with FakeTelegram() as tg, FakeOpenAI(script, default=answer("ok")) as ai:
+        async with running(tmp_path, tg, ai, vision=False, extra=[Extension(name="charts", actions=[chart])]) as hub:
+            outputs: list[Any] = []
+            events = hub.events(kinds=["output"])
+            tg.push_message(chat_id=42, text="draw it")
+            photo, text = await tg.wait_sent(2)
+            async with asyncio.timeout(5):
+                async for event in events:
+                    entry = getattr(event, "entry", None)
+                    if entry is not None and entry.type == "telegram:photo" and entry.error:
+                        outputs.append(entry)
+                        break
+            events.close()
+    assert photo["method"] == "sendPhoto" and photo["caption"] is None
+    assert text["method"] == "sendMessage" and text["text"] == long.strip()
+    assert "no file 'media:7' in this run" in outputs[0].error
