@@ -48,6 +48,7 @@ from hub.media import (
     sniff,
 )
 from hub.models.openai import OpenAIModel
+from hub.trace import render_trace
 from hub.testing import FakeOpenAI
 
 LIMITS = MediaLimits()
@@ -316,6 +317,9 @@ async def test_an_oversized_file_and_a_bomb_get_a_clear_reply_and_reach_no_model
         await hub.send("pics:chat", {"id": "1"}, "", type="pics:message", media=[archive])
         assert sent[-1] == "Sorry, I could not open stuff.zip: archives are not accepted."
         assert model.requests == []  # no model was asked about any of them
+        record = await hub.runs.get(result.run_id)
+        shown = render_trace(record, await hub.runs.events(result.run_id))
+        assert '[image, "white.png", image/png, ' in shown  # hub trace shows the file by reference
 
 
 async def test_a_pdf_reaches_the_model_as_text_with_secrets_masked(tmp_path: Path) -> None:
