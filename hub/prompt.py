@@ -208,7 +208,9 @@ class PromptBuilder:
             head.append(f"<{k}>{escape(v)}</{k}>")
         frame = ("<current_run>\n", "\n</current_run>\nHandle what is new (new=\"true\"). Answer with one <response>.")
         room = self.budget - count_tokens(system) - sum(count_tokens(h) for h in head) - count_tokens("".join(frame))
-        room -= IMAGE_TOKENS * len(p.images)
+        # pictures take their share of the budget, but never more than half of what is left:
+        # the run's own text must still fit beside them
+        room -= min(IMAGE_TOKENS * len(p.images), max(room, 0) // 2)
         run_lines = self._fit_run(p.run, room, p.media)
         tail = frame[0] + "\n".join(run_lines) + frame[1]
         room -= _cost(run_lines)

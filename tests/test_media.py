@@ -414,3 +414,15 @@ async def test_an_input_resumed_after_a_restart_fetches_its_file_again(tmp_path:
     assert sent == ["Back."] and fetched == ["p1"]
     content = model.requests[0].messages[-1]["content"]
     assert content[1]["type"] == "image_url"
+
+
+def test_pictures_never_crowd_the_runs_text_out_of_the_prompt() -> None:
+    from hub.prompt import PromptBuilder, PromptParts
+
+    entry = InputLog(type="t", content="what is in these?", media=[
+        MediaPart(kind="image", ref="r", mime="image/png", name="a.png")])
+    request = PromptBuilder(budget=1500).build(PromptParts(run=[entry], images=["data:image/png;base64,AAAA"] * 4))
+    (message,) = request.messages
+    text, *pictures = message["content"]
+    assert "what is in these?" in text["text"] and '[image, "a.png", image/png]' in text["text"]
+    assert [p["image_url"]["url"] for p in pictures] == ["data:image/png;base64,AAAA"] * 4
