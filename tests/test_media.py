@@ -426,3 +426,16 @@ def test_pictures_never_crowd_the_runs_text_out_of_the_prompt() -> None:
     text, *pictures = message["content"]
     assert "what is in these?" in text["text"] and '[image, "a.png", image/png]' in text["text"]
     assert [p["image_url"]["url"] for p in pictures] == ["data:image/png;base64,AAAA"] * 4
+
+
+def test_media_config_errors_name_the_key() -> None:
+    from hub import ConfigError
+    from hub.config import config_from_dict
+
+    assert config_from_dict({}).media.max_bytes == 10_000_000 and config_from_dict({}).media.max_per_run == 4
+    for raw, key in (({"media": {"max_bytes": 0}}, "media.max_bytes"),
+                     ({"media": {"url_hosts": ["https://x.example/a"]}}, "media.url_hosts"),
+                     ({"media": {"max_byts": 1}}, "media.max_byts: unknown key"),
+                     ({"model": {"vision": "maybe"}}, "model.vision")):
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+            config_from_dict(raw)
