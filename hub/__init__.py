@@ -26,6 +26,9 @@ from .errors import (
     ExtensionError,
     ExtensionFailed,
     HubError,
+    MediaError,
+    MediaRefused,
+    MediaTooLarge,
     ModelError,
     ModelUnavailable,
     ParseError,
@@ -40,11 +43,13 @@ from .logs import (
     ErrorLog,
     InputLog,
     Log,
+    MediaPart,
     OutputLog,
     StateLog,
     StepLog,
     ThoughtLog,
 )
+from .media import Media, MediaFile
 from .memory.store import InMemoryStore, MemoryStore
 from .models import Model, ModelRequest, Usage
 from .models.scripted import ScriptedModel
@@ -76,6 +81,12 @@ __all__ = [
     "Input",
     "InputLog",
     "Log",
+    "Media",
+    "MediaError",
+    "MediaFile",
+    "MediaPart",
+    "MediaRefused",
+    "MediaTooLarge",
     "MemoryStore",
     "Model",
     "ModelError",

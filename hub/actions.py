@@ -161,7 +161,8 @@ class ActionCalls:
                 action.check_result(result)
             except ValidationError as e:  # the model sees which field of the result is wrong
                 raise ActionError(action.name, "its result does not match its returns schema: " + validation_message(e)) from e
-            data = jsonable(result)
+            # a file it returns (hub.Media) stays with the run; its result shows a handle
+            data = jsonable(run.media.stash(result))
             self.result(run, call, ok=True, data=data, started=started)
             fut.set_result(data)
             if action.on_success is not None:

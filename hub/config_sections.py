@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from .errors import ConfigError
+from .media import MediaLimits
 
 MIN_SECRET_LENGTH = 16
 """Webhook secrets shorter than this are refused: they can be guessed."""
@@ -68,6 +69,7 @@ class ModelSection(_Section):
     prompt_style: Literal["auto", "xml", "chat"] = Field(
         "auto", description="auto: plain chat turns for a local model when no action is available, else the XML protocol"
     )
+    vision: bool = Field(False, description="pictures reach the model as image_url parts (an OpenAI-compatible server that takes them)")
 
     def resolved_provider(self) -> Literal["openai", "local"]:
         if self.provider == "auto":
@@ -247,6 +249,32 @@ class ScheduleSection(_Section):
         return parse_every(self.every) if self.every is not None else None
 
 
+class MediaSection(_Section):
+    """Pictures and files, in and out (hub/media.py)."""
+
+    max_bytes: int = Field(10_000_000, ge=1, description="bytes per file; a larger one is refused unread")
+    max_per_run: int = Field(4, ge=0, description="files a run opens; the others are shown by name only")
+    max_pixels: int = Field(40_000_000, ge=1, description="pixels a picture may declare before it is decoded (decompression bombs)")
+    max_side: int = Field(1568, ge=16, le=8192, description="longest side, in pixels, of a picture sent to the model")
+    read_files: bool = Field(True, description="text files and PDFs reach the model as their text")
+    max_text_chars: int = Field(12_000, ge=0, description="characters of a file's text the model gets (then cut, with a marker)")
+    max_pdf_pages: int = Field(30, ge=1, description="pages of a PDF that are read")
+    fetch_timeout: float = Field(30.0, gt=0, description="seconds to fetch one file")
+    url_hosts: list[str] = Field(default_factory=list, description="hosts an output may send a picture from by URL (https://HOST/...)")
+    allowed_paths: list[str] = Field(default_factory=list, description="directories an action may return files from by path")
+
+    @field_validator("url_hosts")
+    @classmethod
+    def _hosts(cls, v: list[str]) -> list[str]:
+        out = []
+        for host in v:
+            h = host.strip().lower().rstrip(".")
+            if not h or "/" in h or ":" in h or " " in h:
+                raise ValueError(f"{host!r} is not a host name (write example.com, not a URL)")
+            out.append(h)
+        return out
+
+
 # user ids are strings (as platforms give them); a bare TOML integer is accepted too
 _UserId = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v)]
 
@@ -270,6 +298,7 @@ class HubConfig(BaseModel):
         description="role -> platform (extension name) -> user ids, e.g. [roles.admin] telegram = ['42']; '*': everyone",
     )
     memory: MemorySection = Field(default_factory=MemorySection)
+    media: MediaSection = Field(default_factory=MediaSection)
 
     path: Path | None = Field(default=None, exclude=True)
     _unset: list[tuple[str, str]] = PrivateAttr(default_factory=list)
@@ -322,6 +351,15 @@ class HubConfig(BaseModel):
     @property
     def contexts_dir(self) -> Path:
         return self.resolve(self.hub.contexts_dir)
+
+    def media_limits(self) -> MediaLimits:
+        """``[media]`` as :class:`hub.media.MediaLimits` (paths relative to the config file)."""
+        m = self.media
+        return MediaLimits(
+            max_bytes=m.max_bytes, max_per_run=m.max_per_run, max_pixels=m.max_pixels, max_side=m.max_side,
+            max_text_chars=m.max_text_chars, max_pdf_pages=m.max_pdf_pages, fetch_timeout=m.fetch_timeout,
+            url_hosts=tuple(m.url_hosts), allowed_paths=tuple(str(self.resolve(p)) for p in m.allowed_paths),
+        )
 
     def enabled_extensions(self) -> dict[str, dict[str, Any]]:
         """Tables of extensions that are on: present, unless ``enabled = false``."""

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import HubError, StoreError
 from .logs import ActionCallLog, InputLog, Log, OutputLog
+from .media import MediaLimits, RunMedia
 from .runs import RunRecord, RunState
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ class RunContext(Generic[ArgsT, MemoryT]):
 
     __slots__ = (
         "hub", "run", "context", "inputs", "call", "attributes", "action_memory", "logs", "progress",
-        "episodes", "_stop", "output", "_runs", "agent",
+        "episodes", "_stop", "output", "_runs", "agent", "_media",
     )
 
     def __init__(
@@ -120,6 +121,7 @@ class RunContext(Generic[ArgsT, MemoryT]):
         self.agent: Any = None
         """The bot's own context as this run sees it (an ``AgentView``: ``.memory``,
         ``await .update(fn)``), or None when the bot has none."""
+        self._media: RunMedia | None = None
 
     def stop(self, state: RunState, reason: str) -> None:
         """End this run from outside its step loop (another run, a plugin) in ``state``."""
@@ -140,6 +142,18 @@ class RunContext(Generic[ArgsT, MemoryT]):
         runs = self._runs if self._runs is not None else self.hub.runs
         runs.append(self.run, snapshot)
         await runs.sync()
+
+    @property
+    def media(self) -> RunMedia:
+        """The run's files (:class:`hub.media.RunMedia`): an output handler sends the one its
+        ``src`` names with ``await ctx.media.resolve(src)``."""
+        if self._media is None:  # a context built outside a run: no files, default limits
+            self._media = RunMedia(MediaLimits())
+        return self._media
+
+    @media.setter
+    def media(self, value: RunMedia) -> None:
+        self._media = value
 
     @property
     def memory(self) -> MemoryT:
@@ -166,6 +180,7 @@ class RunContext(Generic[ArgsT, MemoryT]):
         ctx.episodes = self.episodes
         ctx._stop = self._stop
         ctx.agent = self.agent
+        ctx._media = self._media
         for k, v in changes.items():
             setattr(ctx, k, v)
         return ctx

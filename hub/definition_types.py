@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 from .errors import ExtensionError
+from .logs import MediaPart
 from .context import ArgsT, MemoryT
 
 if TYPE_CHECKING:
@@ -168,6 +169,10 @@ class Input:
     format: Callable[[Any], str] | None = None
     install: Callable[[HubRef], Awaitable[None] | None] | None = None
     enabled: Callable[[HubRef], bool] | None = None
+    fetch: Callable[[MediaPart, int], Awaitable[bytes]] | None = None
+    """``fetch(part, max_bytes)``: the bytes of a file this input recorded (a
+    :class:`~hub.MediaPart` it sent with ``media=``), read at most ``max_bytes`` (raise
+    :class:`~hub.MediaTooLarge` past it). Called only when a run needs the bytes."""
 
     _adapter: TypeAdapter[Any] | None = field(default=None, init=False, repr=False)
 

@@ -9,14 +9,15 @@ as ``ctx.hub`` (the public API an action may use); the engine never reads it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .agent_context import AgentContext
 from .config import HubConfig
-from .definitions import Action, Output
+from .definitions import Action, Input, Output
 from .hooks import Plugins
 from .inbox import InboxStore
+from .media import MediaLimits
 from .memory.store import MemoryStore
 from .models import Model, RetryPolicy
 from .persona import Persona
@@ -52,6 +53,10 @@ class EngineDeps:
     """The bot's own context (resolved when the hub starts), or None."""
     hub: Any
     """Handed to handlers as ``ctx.hub``; the engine itself never reads it."""
+    inputs: Mapping[str, Input] = field(default_factory=dict)
+    """The inputs by type: the one that recorded a file fetches it (``Input.fetch``)."""
+    media_limits: MediaLimits = field(default_factory=MediaLimits)
+    """``[media]``, read once (:meth:`HubConfig.media_limits`)."""
 
     @property
     def prompt_style(self) -> str:

@@ -23,6 +23,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from .actions import ActionCalls, Call
+from .attachments import Attachments
 from .conversation import available, prepare, prompt_parts, save
 from .errors import ModelError
 from .logging_setup import context_id_var, run_id_var
@@ -57,6 +58,7 @@ class Engine:
         self.deps = deps
         self.calls = ActionCalls(deps)
         self.dispatch = OutputDispatch(deps)
+        self.attachments = Attachments(deps)
 
     # --- the run ------------------------------------------------------------------------
 
@@ -170,9 +172,22 @@ class Engine:
             await deps.runs.sync()
             run.durable_inputs = len(run.input_ids)
         started = time.monotonic()
+        new = [e for e in run.logs if isinstance(e, InputLog) and not e.processed]
+        await self.attachments.prepare(run)
+        refusal = self.attachments.refusal(new, run)
+        if refusal is not None and self._refuse_files(run, refusal):
+            # nothing but files the hub refuses (too large, a bomb, an archive): the user is
+            # told why, and no model is asked about them
+            if run.output_chain is not None:
+                await run.output_chain
+            run.append(StepLog(step=run.step, duration=time.monotonic() - started))
+            return
         parts = prompt_parts(deps, run)
+        parts.media = run.media.shown
         style = deps.prompt_style
         chat_style = style == "chat" or (style == "auto" and deps.model_is_local() and not run.actions)
+        if not chat_style and self.attachments.vision:
+            parts.images = run.media.images
         request = deps.prompts.build_chat(parts) if chat_style else deps.prompts.build(parts)
         for e in run.logs:  # what this prompt shows is seen from now on
             if isinstance(e, (InputLog, ActionResultLog, OutputLog)):
@@ -245,6 +260,18 @@ class Engine:
         step_log.duration = time.monotonic() - started
         run.append(step_log)
         run.limit = deps.plugins.after_step(run.ctx, step_log)  # type: ignore[arg-type]
+
+    def _refuse_files(self, run: Run, text: str) -> bool:
+        """Answer with ``text`` through the conversation's reply output, if it has one."""
+        assert run.instance is not None
+        reply = run.instance.definition.reply_output
+        if reply is None or reply not in run.outputs:
+            return False
+        for e in run.logs:
+            if isinstance(e, InputLog):
+                e.processed = True
+        self.dispatch.dispatch(run, reply, text, {})
+        return True
 
     def _on_retry(self, run: Run) -> Callable[[int, float, Exception], None]:
         def note(attempt: int, delay: float, e: Exception) -> None:

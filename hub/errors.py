@@ -11,6 +11,9 @@
     │   └── ModelUnavailable   retries exhausted: the run fails with this reason
     ├── StoreError         a store (SQLite, Chroma) could not be opened or written
     ├── ActionError        an action call was invalid or its handler failed (shown to the model)
+    ├── MediaError         a picture or file could not be fetched, read or sent (hub/media.py)
+    │   ├── MediaTooLarge      over [media] max_bytes, or a platform's limit
+    │   └── MediaRefused       a decompression bomb, an archive or executable, unreadable content
     └── RunError           misuse of the run API (unknown context, hub not started)
 
 Signals that steer the loop (:class:`RetryAction`) are deliberately outside the tree.
@@ -30,6 +33,9 @@ __all__ = [
     "ActionError",
     "RunError",
     "RetryAction",
+    "MediaError",
+    "MediaTooLarge",
+    "MediaRefused",
 ]
 
 
@@ -109,3 +115,22 @@ class RunError(HubError):
 
 class RetryAction(Exception):
     """Raised by an action handler to ask for another attempt (bounded by the action's ``retry``)."""
+
+
+class MediaError(HubError):
+    """A picture or file could not be fetched, read or sent. ``reason`` is the short, safe
+    sentence a user may be shown ("it is 12.4 MB, over the 10 MB limit")."""
+
+    def __init__(self, reason: str, *, name: str = "") -> None:
+        self.reason = reason
+        self.name = name
+        super().__init__(f"{name}: {reason}" if name else reason)
+
+
+class MediaTooLarge(MediaError):
+    """Over ``[media] max_bytes`` (or a platform's own limit): never fetched whole, never sent."""
+
+
+class MediaRefused(MediaError):
+    """Content the hub never passes on: a decompression bomb, an archive or an executable,
+    a type it cannot read, or a path or URL the operator did not allow."""

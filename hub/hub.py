@@ -8,6 +8,7 @@ process share nothing.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
@@ -26,7 +27,7 @@ from .engine import ContextInstance, Engine, RunResult
 from .errors import ExtensionError, ExtensionFailed, RunError
 from .inbox import InboxStore, park_poison
 from .loader import load_extensions as _load_extensions
-from .logs import InputLog, OutputLog
+from .logs import InputLog, MediaPart, OutputLog
 from .memory.store import MemoryStore
 from .models import Model, RetryPolicy
 from .persona import Persona, PersonaSet
@@ -160,6 +161,8 @@ class Hub:
             persona_for=self.persona_for,
             agent=lambda: self.agent,
             hub=self,
+            inputs=self.inputs,
+            media_limits=self.config.media_limits(),
         ))
         # who may talk to the bot in private (hub/access.py): dm_policy and pairings
         self.access = Access(SQLitePairingStore(self._db) if self._db is not None else InMemoryPairingStore())
@@ -369,9 +372,11 @@ class Hub:
         meta: dict[str, Any] | None = None,
         parent_id: str | None = None,
         formatted: str | None = None,
+        media: Sequence[MediaPart] = (),
     ) -> Submission:
         """Record an input and queue it; returns at once (see :meth:`send` to wait).
-        ``formatted`` is how the log shows it (an input's ``format``)."""
+        ``formatted`` is how the log shows it (an input's ``format``); ``media``: the
+        pictures and files that came with it, as references (fetched when a run needs them)."""
         if self._state != _Lifecycle.STARTED:
             raise RunError("the hub is not started (use `async with Hub(...)` or await hub.start())")
         definition, parsed, key = self.resolve_context(context, args)
@@ -379,6 +384,10 @@ class Hub:
         entry = InputLog(type=type, content=r.redact_tree(data), user=user, platform_id=platform_id,
                          meta=dict(r.redact_tree(meta or {})))
         entry.formatted = r.redact(formatted) if formatted else formatted
+        for part in media:
+            if not isinstance(part, MediaPart):
+                raise RunError(f"media= takes hub.MediaPart references, not {type(part).__name__}")
+        entry.media = [dataclasses.replace(p, name=r.redact(p.name)) if r else p for p in media]
         if parent_id:
             entry.meta["parent_run"] = parent_id
         if not await self.inbox.record(f"{definition.type}:{key}", entry):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal
 
 __all__ = [
+    "MediaPart",
     "InputLog",
     "ThoughtLog",
     "ActionCallLog",
@@ -32,6 +33,34 @@ def new_id() -> str:
     return uuid.uuid4().hex
 
 
+@dataclass(slots=True, frozen=True)
+class MediaPart:
+    """A picture or file that came with an input, as a reference: never its bytes.
+
+    ``kind`` is what the platform calls it (``"image"``, ``"document"``, ``"sticker"``,
+    ``"audio"``, ``"video"``, ``"voice"``); ``mime``, ``size`` and ``name`` are what the
+    platform *claims* (the bytes are sniffed when fetched, :mod:`hub.media`); ``ref`` is what
+    the input's ``fetch`` needs to get the bytes again (a Telegram ``file_id``, a URL), so an
+    input resumed after a restart fetches them anew. ``name`` is for display only, never a path.
+    """
+
+    kind: str
+    ref: str
+    mime: str = ""
+    size: int | None = None
+    name: str = ""
+    width: int | None = None
+    height: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MediaPart:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
 @dataclass(slots=True)
 class InputLog:
     """Something that came in: a message, a webhook body, a scheduled prompt, a child-run request."""
@@ -47,6 +76,8 @@ class InputLog:
     processed: bool = False
     formatted: str | None = None
     """How the log shows it, from the input's ``format`` (None: the content itself)."""
+    media: list[MediaPart] = field(default_factory=list)
+    """Pictures and files that came with it, as references (:class:`MediaPart`)."""
 
 
 @dataclass(slots=True)
@@ -148,6 +179,11 @@ _FIELDS: dict[type, tuple[str, ...]] = {c: tuple(f.name for f in fields(c)) for 
 def to_dict(entry: Log) -> dict[str, Any]:
     d = {name: getattr(entry, name) for name in _FIELDS[type(entry)]}
     d["kind"] = entry.kind
+    if isinstance(entry, InputLog):  # plain data for JSON: the references, never bytes
+        if entry.media:
+            d["media"] = [m.to_dict() for m in entry.media]
+        else:
+            del d["media"]  # entries without media keep the shape they always had
     return d
 
 
@@ -156,4 +192,7 @@ def from_dict(data: dict[str, Any]) -> Log:
     if cls is None:
         raise ValueError(f"unknown log kind {data.get('kind')!r}")
     names = _FIELDS[cls]
-    return cls(**{k: v for k, v in data.items() if k in names})
+    values = {k: v for k, v in data.items() if k in names}
+    if cls is InputLog and values.get("media"):
+        values["media"] = [m if isinstance(m, MediaPart) else MediaPart.from_dict(m) for m in values["media"]]
+    return cls(**values)

@@ -72,8 +72,8 @@ class OutputDispatch:
             entry.error = f"output {out.type!r} rejected: {msg}"
             self._refuse(run, entry)
             return
-        if out.is_text and not entry.content:
-            return  # an empty reply says nothing; nothing to send
+        if out.is_text and not entry.content and not any(attrs.values()):
+            return  # an empty reply says nothing; nothing to send (a file to send, named by an attribute, does)
         if out.format is not None:
             entry.formatted = _formatted(run, out, value)
         ctx = run.ctx.derive(attributes=attributes, output=entry)

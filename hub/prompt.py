@@ -13,12 +13,13 @@ Both pass the finished request through the redactor, so no known secret reaches 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .definitions import Action, Output
 from .logs import ActionCallLog, ActionResultLog, ErrorLog, InputLog, Log, OutputLog, ThoughtLog
+from .media import placeholders
 from .models import ModelRequest
 from .redact import Redactor
 
@@ -82,6 +83,11 @@ class PromptParts:
     run: Sequence[Log] = ()
     episodes: Sequence[str] = ()
     extra: dict[str, str] = field(default_factory=dict)
+    media: Mapping[str, str] = field(default_factory=dict)
+    """Input id → what the prompt shows for that input's files this run (their text, or why
+    not); inputs not in it (history) show placeholders (:func:`hub.media.placeholders`)."""
+    images: Sequence[str] = ()
+    """``data:`` URLs of the current run's pictures, sent as ``image_url`` parts (vision)."""
 
 
 class PromptBuilder:
@@ -157,10 +163,13 @@ class PromptBuilder:
         )
         return "\n".join(out)
 
-    def render_entry(self, e: Log, *, new: bool = False, limit: int | None = None) -> str | None:
-        """One log entry as the prompt shows it; its body cut at ``limit`` characters."""
+    def render_entry(
+        self, e: Log, *, new: bool = False, limit: int | None = None, media: Mapping[str, str] | None = None,
+    ) -> str | None:
+        """One log entry as the prompt shows it; its body cut at ``limit`` characters.
+        ``media``: what this run's inputs' files show (see :attr:`PromptParts.media`)."""
         flag = ' new="true"' if new else ""
-        body = _body(e)
+        body = _body(e, media)
         if body is None:
             return None
         text = self._clip(body, limit)
@@ -199,7 +208,10 @@ class PromptBuilder:
             head.append(f"<{k}>{escape(v)}</{k}>")
         frame = ("<current_run>\n", "\n</current_run>\nHandle what is new (new=\"true\"). Answer with one <response>.")
         room = self.budget - count_tokens(system) - sum(count_tokens(h) for h in head) - count_tokens("".join(frame))
-        run_lines = self._fit_run(p.run, room)
+        # pictures take their share of the budget, but never more than half of what is left:
+        # the run's own text must still fit beside them
+        room -= min(IMAGE_TOKENS * len(p.images), max(room, 0) // 2)
+        run_lines = self._fit_run(p.run, room, p.media)
         tail = frame[0] + "\n".join(run_lines) + frame[1]
         room -= _cost(run_lines)
         # a wrapper's own count covers the newlines around its lines (counts round up)
@@ -213,16 +225,22 @@ class PromptBuilder:
         if history:
             body.append("<history>\n" + "\n".join(history) + "\n</history>")
         body.append(tail)
-        return self._finish(ModelRequest(system=system, messages=[{"role": "user", "content": "\n".join(body)}]))
+        text = "\n".join(body)
+        content: str | list[dict[str, Any]] = text
+        if p.images:  # a vision model: the text, then this run's pictures as image_url parts
+            content = [{"type": "text", "text": text}, *(
+                {"type": "image_url", "image_url": {"url": url}} for url in p.images
+            )]
+        return self._finish(ModelRequest(system=system, messages=[{"role": "user", "content": content}]))
 
-    def _fit_run(self, run: Sequence[Log], room: int) -> list[str]:
+    def _fit_run(self, run: Sequence[Log], room: int, media: Mapping[str, str] | None = None) -> list[str]:
         """The current run's entries within ``room`` tokens: whole when they fit; else each
         gets a fair share (short ones stay whole, long ones are cut with a marker); when even
         that cannot fit, the oldest give way to an ``<omitted>`` line."""
         items = [(e, isinstance(e, (InputLog, ActionResultLog, OutputLog)) and not e.processed) for e in run if isinstance(e, _SHOWN)]
 
         def render(sub: Sequence[tuple[Log, bool]], cap: int | None) -> list[str]:
-            return [line for e, new in sub if (line := self.render_entry(e, new=new, limit=cap)) is not None]
+            return [line for e, new in sub if (line := self.render_entry(e, new=new, limit=cap, media=media)) is not None]
 
         lines = render(items, None)
         if _cost(lines) <= room:
@@ -232,7 +250,7 @@ class PromptBuilder:
             omitted = [f'<omitted entries="{start}">older entries of this run, left out to fit</omitted>'] if start else []
             fit = room - _cost(omitted)
             avail = fit * 4 - _ENTRY_OVERHEAD * len(sub)
-            sizes = [len(_body(e) or "") for e, _ in sub]
+            sizes = [len(_body(e, media) or "") for e, _ in sub]
             for _ in range(6):  # escaping can lengthen a cut body (up to 5 times): shrink until it fits
                 cap = _fair_cap(sizes, avail)
                 if cap < _MIN_SHARE:
@@ -253,7 +271,7 @@ class PromptBuilder:
         fit), then as much history as the rest of the budget holds."""
         system = f"You are {p.persona_name}. {p.persona_instructions.strip()}".strip()
         room = self.budget - count_tokens(system)
-        current = _chat_turns(p.run)
+        current = _chat_turns(p.run, p.media)
         cap = self.max_entry_chars
         if sum(count_tokens(_cut(t["content"], cap)) + _TURN_TOKENS for t in current) > room:
             avail = (room - _TURN_TOKENS * len(current)) * 4 - _MARKER_CHARS * len(current)
@@ -287,7 +305,7 @@ class PromptBuilder:
         r = self.redactor
         if r:
             request.system = r.redact(request.system)
-            request.messages = [{**m, "content": r.redact(m["content"])} for m in request.messages]
+            request.messages = [{**m, "content": _redact_content(r, m["content"])} for m in request.messages]
         return request
 
     def _fit(self, items: Iterable[str], room: int, *, wrap: Any) -> list[str]:
@@ -317,6 +335,17 @@ class PromptBuilder:
             room -= cost
         picked.reverse()
         return picked
+
+
+IMAGE_TOKENS = 850
+"""What one picture costs a vision model, in tokens (OpenAI: 85 to about 1,100 by size):
+kept out of the budget for the text."""
+
+
+def _redact_content(r: Redactor, content: Any) -> Any:
+    if isinstance(content, str):
+        return r.redact(content)
+    return [{**part, "text": r.redact(part["text"])} if part.get("type") == "text" else part for part in content]
 
 
 _SHOWN = (InputLog, OutputLog, ActionCallLog, ActionResultLog, ThoughtLog, ErrorLog)
@@ -356,10 +385,17 @@ def _fair_cap(sizes: Sequence[int], avail: int) -> int:
     return max(sizes, default=0)
 
 
-def _body(e: Log) -> str | None:
-    """The text an entry shows in the prompt, before cutting and escaping."""
+def _body(e: Log, media: Mapping[str, str] | None = None) -> str | None:
+    """The text an entry shows in the prompt, before cutting and escaping. An input's files
+    follow its text: what this run made of them (``media``), else their placeholders."""
     match e:
-        case InputLog() | OutputLog():
+        case InputLog():
+            text = e.formatted if e.formatted is not None else _json(e.content)
+            if not e.media:
+                return text
+            files = (media or {}).get(e.id) or placeholders(e.media)
+            return f"{text}\n{files}" if text else files
+        case OutputLog():
             return e.formatted if e.formatted is not None else _json(e.content)
         case ActionCallLog():
             return _json(e.args)
@@ -373,11 +409,15 @@ def _body(e: Log) -> str | None:
             return None
 
 
-def _chat_turns(entries: Sequence[Log]) -> list[dict[str, str]]:
+def _chat_turns(entries: Sequence[Log], media: Mapping[str, str] | None = None) -> list[dict[str, str]]:
     turns = []
     for e in entries:
         if isinstance(e, InputLog):
-            turns.append({"role": "user", "content": _json(e.content)})
+            text = _json(e.content)
+            if e.media:
+                files = (media or {}).get(e.id) or placeholders(e.media)
+                text = f"{text}\n{files}" if text else files
+            turns.append({"role": "user", "content": text})
         elif isinstance(e, OutputLog) and e.sent:
             turns.append({"role": "assistant", "content": _json(e.content)})
     return turns

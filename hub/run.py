@@ -25,6 +25,7 @@ from .context import (
     validation_message,
 )
 from .logs import Log
+from .media import RunMedia
 from .runs import RunRecord, RunState
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ class Run:
 
     __slots__ = (
         "deps", "record", "slot", "logs", "instance", "ctx", "actions", "outputs", "progress",
-        "step", "feedback", "tasks", "output_chain", "input_ids", "created", "limit", "durable_inputs",
+        "step", "feedback", "tasks", "output_chain", "input_ids", "created", "limit", "durable_inputs", "media",
     )
 
     def __init__(self, deps: EngineDeps, record: RunRecord, slot: Slot) -> None:
@@ -73,6 +74,8 @@ class Run:
         """How many of ``input_ids`` are known taken on disk (see ``Engine._step``)."""
         self.limit: str | None = None
         """A plugin's reason to stop the run, given after the last step (a spent budget)."""
+        self.media = RunMedia(deps.media_limits)
+        """The run's files: its inputs' as the prompt shows them, its actions' by handle."""
 
     @property
     def id(self) -> str:
@@ -84,6 +87,7 @@ class Run:
         self.progress = progress
         ctx = self.ctx = RunContext(self.deps.hub, self.record, instance, self.logs, runs=self.deps.runs)
         ctx.progress = progress
+        ctx.media = self.media
         ctx._stop = self.stop
         bot = self.deps.agent()
         ctx.agent = AgentView(bot, ctx) if bot is not None else None

@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .media import placeholder
 from .logs import (
     ActionCallLog,
     ActionResultLog,
@@ -111,6 +112,8 @@ def render_trace(
         match e:
             case InputLog():
                 lines.append(f"{at}  input    [{e.type}{' from ' + e.user if e.user else ''}] {_short(e.formatted or e.content)}")
+                for part in e.media:  # files by reference: kind, name, type, size
+                    lines.append(f"{at}           {placeholder(part)}")
             case ThoughtLog():
                 lines.append(f"{at}  thought  {_short(e.content)}")
             case ActionCallLog():

@@ -24,7 +24,9 @@ __all__ = ["Model", "ModelRequest", "Usage", "RetryPolicy", "stream_with_retry"]
 @dataclass(slots=True)
 class ModelRequest:
     system: str
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]
+    """Chat messages; a user message's ``content`` is text, or a list of parts (``text`` and
+    ``image_url``) when pictures go to a vision model."""
     max_tokens: int | None = None
     temperature: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)

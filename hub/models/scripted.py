@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Union
+from typing import Any, Union
 
 from ..errors import ModelError
 from . import Model, ModelRequest, Usage
@@ -84,5 +84,12 @@ class ScriptedModel(Model):
             if self.chunk_delay:
                 await asyncio.sleep(self.chunk_delay)
             yield piece
-        prompt_chars = len(request.system) + sum(len(m["content"]) for m in request.messages)
+        prompt_chars = len(request.system) + sum(len(_text(m["content"])) for m in request.messages)
         yield Usage(prompt_tokens=prompt_chars // 4 + 1, completion_tokens=len(item) // 4 + 1, finish_reason="stop")
+
+
+def _text(content: Any) -> str:
+    """A message's text (a vision request's content is a list of parts)."""
+    if isinstance(content, str):
+        return content
+    return "".join(p.get("text", "") for p in content if isinstance(p, dict))

@@ -4,8 +4,9 @@ Splitting long text (:func:`split_message`), an outbound :class:`Governor` (paci
 ``retry_after``, retries), the one :class:`Backoff`, a :class:`TypingIndicator`, the
 :func:`reply_target` lookup, a :class:`LoopGuard` for bot-to-bot exchanges,
 :class:`AllowList`, the base of every platform's settings (:class:`PlatformSettings`) and
-:func:`quiet_loggers` for a client library's chatter, and :func:`private_access`
-(``dm_policy`` applied to a private message).
+:func:`quiet_loggers` for a client library's chatter, :func:`private_access`
+(``dm_policy`` applied to a private message), and for files :func:`fetch_url` (a download
+capped at a size), :func:`display_name` and :func:`human_size`.
 
 The core never names a platform; extensions map their client's errors onto
 :class:`RateLimited`, :class:`TransientSendError` and :class:`PermanentSendError` and send
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 from ..backoff import Backoff
 from ..logging_setup import quiet_loggers
+from ..media import display_name, fetch_url, human_size
 from ._access import private_access
 from ._guard import AllowList, LoopGuard
 from ._reply import reply_target
@@ -50,4 +52,7 @@ __all__ = [
     "PlatformSettings",
     "quiet_loggers",
     "private_access",
+    "fetch_url",
+    "display_name",
+    "human_size",
 ]

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from hub import Context, Extension, Input, Service, output
 from hub.platform import quiet_loggers
 
@@ -41,6 +43,7 @@ __all__ = [
     "start_error",
     "MAX_LENGTH",
     "SAFE_MENTIONS",
+    "MessageAttributes",
 ]
 
 _INSTRUCTIONS = (
@@ -48,6 +51,13 @@ _INSTRUCTIONS = (
     "long answers are split into several messages for you. Each input's user is the author's "
     "Discord user id; write <@ID> only to ping someone on purpose."
 )
+
+
+class MessageAttributes(BaseModel):
+    """``discord:message``'s attribute: files to attach."""
+
+    attach: str = Field("", description="files to attach, comma-separated: media handles from action results "
+                        "(media:1) or https URLs on [media] url_hosts")
 
 
 def extension(settings: DiscordSettings) -> Extension:
@@ -66,14 +76,21 @@ def extension(settings: DiscordSettings) -> Extension:
     @output(
         type="discord:message",
         context="discord:channel",
-        description="Send a message to this Discord channel (Markdown).",
+        attributes=MessageAttributes,
+        description="Send a message to this Discord channel (Markdown), with files if attach names them.",
         instructions=(
             "Replies to the message you are answering. Any length: it is split at 2000 "
-            "characters, code blocks kept whole."
+            "characters, code blocks kept whole. attach=\"media:1\" sends a file an action returned."
         ),
     )
     async def message(content: str, ctx: Any) -> dict[str, Any]:
-        return await bot.send_message(content, ctx)
+        attrs = ctx.attributes
+        names = [s.strip() for s in (attrs.attach if attrs is not None else "").split(",") if s.strip()]
+        files = [await ctx.media.resolve(name) for name in names]  # a MediaError names the file and why
+        data = await bot.send_message(content, ctx, files)
+        if files:
+            data["files"] = [{"name": f.name, "type": f.mime, "size": f.size} for f in files]
+        return data
 
     return Extension(
         name="discord",
@@ -84,6 +101,7 @@ def extension(settings: DiscordSettings) -> Extension:
                 type="discord:gateway",
                 subscribe=bot.subscribe,
                 description="Messages from the Discord gateway.",
+                fetch=bot.fetch,
             )
         ],
         services=[Service(name="discord", start=bot.start, stop=bot.stop)],

@@ -11,6 +11,7 @@ pure over the message (in :mod:`._messages`, with the output's limits); acting o
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import discord
 
+from hub import MediaFile, MediaPart
 from hub.platform import (
     AllowList,
     Governor,
@@ -27,6 +29,8 @@ from hub.platform import (
     SendFailed,
     TransientSendError,
     TypingIndicator,
+    fetch_url,
+    human_size,
     private_access,
     reply_target,
     split_message,
@@ -34,7 +38,18 @@ from hub.platform import (
 
 from ._settings import DiscordSettings
 from ._errors import DiscordStartError, _retry_after, start_error
-from ._messages import CONTEXT, MAX_LENGTH, OUTPUT, SAFE_MENTIONS, ignore_reason, intents, message_text
+from ._messages import (
+    CONTEXT,
+    MAX_FILES,
+    MAX_LENGTH,
+    MAX_UPLOAD_BYTES,
+    OUTPUT,
+    SAFE_MENTIONS,
+    ignore_reason,
+    intents,
+    media_of,
+    message_text,
+)
 
 if TYPE_CHECKING:
     from hub import Hub, RunContext, Submission
@@ -268,7 +283,8 @@ class DiscordBot:
             answer_all=self._answer_all,
         )
         text = message_text(message) if reason is None else ""
-        if reason is None and not text:
+        media = media_of(message) if reason is None else []
+        if reason is None and not text and not media:
             reason = "no text"
         from_bot = message.author.bot or message.webhook_id is not None
         platform_id = f"discord:{message.id}"
@@ -300,6 +316,7 @@ class DiscordBot:
                 "user_name": message.author.display_name,
                 "author_bot": from_bot,
             },
+            media=media,
         )
         if sub.duplicate:
             return
@@ -339,15 +356,29 @@ class DiscordBot:
 
     # --- the output -----------------------------------------------------------------------
 
-    async def send_message(self, content: str, ctx: RunContext) -> dict[str, Any]:
+    async def fetch(self, part: MediaPart, max_bytes: int) -> bytes:
+        """An attachment's bytes from its CDN URL, at most ``max_bytes`` (read in chunks)."""
+        return await fetch_url(part.ref, max_bytes=max_bytes, name=part.name)
+
+    async def send_message(self, content: str, ctx: RunContext, files: list[MediaFile] | None = None) -> dict[str, Any]:
         """Send ``content`` to the run's channel: split at 2000 characters with code fences
-        balanced, in order, the first part as a reply to the message being answered.
+        balanced, in order, the first part as a reply to the message being answered;
+        ``files`` ride on the last part (at most 10, each within a bot's upload limit).
 
         Raises:
             SendFailed: a part could not be sent; the error says how many went out before.
         """
         channel_id = int(ctx.context.args.channel_id)
+        files = files or []
+        if len(files) > MAX_FILES:
+            raise SendFailed("discord", channel_id, f"{len(files)} files: a message takes at most {MAX_FILES}")
+        for f in files:
+            if f.size > MAX_UPLOAD_BYTES:
+                raise SendFailed("discord", channel_id, f"{f.name} is {human_size(f.size)}, over Discord's "
+                                 f"{human_size(MAX_UPLOAD_BYTES)} upload limit for bots")
         parts = split_message(content, MAX_LENGTH)
+        if not parts and files:
+            parts = [""]
         if not parts:
             return {"message_ids": []}
         client = self.client
@@ -362,9 +393,10 @@ class DiscordBot:
                 ref = discord.MessageReference(
                     message_id=reply_to, channel_id=channel_id, fail_if_not_exists=False
                 )
+            attach = files if i == len(parts) - 1 else []
             try:
                 sent = await self.governor.send(
-                    channel_id, lambda p=part, r=ref: self._post(channel, p, r)
+                    channel_id, lambda p=part, r=ref, a=attach: self._post(channel, p, r, a)
                 )
             except SendFailed as e:
                 if ids:
@@ -383,13 +415,16 @@ class DiscordBot:
 
     @staticmethod
     async def _post(
-        channel: discord.PartialMessageable, text: str, ref: discord.MessageReference | None
+        channel: discord.PartialMessageable, text: str, ref: discord.MessageReference | None,
+        files: list[MediaFile] | None = None,
     ) -> discord.Message:
         """One message; discord.py's errors mapped onto the Governor's."""
         try:
+            # a discord.File is consumed by a send: made anew for each attempt
+            kw: dict[str, Any] = {"files": [discord.File(io.BytesIO(f.data), filename=f.name) for f in files]} if files else {}
             if ref is None:
-                return await channel.send(text, allowed_mentions=SAFE_MENTIONS)
-            return await channel.send(text, reference=ref, allowed_mentions=SAFE_MENTIONS)
+                return await channel.send(text or None, allowed_mentions=SAFE_MENTIONS, **kw)
+            return await channel.send(text or None, reference=ref, allowed_mentions=SAFE_MENTIONS, **kw)
         except discord.RateLimited as e:  # longer than max_ratelimit_timeout
             raise RateLimited(e.retry_after) from e
         except discord.HTTPException as e:

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import discord
 
+from hub import MediaPart
 from hub.platform import AllowList
 
 from ._settings import DiscordSettings
 
 MAX_LENGTH = 2000
+MAX_FILES = 10  # attachments on one message
+MAX_UPLOAD_BYTES = 10 * 1024 * 1024  # a bot's upload limit in a server without boosts
 OUTPUT = "discord:message"
 CONTEXT = "discord:channel"
 # The model must never ping @everyone, @here or a role; users it names by <@id>, and the
@@ -81,7 +84,21 @@ def ignore_reason(
 
 
 def message_text(message: discord.Message) -> str:
-    """What the model reads: the text with mentions as names, and the attachments' links."""
-    parts = [message.clean_content] if message.content else []
-    parts.extend(f"[attachment: {a.filename} {a.url}]" for a in message.attachments)
-    return "\n".join(parts).strip()
+    """What the model reads: the text with mentions as names (attachments are
+    :func:`media_of`'s, shown after it)."""
+    return message.clean_content.strip() if message.content else ""
+
+
+def media_of(message: discord.Message) -> list[MediaPart]:
+    """A message's attachments as references (their CDN URLs), fetched only when a run needs them."""
+    parts = []
+    for a in message.attachments:
+        mime = (a.content_type or "").split(";")[0].strip()
+        kind = "image" if mime.startswith("image/") else "audio" if mime.startswith("audio/") else (
+            "video" if mime.startswith("video/") else "document"
+        )
+        if a.is_voice_message():
+            kind = "voice"
+        parts.append(MediaPart(kind=kind, ref=a.url, mime=mime, size=a.size, name=a.filename,
+                               width=a.width, height=a.height))
+    return parts

@@ -80,6 +80,10 @@ class DiscordState:
     gateway_log: list[dict[str, Any]] = field(default_factory=list)
     typing: list[int] = field(default_factory=list)
     counter: int = 0
+    attachments: dict[int, bytes] = field(default_factory=dict)
+    """Attachment id → the bytes its CDN URL serves."""
+    downloads: list[int] = field(default_factory=list)
+    """Attachment ids fetched from the CDN, in order."""
 
 
 class FakeDiscord(FakeServer):
@@ -262,6 +266,47 @@ class FakeDiscord(FakeServer):
         self.dispatch("MESSAGE_CREATE", message)
         return int(message["id"])
 
+    def push_attachments(
+        self,
+        channel_id: int,
+        files: list[tuple[str, str, bytes]],
+        content: str = "",
+        author_id: int | None = None,
+        *,
+        size: int | None = None,
+    ) -> int:
+        """A MESSAGE_CREATE carrying ``files`` (``(name, content_type, bytes)``), served at
+        their CDN URLs on this fake; ``size`` overrides the size Discord reports. Returns the
+        message id."""
+        author_id = self.user_id if author_id is None else author_id
+        if author_id not in self.state.users:
+            self.add_user(author_id, f"user{author_id}")
+        if channel_id not in self.state.channels:
+            self.add_dm_channel(author_id, channel_id=channel_id)
+        channel = self.state.channels[channel_id]
+        guild_id = int(channel["guild_id"]) if "guild_id" in channel else None
+        mentions = [int(m) for m in re.findall(r"<@!?(\d+)>", content)]
+        message = self._message_payload(channel_id, content, author_id, guild_id=guild_id, mentions=mentions)
+        attachments = []
+        for name, content_type, data in files:
+            aid = self._snowflake()
+            self.state.attachments[aid] = data
+            url = f"{self.base_url}/attachments/{channel_id}/{aid}/{name}"
+            attachments.append({"id": str(aid), "filename": name, "size": len(data) if size is None else size,
+                                "url": url, "proxy_url": url, "content_type": content_type})
+        message["attachments"] = attachments
+        self.state.messages[int(message["id"])]["attachments"] = attachments
+        self.dispatch("MESSAGE_CREATE", message)
+        return int(message["id"])
+
+    async def _attachment(self, request: web.Request) -> web.Response:
+        aid = int(request.match_info["attachment_id"])
+        self.state.downloads.append(aid)
+        self._notify()
+        if aid not in self.state.attachments:
+            return web.Response(status=404, text="Not Found")
+        return web.Response(body=self.state.attachments[aid], content_type="application/octet-stream")
+
     def _message_payload(
         self,
         channel_id: int,
@@ -338,6 +383,7 @@ class FakeDiscord(FakeServer):
         app = web.Application()
         app.router.add_get("/gateway", self._gateway)
         app.router.add_get("/resume", self._gateway)
+        app.router.add_get("/attachments/{channel_id}/{attachment_id}/{filename}", self._attachment)
         routes = [
             ("GET", "/users/@me", self._get_me),
             ("GET", "/oauth2/applications/@me", self._get_application),
@@ -371,6 +417,9 @@ class FakeDiscord(FakeServer):
                 params["_files"] = [
                     v.filename for v in form.values() if isinstance(v, web.FileField)
                 ]
+                params["_uploads"] = {
+                    v.filename: v.file.read() for v in form.values() if isinstance(v, web.FileField)
+                }
             rec = Recorded(
                 name=name if name != "unknown" else f"{request.method} {request.path}",
                 method=request.method, path=request.path, params=params,
@@ -480,7 +529,7 @@ class FakeDiscord(FakeServer):
             payload["nonce"] = params["nonce"]
         self.state.sent.append({
             "channel_id": cid, "content": content, "reply_to": reply_to,
-            "id": int(payload["id"]), "payload": params,
+            "id": int(payload["id"]), "payload": params, "files": params.get("_uploads") or {},
         })
         # Discord echoes the bot's own message on the gateway too: bots must ignore it.
         self.dispatch("MESSAGE_CREATE", {**payload, **(

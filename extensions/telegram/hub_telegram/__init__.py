@@ -1,5 +1,9 @@
 """Telegram: context ``telegram:chat`` (one per chat id), input ``telegram:message``
-(long polling), output ``telegram:send``.
+(long polling), outputs ``telegram:send``, ``telegram:photo`` and ``telegram:document``.
+
+Photos, documents, stickers, voice notes, audio and video arrive as references
+(``file_id``); the hub fetches one through ``getFile`` only when a run needs its bytes
+(:meth:`TelegramClient.fetch`). A photo without a caption is answered like a message.
 
 Answers private chats, and in groups when mentioned or replied to (``groups``). Every
 message is recorded in the hub's inbox before Telegram is told it was received, so a crash
@@ -18,12 +22,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from hub import Context, Extension, Input, RunContext, Service, output
 from hub.platform import quiet_loggers, reply_target
 
-from ._client import MAX_MESSAGE_LENGTH, TelegramClient, map_error
+from ._client import MAX_CAPTION_LENGTH, MAX_MESSAGE_LENGTH, TelegramClient, map_error
 from ._filter import Ignored, Inbound, classify
 from ._poller import ALLOWED_UPDATES, OFFSET_KEY, Poller
 from ._settings import TelegramSettings
@@ -43,6 +47,8 @@ __all__ = [
     "OFFSET_KEY",
     "ALLOWED_UPDATES",
     "MAX_MESSAGE_LENGTH",
+    "MAX_CAPTION_LENGTH",
+    "FileAttributes",
 ]
 
 log = logging.getLogger("hub_telegram")
@@ -55,6 +61,12 @@ _FORMATTING = {
     "each of _*[]()~`>#+-=|{}.! in text with a backslash.",
     "Markdown": "Format with Telegram's legacy Markdown: *bold*, _italic_, `code`, ```pre```.",
 }
+
+
+class FileAttributes(BaseModel):
+    """The attribute of ``telegram:photo`` and ``telegram:document``: which file to send."""
+
+    src: str = Field(description="a file from an action's result (media:1), or an https URL on [media] url_hosts")
 
 
 class TelegramChat(BaseModel):
@@ -96,6 +108,37 @@ def extension(settings: TelegramSettings) -> Extension:
         ids = await client.send_text(chat_id, content, reply_to=reply_to, on_part=ctx.part_sent)
         return {"chat_id": chat_id, "message_ids": ids}
 
+    async def send_file(content: str, ctx: RunContext, *, as_photo: bool) -> dict[str, Any]:
+        chat_id = ctx.context.args.chat_id
+        attrs = ctx.attributes
+        assert isinstance(attrs, FileAttributes)
+        file = await ctx.media.resolve(attrs.src)  # a MediaError says which file and why
+        ids = await client.send_file(chat_id, file, content.strip(), as_photo=as_photo, on_part=ctx.part_sent)
+        return {"chat_id": chat_id, "message_ids": ids, "file": file.name, "type": file.mime, "size": file.size}
+
+    @output(
+        type="telegram:photo",
+        context="telegram:chat",
+        attributes=FileAttributes,
+        description="Send a picture to this Telegram chat; the content is its caption (may be empty).",
+        instructions=f"src names the picture: the media handle an action returned (media:1). A caption over "
+        f"{MAX_CAPTION_LENGTH} characters follows the picture as a message.",
+        examples=['<output type="telegram:photo" src="media:1">The chart you asked for</output>'],
+    )
+    async def photo(content: str, ctx: RunContext) -> dict[str, Any]:
+        return await send_file(content, ctx, as_photo=True)
+
+    @output(
+        type="telegram:document",
+        context="telegram:chat",
+        attributes=FileAttributes,
+        description="Send a file to this Telegram chat as a document; the content is its caption (may be empty).",
+        instructions="src names the file: the media handle an action returned (media:1).",
+        examples=['<output type="telegram:document" src="media:2">The report</output>'],
+    )
+    async def document(content: str, ctx: RunContext) -> dict[str, Any]:
+        return await send_file(content, ctx, as_photo=False)
+
     async def subscribe(send_input: Callable[..., Awaitable[Any]], hub: Hub) -> Callable[[], Awaitable[None]]:
         poller = Poller(client, settings, hub, send_input)
         task = hub.create_task(poller.run(), name="telegram:poll")
@@ -110,8 +153,9 @@ def extension(settings: TelegramSettings) -> Extension:
     return Extension(
         name="telegram",
         contexts=[chat],
-        outputs=[send],
-        inputs=[Input(type="telegram:message", subscribe=subscribe, description="Messages to the bot on Telegram.")],
+        outputs=[send, photo, document],
+        inputs=[Input(type="telegram:message", subscribe=subscribe, description="Messages to the bot on Telegram.",
+                      fetch=client.fetch)],
         services=[Service(name="telegram", start=client.start, stop=client.stop)],
         description="Telegram bot (long polling).",
     )

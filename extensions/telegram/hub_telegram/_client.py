@@ -27,7 +27,7 @@ from telegram.error import (
 )
 from telegram.request import HTTPXRequest
 
-from hub import ExtensionError
+from hub import ExtensionError, MediaError, MediaFile, MediaPart, MediaTooLarge
 from hub.platform import (
     Governor,
     PermanentSendError,
@@ -35,6 +35,7 @@ from hub.platform import (
     RateLimited,
     SendFailed,
     TransientSendError,
+    human_size,
     split_message,
     utf16_len,
 )
@@ -44,11 +45,19 @@ from ._settings import TelegramSettings
 if TYPE_CHECKING:
     from hub import Hub
 
-__all__ = ["TelegramClient", "MAX_MESSAGE_LENGTH", "retry_after_seconds", "map_error"]
+__all__ = [
+    "TelegramClient", "MAX_MESSAGE_LENGTH", "MAX_CAPTION_LENGTH", "MAX_PHOTO_BYTES", "MAX_UPLOAD_BYTES",
+    "MAX_DOWNLOAD_BYTES", "retry_after_seconds", "map_error",
+]
 
 log = logging.getLogger("hub_telegram")
 
 MAX_MESSAGE_LENGTH = 4096  # UTF-16 code units, as Telegram counts
+MAX_CAPTION_LENGTH = 1024  # a photo's or a document's caption
+MAX_PHOTO_BYTES = 10_000_000  # sendPhoto; a larger picture goes as a document
+MAX_UPLOAD_BYTES = 50_000_000  # sendDocument through the cloud Bot API
+MAX_DOWNLOAD_BYTES = 20_000_000  # getFile through the cloud Bot API
+_PHOTO_TYPES = frozenset({"image/jpeg", "image/png", "image/webp", "image/gif", "image/bmp"})
 _PARSE_ERROR = "can't parse entities"
 # Loggers that may print a URL (which holds the token): python-telegram-bot's and httpx's.
 _URL_LOGGERS = ("httpx", "telegram", "telegram.Bot", "telegram.BaseRequest", "telegram.HTTPXRequest")
@@ -247,6 +256,76 @@ class TelegramClient:
             raise PermanentSendError(f"chat {chat_id}: gave up after the markup fallback and a chat migration")
 
         return attempt
+
+    # --- files ---------------------------------------------------------------------------
+
+    async def fetch(self, part: MediaPart, max_bytes: int) -> bytes:
+        """The bytes of a file a message carried (``getFile``, then its download), in memory.
+
+        Raises:
+            MediaTooLarge: over ``max_bytes`` (told by getFile, before any download), or over
+                the 20 MB the Bot API serves to bots.
+            MediaError: Telegram refused or could not be reached.
+        """
+        name = part.name
+        try:
+            file = await self.bot.get_file(part.ref)
+            if file.file_size is not None and file.file_size > max_bytes:
+                raise MediaTooLarge(f"it is {human_size(file.file_size)}, over the {human_size(max_bytes)} limit per file", name=name)
+            data = bytes(await file.download_as_bytearray())
+        except BadRequest as e:
+            if "too big" in str(e).lower():
+                raise MediaTooLarge(f"Telegram gives bots files of at most {human_size(MAX_DOWNLOAD_BYTES)}", name=name) from e
+            raise MediaError(f"Telegram refused it ({e})", name=name) from e
+        except TelegramError as e:
+            raise MediaError(f"it could not be fetched from Telegram ({type(e).__name__}: {e})", name=name) from e
+        if len(data) > max_bytes:
+            raise MediaTooLarge(f"it is {human_size(len(data))}, over the {human_size(max_bytes)} limit per file", name=name)
+        return data
+
+    async def send_file(
+        self, chat_id: int, file: MediaFile, caption: str, *, as_photo: bool, reply_to: int | None = None,
+        on_part: Callable[[int, int], Awaitable[None]] | None = None,
+    ) -> list[int]:
+        """Send a picture (``sendPhoto``) or any file (``sendDocument``) with ``caption``.
+
+        A caption over 1024 goes after the file as text (split like any message); a picture
+        over Telegram's 10 MB for photos, or of a type it does not show as a photo, goes as
+        a document. Returns the message ids, the file's first.
+
+        Raises:
+            SendFailed: Telegram refused it, or gave up after retries.
+        """
+        if file.size > MAX_UPLOAD_BYTES:
+            raise SendFailed("telegram", chat_id, f"{file.name} is {human_size(file.size)}, over the "
+                             f"{human_size(MAX_UPLOAD_BYTES)} Telegram takes from bots")
+        photo = as_photo and file.mime in _PHOTO_TYPES and file.size <= MAX_PHOTO_BYTES
+        fits = utf16_len(caption) <= MAX_CAPTION_LENGTH
+        mode = self.settings.parse_mode or None
+        reply = ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to else None
+
+        async def attempt() -> telegram.Message:
+            upload = telegram.InputFile(file.data, filename=file.name)
+            kw: dict[str, Any] = {"chat_id": chat_id, "caption": caption if fits and caption else None,
+                                  "parse_mode": mode if fits and caption else None, "reply_parameters": reply}
+            try:
+                if photo:
+                    return await self.bot.send_photo(photo=upload, **kw)
+                return await self.bot.send_document(document=upload, **kw)
+            except TelegramError as e:
+                raise map_error(e) from e
+
+        message = await self.governor.send(chat_id, attempt)
+        ids = [message.message_id]
+        if on_part is not None:
+            await on_part(0, message.message_id)
+        if caption and not fits:
+            async def later(i: int, message_id: int) -> None:
+                if on_part is not None:
+                    await on_part(i + 1, message_id)
+
+            ids += await self.send_text(chat_id, caption, on_part=later)
+        return ids
 
     async def typing(self, chat_id: int) -> None:
         """Show "typing..." (Telegram shows it for 5 s or until a message arrives). Best effort."""

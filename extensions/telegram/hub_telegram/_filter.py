@@ -13,11 +13,12 @@ from typing import Any
 
 from telegram import Message, MessageEntity, Update, User
 
+from hub import MediaPart
 from hub.platform import AllowList
 
 from ._settings import TelegramSettings
 
-__all__ = ["Inbound", "Ignored", "classify", "mentions"]
+__all__ = ["Inbound", "Ignored", "classify", "mentions", "media_of"]
 
 GROUP_TYPES = frozenset({"group", "supergroup"})
 
@@ -38,6 +39,8 @@ class Inbound:
     is_bot: bool
     reply_to: int | None
     mentioned: bool
+    media: tuple[MediaPart, ...] = ()
+    """The photo, document, sticker, voice note, audio or video it carries, by ``file_id``."""
 
     @property
     def platform_id(self) -> str:
@@ -74,8 +77,9 @@ def classify(update: Update, me: User, settings: TelegramSettings, allowed: Allo
     msg = update.message
     if msg is None:
         return Ignored(uid, "not a new message")
-    text = msg.text if msg.text is not None else msg.caption
-    if not text or not text.strip():
+    text = msg.text if msg.text is not None else (msg.caption or "")
+    media = media_of(msg)
+    if not text.strip() and not media:
         return Ignored(uid, "no text")
     sender = msg.from_user
     if sender is None:
@@ -111,7 +115,34 @@ def classify(update: Update, me: User, settings: TelegramSettings, allowed: Allo
         is_bot=sender.is_bot,
         reply_to=msg.reply_to_message.message_id if msg.reply_to_message is not None else None,
         mentioned=mentioned,
+        media=media,
     )
+
+
+def media_of(msg: Message) -> tuple[MediaPart, ...]:
+    """The files of a message as references (``file_id``s for ``getFile``); no download here.
+    A photo comes in several sizes: the largest is the one to read."""
+    parts: list[MediaPart] = []
+    if msg.photo:
+        best = msg.photo[-1]
+        parts.append(MediaPart(kind="image", ref=best.file_id, mime="image/jpeg", size=best.file_size,
+                               name=f"photo_{msg.message_id}.jpg", width=best.width, height=best.height))
+    if msg.document is not None:
+        d = msg.document
+        parts.append(MediaPart(kind="document", ref=d.file_id, mime=d.mime_type or "", size=d.file_size,
+                               name=d.file_name or f"document_{msg.message_id}"))
+    if msg.sticker is not None:
+        s = msg.sticker
+        # static stickers are WebP pictures; animated (TGS) and video (WebM) ones are not
+        mime = "video/webm" if s.is_video else "application/x-tgsticker" if s.is_animated else "image/webp"
+        parts.append(MediaPart(kind="sticker" if mime == "image/webp" else "animated sticker", ref=s.file_id,
+                               mime=mime, size=s.file_size, name=f"sticker {s.emoji or ''}".strip(),
+                               width=s.width, height=s.height))
+    for kind, item in (("voice", msg.voice), ("audio", msg.audio), ("video", msg.video)):
+        if item is not None:
+            parts.append(MediaPart(kind=kind, ref=item.file_id, mime=item.mime_type or "", size=item.file_size,
+                                   name=getattr(item, "file_name", None) or f"{kind}_{msg.message_id}"))
+    return tuple(parts)
 
 
 def mentions(msg: Message, me: User) -> bool:

@@ -151,6 +151,7 @@ class Poller:
             user=str(verdict.user_id),
             platform_id=verdict.platform_id,
             meta=verdict.meta(),
+            media=list(verdict.media),
         )
         if sub.duplicate:
             log.info("telegram: message %s was recorded before: not answered again", verdict.platform_id)

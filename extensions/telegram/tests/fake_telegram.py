@@ -63,6 +63,10 @@ class TelegramState:
     requests: list[Recorded] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     webhook_deleted: int = 0
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """file_id → ``{"data", "path", "size"}``: what ``getFile`` and downloads serve."""
+    downloads: list[str] = field(default_factory=list)
+    """The file paths downloaded from ``/file/bot{token}/...``, in order."""
 
 
 class MarkupError(ValueError):
@@ -190,7 +194,7 @@ class FakeTelegram(FakeServer):
     def _build_app(self) -> web.Application:
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
-        app.router.add_route("*", "/file/bot{token}/{path:.*}", self._not_found)
+        app.router.add_route("*", "/file/bot{token}/{path:.*}", self._download)
         return app
 
     async def _before_cleanup(self) -> None:
@@ -211,6 +215,7 @@ class FakeTelegram(FakeServer):
             for key, value in form.items():
                 if isinstance(value, web.FileField):
                     files[key] = value.filename
+                    params.setdefault("_uploads", {})[key] = (value.filename, value.file.read())
                 else:
                     params[key] = value
         params = {k: _decode(k, v) for k, v in params.items()}
@@ -355,6 +360,116 @@ class FakeTelegram(FakeServer):
             "message_id": key[1], "params": params,
         })
         return message
+
+    # -- files: getFile, downloads, sendPhoto / sendDocument uploads ------------------------
+
+    def _m_getfile(self, params: dict[str, Any]) -> dict[str, Any]:
+        found = self.state.files.get(str(params.get("file_id")))
+        if found is None:
+            raise _ApiError(_error(400, "Bad Request: invalid file_id"))
+        if found["size"] > 20_000_000:  # the cloud Bot API's limit for bots
+            raise _ApiError(_error(400, "Bad Request: file is too big"))
+        return {"file_id": params["file_id"], "file_unique_id": f"u{params['file_id']}",
+                "file_size": found["size"], "file_path": found["path"]}
+
+    def _m_sendphoto(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._send_file("sendPhoto", "photo", params, limit=10_000_000)
+
+    def _m_senddocument(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._send_file("sendDocument", "document", params, limit=50_000_000)
+
+    def _send_file(self, method: str, field_name: str, params: dict[str, Any], *, limit: int) -> dict[str, Any]:
+        chat_id = _chat_id(params)
+        uploads = params.get("_uploads") or {}
+        upload = uploads.get(field_name) or next(iter(uploads.values()), None)
+        if upload is None:
+            raise _ApiError(_error(400, f"Bad Request: there is no {field_name} in the request"))
+        filename, data = upload
+        if len(data) > limit:
+            raise _ApiError(_error(413, "Request Entity Too Large"))
+        caption = params.get("caption")
+        if caption is not None:
+            plain = check_markup(str(caption), params.get("parse_mode"))
+            if len(plain.encode("utf-16-le")) // 2 > 1024:
+                raise _ApiError(_error(400, "Bad Request: message caption is too long"))
+        file_id = self.add_file(data, path=f"{field_name}s/upload_{len(self.state.files)}")
+        message: dict[str, Any] = {"message_id": self._new_message_id(), "from": self.bot_user,
+                                   "chat": self.state.chats.get(chat_id, {"id": chat_id, "type": "private"}),
+                                   "date": int(time.time())}
+        if field_name == "photo":
+            message["photo"] = [{"file_id": file_id, "file_unique_id": f"u{file_id}", "width": 1, "height": 1,
+                                 "file_size": len(data)}]
+        else:
+            message["document"] = {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_name": filename,
+                                   "file_size": len(data)}
+        if caption:
+            message["caption"] = caption
+        self.state.messages[(chat_id, message["message_id"])] = message
+        self.state.sent.append({"method": method, "chat_id": chat_id, "text": caption or "", "caption": caption,
+                                "filename": filename, "data": data, "reply_to": None,
+                                "message_id": message["message_id"], "params": params})
+        return message
+
+    async def _download(self, request: web.Request) -> web.Response:
+        if self.state.token is not None and request.match_info["token"] != self.state.token:
+            return _error(401, "Unauthorized")
+        path = request.match_info["path"]
+        self.state.downloads.append(path)
+        self._notify()
+        for found in self.state.files.values():
+            if found["path"] == path:
+                return web.Response(body=found["data"], content_type="application/octet-stream")
+        return _error(404, "Not Found")
+
+    def add_file(self, data: bytes, *, path: str | None = None, size: int | None = None) -> str:
+        """Store a file ``getFile`` will serve; returns its file_id. ``size`` overrides the
+        size getFile reports (a file Telegram would refuse, without holding its bytes)."""
+        file_id = f"FILE{len(self.state.files) + 1}"
+        self.state.files[file_id] = {"data": data, "path": path or f"documents/{file_id}",
+                                     "size": len(data) if size is None else size}
+        return file_id
+
+    def push_media(
+        self,
+        *,
+        chat_id: int,
+        photo: bytes | None = None,
+        document: tuple[str, str, bytes] | None = None,
+        sticker: bytes | None = None,
+        caption: str | None = None,
+        size: int | None = None,
+        **message: Any,
+    ) -> tuple[int, int]:
+        """A message carrying a photo (``bytes``), a document (``(name, mime, bytes)``) or a
+        static sticker, with an optional caption; the other keywords as ``push_message``.
+        ``size`` is the file size the message claims (default: the real one)."""
+        update_id, message_id = self.push_message(chat_id=chat_id, text=caption or "", **message)
+        msg = self.state.messages[(chat_id, message_id)]
+        msg.pop("text", None)
+        entities = msg.pop("entities", None)
+        if caption:
+            msg["caption"] = caption
+            if entities:
+                msg["caption_entities"] = entities
+        if photo is not None:
+            fid = self.add_file(photo, path=f"photos/file_{message_id}.jpg")
+            small = self.add_file(photo[:100], path=f"photos/thumb_{message_id}.jpg")
+            msg["photo"] = [
+                {"file_id": small, "file_unique_id": f"u{small}", "width": 90, "height": 90, "file_size": 100},
+                {"file_id": fid, "file_unique_id": f"u{fid}", "width": 800, "height": 600,
+                 "file_size": len(photo) if size is None else size},
+            ]
+        if document is not None:
+            name, mime, data = document
+            fid = self.add_file(data, path=f"documents/file_{message_id}", size=size)
+            msg["document"] = {"file_id": fid, "file_unique_id": f"u{fid}", "file_name": name, "mime_type": mime,
+                               "file_size": len(data) if size is None else size}
+        if sticker is not None:
+            fid = self.add_file(sticker, path=f"stickers/file_{message_id}.webp")
+            msg["sticker"] = {"file_id": fid, "file_unique_id": f"u{fid}", "type": "regular", "width": 512,
+                              "height": 512, "is_animated": False, "is_video": False, "emoji": "😀",
+                              "file_size": len(sticker)}
+        return update_id, message_id
 
     def _m_sendchataction(self, params: dict[str, Any]) -> bool:
         self.state.chat_actions.append((_chat_id(params), str(params.get("action"))))

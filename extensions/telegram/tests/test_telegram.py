@@ -399,7 +399,7 @@ def test_settings_errors_name_the_key_and_the_variable() -> None:
         load_extension("telegram", {"token": "1:x", "groups": "sometimes"}, cfg)
     ext = load_extension("telegram", {"token": "1:x", "base_url": "http://127.0.0.1:8081/bot"}, cfg)
     assert [c.type for c in ext.contexts] == ["telegram:chat"]
-    assert [o.type for o in ext.outputs] == ["telegram:send"]
+    assert [o.type for o in ext.outputs] == ["telegram:send", "telegram:photo", "telegram:document"]
     s = TelegramSettings(token="1:x", base_url="http://127.0.0.1:8081/bot")
     assert s.resolved_base_file_url() == "http://127.0.0.1:8081/file/bot"
     assert "1:x" not in repr(s)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from tweepy.asynchronous import AsyncClient
 
 from hub import ConfigError, Context, Extension, Input, Service, TextArgs, output
@@ -149,6 +149,13 @@ _TIMELINE_INSTRUCTIONS = (
 )
 
 
+class PostAttributes(BaseModel):
+    """``twitter:post``'s and ``twitter:reply``'s attribute: pictures for the first post."""
+
+    media: str = Field("", description="pictures to add, comma-separated (at most 4): media handles from "
+                       "action results (media:1) or https URLs on [media] url_hosts")
+
+
 def extension(
     settings: TwitterSettings,
     *,
@@ -182,13 +189,14 @@ def extension(
         reply_output="twitter:post",
     )
 
-    @output(type="twitter:reply", context="twitter:conversation",
+    @output(type="twitter:reply", context="twitter:conversation", attributes=PostAttributes,
             description="Reply on X to the post you are answering (long text becomes a thread).")
     async def reply(content: str, ctx: Any) -> dict[str, Any]:
         return await svc.reply(content, ctx)
 
-    @output(type="twitter:post", context="twitter:timeline",
-            description="Publish a new post on your X timeline (long text becomes a thread).")
+    @output(type="twitter:post", context="twitter:timeline", attributes=PostAttributes,
+            description="Publish a new post on your X timeline (long text becomes a thread).",
+            instructions='media="media:1" adds pictures an action returned (at most 4) to the first post.')
     async def post(content: str, ctx: Any) -> dict[str, Any]:
         return await svc.post(content, ctx)
 
@@ -196,7 +204,7 @@ def extension(
         name="twitter",
         contexts=[conversation, timeline],
         outputs=[reply, post],
-        inputs=[Input(type="twitter:mention", subscribe=svc.subscribe,
+        inputs=[Input(type="twitter:mention", subscribe=svc.subscribe, fetch=svc.fetch,
                       description="Posts that mention the bot, polled every poll_interval seconds.")],
         services=[Service(name="twitter", start=svc.start, stop=svc.stop)],
         description="X (Twitter): answers mentions, posts to the timeline.",

@@ -20,12 +20,13 @@ import tweepy
 from tweepy.asynchronous import AsyncClient
 from yarl import URL
 
+from hub import MediaFile
 from hub.platform import PermanentSendError, RateLimited, TransientSendError
 
 if TYPE_CHECKING:
     from . import TwitterSettings
 
-__all__ = ["TwitterClient", "RateLimitState", "make_client", "BaseURLSession", "send_error", "reset_in"]
+__all__ = ["TwitterClient", "RateLimitState", "make_client", "BaseURLSession", "send_error", "reset_in", "upload_media"]
 
 _ID = re.compile(r"(?<=.)/\d+(?=/|$)")  # not the leading /2 (the API version)
 REQUEST_TIMEOUT = 30.0
@@ -83,7 +84,7 @@ class BaseURLSession:
     """Enough of ``aiohttp.ClientSession`` for tweepy (``request``, ``close``, ``closed``):
     requests for api.twitter.com go to ``base_url`` instead; a timeout bounds every request."""
 
-    _HOSTS = frozenset({"api.twitter.com", "api.x.com"})
+    _HOSTS = frozenset({"api.twitter.com", "api.x.com", "upload.twitter.com"})
 
     def __init__(self, base_url: str = "", *, timeout: float = REQUEST_TIMEOUT) -> None:
         self._base = URL(base_url.rstrip("/")) if base_url else None
@@ -109,6 +110,43 @@ class BaseURLSession:
 
     async def close(self) -> None:
         await self._session.close()
+
+
+UPLOAD_URL = "https://upload.twitter.com/1.1/media/upload.json"
+
+
+async def upload_media(client: AsyncClient, file: MediaFile) -> str:
+    """Upload one picture through v1.1 ``media/upload`` (tweepy's ``AsyncClient`` has no
+    upload of its own), signed with the client's OAuth 1.0a keys; returns the ``media_id``.
+
+    Raises:
+        tweepy.HTTPException: X refused it (mapped like a post's errors by the caller).
+    """
+    from oauthlib.oauth1 import Client as OAuthClient
+
+    auth = OAuthClient(client.consumer_key, client.consumer_secret, client.access_token, client.access_token_secret)
+    # a multipart body is not part of an OAuth 1.0a signature: only the URL and method are
+    url, headers, _ = auth.sign(UPLOAD_URL, "POST")
+    form = aiohttp.FormData()
+    form.add_field("media", file.data, filename=file.name, content_type=file.mime)
+    session = client.session or aiohttp.ClientSession()
+    try:
+        async with session.request("POST", url, data=form, headers=headers) as response:
+            if response.status >= 400:
+                error = {400: tweepy.BadRequest, 401: tweepy.Unauthorized, 403: tweepy.Forbidden,
+                         404: tweepy.NotFound, 429: tweepy.TooManyRequests}.get(response.status)
+                if error is None:
+                    error = tweepy.TwitterServerError if response.status >= 500 else tweepy.HTTPException
+                try:
+                    detail = await response.json(content_type=None)
+                except ValueError:
+                    detail = None
+                raise error(response, response_json=detail if isinstance(detail, dict) else {})
+            body = await response.json(content_type=None)
+    finally:
+        if client.session is None:
+            await session.close()
+    return str(body["media_id_string"])
 
 
 def make_client(settings: TwitterSettings) -> TwitterClient:

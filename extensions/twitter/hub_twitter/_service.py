@@ -24,17 +24,19 @@ from typing import TYPE_CHECKING, Any
 import tweepy
 from tweepy.asynchronous import AsyncClient
 
-from hub import OutputLog, RunContext, RunError
+from hub import MediaFile, MediaPart, OutputLog, RunContext, RunError
 from hub.platform import (
     AllowList,
     Backoff,
     Governor,
     RateLimit,
     SendFailed,
+    fetch_url,
+    human_size,
     reply_target,
 )
 
-from ._client import BaseURLSession, RateLimitState, make_client, reset_in, send_error
+from ._client import BaseURLSession, RateLimitState, make_client, reset_in, send_error, upload_media
 from ._text import split_tweets, weighted_len
 
 if TYPE_CHECKING:
@@ -55,7 +57,11 @@ MAX_PAGES = 160  # X keeps the 800 most recent mentions: 8 pages of 100 (160 of 
 MAX_RATE_WAIT = 16 * 60.0  # a reset further away than one window is a wrong clock: cap it
 SENT_MARKER_TTL = 7 * 86400.0
 DAY = 86400.0
-_TWEET_FIELDS = ["author_id", "conversation_id", "created_at", "referenced_tweets", "in_reply_to_user_id"]
+_TWEET_FIELDS = ["author_id", "conversation_id", "created_at", "referenced_tweets", "in_reply_to_user_id", "attachments"]
+_MEDIA_FIELDS = ["media_key", "type", "url", "preview_image_url", "width", "height", "alt_text"]
+MAX_MEDIA = 4  # pictures on one post
+MAX_IMAGE_BYTES = 5_000_000  # X's limit for a picture (GIFs: 15 MB)
+_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/webp", "image/gif"})
 
 ClientFactory = Callable[["TwitterSettings"], AsyncClient]
 Send = Callable[..., Awaitable[Any]]
@@ -86,6 +92,7 @@ class TwitterService:
         self._send: Send | None = None
         self._task: asyncio.Task[None] | None = None
         self._poll_lock = asyncio.Lock()
+        self._media: dict[str, Any] = {}  # media_key -> tweepy Media of the page being handled
         self._budget_lock = asyncio.Lock()
         self.polls = 0
         """Polls completed since start."""
@@ -209,8 +216,8 @@ class TwitterService:
     async def _fetch(self, since_id: str | None) -> tuple[list[Any], dict[str, Any]]:
         assert self.client is not None
         params: dict[str, Any] = {
-            "expansions": ["author_id"], "tweet_fields": _TWEET_FIELDS, "max_results": self.page_size,
-            "user_auth": self.read_user_auth,
+            "expansions": ["author_id", "attachments.media_keys"], "tweet_fields": _TWEET_FIELDS,
+            "media_fields": _MEDIA_FIELDS, "max_results": self.page_size, "user_auth": self.read_user_auth,
         }
         if since_id:
             params["since_id"] = since_id
@@ -223,6 +230,8 @@ class TwitterService:
             tweets.extend(page.data or [])
             for user in (page.includes or {}).get("users", []):
                 users[str(user.id)] = user
+            for media in (page.includes or {}).get("media", []):
+                self._media[str(media.media_key)] = media
             token = (page.meta or {}).get("next_token")
             if not token:
                 break
@@ -280,11 +289,36 @@ class TwitterService:
         sub = await self._send(
             "twitter:conversation", {"id": conversation}, tweet.text, user=who, platform_id=f"twitter:{tid}",
             meta={"tweet_id": tid, "author_id": author, "author_username": username, "conversation_id": conversation},
+            media=self._media_of(tweet),
         )
         if sub.duplicate:
             log.info("twitter: mention %s was recorded before: not answered again", tid)
             return False
         return True
+
+    def _media_of(self, tweet: Any) -> list[MediaPart]:
+        """A mention's pictures (their URLs; a video's or GIF's preview picture) as references."""
+        keys = ((getattr(tweet, "attachments", None) or {}).get("media_keys")) or []
+        parts = []
+        for key in keys:
+            media = self._media.pop(str(key), None)
+            if media is None:
+                continue
+            kind = "image" if media.type == "photo" else str(media.type)
+            url = media.url if media.type == "photo" else media.preview_image_url
+            if not url:
+                continue
+            name = url.rsplit("/", 1)[-1].split("?", 1)[0]
+            suffix = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+            mime = {"jpg": "image/jpeg", "jpeg": "image/jpeg", "png": "image/png", "gif": "image/gif",
+                    "webp": "image/webp"}.get(suffix, "")
+            parts.append(MediaPart(kind="image" if kind != "video" else "video preview", ref=url, mime=mime,
+                                   name=name, width=media.width, height=media.height))
+        return parts
+
+    async def fetch(self, part: MediaPart, max_bytes: int) -> bytes:
+        """A mention's picture from its URL (public on X's CDN), at most ``max_bytes``."""
+        return await fetch_url(part.ref, max_bytes=max_bytes, name=part.name)
 
     # --- posting ------------------------------------------------------------------------
 
@@ -306,12 +340,15 @@ class TwitterService:
         n = len(parts)
         if n > self.settings.max_thread:
             raise SendFailed(PLATFORM, chat, f"the text needs {n} posts, over max_thread = {self.settings.max_thread}: nothing was posted")
+        files = await self._pictures(ctx, chat)
         if self.settings.dry_run:
             for i, part in enumerate(parts, 1):
-                log.info("twitter (dry run): would post %d/%d%s: %s", i, n,
-                         f" in reply to {in_reply_to}" if i == 1 and in_reply_to else "", part)
+                log.info("twitter (dry run): would post %d/%d%s%s: %s", i, n,
+                         f" in reply to {in_reply_to}" if i == 1 and in_reply_to else "",
+                         f" with {len(files)} picture(s)" if i == 1 and files else "", part)
             return {"dry_run": True, "in_reply_to": in_reply_to,
-                    "tweets": [{"text": p, "weighted_length": weighted_len(p)} for p in parts]}
+                    "tweets": [{"text": p, "weighted_length": weighted_len(p)} for p in parts],
+                    **({"media": [f.name for f in files]} if files else {})}
         if not self.can_post:  # the config check makes this unreachable; keep the message clear anyway
             raise SendFailed(PLATFORM, chat, "posting needs api_key, api_secret, access_token and access_token_secret")
         assert self.hub is not None and self.governor is not None
@@ -322,8 +359,9 @@ class TwitterService:
         ids: list[str] = []
         previous = in_reply_to
         try:
+            media_ids = [await self.governor.send(chat, self._uploader(f)) for f in files]
             for i, part in enumerate(parts):
-                previous = await self.governor.send(chat, self._poster(part, previous))
+                previous = await self.governor.send(chat, self._poster(part, previous, media_ids if i == 0 else None))
                 ids.append(previous)
                 await ctx.part_sent(i, previous)  # durable: a restart will not post it again
         except SendFailed as e:
@@ -335,11 +373,40 @@ class TwitterService:
         log.info("twitter: posted %s%s", ", ".join(ids), f" in reply to {in_reply_to}" if in_reply_to else "")
         return {"tweet_ids": ids, "in_reply_to": in_reply_to}
 
-    def _poster(self, text: str, in_reply_to: str | None) -> Callable[[], Awaitable[str]]:
+    async def _pictures(self, ctx: RunContext, chat: str) -> list[MediaFile]:
+        """The files the output's ``media`` attribute names, within X's limits for pictures."""
+        attrs = ctx.attributes
+        names = [s.strip() for s in (getattr(attrs, "media", "") or "").split(",") if s.strip()]
+        if len(names) > MAX_MEDIA:
+            raise SendFailed(PLATFORM, chat, f"{len(names)} pictures: a post takes at most {MAX_MEDIA}")
+        files = [await ctx.media.resolve(name) for name in names]  # a MediaError names the file and why
+        for f in files:
+            if f.mime not in _IMAGE_TYPES:
+                raise SendFailed(PLATFORM, chat, f"{f.name} is {f.mime}: X takes pictures here")
+            limit = 15_000_000 if f.mime == "image/gif" else MAX_IMAGE_BYTES
+            if f.size > limit:
+                raise SendFailed(PLATFORM, chat, f"{f.name} is {human_size(f.size)}, over X's {human_size(limit)} for a picture")
+        return files
+
+    def _uploader(self, file: MediaFile) -> Callable[[], Awaitable[str]]:
+        async def upload() -> str:
+            assert self.client is not None
+            try:
+                return await upload_media(self.client, file)
+            except Exception as e:
+                mapped = send_error(e)
+                if mapped is e:
+                    raise
+                raise mapped from e
+
+        return upload
+
+    def _poster(self, text: str, in_reply_to: str | None, media_ids: list[str] | None = None) -> Callable[[], Awaitable[str]]:
         async def post() -> str:
             assert self.client is not None
             try:
-                response = await self.client.create_tweet(text=text, in_reply_to_tweet_id=in_reply_to, user_auth=True)
+                response = await self.client.create_tweet(text=text, in_reply_to_tweet_id=in_reply_to, user_auth=True,
+                                                          media_ids=media_ids or None)
             except Exception as e:
                 mapped = send_error(e)
                 if mapped is e:

@@ -41,7 +41,7 @@ DEFAULT_RATE_LIMITS = {
     "GET /2/users/:id/mentions": 180,
     "POST /2/tweets": 100,
 }
-_REAL_HOSTS = {"api.twitter.com", "api.x.com"}
+_REAL_HOSTS = {"api.twitter.com", "api.x.com", "upload.twitter.com"}
 _APP_ONLY_FORBIDDEN = (
     "Authenticating with OAuth 2.0 Application-Only is forbidden for this endpoint.  "
     "Supported authentication types are [OAuth 1.0a User Context, OAuth 2.0 User Context]."
@@ -66,6 +66,11 @@ class TwitterState:
     failures: list[Failure] = field(default_factory=list)
     windows: dict[str, tuple[float, int]] = field(default_factory=dict)
     next_id: int = 1_860_000_000_000_000_000
+    media: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """media_key → its ``includes.media`` object; its bytes under ``media_bytes``."""
+    media_bytes: dict[str, bytes] = field(default_factory=dict)
+    uploads: list[dict[str, Any]] = field(default_factory=list)
+    """What ``POST /1.1/media/upload.json`` received: ``media_id``, ``filename``, ``data``, ``auth``."""
 
 
 class FakeTwitter(FakeServer):
@@ -213,6 +218,8 @@ class FakeTwitter(FakeServer):
         ]
         for method, path, name, handler in routes:
             app.router.add_route(method, path, self._wrap(name, handler))
+        app.router.add_post("/1.1/media/upload.json", self._upload)
+        app.router.add_get("/media/{key}", self._media_file)
         app.router.add_route("*", "/{tail:.*}", self._wrap("unknown", self._unknown))
         return app
 
@@ -317,7 +324,55 @@ class FakeTwitter(FakeServer):
         if "author_id" in expansions:
             authors = dict.fromkeys(t["author_id"] for t in tweets)
             body["includes"] = {"users": [self.state.users[a] for a in authors]}
+        self._add_media(body, tweets, expansions)
         return _json(body)
+
+    # -- media: pictures on mentions (served at /media/KEY), v1.1 uploads -------------------
+
+    def push_mention_with_media(self, text: str, author_id: str, author_username: str,
+                                pictures: list[tuple[str, bytes]]) -> str:
+        """A mention carrying ``pictures`` (``(file name, bytes)``), served by this fake."""
+        tid = self.push_mention(text, author_id, author_username)
+        keys = []
+        for name, data in pictures:
+            key = f"3_{self._new_id()}"
+            self.state.media[key] = {"media_key": key, "type": "photo", "width": 10, "height": 10,
+                                     "url": f"{self.base_url}/media/{key}?name={name}"}
+            self.state.media_bytes[key] = data
+            keys.append(key)
+        self.state.tweets[tid]["attachments"] = {"media_keys": keys}
+        return tid
+
+    def _add_media(self, body: dict[str, Any], tweets: list[dict[str, Any]], expansions: set[str]) -> None:
+        if "attachments.media_keys" not in expansions:
+            return
+        keys = [k for t in tweets for k in (t.get("attachments") or {}).get("media_keys", [])]
+        for data, tweet in zip(body["data"], tweets, strict=True):
+            if "attachments" in tweet:
+                data["attachments"] = tweet["attachments"]
+        if keys:
+            body.setdefault("includes", {})["media"] = [self.state.media[k] for k in keys]
+
+    async def _media_file(self, request: web.Request) -> web.Response:
+        data = self.state.media_bytes.get(request.match_info["key"])
+        if data is None:
+            return web.Response(status=404)
+        return web.Response(body=data, content_type="image/png")
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        auth = _auth_kind(request.headers)
+        form = await request.post()
+        media = form.get("media")
+        if auth != "oauth1":
+            return _json({"errors": [{"code": 32, "message": "Could not authenticate you."}]}, 401)
+        if not isinstance(media, web.FileField):
+            return _json({"errors": [{"code": 38, "message": "media parameter is missing."}]}, 400)
+        data = media.file.read()
+        media_id = self._new_id()
+        self.state.uploads.append({"media_id": media_id, "filename": media.filename, "data": data, "auth": auth})
+        self._notify()
+        return _json({"media_id": int(media_id), "media_id_string": media_id, "size": len(data),
+                      "expires_after_secs": 86400, "image": {"image_type": media.content_type, "w": 1, "h": 1}})
 
     def _create_tweet(self, request: web.Request, params: dict[str, Any]) -> web.Response:
         text = params.get("text") or ""

@@ -140,7 +140,7 @@ async def test_mention_gets_a_reply_and_since_id_is_saved(tmp_path: Path) -> Non
         # reading with the bearer token, posting (and /users/me) as the bot
         kinds = {r.name: _auth(r) for r in tw.requests}
         assert kinds == {"GET /2/users/me": "oauth1", MENTIONS: "bearer", POST: "oauth1"}
-        assert tw.calls(MENTIONS)[0].params["expansions"] == "author_id"
+        assert tw.calls(MENTIONS)[0].params["expansions"] == "author_id,attachments.media_keys"  # pictures come with mentions
 
 
 def _auth(r: Any) -> str:

@@ -1,0 +1,118 @@
+"""Attachments on Discord, end to end: discord.py against the loopback fake (attachment URLs it
+serves, multipart uploads) and the real openai client against FakeOpenAI, vision on and off."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import warnings
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_discord import FakeDiscord
+from PIL import Image
+
+from hub import Extension, Hub, HubConfig, Media, RunContext, action
+from hub.models.openai import OpenAIModel
+from hub.testing import FakeOpenAI
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)  # discord imports audioop
+    from hub_discord import DiscordSettings, extension
+
+
+def png(width: int = 50, height: int = 40, color: Any = (250, 120, 0)) -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (width, height), color).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def answer(text: str) -> str:
+    return f'<response><output type="discord:message">{text}</output></response>'
+
+
+@contextlib.asynccontextmanager
+async def running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ai: FakeOpenAI, *, vision: bool,
+    extra: list[Extension] = (), **media: Any,
+) -> AsyncIterator[FakeDiscord]:
+    async with FakeDiscord() as dc:
+        dc.attach(monkeypatch)
+        cfg = HubConfig()
+        cfg.hub.data_dir = str(tmp_path / "data")
+        cfg.hub.contexts_dir = str(tmp_path)
+        cfg.hub.shutdown_grace = 1.0
+        cfg.memory.episodes = False
+        cfg.model.vision = vision
+        for key, value in media.items():
+            setattr(cfg.media, key, value)
+        model = OpenAIModel("gpt-test", base_url=ai.url, api_key="k")
+        ext = extension(DiscordSettings(token="fake-token", guild_ready_timeout=0.05))
+        try:
+            async with Hub(cfg, model=model, load_extensions=False, extensions=[ext, *extra]):
+                await dc.wait_ready()
+                yield dc
+        finally:
+            await model.close()
+
+
+def image_parts(body: dict[str, Any]) -> list[str]:
+    content = body["messages"][-1]["content"]
+    return [] if isinstance(content, str) else [p["image_url"]["url"] for p in content if p["type"] == "image_url"]
+
+
+@pytest.mark.parametrize("vision", [True, False], ids=["vision", "no-vision"])
+async def test_an_image_attachment_reaches_the_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, vision: bool) -> None:
+    async with FakeOpenAI(default=answer("An orange box.")) as ai:
+        async with running(tmp_path, monkeypatch, ai, vision=vision) as dc:
+            dc.push_attachments(dc.dm_channel_id, [("box.png", "image/png", png())])  # no text at all
+            (sent,) = await dc.wait_sent(1)
+    assert sent["content"] == "An orange box."
+    (body,) = ai.bodies
+    assert "[attachment:" not in ai.prompt(0) and "http://" not in ai.prompt(0)  # no link the model cannot open
+    if vision:
+        (url,) = image_parts(body)
+        assert url.startswith("data:image/jpeg;base64,") and len(dc.state.downloads) == 1
+    else:
+        assert image_parts(body) == [] and dc.state.downloads == []
+        assert '[image, "box.png", image/png, ' in ai.prompt(0)
+
+
+async def test_an_oversized_attachment_and_a_bomb_get_a_clear_reply_and_reach_no_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    white = png(3000, 3000, color=(255, 255, 255))
+    async with FakeOpenAI(default=answer("Hi.")) as ai:
+        async with running(tmp_path, monkeypatch, ai, vision=True, max_pixels=4_000_000) as dc:
+            dc.push_attachments(dc.dm_channel_id, [("film.mov", "video/quicktime", b"\x00" * 10)], size=25_000_000)
+            (refused,) = await dc.wait_sent(1)
+            dc.push_attachments(dc.dm_channel_id, [("white.png", "image/png", white)])
+            bomb = (await dc.wait_sent(2))[1]
+            dc.push_message(dc.dm_channel_id, "hello")  # the sentinel the model answers
+            sentinel = (await dc.wait_sent(3))[2]
+    assert refused["content"] == "Sorry, I could not open film.mov: it is 25 MB, over the 10 MB limit per file."
+    assert bomb["content"].startswith("Sorry, I could not open white.png: it is 3000×3000 pixels")
+    assert sentinel["content"] == "Hi."
+    (only,) = ai.bodies  # asked once, about "hello"
+    assert image_parts(only) == [] and len(dc.state.downloads) == 1  # the oversized one never fetched
+
+
+async def test_an_action_png_is_sent_as_an_attachment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    chart_png = png(90, 60)
+
+    @action(name="chart", description="Draw the chart.")
+    async def chart(args: Any, ctx: RunContext) -> dict[str, Any]:
+        return {"image": Media(data=chart_png, name="chart.png")}
+
+    script = [
+        '<response><action_call name="chart">{}</action_call></response>',
+        '<response><output type="discord:message" attach="media:1">Here it is</output></response>',
+    ]
+    async with FakeOpenAI(script) as ai:
+        async with running(tmp_path, monkeypatch, ai, vision=False,
+                           extra=[Extension(name="charts", actions=[chart])]) as dc:
+            dc.push_message(dc.dm_channel_id, "draw it")
+            (sent,) = await dc.wait_sent(1)
+    assert sent["content"] == "Here it is" and sent["files"] == {"chart.png": chart_png}

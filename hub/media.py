@@ -1,0 +1,518 @@
+"""Pictures and files: what came in (references), what is read (bytes, sniffed), what goes out.
+
+An input carries :class:`~hub.logs.MediaPart` references only; the bytes are fetched when a
+run needs them (an image for a vision model, a text or PDF file to read), held in memory for
+that run and never written to disk. Everything here is a pure function of bytes and
+:class:`MediaLimits`, so the engine, the prompt and every platform apply the same rules:
+
+- a size cap per file (``max_bytes``) and a number of files per run (``max_per_run``);
+- the type is read from the content (:func:`sniff`), never from the name or the platform's claim;
+- archives and executables are never passed on (by content, and by name as well);
+- a picture is decoded only when its header says it holds at most ``max_pixels`` pixels, with
+  Pillow's own decompression-bomb guard as a second net; it reaches a model re-encoded
+  (metadata such as GPS dropped) and downscaled to ``max_side``;
+- text files and PDFs may be given to the model as their text, cut at ``max_text_chars``;
+- a file name is shown to the model and the user (:func:`display_name`), never used as a path.
+
+Outbound, an action returns :class:`Media` (bytes, or a path under an allowed directory) and
+an output names it by the handle its result shows (``media:1``) or by a URL whose host the
+operator allowed; :class:`RunMedia` keeps a run's files and resolves those names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import re
+import unicodedata
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+from typing import Any
+from urllib.parse import urlsplit
+
+from .errors import MediaError, MediaRefused, MediaTooLarge
+from .logs import MediaPart
+
+__all__ = [
+    "MediaPart",
+    "MediaLimits",
+    "MediaFile",
+    "Media",
+    "RunMedia",
+    "MediaError",
+    "MediaTooLarge",
+    "MediaRefused",
+    "sniff",
+    "check",
+    "display_name",
+    "human_size",
+    "image_for_model",
+    "extract_text",
+    "data_url",
+    "placeholder",
+    "placeholders",
+    "fetch_url",
+    "is_image",
+    "is_text",
+    "readable",
+    "refused_by_claim",
+]
+
+# --- limits ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class MediaLimits:
+    """``[media]`` as the code uses it (see :class:`hub.config_sections.MediaSection`)."""
+
+    max_bytes: int = 10_000_000
+    max_per_run: int = 4
+    max_pixels: int = 40_000_000
+    max_side: int = 1568
+    max_text_chars: int = 12_000
+    max_pdf_pages: int = 30
+    fetch_timeout: float = 30.0
+    url_hosts: tuple[str, ...] = ()
+    allowed_paths: tuple[str, ...] = ()
+
+
+# --- types by content -----------------------------------------------------------------------
+
+_EXECUTABLE = frozenset({
+    "application/x-msdownload", "application/x-executable", "application/x-mach-binary",
+    "application/x-dosexec", "application/x-sharedlib", "application/x-elf",
+    "application/vnd.microsoft.portable-executable", "application/x-shockwave-flash",
+    "application/java-vm", "application/vnd.android.package-archive", "application/x-msi",
+    "application/java-archive", "application/x-chrome-extension", "application/x-ms-shortcut",
+})
+_ARCHIVE = frozenset({
+    "application/zip", "application/x-zip-compressed", "application/x-tar", "application/gzip",
+    "application/x-gzip", "application/x-bzip2", "application/x-7z-compressed", "application/x-xz",
+    "application/x-rar-compressed", "application/vnd.rar", "application/x-compress",
+    "application/x-lzip", "application/zstd", "application/x-zstd", "application/vnd.ms-cab-compressed",
+    "application/x-deb", "application/x-unix-archive", "application/x-rpm", "application/x-iso9660-image",
+    "application/x-apple-diskimage", "application/x-lzma", "application/epub+zip",
+})
+# By name as well: a renamed archive is caught by its content, a file the sniffer cannot
+# place (a script, a disk image) by its name. Source code (.py, .js, .sh) is text and is read.
+_REFUSED_SUFFIXES = frozenset({
+    "exe", "dll", "scr", "com", "bat", "cmd", "msi", "msp", "ps1", "psm1", "vbs", "vbe", "jse", "wsf",
+    "wsh", "hta", "cpl", "jar", "apk", "aab", "app", "dmg", "deb", "rpm", "lnk", "reg", "pif", "so",
+    "dylib", "sys", "iso", "img", "zip", "rar", "7z", "tar", "gz", "tgz", "bz2", "xz", "zst", "cab",
+    "lz", "lzma", "z", "cpio", "ipa", "xpi", "crx",
+})
+_IMAGE_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp", "BMP": "image/bmp"}
+_TEXT_LIKE = frozenset({
+    "application/json", "application/xml", "application/x-yaml", "application/yaml", "application/toml",
+    "application/javascript", "application/x-python", "application/x-sh", "application/sql",
+})
+
+
+def sniff(data: bytes) -> str:
+    """The MIME type of ``data`` read from its content: magic numbers (``filetype``) for
+    binary formats, and ``text/plain`` for UTF-8 text without NUL bytes; else
+    ``application/octet-stream``. The name and the platform's claim play no part."""
+    import filetype  # small and pure Python; imported here so the core starts without it loaded
+
+    head = data[:8192]
+    if head[:2] == b"MZ":
+        return "application/x-msdownload"  # DOS/PE executables (filetype only checks the PE header)
+    if head[:4] == b"\x7fELF":
+        return "application/x-executable"
+    if head[:4] in (b"\xfe\xed\xfa\xce", b"\xfe\xed\xfa\xcf", b"\xce\xfa\xed\xfe", b"\xcf\xfa\xed\xfe"):
+        return "application/x-mach-binary"
+    kind = filetype.guess(head)
+    if kind is not None:
+        return str(kind.mime)
+    if head and b"\x00" not in head and _utf8(head):
+        return "text/plain"
+    return "application/octet-stream"
+
+
+def _utf8(head: bytes) -> bool:
+    try:
+        head.decode("utf-8")
+        return True
+    except UnicodeDecodeError as e:  # a multi-byte character cut by the 8 KB sample is fine
+        return e.start >= len(head) - 3 and e.reason == "unexpected end of data"
+
+
+def is_image(mime: str) -> bool:
+    return mime in _IMAGE_FORMATS.values()
+
+
+def is_text(mime: str) -> bool:
+    return mime.startswith("text/") or mime in _TEXT_LIKE
+
+
+def readable(mime: str) -> bool:
+    """Whether a file of this type can be given to the model as text (text, PDF)."""
+    return is_text(mime) or mime == "application/pdf"
+
+
+def _suffix(name: str) -> str:
+    return PurePath(name).suffix.lower().lstrip(".")
+
+
+def refused_by_claim(part: MediaPart) -> str | None:
+    """Why a file is refused from what the platform says alone (before any download), or None."""
+    suffix = _suffix(part.name)
+    if part.mime in _EXECUTABLE or (suffix in _REFUSED_SUFFIXES and suffix not in _ARCHIVE_SUFFIXES):
+        return "executable files are not accepted"
+    if part.mime in _ARCHIVE or suffix in _ARCHIVE_SUFFIXES:
+        return "archives are not accepted"
+    return None
+
+
+_ARCHIVE_SUFFIXES = frozenset({"zip", "rar", "7z", "tar", "gz", "tgz", "bz2", "xz", "zst", "cab", "lz", "lzma", "z", "cpio", "iso", "img", "dmg"})
+
+
+# --- a file in memory -----------------------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class MediaFile:
+    """A file's bytes, for one run: its type as sniffed, and a display name (never a path)."""
+
+    data: bytes = field(repr=False)
+    mime: str
+    name: str
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    @property
+    def kind(self) -> str:
+        return "image" if is_image(self.mime) else "document"
+
+
+def check(data: bytes, *, name: str = "", limits: MediaLimits) -> MediaFile:
+    """``data`` as a :class:`MediaFile` the hub may pass on: within ``max_bytes``, its type
+    sniffed, never an archive or an executable (by content or by name).
+
+    Raises:
+        MediaTooLarge: over ``limits.max_bytes``.
+        MediaRefused: an archive or executable.
+    """
+    shown = display_name(name)
+    if len(data) > limits.max_bytes:
+        raise MediaTooLarge(f"it is {human_size(len(data))}, over the {human_size(limits.max_bytes)} limit per file", name=shown)
+    mime = sniff(data)
+    if mime in _EXECUTABLE:
+        raise MediaRefused("executable files are not accepted", name=shown)
+    if mime in _ARCHIVE:
+        raise MediaRefused("archives are not accepted", name=shown)
+    suffix = _suffix(shown)
+    if suffix in _REFUSED_SUFFIXES:
+        raise MediaRefused("archives are not accepted" if suffix in _ARCHIVE_SUFFIXES else "executable files are not accepted", name=shown)
+    return MediaFile(data=data, mime=mime, name=shown or "file")
+
+
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f/\\:*?\"<>|]+")
+
+
+def display_name(name: str, *, limit: int = 80) -> str:
+    """A platform's file name, safe to show: its last path component only, without control
+    characters or path separators, at most ``limit`` characters. Never used as a path."""
+    name = unicodedata.normalize("NFC", str(name or ""))
+    name = name.replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(c for c in name if unicodedata.category(c)[0] != "C")  # control, format (RTL override)
+    name = _UNSAFE.sub("_", name).strip(" .")
+    if len(name) > limit:
+        stem, dot, ext = name.rpartition(".")
+        name = (stem[: limit - len(ext) - 2] + "…." + ext) if dot and len(ext) <= 10 else name[: limit - 1] + "…"
+    return name
+
+
+def human_size(n: int | None) -> str:
+    if n is None:
+        return "unknown size"
+    if n < 1000:
+        return f"{n} B"
+    for unit in ("KB", "MB", "GB"):
+        n_f = n / 1000.0
+        if n_f < 1000 or unit == "GB":
+            return f"{n_f:.1f} {unit}".replace(".0 ", " ")
+        n = int(n_f)
+    return f"{n} B"  # pragma: no cover
+
+
+# --- images ---------------------------------------------------------------------------------
+
+
+def image_for_model(data: bytes, *, limits: MediaLimits, name: str = "") -> tuple[str, bytes]:
+    """Decode a picture safely and re-encode it for a model: ``(mime, bytes)``, its longest
+    side at most ``max_side``, the first frame of an animation, metadata dropped.
+
+    The pixel count is read from the header and checked *before* decoding; Pillow's own
+    ``DecompressionBombError`` (and its warning, made an error here) is a second guard.
+    CPU-bound: call it in a thread (:func:`asyncio.to_thread`).
+
+    Raises:
+        MediaRefused: a decompression bomb, or not a picture Pillow can read.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    shown = display_name(name)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as img:
+                width, height = img.size
+                if width * height > limits.max_pixels:
+                    raise MediaRefused(
+                        f"it is {width}×{height} pixels, over the {limits.max_pixels:,} pixel limit "
+                        "for pictures (refused undecoded, as a possible decompression bomb)", name=shown,
+                    )
+                if img.format not in _IMAGE_FORMATS:
+                    raise MediaRefused(f"{img.format or 'this'} pictures are not accepted", name=shown)
+                img.draft("RGB", (limits.max_side, limits.max_side))  # JPEG: decode at a reduced scale
+                img.seek(0)
+                img.load()
+                frame = img.convert("RGBA" if _has_alpha(img) else "RGB")
+    except MediaError:
+        raise
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
+        raise MediaRefused(f"it is refused as a decompression bomb ({e})", name=shown) from e
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as e:
+        raise MediaRefused(f"it is not a picture that can be read ({type(e).__name__})", name=shown) from e
+    frame.thumbnail((limits.max_side, limits.max_side), Image.Resampling.LANCZOS)
+    out = io.BytesIO()
+    if frame.mode == "RGBA":
+        frame.save(out, format="PNG", optimize=True)
+        return "image/png", out.getvalue()
+    frame.save(out, format="JPEG", quality=85)
+    return "image/jpeg", out.getvalue()
+
+
+def _has_alpha(img: Any) -> bool:
+    return img.mode in ("RGBA", "LA", "PA") or (img.mode == "P" and "transparency" in img.info)
+
+
+def data_url(mime: str, data: bytes) -> str:
+    """A ``data:`` URL, the form OpenAI-compatible servers take in an ``image_url`` part."""
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+# --- text -----------------------------------------------------------------------------------
+
+
+def extract_text(file: MediaFile, *, limits: MediaLimits) -> str:
+    """The text of a text file or a PDF, cut at ``max_text_chars`` with a visible marker.
+    CPU-bound for PDFs: call it in a thread.
+
+    Raises:
+        MediaRefused: not a readable type, or a PDF that cannot be read (encrypted, broken).
+    """
+    cap = limits.max_text_chars
+    if is_text(file.mime):
+        text = file.data.decode("utf-8", errors="replace")
+    elif file.mime == "application/pdf":
+        text = _pdf_text(file, limits)
+    else:
+        raise MediaRefused(f"{file.mime} files cannot be read as text", name=file.name)
+    text = text.replace("\x00", "")
+    if len(text) > cap:
+        text = text[:cap] + f"\n[... {len(text) - cap} more characters of {file.name} cut]"
+    return text
+
+
+def _pdf_text(file: MediaFile, limits: MediaLimits) -> str:
+    from pypdf import PdfReader
+    from pypdf.errors import PyPdfError
+
+    try:
+        reader = PdfReader(io.BytesIO(file.data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise MediaRefused("the PDF is encrypted", name=file.name)
+        pages = reader.pages
+        out: list[str] = []
+        size = 0
+        for i, page in enumerate(pages):
+            if i >= limits.max_pdf_pages:
+                out.append(f"[... {len(pages) - i} more pages not read]")
+                break
+            text = page.extract_text() or ""
+            out.append(text)
+            size += len(text)
+            if size > limits.max_text_chars:  # enough to fill the cap: stop reading
+                break
+        return "\n".join(out)
+    except MediaError:
+        raise
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, OSError) as e:
+        raise MediaRefused(f"the PDF cannot be read ({type(e).__name__})", name=file.name) from e
+
+
+# --- what the prompt shows instead of the bytes ---------------------------------------------
+
+
+def placeholder(part: MediaPart, note: str = "") -> str:
+    """One line for a file the model does not get as itself: kind, name, type, size."""
+    bits = [part.kind or "file"]
+    if part.name:
+        bits.append(f'"{display_name(part.name)}"')
+    if part.mime:
+        bits.append(part.mime)
+    if part.size is not None:
+        bits.append(human_size(part.size))
+    line = "[" + ", ".join(bits)
+    return line + (f": {note}]" if note else "]")
+
+
+def placeholders(parts: Sequence[MediaPart]) -> str:
+    """The lines history shows for an input's files (never their bytes or their text)."""
+    return "\n".join(placeholder(p) for p in parts)
+
+
+# --- fetching -------------------------------------------------------------------------------
+
+
+async def fetch_url(
+    url: str, *, max_bytes: int, timeout: float = 30.0, headers: Mapping[str, str] | None = None, name: str = "",
+) -> bytes:
+    """GET ``url`` into memory, refusing more than ``max_bytes`` (read in chunks: an oversized
+    body is never held whole). Redirects are not followed, so an allow-listed host cannot
+    send the hub elsewhere.
+
+    Raises:
+        MediaTooLarge: the body is over ``max_bytes``.
+        MediaError: not http(s), an HTTP error, a timeout or a broken connection.
+    """
+    import aiohttp
+
+    shown = display_name(name) or display_name(urlsplit(url).path)
+    if urlsplit(url).scheme not in ("http", "https"):
+        raise MediaRefused("only http and https URLs are fetched", name=shown)
+    too_large = f"it is over the {human_size(max_bytes)} limit per file"
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
+            async with session.get(url, headers=dict(headers or {}), allow_redirects=False) as r:
+                if r.status != 200:
+                    raise MediaError(f"it could not be fetched (HTTP {r.status})", name=shown)
+                if r.content_length is not None and r.content_length > max_bytes:
+                    raise MediaTooLarge(f"it is {human_size(r.content_length)}, over the {human_size(max_bytes)} limit per file", name=shown)
+                buf = bytearray()
+                async for chunk in r.content.iter_chunked(65536):
+                    buf += chunk
+                    if len(buf) > max_bytes:
+                        raise MediaTooLarge(too_large, name=shown)
+                return bytes(buf)
+    except MediaError:
+        raise
+    except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+        raise MediaError(f"it could not be fetched ({type(e).__name__})", name=shown) from e
+
+
+# --- outbound -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class Media:
+    """A picture or file an action returns for an output to send: ``data`` (bytes) or
+    ``path`` (a file under one of ``[media] allowed_paths``), with a display ``name``.
+
+    The model sees it in the action's result as ``{"media": "media:1", "name", "type",
+    "size"}`` and sends it with an output's ``src="media:1"``; its bytes never reach a prompt.
+    """
+
+    data: bytes | None = field(default=None, repr=False)
+    path: str | None = None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if (self.data is None) == (self.path is None):
+            raise ValueError("Media takes exactly one of data= (bytes) and path=")
+
+
+class RunMedia:
+    """One run's files: what its inputs' files became in the prompt, and the files its
+    actions produced (by handle), until the run ends. Nothing here outlives the run."""
+
+    def __init__(self, limits: MediaLimits) -> None:
+        self.limits = limits
+        self.shown: dict[str, str] = {}
+        """Input id → the lines the prompt shows for that input's files this run."""
+        self.images: list[str] = []
+        """``data:`` URLs of this run's pictures, in order, for a vision model."""
+        self.refused: dict[str, list[str]] = {}
+        """Input id → sentences saying why its files were refused (for the user)."""
+        self.opened = 0
+        """Files counted against ``max_per_run``."""
+        self.files: dict[str, MediaFile] = {}
+
+    def add(self, media: Media) -> dict[str, Any]:
+        """Keep an action's file for this run; what its result shows in its place.
+
+        Raises:
+            MediaError: over the limits, refused, or a path outside ``allowed_paths``.
+        """
+        if media.data is not None:
+            data = bytes(media.data)
+            name = media.name
+        else:
+            path = _allowed_path(str(media.path), self.limits)
+            size = path.stat().st_size
+            if size > self.limits.max_bytes:
+                raise MediaTooLarge(f"it is {human_size(size)}, over the {human_size(self.limits.max_bytes)} limit per file", name=media.name or path.name)
+            data = path.read_bytes()
+            name = media.name or path.name
+        file = check(data, name=name, limits=self.limits)
+        handle = f"media:{len(self.files) + 1}"
+        self.files[handle] = file
+        return {"media": handle, "name": file.name, "type": file.mime, "size": file.size}
+
+    def stash(self, value: Any) -> Any:
+        """``value`` (an action's result) with every :class:`Media` in it kept and replaced
+        by its handle; an unusable file is replaced by ``{"media_error": reason}``."""
+        if isinstance(value, Media):
+            try:
+                return self.add(value)
+            except MediaError as e:
+                return {"media_error": str(e)}
+        if isinstance(value, dict):
+            return {k: self.stash(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.stash(v) for v in value]
+        return value
+
+    async def resolve(self, src: str) -> MediaFile:
+        """The file an output names: a handle from this run (``media:1``), or an
+        ``https://`` URL whose host is in ``[media] url_hosts`` (fetched, then checked).
+
+        Raises:
+            MediaError: unknown handle, a host not allowed, a fetch that failed, refused content.
+        """
+        src = src.strip()
+        if src in self.files:
+            return self.files[src]
+        if src.startswith("media:"):
+            known = ", ".join(self.files) or "none"
+            raise MediaError(f"no file {src!r} in this run (known: {known})")
+        parts = urlsplit(src)
+        if parts.scheme in ("http", "https"):
+            host = (parts.hostname or "").lower()
+            if not any(host == h or host.endswith("." + h) for h in self.limits.url_hosts):
+                raise MediaRefused(f"the host {host!r} is not in [media] url_hosts")
+            name = PurePath(parts.path).name
+            data = await fetch_url(src, max_bytes=self.limits.max_bytes, timeout=self.limits.fetch_timeout, name=name)
+            return check(data, name=name, limits=self.limits)
+        raise MediaError(f"{src!r} is neither a file of this run (media:N) nor an http(s) URL")
+
+
+def _allowed_path(raw: str, limits: MediaLimits) -> Path:
+    """``raw`` resolved (symlinks followed) when it lies inside one of ``allowed_paths``."""
+    if not limits.allowed_paths:
+        raise MediaRefused("files on disk are not sent unless [media] allowed_paths names their directory")
+    path = Path(raw).expanduser().resolve()
+    for root in limits.allowed_paths:
+        base = Path(root).expanduser().resolve()
+        if path.is_relative_to(base):
+            if not path.is_file():
+                raise MediaError(f"{path.name!r} is not a file")
+            return path
+    raise MediaRefused(f"{display_name(path.name)!r} is not under [media] allowed_paths")
