@@ -34,6 +34,7 @@ from .config_sections import (
     MemorySection,
     ModelSection,
     ScheduleSection,
+    StoreSection,
     WebhookSection,
     parse_every,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "HttpSection",
     "WebhookSection",
     "ScheduleSection",
+    "StoreSection",
     "parse_every",
     "load_config",
     "read_toml",
