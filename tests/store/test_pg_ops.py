@@ -1,0 +1,52 @@
+"""Operating a hub on PostgreSQL: ``hub check`` says what it found at ``[store] url`` (or one
+line why it could not connect), and ``/healthz`` reports the database."""
+
+from __future__ import annotations
+
+import argparse
+
+import aiohttp
+
+from hub import HubConfig
+from hub.cli import cmd_check
+from hub.config import HttpSection
+from hub.migrations import SCHEMA_VERSION
+from hub.pg import PgDatabase
+from hub.testing.postgres import temporary_schema
+
+
+async def test_check_connects_and_says_what_it_found(config: HubConfig, capsys) -> None:
+    async with temporary_schema() as url:
+        config.store.url = url
+        assert await cmd_check(config, argparse.Namespace()) == 0
+        assert "no hub tables yet" in capsys.readouterr().out
+        async with PgDatabase(url) as db:
+            await db.write("INSERT INTO inbox (id, context, data, state, received) VALUES (?, ?, ?, 'received', 1.0)",
+                           ("i1", "chat:1", "{}"))
+        assert await cmd_check(config, argparse.Namespace()) == 0
+        out = capsys.readouterr().out
+    assert "store: PostgreSQL 1" in out and url.split("?")[0] in out
+    assert f"schema version {SCHEMA_VERSION} (current), 0 runs, 1 inputs waiting" in out
+
+
+async def test_check_says_in_one_line_why_it_cannot_connect(config: HubConfig, capsys) -> None:
+    config.store.url = "postgresql://hub:s3cret-pw@127.0.0.1:1/hub"  # nothing listens on port 1
+    config.store.connect_timeout = 2
+    assert await cmd_check(config, argparse.Namespace()) == 2
+    err = capsys.readouterr().err
+    [line] = [x for x in err.splitlines() if x.startswith("error:")]
+    assert line.startswith("error: store.url: cannot connect to PostgreSQL postgresql://hub:***@127.0.0.1:1/hub")
+    assert "s3cret-pw" not in err
+
+
+async def test_healthz_reports_the_database(config: HubConfig, make_hub) -> None:
+    config.http = HttpSection(port=0)
+    async with temporary_schema() as url:
+        config.store.url = url
+        async with make_hub() as hub, aiohttp.ClientSession() as session:
+            async with session.get(f"http://127.0.0.1:{hub.http.port}/healthz") as resp:
+                body = await resp.json()
+    assert resp.status == 200 and body["status"] == "ok"
+    db = body["database"]
+    assert (db["backend"], db["reachable"], db["schema_version"]) == ("postgresql", True, SCHEMA_VERSION)
+    assert db["schema"].startswith("hub_test_") and db["server_version"].startswith("1")
