@@ -118,7 +118,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _claim_data_dir(config: HubConfig, *, allow_empty: bool) -> Any:
     from .datadir import DataDirLock, check_database
 
+    # With [store] url the state is in PostgreSQL, which many workers share; the lock still
+    # guards what stays in the data dir (embedded Chroma, the heartbeat, the training file):
+    # one worker per data dir, so workers on one machine each get their own.
     lock = DataDirLock(config.data_dir).acquire()
+    if config.store.url:
+        return lock
     try:
         check_database(config.data_dir, allow_empty=allow_empty, lock=lock)
     except HubError:
