@@ -102,11 +102,34 @@ def _is_outage(e: BaseException) -> bool:
     """The connection or the server failed (the whole batch fails), not one statement."""
     import asyncpg
 
-    if isinstance(e, (OSError, asyncio.TimeoutError, asyncpg.PostgresConnectionError)):
-        return True
+    if isinstance(e, (OSError, asyncio.TimeoutError, asyncpg.PostgresConnectionError, asyncpg.InternalClientError)):
+        return True  # (InternalClientError: a connection left mid-operation by its death)
     if isinstance(e, asyncpg.InterfaceError) and not isinstance(e, asyncpg.DataError):
         return True  # the connection is closed or in a bad state
     return isinstance(e, (asyncpg.AdminShutdownError, asyncpg.CannotConnectNowError, asyncpg.CrashShutdownError))
+
+
+def _can_resend(query: str, e: BaseException) -> bool:
+    """Whether a query that failed with ``e`` can be sent again on another connection: a
+    read that lost its connection, or any query whose connection was dead before it was
+    sent. A write with RETURNING (an inbox claim) cut off mid-way may have landed: not resent."""
+    import asyncpg
+
+    if not _is_outage(e) or isinstance(e, asyncio.TimeoutError):  # a slow server is not helped by more
+        return False
+    if query.lstrip()[:6].upper() == "SELECT":
+        return True
+    return isinstance(e, (OSError, asyncpg.CannotConnectNowError)) or (
+        isinstance(e, asyncpg.InterfaceError) and not isinstance(e, asyncpg.ConnectionDoesNotExistError)
+        and "closed" in str(e)
+    )
+
+
+class _Unsent(Exception):
+    """The connection failed before the batch's COMMIT was sent: nothing landed, retry it."""
+
+    def __init__(self, original: BaseException) -> None:
+        self.original = original
 
 
 class PgDatabase:
@@ -127,6 +150,8 @@ class PgDatabase:
         connect_timeout: float = 10.0,
         command_timeout: float = 60.0,
         degraded_for: float = 60.0,
+        reconnect_retries: int = 3,
+        retry_delay: float = 0.05,
     ) -> None:
         if not is_postgres_url(url):
             raise StoreError(f"[store] url must start with postgresql://, got {mask_url(url)!r}", store="postgres")
@@ -137,6 +162,9 @@ class PgDatabase:
         self.connect_timeout = connect_timeout
         self.command_timeout = command_timeout
         self.degraded_for = degraded_for
+        self.reconnect_retries = reconnect_retries
+        self.retry_delay = retry_delay
+        self.reconnects = 0  # batches retried on another connection (nothing of them had landed)
         self._pool: Any = None
         self._locks: asyncio.Semaphore | None = None
         self._lock_conns: set[Any] = set()
@@ -272,14 +300,26 @@ class PgDatabase:
             await self.write(_BARRIER)
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        try:
-            rows = await self.pool.fetch(_pg_sql(sql), *_pg_params(params))
-        except StoreError:
-            raise
-        except Exception as e:
-            self._failed(f"read: {e}")
-            raise StoreError(f"{self.path}: query failed: {e}", store="postgres", operation="read") from e
-        return [tuple(r) for r in rows]
+        """The rows of a query (or of a write with RETURNING). A connection found dead is
+        replaced and the query tried again on another (``reconnect_retries`` times)."""
+        query, args = _pg_sql(sql), _pg_params(params)
+        delay = self.retry_delay
+        for attempt in range(self.reconnect_retries + 1):
+            try:
+                rows = await self.pool.fetch(query, *args)
+                return [tuple(r) for r in rows]
+            except StoreError:
+                raise
+            except Exception as e:
+                if attempt < self.reconnect_retries and _can_resend(query, e):
+                    self.reconnects += 1
+                    await asyncio.sleep(delay)
+                    delay *= 2
+                    continue
+                self._failed(f"read: {e}")
+                raise StoreError(f"{self.path}: query failed: {type(e).__name__}: {e}", store="postgres",
+                                 operation="read") from e
+        raise AssertionError("unreachable")
 
     async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         rows = await self.fetchall(sql, params)
@@ -306,26 +346,66 @@ class PgDatabase:
             self._settle(batch, errors)
 
     async def _commit(self, batch: list[_Write]) -> list[BaseException | None]:
+        """Commit ``batch``; one error (or None) per write. A connection found dead before
+        the COMMIT was sent (the server restarted, a proxy cut it) is retried on another:
+        nothing of the batch landed. A failure during the COMMIT itself is not retried (it
+        may have landed): the batch fails, visibly."""
         writes = [(sql, params) for sql, params, _ in batch]
         if all(sql == _BARRIER for sql, _ in writes):
             return [None] * len(writes)
-        async with self.pool.acquire() as conn:
+        delay = self.retry_delay
+        for attempt in range(self.reconnect_retries + 1):
             try:
-                async with conn.transaction():
-                    for sql, group in _group(writes):
-                        if len(group) == 1:
-                            await conn.execute(sql, *(group[0] or ()))
-                        else:
-                            await conn.executemany(sql, [p or () for p in group])
-                return [None] * len(writes)
+                return await self._commit_once(writes)
+            except _Unsent as e:
+                if attempt == self.reconnect_retries:
+                    raise e.original from None
+                self.reconnects += 1
+                log.warning("%s: connection lost before commit (%s); retrying in %.2fs", self.path, e.original, delay)
+                await asyncio.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    async def _commit_once(self, writes: list[tuple[str, Sequence[Any] | None]]) -> list[BaseException | None]:
+        try:
+            holder = self.pool.acquire()
+            conn = await holder.__aenter__()
+        except StoreError:
+            raise
+        except Exception as e:
+            if _is_outage(e):
+                raise _Unsent(e) from e
+            raise
+        try:
+            tr = conn.transaction()
+            try:
+                await tr.start()
+                for sql, group in _group(writes):
+                    if len(group) == 1:
+                        await conn.execute(sql, *(group[0] or ()))
+                    else:
+                        await conn.executemany(sql, [p or () for p in group])
             except Exception as e:
+                try:
+                    await tr.rollback()
+                except Exception:  # the connection is gone: the server rolled it back
+                    pass
                 if _is_outage(e):
-                    raise
-            return await self._commit_each(conn, writes)  # a bad statement or value: find it
+                    raise _Unsent(e) from e
+                return await self._commit_each(conn, writes)  # a bad statement or value: find it
+            await tr.commit()
+            return [None] * len(writes)
+        finally:
+            try:
+                await holder.__aexit__(None, None, None)
+            except Exception as e:  # a dead connection given back: the pool replaces it; the batch's fate is known
+                log.debug("%s: releasing a connection failed: %s", self.path, e)
 
     async def _commit_each(self, conn: Any, writes: list[tuple[str, Sequence[Any] | None]]) -> list[BaseException | None]:
         errors: list[BaseException | None] = [None] * len(writes)
-        async with conn.transaction():
+        tr = conn.transaction()
+        try:
+            await tr.start()
             for i, (sql, params) in enumerate(writes):
                 if sql == _BARRIER:
                     continue
@@ -336,6 +416,15 @@ class PgDatabase:
                     if _is_outage(e):
                         raise
                     errors[i] = e
+        except Exception as e:
+            try:
+                await tr.rollback()
+            except Exception:  # the connection is gone: the server rolled it back
+                pass
+            if _is_outage(e):
+                raise _Unsent(e) from e
+            raise
+        await tr.commit()
         return errors
 
     def _settle(self, batch: list[_Write], errors: Sequence[BaseException | None]) -> None:

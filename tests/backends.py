@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from hub.db import Database, SqlDatabase
 from hub.pg import PgDatabase
@@ -20,12 +21,13 @@ SQL_BACKENDS = ["sqlite", "postgres"]
 
 
 @asynccontextmanager
-async def sql_database(kind: str, tmp_path: Path) -> AsyncIterator[SqlDatabase]:
+async def sql_database(kind: str, tmp_path: Path, **options: Any) -> AsyncIterator[SqlDatabase]:
+    """The database of backend ``kind``, open; ``options`` go to its constructor."""
     if kind == "sqlite":
-        async with Database(tmp_path / "hub.db") as db:
+        async with Database(tmp_path / "hub.db", **options) as db:
             yield db
         return
     assert kind == "postgres", kind
     async with temporary_schema() as url:
-        async with PgDatabase(url) as pg:
+        async with PgDatabase(url, **options) as pg:
             yield pg

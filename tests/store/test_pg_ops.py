@@ -50,3 +50,27 @@ async def test_healthz_reports_the_database(config: HubConfig, make_hub) -> None
     db = body["database"]
     assert (db["backend"], db["reachable"], db["schema_version"]) == ("postgresql", True, SCHEMA_VERSION)
     assert db["schema"].startswith("hub_test_") and db["server_version"].startswith("1")
+
+
+async def test_writes_and_reads_survive_the_servers_connections_dying() -> None:
+    import asyncpg
+
+    from hub.memory.sqlite import PostgresMemoryStore
+
+    async with temporary_schema() as url:
+        async with PgDatabase(f"{url}&application_name=hub_victim", pool_size=2) as db:
+            store = PostgresMemoryStore(db)
+            await store.open()
+            await store.set("memory:a", {"n": 1})
+            admin = await asyncpg.connect(url)
+            try:
+                killed = await admin.fetchval(
+                    "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'hub_victim'"
+                )
+            finally:
+                await admin.close()
+            assert killed >= 1  # every connection of the pool is gone (as when the server restarts)
+            await store.set("memory:a", {"n": 2})  # on a new connection: nothing lost, no error
+            await store.set("memory:b", {"n": 3})
+            assert await store.get("memory:a") == {"n": 2} and await store.keys("memory:") == ["memory:a", "memory:b"]
+            assert db.failed_writes == 0 and db.lost_writes == 0
