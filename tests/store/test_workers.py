@@ -207,3 +207,27 @@ async def test_a_hub_takes_over_a_dead_workers_input_and_answers_it(make_hub, co
             dead = await hub.runs.get(run.id)
         assert dead is not None and (dead.state, dead.reason) == (RunState.KILLED, "abnormal_exit")
         assert out.getvalue().count("Yes, here.") == 1
+
+
+async def test_a_running_hub_takes_over_when_a_worker_dies_later(make_hub, config, out, tmp_path) -> None:
+    async with temporary_schema() as url:
+        cfg = _config(config, tmp_path, url, "b")
+        cfg.store.lease = 1.0  # this worker sweeps every third of a second
+        async with make_hub(["Still here."], cfg=cfg) as hub, PgDatabase(url) as db:
+            # another worker receives a message, starts its run, and dies (its lease lapses)
+            ghost, runs = PostgresInbox(db, worker="ghost", lease=0.2), PostgresRunStore(db)
+            run = RunRecord(context="cli:session:ann")
+            await runs.create(run)
+            entry = InputLog(type="text", content="hello?")
+            await ghost.record("cli:session:ann", entry)
+            ghost.take([entry.id], run.id)
+            await db.flush()
+
+            async def answered() -> bool:
+                new = [r for r in await hub.runs.list(context="cli:session:ann") if r.id != run.id]
+                return [r.state for r in new] == [RunState.COMPLETED] and await hub.inbox.pending() == []
+
+            await wait_for(answered, what="the dead worker's input answered by the running hub")
+            dead = await hub.runs.get(run.id)
+        assert dead is not None and (dead.state, dead.reason) == (RunState.KILLED, "abnormal_exit")
+        assert out.getvalue().count("Still here.") == 1
