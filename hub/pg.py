@@ -125,6 +125,14 @@ def _can_resend(query: str, e: BaseException) -> bool:
     )
 
 
+async def _reset(conn: Any) -> None:
+    """What a read or write connection needs when it goes back to the pool: no transaction
+    left open. (asyncpg's default also unlistens, closes cursors and resets settings, which
+    these connections never change: a round trip per use saved.)"""
+    if conn.is_in_transaction():
+        await conn.execute("ROLLBACK")
+
+
 class _Unsent(Exception):
     """The connection failed before the batch's COMMIT was sent: nothing landed, retry it."""
 
@@ -166,7 +174,7 @@ class PgDatabase:
         self.retry_delay = retry_delay
         self.reconnects = 0  # batches retried on another connection (nothing of them had landed)
         self._pool: Any = None
-        self._locks: asyncio.Semaphore | None = None
+        self._lock_pool: Any = None
         self._lock_conns: set[Any] = set()
         self._queue: asyncio.Queue[_Write] | None = None
         self._writer: asyncio.Task[None] | None = None
@@ -200,7 +208,7 @@ class PgDatabase:
         try:
             self._pool = await asyncpg.create_pool(
                 self.url, min_size=1, max_size=self.pool_size, timeout=self.connect_timeout,
-                command_timeout=self.command_timeout,
+                command_timeout=self.command_timeout, reset=_reset,
             )
             async with self._pool.acquire() as conn:
                 self.schema_found = await migrate_postgres(conn, where=f"PostgreSQL {self.path}")
@@ -216,7 +224,15 @@ class PgDatabase:
                 f"cannot open PostgreSQL database {self.path}: {type(e).__name__}: {e}", store="postgres",
                 operation="open",
             ) from e
-        self._locks = asyncio.Semaphore(self.lock_connections)
+        try:
+            self._lock_pool = await asyncpg.create_pool(
+                self.url, min_size=0, max_size=self.lock_connections, timeout=self.connect_timeout,
+                command_timeout=None,  # a lock is waited for as long as its holder runs
+            )
+        except Exception as e:
+            await self._close_pool()
+            raise StoreError(f"cannot open PostgreSQL database {self.path} (lock connections): {e}", store="postgres",
+                             operation="open") from e
         self._queue = asyncio.Queue()
         self._closing = False
         self._writer = asyncio.create_task(self._write_loop(), name=f"postgres-writer:{self.path}")
@@ -353,10 +369,14 @@ class PgDatabase:
         writes = [(sql, params) for sql, params, _ in batch]
         if all(sql == _BARRIER for sql, _ in writes):
             return [None] * len(writes)
+        # nobody waits on a batch of write_soon() alone (event logs, progress): committed
+        # without waiting for the server's disk flush, as SQLite's synchronous=NORMAL does;
+        # a batch with a write() a caller awaits is durable when that caller goes on
+        durable = any(fut is not None and sql != _BARRIER for sql, _, fut in batch)
         delay = self.retry_delay
         for attempt in range(self.reconnect_retries + 1):
             try:
-                return await self._commit_once(writes)
+                return await self._commit_once(writes, durable=durable)
             except _Unsent as e:
                 if attempt == self.reconnect_retries:
                     raise e.original from None
@@ -366,7 +386,9 @@ class PgDatabase:
                 delay *= 2
         raise AssertionError("unreachable")
 
-    async def _commit_once(self, writes: list[tuple[str, Sequence[Any] | None]]) -> list[BaseException | None]:
+    async def _commit_once(
+        self, writes: list[tuple[str, Sequence[Any] | None]], *, durable: bool
+    ) -> list[BaseException | None]:
         try:
             holder = self.pool.acquire()
             conn = await holder.__aenter__()
@@ -380,6 +402,8 @@ class PgDatabase:
             tr = conn.transaction()
             try:
                 await tr.start()
+                if not durable:
+                    await conn.execute("SET LOCAL synchronous_commit TO OFF")
                 for sql, group in _group(writes):
                     if len(group) == 1:
                         await conn.execute(sql, *(group[0] or ()))
@@ -464,43 +488,52 @@ class PgDatabase:
     async def lock(self, name: str) -> AsyncIterator[None]:
         """Hold the advisory lock ``name`` (in this database's schema) until the block ends.
 
-        The lock lives on a connection of its own, opened for it: if this process dies or
-        its connection is cut, PostgreSQL releases the lock by itself, and another worker
-        waiting for it goes on. Waiting is in the server (``pg_advisory_lock``); cancelling
-        the block while it waits closes that connection, which gives the wait up.
+        The lock lives on a connection of its own (from a pool of ``lock_connections``,
+        apart from the reads' and writes'): if this process dies or its connection is cut,
+        PostgreSQL releases the lock by itself, and another worker waiting for it goes on.
+        Waiting is in the server (``pg_advisory_lock``). A connection whose lock is in any
+        doubt (the wait was cancelled, the unlock failed) is closed rather than reused, which
+        releases whatever it held.
 
         Raises:
             StoreError: the lock could not be taken (the server is unreachable).
         """
-        import asyncpg
-
         key = lock_key(self.namespace, name)
-        assert self._locks is not None, "open() first"
-        async with self._locks:
+        if self._lock_pool is None:
+            raise StoreError(f"database {self.path} is not open", store="postgres", operation="lock")
+        pool = self._lock_pool
+        try:
+            conn = await pool.acquire()
+        except Exception as e:
+            self._failed(f"lock {name}: {e}")
+            raise StoreError(f"PostgreSQL {self.path}: cannot take the lock for {name}: {e}", store="postgres",
+                             operation="lock") from e
+        self._lock_conns.add(conn)
+        locked = unlocked = False
+        try:
             try:
-                conn = await asyncpg.connect(self.url, timeout=self.connect_timeout)
+                await conn.execute("SELECT pg_advisory_lock($1)", key)
+                locked = True
+            except asyncio.CancelledError:
+                raise
             except Exception as e:
                 self._failed(f"lock {name}: {e}")
-                raise StoreError(f"PostgreSQL {self.path}: cannot take the lock for {name}: {e}", store="postgres",
-                                 operation="lock") from e
-            self._lock_conns.add(conn)
+                raise StoreError(f"PostgreSQL {self.path}: cannot take the lock for {name}: {e}",
+                                 store="postgres", operation="lock") from e
+            yield
+        finally:
+            self._lock_conns.discard(conn)
+            if locked:
+                try:
+                    unlocked = bool(await conn.fetchval("SELECT pg_advisory_unlock($1)", key))
+                except BaseException:  # noqa: B036 - cancelled or cut: the connection goes below
+                    unlocked = False
+            if not unlocked:
+                conn.terminate()  # the session ends, and every lock it held with it
             try:
-                try:
-                    await conn.execute("SELECT pg_advisory_lock($1)", key)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as e:
-                    self._failed(f"lock {name}: {e}")
-                    raise StoreError(f"PostgreSQL {self.path}: cannot take the lock for {name}: {e}",
-                                     store="postgres", operation="lock") from e
-                yield
-            finally:
-                self._lock_conns.discard(conn)
-                # closing the session releases its advisory locks (no unlock round trip to lose)
-                try:
-                    await asyncio.wait_for(conn.close(), timeout=5)
-                except (Exception, asyncio.TimeoutError, asyncio.CancelledError):
-                    conn.terminate()
+                await pool.release(conn)
+            except Exception as e:  # a terminated connection: the pool replaces it
+                log.debug("%s: giving back a lock connection failed: %s", self.path, e)
 
     async def try_lock(self, name: str) -> bool:
         """Whether nobody holds the lock ``name`` now (taken and released at once)."""
@@ -536,6 +569,9 @@ class PgDatabase:
         for conn in list(self._lock_conns):
             conn.terminate()
         self._lock_conns.clear()
+        if self._lock_pool is not None:
+            lock_pool, self._lock_pool = self._lock_pool, None
+            lock_pool.terminate()  # nothing to flush there; a held lock goes with its session
         await self._close_pool()
 
     async def __aenter__(self) -> PgDatabase:

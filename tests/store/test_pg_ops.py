@@ -74,3 +74,10 @@ async def test_writes_and_reads_survive_the_servers_connections_dying() -> None:
             await store.set("memory:b", {"n": 3})
             assert await store.get("memory:a") == {"n": 2} and await store.keys("memory:") == ["memory:a", "memory:b"]
             assert db.failed_writes == 0 and db.lost_writes == 0
+
+
+def test_the_password_in_store_url_is_a_secret(config: HubConfig) -> None:
+    from hub.redact import Redactor
+
+    config.store.url = "postgresql://hub:pw-4f9a2c71e8@db.internal/hub"
+    assert "pw-4f9a2c71e8" not in Redactor.from_config(config, env={}).redact("connect pw-4f9a2c71e8 failed")
