@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .db import SqlDatabase, dumps
+from .errors import StoreError
 from .logs import InputLog, from_dict, to_dict
 
 if TYPE_CHECKING:
@@ -218,7 +219,10 @@ class SQLiteInbox(InboxStore):
         await self.db.flush()
 
     async def pending(self) -> list[Pending]:
-        await self.db.flush()  # takes queued before are seen
+        try:
+            await self.db.flush()  # takes queued before are seen, when they can be written
+        except StoreError:
+            pass  # the store cannot write now: what is committed is still worth listing
         rows = await self.db.fetchall(
             "SELECT context, data, run_id FROM inbox WHERE state IN ('received', 'taken') ORDER BY received"
         )
