@@ -81,3 +81,23 @@ def test_the_password_in_store_url_is_a_secret(config: HubConfig) -> None:
 
     config.store.url = "postgresql://hub:pw-4f9a2c71e8@db.internal/hub"
     assert "pw-4f9a2c71e8" not in Redactor.from_config(config, env={}).redact("connect pw-4f9a2c71e8 failed")
+
+
+async def test_the_command_line_reads_what_the_workers_wrote(config: HubConfig, make_hub, capsys) -> None:
+    import json
+
+    from hub.cli import cmd_runs
+    from hub.cli_store import cmd_prune
+
+    async with temporary_schema() as url:
+        config.store.url = url
+        async with make_hub(["Hello, Ann."]) as hub:
+            result = await hub.send("cli:session", {"user": "ann"}, "hi")
+        capsys.readouterr()
+        runs_args = argparse.Namespace(follow=False, limit=20, state=None, context=None, json=True, raw=False)
+        assert await cmd_runs(config, runs_args) == 0
+        [line] = capsys.readouterr().out.splitlines()
+        assert (json.loads(line)["id"], json.loads(line)["state"]) == (result.run_id, "completed")
+        assert await cmd_prune(config, argparse.Namespace(dry_run=True)) == 0
+        out = capsys.readouterr().out
+    assert "would delete 0 runs, 0 run events, 0 inbox rows" in out  # everything is recent
