@@ -139,8 +139,8 @@ class StoreSection(_Section):
     def _url(cls, v: str) -> str:
         v = v.strip()
         if v and not v.startswith(("postgresql://", "postgres://")):
-            scheme = v.split("://", 1)[0] if "://" in v else "no scheme"
-            raise ValueError(f'must be "" (SQLite in data_dir) or a postgresql:// URL, got {scheme}')
+            scheme = f"a {v.split('://', 1)[0]}:// URL" if "://" in v else "no URL"
+            raise ValueError(f'must be "" (SQLite in data_dir) or a postgresql:// URL, not {scheme}')
         return v
 
 

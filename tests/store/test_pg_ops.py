@@ -101,3 +101,16 @@ async def test_the_command_line_reads_what_the_workers_wrote(config: HubConfig, 
         assert await cmd_prune(config, argparse.Namespace(dry_run=True)) == 0
         out = capsys.readouterr().out
     assert "would delete 0 runs, 0 run events, 0 inbox rows" in out  # everything is recent
+
+
+def test_a_wrong_store_url_is_named_and_its_password_never_shown(tmp_path) -> None:
+    import pytest
+
+    from hub.config import load_config
+    from hub.errors import ConfigError
+
+    (tmp_path / "config.toml").write_text('[store]\nurl = "mysql://hub:pw-91c3e7a2@db/hub"\n')
+    with pytest.raises(ConfigError) as ei:
+        load_config(tmp_path / "config.toml")
+    assert "store.url" in str(ei.value) and "not a mysql:// URL" in str(ei.value)
+    assert "pw-91c3e7a2" not in str(ei.value)
