@@ -114,3 +114,15 @@ def test_a_wrong_store_url_is_named_and_its_password_never_shown(tmp_path) -> No
         load_config(tmp_path / "config.toml")
     assert "store.url" in str(ei.value) and "not a mysql:// URL" in str(ei.value)
     assert "pw-91c3e7a2" not in str(ei.value)
+
+
+async def test_trace_follow_reads_a_run_from_postgresql(config: HubConfig, make_hub) -> None:
+    from hub.follow import follow_run
+
+    async with temporary_schema() as url:
+        config.store.url = url
+        async with make_hub(["Hello, Ann."]) as hub:
+            result = await hub.send("cli:session", {"user": "ann"}, "hi")
+        async with PgDatabase(url) as db:
+            seen = [(f.what, f.entry.kind if f.entry else None) async for f in follow_run(db, result.run_id)]
+    assert seen[0] == ("entry", "input") and ("entry", "output") in seen and seen[-1] == ("ended", None)
