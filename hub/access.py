@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 from .errors import ConfigError, HubError
 
 if TYPE_CHECKING:
-    from .db import Database
+    from .db import SqlDatabase
 
 __all__ = [
     "POLICIES",
@@ -29,7 +29,7 @@ __all__ = [
     "Pairing",
     "PairingStore",
     "InMemoryPairingStore",
-    "SQLitePairingStore",
+    "SQLitePairingStore", "PostgresPairingStore",
     "Access",
     "normalize_code",
     "PairingError",
@@ -138,38 +138,28 @@ class InMemoryPairingStore(PairingStore):
         return sorted(self._rows.values(), key=lambda p: p.created)
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS pairings (
-    platform TEXT NOT NULL,
-    user TEXT NOT NULL,
-    state TEXT NOT NULL,
-    code TEXT UNIQUE,
-    created REAL NOT NULL,
-    expires REAL,
-    approved REAL,
-    PRIMARY KEY (platform, user)
-);
-"""
-_COLUMNS = "platform, user, state, code, created, expires, approved"
+# "user" quoted: a reserved word in PostgreSQL (SQLite takes the quoted spelling alike)
+_COLUMNS = 'platform, "user", state, code, created, expires, approved'
 
 
 class SQLitePairingStore(PairingStore):
     """Pairings in the hub's database (``hub pairing`` opens it beside a running hub)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: SqlDatabase) -> None:
         self.db = db
 
     async def open(self) -> None:
         await self.db.open()
-        await self.db.ensure_schema("pairings", _SCHEMA)
 
     async def get(self, platform: str, user: str) -> Pairing | None:
-        row = await self.db.fetchone(f"SELECT {_COLUMNS} FROM pairings WHERE platform = ? AND user = ?", (platform, user))
+        row = await self.db.fetchone(f"SELECT {_COLUMNS} FROM pairings WHERE platform = ? AND \"user\" = ?", (platform, user))
         return Pairing(*row) if row else None
 
     async def put(self, pairing: Pairing) -> None:
         await self.db.write(
-            f"INSERT OR REPLACE INTO pairings ({_COLUMNS}) VALUES (?,?,?,?,?,?,?)",
+            f"INSERT INTO pairings ({_COLUMNS}) VALUES (?,?,?,?,?,?,?) "
+            "ON CONFLICT (platform, \"user\") DO UPDATE SET state = excluded.state, code = excluded.code, "
+            "created = excluded.created, expires = excluded.expires, approved = excluded.approved",
             (pairing.platform, pairing.user, pairing.state, pairing.code, pairing.created, pairing.expires,
              pairing.approved),
         )
@@ -179,7 +169,7 @@ class SQLitePairingStore(PairingStore):
         return Pairing(*row) if row else None
 
     async def delete(self, user: str, *, platform: str | None = None) -> int:
-        where, params = "user = ?", [user]
+        where, params = '"user" = ?', [user]
         if platform is not None:
             where, params = where + " AND platform = ?", [user, platform]
         n = await self.db.fetchone(f"SELECT COUNT(*) FROM pairings WHERE {where}", params)
@@ -189,6 +179,11 @@ class SQLitePairingStore(PairingStore):
     async def list(self) -> list[Pairing]:
         rows = await self.db.fetchall(f"SELECT {_COLUMNS} FROM pairings ORDER BY created")
         return [Pairing(*r) for r in rows]
+
+
+class PostgresPairingStore(SQLitePairingStore):
+    """The same PairingStore on PostgreSQL (``[store] url``): the SQL is shared, the database
+    is a :class:`hub.pg.PgDatabase` that several workers use at once."""
 
 
 class Access:

@@ -118,7 +118,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _claim_data_dir(config: HubConfig, *, allow_empty: bool) -> Any:
     from .datadir import DataDirLock, check_database
 
+    # With [store] url the state is in PostgreSQL, which many workers share; the lock still
+    # guards what stays in the data dir (embedded Chroma, the heartbeat, the training file):
+    # one worker per data dir, so workers on one machine each get their own.
     lock = DataDirLock(config.data_dir).acquire()
+    if config.store.url:
+        return lock
     try:
         check_database(config.data_dir, allow_empty=allow_empty, lock=lock)
     except HubError:
@@ -178,13 +183,11 @@ async def cmd_chat(config: HubConfig, args: argparse.Namespace) -> int:
 
 
 def _stores(config: HubConfig) -> Any:
-    from .db import Database
-    from .runs import SQLiteRunStore
+    from .backend import existing_database
+    from .runs import PostgresRunStore, SQLiteRunStore
 
-    path = config.data_dir / "hub.db"
-    if not path.exists():
-        raise HubError(f"no runs yet: {path} does not exist")
-    return Database(path), SQLiteRunStore
+    db = existing_database(config, missing="no runs yet")
+    return db, PostgresRunStore if db.dialect == "postgres" else SQLiteRunStore
 
 
 def _fmt_time(ts: float | None) -> str:
@@ -286,9 +289,20 @@ async def cmd_check(config: HubConfig, args: argparse.Namespace) -> int:
             print(f"error: {e}", file=sys.stderr)
         print(f"{len(report.errors)} problem{'s' if len(report.errors) > 1 else ''} found", file=sys.stderr)
         return 2
+    store = f"SQLite {config.data_dir / 'hub.db'}"
+    if config.store.url:  # the one thing check connects to: the workers' shared database
+        from .errors import StoreError
+        from .pg import inspect
+
+        try:
+            store = await inspect(config.store.url, timeout=config.store.connect_timeout)
+        except StoreError as e:
+            print(f"error: store.url: {e}", file=sys.stderr)
+            return 2
     where = config.path or "defaults (no config.toml)"
     provider = config.model.resolved_provider()
     print(f"ok: {where}")
+    print(f"  store: {store}")
     print(f"  model: {provider} {config.model.name if provider == 'openai' else ''}".rstrip())
     print(f"  extensions: {', '.join(report.extensions) or 'none'}")
     print(f"  personas: {', '.join(report.personas) or 'none'}")
@@ -333,19 +347,19 @@ async def cmd_health(config: HubConfig, args: argparse.Namespace) -> int:
 
 
 async def cmd_persona(config: HubConfig, args: argparse.Namespace) -> int:
-    from .db import Database
-    from .revisions import SQLiteRevisionStore, render_history, rollback
+    from .backend import database_for
+    from .revisions import PostgresRevisionStore, SQLiteRevisionStore, render_history, rollback
 
     path = config.data_dir / "hub.db"
     folder = config.contexts_dir
-    if not path.exists():
+    if not config.store.url and not path.exists():
         if args.persona_command == "list":
             for p in sorted(folder.glob("*.toml")):
                 print(f"{p.stem:20}   0 revisions  {p}")
             return 0
         raise HubError(f"no persona revisions yet: {path} does not exist (the hub records them when it runs)")
-    async with Database(path) as db:
-        store = SQLiteRevisionStore(db)
+    async with database_for(config) as db:
+        store = PostgresRevisionStore(db) if db.dialect == "postgres" else SQLiteRevisionStore(db)
         await store.open()
         if args.persona_command == "list":
             names = sorted({p.stem for p in folder.glob("*.toml")} | set(await store.names()))

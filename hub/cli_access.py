@@ -31,7 +31,7 @@ def add_access_commands(
 
 
 async def cmd_pairing(config: HubConfig, args: argparse.Namespace) -> int:
-    from .access import Access, SQLitePairingStore
+    from .access import Access, PostgresPairingStore, SQLitePairingStore
     from .cli_store import _db
     from .errors import HubError
     from .trace import escape_terminal
@@ -40,7 +40,7 @@ async def cmd_pairing(config: HubConfig, args: argparse.Namespace) -> int:
         what = "the code the user got" if args.action == "approve" else "the user id"
         raise HubError(f"hub pairing {args.action} needs {what}")
     async with _db(config) as db:
-        store = SQLitePairingStore(db)
+        store = PostgresPairingStore(db) if db.dialect == "postgres" else SQLitePairingStore(db)
         await store.open()
         access = Access(store)
         if args.action == "approve":

@@ -17,7 +17,7 @@ from typing import Any
 from .redact import Redactor
 from .training import training_line
 from .config import HubConfig
-from .db import Database
+from .backend import database_for
 from .episode import INDEX, Episode, all_episodes, default_store_path, forget_filter, open_episode_store
 from .memory.sqlite import SQLiteMemoryStore
 
@@ -98,8 +98,8 @@ async def forget(
             deleted = await store.delete(INDEX, where=where)
     keys: list[str] = []
     db_path = config.data_dir / "hub.db"
-    if context and db_path.exists():
-        async with Database(db_path) as db:
+    if context and (config.store.url or db_path.exists()):
+        async with database_for(config) as db:
             memory = SQLiteMemoryStore(db)
             await memory.open()
             key = f"working-memory:{context}"

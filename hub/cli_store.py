@@ -34,12 +34,9 @@ def add_store_commands(
 
 
 def _db(config: HubConfig):
-    from .db import Database
+    from .backend import existing_database
 
-    path = config.data_dir / "hub.db"
-    if not path.exists():
-        raise HubError(f"no database yet: {path} does not exist")
-    return Database(path)
+    return existing_database(config, missing="no database yet")
 
 
 async def cmd_inbox(config: HubConfig, args: argparse.Namespace) -> int:

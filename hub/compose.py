@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from .config import HubConfig
-from .db import Database
+from .backend import database_for, worker_id
+from .claims import InboxClaims
+from .db import SqlDatabase
 from .definitions import Context, Output
 from .engine import ContextInstance
 from .children import ChildRuns
@@ -34,9 +36,9 @@ from .guard import RoleGuard
 from .heartbeat import Heartbeat
 from .hooks import Plugins
 from .http import HttpServer, http_component
-from .inbox import InboxStore, SQLiteInbox
-from .limits import Budgets, InMemoryUsageStore, SQLiteUsageStore, UsageStore
-from .memory.sqlite import SQLiteMemoryStore
+from .inbox import InboxStore, PostgresInbox, SQLiteInbox
+from .limits import Budgets, InMemoryUsageStore, PostgresUsageStore, SQLiteUsageStore, UsageStore
+from .memory.sqlite import PostgresMemoryStore, SQLiteMemoryStore
 from .memory.store import MemoryStore
 from .metrics import Metrics
 from .models import Model, RetryPolicy
@@ -44,11 +46,11 @@ from .persona import Persona, PersonaSet
 from .persona_watch import PersonaWatcher
 from .prompt import PromptBuilder
 from .redact import RedactingRunStore, Redactor
-from .revisions import InMemoryRevisionStore, RevisionStore, SQLiteRevisionStore
+from .revisions import InMemoryRevisionStore, PostgresRevisionStore, RevisionStore, SQLiteRevisionStore
 from .runner import Runner
-from .runs import RunStore, SQLiteRunStore
+from .runs import PostgresRunStore, RunStore, SQLiteRunStore
 from .retention import Retention
-from .schedule import Scheduler, SQLiteScheduleStore
+from .schedule import PostgresScheduleStore, Scheduler, SQLiteScheduleStore
 from .storehealth import StoreHealth
 from .training import TrainingExport
 
@@ -70,7 +72,7 @@ class Component(Protocol):
 class Stores:
     """The hub's stores and the database they share (None when every store was given)."""
 
-    db: Database | None
+    db: SqlDatabase | None
     memory: MemoryStore
     runs: RunStore
     inbox: InboxStore
@@ -85,23 +87,26 @@ def build_stores(
     inbox: InboxStore | None = None,
     bus: EventBus | None = None,
 ) -> Stores:
-    """The replacements given, else SQLite stores sharing one database in ``data_dir``. The
-    run store masks known secrets in error reasons and messages (an exception's text can
-    quote one), the one text that does not enter through an input, a result or the model."""
-    db = Database(config.data_dir / "hub.db") if memory is None or runs is None or inbox is None else None
+    """The replacements given, else stores sharing one database: SQLite in ``data_dir``, or
+    PostgreSQL at ``[store] url`` (:func:`hub.backend.database_for`). The run store masks
+    known secrets in error reasons and messages (an exception's text can quote one), the one
+    text that does not enter through an input, a result or the model."""
+    db = database_for(config) if memory is None or runs is None or inbox is None else None
+    pg = db is not None and db.dialect == "postgres"
     if runs is None:
         assert db is not None
-        runs = SQLiteRunStore(db)
+        runs = PostgresRunStore(db) if pg else SQLiteRunStore(db)
     if bus is not None:  # inside the redaction, so what subscribers see is masked too
         runs = cast(RunStore, PublishingRunStore(runs, bus))
     if redactor:
         runs = RedactingRunStore(runs, redactor)
-    return Stores(
-        db,
-        memory if memory is not None else SQLiteMemoryStore(db),  # type: ignore[arg-type]
-        runs,
-        inbox if inbox is not None else SQLiteInbox(db),  # type: ignore[arg-type]
-    )
+    if memory is None:
+        assert db is not None
+        memory = PostgresMemoryStore(db) if pg else SQLiteMemoryStore(db)
+    if inbox is None:
+        assert db is not None
+        inbox = PostgresInbox(db, worker=worker_id(), lease=config.store.lease) if pg else SQLiteInbox(db)
+    return Stores(db, memory, runs, inbox)
 
 
 @dataclass(slots=True)
@@ -173,7 +178,7 @@ def prompt_budget(config: HubConfig, model: Model | None = None) -> int:
 def compose(
     config: HubConfig,
     *,
-    db: Database | None,
+    db: SqlDatabase | None,
     runner: Runner,
     runs: RunStore,
     outputs: Mapping[str, Output],
@@ -189,13 +194,19 @@ def compose(
     redactor: Redactor | None = None,
     health: StoreHealth | None = None,
     memory: MemoryStore | None = None,
+    inbox: InboxStore | None = None,
+    requeue: Callable[[set[str]], Awaitable[None]] | None = None,
 ) -> Features:
     """Build a hub's features from ``config`` and the hub's own parts (see the module doc)."""
     redactor = redactor if redactor is not None else Redactor.from_config(config)
     prompts = PromptBuilder(budget=prompt_budget(config, given_model), redactor=redactor)
 
-    usage: UsageStore = SQLiteUsageStore(db) if db is not None else InMemoryUsageStore()
-    revisions: RevisionStore = SQLiteRevisionStore(db) if db is not None else InMemoryRevisionStore()
+    pg = db is not None and db.dialect == "postgres"
+    usage: UsageStore = InMemoryUsageStore()
+    revisions: RevisionStore = InMemoryRevisionStore()
+    if db is not None:
+        usage = PostgresUsageStore(db) if pg else SQLiteUsageStore(db)
+        revisions = PostgresRevisionStore(db) if pg else SQLiteRevisionStore(db)
     if personas.on_change is None:  # every persona edit that validates becomes a revision
         personas.on_change = lambda name, persona, text: revisions.record(name, text)
 
@@ -231,7 +242,7 @@ def compose(
     ])
 
     scheduler = Scheduler(
-        SQLiteScheduleStore(db) if db is not None else None,
+        None if db is None else PostgresScheduleStore(db) if pg else SQLiteScheduleStore(db),
         schedules=config.schedules,
         personas=personas,
         submit=submit,
@@ -244,6 +255,8 @@ def compose(
     components: list[Component] = [PersonaWatcher(personas), scheduler]
     if db is not None:  # the database stays bounded
         components.append(Retention(db, config.hub.retention))
+    if pg and inbox is not None and requeue is not None:  # workers share the inbox: keep and take over claims
+        components.append(InboxClaims(inbox, runs, requeue=requeue, interval=config.store.lease / 3))
     if http is not None:
         components.append(http)
     if episodes is not None:

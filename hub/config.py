@@ -34,6 +34,7 @@ from .config_sections import (
     MemorySection,
     ModelSection,
     ScheduleSection,
+    StoreSection,
     WebhookSection,
     parse_every,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "HttpSection",
     "WebhookSection",
     "ScheduleSection",
+    "StoreSection",
     "parse_every",
     "load_config",
     "read_toml",
@@ -121,10 +123,13 @@ def substitute_env(value: Any, env: Any = None) -> Any:
     return _Substitution(os.environ if env is None else env).tree(value)
 
 
+_URL_PASSWORD = re.compile(r"://[^/@\s]*:[^/@\s]*@")  # scheme://user:password@host (a [store] url)
+
+
 def _hidden(value: Any, key: str, hide: set[str] | frozenset[str]) -> bool:
     if _SECRET_KEY.search(key.rsplit(".", 1)[-1]):
         return True
-    return isinstance(value, str) and any(h in value for h in hide)
+    return isinstance(value, str) and (any(h in value for h in hide) or bool(_URL_PASSWORD.search(value)))
 
 
 def format_validation_error(

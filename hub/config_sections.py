@@ -122,6 +122,30 @@ class MemorySection(_Section):
     training_backups: int = Field(5, ge=0, description="rotated training files kept")
 
 
+class StoreSection(_Section):
+    """``[store]``: where the hub's state lives. Empty ``url``: SQLite in ``data_dir`` (one
+    process); a ``postgresql://`` URL: PostgreSQL, shared by any number of ``hub run`` workers."""
+
+    url: str = Field("", description='"" = SQLite in data_dir; "postgresql://user@host/db" for workers')
+    pool_size: int = Field(10, ge=1, le=1000, description="PostgreSQL connections for reads and writes, per worker")
+    lock_connections: int = Field(
+        64, ge=1, le=10_000, description="PostgreSQL connections holding conversation locks, per worker (runs at once)"
+    )
+    lease: float = Field(
+        60.0, ge=1, le=86_400, description="seconds a worker's claim on an input lasts unrenewed (renewed every third)"
+    )
+    connect_timeout: float = Field(10.0, gt=0, description="seconds to connect to PostgreSQL")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        v = v.strip()
+        if v and not v.startswith(("postgresql://", "postgres://")):
+            scheme = f"a {v.split('://', 1)[0]}:// URL" if "://" in v else "no URL"
+            raise ValueError(f'must be "" (SQLite in data_dir) or a postgresql:// URL, not {scheme}')
+        return v
+
+
 class HttpSection(_Section):
     """The hub's HTTP endpoint: /healthz, /metrics, /webhooks/NAME. Off unless [http] is present."""
 
@@ -287,6 +311,7 @@ class HubConfig(BaseModel):
     agent: AgentSection = Field(default_factory=AgentSection)
     extensions: dict[str, dict[str, Any]] = Field(default_factory=dict)
     http: HttpSection | None = None
+    store: StoreSection = Field(default_factory=StoreSection)
     webhooks: dict[str, WebhookSection] = Field(default_factory=dict)
     schedules: dict[str, ScheduleSection] = Field(default_factory=dict)
     personas: dict[str, str] = Field(

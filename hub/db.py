@@ -30,19 +30,28 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import aiosqlite
 
 from .errors import StoreError
 from .db_commit import _BARRIER, _Busy, _commit_sync, _Write
 from .db_values import _clean_params, clean_text, dumps
+from .migrations import SCHEMA_VERSION, migrate_sqlite
 
-__all__ = ["Database", "dumps", "clean_text"]
+if TYPE_CHECKING:
+    from .pg import PgDatabase
+
+__all__ = ["Database", "SqlDatabase", "dumps", "clean_text"]
 
 log = logging.getLogger(__name__)
 
 _TABLE = re.compile(r"^\s*(?:INSERT(?:\s+OR\s+\w+)?\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)", re.IGNORECASE)
+
+
+SqlDatabase: TypeAlias = "Database | PgDatabase"
+"""What the SQL stores are built on: SQLite here, or PostgreSQL (:class:`hub.pg.PgDatabase`,
+the same methods), chosen by ``[store] url``."""
 
 
 def _table(sql: str) -> str:
@@ -55,8 +64,11 @@ class Database:
 
     ``busy_timeout`` is how long SQLite waits for another process's write lock before a
     batch is retried (``busy_retries`` times, with doubling delays); ``degraded_for`` is how
-    long a failure keeps :meth:`health` degraded.
+    long a failure keeps :meth:`health` degraded. Opening it brings its schema to
+    :data:`hub.migrations.SCHEMA_VERSION` (every store's tables, see :mod:`hub.migrations`).
     """
+
+    dialect = "sqlite"  # the SQL it speaks (hub.pg.PgDatabase speaks "postgres")
 
     def __init__(
         self,
@@ -86,6 +98,7 @@ class Database:
         self.last_error: str | None = None
         self._last_failure: float | None = None
         self._failing = False
+        self.schema_found: int | None = None  # the schema version the database had when opened
 
     async def open(self) -> Database:
         if self._conn is not None:
@@ -99,11 +112,14 @@ class Database:
             await self._conn.execute("PRAGMA journal_mode=WAL")
             await self._conn.execute("PRAGMA synchronous=NORMAL")
             await self._conn.execute("PRAGMA foreign_keys=ON")
-        except (sqlite3.Error, OSError) as e:
+            self.schema_found = await migrate_sqlite(self._conn, where=f"SQLite {self.path}")
+        except (sqlite3.Error, OSError, StoreError) as e:
             if self._conn is not None:
                 await self._conn.close()
                 self._conn = None
             self._failed(f"open: {e}")
+            if isinstance(e, StoreError):
+                raise
             raise StoreError(f"cannot open SQLite database {self.path}: {e}", store="sqlite", operation="open") from e
         if getattr(self._conn, "_execute", None) is None or getattr(self._conn, "_connection", None) is None:
             raise StoreError(f"aiosqlite {aiosqlite.__version__} lacks Connection._execute; install aiosqlite<1")
@@ -123,6 +139,11 @@ class Database:
         if tables:
             log.info("%s: switching to incremental vacuum (a one-off VACUUM)", self.path)
             await self.conn.execute("VACUUM")
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version this code keeps the database at (once open)."""
+        return SCHEMA_VERSION
 
     @property
     def conn(self) -> aiosqlite.Connection:

@@ -35,7 +35,7 @@ from .logs import (
 from .runs import _COLUMNS, RunRecord, RunState, _record
 
 if TYPE_CHECKING:
-    from .db import Database
+    from .db import SqlDatabase as Database
 
 __all__ = ["Followed", "follow_run", "follow_runs", "event_line", "INTERVAL"]
 
@@ -168,20 +168,18 @@ async def print_followed(
 
 async def cmd_follow(config: HubConfig, args: argparse.Namespace) -> int:
     """``hub runs --follow`` (every run from now on) or ``hub trace --follow RUN_ID``."""
-    from .db import Database
+    from .backend import existing_database
     from .redact import Redactor
     from .trace import escape_terminal
 
-    path = config.data_dir / "hub.db"
-    if not path.exists():
-        raise HubError(f"no runs yet: {path} does not exist")
+    database = existing_database(config, missing="no runs yet")
     redactor = Redactor.from_config(config)
 
     def clean(text: str) -> str:
         text = redactor.redact(text)
         return text if args.raw or args.json else escape_terminal(text)
 
-    async with Database(path) as db:
+    async with database as db:
         if args.command == "runs":
             if not args.json:
                 print(clean(f"following runs{' of ' + args.context if args.context else ''} (Ctrl-C stops)"), flush=True)

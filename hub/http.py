@@ -260,12 +260,15 @@ class HttpServer:
     async def _healthz(self, request: web.Request) -> web.Response:
         hub = self.hub
         ok = hub.started
-        degraded = hub.store_health.problem() if ok else None
-        body = {
+        databases, unreachable = await hub.store_health.databases() if ok else ([], None)
+        degraded = "; ".join(p for p in (hub.store_health.problem() if ok else None, unreachable) if p) or None
+        body: dict[str, Any] = {
             "status": ("degraded" if degraded else "ok") if ok else "unavailable",
             "runs_running": hub.runner.running,
             "queue_depth": hub.runner.queued,
         }
+        if databases:  # usually one: the database every store shares
+            body["database"] = databases[0] if len(databases) == 1 else databases
         if degraded:
             body["store"] = degraded
         return web.json_response(body, status=200 if ok and not degraded else 503)

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from .agent_context import AgentContext
 from .compose import Component, build_stores, compose, make_model, prompt_budget
 from .config import HubConfig
-from .db import Database
+from .db import SqlDatabase
 from .definitions import Action, Context, Extension, Input, Output
 from .engine import ContextInstance, Engine, RunResult
 from .errors import ExtensionError, ExtensionFailed, RunError
@@ -34,11 +34,12 @@ from .persona import Persona, PersonaSet
 from .redact import Redactor
 from .context import validation_message
 from .runner import Runner, Submission
-from .access import Access, InMemoryPairingStore, SQLitePairingStore
+from .access import Access, InMemoryPairingStore, PairingStore, PostgresPairingStore, SQLitePairingStore
 from .deps import EngineDeps
 from .events import EventBus, EventStream
 from .registry import Registry
-from .runs import RunStore
+from .pg import PgDatabase
+from .runs import RunState, RunStore
 from .storehealth import StoreHealth, databases
 
 __all__ = ["Hub", "Component", "make_model"]
@@ -82,7 +83,7 @@ class Hub:
         # run events (hub/events.py): every entry the run store records is published, masked
         self.bus = EventBus()
         stores = build_stores(self.config, self.redactor, memory=memory, runs=runs, inbox=inbox, bus=self.bus)
-        self._db: Database | None = stores.db
+        self._db: SqlDatabase | None = stores.db
         self.memory: MemoryStore = stores.memory
         self.runs: RunStore = stores.runs
         self.inbox: InboxStore = stores.inbox
@@ -97,6 +98,8 @@ class Hub:
             inbox=self.inbox,
             concurrency=m.concurrency,
             take_chars=3 * prompt_budget(self.config, model),
+            # workers sharing PostgreSQL: a conversation runs on one of them at a time
+            lock=self._db.lock if isinstance(self._db, PgDatabase) else None,
         )
 
         self.registry = Registry()
@@ -131,6 +134,8 @@ class Hub:
             redactor=self.redactor,
             health=self.store_health,
             memory=self.memory,
+            inbox=self.inbox,
+            requeue=self._requeue,
         )
         self.features = features
         self.prompts = features.prompts
@@ -165,7 +170,10 @@ class Hub:
             media_limits=self.config.media_limits(),
         ))
         # who may talk to the bot in private (hub/access.py): dm_policy and pairings
-        self.access = Access(SQLitePairingStore(self._db) if self._db is not None else InMemoryPairingStore())
+        pairings: PairingStore = InMemoryPairingStore()
+        if self._db is not None:
+            pairings = PostgresPairingStore(self._db) if self._db.dialect == "postgres" else SQLitePairingStore(self._db)
+        self.access = Access(pairings)
         self.register(self.children.extension())
 
         # the bot's own context (hub/agent_context.py), resolved at start once extensions are in
@@ -266,14 +274,20 @@ class Hub:
             raise ExtensionFailed(ext.name, e) from e
 
     async def _requeue(self, killed: set[str]) -> None:
-        """Inputs recorded but not handled before the last stop: handle them now, once."""
-        pending = await self.inbox.pending()
+        """Inputs recorded but not handled before the last stop (or, with workers sharing
+        PostgreSQL, held by a worker that died): claim them and handle them now, once. An
+        input whose run was cut off after it answered is done, not answered again."""
+        pending = await self.inbox.claim()
         answered: dict[str, bool] = {}
         for p in pending:
-            if p.run_id is not None and p.run_id in killed:
-                if p.run_id not in answered:
-                    events = await self.runs.events(p.run_id)
-                    answered[p.run_id] = any(isinstance(e, OutputLog) and (e.sent or e.parts) for e in events)
+            if p.run_id is not None and p.run_id not in answered:
+                cut_off = p.run_id in killed
+                if not cut_off:  # cut off earlier, or by another worker's recovery
+                    run = await self.runs.get(p.run_id)
+                    cut_off = run is not None and run.state == RunState.KILLED and run.reason == "abnormal_exit"
+                events = await self.runs.events(p.run_id) if cut_off else []
+                answered[p.run_id] = any(isinstance(e, OutputLog) and (e.sent or e.parts) for e in events)
+            if p.run_id is not None:
                 if answered[p.run_id]:
                     await self.inbox.done([p.entry.id])
                     continue

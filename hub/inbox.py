@@ -22,13 +22,14 @@ from dataclasses import dataclass
 
 from typing import TYPE_CHECKING
 
-from .db import Database, dumps
+from .db import SqlDatabase, dumps
+from .errors import StoreError
 from .logs import InputLog, from_dict, to_dict
 
 if TYPE_CHECKING:
     from .runs import RunStore
 
-__all__ = ["InboxStore", "InMemoryInbox", "SQLiteInbox", "Pending", "Parked", "park_poison"]
+__all__ = ["InboxStore", "InMemoryInbox", "SQLiteInbox", "PostgresInbox", "Pending", "Parked", "park_poison"]
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,16 @@ class InboxStore(ABC):
 
     @abstractmethod
     async def seen(self, platform_id: str) -> bool: ...
+
+    async def claim(self) -> list[Pending]:
+        """The pending inputs this worker takes on (at start, and from dead workers later),
+        oldest first. With one process that is every pending input; where several workers
+        share the inbox (:class:`PostgresInbox`) only those no live worker holds."""
+        return await self.pending()
+
+    async def renew(self) -> int:
+        """Extend this worker's leases on the inputs it holds; how many (0 without leases)."""
+        return 0
 
     @abstractmethod
     async def failed(self, ids: list[str], run_id: str, error: str, *, park_after: int) -> list[str]:
@@ -172,44 +183,24 @@ class InMemoryInbox(InboxStore):
         return True
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS inbox (
-    id TEXT PRIMARY KEY,
-    context TEXT NOT NULL,
-    platform_id TEXT UNIQUE,
-    data TEXT NOT NULL,
-    state TEXT NOT NULL,
-    run_id TEXT,
-    received REAL NOT NULL,
-    handled REAL
-);
-CREATE INDEX IF NOT EXISTS inbox_state ON inbox (state, received);
-"""
 
-# columns added after the first release: added to an existing table at open
-_COLUMNS = {"failures": "INTEGER NOT NULL DEFAULT 0", "failed_run": "TEXT", "error": "TEXT"}
 
 
 class SQLiteInbox(InboxStore):
     """Handled rows are kept (platform ids must stay known); retention (hub/retention.py)
     drops old handled rows. States: received, taken, done, parked."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: SqlDatabase) -> None:
         self.db = db
 
     async def open(self) -> None:
-        await self.db.open()
-        await self.db.ensure_schema("inbox", _SCHEMA)
-        have = {r[1] for r in await self.db.fetchall("PRAGMA table_info(inbox)")}
-        for name, decl in _COLUMNS.items():
-            if name not in have:
-                await self.db.write(f"ALTER TABLE inbox ADD COLUMN {name} {decl}")
+        await self.db.open()  # the tables are the migrations' (hub/migrations.py)
 
     async def record(self, context: str, entry: InputLog) -> bool:
         if entry.platform_id is not None and await self.seen(entry.platform_id):
             return False
         await self.db.write(
-            "INSERT OR IGNORE INTO inbox (id, context, platform_id, data, state, received) VALUES (?,?,?,?,?,?)",
+            "INSERT INTO inbox (id, context, platform_id, data, state, received) VALUES (?,?,?,?,?,?) ON CONFLICT DO NOTHING",
             (entry.id, context, entry.platform_id, dumps(to_dict(entry)), "received", entry.ts),
         )
         if entry.platform_id is None:
@@ -228,6 +219,10 @@ class SQLiteInbox(InboxStore):
         await self.db.flush()
 
     async def pending(self) -> list[Pending]:
+        try:
+            await self.db.flush()  # takes queued before are seen, when they can be written
+        except StoreError:
+            pass  # the store cannot write now: what is committed is still worth listing
         rows = await self.db.fetchall(
             "SELECT context, data, run_id FROM inbox WHERE state IN ('received', 'taken') ORDER BY received"
         )
@@ -240,7 +235,7 @@ class SQLiteInbox(InboxStore):
         for i in ids:
             self.db.write_soon(
                 "UPDATE inbox SET failures = failures + 1, failed_run = ?, error = ? "
-                "WHERE id = ? AND state IN ('received', 'taken') AND failed_run IS NOT ?",
+                "WHERE id = ? AND state IN ('received', 'taken') AND (failed_run IS NULL OR failed_run <> ?)",
                 (run_id, error, i, run_id),
             )
         await self.db.flush()
@@ -268,7 +263,7 @@ class SQLiteInbox(InboxStore):
             return False
         await self.db.write(
             "UPDATE inbox SET state = 'received', run_id = NULL, failures = 0, failed_run = NULL, error = NULL, "
-            "handled = NULL WHERE id = ? AND state = 'parked'",
+            "handled = NULL, claimed_by = NULL, lease_until = NULL WHERE id = ? AND state = 'parked'",
             (input_id,),
         )
         return True
@@ -285,6 +280,85 @@ class SQLiteInbox(InboxStore):
         """The id of the one input whose id starts with ``prefix`` (as ``hub inbox`` prints it)."""
         rows = await self.db.fetchall("SELECT id FROM inbox WHERE id >= ? AND id < ? LIMIT 2", (prefix, prefix + "\uffff"))
         return rows[0][0] if len(rows) == 1 else None
+
+
+_NOW = "EXTRACT(EPOCH FROM clock_timestamp())::float8"  # the server's clock: workers' clocks may differ
+
+
+class PostgresInbox(SQLiteInbox):
+    """The inbox on PostgreSQL, shared by several workers, each holding its inputs with a lease.
+
+    An input is claimed by the worker that records it (``claimed_by``, ``lease_until``, on
+    the server's clock). A live worker renews its leases every third of ``lease``
+    (:class:`hub.claims.InboxClaims`); a worker that dies stops renewing, and once its
+    leases expire another worker's :meth:`claim` takes its inputs, row locks taken with
+    ``FOR UPDATE SKIP LOCKED`` so that two workers claiming at once never get the same
+    input. An input whose run is still ``running`` (its worker holds the conversation's
+    lock) is never claimed. A clean stop gives the worker's inputs back at once.
+    """
+
+    def __init__(self, db: SqlDatabase, *, worker: str, lease: float = 60.0) -> None:
+        super().__init__(db)
+        self.worker = worker
+        self.lease = lease
+
+    async def record(self, context: str, entry: InputLog) -> bool:
+        if entry.platform_id is not None and await self.seen(entry.platform_id):
+            return False
+        await self.db.write(
+            "INSERT INTO inbox (id, context, platform_id, data, state, received, claimed_by, lease_until) "
+            f"VALUES (?,?,?,?,'received',?,?,{_NOW} + ?) ON CONFLICT DO NOTHING",
+            (entry.id, context, entry.platform_id, dumps(to_dict(entry)), entry.ts, self.worker, self.lease),
+        )
+        if entry.platform_id is None:
+            return True
+        row = await self.db.fetchone("SELECT id FROM inbox WHERE platform_id = ?", (entry.platform_id,))
+        return row is not None and row[0] == entry.id
+
+    def take(self, ids: list[str], run_id: str) -> None:
+        for i in ids:
+            self.db.write_soon(
+                f"UPDATE inbox SET state = 'taken', run_id = ?, claimed_by = ?, lease_until = {_NOW} + ? WHERE id = ?",
+                (run_id, self.worker, self.lease, i),
+            )
+
+    async def claim(self) -> list[Pending]:
+        await self.db.flush()
+        rows = await self.db.fetchall(
+            "WITH c AS ("
+            " SELECT id FROM inbox WHERE state IN ('received', 'taken')"
+            f" AND (claimed_by IS NULL OR (claimed_by <> ? AND lease_until < {_NOW}))"
+            " AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = inbox.run_id AND runs.state = 'running')"
+            " ORDER BY received FOR UPDATE SKIP LOCKED"
+            f") UPDATE inbox SET claimed_by = ?, lease_until = {_NOW} + ? FROM c WHERE inbox.id = c.id"
+            " RETURNING inbox.context, inbox.data, inbox.run_id, inbox.received",
+            (self.worker, self.worker, self.lease),
+        )
+        rows.sort(key=lambda r: r[3])
+        return [Pending(context, _entry(data), run_id) for context, data, run_id, _ in rows]
+
+    async def renew(self) -> int:
+        await self.db.flush()
+        row = await self.db.fetchone(
+            "WITH r AS ("
+            f" UPDATE inbox SET lease_until = {_NOW} + ? WHERE claimed_by = ? AND state IN ('received', 'taken')"
+            " RETURNING 1) SELECT COUNT(*) FROM r",
+            (self.lease, self.worker),
+        )
+        return int(row[0]) if row else 0
+
+    async def release(self) -> None:
+        """Give this worker's unhandled inputs back, for another worker to claim now."""
+        await self.db.write(
+            "UPDATE inbox SET claimed_by = NULL, lease_until = NULL WHERE claimed_by = ? AND state IN ('received', 'taken')",
+            (self.worker,),
+        )
+
+    async def close(self) -> None:
+        try:
+            await self.release()
+        except Exception as e:  # the database is gone: the leases expire by themselves
+            log.warning("inbox: could not give back the inputs of worker %s: %s", self.worker, e)
 
 
 def _entry(data: str) -> InputLog:

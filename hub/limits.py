@@ -25,14 +25,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from .config import LimitsSection
-from .db import Database
+from .db import SqlDatabase
 from .definitions import Output
 from .engine import RunContext, RunResult, StopRun
 from .hooks import Plugin
 from .logs import OutputLog, StepLog
 from .runs import RunState, RunStore
 
-__all__ = ["UsageStore", "InMemoryUsageStore", "SQLiteUsageStore", "Budgets", "LIMIT_REASONS", "utc_day"]
+__all__ = ["UsageStore", "InMemoryUsageStore", "SQLiteUsageStore", "PostgresUsageStore", "Budgets", "LIMIT_REASONS", "utc_day"]
 
 log = logging.getLogger(__name__)
 
@@ -80,28 +80,19 @@ class InMemoryUsageStore(UsageStore):
         return self._used.get((scope, day), 0)
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS token_usage (
-    scope TEXT NOT NULL,
-    day TEXT NOT NULL,
-    tokens INTEGER NOT NULL,
-    PRIMARY KEY (scope, day)
-) WITHOUT ROWID;
-"""
 
 
 class SQLiteUsageStore(UsageStore):
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: SqlDatabase) -> None:
         self.db = db
 
     async def open(self) -> None:
         await self.db.open()
-        await self.db.ensure_schema("token_usage", _SCHEMA)
 
     def add(self, scope: str, day: str, tokens: int) -> None:
         self.db.write_soon(
             "INSERT INTO token_usage (scope, day, tokens) VALUES (?, ?, ?) "
-            "ON CONFLICT (scope, day) DO UPDATE SET tokens = tokens + excluded.tokens",
+            "ON CONFLICT (scope, day) DO UPDATE SET tokens = token_usage.tokens + excluded.tokens",
             (scope, day, tokens),
         )
 
@@ -109,6 +100,11 @@ class SQLiteUsageStore(UsageStore):
         await self.db.flush()
         row = await self.db.fetchone("SELECT tokens FROM token_usage WHERE scope = ? AND day = ?", (scope, day))
         return int(row[0]) if row else 0
+
+
+class PostgresUsageStore(SQLiteUsageStore):
+    """The same UsageStore on PostgreSQL (``[store] url``): the SQL is shared, the database
+    is a :class:`hub.pg.PgDatabase` that several workers use at once."""
 
 
 class Budgets(Plugin):

@@ -27,6 +27,7 @@ import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from .logs import Log, from_dict, to_dict
 from .parser import Element
@@ -131,6 +132,9 @@ class Redactor:
         env = os.environ if env is None else env
         found: list[str] = []
         _walk(config.model_dump(mode="python"), found, secret=False)
+        store_password = _url_password(config.store.url)  # [store] url may carry one inline
+        if store_password:
+            found.append(store_password)
         for name, value in env.items():
             if is_secret_name(name):
                 found.append(value)
@@ -143,6 +147,13 @@ class Redactor:
                 if is_secret_name(var) and env.get(var):
                     found.append(env[var])
         return cls(found)
+
+
+def _url_password(url: str) -> str | None:
+    try:
+        return urlsplit(url).password if url else None
+    except ValueError:
+        return None
 
 
 def _walk(value: Any, found: list[str], *, secret: bool) -> None:

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .db import Database
+from .db import SqlDatabase
 from .errors import StoreError
 from .tasks import cancel_and_wait
 
@@ -56,12 +56,16 @@ class PruneReport:
         return f"{verb} {parts}{freed}"
 
 
-async def _tables(db: Database) -> set[str]:
-    return {r[0] for r in await db.fetchall("SELECT name FROM sqlite_master WHERE type = 'table'")}
+async def _tables(db: SqlDatabase) -> set[str]:
+    if db.dialect == "postgres":
+        sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+    else:
+        sql = "SELECT name FROM sqlite_master WHERE type = 'table'"
+    return {r[0] for r in await db.fetchall(sql)}
 
 
 async def prune(
-    db: Database, policy: RetentionSection, *, dry_run: bool = False, now: float | None = None
+    db: SqlDatabase, policy: RetentionSection, *, dry_run: bool = False, now: float | None = None
 ) -> PruneReport:
     """Apply ``policy`` to ``db`` now (or count what it would delete).
 
@@ -74,18 +78,21 @@ async def prune(
     cutoff = now - policy.days * _DAY if policy.days else None
     batch = policy.batch
 
-    async def drain(name: str, table: str, where: str, params: tuple[Any, ...]) -> None:
-        """Delete ``table``'s rows matching ``where``, ``batch`` rowids per transaction."""
+    async def drain(name: str, table: str, key: str, where: str, params: tuple[Any, ...]) -> None:
+        """Delete ``table``'s rows matching ``where``, ``batch`` rows per transaction (by
+        rowid on SQLite, by the primary ``key`` on PostgreSQL, which has no rowid)."""
+        if db.dialect == "sqlite":
+            key = "rowid"
         if dry_run:
             row = await db.fetchone(f"SELECT COUNT(*) FROM {table} WHERE {where}", params)
             report.rows[name] = int(row[0]) if row else 0
             return
         total = 0
         while True:
-            ids = [r[0] for r in await db.fetchall(f"SELECT rowid FROM {table} WHERE {where} LIMIT ?", (*params, batch))]
+            ids = [r[0] for r in await db.fetchall(f"SELECT {key} FROM {table} WHERE {where} LIMIT ?", (*params, batch))]
             if ids:  # the condition again: a row written since the select stays
                 marks = ",".join("?" * len(ids))
-                await db.write(f"DELETE FROM {table} WHERE rowid IN ({marks}) AND {where}", (*ids, *params))
+                await db.write(f"DELETE FROM {table} WHERE {key} IN ({marks}) AND {where}", (*ids, *params))
                 total += len(ids)
             if len(ids) < batch:
                 break
@@ -96,7 +103,7 @@ async def prune(
         await _prune_runs(db, policy, cutoff, report, dry_run=dry_run, tables=tables)
     if cutoff is not None:
         if "inbox" in tables:
-            await drain("inbox rows", "inbox", "state = 'done' AND handled < ?", (cutoff,))
+            await drain("inbox rows", "inbox", "id", "state = 'done' AND handled < ?", (cutoff,))
         if "token_usage" in tables:  # one row per scope and day: deleted a day at a time
             day = time.strftime("%Y-%m-%d", time.gmtime(cutoff))
             days = await db.fetchall("SELECT day, COUNT(*) FROM token_usage WHERE day < ? GROUP BY day", (day,))
@@ -107,14 +114,14 @@ async def prune(
         if "kv" in tables:
             like = " OR ".join("substr(key, 1, ?) = ?" for _ in _KEY_PREFIXES)
             prefixes = tuple(x for p in _KEY_PREFIXES for x in (len(p), p))
-            await drain("conversation keys", "kv", f"updated < ? AND ({like})", (cutoff, *prefixes))
+            await drain("conversation keys", "kv", "key", f"updated < ? AND ({like})", (cutoff, *prefixes))
     if not dry_run and report.total:
         report.freed_pages = await db.incremental_vacuum()
     return report
 
 
 async def _prune_runs(
-    db: Database, policy: RetentionSection, cutoff: float | None, report: PruneReport, *, dry_run: bool, tables: set[str]
+    db: SqlDatabase, policy: RetentionSection, cutoff: float | None, report: PruneReport, *, dry_run: bool, tables: set[str]
 ) -> None:
     conditions, params = [], []
     if cutoff is not None:
@@ -161,7 +168,7 @@ async def _prune_runs(
 class Retention:
     """The hub's component that prunes in the background (every ``policy.interval`` seconds)."""
 
-    def __init__(self, db: Database, policy: RetentionSection) -> None:
+    def __init__(self, db: SqlDatabase, policy: RetentionSection) -> None:
         self.db = db
         self.policy = policy
         self.last: PruneReport | None = None

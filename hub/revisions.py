@@ -22,14 +22,14 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from .config import format_validation_error
-from .db import Database
+from .db import SqlDatabase
 from .errors import ConfigError, HubError
 
 __all__ = [
     "Revision",
     "RevisionStore",
     "InMemoryRevisionStore",
-    "SQLiteRevisionStore",
+    "SQLiteRevisionStore", "PostgresRevisionStore",
     "rollback",
     "render_history",
     "text_hash",
@@ -101,17 +101,6 @@ class InMemoryRevisionStore(RevisionStore):
         return sorted(self._revs)
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS persona_revisions (
-    name TEXT NOT NULL,
-    rev INTEGER NOT NULL,
-    ts REAL NOT NULL,
-    sha TEXT NOT NULL,
-    note TEXT NOT NULL DEFAULT '',
-    text TEXT NOT NULL,
-    PRIMARY KEY (name, rev)
-) WITHOUT ROWID;
-"""
 
 # One statement, so numbering and de-duplication are atomic even with a second process
 # (`hub persona rollback` while the hub runs) writing to the same database.
@@ -119,16 +108,16 @@ _INSERT = """
 INSERT INTO persona_revisions (name, rev, ts, sha, note, text)
 SELECT ?1, (SELECT COALESCE(MAX(rev), 0) + 1 FROM persona_revisions WHERE name = ?1), ?2, ?3, ?4, ?5
 WHERE COALESCE((SELECT sha FROM persona_revisions WHERE name = ?1 ORDER BY rev DESC LIMIT 1), '') != ?3
+ON CONFLICT DO NOTHING
 """
 
 
 class SQLiteRevisionStore(RevisionStore):
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: SqlDatabase) -> None:
         self.db = db
 
     async def open(self) -> None:
         await self.db.open()
-        await self.db.ensure_schema("persona_revisions", _SCHEMA)
 
     def record(self, name: str, text: str, *, note: str = "") -> None:
         self.db.write_soon(_INSERT, (name, time.time(), text_hash(text), note, text))
@@ -147,6 +136,11 @@ class SQLiteRevisionStore(RevisionStore):
         await self.db.flush()
         rows = await self.db.fetchall("SELECT DISTINCT name FROM persona_revisions ORDER BY name")
         return [r[0] for r in rows]
+
+
+class PostgresRevisionStore(SQLiteRevisionStore):
+    """The same RevisionStore on PostgreSQL (``[store] url``): the SQL is shared, the database
+    is a :class:`hub.pg.PgDatabase` that several workers use at once."""
 
 
 # --- operator commands ------------------------------------------------------------------

@@ -5,8 +5,10 @@ next step boundary, or a new run starts when none is going. LLM calls share one 
 action calls that name the same ``queue`` run one at a time. Every task is tracked and
 awaited (or cancelled, recorded as ``killed``) on stop.
 
-Per-context serialisation is in-process today; with several workers it becomes a lease in
-the shared database, behind this same interface.
+Per-context serialisation is in process; with several workers sharing a PostgreSQL store
+(``[store] url``) each run also holds its conversation's advisory lock (``lock``, given by the
+composition root: :meth:`hub.pg.PgDatabase.lock`), so a conversation runs on one worker at
+a time, and a dead worker's lock is let go by the server with its connection.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from .definitions import Context
-from .errors import RunError
+from .errors import RunError, StoreError
 from .logs import InputLog, OutputLog, StateLog
 from .backoff import Backoff
 from .context import RunResult, is_store_error
@@ -101,7 +103,8 @@ class Slot:
 
 class Runner:
     """Runs at most one run per context instance at a time; ``run`` is the engine's (given
-    by the composition root), ``inbox`` where answered inputs are marked done."""
+    by the composition root), ``inbox`` where answered inputs are marked done, ``lock`` (if
+    any) what each run holds across processes, by the conversation's id."""
 
     def __init__(
         self,
@@ -110,8 +113,10 @@ class Runner:
         inbox: InboxStore,
         concurrency: int,
         take_chars: int | None = None,
+        lock: Callable[[str], AbstractAsyncContextManager[Any]] | None = None,
     ) -> None:
         self._run = run
+        self._lock = lock
         self._inbox = inbox
         self.take_chars = take_chars
         self.slots: dict[str, Slot] = {}
@@ -184,7 +189,7 @@ class Runner:
             while slot.pending:
                 slot.stop_exc = None
                 try:
-                    result: RunResult | None = await self._run(slot)
+                    result: RunResult | None = await self._locked_run(slot)
                     error: BaseException | None = None
                 except asyncio.CancelledError:
                     for sub in slot.waiting.values():
@@ -206,6 +211,26 @@ class Runner:
         finally:
             if not slot.pending and self.slots.get(slot.id) is slot:
                 del self.slots[slot.id]
+
+    async def _locked_run(self, slot: Slot) -> RunResult:
+        """The run, holding the conversation's lock across workers when there is one. The
+        lock waits while another worker runs this conversation; a store that cannot give it
+        is retried with the hub's backoff (the inputs stay queued here and in the inbox)."""
+        if self._lock is None:
+            return await self._run(slot)
+        attempt = 0
+        async with AsyncExitStack() as stack:
+            while True:
+                try:
+                    await stack.enter_async_context(self._lock(slot.id))
+                    break
+                except StoreError as e:
+                    delay = self.store_retry.delay(attempt)
+                    attempt += 1
+                    log.warning("%s: cannot take the conversation's lock (%s); retrying in %.1fs", slot.id, e, delay)
+                    await asyncio.sleep(delay)
+            return await self._run(slot)
+        raise AssertionError("unreachable")  # mypy: AsyncExitStack may swallow exceptions
 
     def _after_store_outage(self, slot: Slot, result: RunResult) -> None:
         """A run the store failed, having answered nothing, left its inputs in the inbox:

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from .db import Database, dumps
+from .db import SqlDatabase, dumps
 from .logs import Log, from_dict, new_id, to_dict
 
-__all__ = ["RunState", "RunRecord", "RunStore", "InMemoryRunStore", "SQLiteRunStore", "TERMINAL_STATES"]
+__all__ = ["RunState", "RunRecord", "RunStore", "InMemoryRunStore", "SQLiteRunStore", "PostgresRunStore", "TERMINAL_STATES"]
 
 
 class RunState(StrEnum):
@@ -156,35 +156,9 @@ class InMemoryRunStore(RunStore):
         return found
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY,
-    context TEXT NOT NULL,
-    state TEXT NOT NULL,
-    reason TEXT,
-    steps INTEGER NOT NULL DEFAULT 0,
-    prompt_tokens INTEGER NOT NULL DEFAULT 0,
-    completion_tokens INTEGER NOT NULL DEFAULT 0,
-    started REAL NOT NULL,
-    ended REAL,
-    parent_id TEXT,
-    user TEXT
-);
-CREATE INDEX IF NOT EXISTS runs_started ON runs (started);
-CREATE INDEX IF NOT EXISTS runs_state ON runs (state);
-CREATE INDEX IF NOT EXISTS runs_context ON runs (context, started);
-CREATE INDEX IF NOT EXISTS runs_parent ON runs (parent_id);
-CREATE TABLE IF NOT EXISTS run_events (
-    run_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    kind TEXT NOT NULL,
-    ts REAL NOT NULL,
-    data TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-) WITHOUT ROWID;
-"""
 
-_COLUMNS = "id, context, state, reason, steps, prompt_tokens, completion_tokens, started, ended, parent_id, user"
+# "user" quoted: a reserved word in PostgreSQL (SQLite takes the quoted spelling alike)
+_COLUMNS = 'id, context, state, reason, steps, prompt_tokens, completion_tokens, started, ended, parent_id, "user"'
 
 
 def _row(run: RunRecord) -> tuple[Any, ...]:
@@ -224,12 +198,11 @@ def _dumps(value: Any) -> str:
 
 
 class SQLiteRunStore(RunStore):
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: SqlDatabase) -> None:
         self.db = db
 
     async def open(self) -> None:
         await self.db.open()
-        await self.db.ensure_schema("runs", _SCHEMA)
 
     async def create(self, run: RunRecord) -> None:
         await self.db.write(f"INSERT INTO runs ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", _row(run))
@@ -288,7 +261,7 @@ class SQLiteRunStore(RunStore):
 
     async def recover(self) -> builtins.list[RunRecord]:
         rows = await self.db.fetchall(f"SELECT {_COLUMNS} FROM runs WHERE state = ?", (str(RunState.RUNNING),))
-        found = [_record(tuple(r)) for r in rows]
+        found = [run for run in (_record(tuple(r)) for r in rows) if await self._orphaned(run)]
         now = time.time()
         for run in found:
             run.state, run.reason, run.ended = RunState.KILLED, "abnormal_exit", now
@@ -296,3 +269,21 @@ class SQLiteRunStore(RunStore):
             run.seq = (last[0] or 0) if last else 0
             await self.finish(run)
         return found
+
+    async def _orphaned(self, run: RunRecord) -> bool:
+        """Whether a run left ``running`` has nobody running it (one process: always)."""
+        return True
+
+
+class PostgresRunStore(SQLiteRunStore):
+    """The run store on PostgreSQL (``[store] url``), shared by several workers.
+
+    A run is ``running`` while its worker holds its conversation's advisory lock (the
+    runner takes it around every run, see :meth:`hub.pg.PgDatabase.lock`), and PostgreSQL
+    lets a lock go when its worker's connection dies. So :meth:`recover` kills only the
+    runs whose conversation's lock is free: the others are alive on another worker.
+    """
+
+    async def _orphaned(self, run: RunRecord) -> bool:
+        try_lock = getattr(self.db, "try_lock", None)
+        return True if try_lock is None else await try_lock(run.context)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import ScheduleSection
-from .db import Database
+from .db import SqlDatabase
 from .errors import ConfigError, HubError, RunError
 from .persona import PersonaSet
 
@@ -34,7 +34,7 @@ __all__ = [
     "Scheduler",
     "ScheduleStore",
     "InMemoryScheduleStore",
-    "SQLiteScheduleStore",
+    "SQLiteScheduleStore", "PostgresScheduleStore",
     "next_fire",
 ]
 
@@ -91,21 +91,14 @@ class InMemoryScheduleStore(ScheduleStore):
         self._last[name] = fired
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS schedules (
-    name TEXT PRIMARY KEY,
-    last_fire REAL NOT NULL
-);
-"""
 
 
 class SQLiteScheduleStore(ScheduleStore):
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: SqlDatabase) -> None:
         self.db = db
 
     async def open(self) -> None:
         await self.db.open()
-        await self.db.ensure_schema("schedules", _SCHEMA)
 
     async def last(self, name: str) -> float | None:
         row = await self.db.fetchone("SELECT last_fire FROM schedules WHERE name = ?", (name,))
@@ -117,6 +110,11 @@ class SQLiteScheduleStore(ScheduleStore):
             "ON CONFLICT (name) DO UPDATE SET last_fire = excluded.last_fire",
             (name, fired),
         )
+
+
+class PostgresScheduleStore(SQLiteScheduleStore):
+    """The same ScheduleStore on PostgreSQL (``[store] url``): the SQL is shared, the database
+    is a :class:`hub.pg.PgDatabase` that several workers use at once."""
 
 
 # --- the scheduler ----------------------------------------------------------------------

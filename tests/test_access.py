@@ -8,23 +8,23 @@ from pathlib import Path
 import pytest
 
 from hub import ScriptedModel
-from hub.access import Access, InMemoryPairingStore, Pairing, PairingError, SQLitePairingStore
+from hub.access import Access, InMemoryPairingStore, Pairing, PairingError, PostgresPairingStore, SQLitePairingStore
 from hub.db import Database
 from hub.errors import ConfigError
 
+from tests.backends import BACKENDS, sql_database
 from tests.test_cli import hub_cmd
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=BACKENDS)
 async def store(request, tmp_path: Path):
     if request.param == "memory":
         yield InMemoryPairingStore()
         return
-    db = Database(tmp_path / "hub.db")
-    s = SQLitePairingStore(db)
-    await s.open()
-    yield s
-    await db.close()
+    async with sql_database(request.param, tmp_path) as db:
+        s = SQLitePairingStore(db) if request.param == "sqlite" else PostgresPairingStore(db)
+        await s.open()
+        yield s
 
 
 async def test_pairing_gives_one_code_until_approved_then_allows(store) -> None:

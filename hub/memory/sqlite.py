@@ -6,29 +6,21 @@ import json
 import time
 from typing import Any
 
-from ..db import Database, dumps
+from ..db import SqlDatabase, dumps
 from .store import MemoryStore
 
-__all__ = ["SQLiteMemoryStore"]
+__all__ = ["SQLiteMemoryStore", "PostgresMemoryStore"]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS kv (
-    key TEXT PRIMARY KEY,
-    value TEXT NOT NULL,
-    updated REAL NOT NULL
-);
-"""
 
 
 class SQLiteMemoryStore(MemoryStore):
     """Values stored as JSON text. ``set`` returns once the value is committed."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: SqlDatabase) -> None:
         self.db = db
 
     async def open(self) -> None:
         await self.db.open()
-        await self.db.ensure_schema("kv", _SCHEMA)
 
     async def get(self, key: str) -> Any | None:
         row = await self.db.fetchone("SELECT value FROM kv WHERE key = ?", (key,))
@@ -59,3 +51,9 @@ class SQLiteMemoryStore(MemoryStore):
             "SELECT key FROM kv WHERE substr(key, 1, ?) = ? ORDER BY key", (len(prefix), prefix)
         )
         return [r[0] for r in rows]
+
+
+
+class PostgresMemoryStore(SQLiteMemoryStore):
+    """The same MemoryStore on PostgreSQL (``[store] url``): the SQL is shared, the database
+    is a :class:`hub.pg.PgDatabase` that several workers use at once."""

@@ -7,6 +7,8 @@
   server the benchmarks run against: ``python -m hub.testing.openai``).
 - ``hub.testing.fixtures``: autouse pytest fixtures (no network, logging restored) to import into
   a ``conftest.py``.
+- ``hub.testing.postgres``: a PostgreSQL schema of its own per test (``[store] url``), dropped
+  after it; skipped with the reason where no server answers, failed where ``CI`` is set.
 
 Nothing here talks to the network, and nothing in the core imports this package.
 """

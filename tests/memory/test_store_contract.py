@@ -3,22 +3,23 @@
 import pytest
 
 from hub.db import Database
-from hub.memory.sqlite import SQLiteMemoryStore
+from hub.memory.sqlite import PostgresMemoryStore, SQLiteMemoryStore
 from hub.memory.store import InMemoryStore, MemoryStore
 
+from tests.backends import BACKENDS, sql_database
 
-@pytest.fixture(params=["memory", "sqlite"])
+
+@pytest.fixture(params=BACKENDS)
 async def store(request, tmp_path):
     if request.param == "memory":
         s: MemoryStore = InMemoryStore()
         await s.open()
         yield s
-    else:
-        db = Database(tmp_path / "hub.db")
-        s = SQLiteMemoryStore(db)
+        return
+    async with sql_database(request.param, tmp_path) as db:
+        s = SQLiteMemoryStore(db) if request.param == "sqlite" else PostgresMemoryStore(db)
         await s.open()
         yield s
-        await db.close()
 
 
 async def test_get_set_delete(store: MemoryStore) -> None:

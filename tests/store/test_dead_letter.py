@@ -9,20 +9,22 @@ from pathlib import Path
 import pytest
 
 from hub.db import Database
-from hub.inbox import InboxStore, InMemoryInbox, SQLiteInbox
+from hub.inbox import InboxStore, InMemoryInbox, PostgresInbox, SQLiteInbox
 from hub.logs import InputLog
 from hub.testing import FakeOpenAI
+
+from tests.backends import BACKENDS, sql_database
 
 from .test_datadir import hub_cmd
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=BACKENDS)
 async def inbox(request, tmp_path: Path):
     if request.param == "memory":
         yield InMemoryInbox()
         return
-    async with Database(tmp_path / "hub.db") as db:
-        store = SQLiteInbox(db)
+    async with sql_database(request.param, tmp_path) as db:
+        store = SQLiteInbox(db) if request.param == "sqlite" else PostgresInbox(db, worker="w1")
         await store.open()
         yield store
 

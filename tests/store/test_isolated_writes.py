@@ -1,5 +1,6 @@
 """One bad write fails alone: the writes queued with it (other conversations' event logs,
-inbox marks, usage) are committed; a write lock held by another process is waited out."""
+inbox marks, usage) are committed; a write lock held by another process is waited out.
+The tests that hold for both backends run on SQLite and PostgreSQL (tests/backends.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from hub.db import Database
+from hub.db import Database, SqlDatabase
 from hub.errors import StoreError
-from hub.inbox import SQLiteInbox
-from hub.limits import SQLiteUsageStore
+from hub.inbox import PostgresInbox, SQLiteInbox
+from hub.limits import PostgresUsageStore, SQLiteUsageStore
 from hub.logs import InputLog, ThoughtLog
-from hub.memory.sqlite import SQLiteMemoryStore
-from hub.runs import RunRecord, SQLiteRunStore
+from hub.memory.sqlite import PostgresMemoryStore, SQLiteMemoryStore
+from hub.runs import PostgresRunStore, RunRecord, SQLiteRunStore
+
+from tests.backends import SQL_BACKENDS, sql_database
 
 
 async def _until(cond, timeout: float = 10.0) -> None:
@@ -25,15 +28,21 @@ async def _until(cond, timeout: float = 10.0) -> None:
             await asyncio.sleep(0.005)
 
 
-async def _stores(db: Database):
-    runs, inbox, usage, memory = SQLiteRunStore(db), SQLiteInbox(db), SQLiteUsageStore(db), SQLiteMemoryStore(db)
+async def _stores(db: SqlDatabase):
+    if db.dialect == "postgres":
+        runs, inbox, usage, memory = (
+            PostgresRunStore(db), PostgresInbox(db, worker="w"), PostgresUsageStore(db), PostgresMemoryStore(db)
+        )
+    else:
+        runs, inbox, usage, memory = SQLiteRunStore(db), SQLiteInbox(db), SQLiteUsageStore(db), SQLiteMemoryStore(db)
     for s in (runs, inbox, usage, memory):
         await s.open()
     return runs, inbox, usage, memory
 
 
-async def test_a_constraint_violation_fails_alone(tmp_path: Path) -> None:
-    async with Database(tmp_path / "hub.db") as db:
+@pytest.mark.parametrize("backend", SQL_BACKENDS)
+async def test_a_constraint_violation_fails_alone(backend: str, tmp_path: Path) -> None:
+    async with sql_database(backend, tmp_path) as db:
         runs, inbox, usage, memory = await _stores(db)
         a, b = RunRecord("chat:a"), RunRecord("chat:b")
         await runs.create(a)
@@ -56,7 +65,7 @@ async def test_a_constraint_violation_fails_alone(tmp_path: Path) -> None:
         assert db.batches == batches + 1, "the culprit was not queued in the same transaction as the others"
         with pytest.raises(StoreError) as ei:
             await culprit
-        assert ei.value.store == "runs" and "UNIQUE" in str(ei.value)
+        assert ei.value.store == "runs" and "unique" in str(ei.value).lower()
         assert [e.content for e in await runs.events(b.id)] == ["one", "two"]
         assert await usage.get("conversation:chat:b", "2026-01-01") == 42
         assert await memory.get("memory:chat:b") == {"n": 1}
@@ -65,8 +74,9 @@ async def test_a_constraint_violation_fails_alone(tmp_path: Path) -> None:
         assert db.health() is not None  # degraded while failures occur
 
 
-async def test_a_lost_fire_and_forget_write_is_counted(tmp_path: Path) -> None:
-    async with Database(tmp_path / "hub.db", degraded_for=0.0) as db:
+@pytest.mark.parametrize("backend", SQL_BACKENDS)
+async def test_a_lost_fire_and_forget_write_is_counted(backend: str, tmp_path: Path) -> None:
+    async with sql_database(backend, tmp_path, degraded_for=0.0) as db:
         runs, *_ = await _stores(db)
         run = RunRecord("chat:a")
         await runs.create(run)
@@ -124,10 +134,11 @@ async def test_a_lock_that_outlasts_the_retries_fails_visibly_then_recovers(tmp_
         assert [e.content for e in await runs.events(run.id)] == ["after"]
 
 
-async def test_lone_surrogates_and_non_finite_numbers_never_fail_a_write(tmp_path: Path) -> None:
-    async with Database(tmp_path / "hub.db") as db:
+@pytest.mark.parametrize("backend", SQL_BACKENDS)
+async def test_lone_surrogates_and_non_finite_numbers_never_fail_a_write(backend: str, tmp_path: Path) -> None:
+    async with sql_database(backend, tmp_path) as db:
         runs, inbox, _, memory = await _stores(db)
-        run = RunRecord("chat:\ud800")
+        run = RunRecord("chat:\ud800", user="a\x00b")  # PostgreSQL text cannot hold NUL
         await runs.create(run)
         entry = InputLog(type="text", content={"s": "a\ud800b", "n": [float("nan"), float("inf"), 1.5]}, platform_id="p\udfff")
         assert await inbox.record("chat:a", entry)
@@ -139,5 +150,6 @@ async def test_lone_surrogates_and_non_finite_numbers_never_fail_a_write(tmp_pat
         [pending] = await inbox.pending()
         assert pending.entry.content == {"s": "a\ufffdb", "n": [None, None, 1.5]}
         assert await memory.get("memory:chat:a") == {"s": "\ufffd", "x": None}
-        assert (await runs.get(run.id)).context == "chat:\ufffd"
+        got = await runs.get(run.id)
+        assert got.context == "chat:\ufffd" and got.user == ("a\x00b" if backend == "sqlite" else "a\ufffdb")
         assert db.errors == 0

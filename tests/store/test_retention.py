@@ -6,14 +6,18 @@ import sqlite3
 import time
 from pathlib import Path
 
+import pytest
+
 from hub.config import RetentionSection
-from hub.db import Database
-from hub.inbox import SQLiteInbox
-from hub.limits import SQLiteUsageStore
+from hub.db import Database, SqlDatabase
+from hub.inbox import PostgresInbox, SQLiteInbox
+from hub.limits import PostgresUsageStore, SQLiteUsageStore
 from hub.logs import InputLog, ThoughtLog
-from hub.memory.sqlite import SQLiteMemoryStore
+from hub.memory.sqlite import PostgresMemoryStore, SQLiteMemoryStore
 from hub.retention import prune
-from hub.runs import RunRecord, RunState, SQLiteRunStore
+from hub.runs import PostgresRunStore, RunRecord, RunState, SQLiteRunStore
+
+from tests.backends import SQL_BACKENDS, sql_database
 
 DAY = 86_400.0
 
@@ -31,7 +35,7 @@ async def _turns(runs: SQLiteRunStore, n: int, *, started: float, events: int = 
     return out
 
 
-async def _count(db: Database, table: str) -> int:
+async def _count(db: SqlDatabase, table: str) -> int:
     row = await db.fetchone(f"SELECT COUNT(*) FROM {table}")
     return int(row[0]) if row else 0
 
@@ -63,10 +67,16 @@ async def test_the_database_stays_bounded_by_max_runs(tmp_path: Path) -> None:
     conn.close()
 
 
-async def test_days_prune_every_kind_of_row_and_dry_run_deletes_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", SQL_BACKENDS)
+async def test_days_prune_every_kind_of_row_and_dry_run_deletes_nothing(backend: str, tmp_path: Path) -> None:
     now = time.time()
-    async with Database(tmp_path / "hub.db") as db:
-        runs, inbox, usage, memory = SQLiteRunStore(db), SQLiteInbox(db), SQLiteUsageStore(db), SQLiteMemoryStore(db)
+    async with sql_database(backend, tmp_path) as db:
+        if backend == "postgres":
+            runs, inbox, usage, memory = (
+                PostgresRunStore(db), PostgresInbox(db, worker="w"), PostgresUsageStore(db), PostgresMemoryStore(db)
+            )
+        else:
+            runs, inbox, usage, memory = SQLiteRunStore(db), SQLiteInbox(db), SQLiteUsageStore(db), SQLiteMemoryStore(db)
         for s in (runs, inbox, usage, memory):
             await s.open()
         old = await _turns(runs, 5, started=now - 100 * DAY, events=2)
