@@ -50,7 +50,8 @@ from .models import Model, ModelRequest, Usage
 from .models.scripted import ScriptedModel
 from .runner import Submission
 from .access import Decision
-from .events import Dropped, Event, EventStream, RunEnded, RunEvent, RunStarted
+from .events import Dropped, Event, EventStream, OutputPartial, RunEnded, RunEvent, RunStarted
+from .live import LiveText
 from .runs import RunRecord, RunState
 
 __all__ = [
@@ -75,6 +76,7 @@ __all__ = [
     "InMemoryStore",
     "Input",
     "InputLog",
+    "LiveText",
     "Log",
     "MemoryStore",
     "Model",
@@ -84,6 +86,7 @@ __all__ = [
     "NoArgs",
     "Output",
     "OutputLog",
+    "OutputPartial",
     "OutputResult",
     "ParseError",
     "RetryAction",

@@ -15,6 +15,7 @@ from typing import Any
 from .agent_context import AgentContext
 from .config import HubConfig
 from .definitions import Action, Output
+from .events import EventBus
 from .hooks import Plugins
 from .inbox import InboxStore
 from .memory.store import MemoryStore
@@ -52,6 +53,8 @@ class EngineDeps:
     """The bot's own context (resolved when the hub starts), or None."""
     hub: Any
     """Handed to handlers as ``ctx.hub``; the engine itself never reads it."""
+    bus: EventBus | None = None
+    """Where live outputs publish what they receive (``output_partial`` events)."""
 
     @property
     def prompt_style(self) -> str:

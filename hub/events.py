@@ -15,7 +15,9 @@ Events, each with a ``kind`` discriminator:
   (``run_ended``, with the terminal state). ``seq`` numbers a run's events from 1, in order;
   a run that began before anyone subscribed is announced by a ``run_started`` before its
   first event that is published.
-  Partial output content, once the parser reports it, will arrive as a further entry kind.
+- :class:`OutputPartial` (``output_partial``): text a live output received while the model
+  writes it (``text`` is the new part; the parts joined are what the model wrote inside the
+  ``<output>``); the ``output`` event with the whole entry follows once it was delivered.
 - :class:`Dropped` (``dropped``): ``count`` events this subscriber missed.
 """
 
@@ -38,6 +40,7 @@ __all__ = [
     "RunStarted",
     "RunEvent",
     "RunEnded",
+    "OutputPartial",
     "Dropped",
     "Event",
     "EventBus",
@@ -49,7 +52,7 @@ __all__ = [
 
 KINDS = frozenset({
     "run_started", "input", "step", "thought", "action_call", "action_result", "output", "error", "state",
-    "run_ended", "dropped",
+    "output_partial", "run_ended", "dropped",
 })
 """Every event kind a subscriber may filter on."""
 
@@ -95,6 +98,20 @@ class RunEnded:
 
 
 @dataclass(slots=True)
+class OutputPartial:
+    """Content that arrived inside a live output (not stored: the output's entry holds it all)."""
+
+    kind: ClassVar[Literal["output_partial"]] = "output_partial"
+    run_id: str
+    context: str
+    seq: int
+    output_id: str
+    type: str
+    text: str
+    ts: float = field(default_factory=time.time)
+
+
+@dataclass(slots=True)
 class Dropped:
     """This subscriber fell behind and missed ``count`` events here."""
 
@@ -102,7 +119,7 @@ class Dropped:
     count: int
 
 
-Event = RunStarted | RunEvent | RunEnded | Dropped
+Event = RunStarted | RunEvent | RunEnded | OutputPartial | Dropped
 
 
 def event_dict(event: Event) -> dict[str, Any]:
@@ -271,6 +288,15 @@ class EventBus:
             self.started(record)
         snapshot = _snapshot(entry) if type(entry) in _CHANGING else entry
         self._publish(RunEvent(record.id, record.context, self._next(record.id), snapshot), record.id, record.context)
+
+    def partial(self, record: RunRecord, output_id: str, otype: str, text: str) -> None:
+        """Content a live output received; costs a lookup when nobody listens."""
+        if not self._streams:
+            return
+        if record.id not in self._seq:
+            self.started(record)
+        event = OutputPartial(record.id, record.context, self._next(record.id), output_id, otype, text)
+        self._publish(event, record.id, record.context)
 
     def ended(self, record: RunRecord) -> None:
         seq = self._seq.pop(record.id, 0) + 1

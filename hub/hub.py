@@ -160,6 +160,7 @@ class Hub:
             persona_for=self.persona_for,
             agent=lambda: self.agent,
             hub=self,
+            bus=self.bus,
         ))
         # who may talk to the bot in private (hub/access.py): dm_policy and pairings
         self.access = Access(SQLitePairingStore(self._db) if self._db is not None else InMemoryPairingStore())
@@ -263,17 +264,25 @@ class Hub:
             raise ExtensionFailed(ext.name, e) from e
 
     async def _requeue(self, killed: set[str]) -> None:
-        """Inputs recorded but not handled before the last stop: handle them now, once."""
+        """Inputs recorded but not handled before the last stop: handle them now, once. A live
+        reply the last run left half-written goes with its input (``InputLog.drafts``): the
+        new run completes that message instead of sending a second copy."""
         pending = await self.inbox.pending()
-        answered: dict[str, bool] = {}
+        outputs: dict[str, list[OutputLog]] = {}
         for p in pending:
-            if p.run_id is not None and p.run_id in killed:
-                if p.run_id not in answered:
-                    events = await self.runs.events(p.run_id)
-                    answered[p.run_id] = any(isinstance(e, OutputLog) and (e.sent or e.parts) for e in events)
-                if answered[p.run_id]:
+            if p.run_id is not None:
+                if p.run_id not in outputs:
+                    latest: dict[str, OutputLog] = {}  # an entry is logged again as its parts go out
+                    for e in await self.runs.events(p.run_id):
+                        if isinstance(e, OutputLog):
+                            latest[e.id] = e
+                    outputs[p.run_id] = list(latest.values())
+                if p.run_id in killed and any(e.answered for e in outputs[p.run_id]):
                     await self.inbox.done([p.entry.id])
                     continue
+                p.entry.drafts = [
+                    {"type": e.type, "parts": e.parts} for e in outputs[p.run_id] if e.live and not e.sent and e.parts
+                ]
             if await park_poison(self.inbox, self.runs, p, park_after=self.config.hub.dead_letter_after):
                 continue  # failed too often: parked for `hub inbox`, not resumed
             try:

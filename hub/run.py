@@ -49,6 +49,7 @@ class Run:
     __slots__ = (
         "deps", "record", "slot", "logs", "instance", "ctx", "actions", "outputs", "progress",
         "step", "feedback", "tasks", "output_chain", "input_ids", "created", "limit", "durable_inputs",
+        "live",
     )
 
     def __init__(self, deps: EngineDeps, record: RunRecord, slot: Slot) -> None:
@@ -73,6 +74,9 @@ class Run:
         """How many of ``input_ids`` are known taken on disk (see ``Engine._step``)."""
         self.limit: str | None = None
         """A plugin's reason to stop the run, given after the last step (a spent budget)."""
+        self.live: Any = None
+        """The open ``<output>`` of this step's stream, once its content began: a
+        :class:`~hub.outputs.LiveOutput`, or False when it is not delivered live."""
 
     @property
     def id(self) -> str:

@@ -4,8 +4,9 @@ Splitting long text (:func:`split_message`), an outbound :class:`Governor` (paci
 ``retry_after``, retries), the one :class:`Backoff`, a :class:`TypingIndicator`, the
 :func:`reply_target` lookup, a :class:`LoopGuard` for bot-to-bot exchanges,
 :class:`AllowList`, the base of every platform's settings (:class:`PlatformSettings`) and
-:func:`quiet_loggers` for a client library's chatter, and :func:`private_access`
-(``dm_policy`` applied to a private message).
+:func:`quiet_loggers` for a client library's chatter, :func:`private_access`
+(``dm_policy`` applied to a private message), and :class:`LiveMessage` (a reply edited in
+place while the model writes it, for ``live = true``).
 
 The core never names a platform; extensions map their client's errors onto
 :class:`RateLimited`, :class:`TransientSendError` and :class:`PermanentSendError` and send
@@ -20,6 +21,7 @@ from ..backoff import Backoff
 from ..logging_setup import quiet_loggers
 from ._access import private_access
 from ._guard import AllowList, LoopGuard
+from ._live import LiveMessage, LiveResult, balance_fences, live_drafts
 from ._reply import reply_target
 from ._send import (
     Governor,
@@ -50,4 +52,8 @@ __all__ = [
     "PlatformSettings",
     "quiet_loggers",
     "private_access",
+    "LiveMessage",
+    "LiveResult",
+    "balance_fences",
+    "live_drafts",
 ]
