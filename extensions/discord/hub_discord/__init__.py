@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hub import Context, Extension, Input, Service, output
+from hub import Context, Extension, Input, LiveText, Service, output
 from hub.platform import quiet_loggers
 
 from ._bot import (
@@ -74,6 +74,21 @@ def extension(settings: DiscordSettings) -> Extension:
     )
     async def message(content: str, ctx: Any) -> dict[str, Any]:
         return await bot.send_message(content, ctx)
+
+    if settings.live:  # one message edited in place while the model writes
+
+        @output(
+            type="discord:message",
+            context="discord:channel",
+            description="Send a message to this Discord channel (Markdown).",
+            instructions=(
+                "Replies to the message you are answering. Any length: it is split at 2000 "
+                "characters, code blocks kept whole."
+            ),
+            live=True,
+        )
+        async def message(content: LiveText, ctx: Any) -> dict[str, Any]:  # noqa: F811
+            return await bot.send_live(content, ctx)
 
     return Extension(
         name="discord",
