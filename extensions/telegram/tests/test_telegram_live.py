@@ -4,13 +4,16 @@ real python-telegram-bot client against the loopback fake (``fake_telegram``).""
 from __future__ import annotations
 
 import re
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
-from fake_telegram import FakeTelegram
-from test_telegram import reply, running
+from fake_telegram import FakeTelegram, TelegramState
+from test_telegram import _start_hub, reply, running
 
 from hub.platform import utf16_len
+from hub.testing import FakeOpenAI
 
 pytestmark = [pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")]
 
@@ -131,3 +134,66 @@ def test_live_settings_are_validated() -> None:
     assert TelegramSettings(token="1:x").live is False
     with pytest.raises(ValidationError, match="live_interval"):
         TelegramSettings(token="1:x", live_interval=0)
+
+
+# -- a real process killed mid-reply ----------------------------------------------------------
+
+
+async def test_sigkill_mid_reply_then_restart_completes_the_message_without_a_second_copy(tmp_path: Path) -> None:
+    body = body_of(3000)
+    model = FakeOpenAI(responses=[reply(body), reply(body)], default=reply("ok"), chunk=20, chunk_delay=0.03)
+    await model.start()
+    state = TelegramState()
+    log_path = tmp_path / "hub.log"
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        async with FakeTelegram(state=state) as tg:
+            config = tmp_path / "config.toml"
+            config.write_text(
+                f"""
+[hub]
+data_dir = "data"
+contexts_dir = "contexts"
+shutdown_grace = 1
+
+[model]
+provider = "openai"
+base_url = "http://127.0.0.1:{model.port}/v1"
+api_key = "x"
+name = "hub"
+max_retries = 0
+
+[extensions.telegram]
+token = "${{TELEGRAM_BOT_TOKEN}}"
+base_url = "{tg.base_url}/bot"
+poll_timeout = 5
+live = true
+live_interval = 0.2
+""",
+                encoding="utf-8",
+            )
+            procs.append(_start_hub(config, log_path))
+            tg.push_message(chat_id=1, text="tell me a long story")
+            # the reply is on screen and growing: its id is in the ledger (before the first edit)
+            await tg.wait_for(lambda: len(requests(tg, "editMessageText")) >= 2, timeout=20)
+            procs[0].send_signal(signal.SIGKILL)
+            procs[0].wait(5)
+            (half,) = tg.shown(1)
+            assert body.startswith(half) and half != body, "killed mid-reply"
+
+            model.chunk_delay = 0.0
+            procs.append(_start_hub(config, log_path))
+            await tg.wait_for(lambda: tg.shown(1) == [body], timeout=20)
+            tg.push_message(chat_id=2, text="a last one")  # everything before it is done by now
+            await tg.wait_for(lambda: tg.shown(2) == ["ok"], timeout=15)
+            procs[1].send_signal(signal.SIGTERM)
+            assert procs[1].wait(10) == 0
+            to_chat_1 = [s for s in tg.sent if s["chat_id"] == 1 and s["method"] == "sendMessage"]
+            assert len(to_chat_1) == 1, f"a second copy was sent\n{log_path.read_text()[-3000:]}"
+            assert tg.shown(1) == [body], "the half-written message was completed"
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+        await model.stop()
