@@ -212,3 +212,48 @@ async def test_adopted_messages_are_edited_not_sent_again() -> None:
 def test_balance_fences() -> None:
     assert balance_fences("a\n```py\nx = 1") == "a\n```py\nx = 1\n```"
     assert balance_fences("```\nx\n```") == "```\nx\n```"
+
+
+async def test_a_reply_cut_by_a_shutdown_is_completed_by_the_next_start(config) -> None:
+    """A live reply half-written when the hub stopped: its input is handled again at the next
+    start, and the new reply edits the same message (its id was in the ledger) to the end."""
+    from pydantic import BaseModel
+
+    from hub import Hub
+    from hub.platform import live_drafts
+
+    p = Platform()
+
+    class ChatArgs(BaseModel):
+        id: int
+
+    def ext() -> Extension:
+        @output(type="live:say", live=True)
+        async def say(content: LiveText, ctx) -> dict:
+            lm = LiveMessage(send=p.send, edit=p.edit, limit=1000, interval=0.0, first_chars=5,
+                             on_part=ctx.part_sent, adopt=live_drafts(ctx, "live:say"))
+            return {"ids": (await lm.deliver(content)).message_ids}
+
+        chat = Context(type="live:chat", schema=ChatArgs, key=lambda a: str(a.id), reply_output="live:say")
+        return Extension(name="live", contexts=[chat], outputs=[say])
+
+    words = " ".join(f"word{i}" for i in range(100))
+    config.hub.shutdown_grace = 0.1
+    slow_model = ScriptedModel([resp(words)], chunk=10, chunk_delay=0.05)
+    async with Hub(config, model=slow_model, load_extensions=False, extensions=[ext()]) as hub:
+        await hub.submit(*CTX, "hi")
+        async with asyncio.timeout(10):
+            while sum(k == "edit" for k, _, _ in p.log) < 2:
+                await asyncio.sleep(0.01)
+    (half,) = p.messages.values()
+    assert words.startswith(half) and half != words, "stopped mid-reply"
+
+    async with Hub(config, model=ScriptedModel([resp(words)], chunk=50), load_extensions=False,
+                   extensions=[ext()]) as hub:
+        async with asyncio.timeout(10):
+            while p.messages[1] != words:
+                await asyncio.sleep(0.01)
+        async with asyncio.timeout(10):
+            while hub.runner.running or hub.runner.queued:
+                await asyncio.sleep(0.01)
+    assert list(p.messages) == [1] and [k for k, _, _ in p.log].count("send") == 1, "no second copy"
