@@ -70,12 +70,15 @@ class RunStarted:
 
 @dataclass(slots=True)
 class RunEvent:
-    """One entry of a run's log (a snapshot: later changes to the entry are later events)."""
+    """One entry of a run's log (a snapshot: later changes to the entry are later events).
+    ``index`` is its position in the run's stored log (from 1), what a client that
+    reconnects names to be sent what followed (``Last-Event-ID``)."""
 
     run_id: str
     context: str
     seq: int
     entry: Log
+    index: int = 0
 
     @property
     def kind(self) -> str:
@@ -126,7 +129,7 @@ def event_dict(event: Event) -> dict[str, Any]:
     """``event`` as JSON can hold it (for Server-Sent Events and ``--follow``)."""
     if isinstance(event, RunEvent):
         return {"kind": event.kind, "run_id": event.run_id, "context": event.context, "seq": event.seq,
-                "entry": to_dict(event.entry)}
+                "index": event.index, "entry": to_dict(event.entry)}
     d = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
     d["kind"] = event.kind
     return d
@@ -287,7 +290,8 @@ class EventBus:
             # before anyone subscribed: its events still begin with run_started
             self.started(record)
         snapshot = _snapshot(entry) if type(entry) in _CHANGING else entry
-        self._publish(RunEvent(record.id, record.context, self._next(record.id), snapshot), record.id, record.context)
+        event = RunEvent(record.id, record.context, self._next(record.id), snapshot, record.seq)
+        self._publish(event, record.id, record.context)
 
     def partial(self, record: RunRecord, output_id: str, otype: str, text: str) -> None:
         """Content a live output received; costs a lookup when nobody listens."""
