@@ -3,11 +3,18 @@ with the real discord.py client against the loopback fake (``fake_discord``)."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from test_discord import MESSAGES, running
+from fake_discord import FakeDiscord
+from test_discord import MESSAGES, ROOT, _write_config, running
+
+from hub.testing import FakeOpenAI
 
 EDIT = "PATCH /channels/{channel_id}/messages/{message_id}"
 
@@ -99,3 +106,56 @@ async def test_a_failed_edit_leads_to_exactly_one_follow_up(tmp_path: Path, monk
         assert len(dc.calls(MESSAGES)) == 2 and len(dc.calls(EDIT)) == 1
         first, rest = dc.shown(dc.channel_id)
         assert body.startswith(first) and squash(first + rest) == squash(body)
+
+
+# --- a real process killed mid-reply ----------------------------------------------------------
+
+
+async def test_sigkill_mid_reply_then_restart_completes_the_message_without_a_second_copy(tmp_path: Path) -> None:
+    body = body_of(1800)
+    model = FakeOpenAI(responses=[reply(body), reply(body)], default=reply("ok"), chunk=20, chunk_delay=0.03)
+    await model.start()
+    log_path = tmp_path / "hub.log"
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        async with FakeDiscord() as dc:
+            config = _write_config(tmp_path, model.port)
+            config.write_text(config.read_text() + "live = true\nlive_interval = 0.2\n")
+            env = {
+                **os.environ, "PYTHONPATH": str(ROOT), "DISCORD_BOT_TOKEN": "fake-token",
+                "FAKE_DISCORD_API": dc.api_base, "FAKE_DISCORD_GATEWAY": dc.gateway_url,
+                "PYTHONWARNINGS": "ignore::DeprecationWarning",
+            }
+
+            def start() -> subprocess.Popen[bytes]:
+                with log_path.open("ab") as log_file:
+                    return subprocess.Popen([sys.executable, "-m", "hub.cli", "run", "--config", str(config)],
+                                            cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+
+            procs.append(start())
+            await dc.wait_ready(timeout=15)
+            asked = dc.push_message(dc.channel_id, f"<@{dc.bot_id}> tell me a long story")
+            # the reply is on screen and growing: its id is in the ledger (before the first edit)
+            await dc.wait_for(lambda: len(dc.state.edits) >= 2, timeout=20)
+            procs[0].send_signal(signal.SIGKILL)
+            procs[0].wait(5)
+            (half,) = dc.shown(dc.channel_id)
+            assert body.startswith(half) and half != body, "killed mid-reply"
+
+            model.chunk_delay = 0.0
+            procs.append(start())
+            await dc.wait_for(lambda: dc.shown(dc.channel_id) == [body], timeout=20)
+            last = dc.push_message(dc.dm_channel_id, "a last one")  # everything before it is done by now
+            await dc.wait_for(lambda: any(s["reply_to"] == last or s["channel_id"] == dc.dm_channel_id
+                                          for s in dc.sent), timeout=15)
+            procs[1].send_signal(signal.SIGTERM)
+            assert procs[1].wait(10) == 0
+            to_channel = [s for s in dc.sent if s["channel_id"] == dc.channel_id]
+            assert len(to_channel) == 1, f"a second copy was sent\n{log_path.read_text()[-3000:]}"
+            assert to_channel[0]["reply_to"] == asked and dc.shown(dc.channel_id) == [body]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+        await model.stop()
