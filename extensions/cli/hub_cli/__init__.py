@@ -125,17 +125,21 @@ def extension(settings: CliSettings, *, out: TextIO | None = None) -> Extension:
         @output(type="cli:message", description="Say something to the user in the terminal.", context="cli:session",
                 live=True)
         async def message(content: LiveText, ctx: Any) -> None:  # noqa: F811
-            printed = ""
-            stream.write(settings.prefix)
+            printed: str | None = None  # nothing yet: an empty reply prints nothing, as before
             async for text in content:
-                if text.startswith(printed):
+                if not text and printed is None:
+                    continue
+                if printed is None:
+                    stream.write(f"{settings.prefix}{text}")
+                elif text.startswith(printed):
                     stream.write(text[len(printed):])
                 else:  # masking changed what was shown: the whole text again, on its own line
                     stream.write(f"\n{settings.prefix}{text}")
                 printed = text
                 stream.flush()
-            stream.write("\n")
-            stream.flush()
+            if printed is not None:
+                stream.write("\n")
+                stream.flush()
 
     async def subscribe(send: Callable[..., Awaitable[Any]], hub: Any) -> Callable[[], Awaitable[None]]:
         user = os_user()
