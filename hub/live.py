@@ -8,16 +8,22 @@ inside it (then ``cut_off`` is True and the final text carries the cut-off mark,
 output). The handler still returns its result once it has delivered the final text.
 
 What a reader sees while the model writes (``text``) is masked by the redactor, as the final
-text is, and stops at the last whitespace: a word still being written, which may be the
-first half of a secret the redactor would only recognise whole, is not shown until it is.
+text is, and leaves out an end that could be the first part of a known secret (the redactor
+only recognises one whole): such a secret is shown masked once it is complete, never in
+part before. It also stops at a word boundary when one is near the end, so that words do not
+appear letter by letter (text without spaces, such as Chinese, is shown as it comes).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 
 __all__ = ["LiveText"]
+
+_WORD = 24
+"""A word longer than this (or text without spaces) is shown as it arrives, not held whole."""
 
 
 class LiveText:
@@ -29,15 +35,22 @@ class LiveText:
     """
 
     __slots__ = (
-        "_chunks", "_size", "_redact", "_on_delta", "_unpublished", "_final", "_cut", "_changed", "_version", "first_at",
+        "_chunks", "_size", "_redact", "_hold", "_on_delta", "_unpublished", "_final", "_cut", "_changed", "_version",
+        "first_at",
     )
 
     def __init__(
-        self, *, redact: Callable[[str], str] | None = None, on_delta: Callable[[str], None] | None = None
+        self,
+        *,
+        redact: Callable[[str], str] | None = None,
+        hold: Callable[[str], int] | None = None,
+        on_delta: Callable[[str], None] | None = None,
     ) -> None:
         self._chunks: list[str] = []
         self._size = 0
         self._redact = redact
+        self._hold = hold
+        """How many characters at the end of a text to keep back (a secret's possible start)."""
         self._on_delta = on_delta
         """Called with each newly arrived piece, masked, whole words at a time (events)."""
         self._unpublished = ""
@@ -46,7 +59,7 @@ class LiveText:
         self._changed = asyncio.Event()
         self._version = 0
         self.first_at: float | None = None
-        """When the first content arrived (the loop's clock), for latency measurements."""
+        """When the first content arrived (``time.monotonic()``), for latency measurements."""
 
     # --- the engine's side ---------------------------------------------------------------
 
@@ -55,15 +68,15 @@ class LiveText:
         if self._final is not None or not delta:
             return
         if self.first_at is None:
-            self.first_at = asyncio.get_running_loop().time()
+            self.first_at = time.monotonic()
         self._chunks.append(delta)
         self._size += len(delta)
         self._version += 1
         self._changed.set()
         if self._on_delta is not None:
-            # whole words only, so that a secret split across chunks is masked whole
+            # a possible start of a secret waits for the rest, so that it is masked whole
             pending = self._unpublished + delta
-            cut = max(pending.rfind(" "), pending.rfind("\n"), pending.rfind("\t")) + 1
+            cut = len(pending) - (self._hold(pending) if self._hold is not None else 0)
             self._unpublished = pending[cut:]
             if cut:
                 self._publish(pending[:cut])
@@ -109,8 +122,11 @@ class LiveText:
         if self._final is not None:
             return self._final
         raw = self.raw
-        cut = max(raw.rfind(" "), raw.rfind("\n"), raw.rfind("\t"))
-        shown = raw[:cut] if cut > 0 else ""
+        end = len(raw) - (self._hold(raw) if self._hold is not None else 0)
+        space = max(raw.rfind(" ", 0, end), raw.rfind("\n", 0, end), raw.rfind("\t", 0, end), 0)
+        if end - space <= _WORD:
+            end = space  # the word being written appears whole
+        shown = raw[:end]
         if self._redact is not None and shown:
             shown = self._redact(shown)
         return shown.strip()

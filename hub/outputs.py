@@ -106,7 +106,8 @@ class OutputDispatch:
         if bus is not None:
             def on_delta(piece: str) -> None:
                 bus.partial(record, entry.id, entry.type, piece)
-        text = LiveText(redact=self.deps.redactor.redact, on_delta=on_delta)
+        redactor = self.deps.redactor
+        text = LiveText(redact=redactor.redact, hold=redactor.unsafe_tail, on_delta=on_delta)
         ctx = run.ctx.derive(attributes=attributes, output=entry)
         previous = run.output_chain
         run.output_chain = asyncio.create_task(self._send(run, out, text, ctx, entry, previous), name=f"output:{out.type}")

@@ -257,3 +257,27 @@ async def test_a_reply_cut_by_a_shutdown_is_completed_by_the_next_start(config) 
             while hub.runner.running or hub.runner.queued:
                 await asyncio.sleep(0.01)
     assert list(p.messages) == [1] and [k for k, _, _ in p.log].count("send") == 1, "no second copy"
+
+
+def test_a_secret_being_written_is_never_shown_in_part() -> None:
+    from hub.redact import MASK, Redactor
+
+    secret = "sk-live-0123456789abcdef"
+    r = Redactor([secret])
+    published: list[str] = []
+    live = LiveText(redact=r.redact, hold=r.unsafe_tail, on_delta=published.append)
+    text = f"my key is {secret}, and {secret}then more words follow here"
+    shown = []
+    for ch in text:  # a character at a time: every place a chunk can end
+        live.append(ch)
+        shown.append(live.text)
+    live.finish(r.redact(text))
+    for s in [*shown, *published, live.text]:
+        assert not any(secret[:k] in s for k in range(4, len(secret) + 1)), s
+    assert MASK in shown[-1] and "".join(published) == r.redact(text)
+
+
+def test_text_without_spaces_is_shown_as_it_comes() -> None:
+    live = LiveText()
+    live.append("你好世界" * 20)
+    assert live.text.startswith("你好世界") and len(live.text) > 40
