@@ -50,6 +50,8 @@ __all__ = ["Engine", "RunContext", "RunResult", "ContextInstance", "RunRejected"
 log = logging.getLogger(__name__)
 
 THOUGHT_TAGS = frozenset({"reasoning", "think", "thinking"})
+LIVE_GRACE = 5.0
+"""Seconds a live reply a run ended inside gets to show its text marked as cut off."""
 
 
 class Engine:
@@ -325,6 +327,10 @@ class Engine:
             t.cancel()
         if run.tasks:
             await asyncio.gather(*run.tasks, return_exceptions=True)
+        if reason not in ("shutdown", "cancelled") and self.dispatch.abandon_live(run) and run.output_chain is not None:
+            # a live reply the run ended inside (a limit): shown marked as cut, within a bound;
+            # after a shutdown it is left as a draft that the next start completes instead
+            await asyncio.wait({run.output_chain}, timeout=LIVE_GRACE)
         if run.output_chain is not None and not run.output_chain.done():
             run.output_chain.cancel()
         if run.output_chain is not None:

@@ -16,9 +16,9 @@ Events, each with a ``kind`` discriminator:
   a run that began before anyone subscribed is announced by a ``run_started`` before its
   first event that is published.
 - :class:`OutputPartial` (``output_partial``): text a live output received while the model
-  writes it (``text`` is the new part, whole words, masked; the parts joined are what the
-  model wrote inside the ``<output>``, masked); the ``output`` event with the whole entry
-  follows once it was delivered. Not stored: a replay from the run store has none.
+  writes it (``text`` is the new part, masked, an end that could begin a secret held back;
+  the parts joined are what the model wrote inside the ``<output>``, masked); the
+  ``output`` event with the whole entry follows once it was delivered. Not stored: a replay from the run store has none.
 - :class:`Dropped` (``dropped``): ``count`` events this subscriber missed.
 """
 

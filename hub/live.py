@@ -61,6 +61,13 @@ class LiveText:
         self.first_at: float | None = None
         """When the first content arrived (``time.monotonic()``), for latency measurements."""
 
+    @classmethod
+    def whole(cls, text: str) -> LiveText:
+        """A text known whole from the start (a live output sent by code, not by the model)."""
+        live = cls()
+        live.finish(text)
+        return live
+
     # --- the engine's side ---------------------------------------------------------------
 
     def append(self, delta: str) -> None:

@@ -87,6 +87,14 @@ class OutputDispatch:
         current.text.finish(text, cut_off=not el.closed)
         return True
 
+    def abandon_live(self, run: Run) -> bool:
+        """The run ends inside a live output (a time limit, a stalled run): what it showed is
+        finished as cut off, marked as such, never left looking whole. True if there was one."""
+        current = run.live
+        if not isinstance(current, LiveOutput):
+            return False
+        return self.close_live(run, Element("output", {}, current.text.raw, closed=False))
+
     def _start_live(self, run: Run, otype: str | None, attrs: dict[str, str]) -> LiveOutput | None:
         """Start a live output's handler; None when the output is not live or would be refused
         (it is then dispatched when it closes, as any output, which reports why)."""

@@ -281,3 +281,33 @@ def test_text_without_spaces_is_shown_as_it_comes() -> None:
     live = LiveText()
     live.append("你好世界" * 20)
     assert live.text.startswith("你好世界") and len(live.text) > 40
+
+
+async def test_a_run_that_times_out_inside_a_live_reply_leaves_it_marked_cut(make_hub, config) -> None:
+    p = Platform()
+
+    def ext() -> Extension:
+        from pydantic import BaseModel
+
+        class ChatArgs(BaseModel):
+            id: int
+
+        @output(type="live:say", live=True)
+        async def say(content: LiveText, ctx) -> dict:
+            lm = LiveMessage(send=p.send, edit=p.edit, limit=4000, interval=0.0, first_chars=5)
+            return {"ids": (await lm.deliver(content)).message_ids}
+
+        chat = Context(type="live:chat", schema=ChatArgs, key=lambda a: str(a.id), reply_output="live:say")
+        return Extension(name="live", contexts=[chat], outputs=[say])
+
+    config.agent.run_timeout = 3.0
+    words = " ".join(f"word{i}" for i in range(400))
+    async with make_hub(ScriptedModel([resp(words)], chunk=10, chunk_delay=0.02), ext()) as hub:
+        result = await hub.send(*CTX, "hi")
+    assert result.state == RunState.KILLED and result.reason == "timeout"
+    shown = p.messages[1]
+    assert shown.endswith(" […]") and words.startswith(shown[: -len(" […]")]), shown[-40:]
+    entry = result.outputs[0]
+    assert entry.content == shown and entry.sent
+    # then the limits plugin's reply, through the same (live) output: a message of its own
+    assert [e.data.get("limit_reply") for e in result.outputs[1:]] == ["timeout"] and len(p.messages) == 2
