@@ -24,6 +24,9 @@ __all__ = ["LiveText"]
 
 _WORD = 24
 """A word longer than this (or text without spaces) is shown as it arrives, not held whole."""
+PUBLISH_EVERY = 0.05
+"""Seconds over which what arrives is gathered into one ``on_delta`` call (one event): a
+model streaming a token at a time must not cost an event per token."""
 
 
 class LiveText:
@@ -36,7 +39,7 @@ class LiveText:
 
     __slots__ = (
         "_chunks", "_size", "_redact", "_hold", "_on_delta", "_unpublished", "_final", "_cut", "_changed", "_version",
-        "first_at",
+        "first_at", "_timer",
     )
 
     def __init__(
@@ -54,6 +57,7 @@ class LiveText:
         self._on_delta = on_delta
         """Called with each newly arrived piece, masked, whole words at a time (events)."""
         self._unpublished = ""
+        self._timer: asyncio.TimerHandle | None = None
         self._final: str | None = None
         self._cut = False
         self._changed = asyncio.Event()
@@ -81,12 +85,26 @@ class LiveText:
         self._version += 1
         self._changed.set()
         if self._on_delta is not None:
-            # a possible start of a secret waits for the rest, so that it is masked whole
-            pending = self._unpublished + delta
-            cut = len(pending) - (self._hold(pending) if self._hold is not None else 0)
-            self._unpublished = pending[cut:]
-            if cut:
-                self._publish(pending[:cut])
+            self._unpublished += delta
+            if self._timer is None:
+                try:
+                    loop = asyncio.get_running_loop()
+                except RuntimeError:  # no loop (a test feeding it by hand): at once
+                    self._flush()
+                else:
+                    self._timer = loop.call_later(PUBLISH_EVERY, self._flush)
+
+    def _flush(self) -> None:
+        """Publish what arrived, but for an end that could begin a secret: it waits for the
+        rest, so that the secret is masked whole."""
+        self._timer = None
+        if self._final is not None:
+            return
+        pending = self._unpublished
+        cut = len(pending) - (self._hold(pending) if self._hold is not None else 0)
+        self._unpublished = pending[cut:]
+        if cut:
+            self._publish(pending[:cut])
 
     def _publish(self, piece: str) -> None:
         assert self._on_delta is not None
@@ -100,6 +118,9 @@ class LiveText:
         self._cut = cut_off
         self._version += 1
         self._changed.set()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._on_delta is not None and self._unpublished:
             self._publish(self._unpublished)
             self._unpublished = ""

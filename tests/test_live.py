@@ -89,7 +89,8 @@ async def test_outputs_keep_their_order_and_non_live_ones_get_whole_text(make_hu
 async def test_partial_and_final_events_reach_subscribers(make_hub) -> None:
     seen: list = []
     words = " ".join(f"w{i}" for i in range(40))
-    async with make_hub(ScriptedModel([resp(words)], chunk=4), make_ext(seen)) as hub:
+    model = ScriptedModel([resp(words)], chunk=4, chunk_delay=0.01)  # about 0.4 s: several 50 ms batches
+    async with make_hub(model, make_ext(seen)) as hub:
         async with hub.events(kinds=["output_partial", "output"]) as events:
             result = await hub.send(*CTX, "hi")
             got = []
