@@ -269,6 +269,7 @@ class Hub:
         new run completes that message instead of sending a second copy."""
         pending = await self.inbox.pending()
         outputs: dict[str, list[OutputLog]] = {}
+        carried: dict[str, list[dict[str, Any]]] = {}  # input id -> drafts the last run was handed
         for p in pending:
             if p.run_id is not None:
                 if p.run_id not in outputs:
@@ -276,13 +277,17 @@ class Hub:
                     for e in await self.runs.events(p.run_id):
                         if isinstance(e, OutputLog):
                             latest[e.id] = e
+                        elif isinstance(e, InputLog) and e.drafts:
+                            carried[e.id] = e.drafts
                     outputs[p.run_id] = list(latest.values())
                 if p.run_id in killed and any(e.answered for e in outputs[p.run_id]):
                     await self.inbox.done([p.entry.id])
                     continue
+                # the last run's own half-written reply (which holds the drafts it adopted), or,
+                # had it not begun one, the drafts it was handed
                 p.entry.drafts = [
                     {"type": e.type, "parts": e.parts} for e in outputs[p.run_id] if e.live and not e.sent and e.parts
-                ]
+                ] or carried.get(p.entry.id, [])
             if await park_poison(self.inbox, self.runs, p, park_after=self.config.hub.dead_letter_after):
                 continue  # failed too often: parked for `hub inbox`, not resumed
             try:

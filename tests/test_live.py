@@ -249,6 +249,14 @@ async def test_a_reply_cut_by_a_shutdown_is_completed_by_the_next_start(config) 
     (half,) = p.messages.values()
     assert words.startswith(half) and half != words, "stopped mid-reply"
 
+    # stopped again before the model said anything: the drafts it was handed go on
+    async with Hub(config, model=ScriptedModel([resp(words)], delay=30), load_extensions=False,
+                   extensions=[ext()]) as hub:
+        async with asyncio.timeout(10):
+            while not hub.runner.running:
+                await asyncio.sleep(0.01)
+    assert list(p.messages.values()) == [half]
+
     async with Hub(config, model=ScriptedModel([resp(words)], chunk=50), load_extensions=False,
                    extensions=[ext()]) as hub:
         async with asyncio.timeout(10):
