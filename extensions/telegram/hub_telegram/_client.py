@@ -246,7 +246,8 @@ class TelegramClient:
                         return  # it shows this text already (an edit retried after a timeout)
                     if mode is None or _PARSE_ERROR not in str(e).lower():
                         raise map_error(e) from e
-                    log.warning("telegram: chat %s refused the %s markup (%s); editing as plain text", chat_id, mode, e)
+                    # routine while a live reply is half-written (an unclosed tag): not a warning
+                    log.debug("telegram: chat %s refused the %s markup (%s); editing as plain text", chat_id, mode, e)
                     mode = None
                 except TelegramError as e:
                     raise map_error(e) from e
