@@ -117,6 +117,22 @@ async def test_a_failed_edit_leads_to_exactly_one_follow_up_message(tmp_path: Pa
             assert len(entry.parts) == 2
 
 
+async def test_markup_is_applied_and_refused_markup_falls_back_to_plain_text(tmp_path: Path) -> None:
+    good = " ".join(f"<b>w{i}</b>" for i in range(80))
+    bad = "1 < 2 and " + " ".join(f"w{i}" for i in range(80))  # an unescaped <: Telegram refuses the HTML
+    async with FakeTelegram() as tg:
+        async with running(tmp_path, tg, [reply(good), reply(bad)], live=True, live_interval=0.1, parse_mode="HTML") as h:
+            slow(h, chunk=13, delay=0.01)
+            tg.push_message(chat_id=42, text="bold?")
+            await h.wait_results(1, timeout=30)
+            assert tg.shown(42) == [good]
+            assert [s for s in tg.sent if s["chat_id"] == 42][-1]["parse_mode"] == "HTML", "the final text formatted"
+            tg.push_message(chat_id=43, text="compare?")
+            (_, result) = await h.wait_results(2, timeout=30)
+            assert result.outputs[0].sent and tg.shown(43) == [bad]
+            assert {s["parse_mode"] for s in tg.sent if s["chat_id"] == 43} == {None}, "sent as plain text"
+
+
 async def test_live_off_sends_the_whole_text_once(tmp_path: Path) -> None:
     body = body_of(500)
     async with FakeTelegram() as tg:
