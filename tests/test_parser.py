@@ -714,7 +714,7 @@ def _check_live(items: list, expected: list[Element]) -> None:
     assert elements_seen == expected
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(document(), _CUTS, st.booleans())
 def test_live_reports_join_to_the_content_in_any_split(doc, cuts, as_bytes):
     text, expected, _ = doc
@@ -726,7 +726,7 @@ def test_live_reports_join_to_the_content_in_any_split(doc, cuts, as_bytes):
     assert all(sum(isinstance(x, Partial) for x in f) <= 1 + sum(isinstance(x, Element) for x in f) for f in per_feed)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(document(), st.integers(0, 10_000))
 def test_live_reports_of_truncated_documents_match_the_elements(doc, cut):
     text = doc[0][: cut % (len(doc[0]) + 1)]
