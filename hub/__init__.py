@@ -55,7 +55,8 @@ from .models import Model, ModelRequest, Usage
 from .models.scripted import ScriptedModel
 from .runner import Submission
 from .access import Decision
-from .events import Dropped, Event, EventStream, RunEnded, RunEvent, RunStarted
+from .events import Dropped, Event, EventStream, OutputPartial, RunEnded, RunEvent, RunStarted
+from .live import LiveText
 from .runs import RunRecord, RunState
 
 __all__ = [
@@ -80,6 +81,7 @@ __all__ = [
     "InMemoryStore",
     "Input",
     "InputLog",
+    "LiveText",
     "Log",
     "Media",
     "MediaError",
@@ -95,6 +97,7 @@ __all__ = [
     "NoArgs",
     "Output",
     "OutputLog",
+    "OutputPartial",
     "OutputResult",
     "ParseError",
     "RetryAction",

@@ -117,6 +117,10 @@ class Output:
     a list of them: the first updates the entry, each further one is an entry of its own. An
     entry whose result says ``processed=False`` is shown to the model as new, and the run
     takes another step for it.
+
+    ``live=True`` (text outputs only) delivers while the model writes: the handler is called
+    when the opening tag arrives, with a :class:`~hub.live.LiveText` in place of the content,
+    and returns once it has delivered the final text (a message edited in place).
     """
 
     type: str
@@ -130,9 +134,12 @@ class Output:
     install: Callable[[HubRef], Awaitable[None] | None] | None = None
     enabled: Callable[[RunContext], bool] | None = None
     context: str | None = None
+    live: bool = False
 
     def __post_init__(self) -> None:
         _check_name("output", self.type)
+        if self.live and self.schema is not str:
+            raise TypeError(f"output {self.type!r}: live=True needs text content (schema str), not {self.schema!r}")
 
     @property
     def is_text(self) -> bool:

@@ -155,8 +155,10 @@ def output(
     install: Callable[..., Any] | None = None,
     enabled: Callable[[RunContext], bool] | None = None,
     context: str | None = None,
+    live: bool = False,
 ) -> Any:
-    """Declare an output; the first parameter's annotation is its content schema (``str``: text)."""
+    """Declare an output; the first parameter's annotation is its content schema (``str``: text).
+    With ``live=True`` the handler takes a :class:`~hub.live.LiveText` and the content is text."""
 
     def wrap(f: Callable[..., Awaitable[Any]]) -> Output:
         if not inspect.iscoroutinefunction(f):
@@ -165,7 +167,7 @@ def output(
         return Output(
             type=type,
             handler=f,
-            schema=str if ann in (None, str) else ann,
+            schema=str if live or ann in (None, str) else ann,
             attributes=attributes or _NoAttributes,
             description=description or inspect.getdoc(f) or "",
             instructions=instructions,
@@ -174,6 +176,7 @@ def output(
             install=install,
             enabled=enabled,
             context=context,
+            live=live,
         )
 
     return wrap(fn) if fn is not None else wrap

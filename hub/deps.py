@@ -15,6 +15,7 @@ from typing import Any
 from .agent_context import AgentContext
 from .config import HubConfig
 from .definitions import Action, Input, Output
+from .events import EventBus
 from .hooks import Plugins
 from .inbox import InboxStore
 from .media import MediaLimits
@@ -57,6 +58,8 @@ class EngineDeps:
     """The inputs by type: the one that recorded a file fetches it (``Input.fetch``)."""
     media_limits: MediaLimits = field(default_factory=MediaLimits)
     """``[media]``, read once (:meth:`HubConfig.media_limits`)."""
+    bus: EventBus | None = None
+    """Where live outputs publish what they receive (``output_partial`` events)."""
 
     @property
     def prompt_style(self) -> str:

@@ -38,7 +38,7 @@ from .logs import (
 )
 from .models import Usage, stream_with_retry
 from .outputs import OutputDispatch, output_type
-from .parser import Element, ElementParser
+from .parser import Element, ElementParser, LiveParser, Partial
 from .run import ContextInstance, Run, RunContext, RunRejected, RunResult, StopRun, is_store_error, store_error
 from .runs import RunRecord, RunState
 
@@ -51,6 +51,8 @@ __all__ = ["Engine", "RunContext", "RunResult", "ContextInstance", "RunRejected"
 log = logging.getLogger(__name__)
 
 THOUGHT_TAGS = frozenset({"reasoning", "think", "thinking"})
+LIVE_GRACE = 5.0
+"""Seconds a live reply a run ended inside gets to show its text marked as cut off."""
 
 
 class Engine:
@@ -195,9 +197,12 @@ class Engine:
         step_log = StepLog(step=run.step)
         policy = deps.retry_policy
         retries = 0
+        # the content of an open <output> is only reported when some output can use it
+        live = any(o.live for o in run.outputs.values())
         while True:
             # every attempt starts clean: a retry never glues onto what a broken one said
-            parser = ElementParser()
+            parser = LiveParser() if live else ElementParser()
+            run.live = None
             calls: list[Call] = []
             mark = len(run.logs)
             finish_reason: str | None = None
@@ -216,8 +221,16 @@ class Engine:
                             first_at = time.monotonic()
                             step_log.llm_latency = first_at - started
                         run.progress()
-                        for el in parser.feed(chunk):
-                            self._element(run, el, calls)
+                        if live:
+                            assert isinstance(parser, LiveParser)
+                            for item in parser.feed_live(chunk):
+                                if isinstance(item, Partial):
+                                    self.dispatch.partial(run, item)
+                                else:
+                                    self._element(run, item, calls)
+                        else:
+                            for el in parser.feed(chunk):
+                                self._element(run, el, calls)
                 break
             except ModelError as e:
                 acted = bool(calls) or any(isinstance(x, OutputLog) and x.error is None for x in run.logs[mark:])
@@ -248,8 +261,15 @@ class Engine:
                 raise
         if finish_reason == "length":
             run.append(ErrorLog(message="the response was cut off at the model's token limit", where="model", step=run.step))
-        for el in parser.close():
-            self._cut_off(run, el, calls)
+        if isinstance(parser, LiveParser):
+            for item in parser.close_live():
+                if isinstance(item, Partial):
+                    self.dispatch.partial(run, item)
+                else:
+                    self._cut_off(run, item, calls)
+        else:
+            for el in parser.close():
+                self._cut_off(run, el, calls)
         self.dispatch.stray(run, parser, answered=bool(calls), cut_off=finish_reason == "length")
         if calls:
             await asyncio.gather(*(c.task for c in calls if c.task is not None), return_exceptions=True)
@@ -304,6 +324,8 @@ class Engine:
         elif name == "action_call":
             self.calls.start(run, el, calls)
         elif name == "output":
+            if run.live is not None and self.dispatch.close_live(run, el):
+                return
             otype, attrs = output_type(el)
             self.dispatch.dispatch(run, otype, el.content, attrs)
         else:
@@ -317,6 +339,8 @@ class Engine:
         if el.name == "action_call":
             self.calls.cut_off(run, el, calls)
         elif el.name == "output":
+            if run.live is not None and self.dispatch.close_live(run, el):
+                return
             otype, attrs = output_type(el)
             self.dispatch.dispatch(run, otype, el.content, attrs, cut_off=True)
         else:
@@ -330,6 +354,10 @@ class Engine:
             t.cancel()
         if run.tasks:
             await asyncio.gather(*run.tasks, return_exceptions=True)
+        if reason not in ("shutdown", "cancelled") and self.dispatch.abandon_live(run) and run.output_chain is not None:
+            # a live reply the run ended inside (a limit): shown marked as cut, within a bound;
+            # after a shutdown it is left as a draft that the next start completes instead
+            await asyncio.wait({run.output_chain}, timeout=LIVE_GRACE)
         if run.output_chain is not None and not run.output_chain.done():
             run.output_chain.cancel()
         if run.output_chain is not None:
@@ -340,7 +368,7 @@ class Engine:
             # the seed's order: on_run may still change memory, then memory is saved
             await self._step_of_end(run, "on_run hook", lambda: _hook(inst.definition.on_run, ctx))
             failure = await self._step_of_end(run, "saving memory", lambda: save(self.deps, inst, logs, ctx))
-        answered = any(isinstance(e, OutputLog) and (e.sent or e.parts) for e in logs)
+        answered = any(isinstance(e, OutputLog) and e.answered for e in logs)
         stopped = state == RunState.KILLED and reason in ("shutdown", "cancelled")
         # a run the store failed answered nothing: its inputs stay in the inbox, and the
         # runner hands them to a new run once the store is back (or the next start does)

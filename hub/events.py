@@ -15,7 +15,10 @@ Events, each with a ``kind`` discriminator:
   (``run_ended``, with the terminal state). ``seq`` numbers a run's events from 1, in order;
   a run that began before anyone subscribed is announced by a ``run_started`` before its
   first event that is published.
-  Partial output content, once the parser reports it, will arrive as a further entry kind.
+- :class:`OutputPartial` (``output_partial``): text a live output received while the model
+  writes it (``text`` is the new part, masked, an end that could begin a secret held back;
+  the parts joined are what the model wrote inside the ``<output>``, masked); the
+  ``output`` event with the whole entry follows once it was delivered. Not stored: a replay from the run store has none.
 - :class:`Dropped` (``dropped``): ``count`` events this subscriber missed.
 """
 
@@ -38,6 +41,7 @@ __all__ = [
     "RunStarted",
     "RunEvent",
     "RunEnded",
+    "OutputPartial",
     "Dropped",
     "Event",
     "EventBus",
@@ -49,7 +53,7 @@ __all__ = [
 
 KINDS = frozenset({
     "run_started", "input", "step", "thought", "action_call", "action_result", "output", "error", "state",
-    "run_ended", "dropped",
+    "output_partial", "run_ended", "dropped",
 })
 """Every event kind a subscriber may filter on."""
 
@@ -67,12 +71,15 @@ class RunStarted:
 
 @dataclass(slots=True)
 class RunEvent:
-    """One entry of a run's log (a snapshot: later changes to the entry are later events)."""
+    """One entry of a run's log (a snapshot: later changes to the entry are later events).
+    ``index`` is its position in the run's stored log (from 1), what a client that
+    reconnects names to be sent what followed (``Last-Event-ID``)."""
 
     run_id: str
     context: str
     seq: int
     entry: Log
+    index: int = 0
 
     @property
     def kind(self) -> str:
@@ -95,6 +102,20 @@ class RunEnded:
 
 
 @dataclass(slots=True)
+class OutputPartial:
+    """Content that arrived inside a live output (not stored: the output's entry holds it all)."""
+
+    kind: ClassVar[Literal["output_partial"]] = "output_partial"
+    run_id: str
+    context: str
+    seq: int
+    output_id: str
+    type: str
+    text: str
+    ts: float = field(default_factory=time.time)
+
+
+@dataclass(slots=True)
 class Dropped:
     """This subscriber fell behind and missed ``count`` events here."""
 
@@ -102,14 +123,14 @@ class Dropped:
     count: int
 
 
-Event = RunStarted | RunEvent | RunEnded | Dropped
+Event = RunStarted | RunEvent | RunEnded | OutputPartial | Dropped
 
 
 def event_dict(event: Event) -> dict[str, Any]:
     """``event`` as JSON can hold it (for Server-Sent Events and ``--follow``)."""
     if isinstance(event, RunEvent):
         return {"kind": event.kind, "run_id": event.run_id, "context": event.context, "seq": event.seq,
-                "entry": to_dict(event.entry)}
+                "index": event.index, "entry": to_dict(event.entry)}
     d = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
     d["kind"] = event.kind
     return d
@@ -270,7 +291,17 @@ class EventBus:
             # before anyone subscribed: its events still begin with run_started
             self.started(record)
         snapshot = _snapshot(entry) if type(entry) in _CHANGING else entry
-        self._publish(RunEvent(record.id, record.context, self._next(record.id), snapshot), record.id, record.context)
+        event = RunEvent(record.id, record.context, self._next(record.id), snapshot, record.seq)
+        self._publish(event, record.id, record.context)
+
+    def partial(self, record: RunRecord, output_id: str, otype: str, text: str) -> None:
+        """Content a live output received; costs a lookup when nobody listens."""
+        if not self._streams:
+            return
+        if record.id not in self._seq:
+            self.started(record)
+        event = OutputPartial(record.id, record.context, self._next(record.id), output_id, otype, text)
+        self._publish(event, record.id, record.context)
 
     def ended(self, record: RunRecord) -> None:
         seq = self._seq.pop(record.id, 0) + 1

@@ -168,6 +168,7 @@ class Hub:
             hub=self,
             inputs=self.inputs,
             media_limits=self.config.media_limits(),
+            bus=self.bus,
         ))
         # who may talk to the bot in private (hub/access.py): dm_policy and pairings
         pairings: PairingStore = InMemoryPairingStore()
@@ -276,21 +277,36 @@ class Hub:
     async def _requeue(self, killed: set[str]) -> None:
         """Inputs recorded but not handled before the last stop (or, with workers sharing
         PostgreSQL, held by a worker that died): claim them and handle them now, once. An
-        input whose run was cut off after it answered is done, not answered again."""
+        input whose run was cut off after it answered is done, not answered again. A live
+        reply the last run left half-written goes with its input (``InputLog.drafts``): the
+        new run completes that message instead of sending a second copy."""
         pending = await self.inbox.claim()
-        answered: dict[str, bool] = {}
+        outputs: dict[str, list[OutputLog]] = {}
+        cut_off: dict[str, bool] = {}
+        carried: dict[str, list[dict[str, Any]]] = {}  # input id -> drafts the last run was handed
         for p in pending:
-            if p.run_id is not None and p.run_id not in answered:
-                cut_off = p.run_id in killed
-                if not cut_off:  # cut off earlier, or by another worker's recovery
-                    run = await self.runs.get(p.run_id)
-                    cut_off = run is not None and run.state == RunState.KILLED and run.reason == "abnormal_exit"
-                events = await self.runs.events(p.run_id) if cut_off else []
-                answered[p.run_id] = any(isinstance(e, OutputLog) and (e.sent or e.parts) for e in events)
             if p.run_id is not None:
-                if answered[p.run_id]:
+                if p.run_id not in outputs:
+                    cut = p.run_id in killed
+                    if not cut:  # cut off earlier, or by another worker's recovery
+                        run = await self.runs.get(p.run_id)
+                        cut = run is not None and run.state == RunState.KILLED and run.reason == "abnormal_exit"
+                    cut_off[p.run_id] = cut
+                    latest: dict[str, OutputLog] = {}  # an entry is logged again as its parts go out
+                    for e in await self.runs.events(p.run_id):
+                        if isinstance(e, OutputLog):
+                            latest[e.id] = e
+                        elif isinstance(e, InputLog) and e.drafts:
+                            carried[e.id] = e.drafts
+                    outputs[p.run_id] = list(latest.values())
+                if cut_off[p.run_id] and any(e.answered for e in outputs[p.run_id]):
                     await self.inbox.done([p.entry.id])
                     continue
+                # the last run's own half-written reply (which holds the drafts it adopted), or,
+                # had it not begun one, the drafts it was handed
+                p.entry.drafts = [
+                    {"type": e.type, "parts": e.parts} for e in outputs[p.run_id] if e.live and not e.sent and e.parts
+                ] or carried.get(p.entry.id, [])
             if await park_poison(self.inbox, self.runs, p, park_after=self.config.hub.dead_letter_after):
                 continue  # failed too often: parked for `hub inbox`, not resumed
             try:

@@ -29,6 +29,7 @@ from .db import SqlDatabase
 from .definitions import Output
 from .engine import RunContext, RunResult, StopRun
 from .hooks import Plugin
+from .live import LiveText
 from .logs import OutputLog, StepLog
 from .runs import RunState, RunStore
 
@@ -194,7 +195,8 @@ class Budgets(Plugin):
         entry = OutputLog(type=out.type, content=text, step=result.steps, data={"limit_reply": result.reason})
         try:
             attributes = out.attributes.model_validate({})
-            data: Any = await out.handler(text, ctx.derive(attributes=attributes))
+            content: Any = LiveText.whole(text) if out.live else text  # a live output's handler reads a LiveText
+            data: Any = await out.handler(content, ctx.derive(attributes=attributes))
         except ValidationError as e:
             entry.error = f"the reply output needs attributes: {e.errors()[0]['loc']}"
         except Exception as e:

@@ -78,6 +78,9 @@ class InputLog:
     """How the log shows it, from the input's ``format`` (None: the content itself)."""
     media: list[MediaPart] = field(default_factory=list)
     """Pictures and files that came with it, as references (:class:`MediaPart`)."""
+    drafts: list[dict[str, Any]] = field(default_factory=list)
+    """Live replies an interrupted run left half-written for this input (``type`` and
+    ``parts``), that the run handling it again completes in place of sending new ones."""
 
 
 @dataclass(slots=True)
@@ -136,6 +139,15 @@ class OutputLog:
     """How the log shows it, from the output's ``format`` (None: the content itself)."""
     processed: bool = True
     """False when its handler asked the model to see it as new (the run takes another step)."""
+    live: bool = False
+    """Delivered while the model wrote it (a message edited in place): until it is ``sent``,
+    its ``parts`` are a draft that a resumed run completes, not an answer."""
+
+    @property
+    def answered(self) -> bool:
+        """The user got this output, or a part of it that is not a draft: the input it
+        answers is not handled again after a restart."""
+        return self.sent or (bool(self.parts) and not self.live)
 
 
 @dataclass(slots=True)

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import TypeAdapter, ValidationError
 
 from .definitions import OutputResult
+from .live import LiveText
 from .logs import ErrorLog, OutputLog, ThoughtLog
-from .parser import Element, ElementParser
+from .parser import Element, ElementParser, Partial
 from .run import RunContext, jsonable, validation_message
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from .deps import EngineDeps
     from .run import Run
 
-__all__ = ["OutputDispatch", "CUT_OFF_MARK", "output_type"]
+__all__ = ["OutputDispatch", "LiveOutput", "CUT_OFF_MARK", "output_type"]
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +35,94 @@ CUT_OFF_MARK = " […]"
 """Appended to the text of an output the model's response ended inside (a length cut)."""
 
 
+class LiveOutput:
+    """A live output whose element is open: its handler reads ``text`` as it arrives."""
+
+    __slots__ = ("out", "entry", "text")
+
+    def __init__(self, out: Output, entry: OutputLog, text: LiveText) -> None:
+        self.out = out
+        self.entry = entry
+        self.text = text
+
+
+NOT_LIVE = False
+"""``run.live`` while an output that is not delivered live is open."""
+
+
 class OutputDispatch:
     """Validates a run's outputs and sends them through their handlers, in order."""
 
     def __init__(self, deps: EngineDeps) -> None:
         self.deps = deps
+
+    # --- live outputs (delivered while the model writes them) ---------------------------
+
+    def partial(self, run: Run, p: Partial) -> None:
+        """Content inside an open ``<output>``: the first decides whether it is delivered live
+        (its handler starts now, in the output chain); then each is handed to its handler."""
+        current = run.live
+        if current is None:
+            otype, attrs = _type_of(p.attrs)
+            current = run.live = self._start_live(run, otype, attrs) or NOT_LIVE
+        if current is not NOT_LIVE:
+            assert isinstance(current, LiveOutput)
+            current.text.append(p.text)
+
+    def close_live(self, run: Run, el: Element) -> bool:
+        """The ``<output>`` that ``partial`` saw ended (closed, or cut off when the stream ended
+        inside it): True if it was live, its final text now handed to its handler."""
+        current, run.live = run.live, None
+        if not isinstance(current, LiveOutput):
+            return False
+        out, entry = current.out, current.entry
+        text = self.deps.redactor.redact(el.content.strip())
+        if not el.closed:
+            if text:
+                text += CUT_OFF_MARK
+            run.append(ErrorLog(message=f"<output type={out.type!r}> was cut off: delivered marked as such", where="parser", step=run.step))
+        entry.content = text
+        if out.format is not None:
+            entry.formatted = _formatted(run, out, text)
+        current.text.finish(text, cut_off=not el.closed)
+        return True
+
+    def abandon_live(self, run: Run) -> bool:
+        """The run ends inside a live output (a time limit, a stalled run): what it showed is
+        finished as cut off, marked as such, never left looking whole. True if there was one."""
+        current = run.live
+        if not isinstance(current, LiveOutput):
+            return False
+        return self.close_live(run, Element("output", {}, current.text.raw, closed=False))
+
+    def _start_live(self, run: Run, otype: str | None, attrs: dict[str, str]) -> LiveOutput | None:
+        """Start a live output's handler; None when the output is not live or would be refused
+        (it is then dispatched when it closes, as any output, which reports why)."""
+        assert run.instance is not None and run.ctx is not None
+        otype = otype or run.instance.definition.reply_output
+        out = run.outputs.get(otype) if otype else None
+        if out is None or not out.live:
+            return None
+        declared = self._declared(run, out, attrs)
+        try:
+            attributes = out.attributes.model_validate(declared)
+        except ValidationError:
+            return None
+        entry = OutputLog(type=out.type, content="", attrs=declared, step=run.step, live=True)
+        bus, record = self.deps.bus, run.record
+        on_delta = None
+        if bus is not None:
+            def on_delta(piece: str) -> None:
+                bus.partial(record, entry.id, entry.type, piece)
+        redactor = self.deps.redactor
+        text = LiveText(redact=redactor.redact, hold=redactor.unsafe_tail, on_delta=on_delta)
+        ctx = run.ctx.derive(attributes=attributes, output=entry)
+        previous = run.output_chain
+        run.output_chain = asyncio.create_task(self._send(run, out, text, ctx, entry, previous), name=f"output:{out.type}")
+        run.logs.append(entry)  # persisted once its send is over, with its outcome
+        return LiveOutput(out, entry, text)
+
+    # --- whole outputs ------------------------------------------------------------------
 
     def dispatch(self, run: Run, otype: str | None, content: str, attrs: dict[str, str], *, cut_off: bool = False) -> None:
         """Validate one output and queue its send after the run's previous one."""
@@ -178,7 +262,11 @@ def _formatted(run: Run, out: Output, value: Any) -> str | None:
 
 def output_type(el: Element) -> tuple[str | None, dict[str, str]]:
     """An ``<output>``'s type (``name=`` is accepted for ``type=``) and its other attributes."""
-    attrs = dict(el.attrs)
+    return _type_of(el.attrs)
+
+
+def _type_of(tag_attrs: dict[str, str]) -> tuple[str | None, dict[str, str]]:
+    attrs = dict(tag_attrs)
     otype = attrs.pop("type", None) or attrs.pop("name", None)
     attrs.pop("name", None)
     return otype, attrs

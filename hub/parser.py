@@ -22,6 +22,10 @@ this parser is incremental, lenient and fast. It is usable on its own::
 
     parse(text)                              # feed the whole text, then close
 
+    lp = LiveParser(live=frozenset({"output"}))   # also reports what an open <output> holds
+    for item in lp.feed_live(chunk):         # Partial(name, attrs, text) | Element, in order
+        ...                                  # an element's Partial texts, joined, are its content
+
 Options (keyword-only, on every constructor and ``parse``): ``tags`` (the names that are
 tags, ``DEFAULT_TAGS``), ``raw_tags`` (elements whose content is text, ``RAW_TAGS``),
 ``max_tag_length`` (4096); ElementParser and ``parse`` also take ``containers``
@@ -57,6 +61,12 @@ Rules:
   within one ``feed()`` is one ``TextEvent``).
 - ``close()`` flushes held-back text as text and ends every open element with
   ``closed=False``. It is idempotent; ``feed()`` after ``close()`` returns ``[]``.
+- :class:`LiveParser` (an ElementParser) also reports the content of an open element named
+  in ``live`` (raw elements only) as it arrives: ``feed_live()``/``close_live()`` return
+  :class:`Partial` reports and elements in document order, each element after its last
+  ``Partial``. A ``feed_live()`` gives at most one ``Partial`` per element; the reports'
+  texts joined are the element's content, for any chunking. Held-back text (``</out``) is
+  reported once it is known to be text. Its ``feed()``/``close()`` return elements only.
 
 The tag names, events, elements and the scanner under both parsers are in
 :mod:`hub.parser_scanner`, and are re-exported here.
@@ -72,6 +82,7 @@ from .parser_scanner import (
     Element,
     EndEvent,
     Event,
+    Partial,
     StartEvent,
     TextEvent,
     _Scanner,
@@ -85,6 +96,8 @@ __all__ = [
     "ElementParser",
     "EndEvent",
     "Event",
+    "LiveParser",
+    "Partial",
     "StartEvent",
     "StreamParser",
     "TextEvent",
@@ -243,6 +256,91 @@ class ElementParser(_Scanner):
         self._parts = self._stray if outer is None else outer
         if parts is not None:
             self._elements.append(Element(name, attrs, "".join(parts), closed))
+
+
+class LiveParser(ElementParser):
+    """An ElementParser that also reports, as :class:`Partial`, the content of an open element
+    named in ``live`` as it arrives (an output delivered while the model writes it).
+
+    Only raw elements are reported live (their content is text, and only one is open at a
+    time); ``live`` names that are not raw tags are ignored.
+    """
+
+    __slots__ = ("_live", "_out", "_report", "_pending")
+
+    def __init__(
+        self,
+        *,
+        live: frozenset[str] = frozenset({"output"}),
+        tags: frozenset[str] = DEFAULT_TAGS,
+        raw_tags: frozenset[str] = RAW_TAGS,
+        containers: frozenset[str] = CONTAINER_TAGS,
+        max_tag_length: int = DEFAULT_MAX_TAG_LENGTH,
+    ) -> None:
+        super().__init__(tags=tags, raw_tags=raw_tags, containers=containers, max_tag_length=max_tag_length)
+        self._live = frozenset(live) & self._raw_tags
+        self._out: list[Element | Partial] = []
+        self._report: tuple[str, dict[str, str]] | None = None  # the open live element
+        self._pending: list[str] = []  # its text since the last report
+
+    def feed_live(self, chunk: str | bytes) -> list[Element | Partial]:
+        """Reports and elements that ``chunk`` completes, in document order."""
+        if chunk.__class__ is not str or self._decoder is not None:
+            chunk = self._decode(chunk)
+        if self._closed:
+            return []
+        out: list[Element | Partial] = []
+        self._out = out
+        held = self._held
+        if not held:
+            if "<" not in chunk:
+                if chunk:
+                    self._parts.append(chunk)
+                    if self._report is not None:
+                        out.append(Partial(self._report[0], self._report[1], chunk))
+                return out
+        elif (mode := self._mode) is not None and held + chunk in mode.prefixes:
+            self._held = held + chunk
+            return out
+        self._scan(chunk)
+        self._report_pending()
+        return out
+
+    def close_live(self) -> list[Element | Partial]:
+        """The rest of an open live element's content, then what is still open (``closed=False``)."""
+        out: list[Element | Partial] = []
+        self._out = out
+        self._finish()
+        return out
+
+    def feed(self, chunk: str | bytes) -> list[Element]:
+        return [x for x in self.feed_live(chunk) if isinstance(x, Element)]
+
+    def close(self) -> list[Element]:
+        return [x for x in self.close_live() if isinstance(x, Element)]
+
+    def _report_pending(self) -> None:
+        if self._pending and self._report is not None:
+            self._out.append(Partial(self._report[0], self._report[1], "".join(self._pending)))
+        self._pending.clear()
+
+    def _text(self, text: str) -> None:
+        self._parts.append(text)
+        if self._report is not None:
+            self._pending.append(text)
+
+    def _start(self, name: str, attrs: dict[str, str]) -> None:
+        super()._start(name, attrs)
+        if name in self._live:  # a raw element: nothing opens inside it until it ends
+            self._report = (name, attrs)
+
+    def _end(self, name: str, closed: bool) -> None:
+        self._report_pending()
+        self._report = None  # nothing opens inside a raw element: what ends is the live one, if any
+        scratch: list[Element] = []
+        self._elements = scratch
+        super()._end(name, closed)
+        self._out.extend(scratch)
 
 
 def parse(

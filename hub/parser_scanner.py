@@ -56,6 +56,17 @@ Event: TypeAlias = StartEvent | TextEvent | EndEvent
 
 
 @dataclass(slots=True, frozen=True)
+class Partial:
+    """Content that arrived inside an open element reported live (:class:`LiveParser`),
+    since its previous report: the element's ``Partial`` texts, joined, are its content."""
+
+    name: str
+    attrs: dict[str, str]
+    text: str
+    kind: Literal["partial"] = field(default="partial", init=False)
+
+
+@dataclass(slots=True, frozen=True)
 class Element:
     """A whole element: its attributes and raw content (``closed=False``: cut off)."""
 

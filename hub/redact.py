@@ -95,6 +95,23 @@ class Redactor:
 
     __call__ = redact
 
+    def unsafe_tail(self, text: str) -> int:
+        """How many characters at the end of ``text`` could be the beginning of a known secret
+        (the longest such suffix): text still being written is shown without them, so that a
+        secret is masked whole once it is, never shown in part before."""
+        if self._pattern is None or not text:
+            return 0
+        last = text[-1]
+        longest = 0
+        for secret in self._secrets:
+            if last not in secret:
+                continue
+            for k in range(min(len(secret) - 1, len(text)), longest, -1):
+                if secret[k - 1] == last and text.endswith(secret[:k]):
+                    longest = k
+                    break
+        return longest
+
     def redact_tree(self, value: Any) -> Any:
         """A copy of a JSON-like value with every string redacted (keys included)."""
         if self._pattern is None:

@@ -50,6 +50,7 @@ class Run:
     __slots__ = (
         "deps", "record", "slot", "logs", "instance", "ctx", "actions", "outputs", "progress",
         "step", "feedback", "tasks", "output_chain", "input_ids", "created", "limit", "durable_inputs", "media",
+        "live",
     )
 
     def __init__(self, deps: EngineDeps, record: RunRecord, slot: Slot) -> None:
@@ -76,6 +77,9 @@ class Run:
         """A plugin's reason to stop the run, given after the last step (a spent budget)."""
         self.media = RunMedia(deps.media_limits)
         """The run's files: its inputs' as the prompt shows them, its actions' by handle."""
+        self.live: Any = None
+        """The open ``<output>`` of this step's stream, once its content began: a
+        :class:`~hub.outputs.LiveOutput`, or False when it is not delivered live."""
 
     @property
     def id(self) -> str:

@@ -236,7 +236,7 @@ class Runner:
         """A run the store failed, having answered nothing, left its inputs in the inbox:
         hand them to a new run after a backoff, so they are answered once the store is back."""
         entries = [e for e in result.logs if isinstance(e, InputLog)]
-        answered = any(isinstance(e, OutputLog) and (e.sent or e.parts) for e in result.logs)
+        answered = any(isinstance(e, OutputLog) and e.answered for e in result.logs)
         if result.state != RunState.FAILED or not is_store_error(result.reason) or answered:
             for e in entries:
                 self._store_retries.pop(e.id, None)

@@ -15,6 +15,8 @@ from hub.parser import (
     Element,
     ElementParser,
     EndEvent,
+    LiveParser,
+    Partial,
     StartEvent,
     StreamParser,
     TextEvent,
@@ -651,3 +653,82 @@ def test_arbitrary_text_never_raises_and_events_nest(text, cuts):
     result, parser = elements(*split(text, cuts))
     assert result == elements(text)[0]
     parser.stray_text  # noqa: B018
+
+
+# --- live reports (LiveParser) -------------------------------------------------------------
+
+
+def live_items(*chunks: str | bytes, **options) -> list:
+    parser = LiveParser(**options)
+    out: list = []
+    for chunk in chunks:
+        out += parser.feed_live(chunk)
+    return out + parser.close_live()
+
+
+def test_live_parser_reports_open_output_content_as_it_arrives():
+    parser = LiveParser()
+    assert parser.feed_live('<response><output type="t" to="x">Hel') == [Partial("output", {"type": "t", "to": "x"}, "Hel")]
+    assert parser.feed_live("lo wor") == [Partial("output", {"type": "t", "to": "x"}, "lo wor")]
+    # `</out` could still close it: held back, then reported once known to be text
+    assert parser.feed_live("ld </out") == [Partial("output", {"type": "t", "to": "x"}, "ld ")]
+    assert parser.feed_live("side> ok</output><think>x</think>") == [
+        Partial("output", {"type": "t", "to": "x"}, "</outside> ok"),
+        Element("output", {"type": "t", "to": "x"}, "Hello world </outside> ok"),
+        Element("think", {}, "x"),
+    ]
+    assert parser.close_live() == []
+
+
+def test_live_parser_reports_only_live_elements_and_its_feed_gives_elements_only():
+    assert live_items("<think>a</think><action_call name='x'>{}</action_call>") == [
+        Element("think", {}, "a"), Element("action_call", {"name": "x"}, "{}"),
+    ]
+    parser = LiveParser()
+    assert parser.feed("<output>ab") == []
+    assert parser.feed("c</output>") == [Element("output", {}, "abc")]
+
+
+def test_live_parser_reports_a_cut_off_element_before_it_ends_open():
+    assert live_items("<output>abc", "</outp") == [
+        Partial("output", {}, "abc"), Partial("output", {}, "</outp"), Element("output", {}, "abc</outp", closed=False),
+    ]
+
+
+def _check_live(items: list, expected: list[Element]) -> None:
+    """Every element's Partial texts, joined, are its content, and come before it."""
+    elements_seen, pending = [], []
+    for item in items:
+        if isinstance(item, Partial):
+            assert item.text
+            pending.append(item)
+        else:
+            if item.name == "output":
+                assert all(p.name == "output" and p.attrs == item.attrs for p in pending)
+                assert "".join(p.text for p in pending) == item.content
+            else:
+                assert pending == []
+            pending = []
+            elements_seen.append(item)
+    assert pending == []
+    assert elements_seen == expected
+
+
+@settings(max_examples=80, deadline=None)
+@given(document(), _CUTS, st.booleans())
+def test_live_reports_join_to_the_content_in_any_split(doc, cuts, as_bytes):
+    text, expected, _ = doc
+    data = text.encode() if as_bytes else text
+    items = live_items(*split(data, cuts))
+    _check_live(items, expected)
+    parser = LiveParser()
+    per_feed = [parser.feed_live(c) for c in split(data, cuts)]
+    assert all(sum(isinstance(x, Partial) for x in f) <= 1 + sum(isinstance(x, Element) for x in f) for f in per_feed)
+
+
+@settings(max_examples=40, deadline=None)
+@given(document(), st.integers(0, 10_000))
+def test_live_reports_of_truncated_documents_match_the_elements(doc, cut):
+    text = doc[0][: cut % (len(doc[0]) + 1)]
+    whole, _ = elements(text)
+    _check_live(live_items(*text), whole)

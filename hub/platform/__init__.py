@@ -5,8 +5,9 @@ Splitting long text (:func:`split_message`), an outbound :class:`Governor` (paci
 :func:`reply_target` lookup, a :class:`LoopGuard` for bot-to-bot exchanges,
 :class:`AllowList`, the base of every platform's settings (:class:`PlatformSettings`) and
 :func:`quiet_loggers` for a client library's chatter, :func:`private_access`
-(``dm_policy`` applied to a private message), and for files :func:`fetch_url` (a download
-capped at a size), :func:`display_name` and :func:`human_size`.
+(``dm_policy`` applied to a private message), :class:`LiveMessage` (a reply edited in
+place while the model writes it, for ``live = true``), and for files :func:`fetch_url` (a
+download capped at a size), :func:`display_name` and :func:`human_size`.
 
 The core never names a platform; extensions map their client's errors onto
 :class:`RateLimited`, :class:`TransientSendError` and :class:`PermanentSendError` and send
@@ -22,6 +23,7 @@ from ..logging_setup import quiet_loggers
 from ..media import display_name, fetch_url, human_size
 from ._access import private_access
 from ._guard import AllowList, LoopGuard
+from ._live import LiveMessage, LiveResult, balance_fences, live_drafts
 from ._reply import reply_target
 from ._send import (
     Governor,
@@ -55,4 +57,8 @@ __all__ = [
     "fetch_url",
     "display_name",
     "human_size",
+    "LiveMessage",
+    "LiveResult",
+    "balance_fences",
+    "live_drafts",
 ]

@@ -2,6 +2,8 @@
 
 ``hub chat`` drives it line by line; under ``hub run`` its input reads stdin when
 ``stdin = true`` (and stops quietly at EOF, e.g. in a container with no terminal).
+When standard output is a terminal, a reply is printed as the model writes it (a live
+output); to a pipe or a file, whole replies are written, a line each, as before.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel, ConfigDict
 
-from hub import Context, Extension, Input, output
+from hub import Context, Extension, Input, LiveText, output
 
 __all__ = ["CliSettings", "CliArgs", "extension", "read_lines", "os_user"]
 
@@ -95,6 +97,13 @@ async def read_lines(stream: TextIO | None = None) -> AsyncIterator[str]:
         transport.close()
 
 
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # a closed or unusual stream: treated as a pipe
+        return False
+
+
 def extension(settings: CliSettings, *, out: TextIO | None = None) -> Extension:
     session = Context(
         type="cli:session",
@@ -109,6 +118,28 @@ def extension(settings: CliSettings, *, out: TextIO | None = None) -> Extension:
         stream = out or sys.stdout
         stream.write(f"{settings.prefix}{content}\n")
         stream.flush()
+
+    stream = out or sys.stdout
+    if _is_terminal(stream):  # a person watching: the reply appears as it is written
+
+        @output(type="cli:message", description="Say something to the user in the terminal.", context="cli:session",
+                live=True)
+        async def message(content: LiveText, ctx: Any) -> None:  # noqa: F811
+            printed: str | None = None  # nothing yet: an empty reply prints nothing, as before
+            async for text in content:
+                if not text and printed is None:
+                    continue
+                if printed is None:
+                    stream.write(f"{settings.prefix}{text}")
+                elif text.startswith(printed):
+                    stream.write(text[len(printed):])
+                else:  # masking changed what was shown: the whole text again, on its own line
+                    stream.write(f"\n{settings.prefix}{text}")
+                printed = text
+                stream.flush()
+            if printed is not None:
+                stream.write("\n")
+                stream.flush()
 
     async def subscribe(send: Callable[..., Awaitable[Any]], hub: Any) -> Callable[[], Awaitable[None]]:
         user = os_user()

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from hub import Context, Extension, Input, Service, output
+from hub import Context, Extension, Input, LiveText, Service, output
 from hub.platform import quiet_loggers
 
 from ._bot import (
@@ -91,6 +91,21 @@ def extension(settings: DiscordSettings) -> Extension:
         if files:
             data["files"] = [{"name": f.name, "type": f.mime, "size": f.size} for f in files]
         return data
+
+    if settings.live:  # one message edited in place while the model writes
+
+        @output(
+            type="discord:message",
+            context="discord:channel",
+            description="Send a message to this Discord channel (Markdown).",
+            instructions=(
+                "Replies to the message you are answering. Any length: it is split at 2000 "
+                "characters, code blocks kept whole."
+            ),
+            live=True,
+        )
+        async def message(content: LiveText, ctx: Any) -> dict[str, Any]:  # noqa: F811
+            return await bot.send_live(content, ctx)
 
     return Extension(
         name="discord",

@@ -14,7 +14,7 @@ import asyncio
 import io
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
 import discord
@@ -23,6 +23,7 @@ from hub import MediaFile, MediaPart
 from hub.platform import (
     AllowList,
     Governor,
+    LiveMessage,
     PermanentSendError,
     RateLimit,
     RateLimited,
@@ -31,6 +32,7 @@ from hub.platform import (
     TypingIndicator,
     fetch_url,
     human_size,
+    live_drafts,
     private_access,
     reply_target,
     split_message,
@@ -52,7 +54,7 @@ from ._messages import (
 )
 
 if TYPE_CHECKING:
-    from hub import Hub, RunContext, Submission
+    from hub import Hub, LiveText, RunContext, Submission
 
 __all__ = [
     "DiscordBot",
@@ -64,6 +66,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class _Client(discord.Client):
@@ -413,6 +416,48 @@ class DiscordBot:
             data["reply_to"] = str(reply_to)
         return data
 
+    async def send_live(self, content: LiveText, ctx: RunContext) -> dict[str, Any]:
+        """``live = true``: one message edited while the model writes, continued past 2000
+        characters in new messages, the first a reply to the message being answered.
+
+        Raises:
+            SendFailed: the first message could not be sent.
+        """
+        channel_id = int(ctx.context.args.channel_id)
+        client = self.client
+        if client is None or client.is_closed():
+            raise SendFailed("discord", channel_id, "the Discord client is not connected")
+        channel = client.get_partial_messageable(channel_id)
+        reply_to = _reply_target(ctx, channel_id)
+        refs = [
+            discord.MessageReference(message_id=reply_to, channel_id=channel_id, fail_if_not_exists=False)
+            if reply_to is not None else None
+        ]
+
+        async def send(text: str) -> str:
+            ref, refs[0] = refs[0], None  # the first message only
+            sent = await self.governor.send(channel_id, lambda: self._post(channel, text, ref))
+            return str(sent.id)
+
+        async def edit(message_id: str, text: str) -> None:
+            message = channel.get_partial_message(int(message_id))
+            await self.governor.send(
+                channel_id, lambda: _mapped(message.edit(content=text, allowed_mentions=SAFE_MENTIONS))
+            )
+
+        async def delete(message_id: str) -> None:
+            message = channel.get_partial_message(int(message_id))
+            await self.governor.send(channel_id, lambda: _mapped(message.delete()))
+
+        result = await LiveMessage(
+            send=send, edit=edit, delete=delete, limit=MAX_LENGTH, interval=self.settings.live_interval,
+            on_part=ctx.part_sent, adopt=live_drafts(ctx, OUTPUT),
+        ).deliver(content)
+        data: dict[str, Any] = {"message_ids": result.message_ids, "edits": result.edits}
+        if reply_to is not None and result.message_ids:
+            data["reply_to"] = str(reply_to)
+        return data
+
     @staticmethod
     async def _post(
         channel: discord.PartialMessageable, text: str, ref: discord.MessageReference | None,
@@ -436,6 +481,23 @@ class DiscordBot:
             raise PermanentSendError(detail) from e
         except (TimeoutError, aiohttp.ClientError, OSError) as e:
             raise TransientSendError(f"{type(e).__name__}: {e}") from e
+
+
+async def _mapped(request: Awaitable[T]) -> T:
+    """One REST request (an edit, a delete); discord.py's errors mapped onto the Governor's."""
+    try:
+        return await request
+    except discord.RateLimited as e:  # longer than max_ratelimit_timeout
+        raise RateLimited(e.retry_after) from e
+    except discord.HTTPException as e:
+        detail = f"{e.status} {e.text or e.response.reason}".strip()
+        if e.status == 429:
+            raise RateLimited(_retry_after(e), message=f"rate limited: {detail}") from e
+        if e.status >= 500:
+            raise TransientSendError(detail) from e
+        raise PermanentSendError(detail) from e
+    except (TimeoutError, aiohttp.ClientError, OSError) as e:
+        raise TransientSendError(f"{type(e).__name__}: {e}") from e
 
 
 def _reply_target(ctx: RunContext, channel_id: int) -> int | None:

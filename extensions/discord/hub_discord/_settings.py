@@ -34,6 +34,10 @@ class DiscordSettings(PlatformSettings):
     """Messages per seconds to one channel (Discord allows about 5 per 5 s)."""
     global_rate: tuple[int, float] = (40, 1.0)
     """Messages per seconds overall (Discord's global limit is 50 requests a second)."""
+    live: bool = False
+    """Edit one message in place while the model writes the reply (then the final text)."""
+    live_interval: float = Field(1.0, ge=0.1, le=60)
+    """Seconds between edits of a live reply (Discord's edit bucket is about 5 per 5 s)."""
     ready_timeout: float = Field(60.0, gt=0)
     """Seconds ``hub run`` waits for the login and the gateway before it gives up."""
     guild_ready_timeout: float = Field(2.0, ge=0)

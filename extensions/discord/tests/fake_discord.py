@@ -84,6 +84,9 @@ class DiscordState:
     """Attachment id → the bytes its CDN URL serves."""
     downloads: list[int] = field(default_factory=list)
     """Attachment ids fetched from the CDN, in order."""
+    edits: list[dict[str, Any]] = field(default_factory=list)
+    """Each edit of a bot message: ``channel_id``, ``id``, ``content`` after it."""
+    deleted: list[int] = field(default_factory=list)
 
 
 class FakeDiscord(FakeServer):
@@ -393,6 +396,7 @@ class FakeDiscord(FakeServer):
             ("POST", "/channels/{channel_id}/messages", self._create_message),
             ("POST", "/channels/{channel_id}/typing", self._typing),
             ("POST", "/users/@me/channels", self._create_dm),
+            *self._edit_routes(),
         ]
         for method, path, handler in routes:
             app.router.add_route(method, API_PREFIX + path, self._rest(f"{method} {path}", handler))
@@ -535,6 +539,49 @@ class FakeDiscord(FakeServer):
         self.dispatch("MESSAGE_CREATE", {**payload, **(
             {"member": _member(None)} if guild_id else {})})
         return _json(payload)
+
+    # -- editing and deleting the bot's messages (live replies) -------------------------------
+
+    def _edit_routes(self) -> list[tuple[str, str, Any]]:
+        return [
+            ("PATCH", "/channels/{channel_id}/messages/{message_id}", self._edit_message),
+            ("DELETE", "/channels/{channel_id}/messages/{message_id}", self._delete_message),
+        ]
+
+    def _own_message(self, request: web.Request) -> tuple[int, int, dict[str, Any]]:
+        cid, _ = self._channel(request)
+        mid = int(request.match_info["message_id"])
+        msg = self.state.messages.get(mid)
+        if msg is None or int(msg["channel_id"]) != cid:
+            raise _ApiError(_json({"message": "Unknown Message", "code": 10008}, 404))
+        if int(msg["author"]["id"]) != self.bot_id:
+            raise _ApiError(_json({"message": "Cannot edit a message authored by another user", "code": 50005}, 403))
+        return cid, mid, msg
+
+    async def _edit_message(self, request: web.Request, params: dict[str, Any]) -> web.Response:
+        cid, mid, msg = self._own_message(request)
+        content = params.get("content")
+        if content is not None:
+            if len(content) > MAX_CONTENT:
+                return _json({"message": "Invalid Form Body", "code": 50035, "errors": {"content": {"_errors": [{
+                    "code": "BASE_TYPE_MAX_LENGTH", "message": f"Must be {MAX_CONTENT} or fewer in length."}]}}}, 400)
+            msg["content"] = content
+        msg["edited_timestamp"] = _now_iso()
+        self.state.edits.append({"channel_id": cid, "id": mid, "content": msg["content"]})
+        return _json(msg)
+
+    async def _delete_message(self, request: web.Request, params: dict[str, Any]) -> web.Response:
+        cid, mid, _ = self._own_message(request)
+        del self.state.messages[mid]
+        self.state.deleted.append(mid)
+        return web.Response(status=204)
+
+    def shown(self, channel_id: int) -> list[str]:
+        """The bot's messages in ``channel_id`` as they read now (after edits), oldest first."""
+        return [
+            m["content"] for mid, m in sorted(self.state.messages.items())
+            if int(m["channel_id"]) == channel_id and int(m["author"]["id"]) == self.bot_id
+        ]
 
     # -- gateway ------------------------------------------------------------------------------
 

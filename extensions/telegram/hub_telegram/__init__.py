@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from hub import Context, Extension, Input, RunContext, Service, output
-from hub.platform import quiet_loggers, reply_target
+from hub import Context, Extension, Input, LiveText, RunContext, Service, output
+from hub.platform import LiveMessage, live_drafts, quiet_loggers, reply_target, utf16_len
 
 from ._client import MAX_CAPTION_LENGTH, MAX_MESSAGE_LENGTH, TelegramClient, map_error
 from ._filter import Ignored, Inbound, classify
@@ -101,11 +101,7 @@ def extension(settings: TelegramSettings) -> Extension:
     )
     async def send(content: str, ctx: RunContext) -> dict[str, Any]:
         chat_id = ctx.context.args.chat_id
-        trigger = reply_target(ctx, "message_id", where={"chat_id": chat_id})
-        reply_to = None
-        if trigger is not None and settings.reply_in_groups and trigger.get("chat_type") in ("group", "supergroup"):
-            reply_to = trigger["message_id"]
-        ids = await client.send_text(chat_id, content, reply_to=reply_to, on_part=ctx.part_sent)
+        ids = await client.send_text(chat_id, content, reply_to=_reply_to(ctx, chat_id), on_part=ctx.part_sent)
         return {"chat_id": chat_id, "message_ids": ids}
 
     async def send_file(content: str, ctx: RunContext, *, as_photo: bool) -> dict[str, Any]:
@@ -138,6 +134,42 @@ def extension(settings: TelegramSettings) -> Extension:
     )
     async def document(content: str, ctx: RunContext) -> dict[str, Any]:
         return await send_file(content, ctx, as_photo=False)
+
+    def _reply_to(ctx: RunContext, chat_id: int) -> int | None:
+        trigger = reply_target(ctx, "message_id", where={"chat_id": chat_id})
+        if trigger is not None and settings.reply_in_groups and trigger.get("chat_type") in ("group", "supergroup"):
+            return int(trigger["message_id"])
+        return None
+
+    async def send_live(content: LiveText, ctx: RunContext) -> dict[str, Any]:
+        """``live = true``: one message edited while the model writes, continued past 4096."""
+        chat_id = ctx.context.args.chat_id
+        quote = [_reply_to(ctx, chat_id)]  # the first message only
+
+        async def send_part(text: str) -> int:
+            reply_to, quote[0] = quote[0], None
+            return await client.send_one(chat_id, text, reply_to=reply_to)
+
+        async def edit(message_id: int, text: str) -> None:
+            await client.edit_text(chat_id, message_id, text)
+
+        async def delete(message_id: int) -> None:
+            await client.delete_message(chat_id, message_id)
+
+        result = await LiveMessage(
+            send=send_part, edit=edit, delete=delete, limit=MAX_MESSAGE_LENGTH, length=utf16_len,
+            interval=settings.live_interval, on_part=ctx.part_sent, adopt=live_drafts(ctx, "telegram:send"),
+        ).deliver(content)
+        return {"chat_id": chat_id, "message_ids": result.message_ids, "edits": result.edits}
+
+    if settings.live:
+        send = output(
+            type="telegram:send",
+            context="telegram:chat",
+            description="Send a message to this Telegram chat.",
+            instructions="Long messages are split into several; do not shorten what you mean to say.",
+            live=True,
+        )(send_live)
 
     async def subscribe(send_input: Callable[..., Awaitable[Any]], hub: Hub) -> Callable[[], Awaitable[None]]:
         poller = Poller(client, settings, hub, send_input)

@@ -232,6 +232,48 @@ class TelegramClient:
                 await on_part(i, message.message_id)
         return sent
 
+    # --- live replies: one message, edited in place -------------------------------------
+
+    async def send_one(self, chat_id: int, text: str, *, reply_to: int | None = None) -> int:
+        """Send one message (``text`` fits the limit); returns its id. Raises SendFailed."""
+        message = await self.governor.send(chat_id, self._sender(chat_id, text, reply_to))
+        return message.message_id
+
+    async def edit_text(self, chat_id: int, message_id: int, text: str) -> None:
+        """Show ``text`` in message ``message_id``, paced like a send, with the same plain-text
+        fallback for refused markup. Raises SendFailed (a message deleted, too old, ...)."""
+        mode = self.settings.parse_mode or None
+
+        async def attempt() -> None:
+            nonlocal mode
+            for _ in range(2):  # at most: the markup refused, then plain
+                try:
+                    await self.bot.edit_message_text(text, chat_id=chat_id, message_id=message_id, parse_mode=mode)
+                    return
+                except BadRequest as e:
+                    if "message is not modified" in str(e).lower():
+                        return  # it shows this text already (an edit retried after a timeout)
+                    if mode is None or _PARSE_ERROR not in str(e).lower():
+                        raise map_error(e) from e
+                    # routine while a live reply is half-written (an unclosed tag): not a warning
+                    log.debug("telegram: chat %s refused the %s markup (%s); editing as plain text", chat_id, mode, e)
+                    mode = None
+                except TelegramError as e:
+                    raise map_error(e) from e
+
+        await self.governor.send(chat_id, attempt)
+
+    async def delete_message(self, chat_id: int, message_id: int) -> None:
+        """Delete one of the bot's messages. Raises SendFailed."""
+
+        async def attempt() -> None:
+            try:
+                await self.bot.delete_message(chat_id=chat_id, message_id=message_id)
+            except TelegramError as e:
+                raise map_error(e) from e
+
+        await self.governor.send(chat_id, attempt)
+
     def _sender(self, chat_id: int, text: str, reply_to: int | None) -> Callable[[], Awaitable[telegram.Message]]:
         mode = self.settings.parse_mode or None
         reply = ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to else None

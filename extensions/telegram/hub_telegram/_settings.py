@@ -45,6 +45,10 @@ class TelegramSettings(PlatformSettings):
     """Messages per second to one chat (Telegram: about 1; 20 a minute in groups)."""
     global_rate: float = Field(30.0, gt=0)
     """Messages per second overall (Telegram: about 30)."""
+    live: bool = False
+    """Edit one message in place while the model writes the reply (then the final text)."""
+    live_interval: float = Field(1.0, ge=0.1, le=60)
+    """Seconds between edits of a live reply (Telegram allows about one a second per chat)."""
 
     @field_validator("token")
     @classmethod

@@ -471,6 +471,25 @@ class FakeTelegram(FakeServer):
                               "file_size": len(sticker)}
         return update_id, message_id
 
+    def _m_deletemessage(self, params: dict[str, Any]) -> bool:
+        chat_id = _chat_id(params)
+        key = (chat_id, int(params["message_id"]))
+        if self.state.messages.pop(key, None) is None:
+            raise _ApiError(_error(400, "Bad Request: message to delete not found"))
+        self.state.sent.append({
+            "method": "deleteMessage", "chat_id": chat_id, "text": None, "parse_mode": None,
+            "reply_to": None, "message_id": key[1], "params": params,
+        })
+        return True
+
+    def shown(self, chat_id: int) -> list[str]:
+        """The bot's messages in ``chat_id`` as they read now (after edits), oldest first."""
+        bot = self.state.bot_id
+        return [
+            m.get("text", m.get("caption", "")) for (c, _), m in sorted(self.state.messages.items())
+            if c == chat_id and m.get("from", {}).get("id") == bot
+        ]
+
     def _m_sendchataction(self, params: dict[str, Any]) -> bool:
         self.state.chat_actions.append((_chat_id(params), str(params.get("action"))))
         return True
