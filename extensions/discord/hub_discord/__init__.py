@@ -97,15 +97,25 @@ def extension(settings: DiscordSettings) -> Extension:
         @output(
             type="discord:message",
             context="discord:channel",
-            description="Send a message to this Discord channel (Markdown).",
+            attributes=MessageAttributes,
+            description="Send a message to this Discord channel (Markdown), with files if attach names them.",
             instructions=(
                 "Replies to the message you are answering. Any length: it is split at 2000 "
-                "characters, code blocks kept whole."
+                "characters, code blocks kept whole. attach=\"media:1\" sends a file an action returned."
             ),
             live=True,
         )
         async def message(content: LiveText, ctx: Any) -> dict[str, Any]:  # noqa: F811
-            return await bot.send_live(content, ctx)
+            attrs = ctx.attributes
+            if attrs is None or not attrs.attach.strip():
+                return await bot.send_live(content, ctx)
+            # files ride on the message itself, so a reply that attaches some is sent whole
+            # when it closes, as with live = false
+            names = [s.strip() for s in attrs.attach.split(",") if s.strip()]
+            files = [await ctx.media.resolve(name) for name in names]
+            data = await bot.send_message(await content.final(), ctx, files)
+            data["files"] = [{"name": f.name, "type": f.mime, "size": f.size} for f in files]
+            return data
 
     return Extension(
         name="discord",

@@ -36,7 +36,7 @@ def answer(text: str) -> str:
 @contextlib.asynccontextmanager
 async def running(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ai: FakeOpenAI, *, vision: bool,
-    extra: list[Extension] = (), **media: Any,
+    extra: list[Extension] = (), live: bool = False, **media: Any,
 ) -> AsyncIterator[FakeDiscord]:
     async with FakeDiscord() as dc:
         dc.attach(monkeypatch)
@@ -49,7 +49,7 @@ async def running(
         for key, value in media.items():
             setattr(cfg.media, key, value)
         model = OpenAIModel("gpt-test", base_url=ai.url, api_key="k")
-        ext = extension(DiscordSettings(token="fake-token", guild_ready_timeout=0.05))
+        ext = extension(DiscordSettings(token="fake-token", guild_ready_timeout=0.05, live=live))
         try:
             async with Hub(cfg, model=model, load_extensions=False, extensions=[ext, *extra]):
                 await dc.wait_ready()
@@ -99,7 +99,9 @@ async def test_an_oversized_attachment_and_a_bomb_get_a_clear_reply_and_reach_no
     assert image_parts(only) == [] and len(dc.state.downloads) == 1  # the oversized one never fetched
 
 
-async def test_an_action_png_is_sent_as_an_attachment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("live", [False, True], ids=["whole", "live"])
+async def test_an_action_png_is_sent_as_an_attachment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, live: bool) -> None:
+    """With live = true too: a reply that attaches a file is sent whole, with the file on it."""
     chart_png = png(90, 60)
 
     @action(name="chart", description="Draw the chart.")
@@ -112,7 +114,7 @@ async def test_an_action_png_is_sent_as_an_attachment(tmp_path: Path, monkeypatc
     ]
     async with FakeOpenAI(script) as ai:
         async with running(tmp_path, monkeypatch, ai, vision=False,
-                           extra=[Extension(name="charts", actions=[chart])]) as dc:
+                           extra=[Extension(name="charts", actions=[chart])], live=live) as dc:
             dc.push_message(dc.dm_channel_id, "draw it")
             (sent,) = await dc.wait_sent(1)
     assert sent["content"] == "Here it is" and sent["files"] == {"chart.png": chart_png}
