@@ -1,0 +1,85 @@
+"""The dashboard's sessions: who logged in with the ``[http] token``, and their CSRF tokens.
+
+An operator logs in by posting the token (compared in constant time); the browser then holds
+only a random session id in a cookie (HttpOnly, SameSite=Strict, Path=/ui, Secure over
+https). Each session has its own CSRF token, which every change (a POST) must carry, in the
+form or in the ``X-CSRF-Token`` header that htmx sends. Sessions end on logout, after
+``idle`` seconds without a request, and ``lifetime`` seconds after login whatever happens;
+at most ``max_sessions`` are kept (the oldest goes first), so a flood of logins cannot grow
+memory. They live on the dashboard of one hub (no global state) and do not survive a restart:
+the operator logs in again.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+__all__ = ["Session", "Sessions", "COOKIE", "token_matches"]
+
+COOKIE = "hub_session"
+
+
+def token_matches(given: str, token: str) -> bool:
+    """Whether ``given`` is the ``[http] token``, in constant time (never for an empty token)."""
+    if not token or not given.isascii():
+        return False
+    return hmac.compare_digest(given.encode(), token.encode())
+
+
+@dataclass(slots=True)
+class Session:
+    id: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    created: float = 0.0
+    seen: float = 0.0
+
+    def csrf_matches(self, given: str | None) -> bool:
+        return bool(given) and given.isascii() and hmac.compare_digest(given.encode(), self.csrf.encode())  # type: ignore[union-attr]
+
+
+class Sessions:
+    """The live sessions of one dashboard, oldest first."""
+
+    def __init__(
+        self, *, idle: float = 8 * 3600, lifetime: float = 7 * 86400, max_sessions: int = 64,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.idle = idle
+        self.lifetime = lifetime
+        self.max_sessions = max_sessions
+        self._clock = clock
+        self._live: OrderedDict[str, Session] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def create(self) -> Session:
+        now = self._clock()
+        session = Session(created=now, seen=now)
+        self._live[session.id] = session
+        while len(self._live) > self.max_sessions:
+            self._live.popitem(last=False)
+        return session
+
+    def get(self, sid: str | None) -> Session | None:
+        """The session with id ``sid``, if it is live (and now seen); an expired one is dropped."""
+        if not sid or len(sid) > 100:
+            return None
+        session = self._live.get(sid)
+        if session is None:
+            return None
+        now = self._clock()
+        if now - session.seen > self.idle or now - session.created > self.lifetime:
+            del self._live[sid]
+            return None
+        session.seen = now
+        return session
+
+    def drop(self, sid: str | None) -> None:
+        if sid:
+            self._live.pop(sid, None)
