@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import re
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ import aiohttp
 from hub_telegram import TelegramSettings
 from hub_telegram import extension as telegram_extension
 
-from hub import Hub, HubConfig
+from hub import Extension, Hub, HubConfig
 from hub.config import HttpSection
 from hub.models import Model, ModelRequest, Usage
 from hub.runs import RunRecord, RunState
@@ -101,16 +101,17 @@ def make_config(tmp_path: Path, *, token: str = TOKEN) -> HubConfig:
 
 @contextlib.asynccontextmanager
 async def dashboard(
-    tmp_path: Path, *, model: HeldModel | None = None, config: HubConfig | None = None, **settings: Any
+    tmp_path: Path, *, model: HeldModel | None = None, config: HubConfig | None = None,
+    extensions: Sequence[Extension] = (), **settings: Any,
 ) -> AsyncIterator[Dash]:
-    """A hub with Telegram (against a fresh fake) and the dashboard, started; stopped after."""
+    """A hub with Telegram (against a fresh fake), ``extensions`` and the dashboard, started."""
     cfg = config or make_config(tmp_path)
     model = model or HeldModel()
     settings.setdefault("poll_timeout", 1)
     settings.setdefault("chat_rate", 50)
     async with FakeTelegram() as tg:
         ext = telegram_extension(TelegramSettings(token=TG_TOKEN, base_url=f"{tg.base_url}/bot", **settings))
-        hub = Hub(cfg, model=model, load_extensions=False, extensions=[ext])
+        hub = Hub(cfg, model=model, load_extensions=False, extensions=[ext, *extensions])
         async with hub:
             assert hub.http is not None and hub.http.port
             yield Dash(hub, tg, model, f"http://127.0.0.1:{hub.http.port}", Path(cfg.hub.contexts_dir))

@@ -6,17 +6,22 @@ show is checked against what the hub's stores hold.
 
 from __future__ import annotations
 
+import html
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from yarl import URL
 
-from hub.runs import InMemoryRunStore, SQLiteRunStore
+from pydantic import BaseModel
+
+from hub import Extension, action
+from hub.runs import InMemoryRunStore, RunRecord, RunState, SQLiteRunStore
 from hub.db import Database
 
-from .conftest import PERSONA, TOKEN, client, dashboard, login, make_config, persona_text, seed, wait_until
+from .conftest import PERSONA, TOKEN, HeldModel, client, dashboard, login, make_config, persona_text, seed, wait_until
 
 
 async def test_the_dashboard_is_off_without_a_token(tmp_path: Path) -> None:
@@ -177,6 +182,57 @@ async def test_trace_shows_the_whole_run_and_no_secret(tmp_path: Path, monkeypat
         async with s.post(d.base + "/ui/conversation/forget", data={"csrf": csrf, "context": "telegram:chat:42"}) as resp:
             assert "forgot telegram:chat:42: 0 episodes, working-memory:telegram:chat:42" in await resp.text()
         assert await d.hub.memory.get("working-memory:telegram:chat:42") is None
+
+
+class City(BaseModel):
+    city: str
+
+
+@action(name="lookupWeather", description="The weather in a city.")
+async def lookup_weather(args: City, ctx: Any) -> dict[str, Any]:
+    if args.city == "Atlantis":
+        raise ValueError("no such city: Atlantis")
+    return {"city": args.city, "temperature": 72}
+
+
+def weather_model(request: Any) -> str:
+    """Step 1 calls the action twice (one fails); step 2 answers with what came back."""
+    prompt = "".join(m["content"] for m in request.messages)
+    if "72" not in prompt:
+        return ('<response><reasoning>Look it up.</reasoning>'
+                '<action_call name="lookupWeather">{"city": "Paris"}</action_call>'
+                '<action_call name="lookupWeather">{"city": "Atlantis"}</action_call></response>')
+    return '<response><output type="telegram:send">Paris: 72F</output></response>'
+
+
+async def test_trace_shows_action_calls_results_errors_and_child_runs(tmp_path: Path) -> None:
+    tools = Extension(name="tools", actions=[lookup_weather])
+    async with dashboard(tmp_path, model=HeldModel(weather_model), extensions=[tools]) as d, client() as s:
+        d.tg.push_message(chat_id=5, text="weather in Paris?")
+        await d.tg.wait_sent(1)
+        (run,) = await d.hub.runs.page(limit=5)
+        await wait_until(lambda: _ended(d, run.id))
+        child = RunRecord(context="telegram:chat:5", parent_id=run.id, state=RunState.COMPLETED)
+        grandchild = RunRecord(context="telegram:chat:6", parent_id=child.id, state=RunState.FAILED)
+        for r in (child, grandchild):
+            await d.hub.runs.create(r)
+            r.ended = r.started + 1
+            await d.hub.runs.finish(r)
+        await login(s, d.base)
+        async with s.get(f"{d.base}/ui/runs/{run.id[:12]}") as resp:  # a unique prefix is enough
+            page = html.unescape(await resp.text())
+        assert "call #0 lookupWeather" in page and '"city": "Paris"' in page
+        assert "result of lookupWeather" in page and '"temperature": 72' in page
+        assert "no such city: Atlantis" in page and 'class="badge error"' in page
+        assert "Paris: 72F" in page and "step 2:" in page
+        assert "<h2>Child runs</h2>" in page
+        tree = page[page.index("<h2>Child runs</h2>"):]
+        assert tree.index(child.id[:10]) < tree.index(grandchild.id[:10])  # nested under its parent
+        assert tree.count('<ul class="tree">') == 2
+        async with s.get(f"{d.base}/ui/runs/{grandchild.id}") as resp:
+            assert f'href="/ui/runs/{child.id}"' in await resp.text()  # a link up to its parent
+        async with s.get(f"{d.base}/ui/runs/nosuchrun") as resp:
+            assert resp.status == 404 and "no run matches" in await resp.text()
 
 
 async def _ended(d, run_id: str) -> bool:
