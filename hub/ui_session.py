@@ -26,9 +26,10 @@ COOKIE = "hub_session"
 
 def token_matches(given: str, token: str) -> bool:
     """Whether ``given`` is the ``[http] token``, in constant time (never for an empty token)."""
-    if not token or not given.isascii():
+    if not token:
         return False
-    return hmac.compare_digest(given.encode(), token.encode())
+    # a form posts UTF-8, so a token with non-ASCII characters works too (a header could not carry it)
+    return hmac.compare_digest(given.encode("utf-8", "replace"), token.encode("utf-8", "replace"))
 
 
 @dataclass(slots=True)
@@ -39,7 +40,9 @@ class Session:
     seen: float = 0.0
 
     def csrf_matches(self, given: str | None) -> bool:
-        return bool(given) and given.isascii() and hmac.compare_digest(given.encode(), self.csrf.encode())  # type: ignore[union-attr]
+        if not given or not given.isascii():  # the token is URL-safe ASCII: anything else is wrong
+            return False
+        return hmac.compare_digest(given.encode(), self.csrf.encode())
 
 
 class Sessions:

@@ -1,0 +1,52 @@
+"""The dashboard's sessions: expiry when idle and after their lifetime, a bounded number,
+CSRF tokens per session, and the token check."""
+
+from __future__ import annotations
+
+from hub.ui_session import Sessions, token_matches
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_session_expires_when_idle_and_after_its_lifetime() -> None:
+    clock = Clock()
+    sessions = Sessions(idle=60, lifetime=300, clock=clock)
+    s = sessions.create()
+    for _ in range(4):  # kept alive by use, 50 s apart...
+        clock.now += 50
+        assert sessions.get(s.id) is s
+    clock.now += 101  # ...until its lifetime is over, used or not
+    assert sessions.get(s.id) is None
+    assert len(sessions) == 0
+    idle = sessions.create()
+    clock.now += 61
+    assert sessions.get(idle.id) is None
+
+
+def test_sessions_are_bounded_and_each_has_its_own_csrf_token() -> None:
+    sessions = Sessions(max_sessions=3)
+    made = [sessions.create() for _ in range(5)]
+    assert len(sessions) == 3
+    assert sessions.get(made[0].id) is None and sessions.get(made[1].id) is None  # the oldest went first
+    assert all(sessions.get(s.id) is s for s in made[2:])
+    assert len({s.csrf for s in made}) == 5 and len({s.id for s in made}) == 5
+    a, b = made[3], made[4]
+    assert a.csrf_matches(a.csrf) and not a.csrf_matches(b.csrf)
+    assert not a.csrf_matches("") and not a.csrf_matches(None) and not a.csrf_matches("é" + a.csrf[1:])
+    sessions.drop(a.id)
+    assert sessions.get(a.id) is None
+    assert sessions.get(None) is None and sessions.get("x" * 500) is None
+
+
+def test_the_token_check() -> None:
+    assert token_matches("secret-token", "secret-token")
+    assert not token_matches("secret-toke", "secret-token")
+    assert not token_matches("", "")  # no token configured: nobody logs in
+    assert token_matches("sécret-\u00e9", "sécret-\u00e9")  # a form posts UTF-8
+    assert not token_matches("s\udcffcret", "secret")  # a lone surrogate cannot crash the check
