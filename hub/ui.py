@@ -60,7 +60,7 @@ from .redact import MASK
 from .revisions import Revision, rollback, write_persona
 from .runs import RunRecord, RunState, collect_tree
 from .ui_health import SERIES, MetricsHistory, last_value, metric_total, sparkline
-from .ui_session import COOKIE, Session, Sessions, token_matches
+from .ui_session import COOKIE, LoginThrottle, Session, Sessions, token_matches
 
 __all__ = ["Dashboard", "PAGE_SIZE"]
 
@@ -159,6 +159,7 @@ class Dashboard:
     ) -> None:
         self.hub = hub
         self.sessions = sessions if sessions is not None else Sessions()
+        self.throttle = LoginThrottle()
         self.page_size = page_size
         self.history = MetricsHistory(
             hub.metrics.registry, lambda: (hub.runner.running, hub.runner.queued), interval=sample_interval
@@ -267,6 +268,13 @@ class Dashboard:
             same = False
         return None if same else f"Origin {origin[:100]!r} is not this dashboard's: the change is refused"
 
+    @staticmethod
+    def _done(request: web.Request, location: str, msg: str) -> web.HTTPSeeOther:
+        """Back to ``location`` (POST, redirect, GET), which shows ``msg`` once: it is kept in
+        the session, not in the URL, so no link can make the dashboard say something."""
+        request[_SESSION].flash = msg[:1000]
+        return web.HTTPSeeOther(location)
+
     def _refuse(self, status: int, message: str) -> web.Response:
         text = self.env.get_template("error.html").render(message=message, status=status, csrf="", nav="", msg="")
         return web.Response(text=text, status=status, content_type="text/html")
@@ -274,7 +282,8 @@ class Dashboard:
     def _page(self, request: web.Request, template: str, *, status: int = 200, **context: Any) -> web.Response:
         session: Session | None = request.get(_SESSION)
         context.setdefault("nav", "")
-        context.setdefault("msg", request.query.get("msg", "")[:_MAX_PARAM])
+        if "msg" not in context:  # a whole page shows the flash once; a polled fragment leaves it
+            context["msg"] = session.take_flash() if session is not None and not template.startswith("_") else ""
         text = self.env.get_template(template).render(csrf=session.csrf if session else "", **context)
         return web.Response(text=text, status=status, content_type="text/html")
 
@@ -284,12 +293,19 @@ class Dashboard:
         return self._page(request, "login.html", error="")
 
     async def login(self, request: web.Request) -> web.StreamResponse:
+        address = request.remote or "?"
+        wait = self.throttle.wait(address)
+        if wait:
+            return self._page(request, "login.html", status=429, error=(
+                f"Too many wrong tokens from {address}: try again in {wait:.0f} s."))
         form = await request.post()
         given = form.get("token")
         token = self.hub.config.http.token
         if not isinstance(given, str) or not token_matches(given.strip(), token):
-            log.warning("dashboard: a login with a wrong token from %s", request.remote)
+            self.throttle.failed(address)
+            log.warning("dashboard: a login with a wrong token from %s", address)
             return self._page(request, "login.html", status=401, error="That is not the hub's [http] token.")
+        self.throttle.succeeded(address)
         session = self.sessions.create()
         resp = web.HTTPSeeOther("/ui/")
         resp.set_cookie(
@@ -432,7 +448,7 @@ class Dashboard:
             await self.hub.memory.delete(key)
         log.info("dashboard: forgot %s: %d episodes%s", context, deleted, f", {key}" if had else "")
         msg = f"forgot {context}: {deleted} episode{'s' if deleted != 1 else ''}" + (f", {key}" if had else "")
-        raise web.HTTPSeeOther("/ui/conversation?" + urlencode({"context": context, "msg": msg}))
+        raise self._done(request, "/ui/conversation?" + urlencode({"context": context}), msg)
 
     # --- personas -----------------------------------------------------------------------
 
@@ -534,14 +550,14 @@ class Dashboard:
             return self._page(request, "persona.html", nav="personas", text=text, preview=preview, problem=problem,
                               status=400, **p)
         if in_force is not None and text == in_force.text:
-            raise web.HTTPSeeOther(f"/ui/personas/{name}?" + urlencode({"msg": "no change: nothing saved"}))
+            raise self._done(request, f"/ui/personas/{name}", "no change: nothing saved")
         write_persona(self.hub.personas.folder, name, text)
         self.hub.revisions.record(name, text, note="edited in the dashboard")
         self.hub.personas.refresh(force=True)  # in force from the next message, not the next scan
         await self.hub.revisions.flush()
         rev = (await self.hub.revisions.history(name))[-1].rev
         log.info("dashboard: persona %s saved as rev %d", name, rev)
-        raise web.HTTPSeeOther(f"/ui/personas/{name}?" + urlencode({"msg": f"saved: rev {rev} is in force"}))
+        raise self._done(request, f"/ui/personas/{name}", f"saved: rev {rev} is in force")
 
     async def persona_rollback(self, request: web.Request) -> web.StreamResponse:
         name = self._persona_name(request)
@@ -553,10 +569,10 @@ class Dashboard:
         try:
             await rollback(self.hub.revisions, self.hub.personas.folder, name, rev)
         except HubError as e:  # ConfigError too: the revision no longer validates
-            raise web.HTTPSeeOther(f"/ui/personas/{name}?" + urlencode({"msg": f"not rolled back: {e}"})) from None
+            raise self._done(request, f"/ui/personas/{name}", f"not rolled back: {e}") from None
         self.hub.personas.refresh(force=True)
         log.info("dashboard: persona %s rolled back to rev %d", name, rev)
-        raise web.HTTPSeeOther(f"/ui/personas/{name}?" + urlencode({"msg": f"rolled back to rev {rev}"}))
+        raise self._done(request, f"/ui/personas/{name}", f"rolled back to rev {rev}")
 
     # --- access -------------------------------------------------------------------------
 
@@ -575,7 +591,7 @@ class Dashboard:
         else:
             msg = f"approved: {p.platform} user {p.user}"
             log.info("dashboard: %s", msg)
-        raise web.HTTPSeeOther("/ui/access?" + urlencode({"msg": msg}))
+        raise self._done(request, "/ui/access", msg)
 
     async def revoke(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()
@@ -585,7 +601,7 @@ class Dashboard:
             raise BadRequest("revoke needs the user id (field 'user')")
         n = await self.hub.access.revoke(user, platform=platform)
         msg = f"revoked {n} pairing{'s' if n != 1 else ''} of user {user}" if n else f"no pairing of user {user}"
-        raise web.HTTPSeeOther("/ui/access?" + urlencode({"msg": msg}))
+        raise self._done(request, "/ui/access", msg)
 
     # --- health -------------------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 An operator logs in by posting the token (compared in constant time); the browser then holds
 only a random session id in a cookie (HttpOnly, SameSite=Strict, Path=/ui, Secure over
 https). Each session has its own CSRF token, which every change (a POST) must carry, in the
-form or in the ``X-CSRF-Token`` header that htmx sends. Sessions end on logout, after
+form or in the ``X-CSRF-Token`` header that htmx sends. Wrong tokens are counted per client address: after ``limit`` within ``window`` seconds, that
+address is refused for the rest of the window (:class:`LoginThrottle`). Sessions end on logout, after
 ``idle`` seconds without a request, and ``lifetime`` seconds after login whatever happens;
 at most ``max_sessions`` are kept (the oldest goes first), so a flood of logins cannot grow
 memory. They live on the dashboard of one hub (no global state) and do not survive a restart:
@@ -15,11 +16,11 @@ from __future__ import annotations
 import hmac
 import secrets
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["Session", "Sessions", "COOKIE", "token_matches"]
+__all__ = ["Session", "Sessions", "LoginThrottle", "COOKIE", "token_matches"]
 
 COOKIE = "hub_session"
 
@@ -38,6 +39,11 @@ class Session:
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     created: float = 0.0
     seen: float = 0.0
+    flash: str = ""  # what the next page says about the change just made
+
+    def take_flash(self) -> str:
+        msg, self.flash = self.flash, ""
+        return msg
 
     def csrf_matches(self, given: str | None) -> bool:
         if not given or not given.isascii():  # the token is URL-safe ASCII: anything else is wrong
@@ -86,3 +92,46 @@ class Sessions:
     def drop(self, sid: str | None) -> None:
         if sid:
             self._live.pop(sid, None)
+
+
+class LoginThrottle:
+    """At most ``limit`` wrong tokens per client address within ``window`` seconds; then that
+    address waits until its oldest failure leaves the window. Bounded to ``max_addresses``."""
+
+    def __init__(
+        self, *, limit: int = 10, window: float = 60.0, max_addresses: int = 1024,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limit = limit
+        self.window = window
+        self.max_addresses = max_addresses
+        self._clock = clock
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def _recent(self, address: str) -> deque[float]:
+        times = self._failures.get(address)
+        if times is None:
+            return deque()
+        cutoff = self._clock() - self.window
+        while times and times[0] <= cutoff:
+            times.popleft()
+        if not times:
+            del self._failures[address]
+        return times
+
+    def wait(self, address: str) -> float:
+        """Seconds ``address`` must wait before it may try a token again (0: it may now)."""
+        times = self._recent(address)
+        if len(times) < self.limit:
+            return 0.0
+        return max(0.0, times[0] + self.window - self._clock())
+
+    def failed(self, address: str) -> None:
+        times = self._failures.pop(address, None) or deque()
+        times.append(self._clock())
+        self._failures[address] = times  # the most recent last: the stalest address goes first
+        while len(self._failures) > self.max_addresses:
+            self._failures.popitem(last=False)
+
+    def succeeded(self, address: str) -> None:
+        self._failures.pop(address, None)

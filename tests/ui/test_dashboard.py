@@ -69,6 +69,16 @@ async def test_login_refuses_a_wrong_token_and_sets_a_strict_cookie(tmp_path: Pa
             assert resp.status == 303
 
 
+async def test_an_address_that_keeps_guessing_is_held_back(tmp_path: Path) -> None:
+    async with dashboard(tmp_path) as d, client() as s:
+        for i in range(10):
+            async with s.post(d.base + "/ui/login", data={"token": f"guess-{i}"}, allow_redirects=False) as resp:
+                assert resp.status == 401
+        async with s.post(d.base + "/ui/login", data={"token": TOKEN}, allow_redirects=False) as resp:
+            assert resp.status == 429 and "Set-Cookie" not in resp.headers  # even the right token waits
+            assert "Too many wrong tokens from 127.0.0.1: try again in" in await resp.text()
+
+
 async def test_every_change_needs_the_csrf_token_and_this_origin(tmp_path: Path) -> None:
     async with dashboard(tmp_path) as d, client() as s:
         pending = await d.hub.access.check("telegram", "77", "pairing")
@@ -87,7 +97,7 @@ async def test_every_change_needs_the_csrf_token_and_this_origin(tmp_path: Path)
         assert (await d.hub.access.store.get("telegram", "77")).state == "pending"  # nothing changed
         async with s.post(url, data={"code": pending.code}, headers={"X-CSRF-Token": csrf, "Origin": d.base},
                           allow_redirects=False) as resp:
-            assert resp.status == 303 and "approved" in resp.headers["Location"]
+            assert resp.status == 303 and resp.headers["Location"] == "/ui/access"
         assert (await d.hub.access.store.get("telegram", "77")).state == "approved"
         # a login from another site is refused too (login CSRF)
         async with s.post(d.base + "/ui/login", data={"token": TOKEN}, headers={"Origin": "http://evil.example"},
@@ -318,6 +328,10 @@ async def test_access_lists_approves_and_revokes(tmp_path: Path) -> None:
         async with s.post(d.base + "/ui/access/approve", data={"csrf": csrf, "code": pending.code.lower()}) as resp:
             assert "approved: telegram user 501" in await resp.text()
         assert (await d.hub.access.check("telegram", "501", "pairing")).allowed
+        async with s.get(d.base + "/ui/access") as resp:
+            assert "approved: telegram user 501" not in await resp.text()  # said once
+        async with s.get(d.base + "/ui/access?msg=Your+token+expired") as resp:
+            assert "Your token expired" not in await resp.text()  # no link can make it say things
         async with s.post(d.base + "/ui/access/revoke", data={"csrf": csrf, "user": "501", "platform": "telegram"}) as resp:
             assert "revoked 1 pairing of user 501" in await resp.text()
         assert not (await d.hub.access.check("telegram", "501", "pairing")).allowed

@@ -3,7 +3,7 @@ CSRF tokens per session, and the token check."""
 
 from __future__ import annotations
 
-from hub.ui_session import Sessions, token_matches
+from hub.ui_session import LoginThrottle, Sessions, token_matches
 
 
 class Clock:
@@ -50,3 +50,22 @@ def test_the_token_check() -> None:
     assert not token_matches("", "")  # no token configured: nobody logs in
     assert token_matches("sécret-\u00e9", "sécret-\u00e9")  # a form posts UTF-8
     assert not token_matches("s\udcffcret", "secret")  # a lone surrogate cannot crash the check
+
+
+def test_wrong_tokens_are_throttled_per_address() -> None:
+    clock = Clock()
+    throttle = LoginThrottle(limit=3, window=60, max_addresses=2, clock=clock)
+    for _ in range(3):
+        assert throttle.wait("10.0.0.1") == 0
+        throttle.failed("10.0.0.1")
+        clock.now += 1
+    assert throttle.wait("10.0.0.1") == 57  # until the first failure leaves the window
+    assert throttle.wait("10.0.0.2") == 0  # another address is not held back
+    clock.now += 57
+    assert throttle.wait("10.0.0.1") == 0
+    throttle.failed("10.0.0.1")
+    throttle.succeeded("10.0.0.1")  # the right token clears the count
+    assert throttle.wait("10.0.0.1") == 0
+    for address in ("a", "b", "c"):  # bounded: the stalest address is forgotten
+        throttle.failed(address)
+    assert len(throttle._failures) == 2 and "a" not in throttle._failures
