@@ -141,7 +141,13 @@ def sparkline(values: Sequence[float | None], *, width: int = 240, height: int =
         run.append(f"{x:.1f},{y:.1f}")
     if run:
         paths.append(" ".join(run))
-    lines = "".join(f'<polyline fill="none" stroke="currentColor" stroke-width="1.5" points="{p}"/>' for p in paths)
+    lines = "".join(
+        f'<polyline fill="none" stroke="currentColor" stroke-width="1.5" points="{p}"/>' if " " in p
+        else f'<circle r="2" fill="currentColor" cx="{p.split(",")[0]}" cy="{p.split(",")[1]}"/>'  # one point alone
+        for p in paths
+    )
+    if not paths:
+        lines = f'<text x="{pad}" y="{h - 2 * pad}" font-size="11" fill="currentColor">no samples yet</text>'
     return (
         f'<svg class="spark" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" '
         f'aria-label="{escape(label)}">{lines}</svg>'
