@@ -182,6 +182,12 @@ async def test_trace_shows_the_whole_run_and_no_secret(tmp_path: Path, monkeypat
         assert "output telegram:send" in page and "Hello from ALPHA" in page and ">sent<" in page
         assert re.search(r"step 1: \d+ ms \(first token \d+ ms\), tokens \d+ prompt \+ \d+ completion", page)
         assert 'hx-trigger="every 1s"' not in page  # an ended run's trace stops polling
+        for path in ("/ui/", "/ui/runs/rows", f"/ui/runs/{run.id}/trace", "/ui/conversations",
+                     "/ui/conversation?context=telegram:chat:42", "/ui/personas", "/ui/personas/default",
+                     "/ui/access", "/ui/health", "/ui/health/charts"):
+            async with s.get(d.base + path) as resp:
+                body = await resp.text()
+            assert resp.status == 200 and secret not in body and TOKEN not in body, path
         # the conversation: its history, and forgetting it as `hub memory forget` does
         async with s.get(d.base + "/ui/conversation?context=telegram:chat:42") as resp:
             page = await resp.text()
