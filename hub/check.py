@@ -123,8 +123,10 @@ def check_config(config: HubConfig) -> CheckReport:
             report.errors.append(f"{where}model.provider: local needs xllamacpp (pip install 'hub[local]')")
     elif m.provider == "openai" and not m.api_key and not m.base_url:
         report.warnings.append(f"{where}model.api_key: empty (is OPENAI_API_KEY set?)")
-    if config.http is not None and not config.http.token:  # the run-event routes need a bearer token
-        report.warnings.append(f"{where}http.token: empty: /events and /runs/{{id}} are off, /metrics is open")
+    if config.http is not None and not config.http.token:  # the run-event routes and the dashboard need it
+        report.warnings.append(
+            f"{where}http.token: empty: /events and /runs/{{id}} are off, the dashboard at /ui/ is off, /metrics is open"
+        )
     return report
 
 

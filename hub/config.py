@@ -57,6 +57,7 @@ __all__ = [
     "substitute_env",
     "format_validation_error",
     "MAX_FILE_BYTES",
+    "loads_toml",
     "MAX_DEPTH",
     "MIN_SECRET_LENGTH",
 ]
@@ -199,16 +200,30 @@ def read_toml(path: Path) -> dict[str, Any]:
         data = f.read(MAX_FILE_BYTES + 1)
     if len(data) > MAX_FILE_BYTES:
         raise ConfigError(f"is more than the {MAX_FILE_BYTES:,} bytes allowed", path=str(path))
+    return loads_toml(data, path=path)
+
+
+def loads_toml(data: bytes, *, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """TOML text as :func:`read_toml` takes a file's (the dashboard's persona editor checks
+    an edit before it is written), refused in one line when too large, not TOML, or nested
+    deeper than :data:`MAX_DEPTH`.
+
+    Raises:
+        ConfigError: naming ``path``.
+    """
+    where = str(path) if path is not None else None
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError(f"is more than the {MAX_FILE_BYTES:,} bytes allowed", path=where)
     try:
         raw = tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError as e:
-        raise ConfigError(f"not UTF-8 (byte {e.start})", path=str(path)) from e
+        raise ConfigError(f"not UTF-8 (byte {e.start})", path=where) from e
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"not valid TOML: {e}", path=str(path)) from e
+        raise ConfigError(f"not valid TOML: {e}", path=where) from e
     except RecursionError as e:
-        raise ConfigError(f"nested too deeply (more than {MAX_DEPTH} levels)", path=str(path)) from e
+        raise ConfigError(f"nested too deeply (more than {MAX_DEPTH} levels)", path=where) from e
     if _depth(raw) > MAX_DEPTH:
-        raise ConfigError(f"nested too deeply (more than {MAX_DEPTH} levels)", path=str(path))
+        raise ConfigError(f"nested too deeply (more than {MAX_DEPTH} levels)", path=where)
     return raw
 
 

@@ -1,4 +1,5 @@
-"""The hub's HTTP endpoint (aiohttp): ``/healthz``, ``/metrics`` and ``/webhooks/NAME``.
+"""The hub's HTTP endpoint (aiohttp): ``/healthz``, ``/metrics``, ``/webhooks/NAME`` and, with
+``[http] token``, the run events (hub/http_events.py) and the dashboard at ``/ui/`` (hub/ui.py).
 
 Off unless config.toml has an ``[http]`` table; bound to 127.0.0.1 unless ``host`` says
 otherwise.
@@ -174,6 +175,7 @@ class HttpServer:
         self._decoy = WebhookSection(context="decoy:none", secret=secrets.token_hex(32))
         self.port: int | None = None
         self._events: Any = None
+        self._ui: Any = None  # the dashboard (hub/ui.py), when [http] token is set
 
     async def start(self, hub: Any) -> None:  # the Hub, through its public API (submit, metrics, store health)
         if self._runner is not None:
@@ -196,6 +198,7 @@ class HttpServer:
 
         self._events = EventRoutes(hub)
         self._events.add_to(app)
+        self._add_dashboard(app, hub)
         runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=_ProtocolLog(log, {}))
         await runner.setup()
         assert runner.server is not None
@@ -205,9 +208,31 @@ class HttpServer:
         except OSError as e:
             await runner.cleanup()
             raise ConfigError(f"cannot listen on {cfg.host}:{cfg.port}: {e.strerror or e}", key="http") from e
+        if self._ui is not None:
+            await self._ui.start()
         self._runner, self._server, self._guard = runner, server, guard
         self.port = server.sockets[0].getsockname()[1]
         log.info("http: listening on %s:%d", cfg.host, self.port)
+
+    def _add_dashboard(self, app: web.Application, hub: Any) -> None:
+        """``/ui/``: the operators' dashboard, behind the ``[http] token``; off (404) without one."""
+        if hub.config.http.token:
+            from .ui import Dashboard
+
+            self._ui = Dashboard(hub)
+
+            async def slash(request: web.Request) -> web.Response:
+                raise web.HTTPPermanentRedirect("/ui/")
+
+            app.router.add_get("/ui", slash)
+            app.add_subapp("/ui/", self._ui.app())
+            return
+
+        async def off(request: web.Request) -> web.Response:
+            return web.Response(status=404, text="the dashboard is off: set [http] token to serve it at /ui/")
+
+        app.router.add_route("*", "/ui", off)
+        app.router.add_route("*", "/ui/{tail:.*}", off)
 
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
@@ -218,6 +243,8 @@ class HttpServer:
             self._events.close()  # open /events streams end
         if runner is not None:
             await runner.cleanup()
+        if self._ui is not None:
+            await self._ui.stop()
         if self._guard is not None:
             for conn in list(self._guard.live.values()):
                 conn.drop()

@@ -19,14 +19,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .config import ScheduleSection, format_validation_error, read_toml
+from .config import ScheduleSection, format_validation_error, loads_toml, read_toml
 from .errors import ConfigError
 from .injection import PERSONA_CAP, scan
 
-__all__ = ["Persona", "PersonaSet", "load_persona", "persona_files"]
+__all__ = ["Persona", "PersonaSet", "load_persona", "parse_persona", "persona_files"]
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,16 @@ class Persona(BaseModel):
 
 def load_persona(path: Path) -> Persona:
     """Parse and validate one persona file. Raises ConfigError naming the file and key."""
-    raw = read_toml(path)
+    return _validated(read_toml(path), path)
+
+
+def parse_persona(text: str, path: Path) -> Persona:
+    """Validate the text of a persona file before it is written to ``path``, exactly as
+    :func:`load_persona` would read it (the dashboard's editor). Raises ConfigError."""
+    return _validated(loads_toml(text.encode("utf-8"), path=path), path)
+
+
+def _validated(raw: dict[str, Any], path: Path) -> Persona:
     raw.setdefault("name", path.stem)
     try:
         persona = Persona.model_validate(raw)
@@ -194,10 +204,11 @@ class PersonaSet:
             if self.on_change is not None:
                 self.on_change(name, persona, path.read_text(encoding="utf-8"))
 
-    def refresh(self) -> None:
-        """Pick up edited and new files."""
+    def refresh(self, *, force: bool = False) -> None:
+        """Pick up edited and new files (``force``: even within ``interval`` of the last look,
+        as after the dashboard wrote a file)."""
         now = time.monotonic()
-        if self.interval and now - self._last_scan < self.interval:
+        if not force and self.interval and now - self._last_scan < self.interval:
             return
         self._last_scan = now
         if not self.folder.is_dir():

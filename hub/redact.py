@@ -280,6 +280,22 @@ class RedactingRunStore(RunStore):
     ) -> list[RunRecord]:
         return await self.inner.list(limit=limit, state=state, context=context, parent_id=parent_id)
 
+    async def page(
+        self,
+        *,
+        limit: int = 50,
+        before: tuple[float, str] | None = None,
+        state: str | None = None,
+        context: str | None = None,
+        platform: str | None = None,
+    ) -> builtins.list[RunRecord]:
+        return await self.inner.page(limit=limit, before=before, state=state, context=context, platform=platform)
+
+    async def recent_contexts(
+        self, *, limit: int = 50, platform: str | None = None
+    ) -> builtins.list[tuple[str, float, int]]:
+        return await self.inner.recent_contexts(limit=limit, platform=platform)
+
     async def events(self, run_id: str) -> builtins.list[Log]:
         return await self.inner.events(run_id)
 

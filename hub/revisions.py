@@ -31,6 +31,7 @@ __all__ = [
     "InMemoryRevisionStore",
     "SQLiteRevisionStore", "PostgresRevisionStore",
     "rollback",
+    "write_persona",
     "render_history",
     "text_hash",
 ]
@@ -177,6 +178,14 @@ async def rollback(store: RevisionStore, folder: Path, name: str, rev: int) -> R
     store.record(name, target.text, note=f"rollback to rev {rev}")
     await store.flush()
     return target
+
+
+def write_persona(folder: Path, name: str, text: str) -> Path:
+    """Replace ``folder/NAME.toml`` with ``text`` atomically (as a rollback does), so a running
+    hub never reads half of it and picks it up like any edit. Validate the text first."""
+    path = Path(folder) / f"{name}.toml"
+    _write_atomic(path, text)
+    return path
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -18,7 +18,10 @@ from typing import Any
 from .db import SqlDatabase, dumps
 from .logs import Log, from_dict, new_id, to_dict
 
-__all__ = ["RunState", "RunRecord", "RunStore", "InMemoryRunStore", "SQLiteRunStore", "PostgresRunStore", "TERMINAL_STATES"]
+__all__ = [
+    "RunState", "RunRecord", "RunStore", "InMemoryRunStore", "SQLiteRunStore", "PostgresRunStore", "TERMINAL_STATES",
+    "collect_tree",
+]
 
 
 class RunState(StrEnum):
@@ -87,6 +90,39 @@ class RunStore(ABC):
     ) -> list[RunRecord]:
         """Most recent first."""
 
+    async def page(
+        self,
+        *,
+        limit: int = 50,
+        before: tuple[float, str] | None = None,
+        state: str | None = None,
+        context: str | None = None,
+        platform: str | None = None,
+    ) -> builtins.list[RunRecord]:
+        """One page of runs, most recent first, ordered by (started, id): keyset paging, so a
+        page costs the same however deep it is. ``before`` is the (started, id) of the last
+        run of the previous page; ``platform`` keeps contexts whose type begins ``PLATFORM:``.
+
+        This default reads through :meth:`list`; stores with an index override it.
+        """
+        runs = await self.list(limit=1_000_000, state=state, context=context)
+        runs = [r for r in runs if _in_page(r, before, platform)]
+        runs.sort(key=lambda r: (r.started, r.id), reverse=True)
+        return runs[:limit]
+
+    async def recent_contexts(
+        self, *, limit: int = 50, platform: str | None = None
+    ) -> builtins.list[tuple[str, float, int]]:
+        """Conversations by their latest run: ``(context, started of its latest run, runs)``."""
+        seen: dict[str, tuple[float, int]] = {}
+        for r in await self.list(limit=1_000_000):
+            if platform is not None and not r.context.startswith(platform + ":"):
+                continue
+            last, n = seen.get(r.context, (r.started, 0))
+            seen[r.context] = (max(last, r.started), n + 1)
+        rows = sorted(((c, t, n) for c, (t, n) in seen.items()), key=lambda x: x[1], reverse=True)
+        return rows[:limit]
+
     @abstractmethod
     async def events(self, run_id: str) -> builtins.list[Log]: ...
 
@@ -107,6 +143,17 @@ class RunStore(ABC):
 
     async def close(self) -> None:  # noqa: B027
         pass
+
+
+def _in_page(r: RunRecord, before: tuple[float, str] | None, platform: str | None) -> bool:
+    if platform is not None and not r.context.startswith(platform + ":"):
+        return False
+    return before is None or (r.started, r.id) < before
+
+
+def _prefix_range(prefix: str) -> tuple[str, str]:
+    """Bounds of the strings that start with ``prefix``, for an indexed range scan."""
+    return prefix, prefix + "\U0010ffff"
 
 
 class InMemoryRunStore(RunStore):
@@ -248,6 +295,45 @@ class SQLiteRunStore(RunStore):
         )
         return [_record(tuple(r)) for r in rows]
 
+    async def page(
+        self,
+        *,
+        limit: int = 50,
+        before: tuple[float, str] | None = None,
+        state: str | None = None,
+        context: str | None = None,
+        platform: str | None = None,
+    ) -> builtins.list[RunRecord]:
+        where: builtins.list[str] = []
+        params: builtins.list[Any] = []
+        for col, val in (("state", state), ("context", context)):
+            if val is not None:
+                where.append(f"{col} = ?")
+                params.append(val)
+        if platform is not None:
+            where.append("context >= ? AND context < ?")
+            params.extend(_prefix_range(platform + ":"))
+        if before is not None:
+            where.append("(started < ? OR (started = ? AND id < ?))")
+            params.extend((before[0], before[0], before[1]))
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        rows = await self.db.fetchall(
+            f"SELECT {_COLUMNS} FROM runs {clause} ORDER BY started DESC, id DESC LIMIT ?", (*params, limit)
+        )
+        return [_record(tuple(r)) for r in rows]
+
+    async def recent_contexts(
+        self, *, limit: int = 50, platform: str | None = None
+    ) -> builtins.list[tuple[str, float, int]]:
+        clause, params = "", []
+        if platform is not None:
+            clause, params = "WHERE context >= ? AND context < ?", list(_prefix_range(platform + ":"))
+        rows = await self.db.fetchall(
+            f"SELECT context, MAX(started), COUNT(*) FROM runs {clause} GROUP BY context ORDER BY 2 DESC LIMIT ?",
+            (*params, limit),
+        )
+        return [(r[0], r[1], r[2]) for r in rows]
+
     async def find(self, prefix: str) -> RunRecord | None:
         rows = await self.db.fetchall(
             f"SELECT {_COLUMNS} FROM runs WHERE id >= ? AND id < ? LIMIT 2", (prefix, prefix + "\uffff")
@@ -287,3 +373,21 @@ class PostgresRunStore(SQLiteRunStore):
     async def _orphaned(self, run: RunRecord) -> bool:
         try_lock = getattr(self.db, "try_lock", None)
         return True if try_lock is None else await try_lock(run.context)
+
+async def collect_tree(store: RunStore, root_id: str, *, max_runs: int = 1000) -> dict[str, list[RunRecord]]:
+    """Every descendant of ``root_id``: run id -> its child runs, oldest first (at most
+    ``max_runs`` runs). ``hub trace`` draws it (hub/trace.py), the dashboard lists it (hub/ui.py)."""
+    tree: dict[str, list[RunRecord]] = {}
+    frontier, seen = [root_id], {root_id}
+    count = 0
+    while frontier and count < max_runs:
+        parent = frontier.pop(0)
+        kids = await store.list(parent_id=parent, limit=max_runs - count)
+        kids = sorted((k for k in kids if k.id not in seen), key=lambda r: r.started)
+        if kids:
+            tree[parent] = kids
+        for k in kids:
+            seen.add(k.id)
+            frontier.append(k.id)
+        count += len(kids)
+    return tree

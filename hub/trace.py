@@ -25,7 +25,7 @@ from .logs import (
     StepLog,
     ThoughtLog,
 )
-from .runs import RunRecord, RunStore
+from .runs import RunRecord, collect_tree
 
 __all__ = ["render_trace", "render_tree", "collect_tree", "RunTree", "escape_terminal"]
 
@@ -49,24 +49,6 @@ def escape_terminal(text: str, *, newlines: bool = True) -> str:
 
 RunTree = Mapping[str, Sequence[RunRecord]]
 """Run id -> its child runs, oldest first."""
-
-
-async def collect_tree(store: RunStore, root_id: str, *, max_runs: int = 1000) -> dict[str, list[RunRecord]]:
-    """Every descendant of ``root_id``, as a :data:`RunTree` (at most ``max_runs`` runs)."""
-    tree: dict[str, list[RunRecord]] = {}
-    frontier, seen = [root_id], {root_id}
-    count = 0
-    while frontier and count < max_runs:
-        parent = frontier.pop(0)
-        kids = await store.list(parent_id=parent, limit=max_runs - count)
-        kids = sorted((k for k in kids if k.id not in seen), key=lambda r: r.started)
-        if kids:
-            tree[parent] = kids
-        for k in kids:
-            seen.add(k.id)
-            frontier.append(k.id)
-        count += len(kids)
-    return tree
 
 
 def _run_line(r: RunRecord) -> str:

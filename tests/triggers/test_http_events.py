@@ -116,6 +116,7 @@ def test_check_says_the_routes_are_off_without_a_token(config: HubConfig) -> Non
 
     config.http = HttpSection(port=0)
     assert any("http.token: empty: /events and /runs/{id} are off" in w for w in check_config(config).warnings)
+    assert any("the dashboard at /ui/ is off" in w for w in check_config(config).warnings)
     config.http = HttpSection(port=0, token=TOKEN)
     assert not any("http.token" in w for w in check_config(config).warnings)
 
