@@ -19,7 +19,6 @@ from pydantic import BaseModel
 
 from hub import Extension, action
 from hub.runs import InMemoryRunStore, PostgresRunStore, RunRecord, RunState, RunStore, SQLiteRunStore
-from hub.db import Database
 from tests.backends import BACKENDS, sql_database
 
 from .conftest import PERSONA, TOKEN, HeldModel, client, dashboard, login, make_config, persona_text, seed, wait_until
