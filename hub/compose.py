@@ -35,6 +35,7 @@ from .heartbeat import Heartbeat
 from .hooks import Plugins
 from .http import HttpServer, http_component
 from .inbox import InboxStore, SQLiteInbox
+from .leases import InMemoryLeaseStore, LeaseStore, SQLiteLeaseStore
 from .limits import Budgets, InMemoryUsageStore, SQLiteUsageStore, UsageStore
 from .memory.sqlite import SQLiteMemoryStore
 from .memory.store import MemoryStore
@@ -74,6 +75,7 @@ class Stores:
     memory: MemoryStore
     runs: RunStore
     inbox: InboxStore
+    leases: LeaseStore
 
 
 def build_stores(
@@ -83,11 +85,14 @@ def build_stores(
     memory: MemoryStore | None = None,
     runs: RunStore | None = None,
     inbox: InboxStore | None = None,
+    leases: LeaseStore | None = None,
     bus: EventBus | None = None,
 ) -> Stores:
     """The replacements given, else SQLite stores sharing one database in ``data_dir``. The
     run store masks known secrets in error reasons and messages (an exception's text can
-    quote one), the one text that does not enter through an input, a result or the model."""
+    quote one), the one text that does not enter through an input, a result or the model.
+    Leases live in the same database (workers sharing it share them); in memory when there
+    is no database and none was given."""
     db = Database(config.data_dir / "hub.db") if memory is None or runs is None or inbox is None else None
     if runs is None:
         assert db is not None
@@ -101,6 +106,7 @@ def build_stores(
         memory if memory is not None else SQLiteMemoryStore(db),  # type: ignore[arg-type]
         runs,
         inbox if inbox is not None else SQLiteInbox(db),  # type: ignore[arg-type]
+        leases if leases is not None else SQLiteLeaseStore(db) if db is not None else InMemoryLeaseStore(),
     )
 
 

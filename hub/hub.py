@@ -25,6 +25,7 @@ from .definitions import Action, Context, Extension, Input, Output
 from .engine import ContextInstance, Engine, RunResult
 from .errors import ExtensionError, ExtensionFailed, RunError
 from .inbox import InboxStore, park_poison
+from .leases import LeaseKeeper, LeaseStore, worker_id
 from .loader import load_extensions as _load_extensions
 from .logs import InputLog, OutputLog
 from .memory.store import MemoryStore
@@ -71,6 +72,7 @@ class Hub:
         memory: MemoryStore | None = None,
         runs: RunStore | None = None,
         inbox: InboxStore | None = None,
+        leases: LeaseStore | None = None,
         extensions: Sequence[Extension] = (),
         load_extensions: bool = True,
         personas: PersonaSet | None = None,
@@ -80,11 +82,16 @@ class Hub:
         self.redactor = Redactor.from_config(self.config)
         # run events (hub/events.py): every entry the run store records is published, masked
         self.bus = EventBus()
-        stores = build_stores(self.config, self.redactor, memory=memory, runs=runs, inbox=inbox, bus=self.bus)
+        stores = build_stores(
+            self.config, self.redactor, memory=memory, runs=runs, inbox=inbox, leases=leases, bus=self.bus
+        )
         self._db: Database | None = stores.db
         self.memory: MemoryStore = stores.memory
         self.runs: RunStore = stores.runs
         self.inbox: InboxStore = stores.inbox
+        # listeners that must run once across workers sharing the store hold a lease (hub/leases.py)
+        self.leases: LeaseStore = stores.leases
+        self.worker = worker_id()
         self._model = model
         self.personas = personas or PersonaSet(self.config.contexts_dir, interval=1.0)
         m = self.config.model
@@ -215,7 +222,7 @@ class Hub:
             raise RunError("a stopped hub cannot start again; create a new Hub")
         self._state = _Lifecycle.STARTING
         try:
-            for store in (self.memory, self.runs, self.inbox, *self.features.stores, self.access.store):
+            for store in (self.memory, self.runs, self.inbox, self.leases, *self.features.stores, self.access.store):
                 await store.open()
             for err in self.personas.load_all():
                 log.error("%s", err)
@@ -314,7 +321,7 @@ class Hub:
                 await self._model.close()
             except Exception:
                 log.exception("model failed to close")
-        for store in (self.access.store, *self.features.stores, self.inbox, self.runs, self.memory):
+        for store in (self.access.store, *self.features.stores, self.leases, self.inbox, self.runs, self.memory):
             await store.close()
         self.bus.close()
         if self._db is not None:
@@ -346,6 +353,13 @@ class Hub:
         ``asyncio.create_task``.
         """
         return self.runner.spawn(coro, name=name)
+
+    def lease(self, name: str, *, ttl: float = 30.0, retry: float | None = None) -> LeaseKeeper:
+        """A keeper of the lease ``name`` for this worker (see :mod:`hub.leases`): run a
+        listener that must be unique across workers with ``hub.create_task(keeper.hold(work),
+        name=...)``; it runs only while this worker holds the lease. ``ttl``: how long a dead
+        worker's lease keeps others waiting."""
+        return LeaseKeeper(self.leases, name, self.worker, ttl=ttl, retry=retry)
 
     async def received(self, platform_id: str) -> bool:
         """Whether an input with this platform id was already recorded (a redelivery, a replay)."""

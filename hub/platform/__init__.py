@@ -4,8 +4,9 @@ Splitting long text (:func:`split_message`), an outbound :class:`Governor` (paci
 ``retry_after``, retries), the one :class:`Backoff`, a :class:`TypingIndicator`, the
 :func:`reply_target` lookup, a :class:`LoopGuard` for bot-to-bot exchanges,
 :class:`AllowList`, the base of every platform's settings (:class:`PlatformSettings`) and
-:func:`quiet_loggers` for a client library's chatter, and :func:`private_access`
-(``dm_policy`` applied to a private message).
+:func:`quiet_loggers` for a client library's chatter, :func:`private_access`
+(``dm_policy`` applied to a private message), and :class:`LeaseKeeper` (a listener that must
+run on one worker only runs while it holds the lease; get one from ``hub.lease(name)``).
 
 The core never names a platform; extensions map their client's errors onto
 :class:`RateLimited`, :class:`TransientSendError` and :class:`PermanentSendError` and send
@@ -17,6 +18,7 @@ send that finally fails is a failed output in the run's log, never reported as s
 from __future__ import annotations
 
 from ..backoff import Backoff
+from ..leases import Lease, LeaseKeeper
 from ..logging_setup import quiet_loggers
 from ._access import private_access
 from ._guard import AllowList, LoopGuard
@@ -35,6 +37,8 @@ from ._typing import TypingIndicator
 
 __all__ = [
     "Backoff",
+    "Lease",
+    "LeaseKeeper",
     "split_message",
     "utf16_len",
     "RateLimited",
