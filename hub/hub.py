@@ -21,9 +21,9 @@ from .agent_context import AgentContext
 from .compose import Component, build_stores, compose, make_model, prompt_budget
 from .config import HubConfig
 from .db import Database
-from .definitions import Action, Context, Extension, Input, Output
+from .definitions import Action, Context, Extension, Input, Output, Route
 from .engine import ContextInstance, Engine, RunResult
-from .errors import ExtensionError, ExtensionFailed, RunError
+from .errors import ConfigError, ExtensionError, ExtensionFailed, RunError
 from .inbox import InboxStore, park_poison
 from .leases import LeaseKeeper, LeaseStore, worker_id
 from .loader import load_extensions as _load_extensions
@@ -112,6 +112,7 @@ class Hub:
         self.actions: dict[str, Action] = self.registry.actions
         self.outputs: dict[str, Output] = self.registry.outputs
         self.inputs: dict[str, Input] = self.registry.inputs
+        self.routes: dict[str, Route] = self.registry.routes  # served by the [http] endpoint
         self._stops: list[Callable[[], Awaitable[None]]] = []
         self._started_services: list[Any] = []
         self._started_components: list[Component] = []
@@ -222,6 +223,12 @@ class Hub:
             raise RunError("a stopped hub cannot start again; create a new Hub")
         self._state = _Lifecycle.STARTING
         try:
+            if self.routes and self.http is None:
+                owners = sorted({f"{self.owner_of(r)} ({path})" for path, r in self.routes.items()})
+                raise ConfigError(
+                    f"extension routes need the [http] endpoint, which is not configured: {', '.join(owners)}",
+                    path=str(self.config.path) if self.config.path else None, key="http",
+                )
             for store in (self.memory, self.runs, self.inbox, self.leases, *self.features.stores, self.access.store):
                 await store.open()
             for err in self.personas.load_all():
