@@ -61,7 +61,8 @@ class Hub:
     Its features (budgets, role guard, metrics, child runs, episodic memory, schedules,
     HTTP, persona revisions) are built once by :func:`hub.compose.compose` and take part
     in runs only through ``hub.plugins``. ``heartbeat``: a file to touch while the hub runs
-    (``hub run`` passes the one ``hub health`` reads).
+    (``hub run`` passes the one ``hub health`` reads). ``worker``: its identity as a lease
+    holder (default: host, pid and a random suffix; see :mod:`hub.leases`).
     """
 
     def __init__(
@@ -77,6 +78,7 @@ class Hub:
         load_extensions: bool = True,
         personas: PersonaSet | None = None,
         heartbeat: Path | None = None,
+        worker: str | None = None,
     ) -> None:
         self.config = config or HubConfig()
         self.redactor = Redactor.from_config(self.config)
@@ -91,7 +93,9 @@ class Hub:
         self.inbox: InboxStore = stores.inbox
         # listeners that must run once across workers sharing the store hold a lease (hub/leases.py)
         self.leases: LeaseStore = stores.leases
-        self.worker = worker_id()
+        # who this hub is as a lease holder: unique per hub, unless the caller knows better
+        # (`hub run` holding the data dir's lock is the only worker there can be)
+        self.worker = worker or worker_id()
         self._model = model
         self.personas = personas or PersonaSet(self.config.contexts_dir, interval=1.0)
         m = self.config.model

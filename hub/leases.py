@@ -40,6 +40,7 @@ __all__ = [
     "SQLiteLeaseStore",
     "LeaseKeeper",
     "worker_id",
+    "sole_worker_id",
 ]
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,13 @@ Sleep = Callable[[float], Awaitable[None]]
 def worker_id() -> str:
     """This worker's identity as a lease holder: ``HOST:PID:RANDOM``."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+def sole_worker_id(data_dir: str | os.PathLike[str]) -> str:
+    """The holder of a process that holds the data dir's lock (``hub run`` on SQLite): no
+    other process can share the store, so each run there is the same holder and takes its
+    leases back at once after a crash, instead of waiting for them to expire."""
+    return f"sole:{os.path.realpath(data_dir)}"
 
 
 @dataclass(frozen=True, slots=True)
