@@ -51,7 +51,7 @@ def echo(request: Any) -> str:
 def worker(tmp_path: Path, tg: FakeTelegram, *, http: bool = True, inbox: Any = None, **settings: Any) -> Hub:
     settings.setdefault("poll_timeout", 1)
     settings.setdefault("chat_rate", 20)
-    settings.setdefault("lease_ttl", 1)  # a stopped worker's poller is taken over within a third of it
+    settings.setdefault("lease_ttl", 4)  # a stopped worker's poller is taken over within a third of it
     ext = extension(TelegramSettings(token=TOKEN, base_url=f"{tg.base_url}/bot", **settings))
     return Hub(config(tmp_path, http=http), model=ScriptedModel(echo), load_extensions=False, extensions=[ext],
                inbox=inbox)
