@@ -27,7 +27,7 @@ from .db import Database
 from .definitions import Context, Output
 from .engine import ContextInstance
 from .children import ChildRuns
-from .episode import default_store_path, open_episode_store, shared_embedder
+from .episode import local_store_path, open_episode_store, shared_embedder
 from .episodes import EpisodicMemory
 from .events import EventBus, PublishingRunStore
 from .guard import RoleGuard
@@ -227,7 +227,7 @@ def compose(
             retry_policy=retry_policy,
             model_timeout=config.model.timeout,
             marks=memory,
-            store_path=default_store_path(config),
+            store_path=local_store_path(config),
         )
     training = TrainingExport(config, redactor) if config.memory.export_training else None
     plugins = Plugins([
