@@ -38,9 +38,6 @@ class PlatformSettings(BaseModel):
     """Attempts per message (429s and network errors are retried)."""
     send_max_wait: float = Field(120.0, ge=0)
     """Seconds of retry_after and backoff one message may wait in all before it is given up."""
-    lease_ttl: float = Field(30.0, ge=1, le=3600)
-    """Seconds a worker's lease on a listener that must be unique (a poller) lasts unrenewed:
-    how long a dead worker's listener stays unowned before another worker takes it over."""
 
     @field_validator("dm_policy", mode="before")
     @classmethod

@@ -48,6 +48,9 @@ class TelegramSettings(PlatformSettings):
     """Messages per second to one chat (Telegram: about 1; 20 a minute in groups)."""
     global_rate: float = Field(30.0, gt=0)
     """Messages per second overall (Telegram: about 30)."""
+    lease_ttl: float = Field(30.0, ge=1, le=3600)
+    """Seconds a worker's lease (on polling, on setWebhook) lasts unrenewed: how long a dead
+    worker's poller stays unowned before another worker sharing the store takes over."""
     webhook_url: str = ""
     """"": long polling (one worker polls, under a lease). Set: webhook mode: Telegram POSTs
     updates to this public URL, which reaches the hub's ``[http]`` endpoint at the URL's path

@@ -79,7 +79,7 @@ async def started(*hubs: Hub, tg: FakeTelegram | None = None) -> AsyncIterator[N
         for hub in hubs:
             await stack.enter_async_context(hub)
         if tg is not None:
-            await tg.wait_for(lambda: tg.state.webhook_set >= 1)
+            await tg.wait_for(lambda: tg.state.webhook_set >= 1, timeout=15)
         yield
 
 
@@ -93,7 +93,7 @@ async def test_webhook_mode_answers_posted_updates_and_sets_the_webhook(tmp_path
             update_id, _ = tg.push_message(chat_id=42, text="hello over the webhook")
             status, body = await tg.deliver(update_id, url=local(hub))
             assert (status, body) == (200, {"ok": True})
-            await tg.wait_sent(1)
+            await tg.wait_sent(1, timeout=15)
             assert texts(tg) == ["echo: hello over the webhook"]
             assert tg.sent[0]["chat_id"] == 42
             assert tg.calls("getUpdates") == []  # nothing polls in webhook mode
@@ -113,7 +113,7 @@ async def test_a_wrong_or_missing_secret_is_refused_and_nothing_is_recorded(tmp_
             # a genuine update afterwards is the only one that reaches the model
             real, _ = tg.push_message(chat_id=42, text="genuine")
             assert (await tg.deliver(real, url=local(hub)))[0] == 200
-            await tg.wait_sent(1)
+            await tg.wait_sent(1, timeout=15)
             assert texts(tg) == ["echo: genuine"]
             assert len(hub.model.requests) == 1  # type: ignore[attr-defined]
             assert "forged" not in hub.model.requests[0].messages[-1]["content"]  # type: ignore[attr-defined]
@@ -125,11 +125,11 @@ async def test_a_redelivered_update_is_answered_once(tmp_path: Path) -> None:
         async with started(hub, tg=tg):
             first, _ = tg.push_message(chat_id=42, text="once")
             assert (await tg.deliver(first, url=local(hub)))[0] == 200
-            await tg.wait_sent(1)
+            await tg.wait_sent(1, timeout=15)
             assert (await tg.deliver(first, url=local(hub)))[0] == 200  # Telegram did not see the answer
             sentinel, _ = tg.push_message(chat_id=42, text="after")
             assert (await tg.deliver(sentinel, url=local(hub)))[0] == 200
-            await tg.wait_sent(2)
+            await tg.wait_sent(2, timeout=15)
             assert texts(tg) == ["echo: once", "echo: after"]
 
 
@@ -156,7 +156,7 @@ async def test_an_update_the_store_could_not_record_is_refused_and_redelivered(t
             assert status == 503 and "store" in body["error"]
             assert [u["update_id"] for u in tg.pending_updates] == [update_id]  # Telegram keeps it
             assert (await tg.deliver(update_id, url=local(hub)))[0] == 200
-            await tg.wait_sent(1)
+            await tg.wait_sent(1, timeout=15)
             assert texts(tg) == ["echo: keep me"]
             assert tg.pending_updates == []
 
@@ -171,7 +171,7 @@ async def test_every_worker_takes_updates_and_one_sets_the_webhook(tmp_path: Pat
             b, _ = tg.push_message(chat_id=2, text="to worker two")
             assert (await tg.deliver(a, url=local(one)))[0] == 200
             assert (await tg.deliver(b, url=local(two)))[0] == 200
-            await tg.wait_sent(2)
+            await tg.wait_sent(2, timeout=15)
             assert sorted(texts(tg)) == ["echo: to worker one", "echo: to worker two"]
             assert tg.state.webhook_set == 1
             assert (await two.leases.holder("telegram:webhook:123456")) == holder
@@ -183,7 +183,7 @@ async def test_polling_workers_poll_one_at_a_time_and_the_other_takes_over(tmp_p
         async with started(one):
             async with started(two):
                 tg.push_message(chat_id=7, text="first")
-                await tg.wait_sent(1)
+                await tg.wait_sent(1, timeout=15)
                 polling = await one.leases.holder("telegram:poll:123456")
                 assert polling is not None
                 first, other = (one, two) if polling.holder == one.worker else (two, one)
