@@ -279,7 +279,6 @@ class LeaseKeeper:
         self.sleep = sleep
         self._on_change = on_change
         self.lease: Lease | None = None
-        self.changed = asyncio.Event()  # set each time the lease is won or lost (tests wait on it)
 
     @property
     def held(self) -> bool:
@@ -288,10 +287,8 @@ class LeaseKeeper:
     def _set(self, lease: Lease | None) -> None:
         was = self.lease is not None
         self.lease = lease
-        if was != (lease is not None):
-            self.changed.set()
-            if self._on_change is not None:
-                self._on_change(lease is not None)
+        if was != (lease is not None) and self._on_change is not None:
+            self._on_change(lease is not None)
 
     async def acquire(self) -> Lease:
         """Wait until the lease is ours (trying every ``retry`` seconds)."""
@@ -369,6 +366,8 @@ class LeaseKeeper:
                 keeper.cancel()
                 await asyncio.gather(worker, keeper, return_exceptions=True)
                 await self.release()
+            if keeper.done() and not keeper.cancelled() and keeper.exception() is not None:
+                log.error("lease %s: renewing failed; the work stopped", self.name, exc_info=keeper.exception())
             if finished:
                 worker.result()  # raises what the work raised
                 return

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hub import Hub, HubConfig, RunError
+from hub import Hub, HubConfig, RunError, StoreError
 from hub.db import Database
 from hub.leases import InMemoryLeaseStore, Lease, LeaseKeeper, LeaseStore, SQLiteLeaseStore, worker_id
 
@@ -235,3 +235,50 @@ async def test_two_hubs_on_one_database_share_leases(tmp_path: Path) -> None:
         assert (await a.store.acquire(a.name, a.holder, 30)) is not None
         assert (await b.store.acquire(b.name, b.holder, 30)) is None
         assert (await two.leases.holder("telegram:poll:1")).holder == one.worker  # type: ignore[union-attr]
+
+
+class FlakyStore(InMemoryLeaseStore):
+    """Every write fails (a store outage) while ``down``; counts the failed renewals."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(clock=clock)
+        self.down = False
+        self.failed = 0
+        self.tried = asyncio.Event()
+
+    async def acquire(self, name: str, holder: str, ttl: float) -> Lease | None:
+        if self.down:
+            raise StoreError("the lease store is down (injected)", store="leases", operation="write")
+        return await super().acquire(name, holder, ttl)
+
+    async def renew(self, name: str, holder: str, ttl: float) -> Lease | None:
+        if self.down:
+            self.failed += 1
+            self.tried.set()
+            raise StoreError("the lease store is down (injected)", store="leases", operation="write")
+        return await super().renew(name, holder, ttl)
+
+
+async def test_an_unconfirmed_renewal_keeps_the_work_until_the_lease_would_expire(clock: Clock) -> None:
+    store = FlakyStore(clock)
+    keeper = LeaseKeeper(store, "l", "worker-a", ttl=0.3, retry=0.05)
+    work = Work()
+    task = asyncio.create_task(keeper.hold(work))
+    await asyncio.wait_for(work.running.wait(), 2)
+    store.down = True
+    async with asyncio.timeout(2):
+        while store.failed < 2:  # two renewals failed, the lease not yet near its expiry
+            store.tried.clear()
+            await store.tried.wait()
+    assert keeper.held and work.running.is_set()
+    clock.now += 0.25  # from now on no renewal could be confirmed before the lease expires
+    await asyncio.wait_for(work.stopped.wait(), 2)
+    assert not keeper.held
+    # the store is back: the keeper takes the (expired) lease again and the work restarts
+    store.down = False
+    clock.now += 1
+    work.stopped.clear()
+    await asyncio.wait_for(work.running.wait(), 2)
+    assert work.runs == 2
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
