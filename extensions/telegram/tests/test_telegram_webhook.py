@@ -217,3 +217,17 @@ async def test_webhook_mode_without_the_http_endpoint_is_a_config_error(tmp_path
         with pytest.raises(ConfigError, match=r"\[http\].*telegram \(/telegram/updates\)"):
             await hub.start()
         assert tg.state.webhook_set == 0
+
+
+def test_hub_check_reports_webhook_mode_without_the_http_endpoint(tmp_path: Path) -> None:
+    from hub.check import check_config
+    from hub.config import config_from_dict
+
+    (tmp_path / "contexts").mkdir()
+    table = {"token": TOKEN, "webhook_url": PUBLIC_URL, "webhook_secret": SECRET}
+    report = check_config(config_from_dict({"hub": {"contexts_dir": str(tmp_path / "contexts")},
+                                            "extensions": {"telegram": table}}))
+    assert any("[http]" in e and "telegram (/telegram/updates)" in e for e in report.errors), report.errors
+    with_http = check_config(config_from_dict({"hub": {"contexts_dir": str(tmp_path / "contexts")},
+                                               "http": {"port": 0}, "extensions": {"telegram": table}}))
+    assert not any("[http]" in e for e in with_http.errors), with_http.errors
