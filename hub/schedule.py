@@ -12,9 +12,9 @@ Several workers (hubs sharing one store) may run the same schedules: each tick i
 in the store first, by a compare-and-set of the last fire time (:meth:`ScheduleStore.claim`),
 and only the worker whose claim changed it sends the input, so a tick fires once across
 workers. The input goes in with the platform id ``schedule:NAME:TICK`` and the claim is
-marked done once it is recorded; a claim a worker left unfinished (it died in between) is
-sent again by the next worker that arms the schedule, and the inbox refuses it if it had
-been recorded after all: never zero times, never twice.
+marked done once it is recorded. A claim a worker left unfinished (it died in between) is
+sent by the workers that lost the claim, and by the next worker that arms the schedule;
+the inbox keeps one copy of it (the same platform id): never zero times, never twice.
 
 The clock and the sleep function are injected, so tests drive a fake clock.
 """
@@ -367,15 +367,22 @@ class Scheduler:
             return armed.last  # stopping: not claimed, so the next start fires it as missed
         if not await self.store.claim(name, armed.last, armed.due):
             tick = await self.store.tick(name)
-            log.debug("schedule %s: the tick of %.0f was fired by another worker", name, armed.due)
-            return tick.last if tick is not None else armed.last
+            if tick is None:
+                return armed.last
+            log.debug("schedule %s: the tick of %.0f was claimed by another worker", name, tick.last)
+            if not tick.done:
+                # its input is not recorded yet: the winner is sending it, or died before it did.
+                # Send it too; the inbox keeps one (same platform id), so it is never lost.
+                await self._send(name, armed.schedule, tick.last, quiet=True)
+            return tick.last
         await self._send(name, armed.schedule, armed.due)
         return armed.due
 
-    async def _send(self, name: str, schedule: ScheduleSection, due: float) -> None:
+    async def _send(self, name: str, schedule: ScheduleSection, due: float, *, quiet: bool = False) -> None:
         """Send one claimed tick's input, then mark the claim done. The platform id makes the
         inbox refuse a second copy (a claim finished by another worker after a crash)."""
-        log.info("schedule %s: sending %r to %s", name, schedule.input[:60], schedule.context)
+        log.log(logging.DEBUG if quiet else logging.INFO, "schedule %s: sending %r to %s",
+                name, schedule.input[:60], schedule.context)
         try:
             sub = await self._submit(
                 schedule.context, data=schedule.input, type="schedule", meta={"schedule": name},

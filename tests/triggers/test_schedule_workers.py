@@ -139,6 +139,30 @@ async def test_a_claimed_tick_whose_worker_died_is_sent_once_by_the_next(tmp_pat
         assert await schedule_inputs(hub) == [tick_id("tick", T0 + 3600), tick_id("tick", T0 + 7200)]
 
 
+async def test_a_tick_claimed_by_a_worker_that_died_is_sent_once_by_the_live_ones(tmp_path: Path, said: Said) -> None:
+    clock = SharedClock(T0)
+    hubs = [Hub(worker_config(tmp_path), model=ScriptedModel(reply_to_input), load_extensions=False,
+                extensions=[test_extension(said)]) for _ in range(2)]
+    for hub in hubs:
+        hub.scheduler.clock, hub.scheduler.sleep = clock.time, clock.sleep
+    async with contextlib.AsyncExitStack() as stack:
+        for hub in hubs:
+            await stack.enter_async_context(hub)
+        await clock.settle(2)
+        # a third worker claims the 08:00 tick a moment early and dies before sending it
+        dead = SQLiteScheduleStore(Database(tmp_path / "hub.db"))
+        await dead.open()
+        assert await dead.claim("tick", T0, T0 + 3600)
+        await dead.db.close()
+        await clock.advance(3600, sleepers=2)
+        assert sum(fires(h) for h in hubs) == 1  # one of the two sent it; the inbox refused the other
+        assert await said.wait_for(1) == [("test:chat:room", "echo: write the post")]
+        assert await schedule_inputs(hubs[0]) == [tick_id("tick", T0 + 3600)]
+        assert (await hubs[0].scheduler.store.tick("tick")).done  # type: ignore[union-attr]
+        await clock.advance(3600, sleepers=2)  # and the next tick is fired as usual
+        assert sum(fires(h) for h in hubs) == 2
+
+
 async def test_a_claimed_tick_already_recorded_is_not_sent_again(tmp_path: Path, said: Said) -> None:
     # the worker died after the input was recorded, before it marked the claim done
     db = Database(tmp_path / "hub.db")
