@@ -219,7 +219,15 @@ class DiscordBot:
                 await self._login(client)
                 self.shards[shard] = client
                 log.info("discord: shard %d of %d: connecting", shard, count)
-                await client.connect(reconnect=True)
+                connection = asyncio.ensure_future(client.connect(reconnect=True))
+                try:
+                    await asyncio.shield(connection)
+                except asyncio.CancelledError:
+                    # the lease is gone or the hub stops: close the connection as stop() does
+                    # (close first, then let connect return) rather than cut it mid-event
+                    await client.close()
+                    await asyncio.gather(connection, return_exceptions=True)
+                    raise
             except (DiscordStartError, discord.DiscordException, OSError, aiohttp.ClientError) as e:
                 delay = backoff.next()
                 log.error("discord: shard %d of %d failed (%s); retrying in %.0fs", shard, count, e, delay)
