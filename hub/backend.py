@@ -7,9 +7,6 @@ pairing``, ...) all open the database through :func:`database_for`, so they agre
 
 from __future__ import annotations
 
-import os
-import secrets
-import socket
 from typing import TYPE_CHECKING
 
 from .db import Database, SqlDatabase
@@ -19,7 +16,7 @@ from .pg import PgDatabase
 if TYPE_CHECKING:
     from .config import HubConfig
 
-__all__ = ["database_for", "describe", "existing_database", "worker_id"]
+__all__ = ["database_for", "describe", "existing_database"]
 
 
 def database_for(config: HubConfig) -> SqlDatabase:
@@ -37,12 +34,6 @@ def describe(config: HubConfig) -> str:
     if config.store.url:
         return f"PostgreSQL {PgDatabase(config.store.url).path}"
     return f"SQLite {config.data_dir / 'hub.db'}"
-
-
-def worker_id() -> str:
-    """This process's name among the workers sharing a database: host, pid and a nonce (a
-    restarted process with a reused pid is another worker)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
 def existing_database(config: HubConfig, *, missing: str) -> SqlDatabase:

@@ -104,6 +104,12 @@ def check_config(config: HubConfig) -> CheckReport:
                     f"(TYPE:KEY; context types: {', '.join(sorted(context_types)) or 'none'})"
                 )
 
+    routes = sorted(f"{e.name} ({r.path})" for e in exts for r in e.routes)
+    if routes and config.http is None:  # e.g. Telegram's webhook mode
+        report.errors.append(
+            f"{where}http: extension routes need the [http] endpoint, which is not configured: {', '.join(routes)}"
+        )
+
     m = config.model
     if m.resolved_provider() == "local":
         if m.model_path:

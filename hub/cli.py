@@ -104,6 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command in ("run", "chat"):  # one process per data dir, and a database worth opening
             lock = _claim_data_dir(config, allow_empty=args.allow_empty)
+            # on SQLite the lock makes this the only worker; with [store] url others share the
+            # database (each with a data dir of its own, maybe at the same path on another
+            # machine), so each needs a name of its own
+            args.sole_worker = not config.store.url
         return asyncio.run(commands[args.command](config, args))
     except KeyboardInterrupt:
         return 130
@@ -135,7 +139,12 @@ def _claim_data_dir(config: HubConfig, *, allow_empty: bool) -> Any:
 async def cmd_run(config: HubConfig, args: argparse.Namespace) -> int:
     from .hub import Hub
 
-    hub = Hub(config, heartbeat=config.data_dir / HEARTBEAT)
+    from .leases import sole_worker_id
+
+    # with the data dir's lock held, no other process shares this store: the same lease holder
+    # as the last process here, so a restart after a crash polls at once (no lease to wait out)
+    worker = sole_worker_id(config.data_dir) if getattr(args, "sole_worker", False) else None
+    hub = Hub(config, heartbeat=config.data_dir / HEARTBEAT, worker=worker)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -18,7 +18,7 @@ from .redact import Redactor
 from .training import training_line
 from .config import HubConfig
 from .backend import database_for
-from .episode import INDEX, Episode, all_episodes, default_store_path, forget_filter, open_episode_store
+from .episode import INDEX, Episode, all_episodes, episode_store_exists, forget_filter, open_episode_store
 from .memory.sqlite import SQLiteMemoryStore
 
 __all__ = ["add_memory_commands", "MEMORY_COMMANDS", "forget", "export_training"]
@@ -92,8 +92,7 @@ async def forget(
     """
     where = forget_filter(user=user, context=context, platform=platform)
     deleted = 0
-    path = default_store_path(config)
-    if path.exists():
+    if episode_store_exists(config):
         async with open_episode_store(config) as store:
             deleted = await store.delete(INDEX, where=where)
     keys: list[str] = []
@@ -124,9 +123,8 @@ async def export_training(
     Raises:
         StoreError: The episode store cannot be opened.
     """
-    path = default_store_path(config)
     episodes: Sequence[Episode] = []
-    if path.exists():
+    if episode_store_exists(config):
         async with open_episode_store(config) as store:
             episodes = await all_episodes(store, context=context)
     redactor = Redactor.from_config(config)  # masked as the running export masks (hub/training.py)

@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from .config import HubConfig
-from .backend import database_for, worker_id
+from .backend import database_for
 from .claims import InboxClaims
 from .db import SqlDatabase
 from .definitions import Context, Output
 from .engine import ContextInstance
 from .children import ChildRuns
-from .episode import default_store_path, open_episode_store, shared_embedder
+from .episode import local_store_path, open_episode_store, shared_embedder
 from .episodes import EpisodicMemory
 from .events import EventBus, PublishingRunStore
 from .guard import RoleGuard
@@ -37,6 +37,7 @@ from .heartbeat import Heartbeat
 from .hooks import Plugins
 from .http import HttpServer, http_component
 from .inbox import InboxStore, PostgresInbox, SQLiteInbox
+from .leases import InMemoryLeaseStore, LeaseStore, PostgresLeaseStore, SQLiteLeaseStore
 from .limits import Budgets, InMemoryUsageStore, PostgresUsageStore, SQLiteUsageStore, UsageStore
 from .memory.sqlite import PostgresMemoryStore, SQLiteMemoryStore
 from .memory.store import MemoryStore
@@ -76,6 +77,7 @@ class Stores:
     memory: MemoryStore
     runs: RunStore
     inbox: InboxStore
+    leases: LeaseStore
 
 
 def build_stores(
@@ -85,12 +87,16 @@ def build_stores(
     memory: MemoryStore | None = None,
     runs: RunStore | None = None,
     inbox: InboxStore | None = None,
+    leases: LeaseStore | None = None,
     bus: EventBus | None = None,
+    worker: str,
 ) -> Stores:
     """The replacements given, else stores sharing one database: SQLite in ``data_dir``, or
     PostgreSQL at ``[store] url`` (:func:`hub.backend.database_for`). The run store masks
     known secrets in error reasons and messages (an exception's text can quote one), the one
-    text that does not enter through an input, a result or the model."""
+    text that does not enter through an input, a result or the model. Leases live in the
+    same database (workers sharing it share them); in memory when there is no database and
+    none was given. ``worker`` is this process's name among the workers (inbox claims)."""
     db = database_for(config) if memory is None or runs is None or inbox is None else None
     pg = db is not None and db.dialect == "postgres"
     if runs is None:
@@ -105,8 +111,10 @@ def build_stores(
         memory = PostgresMemoryStore(db) if pg else SQLiteMemoryStore(db)
     if inbox is None:
         assert db is not None
-        inbox = PostgresInbox(db, worker=worker_id(), lease=config.store.lease) if pg else SQLiteInbox(db)
-    return Stores(db, memory, runs, inbox)
+        inbox = PostgresInbox(db, worker=worker, lease=config.store.lease) if pg else SQLiteInbox(db)
+    if leases is None:
+        leases = InMemoryLeaseStore() if db is None else PostgresLeaseStore(db) if pg else SQLiteLeaseStore(db)
+    return Stores(db, memory, runs, inbox, leases)
 
 
 @dataclass(slots=True)
@@ -232,7 +240,7 @@ def compose(
             retry_policy=retry_policy,
             model_timeout=config.model.timeout,
             marks=memory,
-            store_path=default_store_path(config),
+            store_path=local_store_path(config),
         )
     training = TrainingExport(config, redactor) if config.memory.export_training else None
     plugins = Plugins([

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -102,9 +103,12 @@ class LimitsSection(_Section):
 
 
 class MemorySection(_Section):
-    """Episodic memory (Chroma under data_dir)."""
+    """Episodic memory (Chroma under data_dir, or on a Chroma server)."""
 
     episodes: bool = True
+    chroma_url: str = Field(
+        "", description='"": embedded Chroma in data_dir; "http://host:8000": a Chroma server (several workers)'
+    )
     recall: int = Field(3, ge=0, description="episodes recalled into the prompt")
     min_score: float = Field(0.35, ge=-1, le=1, description="cosine similarity an episode needs to be recalled")
     global_recall: bool = Field(False, description="also recall episodes of other conversations")
@@ -120,6 +124,24 @@ class MemorySection(_Section):
         50_000_000, ge=1024, description="size at which the training file is rotated to .1 (older ones shift up)"
     )
     training_backups: int = Field(5, ge=0, description="rotated training files kept")
+
+
+    @field_validator("chroma_url")
+    @classmethod
+    def _server(cls, v: str) -> str:
+        v = v.strip()
+        if not v:
+            return v
+        parts = urlsplit(v)
+        try:
+            _ = parts.port  # raises for a port that is not a number in range
+        except ValueError:
+            raise ValueError(f"has a bad port: {v!r}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f'must be "" (embedded) or a Chroma server as http://HOST:PORT, not {v!r}')
+        if parts.path not in ("", "/") or parts.query or parts.fragment:
+            raise ValueError(f"must be the server's root, http://HOST:PORT, without a path: {v!r}")
+        return v
 
 
 class StoreSection(_Section):

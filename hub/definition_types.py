@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import builtins
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal
 
@@ -289,6 +289,65 @@ class Service:
     stop: Callable[[], Awaitable[None]]
 
 
+_ROUTE_PATH = re.compile(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
+_HEADER_NAME = re.compile(r"[A-Za-z0-9-]+")
+RESERVED_PATHS = ("/healthz", "/metrics", "/webhooks", "/events", "/runs", "/ui")
+"""The hub's own paths on ``[http]``: an extension's route may not be one of them or under one."""
+
+
+@dataclass(frozen=True, slots=True)
+class RouteRequest:
+    """A request to an extension's route, authenticated and read by the hub: the body is
+    capped by ``[http] max_body`` and ``data`` is its JSON, cleaned (:mod:`hub.untrusted`)."""
+
+    path: str
+    headers: Mapping[str, str]
+    body: bytes
+    data: Any
+
+
+@dataclass(frozen=True, slots=True)
+class RouteAnswer:
+    """What a route handler answers: a status and a JSON body (default ``{"ok": true}``)."""
+
+    status: int = 200
+    body: Any = None
+
+
+@dataclass(slots=True, eq=False)
+class Route:
+    """An HTTP route an extension serves on the hub's ``[http]`` endpoint (a platform's webhook).
+
+    The hub checks ``secret_header`` against ``secret`` (in constant time, from the headers,
+    before any body is read: 401 otherwise), caps and times the body as it does for
+    ``/webhooks/NAME``, parses it as JSON (400 when it is not) and answers 503 while the hub
+    is not taking input. ``handler`` gets a :class:`RouteRequest` and returns a
+    :class:`RouteAnswer` (None: 200). A ``StoreError`` it raises answers 503, so the sender
+    delivers again; answer only once what came in is recorded.
+    """
+
+    path: str
+    handler: Callable[[RouteRequest], Awaitable[RouteAnswer | None]]
+    secret_header: str
+    secret: str
+    method: str = "POST"
+    description: str = ""
+
+    def check(self, extension: str) -> None:
+        """Raises ExtensionError naming what is wrong with this route."""
+        if not _ROUTE_PATH.fullmatch(self.path) or self.path == "/" or "//" in self.path:
+            raise ExtensionError(extension, f"route {self.path!r}: the path must start with '/' and name something")
+        for reserved in RESERVED_PATHS:
+            if self.path == reserved or self.path.startswith(reserved + "/"):
+                raise ExtensionError(extension, f"route {self.path!r}: {reserved} is the hub's own path")
+        if not _HEADER_NAME.fullmatch(self.secret_header):
+            raise ExtensionError(extension, f"route {self.path!r}: {self.secret_header!r} is not a header name")
+        if not self.secret:
+            raise ExtensionError(extension, f"route {self.path!r}: needs a secret (requests are authenticated)")
+        if self.method not in ("POST", "PUT"):
+            raise ExtensionError(extension, f"route {self.path!r}: method must be POST or PUT, not {self.method!r}")
+
+
 @dataclass(slots=True, eq=False)
 class Extension:
     """What one platform or toolset contributes to a hub."""
@@ -303,9 +362,11 @@ class Extension:
     description: str = ""
     agent_context: Context | None = None
     """The bot's own context (see :mod:`hub.agent_context`), registered with ``contexts``."""
+    routes: Sequence[Route] = ()
+    """HTTP routes served on the hub's ``[http]`` endpoint (a platform's webhook)."""
 
     def __post_init__(self) -> None:
-        for seq_name in ("actions", "outputs", "inputs", "contexts", "services"):
+        for seq_name in ("actions", "outputs", "inputs", "contexts", "services", "routes"):
             items = getattr(self, seq_name)
             if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
                 raise ExtensionError(self.name, f"{seq_name} must be a list")

@@ -26,6 +26,9 @@ from .definition_types import (
     NoArgs,
     Output,
     OutputResult,
+    Route,
+    RouteAnswer,
+    RouteRequest,
     Service,
     TextArgs,
     _NoAttributes,
@@ -50,6 +53,9 @@ __all__ = [
     "NoArgs",
     "TextArgs",
     "OutputResult",
+    "Route",
+    "RouteAnswer",
+    "RouteRequest",
 ]
 
 

@@ -39,6 +39,8 @@ __all__ = [
     "episode_from_run",
     "open_episode_store",
     "default_store_path",
+    "local_store_path",
+    "episode_store_exists",
     "scan",
     "all_episodes",
     "prune_store",
@@ -237,10 +239,25 @@ def shared_embedder() -> Embedder:
 
 
 def open_episode_store(config: HubConfig, *, embedder: Embedder | None = None) -> VectorStore:
-    """The configured episode store (Chroma under ``data/chroma``), not yet opened."""
+    """The configured episode store (Chroma under ``data/chroma``, or the server of
+    ``[memory] chroma_url``), not yet opened."""
     from .memory.chroma import ChromaVectorStore
 
+    if config.memory.chroma_url:
+        return ChromaVectorStore(url=config.memory.chroma_url, embedder=embedder or shared_embedder())
     return ChromaVectorStore(default_store_path(config), embedder=embedder or shared_embedder())
+
+
+def local_store_path(config: HubConfig) -> Path | None:
+    """The embedded store's directory; None when episodes are on a server (which may hold
+    episodes whatever is on disk here)."""
+    return None if config.memory.chroma_url else default_store_path(config)
+
+
+def episode_store_exists(config: HubConfig) -> bool:
+    """Whether there may be episodes to read: a server, or the embedded store's directory."""
+    path = local_store_path(config)
+    return path is None or path.exists()
 
 
 # --- store-level operations, shared by the component and the command line ---------------

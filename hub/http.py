@@ -25,6 +25,7 @@ connection defences are in :mod:`hub.http_guard`; this module holds the listener
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import hmac
 import logging
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from .config import HubConfig, WebhookSection
+from .definitions import Route, RouteAnswer, RouteRequest
 from .errors import ConfigError, RunError, StoreError
 from .metrics import CONTENT_TYPE
 from .untrusted import UntrustedJSONError, load_json
@@ -176,6 +178,7 @@ class HttpServer:
         self.port: int | None = None
         self._events: Any = None
         self._ui: Any = None  # the dashboard (hub/ui.py), when [http] token is set
+        self._routes: dict[str, Route] = {}
 
     async def start(self, hub: Any) -> None:  # the Hub, through its public API (submit, metrics, store health)
         if self._runner is not None:
@@ -194,6 +197,10 @@ class HttpServer:
         if cfg.metrics:
             app.router.add_get("/metrics", self._metrics)
         app.router.add_post("/webhooks/{name}", self._webhook)
+        self._routes = dict(getattr(hub, "routes", {}))
+        for path, route in self._routes.items():
+            app.router.add_route(route.method, path, functools.partial(self._route, route))
+            log.info("http: serving %s %s", route.method, path)
         from .http_events import EventRoutes  # /events and /runs/{id}, behind [http] token
 
         self._events = EventRoutes(hub)
@@ -267,7 +274,8 @@ class HttpServer:
         conn = self._guard.of(request) if self._guard is not None else None
         if conn is not None:
             conn.disarm()
-            conn.proven = not request.path.startswith("/webhooks/")
+            # a webhook (ours or an extension's) proves itself with its secret, later
+            conn.proven = not (request.path.startswith("/webhooks/") or request.path in self._routes)
         try:
             return await handler(request)
         except web.HTTPException:
@@ -388,6 +396,30 @@ class HttpServer:
             raise
         run_id = sub.run_id.result() if sub.run_id.done() else None
         return web.json_response({"run_id": run_id, "context": sub.context}, status=202)
+
+    async def _route(self, route: Route, request: web.Request) -> web.Response:
+        """An extension's route: its secret header checked before the body is read, the body
+        capped and parsed as JSON, then the extension's handler (see :class:`hub.Route`)."""
+        given = request.headers.get(route.secret_header, "")
+        if not (given.isascii() and hmac.compare_digest(given.encode(), route.secret.encode())):
+            return _denied(f"{route.secret_header} is missing or does not match")
+        conn = self._guard.of(request) if self._guard is not None else None
+        if conn is not None:
+            conn.proven = True
+        body = await self._read(request)
+        if isinstance(body, web.Response):
+            return body
+        if not body.strip():
+            return _error(400, "empty body: send a JSON value")
+        try:
+            data = load_json(body)
+        except UntrustedJSONError as e:
+            return _error(400, f"body refused: {e}")
+        if not self.hub.started:
+            return _error(503, "the hub is not taking input (starting or stopping)")
+        answer = await route.handler(RouteRequest(request.path, request.headers, body, data))
+        answer = answer if answer is not None else RouteAnswer()
+        return web.json_response({"ok": True} if answer.body is None else answer.body, status=answer.status)
 
     async def _read(self, request: web.Request) -> bytes | web.Response:
         """The raw body; 413 when it is over the limit (checked before reading it all), 408

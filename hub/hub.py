@@ -22,10 +22,11 @@ from .agent_context import AgentContext
 from .compose import Component, build_stores, compose, make_model, prompt_budget
 from .config import HubConfig
 from .db import SqlDatabase
-from .definitions import Action, Context, Extension, Input, Output
+from .definitions import Action, Context, Extension, Input, Output, Route
 from .engine import ContextInstance, Engine, RunResult
-from .errors import ExtensionError, ExtensionFailed, RunError
+from .errors import ConfigError, ExtensionError, ExtensionFailed, RunError
 from .inbox import InboxStore, park_poison
+from .leases import LeaseKeeper, LeaseStore, worker_id
 from .loader import load_extensions as _load_extensions
 from .logs import InputLog, MediaPart, OutputLog
 from .memory.store import MemoryStore
@@ -62,7 +63,8 @@ class Hub:
     Its features (budgets, role guard, metrics, child runs, episodic memory, schedules,
     HTTP, persona revisions) are built once by :func:`hub.compose.compose` and take part
     in runs only through ``hub.plugins``. ``heartbeat``: a file to touch while the hub runs
-    (``hub run`` passes the one ``hub health`` reads).
+    (``hub run`` passes the one ``hub health`` reads). ``worker``: its identity as a lease
+    holder (default: host, pid and a random suffix; see :mod:`hub.leases`).
     """
 
     def __init__(
@@ -73,20 +75,31 @@ class Hub:
         memory: MemoryStore | None = None,
         runs: RunStore | None = None,
         inbox: InboxStore | None = None,
+        leases: LeaseStore | None = None,
         extensions: Sequence[Extension] = (),
         load_extensions: bool = True,
         personas: PersonaSet | None = None,
         heartbeat: Path | None = None,
+        worker: str | None = None,
     ) -> None:
         self.config = config or HubConfig()
         self.redactor = Redactor.from_config(self.config)
         # run events (hub/events.py): every entry the run store records is published, masked
         self.bus = EventBus()
-        stores = build_stores(self.config, self.redactor, memory=memory, runs=runs, inbox=inbox, bus=self.bus)
+        # who this hub is among workers (inbox claims) and as a lease holder: unique per hub,
+        # unless the caller knows better (`hub run` holding the data dir's lock on SQLite is
+        # the only worker there can be)
+        self.worker = worker or worker_id()
+        stores = build_stores(
+            self.config, self.redactor, memory=memory, runs=runs, inbox=inbox, leases=leases, bus=self.bus,
+            worker=self.worker,
+        )
         self._db: SqlDatabase | None = stores.db
         self.memory: MemoryStore = stores.memory
         self.runs: RunStore = stores.runs
         self.inbox: InboxStore = stores.inbox
+        # listeners that must run once across workers sharing the store hold a lease (hub/leases.py)
+        self.leases: LeaseStore = stores.leases
         self._model = model
         self.personas = personas or PersonaSet(self.config.contexts_dir, interval=1.0)
         m = self.config.model
@@ -109,6 +122,7 @@ class Hub:
         self.actions: dict[str, Action] = self.registry.actions
         self.outputs: dict[str, Output] = self.registry.outputs
         self.inputs: dict[str, Input] = self.registry.inputs
+        self.routes: dict[str, Route] = self.registry.routes  # served by the [http] endpoint
         self._stops: list[Callable[[], Awaitable[None]]] = []
         self._started_services: list[Any] = []
         self._started_components: list[Component] = []
@@ -227,7 +241,13 @@ class Hub:
             raise RunError("a stopped hub cannot start again; create a new Hub")
         self._state = _Lifecycle.STARTING
         try:
-            for store in (self.memory, self.runs, self.inbox, *self.features.stores, self.access.store):
+            if self.routes and self.http is None:
+                owners = sorted({f"{self.owner_of(r)} ({path})" for path, r in self.routes.items()})
+                raise ConfigError(
+                    f"extension routes need the [http] endpoint, which is not configured: {', '.join(owners)}",
+                    path=str(self.config.path) if self.config.path else None, key="http",
+                )
+            for store in (self.memory, self.runs, self.inbox, self.leases, *self.features.stores, self.access.store):
                 await store.open()
             for err in self.personas.load_all():
                 log.error("%s", err)
@@ -347,7 +367,7 @@ class Hub:
                 await self._model.close()
             except Exception:
                 log.exception("model failed to close")
-        for store in (self.access.store, *self.features.stores, self.inbox, self.runs, self.memory):
+        for store in (self.access.store, *self.features.stores, self.leases, self.inbox, self.runs, self.memory):
             await store.close()
         self.bus.close()
         if self._db is not None:
@@ -379,6 +399,13 @@ class Hub:
         ``asyncio.create_task``.
         """
         return self.runner.spawn(coro, name=name)
+
+    def lease(self, name: str, *, ttl: float = 30.0, retry: float | None = None) -> LeaseKeeper:
+        """A keeper of the lease ``name`` for this worker (see :mod:`hub.leases`): run a
+        listener that must be unique across workers with ``hub.create_task(keeper.hold(work),
+        name=...)``; it runs only while this worker holds the lease. ``ttl``: how long a dead
+        worker's lease keeps others waiting."""
+        return LeaseKeeper(self.leases, name, self.worker, ttl=ttl, retry=retry)
 
     async def received(self, platform_id: str) -> bool:
         """Whether an input with this platform id was already recorded (a redelivery, a replay)."""

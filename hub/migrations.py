@@ -136,9 +136,24 @@ ALTER TABLE inbox ADD COLUMN claimed_by TEXT;
 ALTER TABLE inbox ADD COLUMN lease_until REAL
 """
 
+# v3: listeners and schedule ticks across workers: a schedule's tick is claimed by one
+# worker (compare-and-set of last_fire, marked by the claim) and done once its input is
+# recorded (a row from before was done); leases for what must run on one worker at a time
+_SQLITE_V3 = """
+ALTER TABLE schedules ADD COLUMN done INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE schedules ADD COLUMN claim TEXT;
+CREATE TABLE IF NOT EXISTS leases (
+    name TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    expires REAL NOT NULL,
+    token INTEGER NOT NULL
+)
+"""
+
 SQLITE_STEPS: tuple[Step, ...] = (
     Step(1, "the tables of the releases before versioning", _SQLITE_V1, _sqlite_inbox_columns),
     Step(2, "inbox leases (claimed_by, lease_until)", _SQLITE_V2),
+    Step(3, "schedule tick claims (done, claim) and leases", _SQLITE_V3),
 )
 
 # --- PostgreSQL -----------------------------------------------------------------------
@@ -225,9 +240,21 @@ ALTER TABLE inbox ADD COLUMN IF NOT EXISTS lease_until DOUBLE PRECISION;
 CREATE INDEX IF NOT EXISTS inbox_claims ON inbox (claimed_by) WHERE state IN ('received', 'taken')
 """
 
+_PG_V3 = """
+ALTER TABLE schedules ADD COLUMN IF NOT EXISTS done INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE schedules ADD COLUMN IF NOT EXISTS claim TEXT COLLATE "C";
+CREATE TABLE IF NOT EXISTS leases (
+    name TEXT COLLATE "C" PRIMARY KEY,
+    holder TEXT COLLATE "C" NOT NULL,
+    expires DOUBLE PRECISION NOT NULL,
+    token BIGINT NOT NULL
+)
+"""
+
 POSTGRES_STEPS: tuple[Step, ...] = (
     Step(1, "the tables of the first release", _PG_V1),
     Step(2, "inbox leases (claimed_by, lease_until)", _PG_V2),
+    Step(3, "schedule tick claims (done, claim) and leases", _PG_V3),
 )
 
 SCHEMA_VERSION = SQLITE_STEPS[-1].version

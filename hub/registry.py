@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from .definitions import Action, Context, Extension, Input, Output
+from .definitions import Action, Context, Extension, Input, Output, Route
 from .errors import ExtensionError, RunError
 
 __all__ = ["Registry"]
@@ -23,6 +23,7 @@ class Registry:
         self.actions: dict[str, Action] = {}
         self.outputs: dict[str, Output] = {}
         self.inputs: dict[str, Input] = {}
+        self.routes: dict[str, Route] = {}  # by path, served on [http]
         self._owners: dict[int, str] = {}
 
     def register(self, ext: Extension) -> None:
@@ -30,11 +31,14 @@ class Registry:
         if ext.name in self.extensions:
             raise ExtensionError(ext.name, "registered twice")
         item: Any  # a context, action, output or input: each registry below keeps its own kind
+        for route in ext.routes:
+            route.check(ext.name)
         for registry, items, attr, what in (
             (self.contexts, ext.contexts, "type", "context"),
             (self.actions, ext.actions, "name", "action"),
             (self.outputs, ext.outputs, "type", "output"),
             (self.inputs, ext.inputs, "type", "input"),
+            (self.routes, ext.routes, "path", "route"),
         ):
             for item in items:
                 name = getattr(item, attr)
@@ -46,6 +50,7 @@ class Registry:
             (self.actions, ext.actions, "name"),
             (self.outputs, ext.outputs, "type"),
             (self.inputs, ext.inputs, "type"),
+            (self.routes, ext.routes, "path"),
         ):
             for item in items:
                 registry[getattr(item, attr)] = item

@@ -8,6 +8,14 @@ The last fire time of each schedule is kept in a :class:`ScheduleStore` (SQLite)
 schedules survive restarts: a fire that fell due while the hub was down runs once at start,
 not once per miss. A schedule seen for the first time starts counting from that moment.
 
+Several workers (hubs sharing one store) may run the same schedules: each tick is claimed
+in the store first, by a compare-and-set of the last fire time (:meth:`ScheduleStore.claim`),
+and only the worker whose claim changed it sends the input, so a tick fires once across
+workers. The input goes in with the platform id ``schedule:NAME:TICK`` and the claim is
+marked done once it is recorded. A claim a worker left unfinished (it died in between) is
+sent by the workers that lost the claim, and by the next worker that arms the schedule;
+the inbox keeps one copy of it (the same platform id): never zero times, never twice.
+
 The clock and the sleep function are injected, so tests drive a fake clock.
 """
 
@@ -16,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import secrets
 import time
 import zoneinfo
 from abc import ABC, abstractmethod
@@ -35,7 +44,9 @@ __all__ = [
     "ScheduleStore",
     "InMemoryScheduleStore",
     "SQLiteScheduleStore", "PostgresScheduleStore",
+    "Tick",
     "next_fire",
+    "tick_id",
 ]
 
 log = logging.getLogger(__name__)
@@ -63,15 +74,43 @@ def next_fire(schedule: ScheduleSection, after: float) -> float:
 # --- the store --------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """A schedule's last claimed (nominal) fire time, and whether its input is recorded."""
+
+    last: float
+    done: bool
+
+
 class ScheduleStore(ABC):
-    """The last (nominal) fire time of each schedule, by name."""
+    """The last (nominal) fire time of each schedule, by name; shared by every worker."""
 
     @abstractmethod
-    async def last(self, name: str) -> float | None: ...
+    async def tick(self, name: str) -> Tick | None:
+        """The last claimed fire of ``name`` (None: never seen)."""
+
+    async def last(self, name: str) -> float | None:
+        t = await self.tick(name)
+        return t.last if t is not None else None
 
     @abstractmethod
     async def record(self, name: str, fired: float) -> None:
-        """Durable when it returns."""
+        """Set the last fire time, done (a new schedule's start, a finished fire). Durable when it returns."""
+
+    @abstractmethod
+    async def start(self, name: str, now: float) -> Tick:
+        """A schedule seen for the first time counts from ``now`` (done): stored unless a row
+        exists already (another worker's start); returns the stored tick."""
+
+    @abstractmethod
+    async def finish(self, name: str, fired: float) -> None:
+        """Mark the claim of ``fired`` done (its input is recorded), if it is still the last."""
+
+    @abstractmethod
+    async def claim(self, name: str, expected: float | None, fired: float) -> bool:
+        """Atomically move the last fire time from ``expected`` (None: never seen) to
+        ``fired``, not yet done; False, changing nothing, when it is not ``expected`` any
+        more (another worker claimed that tick). Durable when it returns."""
 
     async def open(self) -> None:  # noqa: B027
         pass
@@ -82,13 +121,28 @@ class ScheduleStore(ABC):
 
 class InMemoryScheduleStore(ScheduleStore):
     def __init__(self) -> None:
-        self._last: dict[str, float] = {}
+        self._ticks: dict[str, Tick] = {}
 
-    async def last(self, name: str) -> float | None:
-        return self._last.get(name)
+    async def tick(self, name: str) -> Tick | None:
+        return self._ticks.get(name)
 
     async def record(self, name: str, fired: float) -> None:
-        self._last[name] = fired
+        self._ticks[name] = Tick(fired, True)
+
+    async def start(self, name: str, now: float) -> Tick:
+        return self._ticks.setdefault(name, Tick(now, True))
+
+    async def finish(self, name: str, fired: float) -> None:
+        current = self._ticks.get(name)
+        if current is not None and current.last == fired:
+            self._ticks[name] = Tick(fired, True)
+
+    async def claim(self, name: str, expected: float | None, fired: float) -> bool:
+        current = self._ticks.get(name)
+        if (current.last if current is not None else None) != expected:
+            return False
+        self._ticks[name] = Tick(fired, False)
+        return True
 
 
 
@@ -100,16 +154,46 @@ class SQLiteScheduleStore(ScheduleStore):
     async def open(self) -> None:
         await self.db.open()
 
-    async def last(self, name: str) -> float | None:
-        row = await self.db.fetchone("SELECT last_fire FROM schedules WHERE name = ?", (name,))
-        return float(row[0]) if row else None
+    async def tick(self, name: str) -> Tick | None:
+        row = await self.db.fetchone("SELECT last_fire, done FROM schedules WHERE name = ?", (name,))
+        return Tick(float(row[0]), bool(row[1])) if row else None
 
     async def record(self, name: str, fired: float) -> None:
         await self.db.write(
-            "INSERT INTO schedules (name, last_fire) VALUES (?, ?) "
-            "ON CONFLICT (name) DO UPDATE SET last_fire = excluded.last_fire",
+            "INSERT INTO schedules (name, last_fire, done) VALUES (?, ?, 1) "
+            "ON CONFLICT (name) DO UPDATE SET last_fire = excluded.last_fire, done = 1",
             (name, fired),
         )
+
+    async def start(self, name: str, now: float) -> Tick:
+        await self.db.write(
+            "INSERT INTO schedules (name, last_fire, done) VALUES (?, ?, 1) ON CONFLICT (name) DO NOTHING",
+            (name, now),
+        )
+        tick = await self.tick(name)
+        assert tick is not None
+        return tick
+
+    async def finish(self, name: str, fired: float) -> None:
+        await self.db.write("UPDATE schedules SET done = 1 WHERE name = ? AND last_fire = ?", (name, fired))
+
+    async def claim(self, name: str, expected: float | None, fired: float) -> bool:
+        # One conditional statement (the compare-and-set), then a read of what it left: the
+        # row carries this call's own mark only if this claim changed it.
+        mark = secrets.token_hex(8)
+        if expected is None:
+            await self.db.write(
+                "INSERT INTO schedules (name, last_fire, done, claim) VALUES (?, ?, 0, ?) "
+                "ON CONFLICT (name) DO NOTHING",
+                (name, fired, mark),
+            )
+        else:
+            await self.db.write(
+                "UPDATE schedules SET last_fire = ?, done = 0, claim = ? WHERE name = ? AND last_fire = ?",
+                (fired, mark, name, expected),
+            )
+        row = await self.db.fetchone("SELECT claim FROM schedules WHERE name = ?", (name,))
+        return row is not None and row[0] == mark
 
 
 class PostgresScheduleStore(SQLiteScheduleStore):
@@ -125,6 +209,12 @@ class _Armed:
     schedule: ScheduleSection
     due: float  # the nominal fire time
     fire_at: float  # due plus this fire's jitter
+    last: float  # the store's last fire time this was armed from (what a claim expects)
+
+
+def tick_id(name: str, due: float) -> str:
+    """The platform id of one tick's input: the inbox refuses it a second time."""
+    return f"schedule:{name}:{due:.3f}"
 
 
 class Scheduler:
@@ -227,9 +317,9 @@ class Scheduler:
         wake = now + self.max_sleep
         for name, armed in self._armed.items():
             if armed.fire_at <= now:
-                await self._fire(name, armed)
+                armed.last = await self._fire(name, armed)
                 now = self.clock()
-                due = next_fire(armed.schedule, armed.due)
+                due = next_fire(armed.schedule, armed.last)
                 # fell behind (a long stall, jitter longer than the interval): once, not a burst
                 armed.due = max(due, now)
                 armed.fire_at = armed.due + self._jitter(armed.schedule)
@@ -237,30 +327,53 @@ class Scheduler:
         return wake
 
     async def _arm(self, name: str, schedule: ScheduleSection, now: float) -> _Armed:
-        last = await self.store.last(name)
-        if last is None:
-            last = now  # a new schedule counts from now
-            await self.store.record(name, now)
-        due = next_fire(schedule, last)
+        tick = await self.store.tick(name)
+        if tick is None:
+            tick = await self.store.start(name, now)  # a new schedule counts from now
+        if not tick.done:  # claimed by a worker that did not finish (it died, or is finishing now)
+            log.info("schedule %s: the fire of %.0f was claimed but not confirmed; sending it (once)", name, tick.last)
+            await self._send(name, schedule, tick.last)
+        due = next_fire(schedule, tick.last)
         if due <= now:
             log.info("schedule %s: missed while the hub was down; firing once now", name)
             due = now
-        return _Armed(schedule, due, due + self._jitter(schedule))
+        return _Armed(schedule, due, due + self._jitter(schedule), tick.last)
 
     def _jitter(self, schedule: ScheduleSection) -> float:
         return self.rng.uniform(0, schedule.jitter) if schedule.jitter else 0.0
 
-    async def _fire(self, name: str, armed: _Armed) -> None:
-        schedule = armed.schedule
+    async def _fire(self, name: str, armed: _Armed) -> float:
+        """Claim the tick and, if this worker won it, send its input; returns the store's
+        last fire time afterwards (this tick, or a later one another worker claimed)."""
         if not self._started():
-            return  # stopping: not recorded, so the next start fires it as missed
-        log.info("schedule %s: sending %r to %s", name, schedule.input[:60], schedule.context)
+            return armed.last  # stopping: not claimed, so the next start fires it as missed
+        if not await self.store.claim(name, armed.last, armed.due):
+            tick = await self.store.tick(name)
+            if tick is None:
+                return armed.last
+            log.debug("schedule %s: the tick of %.0f was claimed by another worker", name, tick.last)
+            if not tick.done:
+                # its input is not recorded yet: the winner is sending it, or died before it did.
+                # Send it too; the inbox keeps one (same platform id), so it is never lost.
+                await self._send(name, armed.schedule, tick.last, quiet=True)
+            return tick.last
+        await self._send(name, armed.schedule, armed.due)
+        return armed.due
+
+    async def _send(self, name: str, schedule: ScheduleSection, due: float, *, quiet: bool = False) -> None:
+        """Send one claimed tick's input, then mark the claim done. The platform id makes the
+        inbox refuse a second copy (a claim finished by another worker after a crash)."""
+        log.log(logging.DEBUG if quiet else logging.INFO, "schedule %s: sending %r to %s",
+                name, schedule.input[:60], schedule.context)
         try:
-            await self._submit(schedule.context, data=schedule.input, type="schedule", meta={"schedule": name})
+            sub = await self._submit(
+                schedule.context, data=schedule.input, type="schedule", meta={"schedule": name},
+                platform_id=tick_id(name, due),
+            )
         except HubError as e:
+            # left unconfirmed: the next start (of any worker) sends it again
             log.error("schedule %s: could not send to %s: %s", name, schedule.context, e)
-        else:
+            return
+        if not getattr(sub, "duplicate", False):
             self._fired(name)
-        # recorded after the input is (durably) in the inbox: a crash in between fires twice,
-        # never zero times
-        await self.store.record(name, armed.due)
+        await self.store.finish(name, due)

@@ -1,4 +1,5 @@
-"""`ChromaVectorStore`: the default vector store, Chroma's embedded PersistentClient.
+"""`ChromaVectorStore`: the default vector store, Chroma's embedded PersistentClient, or a
+Chroma server through its HttpClient (``[memory] chroma_url``, for several workers).
 
 One Chroma collection per index, HNSW in cosine space. The store embeds texts with its
 own `Embedder` and hands Chroma the vectors; each collection also records the embedder
@@ -7,7 +8,8 @@ store reopened in a fresh process, or a plain Chroma client, embeds queries the 
 and a store with a different embedder is refused instead of comparing unrelated vectors.
 
 chromadb is imported on first use (it costs most of a second), and every Chroma call
-runs in a worker thread.
+runs in a worker thread. On a server the hub still embeds every text itself (the server
+is handed vectors, so it never needs, or downloads, a model).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
 from hub.memory.embedder import Embedder, default_embedder, embedder_from_name
 from hub.memory.vector import (
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
 
-__all__ = ["ChromaVectorStore", "chroma_collection_name", "chroma_embedding_function"]
+__all__ = ["ChromaVectorStore", "chroma_collection_name", "chroma_embedding_function", "parse_chroma_url"]
 
 _T = TypeVar("_T")
 
@@ -64,6 +67,25 @@ def chroma_collection_name(index: str) -> str:
     slug = re.sub(r"[^A-Za-z0-9_-]+", "_", index)[:40].strip("_-") or "x"
     digest = hashlib.sha256(index.encode()).hexdigest()[:16]
     return f"{_MAPPED_PREFIX}{slug}-{digest}"
+
+
+def parse_chroma_url(url: str) -> tuple[str, int, bool]:
+    """``http(s)://host[:port]`` → (host, port, ssl) as ``chromadb.HttpClient`` takes them.
+
+    Raises:
+        ValueError: naming what is wrong with the URL.
+    """
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"must be http://HOST:PORT or https://HOST:PORT, not {url!r}")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ValueError(f"must be the server's root (http://HOST:PORT), without a path: {url!r}")
+    try:
+        port = parts.port
+    except ValueError as e:
+        raise ValueError(f"has a bad port: {url!r}") from e
+    ssl = parts.scheme == "https"
+    return parts.hostname, port or (443 if ssl else 8000), ssl
 
 
 @functools.cache
@@ -105,22 +127,32 @@ def chroma_embedding_function() -> type:
 
 
 class ChromaVectorStore(VectorStore):
-    """Indexes as Chroma collections in a directory; survives restarts.
+    """Indexes as Chroma collections in a directory, or on a Chroma server; survives restarts.
 
-    Opens on first use (or on `open` / ``async with``). Not safe against other
-    processes writing the same directory at once.
+    Opens on first use (or on `open` / ``async with``). A directory is not safe against
+    other processes writing it at once; a server is (several workers share it).
 
     Args:
         path: The store's directory (created if missing).
+        url: Instead of ``path``: a Chroma server, ``http://HOST:PORT`` (``chroma run``).
         embedder: Embeds texts and queries; default `default_embedder()` (MiniLM).
 
     Raises:
         VectorStoreError: (from any method) the directory cannot be opened as a
-            Chroma store, or Chroma fails; the message names the path.
+            Chroma store, the server cannot be reached, or Chroma fails; the message
+            names the path or the URL.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, embedder: Embedder | None = None) -> None:
-        self.path = Path(path)
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, *, url: str | None = None, embedder: Embedder | None = None
+    ) -> None:
+        if (path is None) == (url is None):
+            raise ValueError("ChromaVectorStore takes a directory (path) or a server (url=), one of them")
+        self.path = Path(path) if path is not None else None
+        self.url = url
+        if url is not None:
+            parse_chroma_url(url)  # a bad URL is an error now, not at first use
+        self.location = url if url is not None else str(path)
         self.embedder = embedder if embedder is not None else default_embedder()
         self._client: ClientAPI | None = None
         self._collections: dict[str, Collection] = {}
@@ -277,9 +309,9 @@ class ChromaVectorStore(VectorStore):
             self._closed = True
             client, self._client = self._client, None
             self._collections.clear()
-            if client is not None:
-                # PersistentClient is declared to return ClientAPI, which lacks the close() its Client has
-                await asyncio.to_thread(client.close)  # type: ignore[attr-defined]
+            close = getattr(client, "close", None)  # ClientAPI lacks the close() its Client has
+            if close is not None:
+                await asyncio.to_thread(close)
 
     # -- internals ---------------------------------------------------------------
 
@@ -288,12 +320,15 @@ class ChromaVectorStore(VectorStore):
             return self._client
         async with self._lock:
             if self._closed:
-                raise VectorStoreError(self.path, "store is closed")
+                raise VectorStoreError(self.location, "store is closed")
             if self._client is None:
                 self._client = await asyncio.to_thread(self._open_client)
             return self._client
 
     def _open_client(self) -> ClientAPI:
+        if self.url is not None:
+            return self._open_server(self.url)
+        assert self.path is not None
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -313,6 +348,21 @@ class ChromaVectorStore(VectorStore):
             client.heartbeat()
         except Exception as e:  # sqlite, Rust and config errors all mean "cannot open"
             raise VectorStoreError(self.path, f"cannot open Chroma store: {e}") from e
+        return client
+
+    def _open_server(self, url: str) -> ClientAPI:
+        import chromadb
+        from chromadb.config import Settings
+
+        host, port, ssl = parse_chroma_url(url)
+        chroma_embedding_function()  # registered before any collection is opened
+        try:
+            client = chromadb.HttpClient(
+                host=host, port=port, ssl=ssl, settings=Settings(anonymized_telemetry=False)
+            )
+            client.heartbeat()
+        except Exception as e:  # refused, timed out, not a Chroma server
+            raise VectorStoreError(url, f"cannot reach the Chroma server: {e}") from e
         return client
 
     async def _get_collection(self, index: str, *, create: bool) -> Collection | None:
@@ -345,7 +395,7 @@ class ChromaVectorStore(VectorStore):
         stored = (collection.metadata or {}).get(_EMBEDDER_KEY)
         if stored is not None and stored != self.embedder.name:
             raise VectorStoreError(
-                self.path,
+                self.location,
                 f"index {index!r} holds vectors of embedder {stored!r}, "
                 f"but this store embeds with {self.embedder.name!r}",
             )
@@ -365,13 +415,13 @@ class ChromaVectorStore(VectorStore):
 
     async def _call(self, fn: Callable[[], _T], doing: str) -> _T:
         if self._closed:
-            raise VectorStoreError(self.path, "store is closed")
+            raise VectorStoreError(self.location, "store is closed")
         try:
             return await asyncio.to_thread(fn)
         except VectorStoreError:
             raise
         except Exception as e:  # Chroma raises ChromaError, ValueError and Rust errors alike
-            raise VectorStoreError(self.path, f"{doing}: {e}") from e
+            raise VectorStoreError(self.location, f"{doing}: {e}") from e
 
 
 def _chroma_where(where: dict[str, MetadataValue] | None) -> dict[str, Any] | None:

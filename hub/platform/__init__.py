@@ -6,7 +6,8 @@ Splitting long text (:func:`split_message`), an outbound :class:`Governor` (paci
 :class:`AllowList`, the base of every platform's settings (:class:`PlatformSettings`) and
 :func:`quiet_loggers` for a client library's chatter, :func:`private_access`
 (``dm_policy`` applied to a private message), :class:`LiveMessage` (a reply edited in
-place while the model writes it, for ``live = true``), and for files :func:`fetch_url` (a
+place while the model writes it, for ``live = true``), :class:`LeaseKeeper` (a listener that must run on one worker
+only runs while it holds the lease; get one from ``hub.lease(name)``), and for files :func:`fetch_url` (a
 download capped at a size), :func:`display_name` and :func:`human_size`.
 
 The core never names a platform; extensions map their client's errors onto
@@ -19,6 +20,7 @@ send that finally fails is a failed output in the run's log, never reported as s
 from __future__ import annotations
 
 from ..backoff import Backoff
+from ..leases import Lease, LeaseKeeper
 from ..logging_setup import quiet_loggers
 from ..media import display_name, fetch_url, human_size
 from ._access import private_access
@@ -39,6 +41,8 @@ from ._typing import TypingIndicator
 
 __all__ = [
     "Backoff",
+    "Lease",
+    "LeaseKeeper",
     "split_message",
     "utf16_len",
     "RateLimited",

@@ -128,6 +128,25 @@ async def test_schedules_remember_the_last_fire(backend: str, tmp_path: Path) ->
         assert await store.last("evening") is None
 
 
+async def test_schedules_claim_a_tick_once(backend: str, tmp_path: Path) -> None:
+    """The compare-and-set several workers fire a tick through (hub/schedule.py): of two
+    claims expecting the same last fire, one wins; the tick stays undone until finished."""
+    async with _open("schedules", backend, tmp_path) as store:
+        start = await store.start("morning", 1_700_000_000.25)
+        assert (start.last, start.done) == (1_700_000_000.25, True)
+        assert (await store.start("morning", 1_800_000_000.0)).last == 1_700_000_000.25  # another worker's start
+        assert await store.claim("morning", 1_700_000_000.25, 1_700_086_400.5)
+        assert not await store.claim("morning", 1_700_000_000.25, 1_700_086_400.5)  # the tick is taken
+        tick = await store.tick("morning")
+        assert tick is not None and (tick.last, tick.done) == (1_700_086_400.5, False)
+        await store.finish("morning", 1_700_000_000.25)  # not the last fire any more: no change
+        assert not (await store.tick("morning")).done
+        await store.finish("morning", 1_700_086_400.5)
+        assert (await store.tick("morning")).done
+        assert await store.claim("evening", None, 1_700_000_000.0)  # never seen
+        assert not await store.claim("evening", None, 1_700_000_000.0)
+
+
 async def test_revisions_number_and_skip_repeats(backend: str, tmp_path: Path) -> None:
     async with _open("revisions", backend, tmp_path) as store:
         store.record("default", "v1")

@@ -11,6 +11,7 @@ pure over the message (in :mod:`._messages`, with the output's limits); acting o
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import logging
 from collections.abc import Awaitable, Callable
@@ -22,6 +23,7 @@ import discord
 from hub import MediaFile, MediaPart
 from hub.platform import (
     AllowList,
+    Backoff,
     Governor,
     LiveMessage,
     PermanentSendError,
@@ -80,7 +82,7 @@ class _Client(discord.Client):
         self._bot = bot
 
     async def on_ready(self) -> None:
-        self._bot._on_ready()
+        self._bot._on_ready(self)
 
     async def on_resumed(self) -> None:
         log.info("discord: gateway session resumed")
@@ -122,6 +124,8 @@ class DiscordBot:
         self._send: Callable[..., Awaitable[Submission]] | None = None
         self._listener: asyncio.Task[None] | None = None
         self.typing: TypingIndicator | None = None
+        self._shards: list[asyncio.Task[None]] = []  # shard_count > 0: each under its lease
+        self.shards: dict[int, _Client] = {}  # the shards this worker has connected, by id
 
     # --- the service ----------------------------------------------------------------------
 
@@ -154,6 +158,11 @@ class DiscordBot:
         )
         try:
             await self._login(client)
+            if self.settings.shard_count:
+                # this client only sends (REST); the gateway is in shards, each connected by
+                # the worker that holds its lease
+                self._start_shards(hub, client)
+                return
             self._gateway = hub.create_task(self._run_gateway(client), name="discord:gateway")
             waiter = asyncio.ensure_future(self._connected.wait())
             try:
@@ -201,7 +210,58 @@ class DiscordBot:
             if not client.is_closed():
                 log.warning("discord: the gateway connection ended")
 
-    def _on_ready(self) -> None:
+    def _start_shards(self, hub: Hub, client: _Client) -> None:
+        assert client.user is not None  # logged in
+        count = self.settings.shard_count
+        for shard in range(count):
+            keeper = hub.lease(f"discord:shard:{client.user.id}:{shard}", ttl=self.settings.lease_ttl)
+            work = functools.partial(self._run_shard, shard, count)
+            self._shards.append(hub.create_task(keeper.hold(work), name=f"discord:shard:{shard}"))
+
+    async def _run_shard(self, shard: int, count: int) -> None:
+        """One shard's gateway connection, while this worker holds the shard's lease: it
+        reconnects by itself, and after a failure it is retried with a growing delay."""
+        backoff = Backoff(first=1.0, most=60.0, jitter=0.2)
+        while True:
+            client = _Client(
+                self,
+                intents=intents(),
+                guild_ready_timeout=self.settings.guild_ready_timeout,
+                max_ratelimit_timeout=30.0,
+                allowed_mentions=SAFE_MENTIONS,
+                chunk_guilds_at_startup=False,
+                shard_id=shard,
+                shard_count=count,
+            )
+            try:
+                await self._login(client)
+                self.shards[shard] = client
+                log.info("discord: shard %d of %d: connecting", shard, count)
+                connection = asyncio.ensure_future(client.connect(reconnect=True))
+                try:
+                    await asyncio.shield(connection)
+                except asyncio.CancelledError:
+                    # the lease is gone or the hub stops: close the connection as stop() does
+                    # (close first, then let connect return) rather than cut it mid-event
+                    await client.close()
+                    await asyncio.gather(connection, return_exceptions=True)
+                    raise
+            except (DiscordStartError, discord.DiscordException, OSError, aiohttp.ClientError) as e:
+                delay = backoff.next()
+                log.error("discord: shard %d of %d failed (%s); retrying in %.0fs", shard, count, e, delay)
+            else:
+                delay = backoff.next()
+                log.warning("discord: shard %d of %d: the gateway connection ended; reconnecting", shard, count)
+            finally:
+                self.shards.pop(shard, None)
+                await client.close()
+            await asyncio.sleep(delay)
+
+    def _on_ready(self, client: _Client | None = None) -> None:
+        if client is not None and client.shard_id is not None and self.settings.shard_count:
+            log.info("discord: shard %d of %d connected in %d guild(s)", client.shard_id,
+                     self.settings.shard_count, len(client.guilds))
+            return
         client = self.client
         if client is None or client.user is None:
             return
@@ -222,8 +282,9 @@ class DiscordBot:
             await client.close()
         if self.typing is not None:
             await self.typing.stop()
-        tasks = [t for t in (self._gateway,) if t is not None]
+        tasks = [t for t in (self._gateway, *self._shards) if t is not None]
         self._gateway = None
+        self._shards = []
         for t in tasks:
             t.cancel()
         if tasks:

@@ -42,6 +42,13 @@ class DiscordSettings(PlatformSettings):
     """Seconds ``hub run`` waits for the login and the gateway before it gives up."""
     guild_ready_timeout: float = Field(2.0, ge=0)
     """Seconds discord.py waits for guild data after connecting (its own default)."""
+    shard_count: int = Field(0, ge=0, le=4096)
+    """0: one gateway connection. N: the gateway in N shards (Discord requires them from
+    2,500 guilds); each worker sharing the store connects the shards whose lease
+    (``discord:shard:<bot id>:<i>``) it holds, and takes over those of a worker that died."""
+    lease_ttl: float = Field(30.0, ge=1, le=3600)
+    """Seconds a shard's lease lasts unrenewed: how long a dead worker's shards stay
+    disconnected before another worker sharing the store takes them over."""
 
     @field_validator("token")
     @classmethod

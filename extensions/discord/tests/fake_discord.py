@@ -348,8 +348,12 @@ class FakeDiscord(FakeServer):
         return msg
 
     def dispatch(self, event: str, data: dict[str, Any]) -> None:
-        """Send a DISPATCH to every session (kept for replay if its socket is down)."""
+        """Send a DISPATCH to every session (kept for replay if its socket is down); a
+        sharded session gets only its shard's guilds' events (DMs go to shard 0)."""
+        guild = data.get("guild_id")
         for session in self.state.sessions.values():
+            if not _in_shard(session.identify, int(guild) if guild else None):
+                continue
             session.seq += 1
             frame = {"op": DISPATCH, "t": event, "s": session.seq, "d": data}
             session.events.append(frame)
@@ -628,7 +632,7 @@ class FakeDiscord(FakeServer):
         ready = {
             "v": 10, "user": {**self.state.users[self.bot_id], "verified": True,
                               "mfa_enabled": False, "flags": 0, "email": None},
-            "guilds": [{"id": str(g), "unavailable": True} for g in self.state.guilds],
+            "guilds": [{"id": str(g), "unavailable": True} for g in self.state.guilds if _in_shard(d, g)],
             "session_id": session.session_id, "session_type": "normal",
             "resume_gateway_url": f"ws://{self.host}:{self.port}/resume",
             "application": {"id": str(self.bot_id), "flags": 0},
@@ -639,7 +643,8 @@ class FakeDiscord(FakeServer):
             ready["shard"] = d["shard"]
         await self._dispatch_to(session, "READY", ready)
         for gid in self.state.guilds:
-            await self._dispatch_to(session, "GUILD_CREATE", self._guild_create(gid))
+            if _in_shard(d, gid):
+                await self._dispatch_to(session, "GUILD_CREATE", self._guild_create(gid))
         return session
 
     async def _resume(self, ws: web.WebSocketResponse, d: dict[str, Any]) -> GatewaySession | None:
@@ -783,3 +788,13 @@ def _member(user: dict[str, Any] | None) -> dict[str, Any]:
     if user is not None:
         member["user"] = user
     return member
+
+
+def _in_shard(identify: dict[str, Any] | None, guild_id: int | None) -> bool:
+    """Whether a session IDENTIFYed with ``shard: [i, n]`` gets this guild's events, by
+    Discord's rule ``(guild_id >> 22) % n == i``; DMs (no guild) go to shard 0."""
+    shard = (identify or {}).get("shard")
+    if not shard:
+        return True
+    i, n = int(shard[0]), int(shard[1])
+    return (0 if guild_id is None else (guild_id >> 22) % n) == i

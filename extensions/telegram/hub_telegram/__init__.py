@@ -1,5 +1,6 @@
 """Telegram: context ``telegram:chat`` (one per chat id), input ``telegram:message``
-(long polling), outputs ``telegram:send``, ``telegram:photo`` and ``telegram:document``.
+(long polling, or webhook mode with ``webhook_url``), outputs ``telegram:send``,
+``telegram:photo`` and ``telegram:document``.
 
 Photos, documents, stickers, voice notes, audio and video arrive as references
 (``file_id``); the hub fetches one through ``getFile`` only when a run needs its bytes
@@ -12,7 +13,12 @@ blocks whole), paced per chat and globally, retried after 429s, and sent as plai
 Telegram refuses their markup.
 
 Modules: ``_settings`` (the config table), ``_filter`` (which messages to answer: pure),
-``_client`` (the PTB ``Bot`` and everything outbound), ``_poller`` (the polling loop).
+``_client`` (the PTB ``Bot`` and everything outbound), ``_poller`` (the polling loop),
+``_webhook`` (webhook mode: the route on the hub's ``[http]`` endpoint and setWebhook).
+
+Across workers sharing one store, one polls (the lease ``telegram:poll:<bot id>``; the
+others take over when it stops or its lease expires); in webhook mode every worker answers
+Telegram's POSTs and one calls setWebhook (the lease ``telegram:webhook:<bot id>``).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from ._client import MAX_CAPTION_LENGTH, MAX_MESSAGE_LENGTH, TelegramClient, map
 from ._filter import Ignored, Inbound, classify
 from ._poller import ALLOWED_UPDATES, OFFSET_KEY, Poller
 from ._settings import TelegramSettings
+from ._webhook import SECRET_HEADER, Webhook
 
 if TYPE_CHECKING:
     from hub import Hub
@@ -49,6 +56,7 @@ __all__ = [
     "MAX_MESSAGE_LENGTH",
     "MAX_CAPTION_LENGTH",
     "FileAttributes",
+    "SECRET_HEADER",
 ]
 
 log = logging.getLogger("hub_telegram")
@@ -170,12 +178,21 @@ def extension(settings: TelegramSettings) -> Extension:
             instructions="Long messages are split into several; do not shorten what you mean to say.",
             live=True,
         )(send_live)
+    webhook = Webhook(client, settings) if settings.webhook_url else None
 
     async def subscribe(send_input: Callable[..., Awaitable[Any]], hub: Hub) -> Callable[[], Awaitable[None]]:
         poller = Poller(client, settings, hub, send_input)
-        task = hub.create_task(poller.run(), name="telegram:poll")
+        if webhook is not None:  # every worker answers POSTs; one sets the webhook
+            webhook.receiver = poller
+            keeper = hub.lease(f"telegram:webhook:{settings.bot_id()}", ttl=settings.lease_ttl)
+            task = hub.create_task(keeper.hold(webhook.register), name="telegram:webhook")
+        else:  # one worker polls
+            keeper = hub.lease(f"telegram:poll:{settings.bot_id()}", ttl=settings.lease_ttl)
+            task = hub.create_task(keeper.hold(poller.run), name="telegram:poll")
 
         async def stop() -> None:
+            if webhook is not None:
+                webhook.receiver = None
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             await poller.stop()
@@ -189,5 +206,6 @@ def extension(settings: TelegramSettings) -> Extension:
         inputs=[Input(type="telegram:message", subscribe=subscribe, description="Messages to the bot on Telegram.",
                       fetch=client.fetch)],
         services=[Service(name="telegram", start=client.start, stop=client.stop)],
-        description="Telegram bot (long polling).",
+        routes=[webhook.route()] if webhook is not None else [],
+        description="Telegram bot (webhook mode)." if webhook is not None else "Telegram bot (long polling).",
     )

@@ -6,6 +6,10 @@ offset past an update only after ``send`` has recorded it in the hub's inbox (or
 ignore it); the offset is persisted in the hub's memory (``telegram:offset``) after each
 batch, so a restart resumes exactly there. A redelivered message is refused by the inbox
 (its platform id is known) and is not answered twice.
+
+With several workers only the holder of the lease ``telegram:poll:<bot id>`` polls (the
+extension runs :meth:`Poller.run` under it). In webhook mode nothing polls: updates come
+through :meth:`Poller.receive`.
 """
 
 from __future__ import annotations
@@ -125,6 +129,12 @@ class Poller:
         finally:
             if self.offset != start:
                 await self.hub.memory.set(OFFSET_KEY, self.offset)
+
+    async def receive(self, update: Update) -> None:
+        """Handle one update that came another way (a webhook POST) exactly as a polled one;
+        returns once it is recorded (or deliberately ignored)."""
+        me = await self.client.ensure_ready()
+        await self._handle(update, me)
 
     async def _handle(self, update: Update, me: Any) -> None:
         verdict = classify(update, me, self.settings, self.allowed)

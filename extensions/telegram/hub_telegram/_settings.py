@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from hub.platform import PlatformSettings
 
@@ -12,6 +14,7 @@ __all__ = ["TelegramSettings", "DEFAULT_BASE_URL", "DEFAULT_BASE_FILE_URL"]
 
 DEFAULT_BASE_URL = "https://api.telegram.org/bot"
 DEFAULT_BASE_FILE_URL = "https://api.telegram.org/file/bot"
+_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
 
 class TelegramSettings(PlatformSettings):
@@ -49,6 +52,16 @@ class TelegramSettings(PlatformSettings):
     """Edit one message in place while the model writes the reply (then the final text)."""
     live_interval: float = Field(1.0, ge=0.1, le=60)
     """Seconds between edits of a live reply (Telegram allows about one a second per chat)."""
+    lease_ttl: float = Field(30.0, ge=1, le=3600)
+    """Seconds a worker's lease (on polling, on setWebhook) lasts unrenewed: how long a dead
+    worker's poller stays unowned before another worker sharing the store takes over."""
+    webhook_url: str = ""
+    """"": long polling (one worker polls, under a lease). Set: webhook mode: Telegram POSTs
+    updates to this public URL, which reaches the hub's ``[http]`` endpoint at the URL's path
+    (every worker answers them; one calls setWebhook)."""
+    webhook_secret: SecretStr = Field(SecretStr(""), validate_default=True)
+    """Telegram sends it in ``X-Telegram-Bot-Api-Secret-Token``; requests without it get 401.
+    1-256 of A-Z a-z 0-9 _ -; required in webhook mode: ``"${TELEGRAM_WEBHOOK_SECRET}"``."""
 
     @field_validator("token")
     @classmethod
@@ -59,6 +72,42 @@ class TelegramSettings(PlatformSettings):
                 '(the config reads token = "${TELEGRAM_BOT_TOKEN}")'
             )
         return v
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _webhook_url(cls, v: str) -> str:
+        v = v.strip()
+        if not v:
+            return v
+        parts = urlsplit(v)
+        if parts.scheme not in ("https", "http") or not parts.hostname:
+            raise ValueError(f"must be an https:// URL Telegram can reach (or \"\" to poll), not {v!r}")
+        if parts.path in ("", "/"):
+            raise ValueError(f"needs a path for the hub to serve it at, e.g. https://{parts.netloc}/telegram")
+        if parts.query or parts.fragment:
+            raise ValueError("must not have a query or a fragment: the hub serves it by its path")
+        return v
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _webhook_secret(cls, v: SecretStr, info: ValidationInfo) -> SecretStr:
+        secret = v.get_secret_value()
+        if info.data.get("webhook_url") and not secret:
+            raise ValueError(
+                "is empty but webhook_url is set: set the TELEGRAM_WEBHOOK_SECRET environment "
+                'variable (webhook_secret = "${TELEGRAM_WEBHOOK_SECRET}"): without it anyone could post updates'
+            )
+        if secret and not _SECRET.fullmatch(secret):
+            raise ValueError("must be 1 to 256 of the characters A-Z a-z 0-9 _ - (Telegram's rule)")
+        return v
+
+    def webhook_path(self) -> str:
+        """The path of ``webhook_url``: where the hub serves Telegram's POSTs."""
+        return urlsplit(self.webhook_url).path
+
+    def bot_id(self) -> str:
+        """The bot's id, the token's first part (names its leases without asking Telegram)."""
+        return self.token.get_secret_value().partition(":")[0]
 
     def resolved_base_url(self) -> str:
         return self.base_url or DEFAULT_BASE_URL

@@ -67,6 +67,11 @@ class TelegramState:
     """file_id → ``{"data", "path", "size"}``: what ``getFile`` and downloads serve."""
     downloads: list[str] = field(default_factory=list)
     """The file paths downloaded from ``/file/bot{token}/...``, in order."""
+    # webhook mode: what the last setWebhook registered (url "" = none), and how often it was called
+    webhook_url: str = ""
+    webhook_secret: str | None = None
+    webhook_allowed_updates: list[str] | None = None
+    webhook_set: int = 0
 
 
 class MarkupError(ValueError):
@@ -268,15 +273,65 @@ class FakeTelegram(FakeServer):
 
     def _m_deletewebhook(self, params: dict[str, Any]) -> bool:
         self.state.webhook_deleted += 1
+        self.state.webhook_url, self.state.webhook_secret = "", None
         if params.get("drop_pending_updates"):
             self.state.confirmed_offset = self.state.next_update_id
         return True
 
     def _m_getwebhookinfo(self, params: dict[str, Any]) -> dict[str, Any]:
-        return {"url": "", "has_custom_certificate": False,
-                "pending_update_count": len(self.pending_updates)}
+        info: dict[str, Any] = {"url": self.state.webhook_url, "has_custom_certificate": False,
+                                "pending_update_count": len(self.pending_updates)}
+        if self.state.webhook_allowed_updates is not None:
+            info["allowed_updates"] = self.state.webhook_allowed_updates
+        return info
+
+    def _m_setwebhook(self, params: dict[str, Any]) -> bool:
+        url = str(params.get("url") or "")
+        secret = params.get("secret_token")
+        if secret is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", str(secret)):
+            raise _ApiError(_error(400, "Bad Request: secret token contains unallowed characters"))
+        if url and not url.startswith(("https://", "http://")):
+            raise _ApiError(_error(400, "Bad Request: bad webhook: An HTTPS URL must be provided for webhook"))
+        self.state.webhook_set += 1
+        self.state.webhook_url = url
+        self.state.webhook_secret = None if secret is None else str(secret)
+        allowed = params.get("allowed_updates")
+        self.state.webhook_allowed_updates = list(allowed) if isinstance(allowed, list) else None
+        if params.get("drop_pending_updates"):
+            self.state.confirmed_offset = self.state.next_update_id
+        return True
+
+    async def deliver(
+        self, update_id: int, *, url: str | None = None, secret: str | None = None, headers: dict[str, str] | None = None,
+    ) -> tuple[int, Any]:
+        """POST one pushed update to the webhook as Telegram does: JSON, with the secret the
+        last setWebhook registered in ``X-Telegram-Bot-Api-Secret-Token`` (``secret`` to send
+        another; ``""`` to send none). A 2xx answer confirms it (and every update before it);
+        returns the status and the JSON answer. Call it again to redeliver."""
+        import aiohttp
+
+        target = url or self.state.webhook_url
+        if not target:
+            raise RuntimeError("no webhook is set: call setWebhook first, or pass url=")
+        update = next(u for u in self.state.updates if u["update_id"] == update_id)
+        sent = self.state.webhook_secret if secret is None else secret
+        head = {"Content-Type": "application/json", **(headers or {})}
+        if sent:
+            head["X-Telegram-Bot-Api-Secret-Token"] = sent
+        async with aiohttp.ClientSession() as session:
+            async with session.post(target, data=json.dumps(update), headers=head) as resp:
+                try:
+                    body = await resp.json(content_type=None)
+                except ValueError:
+                    body = await resp.text()
+                if 200 <= resp.status < 300:
+                    self.state.confirmed_offset = max(self.state.confirmed_offset, update_id + 1)
+                return resp.status, body
 
     async def _m_getupdates(self, params: dict[str, Any]) -> Any:
+        if self.state.webhook_url:
+            return _error(409, "Conflict: can't use getUpdates method while webhook is active; "
+                               "use deleteWebhook to delete the webhook first")
         offset = int(params.get("offset") or 0)
         timeout = float(params.get("timeout") or 0)
         limit = int(params.get("limit") or 100)

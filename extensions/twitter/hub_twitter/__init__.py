@@ -89,6 +89,9 @@ class TwitterSettings(PlatformSettings):
     """Posts per minute over all conversations."""
     max_posts_per_day: int = Field(100, ge=1)
     """Posts in any 24 hours; over it, answers fail (recorded as not sent) instead of posting."""
+    lease_ttl: float = Field(30.0, ge=1, le=3600)
+    """Seconds the mention poller's lease lasts unrenewed: how long a dead worker's poller
+    stays unowned before another worker sharing the store takes over."""
 
     @field_validator("poll_interval")
     @classmethod

@@ -10,6 +10,9 @@ Outbound, text over 280 weighted characters becomes a thread, each part replying
 previous one, sent through a :class:`~hub.platform.Governor`. Before the first part, a
 marker is committed in the hub's memory; a run that resumes after a crash finds it and
 does not post the same answer again.
+
+Of several workers sharing one store, only the holder of the lease ``twitter:poll:<user
+id>`` polls; another takes over when it stops or its lease expires.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from hub.platform import (
     AllowList,
     Backoff,
     Governor,
+    LeaseKeeper,
     RateLimit,
     SendFailed,
     fetch_url,
@@ -91,6 +95,7 @@ class TwitterService:
         self._session: BaseURLSession | None = None
         self._send: Send | None = None
         self._task: asyncio.Task[None] | None = None
+        self.keeper: LeaseKeeper | None = None  # the mention poller's lease, once subscribed
         self._poll_lock = asyncio.Lock()
         self._media: dict[str, Any] = {}  # media_key -> tweepy Media of the page being handled
         self._budget_lock = asyncio.Lock()
@@ -163,9 +168,11 @@ class TwitterService:
         self.client = None
 
     async def subscribe(self, send: Send, hub: Hub) -> Callable[[], Awaitable[None]]:
-        """Start the poll loop (its first poll at once); returns how to stop it."""
+        """Start the poll loop (its first poll at once) under the lease ``twitter:poll:<user
+        id>``, so that of several workers sharing a store one polls; returns how to stop it."""
         self._send = send
-        self._task = hub.create_task(self._poll_forever(), name="twitter:mentions")
+        self.keeper = hub.lease(f"twitter:poll:{self.user_id}", ttl=self.settings.lease_ttl)
+        self._task = hub.create_task(self.keeper.hold(self._poll_forever), name="twitter:mentions")
         return self._stop_polling
 
     async def _stop_polling(self) -> None:

@@ -538,3 +538,44 @@ async def test_refused_keys_stop_the_start_with_a_clear_error(tmp_path: Path) ->
         with pytest.raises(ExtensionFailed, match="X refused the OAuth 1.0a keys"):
             async with bot(tw, tmp_path):
                 pass
+
+
+# -- several workers: one mention poller, under a lease ---------------------------------------
+
+
+async def test_one_worker_polls_mentions_and_another_takes_over_when_it_stops(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="hub.leases")
+    async with FakeTwitter() as tw:
+        services = []
+        hubs = []
+        for n in range(2):  # two workers on one data dir share the store, and its leases
+            settings = settings_for(tw, poll_interval=15, lease_ttl=4)
+            service = TwitterService(settings, client_factory=routed(tw))
+            cfg = HubConfig()
+            cfg.hub.data_dir = str(tmp_path)
+            cfg.hub.contexts_dir = str(tmp_path)
+            cfg.hub.shutdown_grace = 2
+            cfg.memory.episodes = False
+            services.append(service)
+            hubs.append(Hub(cfg, model=numbered(f"Worker {n}"), load_extensions=False,
+                            extensions=[extension(settings, service=service)]))
+        async with hubs[0], hubs[1]:
+            await until(lambda: any(s.polls for s in services))
+            polling = next(i for i, s in enumerate(services) if s.polls)
+            standby = 1 - polling
+            # the other worker was refused the lease (it says so) and has not polled
+            await until(lambda: any("standing by" in r.getMessage() for r in caplog.records))
+            first = tw.push_mention("@hubbot first", author_id="42", author_username="alice")
+            await services[polling].poll()  # the holder's next poll, now rather than in 15 s
+            await tw.wait_sent(1)
+            assert services[standby].polls == 0 and len(tw.calls(MENTIONS)) == 2
+            assert services[standby].keeper is not None and not services[standby].keeper.held
+            await hubs[polling].stop()
+            second = tw.push_mention("@hubbot second", author_id="43", author_username="bob")
+            sent = await tw.wait_sent(2, timeout=10)  # the standby's first poll, once it holds the lease
+            assert [s["in_reply_to"] for s in sent] == [first, second]
+            assert services[standby].polls == 1
+            lease = await hubs[standby].leases.holder(f"twitter:poll:{tw.user_id}")
+            assert lease is not None and lease.holder == hubs[standby].worker
