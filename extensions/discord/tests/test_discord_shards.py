@@ -7,6 +7,7 @@ events to its shard (``(guild_id >> 22) % shard_count``), as Discord does.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import warnings
@@ -34,6 +35,20 @@ def worker(tmp_path: Path, name: str) -> Hub:
     return Hub(cfg, model=model, load_extensions=False, extensions=[extension(settings)])
 
 
+class Said(logging.Handler):
+    """Sets ``event`` once ``count`` log records have contained ``text``."""
+
+    def __init__(self, text: str, count: int, event: asyncio.Event) -> None:
+        super().__init__(logging.INFO)
+        self.text, self.left, self.event = text, count, event
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.text in record.getMessage():
+            self.left -= 1
+            if self.left <= 0:
+                self.event.set()
+
+
 def shard_identifies(dc: FakeDiscord) -> list[list[int]]:
     return [d["shard"] for d in dc.identifies]
 
@@ -55,15 +70,19 @@ async def test_shards_are_held_by_one_worker_each_and_taken_over(
         other_guild = dc.add_guild("Other Guild", guild_id=dc.guild_id + (1 << 22))
         other_channel = dc.add_text_channel(other_guild, "general")
         first = worker(tmp_path, "first")
+        standing_by = asyncio.Event()
+        said = Said("standing by", 2, standing_by)
+        logging.getLogger("hub.leases").addHandler(said)
         async with contextlib.AsyncExitStack() as stack:
+            stack.callback(logging.getLogger("hub.leases").removeHandler, said)
             await stack.enter_async_context(first)
             await dc.wait_for(lambda: len(dc.identifies) == 2, timeout=15)
             assert sorted(shard_identifies(dc)) == [[0, 2], [1, 2]]
             second = worker(tmp_path, "second")
             await stack.enter_async_context(second)
-            # the second worker is refused both shards (it says so) and connects none
-            await dc.wait_for(lambda: sum("standing by" in r.getMessage() for r in caplog.records) >= 2,
-                              timeout=15)
+            # the second worker is refused both shards (it says so) and connects none; the log
+            # line is awaited itself (the fake would only re-check a predicate on its own requests)
+            await asyncio.wait_for(standing_by.wait(), timeout=15)
             assert len(dc.identifies) == 2
             # each guild's message reaches the one connection of its shard, and is answered once
             assert await answered(dc, dc.channel_id) == "first"
