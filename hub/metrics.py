@@ -59,6 +59,11 @@ class Metrics(Plugin):
         self.platform_rate_limited = Counter(
             "hub_platform_rate_limited", "429 (rate limited) answers from a platform", ["platform"], registry=r
         )
+        self.platform_connections = Gauge(
+            "hub_platform_connected",
+            "Connections to a platform that are up on this worker (0: down, or another worker holds the listener)",
+            ["platform"], registry=r,
+        )
         self.webhooks = Counter(
             "hub_webhook_requests", "Webhook requests, by webhook and HTTP status", ["webhook", "status"], registry=r
         )
@@ -82,6 +87,11 @@ class Metrics(Plugin):
     def platform_429(self, platform: str) -> None:
         """Count one rate-limited (429) answer from ``platform``."""
         self.platform_rate_limited.labels(platform).inc()
+
+    def platform_connected(self, platform: str, connections: int | bool) -> None:
+        """Say how many of this worker's connections to ``platform`` are up now (True: 1):
+        a poll that succeeded, a gateway that is ready; 0 when it fails or stops."""
+        self.platform_connections.labels(platform).set(int(connections))
 
     # --- fed by the hub -----------------------------------------------------------------
 

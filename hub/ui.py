@@ -622,6 +622,8 @@ class Dashboard:
                 continue
             platforms.append({
                 "name": name, "listening": hub.started and bool(ext.inputs),
+                # None: the extension reports no connection (the terminal); 0: down or standing by
+                "connected": registry.get_sample_value("hub_platform_connected", {"platform": name}),
                 "sent": _total(registry, "hub_platform_sends_total", platform=name, result="ok"),
                 "errors": _total(registry, "hub_platform_sends_total", platform=name, result="error"),
                 "rate_limited": _total(registry, "hub_platform_rate_limited_total", platform=name),

@@ -366,11 +366,13 @@ async def test_health_draws_the_metrics_history(tmp_path: Path) -> None:
         assert [s.rate_limited for s in ui.history.samples][-2:] == [2.0, 0.0]
         assert ui.history.samples[-1].llm_latency_ms == pytest.approx(750.0)
         await login(s, d.base)
+        connected = lambda: d.hub.metrics.registry.get_sample_value("hub_platform_connected", {"platform": "telegram"})
+        await wait_until(lambda: connected() == 1, timeout=10)  # the poller reached the fake
         async with s.get(d.base + "/ui/health") as resp:
             page = await resp.text()
         assert page.count("<svg class=\"spark\"") == 6 and "<polyline" in page
         assert "model latency (first token): <strong>750ms</strong>" in page
-        assert re.search(r"<td>telegram</td><td>yes</td><td>0</td><td>0</td><td>2</td>", page)
+        assert re.search(r"<td>telegram</td><td>yes</td><td>yes</td><td>0</td><td>0</td><td>2</td>", page)
 
 
 async def test_forget_deletes_the_conversations_episodes_as_hub_memory_forget_does(tmp_path: Path) -> None:

@@ -82,12 +82,15 @@ class _Client(discord.Client):
         self._bot = bot
 
     async def on_ready(self) -> None:
+        self._bot._up(self, True)
         self._bot._on_ready(self)
 
     async def on_resumed(self) -> None:
+        self._bot._up(self, True)
         log.info("discord: gateway session resumed")
 
     async def on_disconnect(self) -> None:
+        self._bot._up(self, False)
         if not self.is_closed():
             log.warning("discord: disconnected from the gateway; reconnecting")
 
@@ -114,6 +117,7 @@ class DiscordBot:
         self._users = AllowList(settings.allowed_users)
         self._answer_all = frozenset(settings.channels)
         self._hub: Hub | None = None
+        self._ready: set[int] = set()  # ids of this worker's connected clients (see _up)
         self._gateway: asyncio.Task[None] | None = None
         self._gateway_error: BaseException | None = None
         self._connected: asyncio.Event | None = None
@@ -255,7 +259,14 @@ class DiscordBot:
             finally:
                 self.shards.pop(shard, None)
                 await client.close()
+                self._up(client, False)
             await asyncio.sleep(delay)
+
+    def _up(self, client: _Client, up: bool) -> None:
+        """Count this worker's gateway connections (one, or one per shard held) that are up."""
+        (self._ready.add if up else self._ready.discard)(id(client))
+        if self._hub is not None:
+            self._hub.metrics.platform_connected("discord", len(self._ready))
 
     def _on_ready(self, client: _Client | None = None) -> None:
         if client is not None and client.shard_id is not None and self.settings.shard_count:
@@ -280,6 +291,7 @@ class DiscordBot:
         client, self.client = self.client, None
         if client is not None:
             await client.close()
+            self._up(client, False)
         if self.typing is not None:
             await self.typing.stop()
         tasks = [t for t in (self._gateway, *self._shards) if t is not None]

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,17 @@ class Said(logging.Handler):
                 self.event.set()
 
 
+async def until(predicate: Callable[[], bool], timeout: float = 15) -> None:
+    """Wait until ``predicate()`` holds (what it reads changes inside the clients)."""
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+
+def connections(hub: Hub) -> float | None:
+    return hub.metrics.registry.get_sample_value("hub_platform_connected", {"platform": "discord"})
+
+
 def shard_identifies(dc: FakeDiscord) -> list[list[int]]:
     return [d["shard"] for d in dc.identifies]
 
@@ -84,6 +96,8 @@ async def test_shards_are_held_by_one_worker_each_and_taken_over(
             # line is awaited itself (the fake would only re-check a predicate on its own requests)
             await asyncio.wait_for(standing_by.wait(), timeout=15)
             assert len(dc.identifies) == 2
+            await until(lambda: connections(first) == 2)  # both shards ready: /ui/health's "connected"
+            assert connections(second) is None  # standing by, never connected
             # each guild's message reaches the one connection of its shard, and is answered once
             assert await answered(dc, dc.channel_id) == "first"
             assert await answered(dc, other_channel) == "first"
@@ -93,6 +107,8 @@ async def test_shards_are_held_by_one_worker_each_and_taken_over(
             assert await answered(dc, dc.channel_id) == "second"
             assert await answered(dc, other_channel) == "second"
             assert len(dc.sent) == 4
+            await until(lambda: connections(second) == 2)
+            assert connections(first) == 0
             for shard in (0, 1):
                 lease = await second.leases.holder(f"discord:shard:{dc.bot_id}:{shard}")
                 assert lease is not None and lease.holder == second.worker

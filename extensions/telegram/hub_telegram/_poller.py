@@ -65,15 +65,19 @@ class Poller:
         stored = await self.hub.memory.get(OFFSET_KEY)
         self.offset = int(stored) if stored is not None else None
         backoff = Backoff(first=1.0, most=60.0, jitter=0.2)  # never a tight loop, never over a minute
-        while True:
-            try:
-                await self._once()
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
-                await asyncio.sleep(self._after(e, backoff))
-            else:
-                backoff.reset()
+        try:
+            while True:
+                try:
+                    await self._once()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:
+                    self.hub.metrics.platform_connected("telegram", False)
+                    await asyncio.sleep(self._after(e, backoff))
+                else:
+                    backoff.reset()
+        finally:  # stopped, or the lease went to another worker
+            self.hub.metrics.platform_connected("telegram", False)
 
     def _after(self, e: Exception, backoff: Backoff) -> float:
         """How long to wait after a failed poll; says why in the log."""
@@ -114,6 +118,7 @@ class Poller:
         if not self._webhook_cleared:
             await self.client.bot.delete_webhook(drop_pending_updates=False)
             self._webhook_cleared = True
+        self.hub.metrics.platform_connected("telegram", True)  # Telegram answers this worker
         updates = await self.client.bot.get_updates(
             offset=self.offset, timeout=self.settings.poll_timeout, allowed_updates=list(ALLOWED_UPDATES)
         )

@@ -66,6 +66,7 @@ class Webhook:
         # recorded (or deliberately ignored) before the answer; a store failure raises and
         # answers 503, so Telegram delivers the update again
         await receiver.receive(update)
+        receiver.hub.metrics.platform_connected("telegram", True)  # Telegram reaches this worker
         return RouteAnswer(200, {"ok": True})
 
     async def register(self) -> None:

@@ -192,12 +192,19 @@ class TwitterService:
                 await self.poll()
                 backoff.reset()
                 delay = interval
+                self._connected(True)
             except asyncio.CancelledError:
+                self._connected(False)  # stopped, or the lease went to another worker
                 raise
             except Exception as e:
+                self._connected(False)
                 delay = backoff.next()
                 log.warning("twitter: polling mentions failed (%s: %s); next poll in %.0fs", type(e).__name__, e, delay)
             await asyncio.sleep(delay)
+
+    def _connected(self, up: bool) -> None:
+        if self.hub is not None:
+            self.hub.metrics.platform_connected("twitter", up)
 
     async def poll(self) -> int:
         """Fetch the mentions newer than ``since_id`` and hand them to the hub, oldest first.
