@@ -537,27 +537,15 @@ class DiscordBot:
         files: list[MediaFile] | None = None,
     ) -> discord.Message:
         """One message; discord.py's errors mapped onto the Governor's."""
-        try:
-            # a discord.File is consumed by a send: made anew for each attempt
-            kw: dict[str, Any] = {"files": [discord.File(io.BytesIO(f.data), filename=f.name) for f in files]} if files else {}
-            if ref is None:
-                return await channel.send(text or None, allowed_mentions=SAFE_MENTIONS, **kw)
-            return await channel.send(text or None, reference=ref, allowed_mentions=SAFE_MENTIONS, **kw)
-        except discord.RateLimited as e:  # longer than max_ratelimit_timeout
-            raise RateLimited(e.retry_after) from e
-        except discord.HTTPException as e:
-            detail = f"{e.status} {e.text or e.response.reason}".strip()
-            if e.status == 429:
-                raise RateLimited(_retry_after(e), message=f"rate limited: {detail}") from e
-            if e.status >= 500:
-                raise TransientSendError(detail) from e
-            raise PermanentSendError(detail) from e
-        except (TimeoutError, aiohttp.ClientError, OSError) as e:
-            raise TransientSendError(f"{type(e).__name__}: {e}") from e
+        # a discord.File is consumed by a send: made anew for each attempt
+        kw: dict[str, Any] = {"files": [discord.File(io.BytesIO(f.data), filename=f.name) for f in files]} if files else {}
+        if ref is not None:
+            kw["reference"] = ref
+        return await _mapped(channel.send(text or None, allowed_mentions=SAFE_MENTIONS, **kw))
 
 
 async def _mapped(request: Awaitable[T]) -> T:
-    """One REST request (an edit, a delete); discord.py's errors mapped onto the Governor's."""
+    """One REST request (a send, an edit, a delete); discord.py's errors mapped onto the Governor's."""
     try:
         return await request
     except discord.RateLimited as e:  # longer than max_ratelimit_timeout
