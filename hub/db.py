@@ -5,8 +5,9 @@ one transaction, so a thousand conversations writing at once cost a handful of c
 not a thousand. :meth:`Database.write` returns once the write is committed (use it when a
 later step depends on durability: a received message, a run's terminal state);
 :meth:`Database.write_soon` returns at once and is committed within milliseconds (event
-logs). WAL mode with ``synchronous=NORMAL``: a crash may lose the last commits' worth of
-event log, never corrupt the file.
+logs): a batch of such writes alone waits up to ``linger`` (5 ms) for more to share its
+commit, and any awaited write ends that wait. WAL mode with ``synchronous=NORMAL``: a crash
+may lose the last commits' worth of event log, never corrupt the file.
 
 One bad write never takes others down with it. When a batch fails, it is applied again
 with each write in a savepoint of its own, so only the culprit fails; ``SQLITE_BUSY``
