@@ -384,7 +384,10 @@ def latency(base_url: str, turns: int, warmup: int) -> dict:
 
     MARK = "</output>"
     state: dict[str, Any] = {"arrived": None, "handled": None, "pending": b"", "content": ""}
-    original = openai_model._sse_data
+    # the SSE reader the model wraps around the body (_sse_events since the reads are
+    # batched, _sse_data before): stamped below it, at the transport's chunks
+    name = "_sse_events" if hasattr(openai_model, "_sse_events") else "_sse_data"
+    original = getattr(openai_model, name)
 
     def timed_sse_data(body: Any) -> Any:
         async def stamped() -> Any:
@@ -405,7 +408,7 @@ def latency(base_url: str, turns: int, warmup: int) -> dict:
 
         return original(stamped())
 
-    openai_model._sse_data = timed_sse_data  # type: ignore[assignment]
+    setattr(openai_model, name, timed_sse_data)
 
     async def main() -> list[float]:
         counters = Counters()

@@ -5,8 +5,9 @@ one transaction, so a thousand conversations writing at once cost a handful of c
 not a thousand. :meth:`Database.write` returns once the write is committed (use it when a
 later step depends on durability: a received message, a run's terminal state);
 :meth:`Database.write_soon` returns at once and is committed within milliseconds (event
-logs). WAL mode with ``synchronous=NORMAL``: a crash may lose the last commits' worth of
-event log, never corrupt the file.
+logs): a batch of such writes alone waits up to ``linger`` (5 ms) for more to share its
+commit, and any awaited write ends that wait. WAL mode with ``synchronous=NORMAL``: a crash
+may lose the last commits' worth of event log, never corrupt the file.
 
 One bad write never takes others down with it. When a batch fails, it is applied again
 with each write in a savepoint of its own, so only the culprit fails; ``SQLITE_BUSY``
@@ -54,6 +55,13 @@ SqlDatabase: TypeAlias = "Database | PgDatabase"
 the same methods), chosen by ``[store] url``."""
 
 
+LINGER = 0.005
+"""Seconds a batch of :meth:`Database.write_soon` writes alone waits for more before it is
+committed (a waited-on write ends the wait at once)."""
+LINGER_MAX = 512
+"""Queued writes that end the wait early: a batch never grows without bound."""
+
+
 def _table(sql: str) -> str:
     m = _TABLE.match(sql)
     return m.group(1) if m else "?"
@@ -78,8 +86,10 @@ class Database:
         busy_retries: int = 6,
         retry_delay: float = 0.05,
         degraded_for: float = 60.0,
+        linger: float = LINGER,
     ) -> None:
         self.path = str(path)
+        self.linger = linger
         self.busy_timeout = busy_timeout
         self.busy_retries = busy_retries
         self.retry_delay = retry_delay
@@ -87,6 +97,7 @@ class Database:
         self._conn: aiosqlite.Connection | None = None
         self._queue: asyncio.Queue[_Write] | None = None
         self._writer: asyncio.Task[None] | None = None
+        self._urgent: asyncio.Event | None = None  # set when a queued write has a waiter
         self._schemas: set[str] = set()
         self._closing = False
         # what /metrics and /healthz report
@@ -124,6 +135,7 @@ class Database:
         if getattr(self._conn, "_execute", None) is None or getattr(self._conn, "_connection", None) is None:
             raise StoreError(f"aiosqlite {aiosqlite.__version__} lacks Connection._execute; install aiosqlite<1")
         self._queue = asyncio.Queue()
+        self._urgent = asyncio.Event()
         self._closing = False
         self._writer = asyncio.create_task(self._write_loop(), name=f"sqlite-writer:{self.path}")
         return self
@@ -226,6 +238,8 @@ class Database:
         if self._queue is None or self._closing:
             raise StoreError(f"database {self.path} is closed", store=_table(item[0]), operation="write")
         self._queue.put_nowait(item)
+        if self._urgent is not None and (item[2] is not None or self._queue.qsize() >= LINGER_MAX):
+            self._urgent.set()
 
     async def flush(self) -> None:
         """Wait until everything queued so far is committed."""
@@ -262,12 +276,30 @@ class Database:
             batch = [first]
             while not queue.empty():
                 batch.append(queue.get_nowait())
+            if self.linger > 0 and all(fut is None for _, _, fut in batch):
+                # Nobody waits on these (event logs, progress): let the writes of the next
+                # few milliseconds join their transaction. A turn queues its events a few
+                # at a time between network reads, and each commit is a trip to aiosqlite's
+                # thread plus a WAL append; a write() or flush() ends the wait at once.
+                await self._linger()
+                while not queue.empty():
+                    batch.append(queue.get_nowait())
             self.batches += 1
             try:
                 errors = await self._commit(batch)
             except Exception as e:  # the whole batch failed (an outage: disk full, I/O error, lock held)
                 errors = [e] * len(batch)
             self._settle(batch, errors)
+
+    async def _linger(self) -> None:
+        urgent = self._urgent
+        assert urgent is not None
+        urgent.clear()
+        timer = asyncio.get_running_loop().call_later(self.linger, urgent.set)
+        try:
+            await urgent.wait()
+        finally:
+            timer.cancel()
 
     def _settle(self, batch: list[_Write], errors: Sequence[BaseException | None]) -> None:
         lost: dict[str, int] = {}

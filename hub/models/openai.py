@@ -103,32 +103,42 @@ class OpenAIModel(Model):
             )
             async with aclosing(response):
                 done = False
-                async for data in _sse_data(response.aiter_bytes()):
-                    # After [DONE], read on to the end of the body (it ends there): a
-                    # response closed unread closes its connection instead of reusing it.
-                    if done or data == b"[DONE]":
-                        done = True
-                        continue
+                async for events in _sse_events(response.aiter_bytes()):
+                    # the text of every event one network read brought, as one piece: one
+                    # trip up the generators and one parser feed per read, not one per event
+                    # (a fast server's read holds dozens of them)
+                    pieces: list[str] = []
                     try:
-                        chunk = orjson.loads(data)
-                    except ValueError as e:
-                        raise ModelError(f"{self.name}: invalid JSON in the stream: {e}") from e
-                    if not isinstance(chunk, dict):
-                        continue
-                    if chunk.get("error"):
-                        error = chunk["error"]
-                        message = error.get("message") if isinstance(error, dict) else None
-                        raise ModelError(f"{self.name}: {message or 'an error occurred during streaming'}")
-                    u = chunk.get("usage")
-                    if u:
-                        usage = Usage(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0)
-                    for choice in chunk.get("choices") or ():
-                        if choice.get("finish_reason"):
-                            finish_reason = choice["finish_reason"]
-                        delta = choice.get("delta")
-                        text = delta.get("content") if delta else None
-                        if text:
-                            yield text
+                        for data in events:
+                            # After [DONE], read on to the end of the body (it ends there): a
+                            # response closed unread closes its connection instead of reusing it.
+                            if done or data == b"[DONE]":
+                                done = True
+                                continue
+                            try:
+                                chunk = orjson.loads(data)
+                            except ValueError as e:
+                                raise ModelError(f"{self.name}: invalid JSON in the stream: {e}") from e
+                            if not isinstance(chunk, dict):
+                                continue
+                            if chunk.get("error"):
+                                error = chunk["error"]
+                                message = error.get("message") if isinstance(error, dict) else None
+                                raise ModelError(f"{self.name}: {message or 'an error occurred during streaming'}")
+                            u = chunk.get("usage")
+                            if u:
+                                usage = Usage(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0)
+                            for choice in chunk.get("choices") or ():
+                                if choice.get("finish_reason"):
+                                    finish_reason = choice["finish_reason"]
+                                delta = choice.get("delta")
+                                text = delta.get("content") if delta else None
+                                if text:
+                                    pieces.append(text)
+                    finally:
+                        # what came before a broken event is still the model's: handed on first
+                        if pieces:
+                            yield pieces[0] if len(pieces) == 1 else "".join(pieces)
         except openai.BadRequestError as e:
             if self._usage_option and "stream_options" in str(e):
                 self._usage_option = False  # an older server: ask again without it
@@ -146,8 +156,9 @@ class OpenAIModel(Model):
         yield usage
 
 
-async def _sse_data(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The ``data:`` fields of a server-sent-events body (one per event, multi-line joined)."""
+async def _sse_events(body: AsyncIterator[bytes]) -> AsyncIterator[list[bytes]]:
+    """The ``data:`` fields of a server-sent-events body (one per event, multi-line joined),
+    a list per network read: the events that read completed."""
     buf = b""
     data: list[bytes] = []
     async for chunk in body:
@@ -156,21 +167,31 @@ async def _sse_data(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
             continue
         lines = buf.split(b"\n")
         buf = lines.pop()
+        events: list[bytes] = []
         for line in lines:
             if line.endswith(b"\r"):
                 line = line[:-1]
             if not line:  # end of an event
                 if data:
-                    yield data[0] if len(data) == 1 else b"\n".join(data)
+                    events.append(data[0] if len(data) == 1 else b"\n".join(data))
                     data = []
             elif line.startswith(b"data:"):
                 value = line[5:]
                 data.append(value[1:] if value.startswith(b" ") else value)
+        if events:
+            yield events
     if buf.startswith(b"data:"):
         value = buf[5:].rstrip(b"\r")
         data.append(value[1:] if value.startswith(b" ") else value)
     if data:
-        yield b"\n".join(data)
+        yield [b"\n".join(data)]
+
+
+async def _sse_data(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The ``data:`` fields of a server-sent-events body, one event at a time."""
+    async for events in _sse_events(body):
+        for data in events:
+            yield data
 
 
 def _error(e: openai.APIStatusError, *, retryable: bool = False) -> ModelError:

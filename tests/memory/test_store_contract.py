@@ -42,6 +42,20 @@ async def test_values_are_copies(store: MemoryStore) -> None:
     assert await store.get("k") == {"items": [1]}
 
 
+async def test_nested_values_are_copies_and_a_bad_one_deep_inside_is_named(store: MemoryStore) -> None:
+    value = {"messages": [{"role": "user", "parts": ["a"]}], "meta": {"seen": {"n": 1}}}
+    await store.set("k", value)
+    value["messages"][0]["parts"].append("b")
+    value["meta"]["seen"]["n"] = 2
+    got = await store.get("k")
+    assert got == {"messages": [{"role": "user", "parts": ["a"]}], "meta": {"seen": {"n": 1}}}
+    got["messages"][0]["role"] = "changed"
+    assert (await store.get("k"))["messages"][0]["role"] == "user"
+    with pytest.raises(TypeError, match="object"):
+        await store.set("k", {"messages": [{"parts": ["a", object()]}]})
+    assert (await store.get("k"))["meta"] == {"seen": {"n": 1}}
+
+
 async def test_keys_and_clear_by_prefix(store: MemoryStore) -> None:
     for k in ("memory:b", "memory:a", "working-memory:a", "context:a", "memory:%_odd"):
         await store.set(k, 1)

@@ -20,7 +20,9 @@ async def collect(model, request=REQ):
 
 
 async def test_streams_chunks_and_usage() -> None:
-    async with FakeOpenAI(["<response><output>Hi é</output></response>"], chunk=3) as fake:
+    # events paced apart arrive in reads of their own, and each read's text is handed on
+    # as it comes (the text of the events one read brings comes as one piece)
+    async with FakeOpenAI(["<response><output>Hi é</output></response>"], chunk=3, chunk_delay=0.02) as fake:
         model = OpenAIModel("gpt-test", base_url=fake.url, api_key="k")
         chunks, usage = await collect(model)
         await model.close()

@@ -130,6 +130,20 @@ async def test_an_error_event_in_the_stream_names_its_message() -> None:
         await model.close()
 
 
+async def test_the_events_of_one_read_are_one_piece_and_text_before_an_error_event_is_kept() -> None:
+    events = b"".join(
+        b'data: {"choices": [{"delta": {"content": "%s"}}]}\n\n' % part for part in (b"<resp", b"onse>", b"par")
+    )
+    async with BrokenFake(events + b'data: {"error": {"message": "overloaded"}}\n\n') as fake:
+        model = OpenAIModel("m", base_url=fake.url, api_key="k")
+        seen: list[str] = []
+        with pytest.raises(ModelError, match="m: overloaded"):
+            async for c in model.stream(REQ):
+                seen.append(c)  # type: ignore[arg-type]
+        await model.close()
+    assert seen == ["<response>par"]
+
+
 async def test_a_server_without_stream_options_is_asked_again_without_them() -> None:
     async with PeerFake(["fine"]) as fake:
         fake.fail_next("chat", status=400, retry_after=None, description="unknown field stream_options")

@@ -153,3 +153,35 @@ async def test_lone_surrogates_and_non_finite_numbers_never_fail_a_write(backend
         got = await runs.get(run.id)
         assert got.context == "chat:\ufffd" and got.user == ("a\x00b" if backend == "sqlite" else "a\ufffdb")
         assert db.errors == 0
+
+
+async def test_writes_nobody_waits_on_share_one_commit_and_a_waited_write_ends_the_wait(tmp_path: Path) -> None:
+    # a linger far longer than the test: only a waited-on write can end it, so the write()
+    # below returning at all shows the wait is cut short, and one batch shows they shared it
+    async with Database(tmp_path / "hub.db", linger=600.0) as db:
+        runs = SQLiteRunStore(db)
+        await runs.open()
+        run = RunRecord("chat:a")
+        await runs.create(run)
+        batches = db.batches
+        for i in range(3):
+            runs.append(run, ThoughtLog(content=f"thought {i}"))
+            await asyncio.sleep(0)  # the writer wakes between them, as between a stream's chunks
+        async with asyncio.timeout(30):
+            await runs.finish(run)
+        assert db.batches == batches + 1
+        assert [e.content for e in await runs.events(run.id)] == ["thought 0", "thought 1", "thought 2"]
+
+
+async def test_writes_nobody_waits_on_are_committed_after_the_linger(tmp_path: Path) -> None:
+    async with Database(tmp_path / "hub.db", linger=0.01) as db:
+        runs = SQLiteRunStore(db)
+        await runs.open()
+        run = RunRecord("chat:a")
+        await runs.create(run)
+        runs.append(run, ThoughtLog(content="alone"))
+        reader = sqlite3.connect(tmp_path / "hub.db")
+        try:
+            await _until(lambda: reader.execute("SELECT COUNT(*) FROM run_events").fetchone()[0] == 1)
+        finally:
+            reader.close()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from pydantic import BaseModel
 
 from hub import Extension, action
@@ -40,3 +42,26 @@ async def test_surrogates_and_non_finite_numbers_never_wedge_a_conversation(make
         second = await hub.send("cli:session", {"user": "ann"}, "and now?")
         assert second.ok and "next" in out.getvalue()
         assert await hub.runs.list(state="running") == []
+
+
+def test_dumps_writes_what_the_json_module_would_for_values_orjson_treats_apart() -> None:
+    import dataclasses
+    import datetime
+    import json
+
+    from hub.db_values import dumps
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+
+    when = datetime.datetime(2026, 1, 2, 3, 4, 5)
+    # what the json module wrote before orjson took the common case: keys as strings,
+    # repr() for what JSON cannot hold, NaN as null (orjson writes these itself)...
+    value = {1: "int key", "p": Point(1), "t": when, "nan": math.nan, "inf": -math.inf}
+    assert json.loads(dumps(value)) == {"1": "int key", "p": repr(Point(1)), "t": repr(when), "nan": None, "inf": None}
+    # ...and big ints whole, a lone surrogate as U+FFFD (orjson refuses these: json writes them)
+    assert json.loads(dumps({"big": 2**70, "s": "a\ud800b"})) == {"big": 2**70, "s": "a\ufffdb"}
+    assert json.loads(dumps({"ok": [1, 2.5, None, True, "é"]})) == {"ok": [1, 2.5, None, True, "é"]}
+    with pytest.raises(TypeError):
+        dumps({"s": {1, 2}}, default=None)
