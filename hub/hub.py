@@ -300,6 +300,8 @@ class Hub:
         input whose run was cut off after it answered is done, not answered again. A live
         reply the last run left half-written goes with its input (``InputLog.drafts``): the
         new run completes that message instead of sending a second copy."""
+        if not self.runner.accepting:
+            return  # stopping: claiming inputs this worker can no longer run would strand them
         pending = await self.inbox.claim()
         outputs: dict[str, list[OutputLog]] = {}
         cut_off: dict[str, bool] = {}
