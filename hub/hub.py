@@ -162,6 +162,8 @@ class Hub:
         self.http = features.http
         self.children = features.children
         self.episodes = features.episodes
+        # the platforms' governors take it at start (Governor.report_to): rate limits across workers
+        self.outbound_limiter = features.outbound
         self.engine = Engine(EngineDeps(
             config=self.config,
             runs=self.runs,
@@ -371,6 +373,8 @@ class Hub:
                 log.exception("model failed to close")
         for store in (self.access.store, *self.features.stores, self.leases, self.inbox, self.runs, self.memory):
             await store.close()
+        if self.outbound_limiter is not None:
+            await self.outbound_limiter.close()
         self.bus.close()
         if self._db is not None:
             await self._db.close()
