@@ -8,6 +8,7 @@ process share nothing.
 from __future__ import annotations
 
 import asyncio
+import time
 import dataclasses
 import functools
 import logging
@@ -106,6 +107,8 @@ class Hub:
         self.prompt_style = m.prompt_style
         self.retry_policy = RetryPolicy(m.max_retries, m.retry_base_delay, m.retry_max_delay)
         # a step takes at most 3 characters of input per token of prompt (about 3/4 of it)
+        self._claiming = asyncio.Lock()
+        self._claimed_at = 0.0
         self.runner = Runner(
             run=lambda slot: self.engine.run(slot),
             inbox=self.inbox,
@@ -113,6 +116,9 @@ class Hub:
             take_chars=3 * prompt_budget(self.config, model),
             # workers sharing PostgreSQL: a conversation runs on one of them at a time
             lock=self._db.lock if isinstance(self._db, PgDatabase) else None,
+            # a run waiting for an older input nobody holds (given back, or its worker's lease
+            # lapsed) claims it now rather than at the next sweep
+            claim=self._claim_now if isinstance(self._db, PgDatabase) else None,
         )
 
         self.registry = Registry()
@@ -295,6 +301,21 @@ class Hub:
                         await res
         except Exception as e:
             raise ExtensionFailed(ext.name, e) from e
+
+    async def _claim_now(self) -> None:
+        """What the claims sweep does (runs cut off recorded, inputs nobody holds claimed and
+        queued), now, for a run waiting on an older input: at most one at a time, and not
+        more often than twice a second however many runs wait."""
+        async with self._claiming:
+            if time.monotonic() - self._claimed_at < 0.5:
+                return
+            try:
+                killed = await self.runs.recover()
+                for run in killed:
+                    log.warning("run %s of %s died with its worker: killed (abnormal_exit)", run.id[:8], run.context)
+                await self._requeue({r.id for r in killed})
+            finally:
+                self._claimed_at = time.monotonic()
 
     async def _requeue(self, killed: set[str]) -> None:
         """Inputs recorded but not handled before the last stop (or, with workers sharing

@@ -92,11 +92,12 @@ class InboxStore(ABC):
         is left out: it is that worker's to answer, or answered."""
         return list(ids)
 
-    async def oldest_elsewhere(self, context: str) -> float | None:
-        """When the oldest of ``context``'s unanswered inputs held by another worker (or by
-        none, given back) was received; None when there is none (always, with one process).
-        A run here answers only inputs older than it, so that a conversation's replies keep
-        the order of its messages whichever worker received each."""
+    async def oldest_elsewhere(self, context: str, ids: list[str]) -> float | None:
+        """When the oldest of ``context``'s unanswered inputs other than ``ids`` (those queued
+        for the run about to start) was received; None when there is none (always, with one
+        process). Called under the conversation's lock, so such an input is queued on another
+        worker, a dead worker's, or being claimed here: the run answers only inputs older
+        than it, so that a conversation's replies keep the order of its messages."""
         return None
 
     @abstractmethod
@@ -382,11 +383,11 @@ class PostgresInbox(SQLiteInbox):
         kept = {r[0] for r in rows}
         return [i for i in ids if i in kept]
 
-    async def oldest_elsewhere(self, context: str) -> float | None:
+    async def oldest_elsewhere(self, context: str, ids: list[str]) -> float | None:
+        mine = f" AND id NOT IN ({','.join('?' for _ in ids)})" if ids else ""
         row = await self.db.fetchone(
-            "SELECT MIN(received) FROM inbox WHERE context = ? AND state IN ('received', 'taken')"
-            " AND (claimed_by IS NULL OR claimed_by <> ?)",
-            (context, self.worker),
+            f"SELECT MIN(received) FROM inbox WHERE context = ? AND state IN ('received', 'taken'){mine}",
+            (context, *ids),
         )
         return None if row is None or row[0] is None else float(row[0])
 

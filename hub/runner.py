@@ -128,9 +128,11 @@ class Runner:
         concurrency: int,
         take_chars: int | None = None,
         lock: Callable[[str], AbstractAsyncContextManager[Any]] | None = None,
+        claim: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._run = run
         self._lock = lock
+        self._claim = claim
         self._inbox = inbox
         self.take_chars = take_chars
         self.slots: dict[str, Slot] = {}
@@ -263,12 +265,19 @@ class Runner:
                         return await self._run(slot)
                     finally:
                         slot.before, slot.once, slot.closed = None, False, False
+            if self._claim is not None and self.accepting:
+                try:  # older inputs that nobody holds are claimed here (and queued) now
+                    await self._claim()
+                except Exception as e:  # the sweep claims them later
+                    log.warning("%s: claiming older inputs failed: %s", slot.id, e)
+                if slot.pending and await self._oldest_elsewhere(slot) is None:
+                    continue  # they are ours now: run them, oldest first
             await asyncio.sleep(wait)  # the lock is let go: the older inputs' worker takes it
             wait = min(wait * 2, 1.0)
 
     async def _oldest_elsewhere(self, slot: Slot) -> float | None:
         try:
-            return await self._inbox.oldest_elsewhere(slot.id)
+            return await self._inbox.oldest_elsewhere(slot.id, [e.id for e in slot.pending])
         except StoreError as e:
             log.warning("%s: cannot check for older inputs on other workers (%s); answering", slot.id, e)
             return None

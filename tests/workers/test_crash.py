@@ -199,7 +199,9 @@ async def test_three_workers_one_killed_every_message_answered_once_in_order(tmp
         assert set(window) <= cut_off, f"sent twice, but not by a run that died with its worker: {set(window) - cut_off}"
         for c, ns in per_chat.items():
             firsts = list(dict.fromkeys(ns))  # a window duplicate repeats a message already sent
-            assert firsts == sorted(firsts), f"chat {c} answered out of order: {ns}"
+            if firsts != sorted(firsts):
+                story = await _story(url, f"telegram:chat:{1000 + c}")
+                raise AssertionError(f"chat {c} answered out of order: {ns}\n{story}")
         print(
             f"\ncrash test: {total} messages, {CHATS} chats, 3 workers, w1 killed after {killed_at} replies; "
             f"{len(tg.sent)} replies, {len(window)} duplicates in the send-record window, "

@@ -74,11 +74,13 @@ async def test_the_oldest_input_held_elsewhere_is_what_a_run_must_not_pass() -> 
             first, second = InputLog(type="text", content="one", ts=10.0), InputLog(type="text", content="two", ts=20.0)
             assert await a.record("chat:1", first)
             assert await b.record("chat:1", second)
-            assert await b.oldest_elsewhere("chat:1") == 10.0  # b must wait for "one"
-            assert await a.oldest_elsewhere("chat:1") == 20.0  # a may answer "one" (older than 20)
-            assert await a.oldest_elsewhere("chat:2") is None
+            assert await b.oldest_elsewhere("chat:1", [second.id]) == 10.0  # b must wait for "one"
+            assert await a.oldest_elsewhere("chat:1", [first.id]) == 20.0  # a may answer "one" (older than 20)
+            assert await a.oldest_elsewhere("chat:2", []) is None
+            # claimed by b but not yet queued in b's run (a claim in flight): still ahead of it
+            assert await b.oldest_elsewhere("chat:1", []) == 10.0
             await a.done([first.id])
-            assert await b.oldest_elsewhere("chat:1") is None
+            assert await b.oldest_elsewhere("chat:1", [second.id]) is None
         finally:
             await db_a.close()
             await db_b.close()
