@@ -95,7 +95,7 @@ class Slot:
             return []
         n = len(self.pending) if self.take_chars is None else _fitting(self.pending, self.take_chars)
         if self.before is not None:  # older inputs wait on another worker: not past them
-            n = min(n, sum(1 for e in self.pending if e.ts < self.before))
+            n = min(n, sum(1 for e in self.pending if e.ts <= self.before))
         # with workers a run takes its inputs once, when it starts: one that arrives here
         # mid-run may have an older one on another worker, so it waits for the next run,
         # which looks first
@@ -258,7 +258,9 @@ class Runner:
                 if not slot.pending:
                     return None  # every one was another worker's: no run
                 before = await self._oldest_elsewhere(slot)
-                if before is None or slot.pending[0].ts < before:
+                # equal times (two workers received at the same instant) both go: waiting on
+                # each other would be a deadlock, and their order is not defined anyway
+                if before is None or slot.pending[0].ts <= before:
                     slot.before = before  # the run takes only what is older than that
                     slot.once, slot.closed = True, False
                     try:
