@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
 
+from .platform._shared import OutboundLimiter, RedisLimiter
 from .config import HubConfig
 from .backend import database_for
 from .claims import InboxClaims
@@ -135,6 +136,7 @@ class Features:
     http: HttpServer | None = None
     episodes: EpisodicMemory | None = None
     stores: tuple[Any, ...] = field(default=())
+    outbound: OutboundLimiter | None = None  # [store] redis_url: platforms' rate limits across workers
 
 
 def make_model(config: HubConfig) -> Model:
@@ -288,6 +290,7 @@ def compose(
         http=http,
         episodes=episodes,
         stores=(revisions, usage),
+        outbound=RedisLimiter(config.store.redis_url) if config.store.redis_url else None,
     )
 
 

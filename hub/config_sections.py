@@ -157,6 +157,18 @@ class StoreSection(_Section):
         60.0, ge=1, le=86_400, description="seconds a worker's claim on an input lasts unrenewed (renewed every third)"
     )
     connect_timeout: float = Field(10.0, gt=0, description="seconds to connect to PostgreSQL")
+    redis_url: str = Field(
+        "", description='"" = outbound rate limits per worker; "redis://host:6379/0" = shared by every worker'
+    )
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, v: str) -> str:
+        v = v.strip()
+        if v and not v.startswith(("redis://", "rediss://", "unix://")):
+            scheme = f"a {v.split('://', 1)[0]}:// URL" if "://" in v else "no URL"
+            raise ValueError(f'must be "" (limits per worker) or a redis://, rediss:// or unix:// URL, not {scheme}')
+        return v
 
     @field_validator("url")
     @classmethod

@@ -8,6 +8,7 @@ process share nothing.
 from __future__ import annotations
 
 import asyncio
+import time
 import dataclasses
 import functools
 import logging
@@ -106,6 +107,8 @@ class Hub:
         self.prompt_style = m.prompt_style
         self.retry_policy = RetryPolicy(m.max_retries, m.retry_base_delay, m.retry_max_delay)
         # a step takes at most 3 characters of input per token of prompt (about 3/4 of it)
+        self._claiming = asyncio.Lock()
+        self._claimed_at = 0.0
         self.runner = Runner(
             run=lambda slot: self.engine.run(slot),
             inbox=self.inbox,
@@ -113,6 +116,9 @@ class Hub:
             take_chars=3 * prompt_budget(self.config, model),
             # workers sharing PostgreSQL: a conversation runs on one of them at a time
             lock=self._db.lock if isinstance(self._db, PgDatabase) else None,
+            # a run waiting for an older input nobody holds (given back, or its worker's lease
+            # lapsed) claims it now rather than at the next sweep
+            claim=self._claim_now if isinstance(self._db, PgDatabase) else None,
         )
 
         self.registry = Registry()
@@ -162,6 +168,8 @@ class Hub:
         self.http = features.http
         self.children = features.children
         self.episodes = features.episodes
+        # the platforms' governors take it at start (Governor.report_to): rate limits across workers
+        self.outbound_limiter = features.outbound
         self.engine = Engine(EngineDeps(
             config=self.config,
             runs=self.runs,
@@ -294,12 +302,29 @@ class Hub:
         except Exception as e:
             raise ExtensionFailed(ext.name, e) from e
 
+    async def _claim_now(self) -> None:
+        """What the claims sweep does (runs cut off recorded, inputs nobody holds claimed and
+        queued), now, for a run waiting on an older input: at most one at a time, and not
+        more often than twice a second however many runs wait."""
+        async with self._claiming:
+            if time.monotonic() - self._claimed_at < 0.5:
+                return
+            try:
+                killed = await self.runs.recover()
+                for run in killed:
+                    log.warning("run %s of %s died with its worker: killed (abnormal_exit)", run.id[:8], run.context)
+                await self._requeue({r.id for r in killed})
+            finally:
+                self._claimed_at = time.monotonic()
+
     async def _requeue(self, killed: set[str]) -> None:
         """Inputs recorded but not handled before the last stop (or, with workers sharing
         PostgreSQL, held by a worker that died): claim them and handle them now, once. An
         input whose run was cut off after it answered is done, not answered again. A live
         reply the last run left half-written goes with its input (``InputLog.drafts``): the
         new run completes that message instead of sending a second copy."""
+        if not self.runner.accepting:
+            return  # stopping: claiming inputs this worker can no longer run would strand them
         pending = await self.inbox.claim()
         outputs: dict[str, list[OutputLog]] = {}
         cut_off: dict[str, bool] = {}
@@ -369,6 +394,8 @@ class Hub:
                 log.exception("model failed to close")
         for store in (self.access.store, *self.features.stores, self.leases, self.inbox, self.runs, self.memory):
             await store.close()
+        if self.outbound_limiter is not None:
+            await self.outbound_limiter.close()
         self.bus.close()
         if self._db is not None:
             await self._db.close()

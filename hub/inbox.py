@@ -84,6 +84,22 @@ class InboxStore(ABC):
         """Extend this worker's leases on the inputs it holds; how many (0 without leases)."""
         return 0
 
+    async def hold(self, ids: list[str]) -> list[str]:
+        """Of ``ids`` (inputs this worker queued), those it still holds and may answer now;
+        called under the conversation's lock, just before a run takes them. With one process
+        that is all of them; where workers share the inbox (:class:`PostgresInbox`) an input
+        whose lease lapsed and that another worker claimed, or that a run already answered,
+        is left out: it is that worker's to answer, or answered."""
+        return list(ids)
+
+    async def oldest_elsewhere(self, context: str, ids: list[str]) -> float | None:
+        """When the oldest of ``context``'s unanswered inputs other than ``ids`` (those queued
+        for the run about to start) was received; None when there is none (always, with one
+        process). Called under the conversation's lock, so such an input is queued on another
+        worker, a dead worker's, or being claimed here: the run answers only inputs older
+        than it, so that a conversation's replies keep the order of its messages."""
+        return None
+
     @abstractmethod
     async def failed(self, ids: list[str], run_id: str, error: str, *, park_after: int) -> list[str]:
         """Count a failed run ``run_id`` against each input (once per run, however often
@@ -338,14 +354,42 @@ class PostgresInbox(SQLiteInbox):
         return [Pending(context, _entry(data), run_id) for context, data, run_id, _ in rows]
 
     async def renew(self) -> int:
-        await self.db.flush()
+        # Not behind this worker's queued writes (no flush): a write queue backed up under
+        # load must not delay the renewal past the lease, or another worker takes inputs this
+        # one still holds. Rows locked by this worker's own writer are skipped, not waited on
+        # (that write sets the lease itself), and the rows are locked in one order, so a
+        # renewal never deadlocks with a batch of takes or a claim.
         row = await self.db.fetchone(
-            "WITH r AS ("
-            f" UPDATE inbox SET lease_until = {_NOW} + ? WHERE claimed_by = ? AND state IN ('received', 'taken')"
-            " RETURNING 1) SELECT COUNT(*) FROM r",
-            (self.lease, self.worker),
+            "WITH c AS ("
+            " SELECT id FROM inbox WHERE claimed_by = ? AND state IN ('received', 'taken')"
+            " ORDER BY id FOR UPDATE SKIP LOCKED"
+            f"), r AS (UPDATE inbox SET lease_until = {_NOW} + ? FROM c WHERE inbox.id = c.id RETURNING 1)"
+            " SELECT COUNT(*) FROM r",
+            (self.worker, self.lease),
         )
         return int(row[0]) if row else 0
+
+    async def hold(self, ids: list[str]) -> list[str]:
+        # one statement: the check and a fresh lease together, so between this and the run's
+        # take (which marks the input with its running run) no other worker can claim it
+        if not ids:
+            return []
+        marks = ",".join("?" for _ in ids)
+        rows = await self.db.fetchall(
+            f"UPDATE inbox SET lease_until = {_NOW} + ? WHERE id IN ({marks})"
+            " AND claimed_by = ? AND state IN ('received', 'taken') RETURNING id",
+            (self.lease, *ids, self.worker),
+        )
+        kept = {r[0] for r in rows}
+        return [i for i in ids if i in kept]
+
+    async def oldest_elsewhere(self, context: str, ids: list[str]) -> float | None:
+        mine = f" AND id NOT IN ({','.join('?' for _ in ids)})" if ids else ""
+        row = await self.db.fetchone(
+            f"SELECT MIN(received) FROM inbox WHERE context = ? AND state IN ('received', 'taken'){mine}",
+            (context, *ids),
+        )
+        return None if row is None or row[0] is None else float(row[0])
 
     async def release(self) -> None:
         """Give this worker's unhandled inputs back, for another worker to claim now."""

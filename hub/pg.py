@@ -437,7 +437,10 @@ class PgDatabase:
                 except BaseException:  # noqa: B036 - cancelled or cut: the connection goes below
                     unlocked = False
             if not unlocked:
-                conn.terminate()  # the session ends, and every lock it held with it
+                try:
+                    conn.terminate()  # the session ends, and every lock it held with it
+                except Exception as e:  # the server cut it already, and the pool took it back: no lock is left
+                    log.debug("%s: closing a lock connection: %s", self.path, e)
             try:
                 await pool.release(conn)
             except Exception as e:  # a terminated connection: the pool replaces it

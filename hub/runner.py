@@ -14,6 +14,7 @@ a time, and a dead worker's lock is let go by the server with its connection.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -74,6 +75,11 @@ class Slot:
         self.task: asyncio.Task[None] | None = None
         self.cancel_reason: str | None = None
         self.stop_exc: StopRun | None = None
+        # with workers: when the oldest input of this conversation held by another worker
+        # was received; the run in progress takes only inputs older than it
+        self.before: float | None = None
+        self.once = False  # the run in progress takes inputs once (set with workers)
+        self.closed = False
 
     def peek(self) -> InputLog | None:
         return self.pending[0] if self.pending else None
@@ -85,7 +91,15 @@ class Slot:
         """Hand the waiting inputs to the run ``run_id``: all of them, or with ``take_chars``
         as many as fit in it (each counted at most a quarter of it, since the prompt cuts a
         long one to its share; always at least one). The rest wait for the next step."""
+        if self.closed:
+            return []
         n = len(self.pending) if self.take_chars is None else _fitting(self.pending, self.take_chars)
+        if self.before is not None:  # older inputs wait on another worker: not past them
+            n = min(n, sum(1 for e in self.pending if e.ts <= self.before))
+        # with workers a run takes its inputs once, when it starts: one that arrives here
+        # mid-run may have an older one on another worker, so it waits for the next run,
+        # which looks first
+        self.closed = self.once
         taken, self.pending = self.pending[:n], self.pending[n:]
         for e in taken:
             sub = self.waiting.get(e.id)
@@ -114,9 +128,11 @@ class Runner:
         concurrency: int,
         take_chars: int | None = None,
         lock: Callable[[str], AbstractAsyncContextManager[Any]] | None = None,
+        claim: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._run = run
         self._lock = lock
+        self._claim = claim
         self._inbox = inbox
         self.take_chars = take_chars
         self.slots: dict[str, Slot] = {}
@@ -164,7 +180,12 @@ class Runner:
         if slot is None:
             slot = self.slots[slot_id] = Slot(definition, args, key, take_chars=self.take_chars)
         sub = Submission(entry, slot_id)
-        slot.pending.append(entry)
+        # in the order received: an input resumed from the inbox (a dead worker's, taken
+        # over) goes before the newer ones already queued, so replies keep the messages' order
+        if slot.pending and slot.pending[-1].ts > entry.ts:
+            bisect.insort(slot.pending, entry, key=lambda e: e.ts)
+        else:
+            slot.pending.append(entry)
         slot.waiting[entry.id] = sub
         if parent_id:
             slot.parents[entry.id] = parent_id
@@ -212,25 +233,84 @@ class Runner:
             if not slot.pending and self.slots.get(slot.id) is slot:
                 del self.slots[slot.id]
 
-    async def _locked_run(self, slot: Slot) -> RunResult:
+    async def _locked_run(self, slot: Slot) -> RunResult | None:
         """The run, holding the conversation's lock across workers when there is one. The
         lock waits while another worker runs this conversation; a store that cannot give it
-        is retried with the hub's backoff (the inputs stay queued here and in the inbox)."""
+        is retried with the hub's backoff (the inputs stay queued here and in the inbox).
+        Under the lock the run starts only once no older input of the conversation is held
+        by another worker (one queued there, or a dead worker's until its lease lapses and
+        it is taken over): it lets the lock go and waits for those to be answered first."""
         if self._lock is None:
             return await self._run(slot)
-        attempt = 0
-        async with AsyncExitStack() as stack:
-            while True:
-                try:
-                    await stack.enter_async_context(self._lock(slot.id))
-                    break
-                except StoreError as e:
-                    delay = self.store_retry.delay(attempt)
-                    attempt += 1
-                    log.warning("%s: cannot take the conversation's lock (%s); retrying in %.1fs", slot.id, e, delay)
-                    await asyncio.sleep(delay)
-            return await self._run(slot)
-        raise AssertionError("unreachable")  # mypy: AsyncExitStack may swallow exceptions
+        attempt, wait = 0, 0.05
+        while True:
+            async with AsyncExitStack() as stack:
+                while True:
+                    try:
+                        await stack.enter_async_context(self._lock(slot.id))
+                        break
+                    except StoreError as e:
+                        delay = self.store_retry.delay(attempt)
+                        attempt += 1
+                        log.warning("%s: cannot take the conversation's lock (%s); retrying in %.1fs", slot.id, e, delay)
+                        await asyncio.sleep(delay)
+                await self._keep_held(slot)
+                if not slot.pending:
+                    return None  # every one was another worker's: no run
+                before = await self._oldest_elsewhere(slot)
+                # equal times (two workers received at the same instant) both go: waiting on
+                # each other would be a deadlock, and their order is not defined anyway
+                if before is None or slot.pending[0].ts <= before:
+                    slot.before = before  # the run takes only what is older than that
+                    slot.once, slot.closed = True, False
+                    try:
+                        return await self._run(slot)
+                    finally:
+                        slot.before, slot.once, slot.closed = None, False, False
+            if self._claim is not None and self.accepting:
+                try:  # older inputs that nobody holds are claimed here (and queued) now
+                    await self._claim()
+                except Exception as e:  # the sweep claims them later
+                    log.warning("%s: claiming older inputs failed: %s", slot.id, e)
+                if slot.pending and await self._oldest_elsewhere(slot) is None:
+                    continue  # they are ours now: run them, oldest first
+            await asyncio.sleep(wait)  # the lock is let go: the older inputs' worker takes it
+            wait = min(wait * 2, 1.0)
+
+    async def _oldest_elsewhere(self, slot: Slot) -> float | None:
+        try:
+            return await self._inbox.oldest_elsewhere(slot.id, [e.id for e in slot.pending])
+        except StoreError as e:
+            log.warning("%s: cannot check for older inputs on other workers (%s); answering", slot.id, e)
+            return None
+
+    async def _keep_held(self, slot: Slot) -> None:
+        """Under the conversation's lock, before the run: drop the queued inputs this worker
+        no longer holds. Its lease on one can lapse while it waits (stalled past ``[store]
+        lease``), and then another worker claims it and answers it, or has answered it in
+        the run that held the lock just now; answering it here too would answer it twice.
+        A store that cannot say keeps them all: the lease is renewed every third of it, so
+        the ones still queued here are this worker's in all but a stall."""
+        ids = [e.id for e in slot.pending]
+        if not ids:
+            return
+        try:
+            kept = set(await self._inbox.hold(ids))
+        except StoreError as e:
+            log.warning("%s: cannot confirm this worker still holds its inputs (%s); answering them", slot.id, e)
+            return
+        if len(kept) == len(ids):
+            return
+        slot.pending = [e for e in slot.pending if e.id in kept]
+        for entry_id in ids:
+            if entry_id not in kept:
+                log.warning("%s: input %s was taken over by another worker: not answered here", slot.id, entry_id[:8])
+                slot.parents.pop(entry_id, None)
+                sub = slot.waiting.pop(entry_id, None)
+                if sub is not None:
+                    sub.duplicate = True  # answered elsewhere, as a redelivery is
+                    sub.run_id.cancel()
+                    sub.result.cancel()
 
     def _after_store_outage(self, slot: Slot, result: RunResult) -> None:
         """A run the store failed, having answered nothing, left its inputs in the inbox:

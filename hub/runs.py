@@ -347,14 +347,22 @@ class SQLiteRunStore(RunStore):
 
     async def recover(self) -> builtins.list[RunRecord]:
         rows = await self.db.fetchall(f"SELECT {_COLUMNS} FROM runs WHERE state = ?", (str(RunState.RUNNING),))
-        found = [run for run in (_record(tuple(r)) for r in rows) if await self._orphaned(run)]
+        found = []
         now = time.time()
-        for run in found:
+        for run in (_record(tuple(r)) for r in rows):
+            if not await self._orphaned(run):
+                continue
             run.state, run.reason, run.ended = RunState.KILLED, "abnormal_exit", now
             last = await self.db.fetchone("SELECT MAX(seq) FROM run_events WHERE run_id = ?", (run.id,))
             run.seq = (last[0] or 0) if last else 0
-            await self.finish(run)
+            if await self._kill(run):
+                found.append(run)
         return found
+
+    async def _kill(self, run: RunRecord) -> bool:
+        """Record a run found cut off as ``killed``; whether it was (one process: always)."""
+        await self.finish(run)
+        return True
 
     async def _orphaned(self, run: RunRecord) -> bool:
         """Whether a run left ``running`` has nobody running it (one process: always)."""
@@ -373,6 +381,15 @@ class PostgresRunStore(SQLiteRunStore):
     async def _orphaned(self, run: RunRecord) -> bool:
         try_lock = getattr(self.db, "try_lock", None)
         return True if try_lock is None else await try_lock(run.context)
+
+    async def _kill(self, run: RunRecord) -> bool:
+        # only if it is still running: a run that ended between the SELECT and the lock check
+        # (its lock is free because it finished) keeps the state it ended with
+        rows = await self.db.fetchall(
+            "UPDATE runs SET state = ?, reason = ?, ended = ? WHERE id = ? AND state = ? RETURNING id",
+            (str(run.state), run.reason, run.ended, run.id, str(RunState.RUNNING)),
+        )
+        return bool(rows)
 
 async def collect_tree(store: RunStore, root_id: str, *, max_runs: int = 1000) -> dict[str, list[RunRecord]]:
     """Every descendant of ``root_id``: run id -> its child runs, oldest first (at most

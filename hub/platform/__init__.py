@@ -36,10 +36,13 @@ from ._send import (
     TransientSendError,
 )
 from ._settings import PlatformSettings
+from ._shared import OutboundLimiter, RedisLimiter
 from ._split import split_message, utf16_len
 from ._typing import TypingIndicator
 
 __all__ = [
+    "OutboundLimiter",
+    "RedisLimiter",
     "Backoff",
     "Lease",
     "LeaseKeeper",

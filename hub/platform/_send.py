@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from ..backoff import Backoff
 from ..errors import HubError
+from ._shared import OutboundLimiter
 
 __all__ = ["RateLimited", "TransientSendError", "PermanentSendError", "SendFailed", "RateLimit", "Governor"]
 
@@ -92,6 +93,8 @@ class Governor:
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         on_send: Callable[[str, bool], None] | None = None,
         on_rate_limited: Callable[[str], None] | None = None,
+        shared: OutboundLimiter | None = None,
+        bot: str = "",
     ) -> None:
         self.platform = platform
         self.per_chat = per_chat
@@ -102,6 +105,10 @@ class Governor:
         self.sleep = sleep
         self.on_send = on_send
         self.on_rate_limited = on_rate_limited
+        self.shared = shared  # with workers: the same limits held across them (report_to)
+        self.bot = bot  # whose global limit: the bot token's identity, when one platform runs several
+        self._global_limit = global_
+        self._shared_warned = False
         self._global = _Window(global_) if global_ else None
         self._chats: dict[Any, _Window] = {}
         self._chat_locks: dict[Any, asyncio.Lock] = {}
@@ -118,6 +125,9 @@ class Governor:
         if metrics is not None:
             self.on_send = metrics.platform_send
             self.on_rate_limited = metrics.platform_429
+        shared = getattr(hub, "outbound_limiter", None)
+        if shared is not None and self.shared is None:
+            self.shared = shared
 
     def _chat_window(self, chat: Any) -> _Window | None:
         if self.per_chat is None:
@@ -143,11 +153,37 @@ class Governor:
             if wait <= 0:
                 break
             await self.sleep(wait)
+        if self.shared is not None:
+            await self._pace_shared(chat)
         now = self.clock()
         if cw is not None:
             cw.times.append(now)
         if self._global is not None:
             self._global.times.append(now)
+
+    async def _pace_shared(self, chat: Any) -> None:
+        """Wait until the limiter every worker shares has room for this chat, then for the
+        bot's global limit. A limiter that fails is logged and the send goes on, paced by
+        this worker's own windows: a message is never lost to the limiter."""
+        assert self.shared is not None
+        checks: list[tuple[RateLimit, tuple[str, ...]]] = []
+        if self.per_chat is not None:
+            checks.append((self.per_chat, (self.platform, self.bot, "chat", str(chat))))
+        if self._global_limit is not None:
+            checks.append((self._global_limit, (self.platform, self.bot, "global")))
+        for limit, key in checks:
+            while True:
+                try:
+                    wait = await self.shared.hit(limit, *key)
+                except Exception as e:
+                    if not self._shared_warned:
+                        log.warning("%s: the shared rate limiter failed (%s); pacing this worker alone", self.platform, e)
+                        self._shared_warned = True
+                    return
+                self._shared_warned = False
+                if wait <= 0:
+                    break
+                await self.sleep(wait)
 
     async def send(self, chat: Any, fn: Callable[[], Awaitable[T]]) -> T:
         """Call ``fn`` (one platform request) for ``chat``, paced and retried. Raises SendFailed."""

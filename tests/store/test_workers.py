@@ -108,10 +108,17 @@ async def test_a_dead_workers_lock_is_let_go_by_the_server(make_hub, config, tmp
             await wait_for(lambda: _waiting_locks(db_a), what="hub b waiting for the lock")
             [pid] = await db_a.lock_backends()
             await db_a.fetchall("SELECT pg_terminate_backend(?)", (pid,))  # worker a's connection dies
-            assert (await asyncio.wait_for(second.wait(), 10)).ok  # b ran while a's run still hangs
-            assert order == ["a start", "b start", "b end"]
+
+            async def let_go() -> bool:  # b got the lock the server took from a
+                return await _waiting_locks(db_a) == 0
+
+            await wait_for(let_go, what="the server letting a's lock go to b")
+            # b holds the lock, but "one" (older, on worker a) goes first: b waits for it, so
+            # the conversation's replies keep the order of its messages
             a.gate.set()
-            await asyncio.wait_for(first.wait(), 10)
+            assert (await asyncio.wait_for(first.wait(), 10)).ok
+            assert (await asyncio.wait_for(second.wait(), 10)).ok
+            assert order == ["a start", "a end", "b start", "b end"]
 
 
 async def _inboxes(url: str, *, lease: float) -> tuple[PgDatabase, PgDatabase, PostgresInbox, PostgresInbox]:
