@@ -26,28 +26,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import re
 import sqlite3
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import aiosqlite
 
+from .db_batch import LINGER, LINGER_MAX, GroupCommit
+from .db_commit import _Busy, _commit_sync, _Write
 from .errors import StoreError
-from .db_commit import _BARRIER, _Busy, _commit_sync, _Write
 from .db_values import _clean_params, clean_text, dumps
 from .migrations import SCHEMA_VERSION, migrate_sqlite
 
 if TYPE_CHECKING:
     from .pg import PgDatabase
 
-__all__ = ["Database", "SqlDatabase", "dumps", "clean_text"]
+__all__ = ["Database", "SqlDatabase", "dumps", "clean_text", "LINGER", "LINGER_MAX"]
 
 log = logging.getLogger(__name__)
 
-_TABLE = re.compile(r"^\s*(?:INSERT(?:\s+OR\s+\w+)?\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)", re.IGNORECASE)
 
 
 SqlDatabase: TypeAlias = "Database | PgDatabase"
@@ -55,19 +53,7 @@ SqlDatabase: TypeAlias = "Database | PgDatabase"
 the same methods), chosen by ``[store] url``."""
 
 
-LINGER = 0.005
-"""Seconds a batch of :meth:`Database.write_soon` writes alone waits for more before it is
-committed (a waited-on write ends the wait at once)."""
-LINGER_MAX = 512
-"""Queued writes that end the wait early: a batch never grows without bound."""
-
-
-def _table(sql: str) -> str:
-    m = _TABLE.match(sql)
-    return m.group(1) if m else "?"
-
-
-class Database:
+class Database(GroupCommit):
     """An aiosqlite connection with a group-committing writer. ``path`` may be ``":memory:"``.
 
     ``busy_timeout`` is how long SQLite waits for another process's write lock before a
@@ -77,6 +63,7 @@ class Database:
     """
 
     dialect = "sqlite"  # the SQL it speaks (hub.pg.PgDatabase speaks "postgres")
+    label = "SQLite"
 
     def __init__(
         self,
@@ -89,26 +76,14 @@ class Database:
         linger: float = LINGER,
     ) -> None:
         self.path = str(path)
-        self.linger = linger
+        self._init_queue(linger=linger)
         self.busy_timeout = busy_timeout
         self.busy_retries = busy_retries
         self.retry_delay = retry_delay
         self.degraded_for = degraded_for
         self._conn: aiosqlite.Connection | None = None
-        self._queue: asyncio.Queue[_Write] | None = None
-        self._writer: asyncio.Task[None] | None = None
-        self._urgent: asyncio.Event | None = None  # set when a queued write has a waiter
         self._schemas: set[str] = set()
-        self._closing = False
-        # what /metrics and /healthz report
-        self.lost_writes = 0  # fire-and-forget writes that failed (nobody waited to be told)
-        self.failed_writes = 0  # writes that failed and whose caller got a StoreError
         self.busy_waits = 0  # batches retried because another connection held the write lock
-        self.errors = 0  # failed operations of any kind (reads too)
-        self.batches = 0  # transactions the writer committed (or tried to)
-        self.last_error: str | None = None
-        self._last_failure: float | None = None
-        self._failing = False
         self.schema_found: int | None = None  # the schema version the database had when opened
 
     async def open(self) -> Database:
@@ -134,10 +109,8 @@ class Database:
             raise StoreError(f"cannot open SQLite database {self.path}: {e}", store="sqlite", operation="open") from e
         if getattr(self._conn, "_execute", None) is None or getattr(self._conn, "_connection", None) is None:
             raise StoreError(f"aiosqlite {aiosqlite.__version__} lacks Connection._execute; install aiosqlite<1")
-        self._queue = asyncio.Queue()
-        self._urgent = asyncio.Event()
         self._closing = False
-        self._writer = asyncio.create_task(self._write_loop(), name=f"sqlite-writer:{self.path}")
+        self._start_writer(f"sqlite-writer:{self.path}")
         return self
 
     async def _migrate_auto_vacuum(self) -> None:
@@ -187,23 +160,6 @@ class Database:
 
     # --- health -------------------------------------------------------------------------
 
-    def _failed(self, error: str) -> None:
-        self.errors += 1
-        self.last_error = error
-        self._last_failure = time.monotonic()
-        self._failing = True
-
-    def health(self) -> str | None:
-        """None while the store works; else why it is degraded (failures in the last
-        ``degraded_for`` seconds, or the last operation failed)."""
-        if self._last_failure is None:
-            return None
-        ago = time.monotonic() - self._last_failure
-        if not self._failing and ago > self.degraded_for:
-            return None
-        lost = f"; {self.lost_writes} writes lost" if self.lost_writes else ""
-        return f"SQLite {self.path}: {self.errors} failed operations, the last {ago:.0f}s ago ({self.last_error}){lost}"
-
     # --- writing ------------------------------------------------------------------------
 
     async def ensure_schema(self, name: str, script: str) -> None:
@@ -220,31 +176,9 @@ class Database:
             ) from e
         self._schemas.add(name)
 
-    async def write(self, sql: str, params: Sequence[Any] | None = None) -> None:
-        """Queue a write and wait until it is committed.
-
-        Raises:
-            StoreError: this write failed (naming the table); other writes of its batch are kept.
-        """
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._put((sql, _clean_params(params), fut))
-        await fut
-
-    def write_soon(self, sql: str, params: Sequence[Any] | None = None) -> None:
-        """Queue a write; it is committed with the next batch, within milliseconds."""
-        self._put((sql, _clean_params(params), None))
-
-    def _put(self, item: _Write) -> None:
-        if self._queue is None or self._closing:
-            raise StoreError(f"database {self.path} is closed", store=_table(item[0]), operation="write")
-        self._queue.put_nowait(item)
-        if self._urgent is not None and (item[2] is not None or self._queue.qsize() >= LINGER_MAX):
-            self._urgent.set()
-
-    async def flush(self) -> None:
-        """Wait until everything queued so far is committed."""
-        if self._queue is not None and self._writer is not None and not self._writer.done():
-            await self.write(_BARRIER)
+    def _prepare(self, item: _Write) -> _Write:
+        sql, params, fut = item
+        return sql, _clean_params(params), fut
 
     # Each await on aiosqlite is a round trip to its thread and back through the event
     # loop's self-pipe; a query through a cursor is three (execute, fetch, close), through
@@ -267,72 +201,6 @@ class Database:
         for row in rows:
             return tuple(row)
         return None
-
-    async def _write_loop(self) -> None:
-        assert self._queue is not None
-        queue = self._queue
-        while True:
-            first = await queue.get()
-            batch = [first]
-            while not queue.empty():
-                batch.append(queue.get_nowait())
-            if self.linger > 0 and all(fut is None for _, _, fut in batch):
-                # Nobody waits on these (event logs, progress): let the writes of the next
-                # few milliseconds join their transaction. A turn queues its events a few
-                # at a time between network reads, and each commit is a trip to aiosqlite's
-                # thread plus a WAL append; a write() or flush() ends the wait at once.
-                await self._linger()
-                while not queue.empty():
-                    batch.append(queue.get_nowait())
-            self.batches += 1
-            try:
-                errors = await self._commit(batch)
-            except Exception as e:  # the whole batch failed (an outage: disk full, I/O error, lock held)
-                errors = [e] * len(batch)
-            self._settle(batch, errors)
-
-    async def _linger(self) -> None:
-        urgent = self._urgent
-        assert urgent is not None
-        urgent.clear()
-        timer = asyncio.get_running_loop().call_later(self.linger, urgent.set)
-        try:
-            await urgent.wait()
-        finally:
-            timer.cancel()
-
-    def _settle(self, batch: list[_Write], errors: Sequence[BaseException | None]) -> None:
-        lost: dict[str, int] = {}
-        first_error: BaseException | None = None
-        for (sql, _, fut), err in zip(batch, errors, strict=True):
-            if err is None:
-                if fut is not None and not fut.done():
-                    fut.set_result(None)
-                continue
-            first_error = first_error or err
-            table = _table(sql)
-            if fut is None:
-                self.lost_writes += 1
-                lost[table] = lost.get(table, 0) + 1
-            else:
-                self.failed_writes += 1
-                if not fut.done():
-                    fut.set_exception(self._error(table, err))
-        if first_error is None:
-            if any(sql != _BARRIER for sql, _, _ in batch):
-                self._failing = False
-            return
-        self._failed(f"write: {first_error}")
-        if lost:
-            where = ", ".join(f"{n} to {t}" for t, n in sorted(lost.items()))
-            log.error("%s: %d queued writes lost (%s): %s", self.path, sum(lost.values()), where, first_error)
-
-    def _error(self, table: str, err: BaseException) -> StoreError:
-        if isinstance(err, StoreError):
-            return err
-        e = StoreError(f"SQLite table {table!r} in {self.path}: write failed: {err}", store=table, operation="write")
-        e.__cause__ = err
-        return e
 
     async def _commit(self, batch: list[_Write]) -> list[BaseException | None]:
         """Commit ``batch``; one error (or None) per write. Busy is retried with backoff."""

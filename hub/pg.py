@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+from .db_batch import GroupCommit
 from .db_commit import _BARRIER, _group, _Write
 from .errors import StoreError
 from .migrations import SCHEMA_VERSION, migrate_postgres
@@ -35,7 +35,6 @@ from .pg_sql import (
     _pg_params,
     _pg_sql,
     _reset,
-    _table,
     _Unsent,
     is_postgres_url,
     lock_key,
@@ -48,7 +47,7 @@ log = logging.getLogger(__name__)
 
 
 
-class PgDatabase:
+class PgDatabase(GroupCommit):
     """An asyncpg pool with a group-committing writer; the PostgreSQL twin of
     :class:`hub.db.Database`. ``url`` is a ``postgresql://`` URL (its query may set server
     settings, e.g. ``?search_path=hub``); ``pool_size`` bounds the connections of reads and
@@ -56,6 +55,7 @@ class PgDatabase:
     """
 
     dialect = "postgres"
+    label = "PostgreSQL"
 
     def __init__(
         self,
@@ -84,20 +84,12 @@ class PgDatabase:
         self._pool: Any = None
         self._lock_pool: Any = None
         self._lock_conns: set[Any] = set()
-        self._queue: asyncio.Queue[_Write] | None = None
-        self._writer: asyncio.Task[None] | None = None
-        self._closing = False
+        # no linger: a PostgreSQL commit of event logs does not wait for the server's flush
+        self._init_queue(linger=0.0)
         self.namespace = ""  # the schema the stores' tables live in (current_schema())
         self.server_version = ""
         self.schema_found: int | None = None
-        self.lost_writes = 0
-        self.failed_writes = 0
         self.busy_waits = 0  # never counted here (PostgreSQL has row locks); kept for /metrics
-        self.errors = 0
-        self.batches = 0
-        self.last_error: str | None = None
-        self._last_failure: float | None = None
-        self._failing = False
 
     @property
     def schema_version(self) -> int:
@@ -141,9 +133,8 @@ class PgDatabase:
             await self._close_pool()
             raise StoreError(f"cannot open PostgreSQL database {self.path} (lock connections): {e}", store="postgres",
                              operation="open") from e
-        self._queue = asyncio.Queue()
         self._closing = False
-        self._writer = asyncio.create_task(self._write_loop(), name=f"postgres-writer:{self.path}")
+        self._start_writer(f"postgres-writer:{self.path}")
         return self
 
     async def _close_pool(self) -> None:
@@ -161,22 +152,6 @@ class PgDatabase:
         return self._pool
 
     # --- health -------------------------------------------------------------------------
-
-    def _failed(self, error: str) -> None:
-        self.errors += 1
-        self.last_error = error
-        self._last_failure = time.monotonic()
-        self._failing = True
-
-    def health(self) -> str | None:
-        """None while the store works; else why it is degraded (as :meth:`hub.db.Database.health`)."""
-        if self._last_failure is None:
-            return None
-        ago = time.monotonic() - self._last_failure
-        if not self._failing and ago > self.degraded_for:
-            return None
-        lost = f"; {self.lost_writes} writes lost" if self.lost_writes else ""
-        return f"PostgreSQL {self.path}: {self.errors} failed operations, the last {ago:.0f}s ago ({self.last_error}){lost}"
 
     async def ping(self) -> str:
         """One round trip; what ``hub check`` and ``/healthz`` say about the database.
@@ -198,30 +173,9 @@ class PgDatabase:
         """The tables are made by the migrations at open; kept so stores open alike on both backends."""
         self.pool  # noqa: B018 - raises when not open
 
-    async def write(self, sql: str, params: Sequence[Any] | None = None) -> None:
-        """Queue a write and wait until it is committed.
-
-        Raises:
-            StoreError: this write failed (naming the table); other writes of its batch are kept.
-        """
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._put((sql, params, fut))
-        await fut
-
-    def write_soon(self, sql: str, params: Sequence[Any] | None = None) -> None:
-        """Queue a write; it is committed with the next batch, within milliseconds."""
-        self._put((sql, params, None))
-
-    def _put(self, item: _Write) -> None:
-        if self._queue is None or self._closing:
-            raise StoreError(f"database {self.path} is closed", store=_table(item[0]), operation="write")
+    def _prepare(self, item: _Write) -> _Write:
         sql, params, fut = item
-        self._queue.put_nowait((_pg_sql(sql) if sql != _BARRIER else sql, _pg_params(params), fut))
-
-    async def flush(self) -> None:
-        """Wait until everything queued so far is committed."""
-        if self._queue is not None and self._writer is not None and not self._writer.done():
-            await self.write(_BARRIER)
+        return (_pg_sql(sql) if sql != _BARRIER else sql), _pg_params(params), fut
 
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """The rows of a query (or of a write with RETURNING). A connection found dead is
@@ -253,21 +207,6 @@ class PgDatabase:
         """Nothing to do: PostgreSQL's autovacuum gives deleted rows' space back."""
         await self.flush()
         return 0
-
-    async def _write_loop(self) -> None:
-        assert self._queue is not None
-        queue = self._queue
-        while True:
-            first = await queue.get()
-            batch = [first]
-            while not queue.empty():
-                batch.append(queue.get_nowait())
-            self.batches += 1
-            try:
-                errors = await self._commit(batch)
-            except Exception as e:  # an outage: the server or the connection went away
-                errors = [e] * len(batch)
-            self._settle(batch, errors)
 
     async def _commit(self, batch: list[_Write]) -> list[BaseException | None]:
         """Commit ``batch``; one error (or None) per write. A connection found dead before
@@ -359,36 +298,9 @@ class PgDatabase:
         await tr.commit()
         return errors
 
-    def _settle(self, batch: list[_Write], errors: Sequence[BaseException | None]) -> None:
-        lost: dict[str, int] = {}
-        first_error: BaseException | None = None
-        for (sql, _, fut), err in zip(batch, errors, strict=True):
-            if err is None:
-                if fut is not None and not fut.done():
-                    fut.set_result(None)
-                continue
-            first_error = first_error or err
-            table = _table(sql)
-            if fut is None:
-                self.lost_writes += 1
-                lost[table] = lost.get(table, 0) + 1
-            else:
-                self.failed_writes += 1
-                if not fut.done():
-                    e = StoreError(
-                        f"PostgreSQL table {table!r} in {self.path}: write failed: {type(err).__name__}: {err}",
-                        store=table, operation="write",
-                    )
-                    e.__cause__ = err
-                    fut.set_exception(e)
-        if first_error is None:
-            if any(sql != _BARRIER for sql, _, _ in batch):
-                self._failing = False
-            return
-        self._failed(f"write: {first_error}")
-        if lost:
-            where = ", ".join(f"{n} to {t}" for t, n in sorted(lost.items()))
-            log.error("%s: %d queued writes lost (%s): %s", self.path, sum(lost.values()), where, first_error)
+    @staticmethod
+    def _describe(err: BaseException) -> str:
+        return f"{type(err).__name__}: {err}"
 
     # --- coordination between workers -----------------------------------------------------
 
