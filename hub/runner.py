@@ -261,7 +261,10 @@ class Runner:
                 # equal times (two workers received at the same instant) both go: waiting on
                 # each other would be a deadlock, and their order is not defined anyway
                 if before is None or slot.pending[0].ts <= before:
-                    slot.before = before  # the run takes only what is older than that
+                    # the run takes only what is older than that; with nothing older elsewhere,
+                    # only what is queued now: an input that arrives after this check may have
+                    # an older one recorded on another worker in between (the next run looks)
+                    slot.before = before if before is not None else slot.pending[-1].ts
                     slot.once, slot.closed = True, False
                     try:
                         return await self._run(slot)
