@@ -230,18 +230,7 @@ class Database(GroupCommit):
     async def close(self) -> None:
         if self._conn is None:
             return
-        try:
-            await self.flush()
-        except StoreError as e:
-            log.error("%s: last writes failed at close: %s", self.path, e)
-        self._closing = True
-        if self._writer is not None:
-            self._writer.cancel()
-            try:
-                await self._writer
-            except asyncio.CancelledError:
-                pass
-        self._writer = None
+        await self._stop_writer()
         await self._conn.close()
         self._conn = None
         self._schemas.clear()

@@ -70,6 +70,22 @@ class GroupCommit(ABC):
         self._urgent = asyncio.Event()
         self._writer = asyncio.create_task(self._write_loop(), name=name)
 
+    async def _stop_writer(self) -> None:
+        """Commit what is queued (a failure is logged: nobody waits any more), refuse new
+        writes, and end the writer."""
+        try:
+            await self.flush()
+        except StoreError as e:
+            logging.getLogger(type(self).__module__).error("%s: last writes failed at close: %s", self.path, e)
+        self._closing = True
+        if self._writer is not None:
+            self._writer.cancel()
+            try:
+                await self._writer
+            except asyncio.CancelledError:
+                pass
+        self._writer = None
+
     # --- health -------------------------------------------------------------------------
 
     def _failed(self, error: str) -> None:

@@ -377,18 +377,7 @@ class PgDatabase(GroupCommit):
     async def close(self) -> None:
         if self._pool is None:
             return
-        try:
-            await self.flush()
-        except StoreError as e:
-            log.error("%s: last writes failed at close: %s", self.path, e)
-        self._closing = True
-        if self._writer is not None:
-            self._writer.cancel()
-            try:
-                await self._writer
-            except asyncio.CancelledError:
-                pass
-        self._writer = None
+        await self._stop_writer()
         for conn in list(self._lock_conns):
             conn.terminate()
         self._lock_conns.clear()
