@@ -163,6 +163,10 @@ class GroupCommit(ABC):
             except Exception as e:  # the whole batch failed (an outage: disk full, the server gone)
                 errors = [e] * len(batch)
             self._settle(batch, errors)
+            await self._after_batch()
+
+    async def _after_batch(self) -> None:  # noqa: B027 (a hook: most backends need no upkeep)
+        """Upkeep between batches (SQLite checkpoints its WAL here)."""
 
     async def _linger(self) -> None:
         urgent = self._urgent
