@@ -13,6 +13,7 @@ Both pass the finished request through the redactor, so no known secret reaches 
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -99,6 +100,9 @@ class PromptBuilder:
         self.redactor = redactor if redactor is not None else Redactor()
         self._schema_cache: dict[int, str] = {}
         self._output_cache: dict[tuple[int, bool], str] = {}
+        # history lines by entry: a conversation shows the same entries turn after turn
+        self._lines: OrderedDict[tuple[Any, ...], tuple[str, int]] = OrderedDict()
+        self._lines_chars = 0
 
     def _action_block(self, a: Action) -> str:
         key = id(a)
@@ -325,16 +329,59 @@ class PromptBuilder:
         for e in reversed(history):
             if isinstance(e, ThoughtLog):
                 continue
-            line = self.render_entry(e)
-            if line is None:
+            rendered = self._history_line(e)
+            if rendered is None:
                 continue
-            cost = count_tokens(line)
+            line, cost = rendered
             if cost > room:
                 break
             picked.append(line)
             room -= cost
         picked.reverse()
         return picked
+
+    def _history_line(self, e: Log) -> tuple[str, int] | None:
+        """A history entry's line and its token count, rendered once per entry.
+
+        A long conversation shows the same 60 entries every turn; rendering them (JSON,
+        escaping, counting) was a fifth of such a turn's CPU. The key is the entry's id and
+        time it was made (saved with it) and what of it can still change (an output's
+        ``sent``); the cache is bounded by
+        :data:`HISTORY_CACHE_CHARS`, least recently shown first out."""
+        key = _entry_key(e, self.max_entry_chars)
+        if key is not None:
+            hit = self._lines.get(key)
+            if hit is not None:
+                self._lines.move_to_end(key)
+                return hit
+        line = self.render_entry(e)
+        if line is None:
+            return None
+        rendered = (line, count_tokens(line))
+        if key is not None:
+            self._lines[key] = rendered
+            self._lines_chars += len(line)
+            while self._lines_chars > HISTORY_CACHE_CHARS:
+                _, (old, _) = self._lines.popitem(last=False)
+                self._lines_chars -= len(old)
+        return rendered
+
+
+HISTORY_CACHE_CHARS = 4_000_000
+"""Characters of rendered history lines kept for the next turns (about 10 MB at most)."""
+
+
+def _entry_key(e: Log, max_chars: int) -> tuple[Any, ...] | None:
+    """What identifies an entry's rendering in history (None: not cached)."""
+    match e:
+        case InputLog() | ActionCallLog():
+            return (e.kind, e.id, e.ts, max_chars)
+        case OutputLog():
+            return (e.kind, e.id, e.ts, e.sent, max_chars)
+        case ActionResultLog():
+            return (e.kind, e.call_id, e.ts, e.ok, e.denied, max_chars)
+        case _:
+            return None
 
 
 IMAGE_TOKENS = 850

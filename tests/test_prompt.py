@@ -79,3 +79,35 @@ def test_known_secrets_are_masked_in_both_styles() -> None:
     for request in (builder.build(parts), builder.build_chat(parts)):
         everything = request.system + "".join(m["content"] for m in request.messages)
         assert secret not in everything and MASK in everything
+
+
+@settings(max_examples=60, deadline=None)
+@given(history=entries, later=entries)
+def test_history_lines_rendered_once_are_the_lines_rendered_fresh(history: list[Log], later: list[Log]) -> None:
+    """A conversation's history is rendered once per entry and kept for the next turns: the
+    prompt a warm builder makes is the one a new builder makes, turn after turn."""
+    warm = PromptBuilder(budget=BUDGET)
+    for turn in (history, history + later, (history + later)[-10:]):
+        parts = PromptParts(persona_name="Hub", history=turn)
+        assert warm.build(parts) == PromptBuilder(budget=BUDGET).build(parts)
+
+
+def test_an_output_marked_sent_later_is_shown_as_it_is_now() -> None:
+    out = OutputLog(type="cli:message", content="hello", sent=False)
+    builder = PromptBuilder(budget=BUDGET)
+    first = builder.build(PromptParts(persona_name="Hub", history=[out])).messages[0]["content"]
+    assert 'sent="false"' in first
+    out.sent = True
+    again = builder.build(PromptParts(persona_name="Hub", history=[out])).messages[0]["content"]
+    assert 'sent="false"' not in again and "hello" in again
+
+
+def test_the_cache_of_history_lines_is_bounded(monkeypatch) -> None:
+    import hub.prompt as prompt
+
+    monkeypatch.setattr(prompt, "HISTORY_CACHE_CHARS", 2_000)
+    builder = PromptBuilder(budget=BUDGET)
+    for i in range(200):
+        builder.build(PromptParts(persona_name="Hub", history=[InputLog(type="text", content=f"message {i} " * 5)]))
+        assert builder._lines_chars <= 2_000
+    assert 0 < len(builder._lines) < 200
