@@ -113,9 +113,15 @@ class GroupCommit(ABC):
         Raises:
             StoreError: this write failed (naming the table); other writes of its batch are kept.
         """
+        await self.submit(sql, params)
+
+    def submit(self, sql: str, params: Sequence[Any] | None = None) -> asyncio.Future[None]:
+        """Queue a write now and return its commit, to await later: it shares the commit of
+        what is queued after it before that is awaited (a :class:`StoreError` naming the
+        table if it failed)."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._put((sql, params, fut))
-        await fut
+        return fut
 
     def write_soon(self, sql: str, params: Sequence[Any] | None = None) -> None:
         """Queue a write; it is committed with the next batch, within milliseconds."""

@@ -79,8 +79,9 @@ class Engine:
         deadline = started + cfg.run_timeout
         state, reason = RunState.COMPLETED, None
         try:
-            await deps.runs.create(record)
-            run.created = True
+            # queued now, committed with the inputs' take at the first step's sync (one
+            # commit, not two): the run is durable before the model is asked anything
+            run.creating = deps.runs.create_soon(record)
             async with asyncio.timeout_at(min(deadline, started + cfg.heartbeat_timeout)) as timer:
                 last_beat = started
                 beat_every = min(0.5, cfg.heartbeat_timeout / 4)  # rescheduling the timer on every chunk costs
@@ -167,12 +168,13 @@ class Engine:
 
     async def _step(self, run: Run) -> None:
         deps = self.deps
-        if run.durable_inputs < len(run.input_ids):
+        if run.durable_inputs < len(run.input_ids) or run.creating is not None:
             # Before the model (and any action) can act on new inputs, their `take` is on
             # disk: if the process then dies, the next start knows this run had them and
             # counts the crash against them (a poison input is parked, not resumed forever).
             await deps.runs.sync()
             run.durable_inputs = len(run.input_ids)
+            await self._created(run)
         started = time.monotonic()
         new = [e for e in run.logs if isinstance(e, InputLog) and not e.processed]
         await self.attachments.prepare(run)
@@ -426,11 +428,23 @@ class Engine:
                 log.error("run %s: %s failed (attempt %d): %s", run.id, what, attempt, reason)
         return f"{reason} (while {what})"
 
+    @staticmethod
+    async def _created(run: Run) -> None:
+        """Wait for the run's row queued at its start (raising the store's error)."""
+        creating, run.creating = run.creating, None
+        if creating is not None:
+            await creating
+            run.created = True
+
     async def _record_end(self, run: Run, end: StateLog) -> str | None:
         """Write the run's row in its terminal state (creating it if the start could not).
         Returns the ``store_error: ...`` reason when it could not, even when tried again."""
         runs = self.deps.runs
         logged = False
+        try:
+            await self._created(run)  # a run that ended before its first step
+        except Exception as e:
+            log.error("run %s: recording its start failed: %s: %s", run.id, type(e).__name__, e)
         for attempt in (1, 2):
             try:
                 if not run.created:

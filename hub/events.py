@@ -28,7 +28,7 @@ import asyncio
 import dataclasses
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -361,6 +361,11 @@ class PublishingRunStore:
     async def create(self, run: RunRecord) -> None:
         await self.inner.create(run)
         self.bus.started(run)
+
+    def create_soon(self, run: RunRecord) -> Awaitable[None]:
+        pending = self.inner.create_soon(run)  # taken (queued) by the store: then published
+        self.bus.started(run)
+        return pending
 
     def append(self, run: RunRecord, entry: Log) -> None:
         self.inner.append(run, entry)

@@ -25,7 +25,7 @@ import logging
 import os
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -259,6 +259,9 @@ class RedactingRunStore(RunStore):
 
     async def create(self, run: RunRecord) -> None:
         await self.inner.create(run)
+
+    def create_soon(self, run: RunRecord) -> Awaitable[None]:
+        return self.inner.create_soon(run)
 
     def append(self, run: RunRecord, entry: Log) -> None:
         self.inner.append(run, self.redactor.redact_log(entry))

@@ -9,7 +9,7 @@ here and from :mod:`hub.engine` for callers that import them from there.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from .agent_context import AgentView
@@ -49,7 +49,7 @@ class Run:
 
     __slots__ = (
         "deps", "record", "slot", "logs", "instance", "ctx", "actions", "outputs", "progress",
-        "step", "feedback", "tasks", "output_chain", "input_ids", "created", "limit", "durable_inputs", "media",
+        "step", "feedback", "tasks", "output_chain", "input_ids", "created", "creating", "limit", "durable_inputs", "media",
         "live",
     )
 
@@ -71,6 +71,8 @@ class Run:
         self.input_ids: list[str] = []
         self.created = False
         """Whether the run's row was written (a store error may have refused it)."""
+        self.creating: Awaitable[None] | None = None
+        """The row queued at the start, until the first step (or the end) waits for it."""
         self.durable_inputs = 0
         """How many of ``input_ids`` are known taken on disk (see ``Engine._step``)."""
         self.limit: str | None = None

@@ -7,10 +7,12 @@ off by a crash and become ``killed`` with reason ``abnormal_exit``.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import json
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -65,6 +67,13 @@ class RunStore(ABC):
     @abstractmethod
     async def create(self, run: RunRecord) -> None:
         """Record a new run; durable when it returns."""
+
+    def create_soon(self, run: RunRecord) -> Awaitable[None]:
+        """Record a new run now and wait later: the result ends once the run is durable
+        (raising what :meth:`create` would). A store that writes behind commits it with the
+        entries appended after it, at the next :meth:`sync`: the engine's first step waits
+        for both at once, before the model is asked anything."""
+        return asyncio.ensure_future(self.create(run))
 
     @abstractmethod
     def append(self, run: RunRecord, entry: Log) -> None:
@@ -165,6 +174,7 @@ class InMemoryRunStore(RunStore):
         self._runs[run.id] = run
         self._events[run.id] = []
 
+
     def append(self, run: RunRecord, entry: Log) -> None:
         run.seq += 1
         self._events.setdefault(run.id, []).append(to_dict(entry))
@@ -252,7 +262,10 @@ class SQLiteRunStore(RunStore):
         await self.db.open()
 
     async def create(self, run: RunRecord) -> None:
-        await self.db.write(f"INSERT INTO runs ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", _row(run))
+        await self.create_soon(run)
+
+    def create_soon(self, run: RunRecord) -> Awaitable[None]:
+        return self.db.submit(f"INSERT INTO runs ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", _row(run))
 
     def append(self, run: RunRecord, entry: Log) -> None:
         run.seq += 1
