@@ -12,7 +12,7 @@ may lose the last commits' worth of event log, never corrupt the file.
 Small work runs on the event loop's thread. A turn's handful of commits and point reads take
 10 to 60 µs each in SQLite (WAL, no fsync on commit), while a trip to aiosqlite's thread and
 back costs about 80 µs of CPU and lets the two threads contend for the GIL. So a batch of up to
-:data:`INLINE_MAX` writes, and :meth:`Database.fetchone`, run inline whenever aiosqlite's thread
+:data:`INLINE_MAX` writes (and :data:`INLINE_BYTES`), and :meth:`Database.fetchone`, run inline whenever aiosqlite's thread
 is idle; everything else (larger batches, :meth:`Database.fetchall`, schema, vacuum, the WAL
 checkpoint) runs in that thread, and while anything is there, inline work queues behind it, so
 the connection is never used by two threads at once. Nothing inline can wait on a lock: the
@@ -54,7 +54,10 @@ from .migrations import SCHEMA_VERSION, migrate_sqlite
 if TYPE_CHECKING:
     from .pg import PgDatabase
 
-__all__ = ["Database", "SqlDatabase", "dumps", "clean_text", "LINGER", "LINGER_MAX", "INLINE_MAX", "CHECKPOINT_EVERY"]
+__all__ = [
+    "Database", "SqlDatabase", "dumps", "clean_text", "LINGER", "LINGER_MAX", "INLINE_MAX", "INLINE_BYTES",
+    "CHECKPOINT_EVERY",
+]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +66,10 @@ T = TypeVar("T")
 INLINE_MAX = 64
 """The largest batch committed on the event loop's thread (about 10 µs a write); a larger
 one goes to aiosqlite's thread, where SQLite runs without the GIL beside the loop."""
+
+INLINE_BYTES = 1 << 20
+"""The most text and bytes a batch committed on the loop's thread may carry (a large memory
+value is written in aiosqlite's thread instead)."""
 
 CHECKPOINT_EVERY = 256
 """Commits between two WAL checkpoints (run in aiosqlite's thread, ``PASSIVE``: they never
@@ -204,11 +211,17 @@ class Database(GroupCommit):
         """``fn(raw, *args)`` in aiosqlite's thread, with the configured busy timeout (the
         connection's own is 0 for inline work). Inline work waits while this runs."""
         conn = self.conn
+        work = asyncio.ensure_future(conn._execute(_patient, conn._connection, int(self.busy_timeout * 1000), fn, args))
+        # counted until the thread is done with it, not until our caller stops waiting: a
+        # cancelled caller leaves the work running there, and inline work must wait for it
         self._threaded += 1
-        try:
-            return await conn._execute(_patient, conn._connection, int(self.busy_timeout * 1000), fn, args)
-        finally:
-            self._threaded -= 1
+        work.add_done_callback(self._thread_done)
+        return await asyncio.shield(work)
+
+    def _thread_done(self, work: asyncio.Future[Any]) -> None:
+        self._threaded -= 1
+        if not work.cancelled():
+            work.exception()  # retrieved: a caller that stopped waiting is not told twice
 
     # --- health -------------------------------------------------------------------------
 
@@ -260,7 +273,7 @@ class Database(GroupCommit):
         """Commit ``batch``; one error (or None) per write. Busy is retried with backoff."""
         writes = [(sql, params) for sql, params, _ in batch]
         self._commits += 1
-        if len(writes) <= INLINE_MAX and self._idle():
+        if len(writes) <= INLINE_MAX and self._idle() and _size(writes) <= INLINE_BYTES:
             try:
                 return _commit_sync(self._raw, writes)
             except _Busy:
@@ -323,6 +336,16 @@ def _patient(raw: sqlite3.Connection, timeout_ms: int, fn: Callable[..., T], arg
         return fn(raw, *args)
     finally:
         raw.execute("PRAGMA busy_timeout=0")
+
+
+def _size(writes: Sequence[tuple[str, Sequence[Any] | None]]) -> int:
+    """The characters and bytes a batch's parameters carry."""
+    n = 0
+    for _, params in writes:
+        for p in params or ():
+            if isinstance(p, (str, bytes)):
+                n += len(p)
+    return n
 
 
 def _fetchall(raw: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:

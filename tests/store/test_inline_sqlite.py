@@ -147,3 +147,44 @@ async def test_the_wal_is_checkpointed_in_the_thread(tmp_path: Path, monkeypatch
         assert await db.fetchone("PRAGMA wal_autocheckpoint") == (0,)
     finally:
         await db.close()
+
+
+async def test_a_caller_that_stops_waiting_leaves_the_connection_to_the_thread(tmp_path: Path) -> None:
+    """A cancelled caller does not end the work it gave aiosqlite's thread: inline work still
+    waits until the thread is done with the connection."""
+    db = await _open(tmp_path / "hub.db")
+    try:
+        entered, release = threading.Event(), threading.Event()
+
+        def slow(raw: sqlite3.Connection) -> None:
+            entered.set()
+            release.wait(10)
+
+        caller = asyncio.ensure_future(db._in_thread(slow))
+        await asyncio.to_thread(entered.wait, 10)
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        assert not db._idle()  # the thread still has the connection
+        write = asyncio.ensure_future(db.write("INSERT INTO t VALUES (?, ?)", ("a", "1")))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not write.done()
+        release.set()
+        await write
+        assert db._idle()
+        assert await db.fetchone("SELECT v FROM t WHERE k = 'a'") == ("1",)
+    finally:
+        await db.close()
+
+
+async def test_a_batch_carrying_a_large_value_is_committed_in_the_thread(tmp_path: Path, monkeypatch) -> None:
+    db = await _open(tmp_path / "hub.db")
+    try:
+        trips = Trips(db, monkeypatch)
+        await db.write("INSERT INTO t VALUES (?, ?)", ("big", "x" * (hub_db.INLINE_BYTES + 1)))
+        assert trips.n == 1
+        await db.write("INSERT INTO t VALUES (?, ?)", ("small", "x"))
+        assert trips.n == 1
+    finally:
+        await db.close()
