@@ -327,6 +327,7 @@ class Hub:
             return  # stopping: claiming inputs this worker can no longer run would strand them
         pending = await self.inbox.claim()
         outputs: dict[str, list[OutputLog]] = {}
+        answered: dict[str, set[str]] = {}  # run id -> the inputs an answer of it came after
         cut_off: dict[str, bool] = {}
         carried: dict[str, list[dict[str, Any]]] = {}  # input id -> drafts the last run was handed
         for p in pending:
@@ -338,13 +339,23 @@ class Hub:
                         cut = run is not None and run.state == RunState.KILLED and run.reason == "abnormal_exit"
                     cut_off[p.run_id] = cut
                     latest: dict[str, OutputLog] = {}  # an entry is logged again as its parts go out
+                    taken: list[str] = []  # the run's inputs, in the order it took them
+                    seen_with: dict[str, int] = {}  # output id -> inputs taken when it was first logged
                     for e in await self.runs.events(p.run_id):
                         if isinstance(e, OutputLog):
                             latest[e.id] = e
-                        elif isinstance(e, InputLog) and e.drafts:
-                            carried[e.id] = e.drafts
+                            seen_with.setdefault(e.id, len(taken))
+                        elif isinstance(e, InputLog):
+                            taken.append(e.id)
+                            if e.drafts:
+                                carried[e.id] = e.drafts
                     outputs[p.run_id] = list(latest.values())
-                if cut_off[p.run_id] and any(e.answered for e in outputs[p.run_id]):
+                    # an answer covers the inputs the run had taken when the model wrote it,
+                    # not one the run took after it (two messages in a row, a crash between)
+                    answered[p.run_id] = {
+                        i for oid, out in latest.items() if out.answered for i in taken[: seen_with[oid]]
+                    }
+                if cut_off[p.run_id] and p.entry.id in answered[p.run_id]:
                     await self.inbox.done([p.entry.id])
                     continue
                 # the last run's own half-written reply (which holds the drafts it adopted), or,

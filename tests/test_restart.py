@@ -1,5 +1,6 @@
 """After a restart the conversation goes on where it was; crashed runs are recorded."""
 
+import asyncio
 import time
 
 from hub import RunState, ScriptedModel
@@ -51,3 +52,42 @@ async def test_runs_left_running_by_a_crash_become_killed(config, make_hub) -> N
     async with make_hub() as hub:
         run = await hub.runs.get(crashed.id)
     assert run.state == RunState.KILLED and run.reason == "abnormal_exit" and run.ended
+
+
+async def test_an_input_taken_after_the_answer_of_a_run_cut_off_is_answered_after_the_restart(config, make_hub) -> None:
+    """A run answers Ann's first message, takes her second one between two steps, and the
+    process dies while the model writes the second answer. After the restart the first is
+    done (answered once) and the second is answered: the run's answer came before it."""
+    from hub.inbox import SQLiteInbox
+    from hub.logs import InputLog, OutputLog
+
+    db = Database(config.data_dir / "hub.db")
+    runs, inbox = SQLiteRunStore(db), SQLiteInbox(db)
+    await runs.open()
+    await inbox.open()
+    context = "cli:session:ann"
+    run = RunRecord(context=context, started=time.time() - 5)
+    await runs.create(run)
+    first = InputLog(type="text", content="first message", user="ann")
+    second = InputLog(type="text", content="second message", user="ann")
+    for entry in (first, second):
+        assert await inbox.record(context, entry)
+    inbox.take([first.id], run.id)
+    runs.append(run, first)
+    runs.append(run, OutputLog(type="cli:message", content="answer to the first", sent=True))
+    inbox.take([second.id], run.id)  # taken after the answer, at the next step
+    runs.append(run, second)
+    await runs.sync()
+    await db.close()
+
+    model = ScriptedModel(["answer to the second"])
+    async with make_hub(model) as hub:
+        async with asyncio.timeout(10):
+            while await hub.inbox.pending():
+                await asyncio.sleep(0.01)
+        killed = await hub.runs.get(run.id)
+    assert killed.state == RunState.KILLED and killed.reason == "abnormal_exit"
+    assert len(model.requests) == 1
+    prompt = model.requests[0].messages[0]["content"]
+    assert "second message" in prompt
+    assert "first message" not in prompt.split("<current_run>")[1]  # answered before: not again
