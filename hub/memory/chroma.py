@@ -1,7 +1,11 @@
 """`ChromaVectorStore`: the default vector store, Chroma's embedded PersistentClient, or a
 Chroma server through its HttpClient (``[memory] chroma_url``, for several workers).
 
-One Chroma collection per index, HNSW in cosine space. The store embeds texts with its
+One Chroma collection per index, HNSW in cosine space. A query filtered by ``where`` that
+selects at most `EXACT_CAP` records is ranked exactly instead: Chroma's HNSW search with a
+small allow-list costs most of a filtered query (120 ms p50 at 100,000 episodes, against
+about 10 ms to read one conversation's records and compare them with numpy), and HNSW is
+approximate where the exact ranking is not. The store embeds texts with its
 own `Embedder` and hands Chroma the vectors; each collection also records the embedder
 (``hub_embedder`` metadata, and `chroma_embedding_function` in its configuration) so a
 store reopened in a fresh process, or a plain Chroma client, embeds queries the same way,
@@ -24,6 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
+import numpy as np
+
 from hub.memory.embedder import Embedder, default_embedder, embedder_from_name
 from hub.memory.vector import (
     MetadataValue,
@@ -43,7 +49,13 @@ if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
 
-__all__ = ["ChromaVectorStore", "chroma_collection_name", "chroma_embedding_function", "parse_chroma_url"]
+__all__ = [
+    "EXACT_CAP",
+    "ChromaVectorStore",
+    "chroma_collection_name",
+    "chroma_embedding_function",
+    "parse_chroma_url",
+]
 
 _T = TypeVar("_T")
 
@@ -55,6 +67,10 @@ _EMBEDDER_KEY = "hub_embedder"
 # ends); dots are left out so "..", and IPv4-like names, never pass through.
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{1,200}[A-Za-z0-9]")
 _MAPPED_PREFIX = "hub-"
+#: A filtered query that selects at most this many records is ranked exactly (numpy over
+#: the records' vectors, read with one `get`); above it, Chroma's HNSW search. Chosen by
+#: measurement at 100,000 episodes (bench/README.md, "Episodic memory", 2026-11-26).
+EXACT_CAP = 2_000
 
 
 def chroma_collection_name(index: str) -> str:
@@ -136,6 +152,8 @@ class ChromaVectorStore(VectorStore):
         path: The store's directory (created if missing).
         url: Instead of ``path``: a Chroma server, ``http://HOST:PORT`` (``chroma run``).
         embedder: Embeds texts and queries; default `default_embedder()` (MiniLM).
+        exact_cap: A query with a ``where`` that selects at most this many records is
+            ranked exactly; 0 sends every query to HNSW.
 
     Raises:
         VectorStoreError: (from any method) the directory cannot be opened as a
@@ -144,10 +162,18 @@ class ChromaVectorStore(VectorStore):
     """
 
     def __init__(
-        self, path: str | os.PathLike[str] | None = None, *, url: str | None = None, embedder: Embedder | None = None
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        url: str | None = None,
+        embedder: Embedder | None = None,
+        exact_cap: int = EXACT_CAP,
     ) -> None:
         if (path is None) == (url is None):
             raise ValueError("ChromaVectorStore takes a directory (path) or a server (url=), one of them")
+        if exact_cap < 0:
+            raise ValueError(f"exact_cap must be 0 or more, not {exact_cap}")
+        self.exact_cap = exact_cap
         self.path = Path(path) if path is not None else None
         self.url = url
         if url is not None:
@@ -227,28 +253,34 @@ class ChromaVectorStore(VectorStore):
         if collection is None:
             return []
         vector = (await asyncio.to_thread(self.embedder.embed, [text]))[0]
+        chroma_where = _chroma_where(where)
+        exact_where = chroma_where if self.exact_cap and _is_cosine(collection) else None
+        cap = self.exact_cap
 
-        def search() -> Any:
-            return collection.query(
+        def search() -> list[VectorHit]:
+            if exact_where is not None:
+                hits = _exact_query(collection, vector, k=k, where=exact_where, cap=cap)
+                if hits is not None:
+                    return hits
+            result = collection.query(
                 query_embeddings=[vector],
                 n_results=k,
-                where=_chroma_where(where),
+                where=chroma_where,
                 include=["documents", "metadatas", "distances"],
             )
+            return [
+                _hit(*row)
+                for row in zip(
+                    result["ids"][0],
+                    (result["documents"] or [[]])[0],
+                    (result["metadatas"] or [[]])[0],
+                    (result["distances"] or [[]])[0],
+                    strict=False,
+                )
+            ]
 
-        result = await self._call(search, f"querying index {index!r}")
-        hits = []
-        for id_, doc, meta, distance in zip(
-            result["ids"][0],
-            (result["documents"] or [[]])[0],
-            (result["metadatas"] or [[]])[0],
-            (result["distances"] or [[]])[0],
-            strict=False,
-        ):
-            score = 1.0 - float(distance)  # Chroma's cosine distance is 1 - similarity
-            if min_score is None or score >= min_score:
-                hits.append(VectorHit(id_, doc or "", dict(meta or {}), score))
-        return hits
+        hits = await self._call(search, f"querying index {index!r}")
+        return [h for h in hits if min_score is None or h.score >= min_score]
 
     async def delete(
         self,
@@ -422,6 +454,42 @@ class ChromaVectorStore(VectorStore):
             raise
         except Exception as e:  # Chroma raises ChromaError, ValueError and Rust errors alike
             raise VectorStoreError(self.location, f"{doing}: {e}") from e
+
+
+def _is_cosine(collection: Collection) -> bool:
+    """Whether the collection's HNSW space is cosine (the store creates them so; a
+    collection made elsewhere may differ, and then only Chroma's own distances hold)."""
+    hnsw = (collection.configuration_json or {}).get("hnsw") or {}
+    space = hnsw.get("space") or (collection.metadata or {}).get("hnsw:space")
+    return space == "cosine"
+
+
+def _exact_query(
+    collection: Collection, vector: np.ndarray, *, k: int, where: dict[str, Any], cap: int
+) -> list[VectorHit] | None:
+    """The `k` records matching `where` closest to `vector`, ranked exactly by cosine
+    distance as Chroma's HNSW computes it (1 - the dot product of the normalised vectors,
+    in float32); None when more than `cap` records match (HNSW is then cheaper)."""
+    found = collection.get(where=where, limit=cap + 1, include=["embeddings", "documents", "metadatas"])
+    ids = found["ids"]
+    if len(ids) > cap:
+        return None
+    if not ids:
+        return []
+    matrix = np.asarray(found["embeddings"], dtype=np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True) + np.float32(1e-30)  # as hnswlib does
+    query = np.asarray(vector, dtype=np.float32)
+    query = query / (np.linalg.norm(query) + np.float32(1e-30))
+    distances = np.float32(1.0) - matrix @ query
+    order = np.argsort(distances, kind="stable")[:k]
+    documents: list[Any] = found["documents"] or [None] * len(ids)
+    metadatas: list[Any] = found["metadatas"] or [None] * len(ids)
+    return [_hit(ids[i], documents[i], metadatas[i], float(distances[i])) for i in order]
+
+
+def _hit(id_: str, document: str | None, metadata: Any, distance: float) -> VectorHit:
+    # Chroma's cosine distance is 1 - similarity, so a hit's score is 1 - distance
+    return VectorHit(id_, document or "", dict(metadata or {}), 1.0 - float(distance))
 
 
 def _chroma_where(where: dict[str, MetadataValue] | None) -> dict[str, Any] | None:
