@@ -70,7 +70,7 @@ _MAPPED_PREFIX = "hub-"
 #: A filtered query that selects at most this many records is ranked exactly (numpy over
 #: the records' vectors, read with one `get`); above it, Chroma's HNSW search. Chosen by
 #: measurement at 100,000 episodes (bench/README.md, "Episodic memory", 2026-11-26).
-EXACT_CAP = 2_000
+EXACT_CAP = 500
 
 
 def chroma_collection_name(index: str) -> str:
@@ -259,16 +259,16 @@ class ChromaVectorStore(VectorStore):
 
         def search() -> list[VectorHit]:
             if exact_where is not None:
-                hits = _exact_query(collection, vector, k=k, where=exact_where, cap=cap)
-                if hits is not None:
-                    return hits
+                exact = _exact_query(collection, vector, k=k, where=exact_where, min_score=min_score, cap=cap)
+                if exact is not None:
+                    return exact
             result = collection.query(
                 query_embeddings=[vector],
                 n_results=k,
                 where=chroma_where,
                 include=["documents", "metadatas", "distances"],
             )
-            return [
+            hits = [
                 _hit(*row)
                 for row in zip(
                     result["ids"][0],
@@ -278,9 +278,9 @@ class ChromaVectorStore(VectorStore):
                     strict=False,
                 )
             ]
+            return [h for h in hits if min_score is None or h.score >= min_score]
 
-        hits = await self._call(search, f"querying index {index!r}")
-        return [h for h in hits if min_score is None or h.score >= min_score]
+        return await self._call(search, f"querying index {index!r}")
 
     async def delete(
         self,
@@ -465,12 +465,21 @@ def _is_cosine(collection: Collection) -> bool:
 
 
 def _exact_query(
-    collection: Collection, vector: np.ndarray, *, k: int, where: dict[str, Any], cap: int
+    collection: Collection,
+    vector: np.ndarray,
+    *,
+    k: int,
+    where: dict[str, Any],
+    min_score: float | None,
+    cap: int,
 ) -> list[VectorHit] | None:
     """The `k` records matching `where` closest to `vector`, ranked exactly by cosine
     distance as Chroma's HNSW computes it (1 - the dot product of the normalised vectors,
-    in float32); None when more than `cap` records match (HNSW is then cheaper)."""
-    found = collection.get(where=where, limit=cap + 1, include=["embeddings", "documents", "metadatas"])
+    in float32); None when more than `cap` records match (HNSW is then cheaper).
+
+    Two reads: the matching records' vectors, then the documents and metadata of the few
+    that rank (reading those of every match costs about twice as much)."""
+    found = collection.get(where=where, limit=cap + 1, include=["embeddings"])
     ids = found["ids"]
     if len(ids) > cap:
         return None
@@ -481,10 +490,19 @@ def _exact_query(
     query = np.asarray(vector, dtype=np.float32)
     query = query / (np.linalg.norm(query) + np.float32(1e-30))
     distances = np.float32(1.0) - matrix @ query
-    order = np.argsort(distances, kind="stable")[:k]
-    documents: list[Any] = found["documents"] or [None] * len(ids)
-    metadatas: list[Any] = found["metadatas"] or [None] * len(ids)
-    return [_hit(ids[i], documents[i], metadatas[i], float(distances[i])) for i in order]
+    best = [
+        (ids[i], float(distances[i]))
+        for i in np.argsort(distances, kind="stable")[:k]
+        if min_score is None or 1.0 - float(distances[i]) >= min_score
+    ]
+    if not best:
+        return []
+    rows = collection.get(ids=[id_ for id_, _ in best], include=["documents", "metadatas"])
+    documents: list[Any] = rows["documents"] or [None] * len(rows["ids"])
+    metadatas: list[Any] = rows["metadatas"] or [None] * len(rows["ids"])
+    stored = {id_: (doc, meta) for id_, doc, meta in zip(rows["ids"], documents, metadatas, strict=True)}
+    # a record deleted between the two reads is left out
+    return [_hit(id_, *stored[id_], distance) for id_, distance in best if id_ in stored]
 
 
 def _hit(id_: str, document: str | None, metadata: Any, distance: float) -> VectorHit:
