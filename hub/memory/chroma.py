@@ -48,6 +48,7 @@ from hub.memory.vector import (
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
+    from chromadb.api.types import GetResult
 
 __all__ = [
     "EXACT_CAP",
@@ -252,16 +253,25 @@ class ChromaVectorStore(VectorStore):
         collection = await self._get_collection(index, create=False)
         if collection is None:
             return []
-        vector = (await asyncio.to_thread(self.embedder.embed, [text]))[0]
         chroma_where = _chroma_where(where)
-        exact_where = chroma_where if self.exact_cap and _is_cosine(collection) else None
-        cap = self.exact_cap
+        doing = f"querying index {index!r}"
+        embedding = asyncio.to_thread(self.embedder.embed, [text])
+        if chroma_where is not None and self.exact_cap and _is_cosine(collection):
+            exact_where, cap = chroma_where, self.exact_cap
+            # the matches are read while the text is embedded: neither needs the other
+            found, vectors = await asyncio.gather(
+                self._call(lambda: _read_matches(collection, exact_where, cap), doing), embedding
+            )
+            if found is not None:
+                vector = vectors[0]
+                return await self._call(
+                    lambda: _rank_exactly(collection, found, vector, k=k, min_score=min_score), doing
+                )
+        else:
+            vectors = await embedding
+        vector = vectors[0]
 
         def search() -> list[VectorHit]:
-            if exact_where is not None:
-                exact = _exact_query(collection, vector, k=k, where=exact_where, min_score=min_score, cap=cap)
-                if exact is not None:
-                    return exact
             result = collection.query(
                 query_embeddings=[vector],
                 n_results=k,
@@ -280,7 +290,7 @@ class ChromaVectorStore(VectorStore):
             ]
             return [h for h in hits if min_score is None or h.score >= min_score]
 
-        return await self._call(search, f"querying index {index!r}")
+        return await self._call(search, doing)
 
     async def delete(
         self,
@@ -464,25 +474,23 @@ def _is_cosine(collection: Collection) -> bool:
     return space == "cosine"
 
 
-def _exact_query(
-    collection: Collection,
-    vector: np.ndarray,
-    *,
-    k: int,
-    where: dict[str, Any],
-    min_score: float | None,
-    cap: int,
-) -> list[VectorHit] | None:
-    """The `k` records matching `where` closest to `vector`, ranked exactly by cosine
-    distance as Chroma's HNSW computes it (1 - the dot product of the normalised vectors,
-    in float32); None when more than `cap` records match (HNSW is then cheaper).
+def _read_matches(collection: Collection, where: dict[str, Any], cap: int) -> GetResult | None:
+    """The ids and vectors of the records matching `where`; None when more than `cap`
+    match (Chroma's HNSW search is then cheaper than reading and ranking them all).
 
-    Two reads: the matching records' vectors, then the documents and metadata of the few
-    that rank (reading those of every match costs about twice as much)."""
+    Only the vectors: the documents and metadata of every match would cost about twice
+    as much to read, and only the few that rank need them (`_rank_exactly`)."""
     found = collection.get(where=where, limit=cap + 1, include=["embeddings"])
+    return None if len(found["ids"]) > cap else found
+
+
+def _rank_exactly(
+    collection: Collection, found: GetResult, vector: np.ndarray, *, k: int, min_score: float | None
+) -> list[VectorHit]:
+    """The `k` of `found` closest to `vector`, ranked exactly by cosine distance as
+    Chroma's HNSW computes it (1 - the dot product of the normalised vectors, in float32),
+    with their documents and metadata."""
     ids = found["ids"]
-    if len(ids) > cap:
-        return None
     if not ids:
         return []
     matrix = np.asarray(found["embeddings"], dtype=np.float32)
