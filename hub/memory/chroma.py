@@ -2,14 +2,17 @@
 Chroma server through its HttpClient (``[memory] chroma_url``, for several workers).
 
 One Chroma collection per index, HNSW in cosine space. A query filtered by ``where`` that
-selects at most `EXACT_CAP` records is ranked exactly instead: Chroma's HNSW search with a
-small allow-list costs most of a filtered query (120 ms p50 at 100,000 episodes, against
-about 10 ms to read one conversation's records and compare them with numpy), and HNSW is
-approximate where the exact ranking is not. The store embeds texts with its
-own `Embedder` and hands Chroma the vectors; each collection also records the embedder
-(``hub_embedder`` metadata, and `chroma_embedding_function` in its configuration) so a
-store reopened in a fresh process, or a plain Chroma client, embeds queries the same way,
-and a store with a different embedder is refused instead of comparing unrelated vectors.
+selects at most `EXACT_CAP` records is ranked exactly instead, with numpy over the
+matches' vectors: Chroma's HNSW search with a small allow-list cost 80 to 120 ms at
+100,000 episodes where reading one conversation's vectors costs 15 to 25 ms (Chroma's
+filter, a scan of the whole collection's metadata, is most of that), and HNSW is
+approximate.
+
+The store embeds texts with its own `Embedder` and hands Chroma the vectors; each
+collection also records the embedder (``hub_embedder`` metadata, and
+`chroma_embedding_function` in its configuration) so a store reopened in a fresh
+process, or a plain Chroma client, embeds queries the same way, and a store with a
+different embedder is refused instead of comparing unrelated vectors.
 
 chromadb is imported on first use (it costs most of a second), and every Chroma call
 runs in a worker thread. On a server the hub still embeds every text itself (the server
@@ -69,8 +72,8 @@ _EMBEDDER_KEY = "hub_embedder"
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{1,200}[A-Za-z0-9]")
 _MAPPED_PREFIX = "hub-"
 #: A filtered query that selects at most this many records is ranked exactly (numpy over
-#: the records' vectors, read with one `get`); above it, Chroma's HNSW search. Chosen by
-#: measurement at 100,000 episodes (bench/README.md, "Episodic memory", 2026-11-26).
+#: the records' vectors); above it, Chroma's HNSW search, which costs less from about 600
+#: matches on (bench/recall_cap.py; bench/README.md, "Episodic memory", 2026-11-26).
 EXACT_CAP = 500
 
 
