@@ -4,6 +4,7 @@ conversation)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 
 from hub.memory.chroma import EXACT_CAP, ChromaVectorStore, chroma_collection_name, chroma_embedding_function
 from hub.memory.embedder import MiniLMEmbedder
-from hub.memory.vector import VectorHit, VectorRecord
+from hub.memory.vector import MetadataValue, VectorRecord
 
 SUBJECTS = [
     "the weather in {city} is sunny and warm",
@@ -63,7 +64,9 @@ def _brute_force(
 
 
 @pytest.fixture(params=[EXACT_CAP, SMALL_CAP, 0], ids=["exact", "exact-small-hnsw-big", "hnsw"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path, minilm: MiniLMEmbedder):  # type: ignore[no-untyped-def]
+async def store(
+    request: pytest.FixtureRequest, tmp_path: Path, minilm: MiniLMEmbedder
+) -> AsyncIterator[ChromaVectorStore]:
     """The default cap (every conversation exact), a cap of 10 (the 40-record conversation
     falls back to HNSW, the 10- and 5-record ones stay exact), and 0 (HNSW only)."""
     async with ChromaVectorStore(tmp_path, embedder=minilm, exact_cap=request.param) as impl:
@@ -98,7 +101,9 @@ async def test_min_score_and_k_hold_on_filtered_queries(store: ChromaVectorStore
 
 async def test_hits_carry_the_record_as_stored(store: ChromaVectorStore) -> None:
     hits = await store.query("episodes", CORPUS[41].text, k=1, where={"context": "conv:cap"})
-    assert hits == [VectorHit(CORPUS[41].id, CORPUS[41].text, CORPUS[41].metadata, pytest.approx(1.0, abs=1e-5))]
+    [hit] = hits
+    assert (hit.id, hit.text, hit.metadata) == (CORPUS[41].id, CORPUS[41].text, CORPUS[41].metadata)
+    assert hit.score == pytest.approx(1.0, abs=1e-5)
 
 
 async def test_a_where_that_matches_nothing_gives_no_hits(store: ChromaVectorStore) -> None:
@@ -126,7 +131,7 @@ async def test_the_exact_and_the_hnsw_scores_agree(tmp_path: Path, minilm: MiniL
         await exact.upsert("episodes", CORPUS)
         await hnsw.upsert("episodes", CORPUS)
         for query in QUERIES:
-            where = {"context": "conv:big"}
+            where: dict[str, MetadataValue] = {"context": "conv:big"}
             a = await exact.query("episodes", query, k=5, where=where)
             b = await hnsw.query("episodes", query, k=5, where=where)
             assert [h.id for h in a] == [h.id for h in b]
@@ -150,7 +155,7 @@ async def test_a_collection_not_in_cosine_space_keeps_chromas_distances(tmp_path
         ids=[r.id for r in records],
         embeddings=minilm.embed([r.text for r in records]),
         documents=[r.text for r in records],
-        metadatas=[dict(r.metadata) for r in records],  # type: ignore[misc]
+        metadatas=[dict(r.metadata) for r in records],
     )
     async with ChromaVectorStore(tmp_path, embedder=minilm) as store:
         hits = await store.query("episodes", QUERIES[0], k=1, where={"context": "conv:big"})
