@@ -259,20 +259,21 @@ class ChromaVectorStore(VectorStore):
         chroma_where = _chroma_where(where)
         doing = f"querying index {index!r}"
         embedding = asyncio.to_thread(self.embedder.embed, [text])
+        found: GetResult | None = None
         if chroma_where is not None and self.exact_cap and _is_cosine(collection):
             exact_where, cap = chroma_where, self.exact_cap
             # the matches are read while the text is embedded: neither needs the other
             found, vectors = await asyncio.gather(
                 self._call(lambda: _read_matches(collection, exact_where, cap), doing), embedding
             )
-            if found is not None:
-                vector = vectors[0]
-                return await self._call(
-                    lambda: _rank_exactly(collection, found, vector, k=k, min_score=min_score), doing
-                )
         else:
             vectors = await embedding
         vector = vectors[0]
+        if found is not None:
+            matches = found
+            return await self._call(
+                lambda: _rank_exactly(collection, matches, vector, k=k, min_score=min_score), doing
+            )
 
         def search() -> list[VectorHit]:
             result = collection.query(
