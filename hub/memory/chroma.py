@@ -1,11 +1,18 @@
 """`ChromaVectorStore`: the default vector store, Chroma's embedded PersistentClient, or a
 Chroma server through its HttpClient (``[memory] chroma_url``, for several workers).
 
-One Chroma collection per index, HNSW in cosine space. The store embeds texts with its
-own `Embedder` and hands Chroma the vectors; each collection also records the embedder
-(``hub_embedder`` metadata, and `chroma_embedding_function` in its configuration) so a
-store reopened in a fresh process, or a plain Chroma client, embeds queries the same way,
-and a store with a different embedder is refused instead of comparing unrelated vectors.
+One Chroma collection per index, HNSW in cosine space. A query filtered by ``where`` that
+selects at most `EXACT_CAP` records is ranked exactly instead, with numpy over the
+matches' vectors: Chroma's HNSW search with a small allow-list cost 80 to 120 ms at
+100,000 episodes where reading one conversation's vectors costs 15 to 25 ms (Chroma's
+filter, a scan of the whole collection's metadata, is most of that), and HNSW is
+approximate.
+
+The store embeds texts with its own `Embedder` and hands Chroma the vectors; each
+collection also records the embedder (``hub_embedder`` metadata, and
+`chroma_embedding_function` in its configuration) so a store reopened in a fresh
+process, or a plain Chroma client, embeds queries the same way, and a store with a
+different embedder is refused instead of comparing unrelated vectors.
 
 chromadb is imported on first use (it costs most of a second), and every Chroma call
 runs in a worker thread. On a server the hub still embeds every text itself (the server
@@ -23,6 +30,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
+
+import numpy as np
 
 from hub.memory.embedder import Embedder, default_embedder, embedder_from_name
 from hub.memory.vector import (
@@ -42,8 +51,15 @@ from hub.memory.vector import (
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
+    from chromadb.api.types import GetResult
 
-__all__ = ["ChromaVectorStore", "chroma_collection_name", "chroma_embedding_function", "parse_chroma_url"]
+__all__ = [
+    "EXACT_CAP",
+    "ChromaVectorStore",
+    "chroma_collection_name",
+    "chroma_embedding_function",
+    "parse_chroma_url",
+]
 
 _T = TypeVar("_T")
 
@@ -55,6 +71,10 @@ _EMBEDDER_KEY = "hub_embedder"
 # ends); dots are left out so "..", and IPv4-like names, never pass through.
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{1,200}[A-Za-z0-9]")
 _MAPPED_PREFIX = "hub-"
+#: A filtered query that selects at most this many records is ranked exactly (numpy over
+#: the records' vectors); above it, Chroma's HNSW search, which costs less from about 600
+#: matches on (bench/recall_cap.py; bench/README.md, "Episodic memory", 2026-11-26).
+EXACT_CAP = 500
 
 
 def chroma_collection_name(index: str) -> str:
@@ -136,6 +156,8 @@ class ChromaVectorStore(VectorStore):
         path: The store's directory (created if missing).
         url: Instead of ``path``: a Chroma server, ``http://HOST:PORT`` (``chroma run``).
         embedder: Embeds texts and queries; default `default_embedder()` (MiniLM).
+        exact_cap: A query with a ``where`` that selects at most this many records is
+            ranked exactly; 0 sends every query to HNSW.
 
     Raises:
         VectorStoreError: (from any method) the directory cannot be opened as a
@@ -144,10 +166,18 @@ class ChromaVectorStore(VectorStore):
     """
 
     def __init__(
-        self, path: str | os.PathLike[str] | None = None, *, url: str | None = None, embedder: Embedder | None = None
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        url: str | None = None,
+        embedder: Embedder | None = None,
+        exact_cap: int = EXACT_CAP,
     ) -> None:
         if (path is None) == (url is None):
             raise ValueError("ChromaVectorStore takes a directory (path) or a server (url=), one of them")
+        if exact_cap < 0:
+            raise ValueError(f"exact_cap must be 0 or more, not {exact_cap}")
+        self.exact_cap = exact_cap
         self.path = Path(path) if path is not None else None
         self.url = url
         if url is not None:
@@ -226,29 +256,45 @@ class ChromaVectorStore(VectorStore):
         collection = await self._get_collection(index, create=False)
         if collection is None:
             return []
-        vector = (await asyncio.to_thread(self.embedder.embed, [text]))[0]
-
-        def search() -> Any:
-            return collection.query(
-                query_embeddings=[vector],
-                n_results=k,
-                where=_chroma_where(where),
-                include=["documents", "metadatas", "distances"],
+        chroma_where = _chroma_where(where)
+        doing = f"querying index {index!r}"
+        embedding = asyncio.to_thread(self.embedder.embed, [text])
+        found: GetResult | None = None
+        if chroma_where is not None and self.exact_cap and _is_cosine(collection):
+            exact_where, cap = chroma_where, self.exact_cap
+            # the matches are read while the text is embedded: neither needs the other
+            found, vectors = await asyncio.gather(
+                self._call(lambda: _read_matches(collection, exact_where, cap), doing), embedding
+            )
+        else:
+            vectors = await embedding
+        vector = vectors[0]
+        if found is not None:
+            matches = found
+            return await self._call(
+                lambda: _rank_exactly(collection, matches, vector, k=k, min_score=min_score), doing
             )
 
-        result = await self._call(search, f"querying index {index!r}")
-        hits = []
-        for id_, doc, meta, distance in zip(
-            result["ids"][0],
-            (result["documents"] or [[]])[0],
-            (result["metadatas"] or [[]])[0],
-            (result["distances"] or [[]])[0],
-            strict=False,
-        ):
-            score = 1.0 - float(distance)  # Chroma's cosine distance is 1 - similarity
-            if min_score is None or score >= min_score:
-                hits.append(VectorHit(id_, doc or "", dict(meta or {}), score))
-        return hits
+        def search() -> list[VectorHit]:
+            result = collection.query(
+                query_embeddings=[vector],
+                n_results=k,
+                where=chroma_where,
+                include=["documents", "metadatas", "distances"],
+            )
+            hits = [
+                _hit(*row)
+                for row in zip(
+                    result["ids"][0],
+                    (result["documents"] or [[]])[0],
+                    (result["metadatas"] or [[]])[0],
+                    (result["distances"] or [[]])[0],
+                    strict=False,
+                )
+            ]
+            return [h for h in hits if min_score is None or h.score >= min_score]
+
+        return await self._call(search, doing)
 
     async def delete(
         self,
@@ -422,6 +468,58 @@ class ChromaVectorStore(VectorStore):
             raise
         except Exception as e:  # Chroma raises ChromaError, ValueError and Rust errors alike
             raise VectorStoreError(self.location, f"{doing}: {e}") from e
+
+
+def _is_cosine(collection: Collection) -> bool:
+    """Whether the collection's HNSW space is cosine (the store creates them so; a
+    collection made elsewhere may differ, and then only Chroma's own distances hold)."""
+    hnsw = (collection.configuration_json or {}).get("hnsw") or {}
+    space = hnsw.get("space") or (collection.metadata or {}).get("hnsw:space")
+    return space == "cosine"
+
+
+def _read_matches(collection: Collection, where: dict[str, Any], cap: int) -> GetResult | None:
+    """The ids and vectors of the records matching `where`; None when more than `cap`
+    match (Chroma's HNSW search is then cheaper than reading and ranking them all).
+
+    Only the vectors: the documents and metadata of every match would cost about twice
+    as much to read, and only the few that rank need them (`_rank_exactly`)."""
+    found = collection.get(where=where, limit=cap + 1, include=["embeddings"])
+    return None if len(found["ids"]) > cap else found
+
+
+def _rank_exactly(
+    collection: Collection, found: GetResult, vector: np.ndarray, *, k: int, min_score: float | None
+) -> list[VectorHit]:
+    """The `k` of `found` closest to `vector`, ranked exactly by cosine distance as
+    Chroma's HNSW computes it (1 - the dot product of the normalised vectors, in float32),
+    with their documents and metadata."""
+    ids = found["ids"]
+    if not ids:
+        return []
+    matrix = np.asarray(found["embeddings"], dtype=np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True) + np.float32(1e-30)  # as hnswlib does
+    query = np.asarray(vector, dtype=np.float32)
+    query = query / (np.linalg.norm(query) + np.float32(1e-30))
+    distances = np.float32(1.0) - matrix @ query
+    best = [
+        (ids[i], float(distances[i]))
+        for i in np.argsort(distances, kind="stable")[:k]
+        if min_score is None or 1.0 - float(distances[i]) >= min_score
+    ]
+    if not best:
+        return []
+    rows = collection.get(ids=[id_ for id_, _ in best], include=["documents", "metadatas"])
+    documents: list[Any] = rows["documents"] or [None] * len(rows["ids"])
+    metadatas: list[Any] = rows["metadatas"] or [None] * len(rows["ids"])
+    stored = {id_: (doc, meta) for id_, doc, meta in zip(rows["ids"], documents, metadatas, strict=True)}
+    # a record deleted between the two reads is left out
+    return [_hit(id_, *stored[id_], distance) for id_, distance in best if id_ in stored]
+
+
+def _hit(id_: str, document: str | None, metadata: Any, distance: float) -> VectorHit:
+    # Chroma's cosine distance is 1 - similarity, so a hit's score is 1 - distance
+    return VectorHit(id_, document or "", dict(metadata or {}), 1.0 - float(distance))
 
 
 def _chroma_where(where: dict[str, MetadataValue] | None) -> dict[str, Any] | None:
