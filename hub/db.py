@@ -12,9 +12,11 @@ may lose the last commits' worth of event log, never corrupt the file.
 Small work runs on the event loop's thread. A turn's handful of commits and point reads take
 10 to 60 µs each in SQLite (WAL, no fsync on commit), while a trip to aiosqlite's thread and
 back costs about 80 µs of CPU and lets the two threads contend for the GIL. So a batch of up to
-:data:`INLINE_MAX` writes (and :data:`INLINE_BYTES`), and :meth:`Database.fetchone`, run inline whenever aiosqlite's thread
-is idle; everything else (larger batches, :meth:`Database.fetchall`, schema, vacuum, the WAL
-checkpoint) runs in that thread, and while anything is there, inline work queues behind it, so
+:data:`INLINE_MAX` writes (and :data:`INLINE_BYTES`) that someone waits for, and
+:meth:`Database.fetchone`, run inline whenever aiosqlite's thread is idle; everything else (a
+batch of ``write_soon`` writes alone, which nobody waits for, so the loop goes on beside it;
+larger batches, :meth:`Database.fetchall`, schema, vacuum, the WAL checkpoint) runs in that
+thread, and while anything is there, inline work queues behind it, so
 the connection is never used by two threads at once. Nothing inline can wait on a lock: the
 connection's busy timeout is 0, and work that meets another process's write lock is redone
 in the thread with ``busy_timeout`` (and the writer's retries). The WAL is checkpointed in the
@@ -273,7 +275,11 @@ class Database(GroupCommit):
         """Commit ``batch``; one error (or None) per write. Busy is retried with backoff."""
         writes = [(sql, params) for sql, params, _ in batch]
         self._commits += 1
-        if len(writes) <= INLINE_MAX and self._idle() and _size(writes) <= INLINE_BYTES:
+        # inline only what someone waits for (the loop would wait for it anyway): a batch of
+        # write_soon() alone (event logs) is committed beside the loop, which meanwhile
+        # handles what arrives (a reply's closing tag waits for no event log)
+        waited = any(fut is not None for _, _, fut in batch)
+        if waited and len(writes) <= INLINE_MAX and self._idle() and _size(writes) <= INLINE_BYTES:
             try:
                 return _commit_sync(self._raw, writes)
             except _Busy:

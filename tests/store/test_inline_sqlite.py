@@ -188,3 +188,20 @@ async def test_a_batch_carrying_a_large_value_is_committed_in_the_thread(tmp_pat
         assert trips.n == 1
     finally:
         await db.close()
+
+
+async def test_writes_nobody_waits_for_are_committed_beside_the_loop(tmp_path: Path, monkeypatch) -> None:
+    """A batch of write_soon() alone (event logs) goes to the thread: the loop, meanwhile,
+    handles what arrives (a reply's closing tag must not wait behind an event log's commit)."""
+    db = await _open(tmp_path / "hub.db")
+    try:
+        trips = Trips(db, monkeypatch)
+        committed = db.batches
+        db.write_soon("INSERT INTO t VALUES (?, ?)", ("a", "1"))
+        while db.batches == committed:  # the writer's linger ends, then it commits
+            await asyncio.sleep(0.001)
+        await db.flush()
+        assert trips.n == 1
+        assert await db.fetchone("SELECT v FROM t WHERE k = 'a'") == ("1",)
+    finally:
+        await db.close()
