@@ -181,9 +181,11 @@ async def cmd_follow(config: HubConfig, args: argparse.Namespace) -> int:
 
     async with database as db:
         if args.command == "runs":
+            # "from now" is fixed before the banner: a run started once it is shown is followed
+            since = time.time()
             if not args.json:
                 print(clean(f"following runs{' of ' + args.context if args.context else ''} (Ctrl-C stops)"), flush=True)
-            await print_followed(follow_runs(db, context=args.context), as_json=args.json, clean=clean)
+            await print_followed(follow_runs(db, context=args.context, since=since), as_json=args.json, clean=clean)
             return 0
         rows = await db.fetchall("SELECT id FROM runs WHERE id >= ? AND id < ? LIMIT 2", (args.run_id, args.run_id + "\uffff"))
         if len(rows) != 1:
