@@ -44,14 +44,15 @@ from hub.memory.vector import (
     check_k,
     check_limit,
     check_delete_args,
+    check_ids,
     check_records,
     check_where,
+    metadata_matches,
 )
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
-    from chromadb.api.types import GetResult
 
 __all__ = [
     "EXACT_CAP",
@@ -250,17 +251,28 @@ class ChromaVectorStore(VectorStore):
         k: int = 5,
         where: dict[str, MetadataValue] | None = None,
         min_score: float | None = None,
+        ids: Sequence[str] | None = None,
     ) -> list[VectorHit]:
         check_k(k)
         where = check_where(where)
+        id_set = check_ids(ids)
         collection = await self._get_collection(index, create=False)
-        if collection is None:
+        if collection is None or id_set == set():
             return []
+        id_list = None if id_set is None else sorted(id_set)
         chroma_where = _chroma_where(where)
         doing = f"querying index {index!r}"
         embedding = asyncio.to_thread(self.embedder.embed, [text])
-        found: GetResult | None = None
-        if chroma_where is not None and self.exact_cap and _is_cosine(collection):
+        found: _Matches | None = None
+        exact = self.exact_cap and _is_cosine(collection)
+        if exact and id_list is not None and len(id_list) <= self.exact_cap:
+            by_id, guard = id_list, where
+            # read by id (an indexed lookup), not through Chroma's where filter (a scan of
+            # every record's metadata); the where is checked here, on the few read
+            found, vectors = await asyncio.gather(
+                self._call(lambda: _read_ids(collection, by_id, guard), doing), embedding
+            )
+        elif exact and id_list is None and chroma_where is not None:
             exact_where, cap = chroma_where, self.exact_cap
             # the matches are read while the text is embedded: neither needs the other
             found, vectors = await asyncio.gather(
@@ -278,6 +290,7 @@ class ChromaVectorStore(VectorStore):
         def search() -> list[VectorHit]:
             result = collection.query(
                 query_embeddings=[vector],
+                ids=id_list,
                 n_results=k,
                 where=chroma_where,
                 include=["documents", "metadatas", "distances"],
@@ -478,26 +491,44 @@ def _is_cosine(collection: Collection) -> bool:
     return space == "cosine"
 
 
-def _read_matches(collection: Collection, where: dict[str, Any], cap: int) -> GetResult | None:
+#: Ids and vectors of a query's candidates, ranked by `_rank_exactly`.
+_Matches = tuple[list[str], Any]
+
+
+def _read_ids(
+    collection: Collection, ids: list[str], where: dict[str, MetadataValue] | None
+) -> _Matches:
+    """The vectors of the records of `ids` that exist and match `where` (checked on their
+    metadata here, so Chroma reads only these records)."""
+    found = collection.get(ids=ids, include=["embeddings", "metadatas"] if where else ["embeddings"])
+    if not where:
+        return found["ids"], found["embeddings"]
+    metadatas: list[Any] = found["metadatas"] or [None] * len(found["ids"])
+    keep = [i for i, meta in enumerate(metadatas) if metadata_matches(meta or {}, where)]
+    embeddings = found["embeddings"]
+    return [found["ids"][i] for i in keep], [embeddings[i] for i in keep] if embeddings is not None else []
+
+
+def _read_matches(collection: Collection, where: dict[str, Any], cap: int) -> _Matches | None:
     """The ids and vectors of the records matching `where`; None when more than `cap`
     match (Chroma's HNSW search is then cheaper than reading and ranking them all).
 
     Only the vectors: the documents and metadata of every match would cost about twice
     as much to read, and only the few that rank need them (`_rank_exactly`)."""
     found = collection.get(where=where, limit=cap + 1, include=["embeddings"])
-    return None if len(found["ids"]) > cap else found
+    return None if len(found["ids"]) > cap else (found["ids"], found["embeddings"])
 
 
 def _rank_exactly(
-    collection: Collection, found: GetResult, vector: np.ndarray, *, k: int, min_score: float | None
+    collection: Collection, found: _Matches, vector: np.ndarray, *, k: int, min_score: float | None
 ) -> list[VectorHit]:
     """The `k` of `found` closest to `vector`, ranked exactly by cosine distance as
     Chroma's HNSW computes it (1 - the dot product of the normalised vectors, in float32),
     with their documents and metadata."""
-    ids = found["ids"]
+    ids, embeddings = found
     if not ids:
         return []
-    matrix = np.asarray(found["embeddings"], dtype=np.float32)
+    matrix = np.asarray(embeddings, dtype=np.float32)
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True) + np.float32(1e-30)  # as hnswlib does
     query = np.asarray(vector, dtype=np.float32)
     query = query / (np.linalg.norm(query) + np.float32(1e-30))
