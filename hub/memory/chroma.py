@@ -6,7 +6,9 @@ selects at most `EXACT_CAP` records is ranked exactly instead, with numpy over t
 matches' vectors: Chroma's HNSW search with a small allow-list cost 80 to 120 ms at
 100,000 episodes where reading one conversation's vectors costs 15 to 25 ms (Chroma's
 filter, a scan of the whole collection's metadata, is most of that), and HNSW is
-approximate.
+approximate. A query given the candidates' ``ids`` (the hub's index of a conversation's
+episodes) reads them by id instead, without Chroma's filter: at most `EXACT_CAP` are
+ranked exactly, the ``where`` checked on the best; more go to HNSW restricted to them.
 
 The store embeds texts with its own `Embedder` and hands Chroma the vectors; each
 collection also records the embedder (``hub_embedder`` metadata, and
