@@ -8,6 +8,7 @@ embedded store does not share its directory safely between processes).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Callable, Coroutine, Sequence
@@ -18,7 +19,14 @@ from .redact import Redactor
 from .training import training_line
 from .config import HubConfig
 from .backend import database_for
-from .episode import INDEX, Episode, all_episodes, episode_store_exists, forget_filter, open_episode_store
+from .episode import (
+    Episode,
+    all_episodes,
+    episode_store_exists,
+    forget_filter,
+    forget_store,
+    open_episode_store,
+)
 from .memory.sqlite import SQLiteMemoryStore
 
 __all__ = ["add_memory_commands", "MEMORY_COMMANDS", "forget", "export_training"]
@@ -92,15 +100,18 @@ async def forget(
     """
     where = forget_filter(user=user, context=context, platform=platform)
     deleted = 0
-    if episode_store_exists(config):
-        async with open_episode_store(config) as store:
-            deleted = await store.delete(INDEX, where=where)
     keys: list[str] = []
     db_path = config.data_dir / "hub.db"
-    if context and (config.store.url or db_path.exists()):
-        async with database_for(config) as db:
-            memory = SQLiteMemoryStore(db)
+    async with contextlib.AsyncExitStack() as stack:
+        memory: SQLiteMemoryStore | None = None
+        if config.store.url or db_path.exists():
+            memory = SQLiteMemoryStore(await stack.enter_async_context(database_for(config)))
             await memory.open()
+        if episode_store_exists(config):
+            async with open_episode_store(config) as store:
+                # the episodes' id keys go too (hub.episode.ID_PREFIX)
+                deleted = await forget_store(store, where, index=memory)
+        if context and memory is not None:
             key = f"working-memory:{context}"
             if await memory.get(key) is not None:
                 await memory.delete(key)

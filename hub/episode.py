@@ -15,6 +15,7 @@ The functions below work on a :class:`VectorStore` directly; the runtime plugin
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import json
@@ -31,6 +32,7 @@ from .logs import ActionCallLog, ActionResultLog, InputLog, OutputLog, StateLog,
 if TYPE_CHECKING:
     from .engine import RunResult
     from .memory.embedder import Embedder
+    from .memory.store import MemoryStore
     from .memory.vector import VectorHit, VectorRecord, VectorStore
 
 __all__ = [
@@ -44,7 +46,14 @@ __all__ = [
     "scan",
     "all_episodes",
     "prune_store",
+    "forget_store",
     "forget_filter",
+    "ID_PREFIX",
+    "IDS_COMPLETE",
+    "id_prefix",
+    "id_key",
+    "index_ids",
+    "unindex_ids",
 ]
 
 log = logging.getLogger(__name__)
@@ -59,6 +68,20 @@ MAX_PART = 300  # one thought, one action call or result inside the digest
 #: export) reads a bucket at a time: about 1,600 records a read at 100,000 episodes.
 BUCKETS = 64
 DELETE_BATCH = 1_000
+#: The index of each conversation's episode ids in the hub's memory store, so a filtered
+#: recall reads its candidates by id instead of through the vector store's metadata filter
+#: (which scans every record's metadata). One key per episode,
+#: ``episode-ids:<length of the context>:<context>:<episode id>`` (the length makes a
+#: conversation's prefix select its own keys only, whatever ``:`` its id and the others'
+#: hold), whose value is when it was written; one key per episode needs no
+#: read-modify-write, so writers of one conversation cannot lose each other's keys.
+#: ``episode-ids:*complete`` says every stored episode has its key (a store written
+#: before the index is backfilled once). A key is written before its record and deleted
+#: after it: an id may point at nothing (ignored), a record is never missing its key.
+ID_PREFIX = "episode-ids:"
+IDS_COMPLETE = "episode-ids:*complete"
+#: Memory-store writes issued together (one commit of the store's group writes).
+INDEX_BATCH = 500
 
 
 @dataclass(slots=True)
@@ -263,15 +286,49 @@ def episode_store_exists(config: HubConfig) -> bool:
 # --- store-level operations, shared by the component and the command line ---------------
 
 
-async def scan(store: VectorStore, *, context: str | None = None) -> AsyncIterator[VectorRecord]:
-    """Every episode record (of ``context``), one bucket at a time: Chroma cannot return
-    100,000 records in one `get` ("too many SQL variables"), and the store has no offset."""
+async def scan(
+    store: VectorStore, *, context: str | None = None, where: dict[str, Any] | None = None
+) -> AsyncIterator[VectorRecord]:
+    """Every episode record (of ``context``, matching ``where``), one bucket at a time:
+    Chroma cannot return 100,000 records in one `get` ("too many SQL variables"), and the
+    store has no offset."""
     for bucket in range(BUCKETS):
-        where: dict[str, Any] = {"bucket": bucket}
+        filter_: dict[str, Any] = {**(where or {}), "bucket": bucket}
         if context:
-            where["context"] = context
-        for record in await store.get(INDEX, where=where):
+            filter_["context"] = context
+        for record in await store.get(INDEX, where=filter_):
             yield record
+
+
+def id_prefix(context: str) -> str:
+    """The prefix of the memory-store keys of ``context``'s episode ids."""
+    return f"{ID_PREFIX}{len(context)}:{context}:"
+
+
+def id_key(context: str, episode_id: str) -> str:
+    return id_prefix(context) + episode_id
+
+
+def _context_of(record: VectorRecord) -> str | None:
+    context = record.metadata.get("context")
+    return context if isinstance(context, str) else None
+
+
+async def index_ids(index: MemoryStore, pairs: list[tuple[str, str]]) -> None:
+    """Write the keys of (context, episode id) pairs, a batch of writes at a time."""
+    now = time.time()
+    for start in range(0, len(pairs), INDEX_BATCH):
+        await asyncio.gather(
+            *(index.set(id_key(c, i), now) for c, i in pairs[start : start + INDEX_BATCH])
+        )
+
+
+async def unindex_ids(index: MemoryStore, pairs: list[tuple[str, str]]) -> None:
+    """Delete the keys of (context, episode id) pairs (after their records)."""
+    for start in range(0, len(pairs), INDEX_BATCH):
+        await asyncio.gather(
+            *(index.delete(id_key(c, i)) for c, i in pairs[start : start + INDEX_BATCH])
+        )
 
 
 async def all_episodes(store: VectorStore, *, context: str | None = None) -> list[Episode]:
@@ -281,27 +338,69 @@ async def all_episodes(store: VectorStore, *, context: str | None = None) -> lis
 
 
 async def prune_store(
-    store: VectorStore, config: MemorySection, *, now: float | None = None
+    store: VectorStore,
+    config: MemorySection,
+    *,
+    now: float | None = None,
+    index: MemoryStore | None = None,
+    suspects: set[str] | None = None,
 ) -> int:
-    """Delete episodes older than ``retention_days``, then the oldest beyond ``max_episodes``."""
-    if not config.retention_days and not config.max_episodes:
+    """Delete episodes older than ``retention_days``, then the oldest beyond ``max_episodes``.
+
+    With the id ``index``, the deleted episodes' keys go too, and keys whose episode is
+    not in the store are swept: those found so in this scan and in the previous one (the
+    keys of ``suspects``, which is updated; a key written just before its record is not
+    swept by one scan that misses the record)."""
+    retention = bool(config.retention_days or config.max_episodes)
+    if not retention and index is None:
         return 0
     now = time.time() if now is None else now
-    stamped = sorted([(_time_of(r), r.id) async for r in scan(store)])
-    doomed: list[str] = []
+    stamped = sorted([(_time_of(r), r.id, _context_of(r)) async for r in scan(store)])
+    if index is not None and suspects is not None:
+        await _sweep(index, {(c, i) for _, i, c in stamped if c is not None}, suspects)
+    if not retention:
+        return 0
+    doomed: list[tuple[str, str | None]] = []
     if config.retention_days:
         cutoff = now - config.retention_days * 86400
-        doomed = [i for t, i in stamped if t < cutoff]
+        doomed = [(i, c) for t, i, c in stamped if t < cutoff]
         stamped = stamped[len(doomed) :]
     if config.max_episodes and len(stamped) > config.max_episodes:
-        doomed += [i for _, i in stamped[: len(stamped) - config.max_episodes]]
+        doomed += [(i, c) for _, i, c in stamped[: len(stamped) - config.max_episodes]]
     if not doomed:
         return 0
     removed = 0
     for start in range(0, len(doomed), DELETE_BATCH):
-        removed += await store.delete(INDEX, ids=doomed[start : start + DELETE_BATCH])
+        chunk = doomed[start : start + DELETE_BATCH]
+        removed += await store.delete(INDEX, ids=[i for i, _ in chunk])
+        if index is not None:  # after the records: a record never lacks its key
+            await unindex_ids(index, [(c, i) for i, c in chunk if c is not None])
     log.info("episodic memory: pruned %d episodes (retention)", removed)
     return removed
+
+
+async def _sweep(index: MemoryStore, stored: set[tuple[str, str]], suspects: set[str]) -> None:
+    """Delete the id keys that point at no stored episode now and did at the last sweep."""
+    keys = {id_key(c, i) for c, i in stored}
+    stale = {k for k in await index.keys(ID_PREFIX) if k != IDS_COMPLETE and k not in keys}
+    doomed = stale & suspects
+    suspects.clear()
+    suspects.update(stale - doomed)
+    doomed_list = sorted(doomed)
+    for start in range(0, len(doomed_list), INDEX_BATCH):
+        await asyncio.gather(*(index.delete(k) for k in doomed_list[start : start + INDEX_BATCH]))
+
+
+async def forget_store(
+    store: VectorStore, where: dict[str, Any], *, index: MemoryStore | None = None
+) -> int:
+    """Delete the episodes matching ``where`` (a `forget_filter`) and their id keys;
+    returns how many episodes."""
+    doomed = [] if index is None else [(c, r.id) async for r in scan(store, where=where) if (c := _context_of(r))]
+    deleted = await store.delete(INDEX, where=where)
+    if index is not None:
+        await unindex_ids(index, doomed)
+    return deleted
 
 
 def _time_of(record: VectorRecord) -> float:

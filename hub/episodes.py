@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,7 @@ from .config import MemorySection
 from .engine import RunContext, RunResult
 from .episode import (
     MAX_DIGEST,
+    IDS_COMPLETE,
     INDEX,
     Episode,
     _clip,
@@ -37,6 +39,10 @@ from .episode import (
     all_episodes,
     episode_from_run,
     forget_filter,
+    forget_store,
+    id_key,
+    id_prefix,
+    index_ids,
     open_episode_store,
     prune_store,
     scan,
@@ -85,7 +91,9 @@ class EpisodicMemory(Plugin):
         runner: Summaries share the LLM concurrency limit with runs.
         retry_policy, model_timeout: How a summary request is retried and bounded.
         marks: Where a mark per conversation that has episodes is kept (the memory store),
-            so a conversation with none skips recall without opening the store.
+            so a conversation with none skips recall without opening the store; and the
+            index of each conversation's episode ids (`hub.episode.ID_PREFIX`), so its
+            recall reads those records by id instead of filtering the whole store.
         store_path: Where the default store lives on disk; while it does not exist, the
             store opens only when the first episode is written.
     """
@@ -111,6 +119,8 @@ class EpisodicMemory(Plugin):
         self._store_path = store_path
         self._marked: set[str] = set()  # conversations known to have episodes
         self._marks_complete = False
+        self._ids_complete = False  # every stored episode has its id key
+        self._suspects: set[str] = set()  # id keys that pointed at nothing at the last sweep
         self._started = False
         self.store = store
         self.embedder = embedder
@@ -141,11 +151,16 @@ class EpisodicMemory(Plugin):
         self._started = True
         if self._marks is not None:
             self._marks_complete = bool(await self._marks.get(MARKS_COMPLETE))
+            self._ids_complete = bool(await self._marks.get(IDS_COMPLETE))
         if self.store is not None or self._store_path is None or self._store_path.exists():
             self._open_soon()
-        elif self._marks is not None and not self._marks_complete:  # no store, so no episode yet
-            await self._marks.set(MARKS_COMPLETE, True)
-            self._marks_complete = True
+        elif self._marks is not None:  # no store, so no episode yet
+            if not self._marks_complete:
+                await self._marks.set(MARKS_COMPLETE, True)
+                self._marks_complete = True
+            if not self._ids_complete:
+                await self._marks.set(IDS_COMPLETE, True)
+                self._ids_complete = True
 
     def _open_soon(self) -> None:
         if self._ready is None and self._started:
@@ -161,14 +176,8 @@ class EpisodicMemory(Plugin):
             await self.store.open()
             await self.store.create_index(INDEX)
             await self.prune()
-            if self._marks is not None and not self._marks_complete:
-                # a store written before the marks: mark the conversations it holds
-                for context in {r.metadata.get("context") async for r in scan(self.store)}:
-                    if isinstance(context, str):
-                        await self._marks.set(MARK_PREFIX + context, True)
-                        self._marked.add(context)
-                await self._marks.set(MARKS_COMPLETE, True)
-                self._marks_complete = True
+            if self._marks is not None and not (self._marks_complete and self._ids_complete):
+                await self._backfill(self.store, self._marks)
             embedder = getattr(self.store, "embedder", None)
             if embedder is not None:  # load the model now, not in the first conversation
                 await asyncio.to_thread(embedder.embed, ["warm-up"])
@@ -176,6 +185,27 @@ class EpisodicMemory(Plugin):
             raise
         except Exception as e:  # StoreError, chromadb missing, a Chroma bug: memory off
             self._disable(e)
+
+    async def _backfill(self, store: VectorStore, marks: MemoryStore) -> None:
+        """A store written before the marks or the id index: mark the conversations it
+        holds and index its episodes' ids, in one scan."""
+        pairs = [
+            (context, r.id)
+            async for r in scan(store)
+            if isinstance(context := r.metadata.get("context"), str)
+        ]
+        if not self._marks_complete:
+            for context in {c for c, _ in pairs}:
+                await marks.set(MARK_PREFIX + context, True)
+                self._marked.add(context)
+            await marks.set(MARKS_COMPLETE, True)
+            self._marks_complete = True
+        if not self._ids_complete:
+            await index_ids(marks, pairs)
+            await marks.set(IDS_COMPLETE, True)
+            self._ids_complete = True
+            if pairs:
+                log.info("episodic memory: indexed the ids of %d episodes", len(pairs))
 
     def _disable(self, e: BaseException) -> None:
         if self.error is not None:
@@ -324,8 +354,15 @@ class EpisodicMemory(Plugin):
         where: dict[str, MetadataValue] | None = (
             None if (self.config.global_recall or context is None) else {"context": context}
         )
+        ids: list[str] | None = None
+        if context is not None and where is not None and self._ids_complete and self._marks is not None:
+            # the conversation's episodes by id (the where stays, as a guard)
+            prefix = id_prefix(context)
+            ids = [key[len(prefix) :] for key in await self._marks.keys(prefix)]
+            if not ids:
+                return []
         hits = await store.query(
-            INDEX, text, k=self.config.recall, where=where, min_score=self.config.min_score
+            INDEX, text, k=self.config.recall, where=where, min_score=self.config.min_score, ids=ids
         )
         return [Episode.from_record(h, score=h.score) for h in hits]
 
@@ -334,9 +371,11 @@ class EpisodicMemory(Plugin):
         store = await self._usable()
         if store is None:
             return
-        if episode.context not in self._marked and self._marks is not None:
-            await self._marks.set(MARK_PREFIX + episode.context, True)  # before: never a miss
-            self._marked.add(episode.context)
+        if self._marks is not None:  # both before the record: never a miss
+            if episode.context not in self._marked:
+                await self._marks.set(MARK_PREFIX + episode.context, True)
+                self._marked.add(episode.context)
+            await self._marks.set(id_key(episode.context, episode.run_id), time.time())
         await store.upsert(INDEX, [episode.to_record()])
         self._since_prune += 1
         every = self.config.prune_every
@@ -355,14 +394,15 @@ class EpisodicMemory(Plugin):
         store = self.store
         if store is None:
             return 0
-        return await prune_store(store, self.config, now=now)
+        index = self._marks if self._ids_complete else None
+        return await prune_store(store, self.config, now=now, index=index, suspects=self._suspects)
 
     async def forget(self, *, user: str | None = None, context: str | None = None) -> int:
         """Delete the episodes of a user and/or a conversation; returns how many."""
         store = await self._usable()
         if store is None:
             return 0
-        return await store.delete(INDEX, where=forget_filter(user=user, context=context))
+        return await forget_store(store, forget_filter(user=user, context=context), index=self._marks)
 
     async def episodes(self, *, context: str | None = None) -> list[Episode]:
         """Every stored episode (of ``context``), oldest first."""

@@ -6,7 +6,9 @@ selects at most `EXACT_CAP` records is ranked exactly instead, with numpy over t
 matches' vectors: Chroma's HNSW search with a small allow-list cost 80 to 120 ms at
 100,000 episodes where reading one conversation's vectors costs 15 to 25 ms (Chroma's
 filter, a scan of the whole collection's metadata, is most of that), and HNSW is
-approximate.
+approximate. A query given the candidates' ``ids`` (the hub's index of a conversation's
+episodes) reads them by id instead, without Chroma's filter: at most `EXACT_CAP` are
+ranked exactly, the ``where`` checked on the best; more go to HNSW restricted to them.
 
 The store embeds texts with its own `Embedder` and hands Chroma the vectors; each
 collection also records the embedder (``hub_embedder`` metadata, and
@@ -44,14 +46,15 @@ from hub.memory.vector import (
     check_k,
     check_limit,
     check_delete_args,
+    check_ids,
     check_records,
     check_where,
+    metadata_matches,
 )
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
-    from chromadb.api.types import GetResult
 
 __all__ = [
     "EXACT_CAP",
@@ -250,17 +253,28 @@ class ChromaVectorStore(VectorStore):
         k: int = 5,
         where: dict[str, MetadataValue] | None = None,
         min_score: float | None = None,
+        ids: Sequence[str] | None = None,
     ) -> list[VectorHit]:
         check_k(k)
         where = check_where(where)
+        id_set = check_ids(ids)
         collection = await self._get_collection(index, create=False)
-        if collection is None:
+        if collection is None or id_set == set():
             return []
+        id_list = None if id_set is None else sorted(id_set)
         chroma_where = _chroma_where(where)
         doing = f"querying index {index!r}"
         embedding = asyncio.to_thread(self.embedder.embed, [text])
-        found: GetResult | None = None
-        if chroma_where is not None and self.exact_cap and _is_cosine(collection):
+        found: _Matches | None = None
+        exact = self.exact_cap and _is_cosine(collection)
+        if exact and id_list is not None and len(id_list) <= self.exact_cap:
+            by_id = id_list
+            # read by id (an indexed lookup), not through Chroma's where filter (a scan of
+            # every record's metadata); the where is checked on the few that rank
+            found, vectors = await asyncio.gather(
+                self._call(lambda: _read_ids(collection, by_id), doing), embedding
+            )
+        elif exact and id_list is None and chroma_where is not None:
             exact_where, cap = chroma_where, self.exact_cap
             # the matches are read while the text is embedded: neither needs the other
             found, vectors = await asyncio.gather(
@@ -272,12 +286,17 @@ class ChromaVectorStore(VectorStore):
         if found is not None:
             matches = found
             return await self._call(
-                lambda: _rank_exactly(collection, matches, vector, k=k, min_score=min_score), doing
+                lambda: _rank_exactly(
+                    collection, matches, vector, k=k, min_score=min_score,
+                    guard=where if id_list is not None else None,
+                ),
+                doing,
             )
 
         def search() -> list[VectorHit]:
             result = collection.query(
                 query_embeddings=[vector],
+                ids=id_list,
                 n_results=k,
                 where=chroma_where,
                 include=["documents", "metadatas", "distances"],
@@ -478,43 +497,70 @@ def _is_cosine(collection: Collection) -> bool:
     return space == "cosine"
 
 
-def _read_matches(collection: Collection, where: dict[str, Any], cap: int) -> GetResult | None:
+#: Ids and vectors of a query's candidates, ranked by `_rank_exactly`.
+_Matches = tuple[list[str], Any]
+
+
+def _read_ids(collection: Collection, ids: list[str]) -> _Matches:
+    """The vectors of the records of `ids` that exist: a lookup by id, without their
+    metadata (reading 14 metadata rows each cost 15 ms against 6 at 100,000 episodes); a
+    where is checked by `_rank_exactly` on the few that rank."""
+    found = collection.get(ids=ids, include=["embeddings"])
+    return found["ids"], found["embeddings"]
+
+
+def _read_matches(collection: Collection, where: dict[str, Any], cap: int) -> _Matches | None:
     """The ids and vectors of the records matching `where`; None when more than `cap`
     match (Chroma's HNSW search is then cheaper than reading and ranking them all).
 
     Only the vectors: the documents and metadata of every match would cost about twice
     as much to read, and only the few that rank need them (`_rank_exactly`)."""
     found = collection.get(where=where, limit=cap + 1, include=["embeddings"])
-    return None if len(found["ids"]) > cap else found
+    return None if len(found["ids"]) > cap else (found["ids"], found["embeddings"])
 
 
 def _rank_exactly(
-    collection: Collection, found: GetResult, vector: np.ndarray, *, k: int, min_score: float | None
+    collection: Collection,
+    found: _Matches,
+    vector: np.ndarray,
+    *,
+    k: int,
+    min_score: float | None,
+    guard: dict[str, MetadataValue] | None = None,
 ) -> list[VectorHit]:
     """The `k` of `found` closest to `vector`, ranked exactly by cosine distance as
     Chroma's HNSW computes it (1 - the dot product of the normalised vectors, in float32),
-    with their documents and metadata."""
-    ids = found["ids"]
+    with their documents and metadata. With a `guard`, a candidate whose metadata does not
+    match it is skipped for the next best (they are read k at a time)."""
+    ids, embeddings = found
     if not ids:
         return []
-    matrix = np.asarray(found["embeddings"], dtype=np.float32)
+    matrix = np.asarray(embeddings, dtype=np.float32)
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True) + np.float32(1e-30)  # as hnswlib does
     query = np.asarray(vector, dtype=np.float32)
     query = query / (np.linalg.norm(query) + np.float32(1e-30))
     distances = np.float32(1.0) - matrix @ query
-    best = [
+    ranked = [
         (ids[i], float(distances[i]))
-        for i in np.argsort(distances, kind="stable")[:k]
+        for i in np.argsort(distances, kind="stable")
         if min_score is None or 1.0 - float(distances[i]) >= min_score
     ]
-    if not best:
-        return []
-    rows = collection.get(ids=[id_ for id_, _ in best], include=["documents", "metadatas"])
-    documents: list[Any] = rows["documents"] or [None] * len(rows["ids"])
-    metadatas: list[Any] = rows["metadatas"] or [None] * len(rows["ids"])
-    stored = {id_: (doc, meta) for id_, doc, meta in zip(rows["ids"], documents, metadatas, strict=True)}
-    # a record deleted between the two reads is left out
-    return [_hit(id_, *stored[id_], distance) for id_, distance in best if id_ in stored]
+    hits: list[VectorHit] = []
+    for start in range(0, len(ranked), k):
+        best = ranked[start : start + k]
+        rows = collection.get(ids=[id_ for id_, _ in best], include=["documents", "metadatas"])
+        documents: list[Any] = rows["documents"] or [None] * len(rows["ids"])
+        metadatas: list[Any] = rows["metadatas"] or [None] * len(rows["ids"])
+        stored = {id_: (doc, meta) for id_, doc, meta in zip(rows["ids"], documents, metadatas, strict=True)}
+        # a record deleted between the two reads is left out
+        hits += [
+            _hit(id_, *stored[id_], distance)
+            for id_, distance in best
+            if id_ in stored and (guard is None or metadata_matches(stored[id_][1] or {}, guard))
+        ]
+        if len(hits) >= k or guard is None:
+            break
+    return hits[:k]
 
 
 def _hit(id_: str, document: str | None, metadata: Any, distance: float) -> VectorHit:

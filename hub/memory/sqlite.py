@@ -47,9 +47,20 @@ class SQLiteMemoryStore(MemoryStore):
             await self.db.write("DELETE FROM kv")
 
     async def keys(self, prefix: str = "") -> list[str]:
-        rows = await self.db.fetchall(
-            "SELECT key FROM kv WHERE substr(key, 1, ?) = ? ORDER BY key", (len(prefix), prefix)
-        )
+        if prefix and prefix[-1] != "\U0010ffff":
+            # a range of the primary key, not a scan of every key: the keys that start with
+            # the prefix are those from it to it with its last character the next one
+            # (code point order is SQLite's BINARY and PostgreSQL's "C" collation)
+            after = ord(prefix[-1]) + 1
+            end = prefix[:-1] + chr(0xE000 if 0xD800 <= after <= 0xDFFF else after)  # no surrogate
+            rows = await self.db.fetchall(
+                "SELECT key FROM kv WHERE key >= ? AND key < ? AND substr(key, 1, ?) = ? ORDER BY key",
+                (prefix, end, len(prefix), prefix),
+            )
+        else:
+            rows = await self.db.fetchall(
+                "SELECT key FROM kv WHERE substr(key, 1, ?) = ? ORDER BY key", (len(prefix), prefix)
+            )
         return [r[0] for r in rows]
 
 

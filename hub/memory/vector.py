@@ -109,12 +109,15 @@ class VectorStore(ABC):
         k: int = 5,
         where: dict[str, MetadataValue] | None = None,
         min_score: float | None = None,
+        ids: Sequence[str] | None = None,
     ) -> list[VectorHit]:
         """The (at most) `k` records closest to `text`, best first.
 
         Args:
             where: Metadata equalities that every hit satisfies.
             min_score: Drop hits whose cosine similarity is below it.
+            ids: Only these records are candidates (ids that do not exist are ignored;
+                an empty sequence gives no hits); with ``where``, both must hold.
         """
 
     @abstractmethod
@@ -204,15 +207,17 @@ class InMemoryVectorStore(VectorStore):
         k: int = 5,
         where: dict[str, MetadataValue] | None = None,
         min_score: float | None = None,
+        ids: Sequence[str] | None = None,
     ) -> list[VectorHit]:
         self._check_open()
         check_k(k)
         where = check_where(where)
+        id_set = check_ids(ids)
         target = self._indexes.get(index)
-        if target is None or not target.rows:
+        if target is None or not target.rows or id_set == set():
             return []
         vector = (await asyncio.to_thread(self.embedder.embed, [text]))[0]
-        return target.search(vector, k=k, where=where, min_score=min_score)
+        return target.search(vector, k=k, where=where, min_score=min_score, ids=id_set)
 
     async def delete(
         self,
@@ -303,14 +308,19 @@ class _MemoryIndex:
         k: int,
         where: dict[str, MetadataValue] | None,
         min_score: float | None,
+        ids: set[str] | None = None,
     ) -> list[VectorHit]:
         if self._matrix is None:
             self._order = list(self.rows.values())
             self._matrix = np.stack([row.vector for row in self._order]).astype(np.float32)
         scores = self._matrix @ vector.astype(np.float32)
-        if where is not None:
+        if where is not None or ids is not None:
             mask = np.fromiter(
-                (metadata_matches(row.metadata, where) for row in self._order),
+                (
+                    (ids is None or row.id in ids)
+                    and (where is None or metadata_matches(row.metadata, where))
+                    for row in self._order
+                ),
                 dtype=bool,
                 count=len(self._order),
             )
@@ -361,6 +371,19 @@ def check_where(where: Mapping[str, MetadataValue] | None) -> dict[str, Metadata
         return None
     _check_metadata(where, "where")
     return dict(where)
+
+
+def check_ids(ids: Sequence[str] | None) -> set[str] | None:
+    """Validate a query's `ids`: None (no restriction) or a sequence of str."""
+    if ids is None:
+        return None
+    if isinstance(ids, str):
+        raise TypeError("ids must be a sequence of str, not one str")
+    out = set(ids)
+    for id_ in out:
+        if not isinstance(id_, str):
+            raise TypeError(f"ids must be str, got {type(id_).__name__}")
+    return out
 
 
 def check_delete_args(

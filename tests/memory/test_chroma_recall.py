@@ -88,6 +88,36 @@ async def test_filtered_queries_give_the_brute_force_top_k(
             assert len(hits) == min(k, SIZES[context])
 
 
+@pytest.mark.parametrize("k", [1, 3, 50])
+async def test_queries_by_the_conversations_ids_give_the_brute_force_top_k(
+    store: ChromaVectorStore, minilm: MiniLMEmbedder, k: int
+) -> None:
+    """The ids a conversation's index gives, with its where as a guard: read by id up to
+    the cap, above it HNSW restricted to the ids (an id of another conversation, or of
+    nothing, is ignored)."""
+    for context in SIZES:
+        ids = [r.id for r in CORPUS if r.metadata["context"] == context] + ["r000", "gone"]
+        for query in QUERIES:
+            hits = await store.query("episodes", query, k=k, where={"context": context}, ids=ids)
+            expected = _brute_force(minilm, query, context, k=k)
+            assert [h.id for h in hits] == [i for i, _ in expected], (context, query)
+            assert [h.score for h in hits] == pytest.approx([s for _, s in expected], abs=1e-5)
+            by_where = await store.query("episodes", query, k=k, where={"context": context})
+            assert [(h.id, h.text, h.metadata) for h in hits] == [(h.id, h.text, h.metadata) for h in by_where]
+
+
+async def test_ids_of_other_conversations_are_skipped_for_the_next_best(
+    store: ChromaVectorStore, minilm: MiniLMEmbedder
+) -> None:
+    """The where guards the ids: given every record's id, the hits are still the
+    conversation's best, read k at a time past the better ones of the others."""
+    every = [r.id for r in CORPUS]
+    for k in (1, 2, 5):
+        for query in QUERIES:
+            hits = await store.query("episodes", query, k=k, where={"context": "conv:small"}, ids=every)
+            assert [h.id for h in hits] == [i for i, _ in _brute_force(minilm, query, "conv:small", k=k)]
+
+
 async def test_min_score_and_k_hold_on_filtered_queries(store: ChromaVectorStore, minilm: MiniLMEmbedder) -> None:
     for context in SIZES:
         for query in QUERIES:

@@ -11,6 +11,7 @@ import io
 import json
 import logging
 import os
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from pydantic import BaseModel
 from hub import Extension, Hub, HubConfig, ScriptedModel, action
 from hub.cli import main as cli_main
 from hub.engine import RunResult
+from hub.episode import IDS_COMPLETE
 from hub.episodes import INDEX, Episode, episode_from_run
 from hub.logs import (
     ActionCallLog,
@@ -291,6 +293,13 @@ def test_the_command_line_forgets_and_exports(
             assert await hub.memory.get("working-memory:cli:session:ann") == []
 
     asyncio.run(talk())
+
+    def id_keys() -> list[str]:  # the episodes' id keys in the hub's memory store
+        with sqlite3.connect(tmp_path / "data" / "hub.db") as db:
+            rows = db.execute("SELECT key FROM kv WHERE key LIKE 'episode-ids:%' ORDER BY key").fetchall()
+        return [k for (k,) in rows if k != IDS_COMPLETE]
+
+    assert [k.split(":")[1:-1] for k in id_keys()] == [["15", "cli", "session", "ann"], ["15", "cli", "session", "bob"]]
     out = tmp_path / "train.jsonl"
     assert cli_main(["export-training", "--config", str(config), "--out", str(out)]) == 0
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
@@ -301,6 +310,7 @@ def test_the_command_line_forgets_and_exports(
 
     assert cli_main(["memory", "forget", "--config", str(config), "--user", "bob"]) == 0
     assert "1 episode" in capsys.readouterr().out
+    assert [k.split(":")[4] for k in id_keys()] == ["ann"]
     assert cli_main(["export-training", "--config", str(config), "--out", str(out), "--meta"]) == 0
     (line,) = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
     assert line["meta"]["context"] == "cli:session:ann" and line["meta"]["platform"] == "cli"
@@ -308,6 +318,7 @@ def test_the_command_line_forgets_and_exports(
     forget_ann = ["memory", "forget", "--config", str(config), "--context", "cli:session:ann"]
     assert cli_main(forget_ann) == 0
     assert "working-memory:cli:session:ann" in capsys.readouterr().out
+    assert id_keys() == []
     assert cli_main(["export-training", "--config", str(config), "--out", str(out)]) == 0
     assert out.read_text(encoding="utf-8") == ""
     with pytest.raises(SystemExit):

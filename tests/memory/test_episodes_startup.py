@@ -44,8 +44,9 @@ class GatedStore(VectorStore):
 
     async def query(self, index: str, text: str, *, k: int = 5,
                     where: dict[str, MetadataValue] | None = None,
-                    min_score: float | None = None) -> list[VectorHit]:
-        return await self.inner.query(index, text, k=k, where=where, min_score=min_score)
+                    min_score: float | None = None,
+                    ids: Sequence[str] | None = None) -> list[VectorHit]:
+        return await self.inner.query(index, text, k=k, where=where, min_score=min_score, ids=ids)
 
     async def delete(self, index: str, *, ids: Sequence[str] | None = None,
                      where: dict[str, MetadataValue] | None = None) -> int:

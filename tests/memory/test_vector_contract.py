@@ -97,6 +97,28 @@ async def test_where_is_an_and_of_equalities(store: VectorStore) -> None:
     assert [h.id for h in hits] == ["cooking"]
 
 
+async def test_ids_restrict_a_query_to_those_records(store: VectorStore) -> None:
+    await store.upsert("episodes", CORPUS)
+    await store.upsert("episodes", [VectorRecord("rain", "rain expected in Boston", {"topic": "weather", "n": 5})])
+    hits = await store.query("episodes", QUERY, k=5, ids=["taxes", "rain", "missing"])
+    assert [h.id for h in hits] == ["rain", "taxes"]  # ranked; an id that does not exist is ignored
+    assert hits[0].text == "rain expected in Boston" and hits[0].metadata == {"topic": "weather", "n": 5}
+    # ids and where: both must hold, with where's equality rules
+    hits = await store.query("episodes", QUERY, k=5, ids=["weather", "rain", "taxes"], where={"topic": "weather"})
+    assert [h.id for h in hits] == ["weather", "rain"]
+    assert [h.id for h in await store.query("episodes", QUERY, ids=["weather", "cooking"], where={"n": 2.0})] == ["cooking"]
+    assert await store.query("episodes", QUERY, ids=["cooking"], where={"n": True}) == []
+    assert await store.query("episodes", QUERY, ids=["weather"], where={"topic": "food"}) == []
+    # the same hits as the where that selects the same records
+    by_where = await store.query("episodes", QUERY, k=5, where={"topic": "weather"}, min_score=0.2)
+    by_ids = await store.query("episodes", QUERY, k=5, ids=["weather", "rain"], min_score=0.2)
+    assert by_ids == by_where
+    assert await store.query("episodes", QUERY, ids=[]) == []
+    assert await store.query("episodes", QUERY, ids=["missing"]) == []
+    with pytest.raises(TypeError):
+        await store.query("episodes", QUERY, ids="weather")
+
+
 async def test_delete_by_ids_and_by_where(store: VectorStore) -> None:
     await store.upsert("episodes", CORPUS)
     assert await store.delete("episodes", ids=["cooking", "missing"]) == 1
