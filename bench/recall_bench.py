@@ -27,7 +27,6 @@ import random
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hub import Hub, HubConfig, ScriptedModel  # noqa: E402
 from hub.episode import ID_PREFIX  # noqa: E402
 from hub.episodes import INDEX, Episode, EpisodicMemory, prune_store  # noqa: E402
-from hub.memory.embedder import Embedder, MiniLMEmbedder  # noqa: E402
+from hub.memory.embedder import MiniLMEmbedder  # noqa: E402
 from hub.memory.vector import InMemoryVectorStore, VectorStore  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

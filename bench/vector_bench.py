@@ -33,7 +33,7 @@ class CachedEmbedder(Embedder):
 
     def __init__(self, inner: Embedder, texts: Sequence[str], vectors: np.ndarray) -> None:
         self.inner, self.dim = inner, inner.dim
-        self.cache = dict(zip(texts, vectors))
+        self.cache = dict(zip(texts, vectors, strict=True))
 
     @property
     def name(self) -> str:
@@ -71,7 +71,7 @@ async def _bench_store(store: VectorStore, cached: CachedEmbedder, texts: list[s
         upsert_s = time.perf_counter() - started
         await store.query("bench", queries[0])  # warm
         full = await _latencies(store, queries)
-        cached.cache.update(zip(queries, cached.inner.embed(queries)))
+        cached.cache.update(zip(queries, cached.inner.embed(queries), strict=True))
         search = await _latencies(store, queries)
         for q in queries:
             del cached.cache[q]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 import pytest
 from hypothesis import assume, given, settings
@@ -566,7 +565,7 @@ def document(draw) -> tuple[str, list[Element], str]:
 
 def split(data, cuts: list[int]) -> list:
     points = sorted({c % (len(data) + 1) for c in cuts})
-    return [data[a:b] for a, b in zip([0, *points], [*points, len(data)])]
+    return [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
 
 
 _CUTS = st.lists(st.integers(0, 10_000), max_size=40)

@@ -167,7 +167,7 @@ async def test_input_schema_is_checked_and_format_shows_it(make_hub) -> None:
 
     ping = Input(type="t:ping", subscribe=subscribe, schema=Ping, format=lambda p: f"ping: {p.text} (p{p.priority})")
     model = ScriptedModel(["<response><output>pong</output></response>"])
-    async with make_hub(model, Extension("pinger", inputs=[ping])) as hub:
+    async with make_hub(model, Extension("pinger", inputs=[ping])):
         (send,) = sends
         with pytest.raises(ExtensionError, match=r"pinger.*input 't:ping'.*priority"):
             await send("cli:session:a", None, {"text": "hi", "priority": "urgent"})

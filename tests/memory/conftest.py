@@ -51,7 +51,7 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                     break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"chroma run did not start: {(path / 'server.log').read_text()[-2000:]}")
+                    raise RuntimeError(f"chroma run did not start: {(path / 'server.log').read_text()[-2000:]}") from None
                 time.sleep(0.1)
         yield url
     finally:

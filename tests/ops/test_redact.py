@@ -97,7 +97,7 @@ def test_secrets_never_reach_logs_traces_or_prompts(tmp_path, monkeypatch, resto
     ])
     streams = {"text": io.StringIO(), "json": io.StringIO()}
     text_handler = setup_logging("DEBUG", "text", streams["text"], redactor=Redactor.from_config(config))
-    json_handler = setup_logging("DEBUG", "json", streams["json"], redactor=Redactor.from_config(config))
+    setup_logging("DEBUG", "json", streams["json"], redactor=Redactor.from_config(config))  # the root's handler now
     logging.getLogger().addHandler(text_handler)  # both at once
 
     async def go() -> str:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from hub.db import Database
 from hub.inbox import InboxStore, InMemoryInbox, PostgresInbox, SQLiteInbox
 from hub.logs import InputLog
 from hub.testing import FakeOpenAI

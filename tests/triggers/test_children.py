@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hub import Extension, Hub, HubConfig, NoArgs, RunState, action
+from hub import Extension, Hub, NoArgs, RunState, action
 from hub.children import ORPHANED
 from hub.models import ModelRequest
 from hub.trace import collect_tree, render_trace

@@ -5,7 +5,6 @@ documented 503), and the hub goes on answering."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import AsyncIterator
