@@ -225,8 +225,6 @@ class Database(GroupCommit):
         if not work.cancelled():
             work.exception()  # retrieved: a caller that stopped waiting is not told twice
 
-    # --- health -------------------------------------------------------------------------
-
     # --- writing ------------------------------------------------------------------------
 
     async def ensure_schema(self, name: str, script: str) -> None:

@@ -21,10 +21,10 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .config import HubConfig, MemorySection
 from .logs import ActionCallLog, ActionResultLog, InputLog, OutputLog, StateLog, ThoughtLog
@@ -57,6 +57,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 #: The vector index that holds episodes.
 INDEX = "episodes"
@@ -314,21 +316,22 @@ def _context_of(record: VectorRecord) -> str | None:
     return context if isinstance(context, str) else None
 
 
+async def _in_batches(items: Sequence[_T], op: Callable[[_T], Awaitable[None]]) -> None:
+    """``op`` on every item, `INDEX_BATCH` of them issued together (they share the memory
+    store's group commits)."""
+    for start in range(0, len(items), INDEX_BATCH):
+        await asyncio.gather(*(op(item) for item in items[start : start + INDEX_BATCH]))
+
+
 async def index_ids(index: MemoryStore, pairs: list[tuple[str, str]]) -> None:
     """Write the keys of (context, episode id) pairs, a batch of writes at a time."""
     now = time.time()
-    for start in range(0, len(pairs), INDEX_BATCH):
-        await asyncio.gather(
-            *(index.set(id_key(c, i), now) for c, i in pairs[start : start + INDEX_BATCH])
-        )
+    await _in_batches(pairs, lambda pair: index.set(id_key(*pair), now))
 
 
 async def unindex_ids(index: MemoryStore, pairs: list[tuple[str, str]]) -> None:
     """Delete the keys of (context, episode id) pairs (after their records)."""
-    for start in range(0, len(pairs), INDEX_BATCH):
-        await asyncio.gather(
-            *(index.delete(id_key(c, i)) for c, i in pairs[start : start + INDEX_BATCH])
-        )
+    await _in_batches(pairs, lambda pair: index.delete(id_key(*pair)))
 
 
 async def all_episodes(store: VectorStore, *, context: str | None = None) -> list[Episode]:
@@ -386,9 +389,7 @@ async def _sweep(index: MemoryStore, stored: set[tuple[str, str]], suspects: set
     doomed = stale & suspects
     suspects.clear()
     suspects.update(stale - doomed)
-    doomed_list = sorted(doomed)
-    for start in range(0, len(doomed_list), INDEX_BATCH):
-        await asyncio.gather(*(index.delete(k) for k in doomed_list[start : start + INDEX_BATCH]))
+    await _in_batches(sorted(doomed), index.delete)
 
 
 async def forget_store(
