@@ -43,8 +43,7 @@ async def turns(n: int, mode: str) -> tuple[float, float]:
     import tempfile
 
     from hub import Hub, HubConfig, InMemoryStore, ScriptedModel
-    from hub.inbox import InMemoryInbox
-    from hub.runs import InMemoryRunStore
+    from hub.store import InMemoryInbox, InMemoryRunStore
 
     counters = Counters()
     with tempfile.TemporaryDirectory() as tmp:
@@ -89,7 +88,7 @@ async def per_event(n: int = 100_000) -> dict[str, float]:
     """CPU microseconds per event: publishing with no subscriber, to one, and reading it."""
     from hub.events import EventBus
     from hub.logs import OutputLog
-    from hub.runs import RunRecord
+    from hub.store import RunRecord
 
     bus, record, entry = EventBus(), RunRecord(context="bench:chat:1"), OutputLog(type="cli:message", content="hi")
     t = time.process_time()

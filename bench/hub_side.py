@@ -103,9 +103,8 @@ def bench_extension(counters: Counters) -> Any:
 def make_hub(base_url: str, data_dir: str, counters: Counters, *, in_memory: bool = False,
              concurrency: int = 16, client: Any = None) -> Any:
     from hub import Hub, HubConfig, InMemoryStore
-    from hub.inbox import InMemoryInbox
     from hub.models.openai import OpenAIModel
-    from hub.runs import InMemoryRunStore
+    from hub.store import InMemoryInbox, InMemoryRunStore
 
     cfg = HubConfig.model_validate({
         "hub": {"data_dir": data_dir, "contexts_dir": str(ROOT / "contexts"), "log_level": "ERROR"},
@@ -183,13 +182,13 @@ def parser(fixture: str, chunks: list[int], reps: int, warmup: int) -> dict:
     """Parse the fixture (``bench/fixtures/response_16k.txt``) cut into each chunk size.
 
     As the engine does (and as Daydreams' ``handleStream`` is fed): an async iterator of
-    chunks, each fed to :class:`hub.parser.ElementParser`, every completed element
+    chunks, each fed to :class:`hub.protocol.ElementParser`, every completed element
     dispatched by kind. ``sync_ms`` is the parser alone, fed from a plain loop.
 
     Returns ``{"by_chunk": {"1": {"ms": median_ms, "ms_p90": ...}, "8": ..., "32": ...}}``;
     every unit's action call and output must come out whole (assert it).
     """
-    from hub.parser import ElementParser
+    from hub.protocol import ElementParser
 
     text = Path(fixture).read_text(encoding="utf-8")
     units = text.count("</response>")

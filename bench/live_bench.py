@@ -103,8 +103,7 @@ async def live_turns(n: int, subscribed: bool) -> tuple[float, float]:
     from pydantic import BaseModel
 
     from hub import Context, Extension, InMemoryStore, LiveText, ScriptedModel, output
-    from hub.inbox import InMemoryInbox
-    from hub.runs import InMemoryRunStore
+    from hub.store import InMemoryInbox, InMemoryRunStore
 
     class Args(BaseModel):
         id: str

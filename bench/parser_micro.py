@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hub.parser import ElementParser  # noqa: E402
+from hub.protocol import ElementParser
 
 UNIT = (
     "<response><reasoning>The user wants the weather in New York; call the action and"

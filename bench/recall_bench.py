@@ -34,10 +34,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hub import Hub, HubConfig, ScriptedModel  # noqa: E402
-from hub.episode import ID_PREFIX  # noqa: E402
-from hub.episodes import INDEX, Episode, EpisodicMemory, prune_store  # noqa: E402
-from hub.memory.embedder import MiniLMEmbedder  # noqa: E402
-from hub.memory.vector import InMemoryVectorStore, VectorStore  # noqa: E402
+from hub.memory import (
+    ID_PREFIX,
+    INDEX,
+    Episode,
+    EpisodicMemory,
+    InMemoryVectorStore,
+    MiniLMEmbedder,
+    VectorStore,
+    prune_store,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from vector_bench import CachedEmbedder as Cached  # noqa: E402  # precomputed vectors, queries embedded afresh
@@ -147,7 +153,7 @@ async def bench_store(
 ) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="recall-bench-") as tmp:
         if kind == "chroma":
-            from hub.memory.chroma import ChromaVectorStore
+            from hub.memory import ChromaVectorStore
 
             store: VectorStore = ChromaVectorStore(Path(tmp) / "chroma", embedder=cached)
         else:

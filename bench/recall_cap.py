@@ -35,10 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from recall_bench import CORPUS, key_vectors, make_episodes  # noqa: E402
 from vector_bench import CachedEmbedder  # noqa: E402
 
-from hub.episodes import INDEX  # noqa: E402
-from hub.memory.chroma import ChromaVectorStore, chroma_collection_name  # noqa: E402
-from hub.memory.embedder import MiniLMEmbedder  # noqa: E402
-from hub.memory.vector import VectorRecord  # noqa: E402
+from hub.memory import INDEX, ChromaVectorStore, MiniLMEmbedder, VectorRecord, chroma_collection_name
 
 BIG = [250, 500, 750, 1_000, 1_500, 2_000]
 K = 3

@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hub import Hub, HubConfig, ScriptedModel  # noqa: E402
-from hub.config import HttpSection  # noqa: E402
-from hub.logs import InputLog  # noqa: E402
-from hub.runs import RunRecord, RunState  # noqa: E402
+from hub.config import HttpSection
+from hub.logs import InputLog
+from hub.store import RunRecord, RunState
 
 TOKEN = "bench-dashboard-token-0123456789"
 

@@ -18,8 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hub.memory.embedder import Embedder, HashEmbedder, MiniLMEmbedder
-from hub.memory.vector import InMemoryVectorStore, VectorRecord, VectorStore
+from hub.memory import Embedder, HashEmbedder, InMemoryVectorStore, MiniLMEmbedder, VectorRecord, VectorStore
 
 WORDS = (
     "weather forecast rain sunny city river market price team match goal recipe cook "
@@ -107,7 +106,7 @@ async def main() -> None:
             if name == "memory":
                 store: VectorStore = InMemoryVectorStore(cached)
             else:
-                from hub.memory.chroma import ChromaVectorStore
+                from hub.memory import ChromaVectorStore
 
                 store = ChromaVectorStore(tmp, embedder=cached)
             r = await _bench_store(store, cached, texts, queries)

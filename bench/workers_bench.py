@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "extensions" / "telegram" / "tests"))
 from fake_telegram import FakeTelegram  # noqa: E402
 
 from hub.testing import FakeOpenAI  # noqa: E402
-from hub.testing.postgres import temporary_schema  # noqa: E402
+from hub.testing.postgres import temporary_schema
 from tests.workers.cluster import TOKEN, Balancer, Worker, ack, make_workers  # noqa: E402
 
 

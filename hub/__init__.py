@@ -7,6 +7,7 @@ from .config import HubConfig, load_config
 from .definitions import (
     Action,
     Context,
+    ContextInstance,
     Extension,
     Input,
     NoArgs,
@@ -15,6 +16,8 @@ from .definitions import (
     Route,
     RouteAnswer,
     RouteRequest,
+    RunContext,
+    RunResult,
     Service,
     TextArgs,
     action,
@@ -22,7 +25,7 @@ from .definitions import (
     output,
     service,
 )
-from .engine import ContextInstance, RunContext, RunResult
+from .engine import LiveText, Submission
 from .errors import (
     ActionError,
     ConfigError,
@@ -39,6 +42,8 @@ from .errors import (
     RunError,
     StoreError,
 )
+from .events import Dropped, Event, EventStream, OutputPartial, RunEnded, RunEvent, RunStarted
+from .features import Decision
 from .hub import Hub
 from .logs import (
     ActionCallLog,
@@ -53,14 +58,9 @@ from .logs import (
     ThoughtLog,
 )
 from .media import Media, MediaFile
-from .memory.store import InMemoryStore, MemoryStore
 from .models import Model, ModelRequest, Usage
 from .models.scripted import ScriptedModel
-from .runner import Submission
-from .access import Decision
-from .events import Dropped, Event, EventStream, OutputPartial, RunEnded, RunEvent, RunStarted
-from .live import LiveText
-from .runs import RunRecord, RunState
+from .store import InMemoryStore, MemoryStore, RunRecord, RunState
 
 __all__ = [
     "Action",

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from .logs import ActionResultLog, InputLog, Log, OutputLog, to_dict
 
 if TYPE_CHECKING:
-    from .runs import RunRecord, RunStore
+    from .store import RunRecord, RunStore
 
 __all__ = [
     "RunStarted",

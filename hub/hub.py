@@ -8,10 +8,10 @@ process share nothing.
 from __future__ import annotations
 
 import asyncio
-import time
 import dataclasses
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from enum import Enum
 from pathlib import Path
@@ -19,30 +19,42 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from .agent_context import AgentContext
-from .compose import Component, build_stores, compose, make_model, prompt_budget
+from ._compose import Component, build_stores, compose, make_model, prompt_budget
 from .config import HubConfig
-from .db import SqlDatabase
-from .definitions import Action, Context, Extension, Input, Output, Route
-from .engine import ContextInstance, Engine, RunResult
+from .definitions import (
+    Action,
+    Context,
+    Conversation,
+    Extension,
+    Input,
+    Output,
+    Registry,
+    Route,
+    RunResult,
+    validation_message,
+)
+from .definitions import load_extensions as _load_extensions
+from .engine import AgentContext, Engine, EngineDeps, Runner, Submission
 from .errors import ConfigError, ExtensionError, ExtensionFailed, RunError
-from .inbox import InboxStore, park_poison
-from .leases import LeaseKeeper, LeaseStore, worker_id
-from .loader import load_extensions as _load_extensions
-from .logs import InputLog, MediaPart, OutputLog
-from .memory.store import MemoryStore
-from .models import Model, RetryPolicy
-from .persona import Persona, PersonaSet
-from .redact import Redactor
-from .context import validation_message
-from .runner import Runner, Submission
-from .access import Access, InMemoryPairingStore, PairingStore, PostgresPairingStore, SQLitePairingStore
-from .deps import EngineDeps
 from .events import EventBus, EventStream
-from .registry import Registry
-from .pg import PgDatabase
-from .runs import RunState, RunStore
-from .storehealth import StoreHealth, databases
+from .features import Access, InMemoryPairingStore, PairingStore, PostgresPairingStore, SQLitePairingStore
+from .logs import InputLog, MediaPart, OutputLog
+from .models import Model, RetryPolicy
+from .personas import Persona, PersonaSet
+from .redact import Redactor
+from .store import (
+    InboxStore,
+    LeaseKeeper,
+    LeaseStore,
+    MemoryStore,
+    RunState,
+    RunStore,
+    StoreHealth,
+    databases,
+    park_poison,
+    worker_id,
+)
+from .store.sql import PgDatabase, SqlDatabase
 
 __all__ = ["Hub", "Component", "make_model"]
 
@@ -62,10 +74,10 @@ class Hub:
     """One agent hub. Give it a config, and optionally replacements for any seam.
 
     Its features (budgets, role guard, metrics, child runs, episodic memory, schedules,
-    HTTP, persona revisions) are built once by :func:`hub.compose.compose` and take part
+    HTTP, persona revisions) are built once by :func:`hub._compose.compose` and take part
     in runs only through ``hub.plugins``. ``heartbeat``: a file to touch while the hub runs
     (``hub run`` passes the one ``hub health`` reads). ``worker``: its identity as a lease
-    holder (default: host, pid and a random suffix; see :mod:`hub.leases`).
+    holder (default: host, pid and a random suffix; see :mod:`hub.store`).
     """
 
     def __init__(
@@ -99,7 +111,7 @@ class Hub:
         self.memory: MemoryStore = stores.memory
         self.runs: RunStore = stores.runs
         self.inbox: InboxStore = stores.inbox
-        # listeners that must run once across workers sharing the store hold a lease (hub/leases.py)
+        # listeners that must run once across workers sharing the store hold a lease (hub/store/_leases.py)
         self.leases: LeaseStore = stores.leases
         self._model = model
         self.personas = personas or PersonaSet(self.config.contexts_dir, interval=1.0)
@@ -192,14 +204,14 @@ class Hub:
             media_limits=self.config.media_limits(),
             bus=self.bus,
         ))
-        # who may talk to the bot in private (hub/access.py): dm_policy and pairings
+        # who may talk to the bot in private (hub/features/_access.py): dm_policy and pairings
         pairings: PairingStore = InMemoryPairingStore()
         if self._db is not None:
             pairings = PostgresPairingStore(self._db) if self._db.dialect == "postgres" else SQLitePairingStore(self._db)
         self.access = Access(pairings)
         self.register(self.children.extension())
 
-        # the bot's own context (hub/agent_context.py), resolved at start once extensions are in
+        # the bot's own context (hub/engine/_agent_context.py), resolved at start once extensions are in
         self.agent: AgentContext | None = None
         if load_extensions:
             for ext in _load_extensions(self.config):
@@ -230,7 +242,7 @@ class Hub:
         """The name of the extension that registered ``item``."""
         return self.registry.owner_of(item)
 
-    def persona_for(self, inst: ContextInstance) -> Persona | None:
+    def persona_for(self, inst: Conversation) -> Persona | None:
         o = self.persona_overrides
         override = o.get(inst.id) or o.get(inst.type) or (o.get(inst.extension) if inst.extension else None) or inst.definition.persona
         return self.personas.for_context(inst.type, inst.id, inst.extension, override=override)
@@ -439,7 +451,7 @@ class Hub:
         return self.runner.spawn(coro, name=name)
 
     def lease(self, name: str, *, ttl: float = 30.0, retry: float | None = None) -> LeaseKeeper:
-        """A keeper of the lease ``name`` for this worker (see :mod:`hub.leases`): run a
+        """A keeper of the lease ``name`` for this worker (see :mod:`hub.store`): run a
         listener that must be unique across workers with ``hub.create_task(keeper.hold(work),
         name=...)``; it runs only while this worker holds the lease. ``ttl``: how long a dead
         worker's lease keeps others waiting."""

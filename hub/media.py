@@ -66,7 +66,7 @@ __all__ = [
 
 @dataclass(slots=True, frozen=True)
 class MediaLimits:
-    """``[media]`` as the code uses it (see :class:`hub.config_sections.MediaSection`)."""
+    """``[media]`` as the code uses it (see :class:`hub.config._sections.MediaSection`)."""
 
     max_bytes: int = 10_000_000
     max_per_run: int = 4

@@ -11,35 +11,43 @@ action results and the model's elements as they arrive, so the run's logs, and e
 made from them (prompts of either style, the run store, working memory, episodes, training
 export), never hold a known secret. Where text leaves the process, a logging filter
 (:class:`RedactingFilter`), the prompt builder (both prompt styles, for text that came from
-elsewhere: a persona, a context's memory) and the run store (:class:`RedactingRunStore`,
+elsewhere: a persona, a context's memory) and the run store (``hub.store.RedactingRunStore``,
 for error reasons) mask again. With no secrets known, a redactor is false and every method
 returns its argument unchanged, at the cost of one attribute test.
 """
 
 from __future__ import annotations
 
-import builtins
 import dataclasses
 import json
 import logging
 import os
 import re
 import tomllib
-from collections.abc import Awaitable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from .logs import Log, from_dict, to_dict
-from .parser import Element
-from .runs import RunRecord, RunStore
 
 if TYPE_CHECKING:
     from .config import HubConfig
 
+class _Element(Protocol):
+    """What :meth:`Redactor.redact_element` needs of a parsed element (a dataclass)."""
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def attrs(self) -> dict[str, str]: ...
+
+
+_E = TypeVar("_E", bound=_Element)
+
 __all__ = [
     "Redactor",
     "RedactingFilter",
-    "RedactingRunStore",
     "is_secret_name",
     "MASK",
     "MIN_SECRET_LENGTH",
@@ -124,15 +132,16 @@ class Redactor:
             return [self.redact_tree(v) for v in value]
         return value
 
-    def redact_element(self, el: Element) -> Element:
-        """The model's element with its content and attributes masked (the same object when clean)."""
+    def redact_element(self, el: _E) -> _E:
+        """The model's element (:class:`hub.protocol.Element`) with its content and attributes
+        masked (the same object when clean)."""
         if self._pattern is None:
             return el
         content = self.redact(el.content)
         attrs = {k: self.redact(v) for k, v in el.attrs.items()}
         if content == el.content and attrs == el.attrs:
             return el
-        return dataclasses.replace(el, content=content, attrs=attrs)
+        return dataclasses.replace(el, content=content, attrs=attrs)  # type: ignore[type-var]
 
     def redact_log(self, entry: Log) -> Log:
         """A redacted copy of an event-log entry (the original is left alone)."""
@@ -228,82 +237,3 @@ class RedactingFilter(logging.Filter):
             if key not in _RECORD_ATTRS and isinstance(value, (str, dict, list, tuple)):
                 setattr(record, key, r.redact_tree(value))
         return True
-
-
-class RedactingRunStore(RunStore):
-    """A run store that keeps secrets out of what it records (event logs and reasons).
-
-    Entries are redacted copies: the engine's own objects (which may feed later calls)
-    are left as they are.
-    """
-
-    def __init__(self, inner: RunStore, redactor: Redactor) -> None:
-        self.inner = inner
-        self.redactor = redactor
-
-    def __getattr__(self, name: str) -> Any:  # the inner store's extras (its db, ...)
-        return getattr(self.inner, name)
-
-    def _record(self, run: RunRecord) -> RunRecord:
-        if run.reason and self.redactor:
-            clean = self.redactor.redact(run.reason)
-            if clean != run.reason:
-                return dataclasses.replace(run, reason=clean)
-        return run
-
-    async def open(self) -> None:
-        await self.inner.open()
-
-    async def close(self) -> None:
-        await self.inner.close()
-
-    async def create(self, run: RunRecord) -> None:
-        await self.inner.create(run)
-
-    def create_soon(self, run: RunRecord) -> Awaitable[None]:
-        return self.inner.create_soon(run)
-
-    def append(self, run: RunRecord, entry: Log) -> None:
-        self.inner.append(run, self.redactor.redact_log(entry))
-
-    def update(self, run: RunRecord) -> None:
-        self.inner.update(run)
-
-    async def sync(self) -> None:
-        await self.inner.sync()
-
-    async def finish(self, run: RunRecord) -> None:
-        await self.inner.finish(self._record(run))
-
-    async def get(self, run_id: str) -> RunRecord | None:
-        return await self.inner.get(run_id)
-
-    async def list(
-        self, *, limit: int = 20, state: str | None = None, context: str | None = None, parent_id: str | None = None
-    ) -> list[RunRecord]:
-        return await self.inner.list(limit=limit, state=state, context=context, parent_id=parent_id)
-
-    async def page(
-        self,
-        *,
-        limit: int = 50,
-        before: tuple[float, str] | None = None,
-        state: str | None = None,
-        context: str | None = None,
-        platform: str | None = None,
-    ) -> builtins.list[RunRecord]:
-        return await self.inner.page(limit=limit, before=before, state=state, context=context, platform=platform)
-
-    async def recent_contexts(
-        self, *, limit: int = 50, platform: str | None = None
-    ) -> builtins.list[tuple[str, float, int]]:
-        return await self.inner.recent_contexts(limit=limit, platform=platform)
-
-    async def events(self, run_id: str) -> builtins.list[Log]:
-        return await self.inner.events(run_id)
-
-    async def recover(self) -> builtins.list[RunRecord]:
-        return await self.inner.recover()
-
-    async def find(self, prefix: str) -> RunRecord | None:
-        return await self.inner.find(prefix)

@@ -12,8 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from hub.db import Database, SqlDatabase
-from hub.pg import PgDatabase
+from hub.store.sql import Database, PgDatabase, SqlDatabase
 from hub.testing.postgres import temporary_schema
 
 BACKENDS = ["memory", "sqlite", "postgres"]

@@ -12,7 +12,6 @@ from hub_cli import CliSettings
 from hub_cli import extension as cli_extension
 
 from hub import Extension, Hub, HubConfig, ScriptedModel
-from hub.testing.fixtures import _no_network, _restore_logging  # noqa: F401  (autouse)
 
 
 @pytest.fixture

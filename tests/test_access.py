@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 
 from hub import ScriptedModel
-from hub.access import Access, InMemoryPairingStore, Pairing, PairingError, PostgresPairingStore, SQLitePairingStore
-from hub.db import Database
 from hub.errors import ConfigError
-
+from hub.features import Access, InMemoryPairingStore, Pairing, PairingError, PostgresPairingStore, SQLitePairingStore
+from hub.store.sql import Database
 from tests.backends import BACKENDS, sql_database
 from tests.test_cli import hub_cmd
 

@@ -7,8 +7,8 @@ import pytest
 
 from hub import ConfigError, Hub
 from hub.config import load_config
-from hub.loader import load_extensions
-from hub.persona import PersonaSet
+from hub.definitions import load_extensions
+from hub.personas import PersonaSet
 
 
 def write(tmp_path: Path, text: str, name: str = "config.toml") -> Path:

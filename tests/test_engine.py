@@ -22,7 +22,7 @@ from hub import (
     action,
     output,
 )
-from hub.hooks import Plugin
+from hub.engine import Plugin
 
 CLI = ("cli:session", {"user": "ann"})
 
@@ -255,7 +255,7 @@ async def test_output_cannot_pick_a_destination_its_definition_does_not_allow(ma
     # an attribute the output does not declare is dropped (logged): the reply still goes,
     # to the conversation, never to the destination the model named
     model = ScriptedModel([resp('<output type="cli:message" user="mallory" lang="en">hi</output>')])
-    with caplog.at_level(logging.DEBUG, logger="hub.outputs"):
+    with caplog.at_level(logging.DEBUG, logger="hub.engine"):
         async with make_hub(model) as hub:
             result = await hub.send(*CLI, "x")
     sent = result.outputs[0]

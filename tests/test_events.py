@@ -5,14 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
-from hub import Extension, RunState, ScriptedModel
-from hub.events import Dropped, RunEnded, RunEvent, RunStarted
-from hub.logs import InputLog
-
 from pydantic import BaseModel
 
-from hub import action
+from hub import Extension, RunState, ScriptedModel, action
+from hub.events import Dropped, RunEnded, RunEvent, RunStarted
+from hub.logs import InputLog
 
 CLI = ("cli:session", {"user": "ann"})
 
@@ -185,7 +182,7 @@ async def test_a_handler_that_raises_is_an_output_event_with_its_error(make_hub)
 
 async def test_a_store_that_fails_a_run_start_publishes_each_event_once(make_hub) -> None:
     from hub.errors import StoreError
-    from hub.runs import InMemoryRunStore
+    from hub.store import InMemoryRunStore
 
     class FailsFirstCreate(InMemoryRunStore):
         failed = False

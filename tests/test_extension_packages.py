@@ -12,7 +12,7 @@ import pytest
 
 from hub import ExtensionError
 from hub.cli import main
-from hub.loader import ENTRY_POINT_GROUP, import_extension
+from hub.definitions import ENTRY_POINT_GROUP, import_extension
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILT_IN = ("cli", "telegram", "discord", "twitter")
@@ -80,7 +80,7 @@ def test_loader_logging_and_cli_name_no_platform_in_code() -> None:
     """Docstrings may give examples; code (strings and names outside them) names no platform."""
     import ast
 
-    for rel in ("hub/loader.py", "hub/logging_setup.py", "hub/cli.py"):
+    for rel in ("hub/definitions/_loader.py", "hub/logging_setup.py", "hub/cli/_main.py"):
         source = (ROOT / rel).read_text()
         assert "import_module(f\"extensions." not in source and "from extensions" not in source, rel
         tree = ast.parse(source)

@@ -13,7 +13,7 @@ from hub.errors import ModelError
 from hub.logs import OutputLog
 from hub.models import ModelRequest, Usage
 from hub.models.openai import OpenAIModel
-from hub.runs import RunState
+from hub.store import RunState
 from hub.testing import FakeOpenAI
 
 CLI = ("cli:session", {"user": "ann"})

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from hub import Extension, Hub, NoArgs, RunState, ScriptedModel, action
-from hub.engine import StopRun
-from hub.hooks import Plugin, Plugins
+from hub.definitions import StopRun
+from hub.engine import Plugin, Plugins
 
 
 class Recorder(Plugin):
@@ -51,7 +51,7 @@ async def test_the_dispatcher_keeps_order_first_answer_wins_and_isolates_failure
     assert plugins.after_step(None, None) == "limit"  # type: ignore[arg-type]
     assert calls == ["a.after_step", "b.after_step", "c.after_step"]  # every plugin sees the step
     calls.clear()
-    with caplog.at_level(logging.ERROR, logger="hub.hooks"):
+    with caplog.at_level(logging.ERROR, logger="hub.engine"):
         plugins.on_output(None, None)  # type: ignore[arg-type]
 
         class Result:

@@ -14,7 +14,7 @@ import pytest
 
 from hub.config import MAX_FILE_BYTES, config_from_dict, load_config
 from hub.errors import ConfigError
-from hub.persona import PersonaSet
+from hub.personas import PersonaSet
 from tests.test_cli import ROOT, hub_cmd
 
 MODEL = '[model]\nprovider = "openai"\nname = "m"\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "k"\n'

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from hub_cli import read_lines
+
 from hub import Hub, HubConfig, ScriptedModel
 from hub.testing import FakeOpenAI
 from tests.test_cli import hub_cmd, setup_dir

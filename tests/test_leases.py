@@ -1,4 +1,4 @@
-"""Leases (hub/leases.py): one contract run against every LeaseStore, and the LeaseKeeper.
+"""Leases (hub/store/_leases.py): one contract run against every LeaseStore, and the LeaseKeeper.
 
 The ``leases`` fixture gives a factory: each call is another worker's handle on the same
 store (the same object in memory; another connection to the same SQLite file), all on
@@ -15,11 +15,16 @@ from pathlib import Path
 import pytest
 
 from hub import Hub, HubConfig, RunError, StoreError
-from hub.db import Database, SqlDatabase
-from hub.leases import (
-    InMemoryLeaseStore, Lease, LeaseKeeper, LeaseStore, PostgresLeaseStore, SQLiteLeaseStore, worker_id,
+from hub.store import (
+    InMemoryLeaseStore,
+    Lease,
+    LeaseKeeper,
+    LeaseStore,
+    PostgresLeaseStore,
+    SQLiteLeaseStore,
+    worker_id,
 )
-from hub.pg import PgDatabase
+from hub.store.sql import Database, PgDatabase, SqlDatabase
 from hub.testing.postgres import temporary_schema
 from tests.backends import BACKENDS
 

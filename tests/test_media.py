@@ -1,4 +1,4 @@
-"""Pictures and files (hub/media.py, hub/attachments.py): types by content, limits, bombs,
+"""Pictures and files (hub/media.py, hub/engine/_attachments.py): types by content, limits, bombs,
 names never paths, text and PDF extraction, and what reaches the model (image_url parts with
 vision, placeholders without), with the real openai client against FakeOpenAI."""
 
@@ -34,21 +34,12 @@ from hub import (
     action,
     output,
 )
-from hub.db import Database
-from hub.inbox import SQLiteInbox
+from hub.cli import render_trace
 from hub.logs import from_dict, to_dict
-from hub.media import (
-    MediaLimits,
-    RunMedia,
-    check,
-    display_name,
-    extract_text,
-    image_for_model,
-    placeholder,
-    sniff,
-)
+from hub.media import MediaLimits, RunMedia, check, display_name, extract_text, image_for_model, placeholder, sniff
 from hub.models.openai import OpenAIModel
-from hub.trace import render_trace
+from hub.store import SQLiteInbox
+from hub.store.sql import Database
 from hub.testing import FakeOpenAI
 
 LIMITS = MediaLimits()
@@ -417,7 +408,7 @@ async def test_an_input_resumed_after_a_restart_fetches_its_file_again(tmp_path:
 
 
 def test_pictures_never_crowd_the_runs_text_out_of_the_prompt() -> None:
-    from hub.prompt import PromptBuilder, PromptParts
+    from hub.protocol import PromptBuilder, PromptParts
 
     entry = InputLog(type="t", content="what is in these?", media=[
         MediaPart(kind="image", ref="r", mime="image/png", name="a.png")])

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from hub.parser import (
+from hub.protocol import (
     DEFAULT_TAGS,
     RAW_TAGS,
     Element,

@@ -47,7 +47,7 @@ async def test_received_tells_a_redelivery(make_hub) -> None:
 
 
 def test_submission_is_public() -> None:
-    assert "Submission" in hub.__all__ and hub.Submission.__module__ == "hub.runner"
+    assert "Submission" in hub.__all__ and hub.Submission.__module__ == "hub.engine._runner"
 
 
 # -- typing ----------------------------------------------------------------------------------

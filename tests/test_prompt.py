@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from hub.logs import ActionResultLog, InputLog, Log, OutputLog, ThoughtLog
 from hub.models import ModelRequest
-from hub.prompt import PromptBuilder, PromptParts, count_tokens
+from hub.protocol import PromptBuilder, PromptParts, count_tokens
 from hub.redact import MASK, Redactor
 
 BUDGET = 900
@@ -103,7 +103,7 @@ def test_an_output_marked_sent_later_is_shown_as_it_is_now() -> None:
 
 
 def test_the_cache_of_history_lines_is_bounded(monkeypatch) -> None:
-    import hub.prompt as prompt
+    import hub.protocol._prompt as prompt
 
     monkeypatch.setattr(prompt, "HISTORY_CACHE_CHARS", 2_000)
     builder = PromptBuilder(budget=BUDGET)

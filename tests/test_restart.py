@@ -4,8 +4,8 @@ import asyncio
 import time
 
 from hub import RunState, ScriptedModel
-from hub.db import Database
-from hub.runs import RunRecord, SQLiteRunStore
+from hub.store import RunRecord, SQLiteRunStore
+from hub.store.sql import Database
 
 
 async def test_conversation_survives_a_restart(make_hub) -> None:
@@ -58,8 +58,8 @@ async def test_an_input_taken_after_the_answer_of_a_run_cut_off_is_answered_afte
     """A run answers Ann's first message, takes her second one between two steps, and the
     process dies while the model writes the second answer. After the restart the first is
     done (answered once) and the second is answered: the run's answer came before it."""
-    from hub.inbox import SQLiteInbox
     from hub.logs import InputLog, OutputLog
+    from hub.store import SQLiteInbox
 
     db = Database(config.data_dir / "hub.db")
     runs, inbox = SQLiteRunStore(db), SQLiteInbox(db)

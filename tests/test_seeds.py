@@ -11,13 +11,12 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from hub import Context, Extension, Hub, OutputResult, RunContext, ScriptedModel, action, output
 from hub.backoff import Backoff
-from hub import Context, Extension, Hub, RunContext, ScriptedModel, action, output
-from hub import OutputResult
 from hub.definitions import Input, NoArgs, TextArgs
 from hub.errors import ConfigError, ExtensionError
 from hub.logs import ActionResultLog, InputLog, OutputLog
-from hub.runs import RunState
+from hub.store import RunState
 
 CALL = '<response><action_call name="{}">{}</action_call></response>'
 DONE = "<response></response>"
@@ -325,7 +324,7 @@ async def test_a_store_outage_fails_runs_visibly_and_their_input_is_answered_aft
 
 def test_hub_check_names_an_unknown_bot_context(tmp_path) -> None:
     from hub import load_config
-    from hub.check import check_config
+    from hub.cli import check_config
 
     path = tmp_path / "config.toml"
     for name, error in (("cli:nope", True), ("cli:session", False)):

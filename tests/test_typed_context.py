@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from hub import Context, Extension, RunContext, ScriptedModel, action
 from hub.definitions import TextArgs
-from hub.runs import RunState
+from hub.store import RunState
 
 
 class Counter(BaseModel):

@@ -20,21 +20,14 @@ send that finally fails is a failed output in the run's log, never reported as s
 from __future__ import annotations
 
 from ..backoff import Backoff
-from ..leases import Lease, LeaseKeeper
 from ..logging_setup import quiet_loggers
 from ..media import display_name, fetch_url, human_size
+from ..store import Lease, LeaseKeeper
 from ._access import private_access
-from ._guard import AllowList, LoopGuard
-from ._live import LiveMessage, LiveResult, balance_fences, live_drafts
+from ._audience import AllowList, LoopGuard
+from ._live_message import LiveMessage, LiveResult, balance_fences, live_drafts
 from ._reply import reply_target
-from ._send import (
-    Governor,
-    PermanentSendError,
-    RateLimit,
-    RateLimited,
-    SendFailed,
-    TransientSendError,
-)
+from ._send import Governor, PermanentSendError, RateLimit, RateLimited, SendFailed, TransientSendError
 from ._settings import PlatformSettings
 from ._shared import OutboundLimiter, RedisLimiter
 from ._split import split_message, utf16_len

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..access import Access, Decision
-from ._guard import AllowList
+from ..features import Access, Decision
+from ._audience import AllowList
 
 if TYPE_CHECKING:
     from ._settings import PlatformSettings

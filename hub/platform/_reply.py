@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ..logs import OutputLog
 
 if TYPE_CHECKING:
-    from ..engine import RunContext
+    from ..definitions import RunContext
 
 __all__ = ["reply_target"]
 

@@ -8,9 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..access import POLICIES
-
-from ._guard import LoopGuard
+from ..features import POLICIES
+from ._audience import LoopGuard
 
 __all__ = ["PlatformSettings"]
 

@@ -10,14 +10,10 @@ from typing import Any
 
 from hub import Hub, RunResult
 from hub.errors import ModelError, StoreError
-from hub.db import Database
-from hub.inbox import InboxStore, SQLiteInbox
-from hub.memory.sqlite import SQLiteMemoryStore
-from hub.runs import SQLiteRunStore
 from hub.logs import ActionCallLog, InputLog, OutputLog
-from hub.memory.store import MemoryStore
 from hub.models import Model, ModelRequest, Usage
-from hub.runs import RunState, RunStore
+from hub.store import InboxStore, MemoryStore, RunState, RunStore, SQLiteInbox, SQLiteMemoryStore, SQLiteRunStore
+from hub.store.sql import Database
 
 SEND_BOUND = 10.0
 """Seconds within which ``hub.send`` must return, whatever failed."""

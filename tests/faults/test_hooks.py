@@ -11,11 +11,10 @@ import pytest
 from pydantic import BaseModel
 
 from hub import Context, Extension, action, output
-from hub.engine import Engine
+from hub.engine import Engine, Plugin
 from hub.errors import ModelError
-from hub.hooks import Plugin
 from hub.logs import ErrorLog
-from hub.runs import RunState
+from hub.store import RunState
 
 from .faults import FunctionModel, check, send_bounded, snapshot
 

@@ -9,12 +9,22 @@ from pydantic import BaseModel
 
 from hub import Extension, action
 from hub.backoff import Backoff
-from hub.db import Database
 from hub.errors import StoreError
 from hub.logs import ActionResultLog
-from hub.runs import RunState
+from hub.store import RunState
+from hub.store.sql import Database
 
-from .faults import SEND_BOUND, STORES, FunctionModel, check, methods, send_bounded, snapshot, store_failed, faulty_sqlite_stores
+from .faults import (
+    SEND_BOUND,
+    STORES,
+    FunctionModel,
+    check,
+    faulty_sqlite_stores,
+    methods,
+    send_bounded,
+    snapshot,
+    store_failed,
+)
 
 CLI = "cli:session"
 

@@ -7,8 +7,8 @@ import pytest
 from pydantic import BaseModel
 
 from hub import Extension, action
-from hub.outputs import CUT_OFF_MARK
-from hub.runs import RunState
+from hub.engine import CUT_OFF_MARK
+from hub.store import RunState
 
 from .faults import FunctionModel, boundaries, broken, calls_of, check, delivered, send_bounded, snapshot
 

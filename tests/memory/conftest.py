@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hub.memory.embedder import MiniLMEmbedder
-from hub.memory.vector import InMemoryVectorStore, VectorStore
+from hub.memory import InMemoryVectorStore, MiniLMEmbedder, VectorStore
 
 
 @pytest.fixture(scope="session")
@@ -68,7 +67,7 @@ def _drop_collections(url: str) -> None:
     import chromadb
     from chromadb.config import Settings
 
-    from hub.memory.chroma import parse_chroma_url
+    from hub.memory import parse_chroma_url
 
     host, port, ssl = parse_chroma_url(url)
     client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=Settings(anonymized_telemetry=False))
@@ -81,7 +80,7 @@ async def store(
     request: pytest.FixtureRequest, minilm: MiniLMEmbedder, tmp_path: Path
 ) -> AsyncIterator[VectorStore]:
     """Every VectorStore implementation, each with the real MiniLM embedder."""
-    from hub.memory.chroma import ChromaVectorStore
+    from hub.memory import ChromaVectorStore
 
     url = None
     if request.param == "memory":

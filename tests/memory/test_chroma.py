@@ -12,9 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from hub.memory.chroma import ChromaVectorStore, chroma_collection_name
-from hub.memory.embedder import HashEmbedder, MiniLMEmbedder
-from hub.memory.vector import VectorRecord, VectorStoreError
+from hub.memory import (
+    ChromaVectorStore,
+    HashEmbedder,
+    MiniLMEmbedder,
+    VectorRecord,
+    VectorStoreError,
+    chroma_collection_name,
+)
 
 from .test_vector_contract import CORPUS, QUERY
 
@@ -33,7 +38,7 @@ async def test_a_reopened_store_still_answers(tmp_path: Path, minilm: MiniLMEmbe
 
 def test_a_fresh_process_queries_with_no_setup(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
     """The default store rebuilds its embedder, and a plain Chroma client rebuilds it
-    from the collection's config once hub.memory.chroma has registered it."""
+    from the collection's config once hub.memory has registered it."""
 
     async def fill() -> None:
         async with ChromaVectorStore(tmp_path, embedder=minilm) as store:
@@ -44,7 +49,7 @@ def test_a_fresh_process_queries_with_no_setup(tmp_path: Path, minilm: MiniLMEmb
         f"""
         import asyncio, chromadb
         from chromadb.config import Settings
-        from hub.memory.chroma import ChromaVectorStore, chroma_collection_name, chroma_embedding_function
+        from hub.memory import ChromaVectorStore, chroma_collection_name, chroma_embedding_function
 
         async def main():
             async with ChromaVectorStore({str(tmp_path)!r}) as store:
@@ -104,7 +109,7 @@ def test_collection_names_are_deterministic_valid_and_distinct() -> None:
 
 
 async def test_importing_the_module_does_not_import_chromadb() -> None:
-    code = "import sys, hub.memory.chroma, hub.memory.vector; print('chromadb' in sys.modules)"
+    code = "import sys, hub.memory; print('chromadb' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert done.stdout.strip() == "False", done.stderr
 

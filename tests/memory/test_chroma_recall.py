@@ -10,9 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hub.memory.chroma import EXACT_CAP, ChromaVectorStore, chroma_collection_name, chroma_embedding_function
-from hub.memory.embedder import MiniLMEmbedder
-from hub.memory.vector import MetadataValue, VectorRecord
+from hub.memory import (
+    EXACT_CAP,
+    ChromaVectorStore,
+    MetadataValue,
+    MiniLMEmbedder,
+    VectorRecord,
+    chroma_collection_name,
+    chroma_embedding_function,
+)
 
 SUBJECTS = [
     "the weather in {city} is sunny and warm",

@@ -7,11 +7,18 @@ from __future__ import annotations
 import pytest
 
 from hub.config import config_from_dict
-from hub.episode import INDEX, episode_store_exists, local_store_path, open_episode_store
 from hub.errors import ConfigError
-from hub.memory.chroma import ChromaVectorStore, parse_chroma_url
-from hub.memory.embedder import MiniLMEmbedder
-from hub.memory.vector import VectorRecord, VectorStoreError
+from hub.memory import (
+    INDEX,
+    ChromaVectorStore,
+    MiniLMEmbedder,
+    VectorRecord,
+    VectorStoreError,
+    episode_store_exists,
+    local_store_path,
+    open_episode_store,
+    parse_chroma_url,
+)
 
 from .conftest import _drop_collections, _free_port
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hub.errors import StoreError
-from hub.memory.embedder import EmbedderError, HashEmbedder, MiniLMEmbedder, default_embedder
+from hub.memory import EmbedderError, HashEmbedder, MiniLMEmbedder, default_embedder
 
 TEXTS = ["forecast for New York", "the weather in New York City is sunny", "", "taxes " * 400]
 

@@ -13,11 +13,19 @@ from pathlib import Path
 import pytest
 
 from hub.config import MemorySection
-from hub.episode import IDS_COMPLETE, ID_PREFIX, INDEX, Episode, id_key, id_prefix
-from hub.episodes import EpisodicMemory
-from hub.memory.embedder import MiniLMEmbedder
-from hub.memory.store import InMemoryStore
-from hub.memory.vector import InMemoryVectorStore, VectorStore
+from hub.memory import (
+    ID_PREFIX,
+    IDS_COMPLETE,
+    INDEX,
+    Episode,
+    EpisodicMemory,
+    InMemoryVectorStore,
+    MiniLMEmbedder,
+    VectorStore,
+    id_key,
+    id_prefix,
+)
+from hub.store import InMemoryStore
 
 # "chat:1" and "chat:1:x": one conversation's id is a prefix of the other's
 CONTEXTS = ["chat:1", "chat:1:x", "chat:2"]
@@ -48,7 +56,7 @@ def _corpus() -> list[Episode]:
 async def vectors(
     request: pytest.FixtureRequest, minilm: MiniLMEmbedder, tmp_path: Path
 ) -> AsyncIterator[VectorStore]:
-    from hub.memory.chroma import ChromaVectorStore
+    from hub.memory import ChromaVectorStore
 
     impl: VectorStore = (
         InMemoryVectorStore(minilm) if request.param == "memory"

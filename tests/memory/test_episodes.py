@@ -23,20 +23,19 @@ from pydantic import BaseModel
 
 from hub import Extension, Hub, HubConfig, ScriptedModel, action
 from hub.cli import main as cli_main
-from hub.engine import RunResult
-from hub.episode import IDS_COMPLETE
-from hub.episodes import INDEX, Episode, episode_from_run
-from hub.logs import (
-    ActionCallLog,
-    ActionResultLog,
-    InputLog,
-    OutputLog,
-    StateLog,
-    ThoughtLog,
+from hub.definitions import RunResult
+from hub.logs import ActionCallLog, ActionResultLog, InputLog, OutputLog, StateLog, ThoughtLog
+from hub.memory import (
+    IDS_COMPLETE,
+    INDEX,
+    Episode,
+    HashEmbedder,
+    InMemoryVectorStore,
+    MiniLMEmbedder,
+    VectorStore,
+    episode_from_run,
 )
-from hub.memory.embedder import HashEmbedder, MiniLMEmbedder
-from hub.memory.vector import InMemoryVectorStore, VectorStore
-from hub.runs import RunState
+from hub.store import RunState
 
 CTX = "cli:session"
 ANN = {"user": "ann"}
@@ -349,7 +348,7 @@ async def test_a_broken_store_leaves_the_hub_running_with_one_error(
 
 async def test_episodic_memory_can_be_turned_off(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
     hub = make_hub(tmp_path, ScriptedModel([OK_REPLY]), minilm, episodes=False)
-    from hub.episodes import EpisodicMemory
+    from hub.memory import EpisodicMemory
 
     assert hub.episodes is None and not any(isinstance(c, EpisodicMemory) for c in hub.components)
     async with hub:

@@ -11,9 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hub import ModelRequest, ScriptedModel
-from hub.memory.chroma import ChromaVectorStore
-from hub.memory.embedder import HashEmbedder
-from hub.memory.vector import MetadataValue, VectorHit, VectorRecord, VectorStore
+from hub.memory import ChromaVectorStore, HashEmbedder, MetadataValue, VectorHit, VectorRecord, VectorStore
 
 from .test_episodes import ANN, ANSWER_REPLY, OK_REPLY, WEATHER_A, WEATHER_Q, WEATHER_REPLY, ask, make_hub
 

@@ -12,13 +12,13 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import hub_cli
+import pytest
 from hub_cli import CliSettings
+
 from hub import Extension, Hub, NoArgs, ScriptedModel, action, load_config
 from hub.cli import main as cli_main
-from hub.memory.embedder import MiniLMEmbedder
+from hub.memory import MiniLMEmbedder
 from hub.redact import MASK
 
 SECRET = "sk-pasted-0123456789abcdef"  # the model's api_key, through ${HUB_TEST_API_KEY}

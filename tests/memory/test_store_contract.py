@@ -2,10 +2,8 @@
 
 import pytest
 
-from hub.db import Database
-from hub.memory.sqlite import PostgresMemoryStore, SQLiteMemoryStore
-from hub.memory.store import InMemoryStore, MemoryStore
-
+from hub.store import InMemoryStore, MemoryStore, PostgresMemoryStore, SQLiteMemoryStore
+from hub.store.sql import Database
 from tests.backends import BACKENDS, sql_database
 
 

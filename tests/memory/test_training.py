@@ -9,14 +9,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import hub_cli
+import pytest
 from hub_cli import CliSettings
+
 from hub import Hub, HubConfig, ScriptedModel
 from hub.cli import main as cli_main
-from hub.memory.embedder import Embedder, HashEmbedder, MiniLMEmbedder
-from hub.training import TrainingExport
+from hub.memory import Embedder, HashEmbedder, MiniLMEmbedder, TrainingExport
 
 SECRET = "sk-test-0123456789abcdef"
 
@@ -97,7 +96,7 @@ async def test_a_failed_write_is_logged_and_the_run_still_completes(
     async with make_hub(data, model, episodes=False) as hub:
         path = data / "training" / "episodes.jsonl"
         path.mkdir(parents=True)  # a directory where the file should be: every write fails
-        with caplog.at_level(logging.ERROR, logger="hub.training"):
+        with caplog.at_level(logging.ERROR, logger="hub.memory"):
             assert (await hub.send("cli:session", {"user": "ann"}, "hi", user="ann")).ok
             await export(hub).flush()
         assert "could not append" in caplog.text and str(path) in caplog.text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hub.memory.vector import VectorRecord, VectorStore, VectorStoreError
+from hub.memory import VectorRecord, VectorStore, VectorStoreError
 
 WEATHER = "the weather in New York City is sunny"
 CORPUS = [

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from hub.cli import main
-from hub.heartbeat import Heartbeat
+from hub.features import Heartbeat
 
 ROOT = Path(__file__).resolve().parents[2]
 

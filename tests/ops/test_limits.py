@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from hub import Extension, NoArgs, RunState, action
-from hub.db import Database
-from hub.limits import InMemoryUsageStore, SQLiteUsageStore
+from hub.features import InMemoryUsageStore, SQLiteUsageStore
+from hub.store.sql import Database
 
 LOOP = '<response><action_call name="tick">{}</action_call></response>'
 REPLY = "Limit reached, talk later."

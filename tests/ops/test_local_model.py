@@ -10,7 +10,7 @@ from hub_cli import CliSettings
 from hub_cli import extension as cli_extension
 
 from hub import Hub, ModelRequest, RunState, Usage
-from hub.hub import make_model
+from hub._compose import make_model
 from hub.models.local import LocalModel
 
 pytestmark = pytest.mark.skipif(

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from hub import Extension
-from hub.db import Database
 from hub.definitions import Context, TextArgs, output
-from hub.revisions import InMemoryRevisionStore, SQLiteRevisionStore, render_history, rollback
+from hub.personas import InMemoryRevisionStore, SQLiteRevisionStore, render_history, rollback
+from hub.store.sql import Database
 
 
 def write(path: Path, text: str) -> None:
@@ -37,7 +37,7 @@ async def test_a_broken_edit_keeps_the_previous_version_and_says_why(make_rig, c
     async with rig.hub:
         await rig.say("hi")
         write(rig.contexts / "default.toml", 'name = "Hub"\ninstructions = ""\n')  # blank: invalid
-        with caplog.at_level(logging.ERROR, logger="hub.persona"):
+        with caplog.at_level(logging.ERROR, logger="hub.personas"):
             result = await rig.say("still there?")
         assert result.ok
         assert "You are terse." in rig.model.requests[-1].system

@@ -92,8 +92,8 @@ def recorded_runs(tmp_path: Path) -> list[tuple[str, str | None]]:
 
 
 def pending_inputs(tmp_path: Path) -> list[str]:
-    from hub.db import Database
-    from hub.inbox import SQLiteInbox
+    from hub.store import SQLiteInbox
+    from hub.store.sql import Database
 
     async def read() -> list[str]:
         async with Database(tmp_path / "data" / "hub.db") as db:

@@ -14,13 +14,26 @@ from typing import Any
 
 import pytest
 
-from hub.inbox import InMemoryInbox, PostgresInbox, SQLiteInbox
-from hub.limits import InMemoryUsageStore, PostgresUsageStore, SQLiteUsageStore
+from hub.features import (
+    InMemoryScheduleStore,
+    InMemoryUsageStore,
+    PostgresScheduleStore,
+    PostgresUsageStore,
+    SQLiteScheduleStore,
+    SQLiteUsageStore,
+)
 from hub.logs import InputLog, OutputLog, ThoughtLog
-from hub.revisions import InMemoryRevisionStore, PostgresRevisionStore, SQLiteRevisionStore
-from hub.runs import InMemoryRunStore, PostgresRunStore, RunRecord, RunState, SQLiteRunStore
-from hub.schedule import InMemoryScheduleStore, PostgresScheduleStore, SQLiteScheduleStore
-
+from hub.personas import InMemoryRevisionStore, PostgresRevisionStore, SQLiteRevisionStore
+from hub.store import (
+    InMemoryInbox,
+    InMemoryRunStore,
+    PostgresInbox,
+    PostgresRunStore,
+    RunRecord,
+    RunState,
+    SQLiteInbox,
+    SQLiteRunStore,
+)
 from tests.backends import BACKENDS, sql_database
 
 _CLASSES: dict[str, tuple[type, type, type]] = {
@@ -129,7 +142,7 @@ async def test_schedules_remember_the_last_fire(backend: str, tmp_path: Path) ->
 
 
 async def test_schedules_claim_a_tick_once(backend: str, tmp_path: Path) -> None:
-    """The compare-and-set several workers fire a tick through (hub/schedule.py): of two
+    """The compare-and-set several workers fire a tick through (hub/features/_schedules.py): of two
     claims expecting the same last fire, one wins; the tick stays undone until finished."""
     async with _open("schedules", backend, tmp_path) as store:
         start = await store.start("morning", 1_700_000_000.25)

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hub.inbox import InboxStore, InMemoryInbox, PostgresInbox, SQLiteInbox
 from hub.logs import InputLog
+from hub.store import InboxStore, InMemoryInbox, PostgresInbox, SQLiteInbox
 from hub.testing import FakeOpenAI
-
 from tests.backends import BACKENDS, sql_database
 
 from .test_datadir import hub_cmd
@@ -121,8 +120,7 @@ module = "bomb"
 
 
 async def test_only_failures_that_can_be_the_inputs_fault_count() -> None:
-    from hub.inbox import Pending, park_poison
-    from hub.runs import InMemoryRunStore, RunRecord, RunState
+    from hub.store import InMemoryRunStore, Pending, RunRecord, RunState, park_poison
 
     inbox, runs = InMemoryInbox(), InMemoryRunStore()
     entry = InputLog(type="text", content="x")

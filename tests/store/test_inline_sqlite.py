@@ -1,7 +1,7 @@
 """SQLite's small work runs on the event loop's thread, and never beside aiosqlite's.
 
 A turn's few commits and point reads cost SQLite tens of microseconds; a trip to aiosqlite's
-thread costs more than that. So they run inline while that thread is idle (hub/db.py), and
+thread costs more than that. So they run inline while that thread is idle (hub/store/sql/_sqlite.py), and
 these tests hold the rules that make it safe: the connection is never used by two threads
 at once, nothing inline waits on another process's lock, and the WAL is checkpointed in the
 thread, not by a commit on the loop.
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-import hub.db as hub_db
-from hub.db import INLINE_MAX, Database
+import hub.store.sql._sqlite as hub_db
+from hub.store.sql import INLINE_MAX, Database
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY, v TEXT)"
 

@@ -10,14 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from hub.db import Database, SqlDatabase
 from hub.errors import StoreError
-from hub.inbox import PostgresInbox, SQLiteInbox
-from hub.limits import PostgresUsageStore, SQLiteUsageStore
+from hub.features import PostgresUsageStore, SQLiteUsageStore
 from hub.logs import InputLog, ThoughtLog
-from hub.memory.sqlite import PostgresMemoryStore, SQLiteMemoryStore
-from hub.runs import PostgresRunStore, RunRecord, SQLiteRunStore
-
+from hub.store import (
+    PostgresInbox,
+    PostgresMemoryStore,
+    PostgresRunStore,
+    RunRecord,
+    SQLiteInbox,
+    SQLiteMemoryStore,
+    SQLiteRunStore,
+)
+from hub.store.sql import Database, SqlDatabase
 from tests.backends import SQL_BACKENDS, sql_database
 
 

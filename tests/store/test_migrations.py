@@ -1,4 +1,4 @@
-"""Versioned schema migrations (hub/migrations.py): a database written by the releases
+"""Versioned schema migrations (hub/store/sql/_migrations.py): a database written by the releases
 before versioning opens with every row kept and the schema at the current version, on
 SQLite; PostgreSQL migrates once with several workers opening together."""
 
@@ -10,14 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from hub.db import Database
 from hub.errors import StoreError
-from hub.inbox import SQLiteInbox
 from hub.logs import InputLog
-from hub.memory.sqlite import SQLiteMemoryStore
-from hub.migrations import SCHEMA_VERSION
-from hub.pg import PgDatabase
-from hub.runs import SQLiteRunStore
+from hub.store import SQLiteInbox, SQLiteMemoryStore, SQLiteRunStore
+from hub.store.sql import SCHEMA_VERSION, Database, PgDatabase
 from hub.testing.postgres import temporary_schema
 
 # "Version 1": the tables exactly as the stores created them before versioning (commit

@@ -57,7 +57,7 @@ async def test_an_outage_turns_healthz_degraded_and_is_counted(config: HubConfig
 
 async def test_hub_health_reports_a_failing_store_from_the_heartbeat(config: HubConfig, make_hub, tmp_path, capsys) -> None:
     from hub.cli import HEARTBEAT, main
-    from hub.heartbeat import Heartbeat
+    from hub.features import Heartbeat
 
     toml = tmp_path / "config.toml"
     toml.write_text(f'[hub]\ndata_dir = "{config.data_dir}"\ncontexts_dir = "{config.contexts_dir}"\n')

@@ -10,8 +10,7 @@ import aiohttp
 from hub import HubConfig
 from hub.cli import cmd_check
 from hub.config import HttpSection
-from hub.migrations import SCHEMA_VERSION
-from hub.pg import PgDatabase
+from hub.store.sql import SCHEMA_VERSION, PgDatabase
 from hub.testing.postgres import temporary_schema
 
 
@@ -55,7 +54,7 @@ async def test_healthz_reports_the_database(config: HubConfig, make_hub) -> None
 async def test_writes_and_reads_survive_the_servers_connections_dying() -> None:
     import asyncpg
 
-    from hub.memory.sqlite import PostgresMemoryStore
+    from hub.store import PostgresMemoryStore
 
     async with temporary_schema() as url:
         async with PgDatabase(f"{url}&application_name=hub_victim", pool_size=2) as db:
@@ -86,8 +85,7 @@ def test_the_password_in_store_url_is_a_secret(config: HubConfig) -> None:
 async def test_the_command_line_reads_what_the_workers_wrote(config: HubConfig, make_hub, capsys) -> None:
     import json
 
-    from hub.cli import cmd_runs
-    from hub.cli_store import cmd_prune
+    from hub.cli import cmd_prune, cmd_runs
 
     async with temporary_schema() as url:
         config.store.url = url
@@ -117,12 +115,13 @@ def test_a_wrong_store_url_is_named_and_its_password_never_shown(tmp_path) -> No
 
 
 async def test_trace_follow_reads_a_run_from_postgresql(config: HubConfig, make_hub) -> None:
-    from hub.follow import follow_run
+    from hub.cli import follow_run
+    from hub.store import run_store
 
     async with temporary_schema() as url:
         config.store.url = url
         async with make_hub(["Hello, Ann."]) as hub:
             result = await hub.send("cli:session", {"user": "ann"}, "hi")
         async with PgDatabase(url) as db:
-            seen = [(f.what, f.entry.kind if f.entry else None) async for f in follow_run(db, result.run_id)]
+            seen = [(f.what, f.entry.kind if f.entry else None) async for f in follow_run(run_store(db), result.run_id)]
     assert seen[0] == ("entry", "input") and ("entry", "output") in seen and seen[-1] == ("ended", None)

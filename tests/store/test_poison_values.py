@@ -7,11 +7,10 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from pydantic import BaseModel
 
 from hub import Extension, action
-from hub.runs import RunState
+from hub.store import RunState
 
 
 class Nothing(BaseModel):
@@ -49,7 +48,7 @@ def test_dumps_writes_what_the_json_module_would_for_values_orjson_treats_apart(
     import datetime
     import json
 
-    from hub.db_values import dumps
+    from hub.store.sql import dumps
 
     @dataclasses.dataclass
     class Point:

@@ -9,14 +9,20 @@ from pathlib import Path
 import pytest
 
 from hub.config import RetentionSection
-from hub.db import Database, SqlDatabase
-from hub.inbox import PostgresInbox, SQLiteInbox
-from hub.limits import PostgresUsageStore, SQLiteUsageStore
+from hub.features import PostgresUsageStore, SQLiteUsageStore
 from hub.logs import InputLog, ThoughtLog
-from hub.memory.sqlite import PostgresMemoryStore, SQLiteMemoryStore
-from hub.retention import prune
-from hub.runs import PostgresRunStore, RunRecord, RunState, SQLiteRunStore
-
+from hub.store import (
+    PostgresInbox,
+    PostgresMemoryStore,
+    PostgresRunStore,
+    RunRecord,
+    RunState,
+    SQLiteInbox,
+    SQLiteMemoryStore,
+    SQLiteRunStore,
+    prune,
+)
+from hub.store.sql import Database, SqlDatabase
 from tests.backends import SQL_BACKENDS, sql_database
 
 DAY = 86_400.0

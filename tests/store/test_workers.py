@@ -11,10 +11,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from hub import HubConfig, ScriptedModel
-from hub.inbox import PostgresInbox
 from hub.logs import InputLog
-from hub.pg import PgDatabase
-from hub.runs import PostgresRunStore, RunRecord, RunState
+from hub.store import PostgresInbox, PostgresRunStore, RunRecord, RunState
+from hub.store.sql import PgDatabase
 from hub.testing.postgres import temporary_schema
 
 

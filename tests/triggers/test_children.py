@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from hub import Extension, Hub, NoArgs, RunState, action
-from hub.children import ORPHANED
+from hub.cli import render_trace
+from hub.features import ORPHANED
 from hub.models import ModelRequest
-from hub.trace import collect_tree, render_trace
+from hub.store import collect_tree
 
 from .conftest import Said
 

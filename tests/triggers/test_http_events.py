@@ -112,7 +112,7 @@ async def test_stopping_the_hub_ends_open_streams(http_config: HubConfig, make_h
 
 
 def test_check_says_the_routes_are_off_without_a_token(config: HubConfig) -> None:
-    from hub.check import check_config
+    from hub.cli import check_config
 
     config.http = HttpSection(port=0)
     assert any("http.token: empty: /events and /runs/{id} are off" in w for w in check_config(config).warnings)

@@ -16,8 +16,8 @@ from hub import Hub, HubConfig
 from hub.config import HttpSection, WebhookSection
 from hub.errors import StoreError
 from hub.http import signature
-from hub.inbox import InMemoryInbox
 from hub.logs import InputLog
+from hub.store import InMemoryInbox
 
 from .conftest import Said
 from .test_http import SECRET, no_runs, signed

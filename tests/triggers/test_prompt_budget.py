@@ -19,7 +19,7 @@ from hub import Hub, HubConfig, RunState, ScriptedModel
 from hub.config import HttpSection, WebhookSection
 from hub.http import signature
 from hub.models import ModelRequest, Usage
-from hub.prompt import count_tokens
+from hub.protocol import count_tokens
 
 from .conftest import Said, test_extension
 

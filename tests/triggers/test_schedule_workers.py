@@ -14,10 +14,9 @@ import pytest
 
 from hub import Hub, HubConfig, ScriptedModel
 from hub.config import ScheduleSection
-from hub.db import Database
+from hub.features import InMemoryScheduleStore, PostgresScheduleStore, ScheduleStore, SQLiteScheduleStore, tick_id
 from hub.logs import InputLog
-from hub.pg import PgDatabase
-from hub.schedule import InMemoryScheduleStore, PostgresScheduleStore, ScheduleStore, SQLiteScheduleStore, tick_id
+from hub.store.sql import Database, PgDatabase
 from hub.testing.postgres import temporary_schema
 
 from .conftest import Said, reply_to_input, test_extension

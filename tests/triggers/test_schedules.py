@@ -9,8 +9,8 @@ import pytest
 
 from hub import ConfigError, Hub, HubConfig
 from hub.config import ScheduleSection, config_from_dict
-from hub.persona import load_persona
-from hub.schedule import next_fire
+from hub.features import next_fire
+from hub.personas import load_persona
 
 from .conftest import FakeClock, Said
 

@@ -23,7 +23,7 @@ from hub_telegram import extension as telegram_extension
 from hub import Extension, Hub, HubConfig
 from hub.config import HttpSection
 from hub.models import Model, ModelRequest, Usage
-from hub.runs import RunRecord, RunState
+from hub.store import RunRecord, RunState
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "extensions" / "telegram" / "tests"))
 from fake_telegram import FakeTelegram  # noqa: E402

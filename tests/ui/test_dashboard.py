@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 from yarl import URL
 
-from pydantic import BaseModel
-
 from hub import Extension, action
-from hub.runs import InMemoryRunStore, PostgresRunStore, RunRecord, RunState, RunStore, SQLiteRunStore
+from hub.store import InMemoryRunStore, PostgresRunStore, RunRecord, RunState, RunStore, SQLiteRunStore
 from tests.backends import BACKENDS, sql_database
 
 from .conftest import PERSONA, TOKEN, HeldModel, client, dashboard, login, make_config, persona_text, seed, wait_until

@@ -3,7 +3,7 @@ bounded number, CSRF tokens per session), the token check, the login throttle, s
 
 from __future__ import annotations
 
-from hub.ui_session import LoginThrottle, Sessions, token_matches
+from hub.http.dashboard import LoginThrottle, Sessions, token_matches
 
 
 class Clock:
@@ -72,7 +72,7 @@ def test_wrong_tokens_are_throttled_per_address() -> None:
 
 
 def test_sparklines_scale_to_their_maximum_and_leave_gaps() -> None:
-    from hub.ui_health import sparkline
+    from hub.http.dashboard import sparkline
 
     svg = sparkline([0.0, 5.0, 10.0, None, 10.0], width=100, height=20, label='<b>"x"</b>')
     # 2 px of padding: 0 at the bottom (y=18), the maximum at the top (y=2); None breaks the line

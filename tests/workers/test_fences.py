@@ -8,11 +8,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from hub.inbox import PostgresInbox
+from hub.engine import Runner, Slot
 from hub.logs import InputLog
-from hub.pg import PgDatabase
-from hub.runner import Runner, Slot
-from hub.runs import PostgresRunStore, RunRecord, RunState
+from hub.store import PostgresInbox, PostgresRunStore, RunRecord, RunState
+from hub.store.sql import PgDatabase
 from hub.testing.postgres import temporary_schema
 
 

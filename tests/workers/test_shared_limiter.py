@@ -15,7 +15,7 @@ import time
 import pytest
 
 from hub import HubConfig
-from hub.config_sections import StoreSection
+from hub.config import StoreSection
 from hub.platform import Governor, RateLimit, RedisLimiter
 
 URL = os.environ.get("HUB_TEST_REDIS") or "redis://127.0.0.1:6379/0"

@@ -40,7 +40,6 @@ from hub.platform import (
     split_message,
 )
 
-from ._settings import DiscordSettings
 from ._errors import DiscordStartError, _retry_after, start_error
 from ._messages import (
     CONTEXT,
@@ -54,6 +53,7 @@ from ._messages import (
     media_of,
     message_text,
 )
+from ._settings import DiscordSettings
 
 if TYPE_CHECKING:
     from hub import Hub, LiveText, RunContext, Submission

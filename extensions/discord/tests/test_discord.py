@@ -29,9 +29,9 @@ import pytest
 from fake_discord import FakeDiscord
 
 from hub import ExtensionFailed, Hub, HubConfig, OutputLog, ScriptedModel
-from hub.hooks import Plugin
+from hub.definitions import load_extension
+from hub.engine import Plugin
 from hub.errors import ConfigError
-from hub.loader import load_extension
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # discord imports audioop

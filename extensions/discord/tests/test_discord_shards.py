@@ -75,7 +75,7 @@ async def answered(dc: FakeDiscord, channel_id: int) -> str:
 async def test_shards_are_held_by_one_worker_each_and_taken_over(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="hub.leases")
+    caplog.set_level(logging.INFO, logger="hub.store")
     async with FakeDiscord() as dc:
         dc.attach(monkeypatch)
         # a second guild on the other shard: a guild id's shard is (id >> 22) % 2
@@ -84,9 +84,9 @@ async def test_shards_are_held_by_one_worker_each_and_taken_over(
         first = worker(tmp_path, "first")
         standing_by = asyncio.Event()
         said = Said("standing by", 2, standing_by)
-        logging.getLogger("hub.leases").addHandler(said)
+        logging.getLogger("hub.store").addHandler(said)
         async with contextlib.AsyncExitStack() as stack:
-            stack.callback(logging.getLogger("hub.leases").removeHandler, said)
+            stack.callback(logging.getLogger("hub.store").removeHandler, said)
             await stack.enter_async_context(first)
             await dc.wait_for(lambda: len(dc.identifies) == 2, timeout=15)
             assert sorted(shard_identifies(dc)) == [[0, 2], [1, 2]]
@@ -134,8 +134,8 @@ async def test_a_single_worker_connects_every_shard_and_stops_cleanly(
 
 
 async def _holder(tmp_path: Path, name: str) -> Any:
-    from hub.db import Database
-    from hub.leases import SQLiteLeaseStore
+    from hub.store import SQLiteLeaseStore
+    from hub.store.sql import Database
 
     async with Database(tmp_path / "hub.db") as db:
         store = SQLiteLeaseStore(db)

@@ -1,1 +1,0 @@
-from hub.testing.fixtures import _no_network, _restore_logging  # noqa: F401  (autouse)

@@ -35,9 +35,9 @@ from hub_telegram import (
 )
 
 from hub import ConfigError, Hub, HubConfig, HubError, RunResult, ScriptedModel
-from hub.hooks import Plugin
 from hub.config import config_from_dict
-from hub.loader import load_extension
+from hub.definitions import load_extension
+from hub.engine import Plugin
 from hub.platform import AllowList, utf16_len
 from hub.testing import FakeOpenAI
 

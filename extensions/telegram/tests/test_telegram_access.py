@@ -12,7 +12,7 @@ from test_telegram import running
 
 from hub import ConfigError, HubError
 from hub.config import config_from_dict
-from hub.loader import load_extension
+from hub.definitions import load_extension
 
 pytestmark = [pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")]
 

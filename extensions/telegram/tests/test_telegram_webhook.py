@@ -20,8 +20,8 @@ from pydantic import ValidationError
 
 from hub import ConfigError, Hub, HubConfig, ScriptedModel, StoreError
 from hub.config import HttpSection
-from hub.inbox import InMemoryInbox
 from hub.logs import InputLog
+from hub.store import InMemoryInbox
 
 pytestmark = [pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")]
 
@@ -220,7 +220,7 @@ async def test_webhook_mode_without_the_http_endpoint_is_a_config_error(tmp_path
 
 
 def test_hub_check_reports_webhook_mode_without_the_http_endpoint(tmp_path: Path) -> None:
-    from hub.check import check_config
+    from hub.cli import check_config
     from hub.config import config_from_dict
 
     (tmp_path / "contexts").mkdir()

@@ -29,9 +29,9 @@ from hub_twitter import (
 )
 
 from hub import ConfigError, Hub, HubConfig, RunResult, ScriptedModel
-from hub.hooks import Plugin
 from hub.config import config_from_dict
-from hub.loader import load_extension
+from hub.definitions import load_extension
+from hub.engine import Plugin
 
 ROOT = Path(__file__).resolve().parents[3]
 MENTIONS = "GET /2/users/:id/mentions"
@@ -546,7 +546,7 @@ async def test_refused_keys_stop_the_start_with_a_clear_error(tmp_path: Path) ->
 async def test_one_worker_polls_mentions_and_another_takes_over_when_it_stops(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="hub.leases")
+    caplog.set_level(logging.INFO, logger="hub.store")
     async with FakeTwitter() as tw:
         services = []
         hubs = []

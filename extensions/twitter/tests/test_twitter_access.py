@@ -11,7 +11,7 @@ from test_twitter import bot
 
 from hub import ConfigError
 from hub.config import config_from_dict
-from hub.loader import load_extension
+from hub.definitions import load_extension
 
 
 async def test_allowlist_answers_only_allowed_users_mentions(tmp_path: Path) -> None:

@@ -1,0 +1,319 @@
+"""The composition root: the one place that builds a hub's features from its config.
+
+:func:`compose` makes every feature once, hands each what it needs (a store, the runner,
+the hub's ``submit`` or output registry, never the hub itself), and returns them as
+:class:`Features`: the ordered :class:`~hub.engine.Plugins` through which they take part in
+runs, and the components the hub starts and stops. Nothing is attached or replaced later.
+
+Plugin order is the order of the hooks: the daily budgets (``limits``) first, so a spent
+budget stops a run before anything else sees it; then the role guard, the metrics, child
+runs and episodic memory.
+
+Where a new feature goes: a class in its own module that subclasses
+:class:`~hub.engine.Plugin` (and has ``start``/``stop`` if it runs in the background),
+built here with its dependencies and added to the plugins (and components).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, cast
+
+from .config import HubConfig
+from .definitions import Context, Conversation, Output
+from .engine import Plugins, Runner
+from .events import EventBus, PublishingRunStore
+from .features import (
+    Budgets,
+    ChildRuns,
+    Heartbeat,
+    InMemoryUsageStore,
+    Metrics,
+    PostgresScheduleStore,
+    PostgresUsageStore,
+    RoleGuard,
+    Scheduler,
+    SQLiteScheduleStore,
+    SQLiteUsageStore,
+    UsageStore,
+)
+from .http import HttpServer, http_component
+from .memory import EpisodicMemory, TrainingExport, local_store_path, open_episode_store, shared_embedder
+from .models import Model, RetryPolicy
+from .personas import (
+    InMemoryRevisionStore,
+    Persona,
+    PersonaSet,
+    PersonaWatcher,
+    PostgresRevisionStore,
+    RevisionStore,
+    SQLiteRevisionStore,
+)
+from .platform import OutboundLimiter, RedisLimiter
+from .protocol import PromptBuilder
+from .redact import Redactor
+from .store import (
+    InboxClaims,
+    InboxStore,
+    InMemoryLeaseStore,
+    LeaseStore,
+    MemoryStore,
+    PostgresInbox,
+    PostgresLeaseStore,
+    PostgresMemoryStore,
+    PostgresRunStore,
+    RedactingRunStore,
+    Retention,
+    RunStore,
+    SQLiteInbox,
+    SQLiteLeaseStore,
+    SQLiteMemoryStore,
+    SQLiteRunStore,
+    StoreHealth,
+    database_for,
+)
+from .store.sql import SqlDatabase
+
+__all__ = ["Component", "Features", "Stores", "build_stores", "compose", "make_model", "prompt_budget"]
+
+LOCAL_MARGIN = 64
+"""Tokens of the local model's context window kept free of the prompt (template, rounding)."""
+
+
+class Component(Protocol):
+    """A built-in part with a lifecycle (started after extensions' services, stopped before)."""
+
+    async def start(self, hub: Any) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+@dataclass(slots=True)
+class Stores:
+    """The hub's stores and the database they share (None when every store was given)."""
+
+    db: SqlDatabase | None
+    memory: MemoryStore
+    runs: RunStore
+    inbox: InboxStore
+    leases: LeaseStore
+
+
+def build_stores(
+    config: HubConfig,
+    redactor: Redactor,
+    *,
+    memory: MemoryStore | None = None,
+    runs: RunStore | None = None,
+    inbox: InboxStore | None = None,
+    leases: LeaseStore | None = None,
+    bus: EventBus | None = None,
+    worker: str,
+) -> Stores:
+    """The replacements given, else stores sharing one database: SQLite in ``data_dir``, or
+    PostgreSQL at ``[store] url`` (:func:`hub.store.database_for`). The run store masks
+    known secrets in error reasons and messages (an exception's text can quote one), the one
+    text that does not enter through an input, a result or the model. Leases live in the
+    same database (workers sharing it share them); in memory when there is no database and
+    none was given. ``worker`` is this process's name among the workers (inbox claims)."""
+    db = database_for(config) if memory is None or runs is None or inbox is None else None
+    pg = db is not None and db.dialect == "postgres"
+    if runs is None:
+        assert db is not None
+        runs = PostgresRunStore(db) if pg else SQLiteRunStore(db)
+    if bus is not None:  # inside the redaction, so what subscribers see is masked too
+        runs = cast(RunStore, PublishingRunStore(runs, bus))
+    if redactor:
+        runs = RedactingRunStore(runs, redactor)
+    if memory is None:
+        assert db is not None
+        memory = PostgresMemoryStore(db) if pg else SQLiteMemoryStore(db)
+    if inbox is None:
+        assert db is not None
+        inbox = PostgresInbox(db, worker=worker, lease=config.store.lease) if pg else SQLiteInbox(db)
+    if leases is None:
+        leases = InMemoryLeaseStore() if db is None else PostgresLeaseStore(db) if pg else SQLiteLeaseStore(db)
+    return Stores(db, memory, runs, inbox, leases)
+
+
+@dataclass(slots=True)
+class Features:
+    """Everything :func:`compose` built, in the order the hub uses it."""
+
+    redactor: Redactor
+    prompts: PromptBuilder
+    plugins: Plugins
+    components: list[Component]
+    metrics: Metrics
+    budgets: Budgets
+    guard: RoleGuard
+    children: ChildRuns
+    scheduler: Scheduler
+    revisions: RevisionStore
+    usage: UsageStore
+    http: HttpServer | None = None
+    episodes: EpisodicMemory | None = None
+    stores: tuple[Any, ...] = field(default=())
+    outbound: OutboundLimiter | None = None  # [store] redis_url: platforms' rate limits across workers
+
+
+def make_model(config: HubConfig) -> Model:
+    """The model the config asks for: an OpenAI-compatible server, or a local GGUF model."""
+    m = config.model
+    if m.resolved_provider() == "local":
+        from .models.local import LocalModel
+
+        return LocalModel(
+            m.model_path or None,
+            context_length=m.context_length,
+            threads=m.threads,
+            timeout=m.timeout,
+            temperature=m.temperature if m.temperature is not None else 0.4,
+            max_tokens=m.max_tokens or 192,
+        )
+    from .models.openai import OpenAIModel
+
+    return OpenAIModel(
+        m.name,
+        base_url=m.base_url or None,
+        api_key=m.api_key or None,
+        timeout=m.timeout,
+        temperature=m.temperature,
+        max_tokens=m.max_tokens,
+        concurrency=m.concurrency,
+    )
+
+
+def prompt_budget(config: HubConfig, model: Model | None = None) -> int:
+    """The prompt's token budget: ``[agent] prompt_budget``, and for a model with a context
+    window of its own (the local one) never more than that window leaves once the answer
+    (``max_tokens``) has its room. ``model`` is the hub's replacement model, if any."""
+    budget = config.agent.prompt_budget
+    m = config.model
+    window: object
+    answer: object
+    if model is None:
+        if m.resolved_provider() != "local":
+            return budget
+        window, answer = m.context_length, m.max_tokens
+    else:
+        window, answer = getattr(model, "context_length", None), getattr(model, "max_tokens", None)
+        if not isinstance(window, int):
+            return budget  # a server's model: its window is the server's business
+    return min(budget, window - (answer if isinstance(answer, int) else 192) - LOCAL_MARGIN)
+
+
+def compose(
+    config: HubConfig,
+    *,
+    db: SqlDatabase | None,
+    runner: Runner,
+    runs: RunStore,
+    outputs: Mapping[str, Output],
+    personas: PersonaSet,
+    submit: Callable[..., Awaitable[Any]],
+    resolve: Callable[[str], tuple[Context, Any, str]],
+    persona_for: Callable[[Conversation], Persona | None],
+    started: Callable[[], bool],
+    model: Callable[[], Model],
+    retry_policy: RetryPolicy,
+    given_model: Model | None = None,
+    heartbeat: Path | None = None,
+    redactor: Redactor | None = None,
+    health: StoreHealth | None = None,
+    memory: MemoryStore | None = None,
+    inbox: InboxStore | None = None,
+    requeue: Callable[[set[str]], Awaitable[None]] | None = None,
+) -> Features:
+    """Build a hub's features from ``config`` and the hub's own parts (see the module doc)."""
+    redactor = redactor if redactor is not None else Redactor.from_config(config)
+    prompts = PromptBuilder(budget=prompt_budget(config, given_model), redactor=redactor)
+
+    pg = db is not None and db.dialect == "postgres"
+    usage: UsageStore = InMemoryUsageStore()
+    revisions: RevisionStore = InMemoryRevisionStore()
+    if db is not None:
+        usage = PostgresUsageStore(db) if pg else SQLiteUsageStore(db)
+        revisions = PostgresRevisionStore(db) if pg else SQLiteRevisionStore(db)
+    if personas.on_change is None:  # every persona edit that validates becomes a revision
+        personas.on_change = lambda name, persona, text: revisions.record(name, text)
+
+    budgets = Budgets(config.limits, usage, outputs=outputs, runs=runs)
+    guard = RoleGuard(config.roles)
+    health = health if health is not None else StoreHealth([db] if db is not None else [])
+    metrics = Metrics(runner, health=health)
+    children = ChildRuns(
+        submit=submit,
+        resolve=resolve,
+        persona_for=persona_for,
+        runner=runner,
+        run_timeout=config.agent.run_timeout,
+        heartbeat_timeout=config.agent.heartbeat_timeout,
+    )
+    episodes = None
+    if config.memory.episodes:
+        episodes = EpisodicMemory(
+            config.memory,
+            open_store=functools.partial(_open_episodes, config),
+            model=model,
+            runner=runner,
+            retry_policy=retry_policy,
+            model_timeout=config.model.timeout,
+            marks=memory,
+            store_path=local_store_path(config),
+        )
+    training = TrainingExport(config, redactor) if config.memory.export_training else None
+    plugins = Plugins([
+        budgets, guard, metrics, children,
+        *([episodes] if episodes is not None else []),
+        *([training] if training is not None else []),
+    ])
+
+    scheduler = Scheduler(
+        None if db is None else PostgresScheduleStore(db) if pg else SQLiteScheduleStore(db),
+        schedules=config.schedules,
+        personas=personas,
+        submit=submit,
+        resolve=resolve,
+        started=started,
+        fired=metrics.schedule_fired,
+        config_path=config.path,
+    )
+    http = http_component(config)
+    components: list[Component] = [PersonaWatcher(personas), scheduler]
+    if db is not None:  # the database stays bounded
+        components.append(Retention(db, config.hub.retention))
+    if pg and inbox is not None and requeue is not None:  # workers share the inbox: keep and take over claims
+        components.append(InboxClaims(inbox, runs, requeue=requeue, interval=config.store.lease / 3))
+    if http is not None:
+        components.append(http)
+    if episodes is not None:
+        components.append(episodes)
+    if training is not None:
+        components.append(training)
+    if heartbeat is not None:
+        components.append(Heartbeat(heartbeat, health=health.problem))
+    return Features(
+        redactor=redactor,
+        prompts=prompts,
+        plugins=plugins,
+        components=components,
+        metrics=metrics,
+        budgets=budgets,
+        guard=guard,
+        children=children,
+        scheduler=scheduler,
+        revisions=revisions,
+        usage=usage,
+        http=http,
+        episodes=episodes,
+        stores=(revisions, usage),
+        outbound=RedisLimiter(config.store.redis_url) if config.store.redis_url else None,
+    )
+
+
+def _open_episodes(config: HubConfig, embedder: Any) -> Any:
+    return open_episode_store(config, embedder=embedder or shared_embedder())

@@ -1,0 +1,5 @@
+"""``python -m hub.cli``: the ``hub`` command."""
+
+from . import main
+
+raise SystemExit(main())

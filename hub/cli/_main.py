@@ -1,0 +1,402 @@
+"""The ``hub`` command: run, chat, runs, trace, check (and memory, export-training).
+
+Every command takes ``--config`` (default ``./config.toml``). Errors the operator can fix
+(config, personas, an unreachable model) are one clear line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+from ..config import HubConfig, load_config
+from ..errors import ConfigError, HubError
+from ..logging_setup import setup_logging
+from ._memory import MEMORY_COMMANDS, add_memory_commands
+from ._pairing import ACCESS_COMMANDS, add_access_commands
+from ._store import STORE_COMMANDS, add_store_commands
+
+__all__ = ["main"]
+
+log = logging.getLogger("hub")
+
+HEARTBEAT = "heartbeat"  # under data_dir, touched by `hub run`, read by `hub health`
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hub", description="An LLM agent on Discord, Telegram, X and the terminal.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", default=None, help="config file (default: ./config.toml)")
+    common.add_argument("--log-level", default=None, choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    common.add_argument("--log-format", default=None, choices=["text", "json"])
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", parents=[common], help="run every enabled extension until SIGINT/SIGTERM")
+    chat = sub.add_parser("chat", parents=[common], help="talk to the agent in the terminal (or pipe lines in)")
+    for cmd in (run, chat):  # the data-dir check (hub/store/_datadir.py)
+        cmd.add_argument("--allow-empty", action="store_true",
+                         help="start even though hub.db is empty or missing in a data dir with history")
+    runs = sub.add_parser("runs", parents=[common], help="recent runs")
+    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--state", default=None, choices=["running", "completed", "failed", "rejected", "killed"])
+    runs.add_argument("--context", default=None, help="a context instance, TYPE:KEY")
+    runs.add_argument("--json", action="store_true", help="one JSON object per line")
+    runs.add_argument("--raw", action="store_true", help="print control characters as they are (not escaped)")
+    runs.add_argument("--follow", action="store_true", help="print runs' events as they arrive (hub/cli/_follow.py)")
+    trace = sub.add_parser("trace", parents=[common], help="one run's whole event log and its tree of child runs")
+    trace.add_argument("run_id", help="a run id or a unique prefix of one")
+    trace.add_argument("--json", action="store_true")
+    trace.add_argument("--raw", action="store_true", help="print control characters as they are (not escaped)")
+    trace.add_argument("--follow", action="store_true", help="print the run's events as they arrive, until it ends")
+    sub.add_parser("check", parents=[common], help="validate config, personas and extension settings")
+    health = sub.add_parser("health", parents=[common], help="exit 0 if a running hub is alive (container healthcheck)")
+    health.add_argument("--max-age", type=float, default=60.0, help="seconds since the last heartbeat (no [http])")
+    persona = sub.add_parser("persona", help="persona revisions: history and rollback")
+    psub = persona.add_subparsers(dest="persona_command", required=True)
+    psub.add_parser("list", parents=[common], help="personas, their files and revision counts")
+    history = psub.add_parser("history", parents=[common], help="every accepted revision of a persona, with diffs")
+    history.add_argument("name")
+    history.add_argument("--json", action="store_true")
+    rollback = psub.add_parser("rollback", parents=[common], help="put a revision back in force")
+    rollback.add_argument("name")
+    rollback.add_argument("rev", type=int)
+    add_memory_commands(sub, common)
+    add_store_commands(sub, common)
+    add_access_commands(sub, common)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        config = load_config(args.config)
+    except ConfigError as e:
+        print(f"hub: config error: {e}", file=sys.stderr)
+        return 2
+    level = args.log_level or config.hub.log_level
+    if args.command == "chat" and args.log_level is None:
+        level = "WARNING"  # the terminal is for the conversation
+    from ..redact import Redactor
+
+    setup_logging(level, args.log_format or config.hub.log_format, redactor=Redactor.from_config(config))
+    if args.command in ("run", "chat"):  # `hub check` reports them itself
+        for warning in config.unset_warnings():
+            log.warning("config: %s", warning)
+    commands: dict[str, Callable[[HubConfig, argparse.Namespace], Coroutine[Any, Any, int]]] = {
+        "run": cmd_run,
+        "chat": cmd_chat,
+        "runs": cmd_runs,
+        "trace": cmd_trace,
+        "check": cmd_check,
+        "persona": cmd_persona,
+        "health": cmd_health,
+    }
+    commands.update(MEMORY_COMMANDS)
+    commands.update(STORE_COMMANDS)
+    commands.update(ACCESS_COMMANDS)
+    lock = None
+    try:
+        if args.command in ("run", "chat"):  # one process per data dir, and a database worth opening
+            lock = _claim_data_dir(config, allow_empty=args.allow_empty)
+            # on SQLite the lock makes this the only worker; with [store] url others share the
+            # database (each with a data dir of its own, maybe at the same path on another
+            # machine), so each needs a name of its own
+            args.sole_worker = not config.store.url
+        return asyncio.run(commands[args.command](config, args))
+    except KeyboardInterrupt:
+        return 130
+    except HubError as e:
+        print(f"hub: {e}", file=sys.stderr)
+        return 2
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _claim_data_dir(config: HubConfig, *, allow_empty: bool) -> Any:
+    from ..store import DataDirLock, check_database
+
+    # With [store] url the state is in PostgreSQL, which many workers share; the lock still
+    # guards what stays in the data dir (embedded Chroma, the heartbeat, the training file):
+    # one worker per data dir, so workers on one machine each get their own.
+    lock = DataDirLock(config.data_dir).acquire()
+    if config.store.url:
+        return lock
+    try:
+        check_database(config.data_dir, allow_empty=allow_empty, lock=lock)
+    except HubError:
+        lock.release()
+        raise
+    return lock
+
+
+async def cmd_run(config: HubConfig, args: argparse.Namespace) -> int:
+    from ..hub import Hub
+    from ..store import sole_worker_id
+
+    # with the data dir's lock held, no other process shares this store: the same lease holder
+    # as the last process here, so a restart after a crash polls at once (no lease to wait out)
+    worker = sole_worker_id(config.data_dir) if getattr(args, "sole_worker", False) else None
+    hub = Hub(config, heartbeat=config.data_dir / HEARTBEAT, worker=worker)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with hub:
+        log.info("hub running with %s; stop with Ctrl-C or SIGTERM", ", ".join(hub.extensions) or "no extensions")
+        await stop.wait()
+        log.info("stopping: no new input; runs in flight get %.0fs", config.hub.shutdown_grace)
+    return 0
+
+
+async def cmd_chat(config: HubConfig, args: argparse.Namespace) -> int:
+    from ..definitions import import_extension, load_extensions
+    from ..hub import Hub
+
+    # the terminal is an extension like any other (hub-cli), found through its entry point
+    terminal = import_extension("cli")
+    CliSettings, os_user, read_lines = terminal.CliSettings, terminal.os_user, terminal.read_lines
+    cli_extension = terminal.extension
+
+    # the terminal only: keep tool extensions, leave platform listeners to `hub run`
+    config.extensions = {k: v for k, v in config.extensions.items() if k != "cli"}
+    tools = [e for e in load_extensions(config) if not e.inputs and not e.services]
+    interactive = sys.stdin.isatty()
+    cli = cli_extension(CliSettings(stdin=False, prefix="bot> " if interactive else ""))
+    config.http = None  # triggers are `hub run`'s: no second server on its port, no schedules fired twice
+    hub = Hub(config, extensions=[cli, *tools], load_extensions=False)
+    hub.scheduler.enabled = False
+    user = os_user()
+    async with hub:
+        if interactive:
+            print(f"Talking to the hub as {user}. Ctrl-D to leave.", file=sys.stderr)
+            print("you> ", end="", flush=True)
+        async for line in read_lines():
+            text = line.strip()
+            if text:
+                result = await hub.send("cli:session", {"user": user}, text, user=user)
+                if result is not None and not result.ok:
+                    print(f"[run {result.run_id[:8]} {result.state}: {result.reason}]", file=sys.stderr)
+            if interactive:
+                print("you> ", end="", flush=True)
+        if interactive:
+            print(file=sys.stderr)
+    return 0
+
+
+def _stores(config: HubConfig) -> Any:
+    from ..store import PostgresRunStore, SQLiteRunStore, existing_database
+
+    db = existing_database(config, missing="no runs yet")
+    return db, PostgresRunStore if db.dialect == "postgres" else SQLiteRunStore
+
+
+def _fmt_time(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
+
+
+async def cmd_runs(config: HubConfig, args: argparse.Namespace) -> int:
+    if args.follow:
+        from ._follow import cmd_follow
+
+        return await cmd_follow(config, args)
+    db, cls = _stores(config)
+    async with db:
+        store = cls(db)
+        await store.open()
+        runs = await store.list(limit=args.limit, state=args.state, context=args.context)
+    if args.json:
+        for r in runs:
+            print(json.dumps(_run_dict(r)))
+        return 0
+    if not runs:
+        print("no runs")
+        return 0
+    from ._trace import escape_terminal
+
+    def safe(text: str) -> str:  # a context id or a reason may hold user text
+        return text if args.raw else escape_terminal(text, newlines=False)
+
+    print(f"{'id':10} {'started':19} {'context':28} {'state':10} {'steps':>5} {'tokens':>7} {'secs':>6}  reason")
+    for r in runs:
+        dur = f"{r.duration:.1f}" if r.duration is not None else "-"
+        print(
+            f"{r.id[:10]:10} {_fmt_time(r.started):19} {safe(r.context)[:28]:28} {r.state!s:10} {r.steps:>5} "
+            f"{r.tokens:>7} {dur:>6}  {safe(r.reason or '')}"
+        )
+    return 0
+
+
+def _run_dict(r: Any) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "context": r.context,
+        "state": str(r.state),
+        "reason": r.reason,
+        "steps": r.steps,
+        "prompt_tokens": r.prompt_tokens,
+        "completion_tokens": r.completion_tokens,
+        "started": r.started,
+        "ended": r.ended,
+        "duration": r.duration,
+        "parent_id": r.parent_id,
+        "user": r.user,
+    }
+
+
+async def cmd_trace(config: HubConfig, args: argparse.Namespace) -> int:
+    from ..logs import to_dict
+    from ..store import collect_tree
+    from ._trace import render_trace
+
+    if args.follow:
+        from ._follow import cmd_follow
+
+        return await cmd_follow(config, args)
+    db, cls = _stores(config)
+    async with db:
+        store = cls(db)
+        await store.open()
+        run = await store.find(args.run_id)
+        if run is None:
+            raise HubError(f"no run matches {args.run_id!r} (give more characters if several do)")
+        events = await store.events(run.id)
+        tree = await collect_tree(store, run.id)
+    from ..redact import Redactor
+
+    redactor = Redactor.from_config(config)  # also masks runs recorded before a secret was set
+    if args.json:
+
+        def nested(run_id: str) -> list[dict[str, Any]]:
+            return [{**_run_dict(c), "children": nested(c.id)} for c in tree.get(run_id, [])]
+
+        data = {"run": _run_dict(run), "events": [to_dict(e) for e in events], "children": nested(run.id)}
+        print(json.dumps(redactor.redact_tree(json.loads(json.dumps(data, default=str)))))
+        return 0
+    from ._trace import escape_terminal
+
+    text = redactor.redact(render_trace(run, events, tree=tree))
+    print(text if args.raw else escape_terminal(text))
+    return 0
+
+
+async def cmd_check(config: HubConfig, args: argparse.Namespace) -> int:
+    from ._check import check_config
+
+    report = check_config(config)
+    for w in report.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if report.errors:
+        for e in report.errors:
+            print(f"error: {e}", file=sys.stderr)
+        print(f"{len(report.errors)} problem{'s' if len(report.errors) > 1 else ''} found", file=sys.stderr)
+        return 2
+    store = f"SQLite {config.data_dir / 'hub.db'}"
+    if config.store.url:  # the one thing check connects to: the workers' shared database
+        from ..errors import StoreError
+        from ..store.sql import inspect
+
+        try:
+            store = await inspect(config.store.url, timeout=config.store.connect_timeout)
+        except StoreError as e:
+            print(f"error: store.url: {e}", file=sys.stderr)
+            return 2
+    where = config.path or "defaults (no config.toml)"
+    provider = config.model.resolved_provider()
+    print(f"ok: {where}")
+    print(f"  store: {store}")
+    print(f"  model: {provider} {config.model.name if provider == 'openai' else ''}".rstrip())
+    print(f"  extensions: {', '.join(report.extensions) or 'none'}")
+    print(f"  personas: {', '.join(report.personas) or 'none'}")
+    return 0
+
+
+async def cmd_health(config: HubConfig, args: argparse.Namespace) -> int:
+    """/healthz of the hub's HTTP endpoint when there is one, else the heartbeat's age."""
+    if config.http is not None:
+        import urllib.error
+        import urllib.request
+
+        host = config.http.host if config.http.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        url = f"http://{host}:{config.http.port}/healthz"
+        try:
+            status = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).status)
+        except urllib.error.HTTPError as e:  # 503: stopping, or a store failing
+            body = e.read().decode("utf-8", "replace")
+            state = json.loads(body).get("status", "unhealthy") if body.startswith("{") else "unhealthy"
+            print(f"{state}: {url} answered {e.code}: {body}", file=sys.stderr)
+            return 1
+        except (urllib.error.URLError, OSError) as e:
+            print(f"unhealthy: {url}: {e}", file=sys.stderr)
+            return 1
+        print(f"ok: {url} answered {status}")
+        return 0
+    path = config.data_dir / HEARTBEAT
+    try:
+        age = time.time() - path.stat().st_mtime
+    except FileNotFoundError:
+        print(f"unhealthy: no heartbeat at {path} (is `hub run` running?)", file=sys.stderr)
+        return 1
+    if age > args.max_age:
+        print(f"unhealthy: last heartbeat {age:.0f}s ago (more than {args.max_age:.0f}s)", file=sys.stderr)
+        return 1
+    degraded = [line for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("degraded:")]
+    if degraded:  # the store is failing: runs fail with store_error, their inputs wait in the inbox
+        print(degraded[0], file=sys.stderr)
+        return 1
+    print(f"ok: heartbeat {age:.0f}s ago")
+    return 0
+
+
+async def cmd_persona(config: HubConfig, args: argparse.Namespace) -> int:
+    from ..personas import PostgresRevisionStore, SQLiteRevisionStore, render_history, rollback
+    from ..store import database_for
+
+    path = config.data_dir / "hub.db"
+    folder = config.contexts_dir
+    if not config.store.url and not path.exists():
+        if args.persona_command == "list":
+            for p in sorted(folder.glob("*.toml")):
+                print(f"{p.stem:20}   0 revisions  {p}")
+            return 0
+        raise HubError(f"no persona revisions yet: {path} does not exist (the hub records them when it runs)")
+    async with database_for(config) as db:
+        store = PostgresRevisionStore(db) if db.dialect == "postgres" else SQLiteRevisionStore(db)
+        await store.open()
+        if args.persona_command == "list":
+            names = sorted({p.stem for p in folder.glob("*.toml")} | set(await store.names()))
+            counts = {n: len(await store.history(n)) for n in names}
+            for n in names:
+                file = folder / f"{n}.toml"
+                plural = "s" if counts[n] != 1 else " "
+                print(f"{n:20} {counts[n]:>3} revision{plural}  {file if file.exists() else '(file deleted)'}")
+            if not names:
+                print(f"no personas in {folder}")
+            return 0
+        revisions = await store.history(args.name)
+        if not revisions:
+            known = ", ".join(await store.names()) or "none"
+            raise HubError(f"persona {args.name!r} has no revisions (known: {known})")
+        if args.persona_command == "history":
+            file = folder / f"{args.name}.toml"
+            current = file.read_text(encoding="utf-8") if file.exists() else None
+            if args.json:
+                for r in revisions:
+                    print(json.dumps({"name": r.name, "rev": r.rev, "ts": r.ts, "note": r.note, "text": r.text}))
+            else:
+                print(render_history(revisions, current=current))
+            return 0
+        target = await rollback(store, folder, args.name, args.rev)
+        print(f"persona {args.name}: rev {target.rev} is back in {folder / (args.name + '.toml')}; "
+              "a running hub uses it from its next message")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

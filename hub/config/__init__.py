@@ -1,0 +1,32 @@
+"""``config.toml``: reading it, ``${VAR}`` substitution, and one pydantic model per section."""
+
+from __future__ import annotations
+
+from ._load import MAX_FILE_BYTES, config_from_dict, format_validation_error, load_config, loads_toml, read_toml
+from ._sections import (
+    HttpSection,
+    HubConfig,
+    LimitsSection,
+    MemorySection,
+    RetentionSection,
+    ScheduleSection,
+    StoreSection,
+    WebhookSection,
+)
+
+__all__ = [
+    "HttpSection",
+    "HubConfig",
+    "LimitsSection",
+    "MAX_FILE_BYTES",
+    "MemorySection",
+    "RetentionSection",
+    "ScheduleSection",
+    "StoreSection",
+    "WebhookSection",
+    "config_from_dict",
+    "format_validation_error",
+    "load_config",
+    "loads_toml",
+    "read_toml",
+]

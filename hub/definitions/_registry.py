@@ -1,0 +1,87 @@
+"""What a hub knows by name: its extensions and the contexts, actions, outputs and inputs
+they declare (:class:`Registry`), and the resolution of a ``TYPE:KEY`` name to a context."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from ..errors import ExtensionError, RunError
+from ._types import Action, Context, Extension, Input, Output, Route
+
+__all__ = ["Registry"]
+
+
+class Registry:
+    """One hub's registries. Names are unique across extensions; each item remembers the
+    extension that registered it (for personas per extension and error messages)."""
+
+    def __init__(self) -> None:
+        self.extensions: dict[str, Extension] = {}
+        self.contexts: dict[str, Context] = {}
+        self.actions: dict[str, Action] = {}
+        self.outputs: dict[str, Output] = {}
+        self.inputs: dict[str, Input] = {}
+        self.routes: dict[str, Route] = {}  # by path, served on [http]
+        self._owners: dict[int, str] = {}
+
+    def register(self, ext: Extension) -> None:
+        """Add an extension's definitions; a name already taken is an ExtensionError naming both."""
+        if ext.name in self.extensions:
+            raise ExtensionError(ext.name, "registered twice")
+        item: Any  # a context, action, output or input: each registry below keeps its own kind
+        for route in ext.routes:
+            route.check(ext.name)
+        for registry, items, attr, what in (
+            (self.contexts, ext.contexts, "type", "context"),
+            (self.actions, ext.actions, "name", "action"),
+            (self.outputs, ext.outputs, "type", "output"),
+            (self.inputs, ext.inputs, "type", "input"),
+            (self.routes, ext.routes, "path", "route"),
+        ):
+            for item in items:
+                name = getattr(item, attr)
+                if name in registry:
+                    other = self._owners.get(id(registry[name]), "?")
+                    raise ExtensionError(ext.name, f"{what} {name!r} is already defined by extension {other!r}")
+        for registry, items, attr in (
+            (self.contexts, ext.contexts, "type"),
+            (self.actions, ext.actions, "name"),
+            (self.outputs, ext.outputs, "type"),
+            (self.inputs, ext.inputs, "type"),
+            (self.routes, ext.routes, "path"),
+        ):
+            for item in items:
+                registry[getattr(item, attr)] = item
+                self._owners[id(item)] = ext.name
+        self.extensions[ext.name] = ext
+
+    def owner_of(self, item: Any) -> str | None:
+        return self._owners.get(id(item))
+
+    def resolve(self, context: str | Context, args: Any = None) -> tuple[Context, Any, str]:
+        """A context type (with args) or a ``TYPE:KEY`` instance name → (definition, args, key)."""
+        if isinstance(context, Context):
+            definition = context
+            key = None
+        elif context in self.contexts:
+            definition, key = self.contexts[context], None
+        else:
+            ctype, sep, key = context.rpartition(":")
+            if not sep or ctype not in self.contexts:
+                known = ", ".join(sorted(self.contexts)) or "none"
+                raise RunError(f"unknown context {context!r}; known context types: {known}")
+            definition = self.contexts[ctype]
+        try:
+            if args is None:
+                if key is None:
+                    raise RunError(f"context {definition.type!r} needs args (or name an instance as TYPE:KEY)")
+                parsed = definition.args_from_key(key)
+            elif isinstance(args, BaseModel):
+                parsed = args
+            else:
+                parsed = definition.schema.model_validate(args)
+        except (ValidationError, ValueError) as e:
+            raise RunError(f"invalid args for context {definition.type!r}: {e}") from e
+        return definition, parsed, definition.key_of(parsed)

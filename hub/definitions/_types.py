@@ -1,0 +1,424 @@
+"""The definitions an extension declares, as plain data: :class:`Action`, :class:`Output`,
+:class:`Input`, :class:`Context`, :class:`Service` and :class:`Extension`. :class:`ContextInstance` is one conversation of a :class:`Context`. The decorators that
+build them from handlers, inferring their schemas, are in ``_decorators``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Literal
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter
+
+from ..errors import ExtensionError
+from ..logs import Log, MediaPart
+from ._run_context import ArgsT, MemoryT, RunContext
+
+if TYPE_CHECKING:
+    from ..store import MemoryStore
+
+HubRef = Any
+"""The :class:`~hub.Hub` an ``install``, ``subscribe``, ``enabled`` or ``start`` receives. Typed
+``Any`` here because definitions sit below the hub in the layers (they may not import it)."""
+
+ErrorDecision = Literal["continue", "retry", "abort"]
+
+_NAME = re.compile(r"^[A-Za-z_][\w.:-]*$")
+
+
+class NoArgs(BaseModel):
+    """Arguments of an action that takes none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class TextArgs(BaseModel):
+    """The args of a context keyed by one string (a chat id, a user name)."""
+
+    id: str
+
+
+class _NoAttributes(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _check_name(kind: str, name: str) -> None:
+    if not name or not _NAME.match(name):
+        raise ValueError(f"{kind} name {name!r} must start with a letter or '_' and contain only letters, digits, _ . : -")
+
+
+@dataclass(slots=True, eq=False)
+class Action:
+    """A tool the model may call with ``<action_call name="NAME">{json}</action_call>``."""
+
+    name: str
+    handler: Callable[[Any, RunContext], Awaitable[Any]]
+    schema: type[BaseModel] = NoArgs
+    description: str = ""
+    instructions: str = ""
+    returns: Any = None
+    examples: Sequence[str] = ()
+    enabled: Callable[[RunContext], bool] | None = None
+    retry: int = 0
+    queue: str | None = None
+    memory: str | None = None
+    timeout: float | None = None
+    on_success: Callable[[Any, RunContext], Awaitable[None] | None] | None = None
+    on_error: Callable[[BaseException, RunContext], Awaitable[None] | None] | None = None
+    roles: Sequence[str] = ()
+    critical: bool = False
+    scope: Literal["context", "global"] = "context"
+    """Where ``memory`` lives: one value per conversation (``"context"``), or one shared by all."""
+    _returns_adapter: TypeAdapter[Any] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _check_name("action", self.name)
+        if self.retry < 0:
+            raise ValueError(f"action {self.name!r}: retry must be >= 0")
+        if self.scope not in ("context", "global"):
+            raise ValueError(f"action {self.name!r}: scope must be 'context' or 'global', not {self.scope!r}")
+
+    def json_schema(self) -> dict[str, Any]:
+        return self.schema.model_json_schema()
+
+    def returns_schema(self) -> dict[str, Any] | None:
+        if self.returns is None:
+            return None
+        return TypeAdapter(self.returns).json_schema()
+
+    def check_result(self, result: Any) -> None:
+        """Validate a handler's result against ``returns`` (nothing to check without one).
+
+        Raises:
+            pydantic.ValidationError: The result does not match; its errors name the field.
+        """
+        if self.returns is None:
+            return
+        if self._returns_adapter is None:
+            self._returns_adapter = TypeAdapter(self.returns)
+        self._returns_adapter.validate_python(result)
+
+
+@dataclass(slots=True, eq=False)
+class Output:
+    """A way for the model to say something: ``<output type="TYPE" attr="...">content</output>``.
+
+    ``attributes`` is the schema of the tag's attributes; a destination attribute is only
+    possible when the definition declares one. ``context`` restricts the output to runs of one
+    context type. ``format(content)`` is how the log shows it (the prompt's history, traces):
+    a string in place of the raw content.
+
+    The handler gets the validated content and ``ctx`` (``ctx.output`` is its own log entry).
+    It returns nothing, data that goes into the entry's ``data``, an :class:`OutputResult`, or
+    a list of them: the first updates the entry, each further one is an entry of its own. An
+    entry whose result says ``processed=False`` is shown to the model as new, and the run
+    takes another step for it.
+
+    ``live=True`` (text outputs only) delivers while the model writes: the handler is called
+    when the opening tag arrives, with a :class:`~hub.engine.LiveText` in place of the content,
+    and returns once it has delivered the final text (a message edited in place).
+    """
+
+    type: str
+    handler: Callable[[Any, RunContext], Awaitable[Any]]
+    schema: Any = str
+    attributes: builtins.type[BaseModel] = _NoAttributes
+    description: str = ""
+    instructions: str = ""
+    examples: Sequence[str] = ()
+    format: Callable[[Any], str] | None = None
+    install: Callable[[HubRef], Awaitable[None] | None] | None = None
+    enabled: Callable[[RunContext], bool] | None = None
+    context: str | None = None
+    live: bool = False
+
+    def __post_init__(self) -> None:
+        _check_name("output", self.type)
+        if self.live and self.schema is not str:
+            raise TypeError(f"output {self.type!r}: live=True needs text content (schema str), not {self.schema!r}")
+
+    @property
+    def is_text(self) -> bool:
+        return self.schema is str
+
+    def content_schema(self) -> dict[str, Any] | None:
+        if self.is_text:
+            return None
+        return TypeAdapter(self.schema).json_schema()
+
+
+@dataclass(slots=True)
+class OutputResult:
+    """What an output handler may return, one or a list: ``data`` for the log entry, and
+    ``processed=False`` to show the entry to the model as new in the next step."""
+
+    data: Any = None
+    processed: bool = True
+
+
+@dataclass(slots=True, eq=False)
+class Input:
+    """A listener: ``subscribe(send, hub)`` starts it and returns an async callable that stops it.
+
+    ``schema`` (a type pydantic validates; ``Any``: anything) is checked against the data each
+    ``send`` carries: a mismatch is an :class:`~hub.ExtensionError` naming the input type and
+    the field. ``format(data)`` is how the log shows the input (the prompt, traces).
+    """
+
+    type: str
+    subscribe: Callable[[Callable[..., Awaitable[Any]], HubRef], Awaitable[Callable[[], Awaitable[None]]]]
+    schema: Any = Any
+    description: str = ""
+    format: Callable[[Any], str] | None = None
+    install: Callable[[HubRef], Awaitable[None] | None] | None = None
+    enabled: Callable[[HubRef], bool] | None = None
+    fetch: Callable[[MediaPart, int], Awaitable[bytes]] | None = None
+    """``fetch(part, max_bytes)``: the bytes of a file this input recorded (a
+    :class:`~hub.MediaPart` it sent with ``media=``), read at most ``max_bytes`` (raise
+    :class:`~hub.MediaTooLarge` past it). Called only when a run needs the bytes."""
+
+    _adapter: TypeAdapter[Any] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        _check_name("input", self.type)
+
+    def validate(self, data: Any) -> Any:
+        """``data`` validated against ``schema``.
+
+        Raises:
+            pydantic.ValidationError: It does not match.
+        """
+        if self.schema is Any:
+            return data
+        if self._adapter is None:
+            self._adapter = TypeAdapter(self.schema)
+        return self._adapter.validate_python(data)
+
+
+@dataclass(slots=True, eq=False)
+class Context(Generic[ArgsT, MemoryT]):
+    """A kind of conversation. One type has many instances, named ``TYPE:KEY``.
+
+    ``key(args)`` gives the instance key; ``parse_key(key)`` turns it back into args (default:
+    the schema's single field). ``create`` gives the initial persistent memory; ``load`` and
+    ``save`` replace the store round trip; ``render`` shows the state in the prompt.
+    ``reply_output`` is the output type used for a plain-text reply and for ``<output>``
+    tags whose type is omitted.
+
+    ``memory_schema``, a pydantic model, makes the memory typed: loaded into it (its
+    defaults when new), saved as its JSON. ``Context[Args, Memory]`` and handlers taking
+    ``ctx: RunContext[Args, Memory]`` then type-check ``ctx.memory.count``.
+    """
+
+    type: str
+    schema: builtins.type[ArgsT] = TextArgs  # type: ignore[assignment]
+    key: Callable[[ArgsT], str] | None = None
+    parse_key: Callable[[str], dict[str, Any]] | None = None
+    create: Callable[[ArgsT, RunContext[ArgsT, MemoryT]], MemoryT | Awaitable[MemoryT]] | None = None
+    load: Callable[[str, RunContext[ArgsT, MemoryT]], Awaitable[Any]] | None = None
+    save: Callable[[str, MemoryT, RunContext[ArgsT, MemoryT]], Awaitable[None]] | None = None
+    render: Callable[[MemoryT, RunContext[ArgsT, MemoryT]], str] | None = None
+    description: str = ""
+    instructions: str = ""
+    use: Callable[[ArgsT, RunContext[ArgsT, MemoryT]], Sequence[tuple[Context[Any, Any], Any]]] | None = None
+    actions: Sequence[Action] = ()
+    outputs: Sequence[Output] = ()
+    on_step: Callable[[RunContext[ArgsT, MemoryT]], Awaitable[None] | None] | None = None
+    on_run: Callable[[RunContext[ArgsT, MemoryT]], Awaitable[None] | None] | None = None
+    on_error: Callable[[BaseException, RunContext[ArgsT, MemoryT]], Awaitable[ErrorDecision] | ErrorDecision] | None = None
+    max_steps: int | None = None
+    max_history: int | None = None
+    reply_output: str | None = None
+    persona: str | None = None
+    memory_schema: builtins.type[MemoryT] | None = None
+
+    def __post_init__(self) -> None:
+        _check_name("context", self.type)
+        if self.memory_schema is not None and not (
+            isinstance(self.memory_schema, builtins.type) and issubclass(self.memory_schema, BaseModel)
+        ):
+            raise TypeError(f"context {self.type!r}: memory_schema must be a pydantic BaseModel class")
+
+    def memory_from(self, raw: Any) -> Any:
+        """Stored memory as the context holds it (validated into ``memory_schema``)."""
+        if self.memory_schema is None or raw is None or isinstance(raw, self.memory_schema):
+            return raw
+        return self.memory_schema.model_validate(raw)  # type: ignore[attr-defined]
+
+    def memory_to(self, value: Any) -> Any:
+        """Memory as it is stored (JSON)."""
+        if isinstance(value, BaseModel):
+            return value.model_dump(mode="json")
+        return value
+
+    def new_memory(self) -> Any:
+        """Memory for an instance that has none yet, when there is no ``create``."""
+        return self.memory_schema() if self.memory_schema is not None else {}
+
+    def key_of(self, args: Any) -> str:
+        if self.key is not None:
+            return str(self.key(args))
+        fields = list(type(args).model_fields) if isinstance(args, BaseModel) else []
+        if len(fields) == 1:
+            return str(getattr(args, fields[0]))
+        if isinstance(args, BaseModel) and not fields:
+            return "default"
+        raise ValueError(f"context {self.type!r} has several args fields: give it a key(args) function")
+
+    def args_from_key(self, key: str) -> Any:
+        if self.parse_key is not None:
+            return self.schema.model_validate(self.parse_key(key))
+        fields = list(self.schema.model_fields)
+        if len(fields) == 1:
+            return self.schema.model_validate({fields[0]: key})
+        if not fields:
+            return self.schema()
+        raise ValueError(f"context {self.type!r} has several args fields: give it a parse_key(key) function")
+
+
+@dataclass(slots=True, eq=False)
+class Service:
+    """A client with a lifecycle, started before inputs subscribe and stopped after they stop."""
+
+    name: str
+    start: Callable[[HubRef], Awaitable[None]]
+    stop: Callable[[], Awaitable[None]]
+
+
+_ROUTE_PATH = re.compile(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
+_HEADER_NAME = re.compile(r"[A-Za-z0-9-]+")
+RESERVED_PATHS = ("/healthz", "/metrics", "/webhooks", "/events", "/runs", "/ui")
+"""The hub's own paths on ``[http]``: an extension's route may not be one of them or under one."""
+
+
+@dataclass(frozen=True, slots=True)
+class RouteRequest:
+    """A request to an extension's route, authenticated and read by the hub: the body is
+    capped by ``[http] max_body`` and ``data`` is its JSON, cleaned (:mod:`hub.http`)."""
+
+    path: str
+    headers: Mapping[str, str]
+    body: bytes
+    data: Any
+
+
+@dataclass(frozen=True, slots=True)
+class RouteAnswer:
+    """What a route handler answers: a status and a JSON body (default ``{"ok": true}``)."""
+
+    status: int = 200
+    body: Any = None
+
+
+@dataclass(slots=True, eq=False)
+class Route:
+    """An HTTP route an extension serves on the hub's ``[http]`` endpoint (a platform's webhook).
+
+    The hub checks ``secret_header`` against ``secret`` (in constant time, from the headers,
+    before any body is read: 401 otherwise), caps and times the body as it does for
+    ``/webhooks/NAME``, parses it as JSON (400 when it is not) and answers 503 while the hub
+    is not taking input. ``handler`` gets a :class:`RouteRequest` and returns a
+    :class:`RouteAnswer` (None: 200). A ``StoreError`` it raises answers 503, so the sender
+    delivers again; answer only once what came in is recorded.
+    """
+
+    path: str
+    handler: Callable[[RouteRequest], Awaitable[RouteAnswer | None]]
+    secret_header: str
+    secret: str
+    method: str = "POST"
+    description: str = ""
+
+    def check(self, extension: str) -> None:
+        """Raises ExtensionError naming what is wrong with this route."""
+        if not _ROUTE_PATH.fullmatch(self.path) or self.path == "/" or "//" in self.path:
+            raise ExtensionError(extension, f"route {self.path!r}: the path must start with '/' and name something")
+        for reserved in RESERVED_PATHS:
+            if self.path == reserved or self.path.startswith(reserved + "/"):
+                raise ExtensionError(extension, f"route {self.path!r}: {reserved} is the hub's own path")
+        if not _HEADER_NAME.fullmatch(self.secret_header):
+            raise ExtensionError(extension, f"route {self.path!r}: {self.secret_header!r} is not a header name")
+        if not self.secret:
+            raise ExtensionError(extension, f"route {self.path!r}: needs a secret (requests are authenticated)")
+        if self.method not in ("POST", "PUT"):
+            raise ExtensionError(extension, f"route {self.path!r}: method must be POST or PUT, not {self.method!r}")
+
+
+@dataclass(slots=True, eq=False)
+class Extension:
+    """What one platform or toolset contributes to a hub."""
+
+    name: str
+    actions: Sequence[Action] = ()
+    outputs: Sequence[Output] = ()
+    inputs: Sequence[Input] = ()
+    contexts: Sequence[Context] = ()
+    services: Sequence[Service] = ()
+    install: Callable[[HubRef], Awaitable[None] | None] | None = None
+    description: str = ""
+    agent_context: Context | None = None
+    """The bot's own context (see :mod:`hub.engine`), registered with ``contexts``."""
+    routes: Sequence[Route] = ()
+    """HTTP routes served on the hub's ``[http]`` endpoint (a platform's webhook)."""
+
+    def __post_init__(self) -> None:
+        for seq_name in ("actions", "outputs", "inputs", "contexts", "services", "routes"):
+            items = getattr(self, seq_name)
+            if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+                raise ExtensionError(self.name, f"{seq_name} must be a list")
+            setattr(self, seq_name, list(items))
+        if self.agent_context is not None and self.agent_context not in self.contexts:
+            self.contexts.append(self.agent_context)  # type: ignore[attr-defined]
+
+
+@dataclass(slots=True)
+class ContextInstance:
+    """One conversation: a context definition, its args and key, its memory and history."""
+
+    definition: Context
+    args: Any
+    key: str
+    memory: Any = None
+    history: list[Log] = field(default_factory=list)
+    extension: str | None = None
+    used: list[ContextInstance] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return f"{self.definition.type}:{self.key}"
+
+    @property
+    def type(self) -> str:
+        return self.definition.type
+
+
+async def load_memory(store: MemoryStore, inst: ContextInstance, ctx: RunContext) -> Any:
+    """A context instance's persistent memory: its ``load`` override or the store, else
+    its ``create`` (awaited when async), else a new one; in its ``memory_schema``."""
+    definition = inst.definition
+    if definition.load is not None:
+        memory = await _value(definition.load(inst.id, ctx))
+    else:
+        memory = await store.get(f"memory:{inst.id}")
+    if memory is None:
+        memory = await _value(definition.create(inst.args, ctx)) if definition.create is not None else definition.new_memory()
+    return definition.memory_from(memory)
+
+
+async def save_memory(store: MemoryStore, inst: ContextInstance, ctx: RunContext) -> None:
+    """Write a context instance's memory back: its ``save`` override, or the store."""
+    definition = inst.definition
+    if definition.save is not None:
+        await _value(definition.save(inst.id, inst.memory, ctx))
+    else:
+        await store.set(f"memory:{inst.id}", definition.memory_to(inst.memory))
+
+
+async def _value(res: Any) -> Any:
+    if asyncio.iscoroutine(res):
+        return await res
+    return res

@@ -1,0 +1,24 @@
+"""The engine: the step loop, a run, the runner that queues them per conversation, actions, outputs, live output, and the hook protocol through which features take part."""
+
+from __future__ import annotations
+
+from ._agent_context import AgentContext
+from ._deps import EngineDeps
+from ._hooks import Plugin, Plugins
+from ._live import LiveText
+from ._outputs import CUT_OFF_MARK
+from ._runner import Runner, Slot, Submission
+from ._step_loop import Engine
+
+__all__ = [
+    "AgentContext",
+    "CUT_OFF_MARK",
+    "Engine",
+    "EngineDeps",
+    "LiveText",
+    "Plugin",
+    "Plugins",
+    "Runner",
+    "Slot",
+    "Submission",
+]

@@ -1,0 +1,99 @@
+"""One run as the engine's step loop holds it (:class:`Run`).
+
+The run's one object: its record and event log, the slot whose inputs it takes, the
+conversation once prepared, what handlers see (:class:`~hub.definitions.RunContext`) and the
+step loop's state. The types handlers see live in :mod:`hub.definitions`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from ..definitions import (
+    ContextInstance,
+    RunContext,
+    StopRun,
+)
+from ..logs import Log
+from ..media import RunMedia
+from ..store import RunRecord, RunState
+from ._agent_context import AgentView
+
+if TYPE_CHECKING:
+    from ..definitions import Action, Output
+    from ._deps import EngineDeps
+    from ._runner import Slot
+
+__all__ = ["Run"]
+
+
+def _no_progress() -> None:
+    pass
+
+
+class Run:
+    """One run of one context instance: its record and event log, the slot whose inputs it
+    takes, the conversation (once prepared), what handlers see, and the step loop's state."""
+
+    __slots__ = (
+        "deps", "record", "slot", "logs", "instance", "ctx", "actions", "outputs", "progress",
+        "step", "feedback", "tasks", "output_chain", "input_ids", "created", "creating", "limit", "durable_inputs", "media",
+        "live",
+    )
+
+    def __init__(self, deps: EngineDeps, record: RunRecord, slot: Slot) -> None:
+        self.deps = deps
+        self.record = record
+        self.slot = slot
+        self.logs: list[Log] = []
+        self.instance: ContextInstance | None = None
+        self.ctx: RunContext | None = None
+        self.actions: dict[str, Action] = {}
+        self.outputs: dict[str, Output] = {}
+        self.progress: Callable[[], None] = _no_progress
+        self.step = 0
+        self.feedback = False
+        """Something this step went wrong that the model must see (a refused output)."""
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.output_chain: asyncio.Task[None] | None = None
+        self.input_ids: list[str] = []
+        self.created = False
+        """Whether the run's row was written (a store error may have refused it)."""
+        self.creating: Awaitable[None] | None = None
+        """The row queued at the start, until the first step (or the end) waits for it."""
+        self.durable_inputs = 0
+        """How many of ``input_ids`` are known taken on disk (see ``Engine._step``)."""
+        self.limit: str | None = None
+        """A plugin's reason to stop the run, given after the last step (a spent budget)."""
+        self.media = RunMedia(deps.media_limits)
+        """The run's files: its inputs' as the prompt shows them, its actions' by handle."""
+        self.live: Any = None
+        """The open ``<output>`` of this step's stream, once its content began: a
+        :class:`~hub.engine._outputs.LiveOutput`, or False when it is not delivered live."""
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    def attach(self, instance: ContextInstance, progress: Callable[[], None]) -> RunContext:
+        """The conversation is prepared: build what handlers see."""
+        self.instance = instance
+        self.progress = progress
+        ctx = self.ctx = RunContext(self.deps.hub, self.record, instance, self.logs, runs=self.deps.runs)
+        ctx.progress = progress
+        ctx.media = self.media
+        ctx._stop = self.stop
+        bot = self.deps.agent()
+        ctx.agent = AgentView(bot, ctx) if bot is not None else None
+        return ctx
+
+    def stop(self, state: RunState, reason: str) -> None:
+        """End the run with ``state`` from inside one of its tasks or from outside."""
+        self.slot.stop_with(StopRun(state, reason))
+
+    def append(self, entry: Log) -> None:
+        """Add an entry to the run's log and its store's event log."""
+        self.logs.append(entry)
+        self.deps.runs.append(self.record, entry)

@@ -1,0 +1,466 @@
+"""The step loop: prepare, prompt, stream, act on each element as it closes, loop, finish.
+
+One :class:`Engine` per hub. :meth:`Engine.run` drives one run of one context instance;
+the :class:`~hub.engine.Runner` guarantees at most one run per instance at a time and hands
+the run the inputs that arrive meanwhile, which it takes at its next step boundary.
+
+An element acts when its closing tag arrives: thoughts are logged, action calls are started
+(:mod:`hub.engine`), outputs are sent in order (:mod:`hub.engine`). Only closed elements
+act: an element the stream ended inside is reported, never run or delivered as if whole. A
+stream that broke before anything acted is retried with a fresh parser.
+
+Every run ends: whatever raises (a store, a hook, a bug), the run is finished in a terminal
+state with a reason, each step of its end isolated from the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any
+
+from ..definitions import RunResult, StopRun, is_store_error, store_error
+from ..errors import ModelError
+from ..logging_setup import context_id_var, run_id_var
+from ..logs import ActionResultLog, ErrorLog, InputLog, OutputLog, StateLog, StepLog, ThoughtLog
+from ..models import Usage, stream_with_retry
+from ..protocol import Element, ElementParser, LiveParser, Partial
+from ..store import RunRecord, RunState
+from ._actions import ActionCalls, Call
+from ._active_run import Run
+from ._attachments import Attachments
+from ._conversation import available, prepare, prompt_parts, save
+from ._outputs import OutputDispatch, output_type
+
+if TYPE_CHECKING:
+    from ._deps import EngineDeps
+    from ._runner import Slot
+
+__all__ = ["Engine"]
+
+log = logging.getLogger("hub.engine")
+
+THOUGHT_TAGS = frozenset({"reasoning", "think", "thinking"})
+LIVE_GRACE = 5.0
+"""Seconds a live reply a run ended inside gets to show its text marked as cut off."""
+
+
+class Engine:
+    def __init__(self, deps: EngineDeps) -> None:
+        self.deps = deps
+        self.calls = ActionCalls(deps)
+        self.dispatch = OutputDispatch(deps)
+        self.attachments = Attachments(deps)
+
+    # --- the run ------------------------------------------------------------------------
+
+    async def run(self, slot: Slot) -> RunResult:
+        """One run of ``slot``'s context instance, to a terminal state. Never raises, but for
+        a cancellation from outside (after the run was finished as ``killed``)."""
+        deps = self.deps
+        cfg = deps.config.agent
+        first = slot.peek()
+        record = RunRecord(context=slot.id, parent_id=slot.parent_of(first), user=first.user if first else None)
+        run = Run(deps, record, slot)
+        run_id_var.set(record.id)
+        context_id_var.set(slot.id)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        deadline = started + cfg.run_timeout
+        state, reason = RunState.COMPLETED, None
+        try:
+            # queued now, committed with the inputs' take at the first step's sync (one
+            # commit, not two): the run is durable before the model is asked anything
+            run.creating = deps.runs.create_soon(record)
+            async with asyncio.timeout_at(min(deadline, started + cfg.heartbeat_timeout)) as timer:
+                last_beat = started
+                beat_every = min(0.5, cfg.heartbeat_timeout / 4)  # rescheduling the timer on every chunk costs
+
+                def progress() -> None:
+                    nonlocal last_beat
+                    now = loop.time()
+                    if now - last_beat > beat_every:
+                        last_beat = now
+                        timer.reschedule(min(deadline, now + cfg.heartbeat_timeout))
+
+                inst = await prepare(deps, slot.definition, slot.args, slot.key, record, run.logs)
+                ctx = run.attach(inst, progress)
+                self._take_inputs(run)
+                await deps.plugins.before_run(ctx)
+                state, reason = await self._loop(run)
+        except StopRun as e:
+            state, reason = e.state, e.reason
+        except TimeoutError:
+            state = RunState.KILLED
+            reason = "timeout" if loop.time() >= deadline - 0.01 else "stalled"
+        except asyncio.CancelledError:
+            stop = slot.stop_exc
+            task = asyncio.current_task()
+            if stop is None or task is None:
+                await self._finish(run, RunState.KILLED, slot.cancel_reason or "cancelled")
+                raise
+            task.uncancel()  # our own stop (a critical denial, a store error), not one from outside
+            state, reason = stop.state, stop.reason
+        except ModelError as e:
+            state, reason = RunState.FAILED, str(e)
+        except Exception as e:  # a store, a failing hook, a bug: recorded, never swallowed silently
+            reason = store_error(e)
+            if reason is None:
+                log.exception("run %s of %s failed", record.id, slot.id)
+                reason = f"internal error: {type(e).__name__}: {e}"
+            else:
+                log.error("run %s of %s: %s", record.id, slot.id, reason)
+            state = RunState.FAILED
+        if not run.input_ids:
+            try:  # a run that failed before its first step still answers the inputs it was for
+                self._take_inputs(run)
+            except Exception as e:
+                log.error("run %s: taking its inputs failed: %s", record.id, e)
+        return await self._finish(run, state, reason)
+
+    def _take_inputs(self, run: Run) -> int:
+        taken = run.slot.take(run.id)
+        if not taken:
+            return 0
+        # in the run's log first: whatever the store does next, the run answers these inputs
+        run.logs.extend(taken)
+        run.input_ids.extend(e.id for e in taken)
+        if run.ctx is not None:
+            run.ctx.inputs = [*run.ctx.inputs, *taken]
+        for entry in taken:
+            self.deps.runs.append(run.record, entry)
+        self.deps.inbox.take([e.id for e in taken], run.id)
+        return len(taken)
+
+    async def _loop(self, run: Run) -> tuple[RunState, str | None]:
+        cfg = self.deps.config.agent
+        assert run.instance is not None
+        max_steps = run.instance.definition.max_steps or cfg.max_steps
+        while True:
+            if run.step >= max_steps:
+                return RunState.KILLED, f"max_steps ({max_steps})"
+            run.step += 1
+            run.record.steps = run.step
+            run.feedback = False
+            available(self.deps, run)
+            await _hook(run.instance.definition.on_step, run.ctx)
+            await self._step(run)
+            self.deps.runs.update(run.record)
+            if cfg.max_run_tokens and run.record.tokens > cfg.max_run_tokens:
+                return RunState.KILLED, f"max_tokens ({cfg.max_run_tokens})"
+            limit, run.limit = run.limit, None  # a plugin's stop reason after this step
+            if limit:
+                return RunState.KILLED, limit
+            new_inputs = self._take_inputs(run)
+            unprocessed = any(isinstance(e, (ActionResultLog, OutputLog)) and not e.processed for e in run.logs)
+            if not (unprocessed or new_inputs or run.feedback):
+                return RunState.COMPLETED, None
+
+    async def _step(self, run: Run) -> None:
+        deps = self.deps
+        if run.durable_inputs < len(run.input_ids) or run.creating is not None:
+            # Before the model (and any action) can act on new inputs, their `take` is on
+            # disk: if the process then dies, the next start knows this run had them and
+            # counts the crash against them (a poison input is parked, not resumed forever).
+            await deps.runs.sync()
+            run.durable_inputs = len(run.input_ids)
+            await self._created(run)
+        started = time.monotonic()
+        new = [e for e in run.logs if isinstance(e, InputLog) and not e.processed]
+        await self.attachments.prepare(run)
+        refusal = self.attachments.refusal(new, run)
+        if refusal is not None and self._refuse_files(run, refusal):
+            # nothing but files the hub refuses (too large, a bomb, an archive): the user is
+            # told why, and no model is asked about them
+            if run.output_chain is not None:
+                await run.output_chain
+            run.append(StepLog(step=run.step, duration=time.monotonic() - started))
+            return
+        parts = prompt_parts(deps, run)
+        parts.media = run.media.shown
+        style = deps.prompt_style
+        chat_style = style == "chat" or (style == "auto" and deps.model_is_local() and not run.actions)
+        if not chat_style and self.attachments.vision:
+            parts.images = run.media.images
+        request = deps.prompts.build_chat(parts) if chat_style else deps.prompts.build(parts)
+        for e in run.logs:  # what this prompt shows is seen from now on
+            if isinstance(e, (InputLog, ActionResultLog, OutputLog)):
+                e.processed = True
+        step_log = StepLog(step=run.step)
+        policy = deps.retry_policy
+        retries = 0
+        # the content of an open <output> is only reported when some output can use it
+        live = any(o.live for o in run.outputs.values())
+        while True:
+            # every attempt starts clean: a retry never glues onto what a broken one said
+            parser = LiveParser() if live else ElementParser()
+            run.live = None
+            calls: list[Call] = []
+            mark = len(run.logs)
+            finish_reason: str | None = None
+            try:
+                async with deps.runner.llm_slot(), aclosing(
+                    stream_with_retry(deps.model(), request, policy, on_retry=self._on_retry(run))
+                ) as stream:
+                    first_at = None
+                    async for chunk in stream:
+                        if isinstance(chunk, Usage):
+                            step_log.prompt_tokens = chunk.prompt_tokens
+                            step_log.completion_tokens = chunk.completion_tokens
+                            finish_reason = chunk.finish_reason
+                            continue
+                        if first_at is None:
+                            first_at = time.monotonic()
+                            step_log.llm_latency = first_at - started
+                        run.progress()
+                        if live:
+                            assert isinstance(parser, LiveParser)
+                            for item in parser.feed_live(chunk):
+                                if isinstance(item, Partial):
+                                    self.dispatch.partial(run, item)
+                                else:
+                                    self._element(run, item, calls)
+                        else:
+                            for el in parser.feed(chunk):
+                                self._element(run, el, calls)
+                break
+            except ModelError as e:
+                acted = bool(calls) or any(isinstance(x, OutputLog) and x.error is None for x in run.logs[mark:])
+                if acted:
+                    # what acted stays acted; what was still open is reported below, never run
+                    run.append(ErrorLog(message=f"model stream broke: {e}", where="model", step=run.step))
+                    break
+                dropped = len(parser.stray_text) + sum(len(el.content) for el in parser.close())
+                if e.retryable and retries < policy.max_retries:
+                    retries += 1
+                    delay = policy.delay(retries - 1)
+                    run.append(ErrorLog(
+                        message=f"model stream broke before anything acted ({e}); retrying with a fresh parser "
+                        f"in {delay:.2f}s, {dropped} characters of the broken response dropped",
+                        where="model", step=run.step,
+                    ))
+                    run.progress()
+                    await asyncio.sleep(delay)
+                    continue
+                decision = await self._on_error(run, e)
+                if decision == "retry" and retries < policy.max_retries:
+                    retries += 1
+                    run.append(ErrorLog(message=f"{e}; retrying as on_error decided, {dropped} characters dropped", where="model", step=run.step))
+                    continue
+                if decision == "continue":
+                    run.append(ErrorLog(message=f"{e}; {dropped} characters dropped", where="model", step=run.step))
+                    break
+                raise
+        if finish_reason == "length":
+            run.append(ErrorLog(message="the response was cut off at the model's token limit", where="model", step=run.step))
+        if isinstance(parser, LiveParser):
+            for item in parser.close_live():
+                if isinstance(item, Partial):
+                    self.dispatch.partial(run, item)
+                else:
+                    self._cut_off(run, item, calls)
+        else:
+            for el in parser.close():
+                self._cut_off(run, el, calls)
+        self.dispatch.stray(run, parser, answered=bool(calls), cut_off=finish_reason == "length")
+        if calls:
+            await asyncio.gather(*(c.task for c in calls if c.task is not None), return_exceptions=True)
+        if run.output_chain is not None:
+            await run.output_chain
+        run.record.prompt_tokens += step_log.prompt_tokens
+        run.record.completion_tokens += step_log.completion_tokens
+        step_log.duration = time.monotonic() - started
+        run.append(step_log)
+        run.limit = deps.plugins.after_step(run.ctx, step_log)  # type: ignore[arg-type]
+
+    def _refuse_files(self, run: Run, text: str) -> bool:
+        """Answer with ``text`` through the conversation's reply output, if it has one."""
+        assert run.instance is not None
+        reply = run.instance.definition.reply_output
+        if reply is None or reply not in run.outputs:
+            return False
+        for e in run.logs:
+            if isinstance(e, InputLog):
+                e.processed = True
+        self.dispatch.dispatch(run, reply, text, {})
+        return True
+
+    def _on_retry(self, run: Run) -> Callable[[int, float, Exception], None]:
+        def note(attempt: int, delay: float, e: Exception) -> None:
+            run.progress()
+            run.append(ErrorLog(message=f"model error, retry {attempt + 1} in {delay:.2f}s: {e}", where="model", step=run.step))
+
+        return note
+
+    async def _on_error(self, run: Run, e: BaseException) -> str:
+        assert run.instance is not None and run.ctx is not None
+        hook = run.instance.definition.on_error
+        if hook is None:
+            return "abort"
+        decision = await _value(hook(e, run.ctx))
+        if decision not in ("continue", "retry", "abort"):
+            log.error("on_error hook of %s returned %r; aborting", run.instance.type, decision)
+            return "abort"
+        return str(decision)
+
+    # --- elements -----------------------------------------------------------------------
+
+    def _element(self, run: Run, el: Element, calls: list[Call]) -> None:
+        el = self.deps.redactor.redact_element(el)  # a secret the model writes is masked as it enters
+        name = el.name
+        if name in THOUGHT_TAGS:
+            text = el.content.strip()
+            if text:
+                run.append(ThoughtLog(content=text, step=run.step))
+                log.debug("run %s thought: %s", run.id, text[:200])
+        elif name == "action_call":
+            self.calls.start(run, el, calls)
+        elif name == "output":
+            if run.live is not None and self.dispatch.close_live(run, el):
+                return
+            otype, attrs = output_type(el)
+            self.dispatch.dispatch(run, otype, el.content, attrs)
+        else:
+            log.info("run %s: dropped a <%s> element the engine does not act on: %r", run.id, name, el.content[:200])
+
+    def _cut_off(self, run: Run, el: Element, calls: list[Call]) -> None:
+        """An element the stream ended inside: reported; an action never runs, an output is
+        marked as cut off."""
+        el = self.deps.redactor.redact_element(el)
+        run.append(ErrorLog(message=f"<{el.name}> was not closed at the end of the response", where="parser", step=run.step))
+        if el.name == "action_call":
+            self.calls.cut_off(run, el, calls)
+        elif el.name == "output":
+            if run.live is not None and self.dispatch.close_live(run, el):
+                return
+            otype, attrs = output_type(el)
+            self.dispatch.dispatch(run, otype, el.content, attrs, cut_off=True)
+        else:
+            self._element(run, el, calls)
+
+    # --- finishing ----------------------------------------------------------------------
+
+    async def _finish(self, run: Run, state: RunState, reason: str | None) -> RunResult:
+        """End the run: each step isolated, so the row, the inbox and the result agree."""
+        for t in list(run.tasks):
+            t.cancel()
+        if run.tasks:
+            await asyncio.gather(*run.tasks, return_exceptions=True)
+        if reason not in ("shutdown", "cancelled") and self.dispatch.abandon_live(run) and run.output_chain is not None:
+            # a live reply the run ended inside (a limit): shown marked as cut, within a bound;
+            # after a shutdown it is left as a draft that the next start completes instead
+            await asyncio.wait({run.output_chain}, timeout=LIVE_GRACE)
+        if run.output_chain is not None and not run.output_chain.done():
+            run.output_chain.cancel()
+        if run.output_chain is not None:
+            await asyncio.gather(run.output_chain, return_exceptions=True)
+        record, logs, inst, ctx = run.record, run.logs, run.instance, run.ctx
+        failure: str | None = None  # a store that failed while ending the run
+        if inst is not None and ctx is not None:
+            # the seed's order: on_run may still change memory, then memory is saved
+            await self._step_of_end(run, "on_run hook", lambda: _hook(inst.definition.on_run, ctx))
+            failure = await self._step_of_end(run, "saving memory", lambda: save(self.deps, inst, logs, ctx))
+        answered = any(isinstance(e, OutputLog) and e.answered for e in logs)
+        stopped = state == RunState.KILLED and reason in ("shutdown", "cancelled")
+        # a run the store failed answered nothing: its inputs stay in the inbox, and the
+        # runner hands them to a new run once the store is back (or the next start does)
+        store_failed = failure is not None or (state == RunState.FAILED and is_store_error(reason))
+        if answered or not (stopped or store_failed):
+            taken = [e.id for e in logs if isinstance(e, InputLog)]
+            if taken:
+                failure = await self._step_of_end(run, "marking its inputs done", lambda: self.deps.inbox.done(taken)) or failure
+        if failure is not None and state in (RunState.COMPLETED, RunState.RUNNING):
+            state, reason = RunState.FAILED, failure
+        record.state, record.reason, record.ended = state, reason, time.time()
+        end = StateLog(state=str(state), reason=reason)
+        logs.append(end)
+        unrecorded = await self._record_end(run, end)
+        if unrecorded is not None and state != RunState.FAILED:
+            # the row could not be written: the caller is told, not shown a success
+            state, reason = RunState.FAILED, unrecorded
+            record.state, record.reason, end.state, end.reason = state, reason, str(state), reason
+        result = RunResult(
+            run_id=record.id,
+            context=run.slot.id,
+            state=state,
+            reason=reason,
+            logs=logs,
+            steps=record.steps,
+            prompt_tokens=record.prompt_tokens,
+            completion_tokens=record.completion_tokens,
+            duration=record.ended - record.started,
+        )
+        if state == RunState.COMPLETED:
+            log.info("run %s %s: completed in %d steps", record.id[:8], run.slot.id, record.steps)
+        else:
+            log.warning("run %s %s: %s (%s)", record.id[:8], run.slot.id, state, reason)
+        if result.reason:  # an exception's text can quote a secret: masked before plugins or callers see it
+            result.reason = self.deps.redactor.redact(result.reason)
+        try:
+            await self.deps.plugins.after_run(result, ctx)
+        except Exception:
+            log.exception("run %s: after-run hooks failed", record.id)
+        return result
+
+    async def _step_of_end(self, run: Run, what: str, step: Callable[[], Awaitable[Any]]) -> str | None:
+        """Run one step of a run's end; a store error is tried once more. Returns the
+        ``store_error: ...`` reason if the store still failed; other errors are recorded."""
+        for attempt in (1, 2):
+            try:
+                await step()
+                return None
+            except Exception as e:
+                reason = store_error(e)
+                if reason is None:
+                    log.error("run %s: %s failed: %s: %s", run.id, what, type(e).__name__, e, exc_info=e)
+                    run.logs.append(ErrorLog(message=f"{what} failed: {type(e).__name__}: {e}", where="finish", step=run.step))
+                    return None
+                log.error("run %s: %s failed (attempt %d): %s", run.id, what, attempt, reason)
+        return f"{reason} (while {what})"
+
+    @staticmethod
+    async def _created(run: Run) -> None:
+        """Wait for the run's row queued at its start (raising the store's error)."""
+        creating, run.creating = run.creating, None
+        if creating is not None:
+            await creating
+            run.created = True
+
+    async def _record_end(self, run: Run, end: StateLog) -> str | None:
+        """Write the run's row in its terminal state (creating it if the start could not).
+        Returns the ``store_error: ...`` reason when it could not, even when tried again."""
+        runs = self.deps.runs
+        logged = False
+        try:
+            await self._created(run)  # a run that ended before its first step
+        except Exception as e:
+            log.error("run %s: recording its start failed: %s: %s", run.id, type(e).__name__, e)
+        for attempt in (1, 2):
+            try:
+                if not run.created:
+                    await runs.create(run.record)
+                    run.created = True
+                if not logged:
+                    runs.append(run.record, end)
+                    logged = True
+                await runs.finish(run.record)
+                return None
+            except Exception as e:
+                log.error("run %s: recording its end failed (attempt %d): %s: %s", run.id, attempt, type(e).__name__, e)
+                reason = store_error(e) or f"internal error: {type(e).__name__}: {e}"
+        return f"{reason} (while recording the end of the run)"
+
+
+async def _value(res: Any) -> Any:
+    """``res``, awaited when a hook or a factory returned a coroutine."""
+    if asyncio.iscoroutine(res):
+        return await res
+    return res
+
+
+async def _hook(fn: Callable[..., Any] | None, *args: Any) -> None:
+    if fn is not None:
+        await _value(fn(*args))

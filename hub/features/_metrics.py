@@ -1,0 +1,121 @@
+"""The hub's Prometheus metrics, in a registry of its own (two hubs in one process never collide).
+
+The engine feeds them through the plugin hooks (:class:`Metrics` is a plugin); platform extensions
+report their sends and rate limits through :meth:`Metrics.platform_send` and
+:meth:`Metrics.platform_429`. ``GET /metrics`` (hub/http/_server.py) serves :meth:`Metrics.render`.
+
+Labels stay bounded: context *types*, output types, platform, schedule and webhook names;
+never a chat id or a user.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from ..definitions import RunContext, RunResult
+from ..engine import Plugin, Runner
+from ..logs import OutputLog, StepLog
+from ..store import StoreCollector, StoreHealth
+
+__all__ = ["Metrics", "CONTENT_TYPE"]
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+_DURATION_BUCKETS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+class Metrics(Plugin):
+    """Counters, gauges and histograms of one hub. Created by the hub; use ``hub.metrics``.
+
+    ``runner`` feeds the gauges (runs in progress, queue depth, steps waiting for the LLM).
+    """
+
+    name = "metrics"
+
+    def __init__(self, runner: Runner, *, health: StoreHealth | None = None) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.runs = Counter(
+            "hub_runs", "Runs ended, by terminal state and context type", ["state", "context_type"], registry=r
+        )
+        self.steps = Counter("hub_run_steps", "Steps taken by runs", ["context_type"], registry=r)
+        self.tokens = Counter("hub_tokens", "LLM tokens used, by kind (prompt, completion)", ["kind"], registry=r)
+        self.llm_latency = Histogram(
+            "hub_llm_latency_seconds", "Time from a step's request to the model's first chunk",
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.run_duration = Histogram(
+            "hub_run_duration_seconds", "Wall time of ended runs", buckets=_DURATION_BUCKETS, registry=r
+        )
+        self.outputs = Counter(
+            "hub_outputs", "Outputs handled, by output type and result (sent, failed)", ["type", "result"], registry=r
+        )
+        self.platform_sends = Counter(
+            "hub_platform_sends", "Requests that send to a platform, by result (ok, error)", ["platform", "result"],
+            registry=r,
+        )
+        self.platform_rate_limited = Counter(
+            "hub_platform_rate_limited", "429 (rate limited) answers from a platform", ["platform"], registry=r
+        )
+        self.platform_connections = Gauge(
+            "hub_platform_connected",
+            "Connections to a platform that are up on this worker (0: down, or another worker holds the listener)",
+            ["platform"], registry=r,
+        )
+        self.webhooks = Counter(
+            "hub_webhook_requests", "Webhook requests, by webhook and HTTP status", ["webhook", "status"], registry=r
+        )
+        self.schedule_fires = Counter("hub_schedule_fires", "Inputs sent by schedules", ["schedule"], registry=r)
+        Gauge("hub_runs_running", "Runs in progress", registry=r).set_function(lambda: runner.running)
+        Gauge("hub_queue_depth", "Inputs waiting for their context's next step or run", registry=r).set_function(
+            lambda: runner.queued
+        )
+        Gauge("hub_llm_waiting", "Steps waiting for a free LLM slot", registry=r).set_function(
+            lambda: runner.llm_waiting
+        )
+        if health is not None:  # lost writes, store errors, degraded (issues 11, 16)
+            r.register(StoreCollector(health))
+
+    # --- the API for extensions ---------------------------------------------------------
+
+    def platform_send(self, platform: str, ok: bool = True) -> None:
+        """Count one request that sends to ``platform`` (a message, a post, a reply)."""
+        self.platform_sends.labels(platform, "ok" if ok else "error").inc()
+
+    def platform_429(self, platform: str) -> None:
+        """Count one rate-limited (429) answer from ``platform``."""
+        self.platform_rate_limited.labels(platform).inc()
+
+    def platform_connected(self, platform: str, connections: int | bool) -> None:
+        """Say how many of this worker's connections to ``platform`` are up now (True: 1):
+        a poll that succeeded, a gateway that is ready; 0 when it fails or stops."""
+        self.platform_connections.labels(platform).set(int(connections))
+
+    # --- fed by the hub -----------------------------------------------------------------
+
+    def webhook(self, name: str, status: int) -> None:
+        self.webhooks.labels(name, str(status)).inc()
+
+    def schedule_fired(self, name: str) -> None:
+        self.schedule_fires.labels(name).inc()
+
+    def after_step(self, ctx: RunContext, step: StepLog) -> None:
+        self.steps.labels(ctx.context.type).inc()
+        self.tokens.labels("prompt").inc(step.prompt_tokens)
+        self.tokens.labels("completion").inc(step.completion_tokens)
+        if step.llm_latency > 0:
+            self.llm_latency.observe(step.llm_latency)
+        return None
+
+    def on_output(self, ctx: RunContext, out: OutputLog) -> None:
+        self.outputs.labels(out.type, "sent" if out.sent else "failed").inc()
+
+    async def after_run(self, result: RunResult, ctx: RunContext | None) -> None:
+        ctype = ctx.context.type if ctx is not None else result.context.rpartition(":")[0]
+        self.runs.labels(str(result.state), ctype).inc()
+        self.run_duration.observe(max(0.0, result.duration))
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)

@@ -1,0 +1,379 @@
+"""Schedules: inputs sent to a context on a clock (a cron expression or an interval).
+
+Schedules come from ``[schedules.NAME]`` in config.toml and from persona files
+(``[schedules.NAME]`` there too, named ``PERSONA/NAME``; edits are picked up while the hub
+runs). Each fire calls :meth:`Hub.submit`, like any other trigger.
+
+The last fire time of each schedule is kept in a :class:`ScheduleStore` (SQLite), so
+schedules survive restarts: a fire that fell due while the hub was down runs once at start,
+not once per miss. A schedule seen for the first time starts counting from that moment.
+
+Several workers (hubs sharing one store) may run the same schedules: each tick is claimed
+in the store first, by a compare-and-set of the last fire time (:meth:`ScheduleStore.claim`),
+and only the worker whose claim changed it sends the input, so a tick fires once across
+workers. The input goes in with the platform id ``schedule:NAME:TICK`` and the claim is
+marked done once it is recorded. A claim a worker left unfinished (it died in between) is
+sent by the workers that lost the claim, and by the next worker that arms the schedule;
+the inbox keeps one copy of it (the same platform id): never zero times, never twice.
+
+The clock and the sleep function are injected, so tests drive a fake clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import secrets
+import time
+import zoneinfo
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+from pathlib import Path
+from typing import Any
+
+from ..config import ScheduleSection
+from ..errors import ConfigError, HubError, RunError
+from ..personas import PersonaSet
+from ..store.sql import SqlDatabase
+
+__all__ = [
+    "Scheduler",
+    "ScheduleStore",
+    "InMemoryScheduleStore",
+    "SQLiteScheduleStore", "PostgresScheduleStore",
+    "Tick",
+    "next_fire",
+    "tick_id",
+]
+
+log = logging.getLogger("hub.features")
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+def _zone(schedule: ScheduleSection) -> tzinfo | None:
+    return zoneinfo.ZoneInfo(schedule.timezone) if schedule.timezone else None
+
+
+def next_fire(schedule: ScheduleSection, after: float) -> float:
+    """The first nominal fire time strictly after ``after`` (a Unix timestamp)."""
+    interval = schedule.interval
+    if interval is not None:
+        return after + interval
+    from croniter import croniter
+
+    zone = _zone(schedule)
+    start = datetime.fromtimestamp(after, zone) if zone else datetime.fromtimestamp(after).astimezone()
+    return float(croniter(schedule.cron, start).get_next(float))
+
+
+# --- the store --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """A schedule's last claimed (nominal) fire time, and whether its input is recorded."""
+
+    last: float
+    done: bool
+
+
+class ScheduleStore(ABC):
+    """The last (nominal) fire time of each schedule, by name; shared by every worker."""
+
+    @abstractmethod
+    async def tick(self, name: str) -> Tick | None:
+        """The last claimed fire of ``name`` (None: never seen)."""
+
+    async def last(self, name: str) -> float | None:
+        t = await self.tick(name)
+        return t.last if t is not None else None
+
+    @abstractmethod
+    async def record(self, name: str, fired: float) -> None:
+        """Set the last fire time, done (a new schedule's start, a finished fire). Durable when it returns."""
+
+    @abstractmethod
+    async def start(self, name: str, now: float) -> Tick:
+        """A schedule seen for the first time counts from ``now`` (done): stored unless a row
+        exists already (another worker's start); returns the stored tick."""
+
+    @abstractmethod
+    async def finish(self, name: str, fired: float) -> None:
+        """Mark the claim of ``fired`` done (its input is recorded), if it is still the last."""
+
+    @abstractmethod
+    async def claim(self, name: str, expected: float | None, fired: float) -> bool:
+        """Atomically move the last fire time from ``expected`` (None: never seen) to
+        ``fired``, not yet done; False, changing nothing, when it is not ``expected`` any
+        more (another worker claimed that tick). Durable when it returns."""
+
+    async def open(self) -> None:  # noqa: B027
+        pass
+
+    async def close(self) -> None:  # noqa: B027
+        pass
+
+
+class InMemoryScheduleStore(ScheduleStore):
+    def __init__(self) -> None:
+        self._ticks: dict[str, Tick] = {}
+
+    async def tick(self, name: str) -> Tick | None:
+        return self._ticks.get(name)
+
+    async def record(self, name: str, fired: float) -> None:
+        self._ticks[name] = Tick(fired, True)
+
+    async def start(self, name: str, now: float) -> Tick:
+        return self._ticks.setdefault(name, Tick(now, True))
+
+    async def finish(self, name: str, fired: float) -> None:
+        current = self._ticks.get(name)
+        if current is not None and current.last == fired:
+            self._ticks[name] = Tick(fired, True)
+
+    async def claim(self, name: str, expected: float | None, fired: float) -> bool:
+        current = self._ticks.get(name)
+        if (current.last if current is not None else None) != expected:
+            return False
+        self._ticks[name] = Tick(fired, False)
+        return True
+
+
+
+
+class SQLiteScheduleStore(ScheduleStore):
+    def __init__(self, db: SqlDatabase) -> None:
+        self.db = db
+
+    async def open(self) -> None:
+        await self.db.open()
+
+    async def tick(self, name: str) -> Tick | None:
+        row = await self.db.fetchone("SELECT last_fire, done FROM schedules WHERE name = ?", (name,))
+        return Tick(float(row[0]), bool(row[1])) if row else None
+
+    async def record(self, name: str, fired: float) -> None:
+        await self.db.write(
+            "INSERT INTO schedules (name, last_fire, done) VALUES (?, ?, 1) "
+            "ON CONFLICT (name) DO UPDATE SET last_fire = excluded.last_fire, done = 1",
+            (name, fired),
+        )
+
+    async def start(self, name: str, now: float) -> Tick:
+        await self.db.write(
+            "INSERT INTO schedules (name, last_fire, done) VALUES (?, ?, 1) ON CONFLICT (name) DO NOTHING",
+            (name, now),
+        )
+        tick = await self.tick(name)
+        assert tick is not None
+        return tick
+
+    async def finish(self, name: str, fired: float) -> None:
+        await self.db.write("UPDATE schedules SET done = 1 WHERE name = ? AND last_fire = ?", (name, fired))
+
+    async def claim(self, name: str, expected: float | None, fired: float) -> bool:
+        # One conditional statement (the compare-and-set), then a read of what it left: the
+        # row carries this call's own mark only if this claim changed it.
+        mark = secrets.token_hex(8)
+        if expected is None:
+            await self.db.write(
+                "INSERT INTO schedules (name, last_fire, done, claim) VALUES (?, ?, 0, ?) "
+                "ON CONFLICT (name) DO NOTHING",
+                (name, fired, mark),
+            )
+        else:
+            await self.db.write(
+                "UPDATE schedules SET last_fire = ?, done = 0, claim = ? WHERE name = ? AND last_fire = ?",
+                (fired, mark, name, expected),
+            )
+        row = await self.db.fetchone("SELECT claim FROM schedules WHERE name = ?", (name,))
+        return row is not None and row[0] == mark
+
+
+class PostgresScheduleStore(SQLiteScheduleStore):
+    """The same ScheduleStore on PostgreSQL (``[store] url``): the SQL is shared, the database
+    is a :class:`hub.store.sql.PgDatabase` that several workers use at once."""
+
+
+# --- the scheduler ----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Armed:
+    schedule: ScheduleSection
+    due: float  # the nominal fire time
+    fire_at: float  # due plus this fire's jitter
+    last: float  # the store's last fire time this was armed from (what a claim expects)
+
+
+def tick_id(name: str, due: float) -> str:
+    """The platform id of one tick's input: the inbox refuses it a second time."""
+    return f"schedule:{name}:{due:.3f}"
+
+
+class Scheduler:
+    """A hub component that fires every enabled schedule.
+
+    It sends through ``submit`` (the hub's), checks the config's targets with ``resolve``
+    at start, waits for ``started()`` before the first fire, and counts fires with
+    ``fired(name)``. ``clock`` returns the time (Unix seconds), ``sleep`` waits; both are
+    swappable until ``start``. The loop wakes at the next fire, and at least every
+    ``max_sleep`` seconds to pick up schedules added or edited in persona files.
+    """
+
+    def __init__(
+        self,
+        store: ScheduleStore | None = None,
+        *,
+        schedules: Mapping[str, ScheduleSection],
+        personas: PersonaSet,
+        submit: Callable[..., Awaitable[Any]],
+        resolve: Callable[[str], Any],
+        started: Callable[[], bool],
+        fired: Callable[[str], None] = lambda name: None,
+        config_path: Path | None = None,
+        clock: Clock = time.time,
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
+        max_sleep: float = 60.0,
+    ) -> None:
+        self.store: ScheduleStore = store or InMemoryScheduleStore()
+        self.clock = clock
+        self.sleep = sleep
+        self.rng = rng or random.Random()
+        self.max_sleep = max_sleep
+        self.enabled = True  # False: start does nothing (`hub chat` leaves schedules to `hub run`)
+        self._config_schedules = schedules
+        self._personas = personas
+        self._submit = submit
+        self._resolve = resolve
+        self._started = started
+        self._fired = fired
+        self._config_path = config_path
+        self._armed: dict[str, _Armed] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def schedules(self) -> dict[str, ScheduleSection]:
+        """Every enabled schedule by name: the config's, then each persona's as ``PERSONA/NAME``."""
+        personas = self._personas
+        found = {name: s for name, s in self._config_schedules.items() if s.enabled}
+        for pname in personas.names():
+            persona = personas.get(pname)
+            if persona is None:
+                continue
+            for name, s in persona.schedules.items():
+                if s.enabled:
+                    found[f"{pname}/{name}"] = s
+        return found
+
+    async def start(self, hub: Any = None) -> None:
+        if self._task is not None or not self.enabled:
+            return
+        for name, s in self._config_schedules.items():
+            try:
+                self._resolve(s.context)
+            except RunError as e:
+                path = str(self._config_path) if self._config_path else None
+                raise ConfigError(str(e), path=path, key=f"schedules.{name}.context") from e
+        await self.store.open()
+        self._task = asyncio.create_task(self._loop(), name="hub:scheduler")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await self.store.close()
+
+    async def _loop(self) -> None:
+        while not self._started():  # components start before the hub takes input
+            await asyncio.sleep(0.01)
+        while True:
+            try:
+                wake = await self.tick()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a failing store must not end the schedules for good
+                log.exception("scheduler: pass failed; trying again in %.0fs", self.max_sleep)
+                wake = self.clock() + self.max_sleep
+            await self.sleep(max(0.0, wake - self.clock()))
+
+    async def tick(self) -> float:
+        """Fire what is due; returns when the next pass should run."""
+        now = self.clock()
+        current = self.schedules()
+        for name in set(self._armed) - set(current):
+            del self._armed[name]
+        for name, schedule in current.items():
+            armed = self._armed.get(name)
+            if armed is None or armed.schedule != schedule:
+                self._armed[name] = await self._arm(name, schedule, now)
+        wake = now + self.max_sleep
+        for name, armed in self._armed.items():
+            if armed.fire_at <= now:
+                armed.last = await self._fire(name, armed)
+                now = self.clock()
+                due = next_fire(armed.schedule, armed.last)
+                # fell behind (a long stall, jitter longer than the interval): once, not a burst
+                armed.due = max(due, now)
+                armed.fire_at = armed.due + self._jitter(armed.schedule)
+            wake = min(wake, armed.fire_at)
+        return wake
+
+    async def _arm(self, name: str, schedule: ScheduleSection, now: float) -> _Armed:
+        tick = await self.store.tick(name)
+        if tick is None:
+            tick = await self.store.start(name, now)  # a new schedule counts from now
+        if not tick.done:  # claimed by a worker that did not finish (it died, or is finishing now)
+            log.info("schedule %s: the fire of %.0f was claimed but not confirmed; sending it (once)", name, tick.last)
+            await self._send(name, schedule, tick.last)
+        due = next_fire(schedule, tick.last)
+        if due <= now:
+            log.info("schedule %s: missed while the hub was down; firing once now", name)
+            due = now
+        return _Armed(schedule, due, due + self._jitter(schedule), tick.last)
+
+    def _jitter(self, schedule: ScheduleSection) -> float:
+        return self.rng.uniform(0, schedule.jitter) if schedule.jitter else 0.0
+
+    async def _fire(self, name: str, armed: _Armed) -> float:
+        """Claim the tick and, if this worker won it, send its input; returns the store's
+        last fire time afterwards (this tick, or a later one another worker claimed)."""
+        if not self._started():
+            return armed.last  # stopping: not claimed, so the next start fires it as missed
+        if not await self.store.claim(name, armed.last, armed.due):
+            tick = await self.store.tick(name)
+            if tick is None:
+                return armed.last
+            log.debug("schedule %s: the tick of %.0f was claimed by another worker", name, tick.last)
+            if not tick.done:
+                # its input is not recorded yet: the winner is sending it, or died before it did.
+                # Send it too; the inbox keeps one (same platform id), so it is never lost.
+                await self._send(name, armed.schedule, tick.last, quiet=True)
+            return tick.last
+        await self._send(name, armed.schedule, armed.due)
+        return armed.due
+
+    async def _send(self, name: str, schedule: ScheduleSection, due: float, *, quiet: bool = False) -> None:
+        """Send one claimed tick's input, then mark the claim done. The platform id makes the
+        inbox refuse a second copy (a claim finished by another worker after a crash)."""
+        log.log(logging.DEBUG if quiet else logging.INFO, "schedule %s: sending %r to %s",
+                name, schedule.input[:60], schedule.context)
+        try:
+            sub = await self._submit(
+                schedule.context, data=schedule.input, type="schedule", meta={"schedule": name},
+                platform_id=tick_id(name, due),
+            )
+        except HubError as e:
+            # left unconfirmed: the next start (of any worker) sends it again
+            log.error("schedule %s: could not send to %s: %s", name, schedule.context, e)
+            return
+        if not getattr(sub, "duplicate", False):
+            self._fired(name)
+        await self.store.finish(name, due)

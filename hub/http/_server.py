@@ -1,0 +1,443 @@
+"""The hub's HTTP endpoint (aiohttp): ``/healthz``, ``/metrics``, ``/webhooks/NAME`` and, with
+``[http] token``, the run events (hub/http/_run_events.py) and the dashboard at ``/ui/`` (hub/http/dashboard/_pages.py).
+
+Off unless config.toml has an ``[http]`` table; bound to 127.0.0.1 unless ``host`` says
+otherwise.
+
+``POST /webhooks/NAME`` is authenticated with the webhook's shared secret, either as
+``Authorization: Bearer SECRET`` or as ``X-Hub-Signature-256: sha256=HEX`` (the HMAC-SHA256 of
+the raw body keyed by the secret, or of ``TIMESTAMP.`` and the body when the request carries
+``X-Hub-Timestamp: TIMESTAMP``, refused outside a 5-minute window); both are compared in
+constant time. The credentials are checked from the headers before the body is read, and an
+unknown name answers exactly as a wrong credential does. The JSON body, cleaned by
+:func:`hub.http._untrusted_json.load_json`, becomes an input (type ``webhook``) to the webhook's
+context. It answers ``202 {"run_id": ...}``, or with ``?wait=1`` ``200`` with the run's
+terminal state and outputs once it ends. An ``Idempotency-Key`` header makes a redelivery
+answer ``200 {"duplicate": true}`` instead of running again. Nothing runs on a 4xx.
+
+Slow clients cannot hold the endpoint: each request's headers must arrive within
+``header_timeout`` and a webhook's body within ``body_timeout``, and at most
+``max_connections`` are open at once; when full, the oldest connection that has not yet
+proven anything (waiting for its headers, or sending an unverified body) is dropped. Those
+connection defences are in :mod:`hub.http`; this module holds the listener and the routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import hmac
+import logging
+import re
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from ..config import HubConfig, WebhookSection
+from ..definitions import Route, RouteAnswer, RouteRequest
+from ..errors import ConfigError, RunError, StoreError
+from ..features import CONTENT_TYPE
+from ._connections import _Guard, _ProtocolLog
+from ._untrusted_json import UntrustedJSONError, load_json
+
+if TYPE_CHECKING:
+    from ..definitions import RunResult
+
+__all__ = ["HttpServer", "http_component", "signature", "TIMESTAMP_TOLERANCE"]
+
+log = logging.getLogger("hub.http")
+
+_TRUE = frozenset({"1", "true", "yes"})
+TIMESTAMP_TOLERANCE = 300.0
+"""Seconds an ``X-Hub-Timestamp`` may differ from the hub's clock (as Slack and Stripe allow)."""
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,200}")
+
+
+def signature(secret: str, body: bytes, timestamp: str | int | None = None) -> str:
+    """The ``X-Hub-Signature-256`` value for ``body``: ``sha256=`` and the hex HMAC-SHA256.
+
+    With a ``timestamp`` (sent as ``X-Hub-Timestamp``) the signed text is ``TIMESTAMP.BODY``.
+    """
+    text = body if timestamp is None else f"{timestamp}.".encode() + body
+    return "sha256=" + hmac.new(secret.encode(), text, hashlib.sha256).hexdigest()
+
+
+def http_component(config: HubConfig) -> HttpServer | None:
+    """The endpoint when ``[http]`` is configured; None (and a warning for webhooks) otherwise."""
+    if config.http is None:
+        if config.webhooks:
+            log.warning("[webhooks] are configured but [http] is not: they are not served")
+        return None
+    return HttpServer()
+
+
+def _error(status: int, message: str, **headers: str) -> web.Response:
+    return web.json_response({"error": message}, status=status, headers=headers or None)
+
+
+def _denied(message: str) -> web.Response:
+    return _error(401, message, **{"WWW-Authenticate": "Bearer"})
+
+
+class _Credentials:
+    """What a webhook request's headers claim, checked before its body is read."""
+
+    def __init__(self, hook: WebhookSection, request: web.Request) -> None:
+        self.hook = hook
+        self.problems: list[str] = []
+        self.bearer_ok = False
+        self.signature: str | None = None  # well-formed, still to check against the body
+        self.timestamp: str | None = None
+        self.refused: str | None = None  # a reason to answer 401 at once
+        headers = request.headers
+        for name in ("Authorization", "X-Hub-Signature-256", "X-Hub-Timestamp"):
+            if not headers.get(name, "").isascii():
+                self.refused = f"{name} is not ASCII: it cannot hold a credential"
+                return
+        ts = headers.get("X-Hub-Timestamp")
+        if ts is not None:
+            if not (ts.strip().isdigit() and len(ts.strip()) <= 12):
+                self.refused = "X-Hub-Timestamp must be Unix seconds (an integer)"
+                return
+            self.timestamp = ts.strip()
+        auth = headers.get("Authorization", "")
+        if auth:
+            scheme, _, token = auth.partition(" ")
+            if scheme.lower() != "bearer" or not token.strip():
+                self.problems.append("Authorization must be 'Bearer SECRET'")
+            elif hmac.compare_digest(token.strip().encode(), hook.secret.encode()):
+                self.bearer_ok = True
+            else:
+                self.problems.append("bearer token does not match")
+        sig = headers.get("X-Hub-Signature-256", "")
+        if sig:
+            value = sig.strip()
+            if not value.startswith("sha256=") or not _HEX64.fullmatch(value[7:]):
+                self.problems.append("X-Hub-Signature-256 must be 'sha256=HEX' (64 hex digits)")
+            else:
+                self.signature = value.lower()
+        if not self.bearer_ok and self.signature is None:
+            self.refused = "; ".join(self.problems) or (
+                "missing Authorization: Bearer SECRET or X-Hub-Signature-256 header"
+            )
+
+    def verify(self, body: bytes) -> str | None:
+        """None when the body's signature matches (or the bearer did), else why not."""
+        if not self.bearer_ok:
+            assert self.signature is not None
+            expected = signature(self.hook.secret, body, self.timestamp)
+            if not hmac.compare_digest(self.signature.encode(), expected.encode()):
+                signed = "the timestamp and the body" if self.timestamp is not None else "the body"
+                return "; ".join([*self.problems, f"X-Hub-Signature-256 does not match {signed}"])
+        return self.fresh()
+
+    def fresh(self) -> str | None:
+        """None when the timestamp is within the window (or absent and not required)."""
+        if self.timestamp is None:
+            if self.hook.require_timestamp:
+                return "X-Hub-Timestamp is required by this webhook (sign TIMESTAMP.BODY)"
+            return None
+        skew = time.time() - int(self.timestamp)
+        if abs(skew) > TIMESTAMP_TOLERANCE:
+            return (
+                f"X-Hub-Timestamp is {abs(skew):.0f}s {'old' if skew > 0 else 'ahead'}, outside the "
+                f"{TIMESTAMP_TOLERANCE:.0f}s window: a replay, or a clock to fix"
+            )
+        return None
+
+
+def _run_body(result: RunResult) -> dict[str, Any]:
+    return {
+        "run_id": result.run_id,
+        "context": result.context,
+        "state": str(result.state),
+        "reason": result.reason,
+        "steps": result.steps,
+        "outputs": [
+            {"type": o.type, "content": o.content, "sent": o.sent, "error": o.error} for o in result.outputs
+        ],
+    }
+
+
+class HttpServer:
+    """A hub component serving the endpoint; ``port`` is the bound port once started."""
+
+    def __init__(self) -> None:
+        self._hub: Any = None
+        self._runner: web.AppRunner | None = None
+        self._server: asyncio.Server | None = None
+        self._guard: _Guard | None = None
+        # unknown webhook names are checked against this (a secret nobody has), so they
+        # answer exactly as a wrong credential does and names cannot be enumerated
+        self._decoy = WebhookSection(context="decoy:none", secret=secrets.token_hex(32))
+        self.port: int | None = None
+        self._events: Any = None
+        self._ui: Any = None  # the dashboard (hub/http/dashboard/_pages.py), when [http] token is set
+        self._routes: dict[str, Route] = {}
+
+    async def start(self, hub: Any) -> None:  # the Hub, through its public API (submit, metrics, store health)
+        if self._runner is not None:
+            return
+        cfg = hub.config.http
+        assert cfg is not None, "HttpServer needs [http]"
+        self._hub = hub
+        for name, hook in hub.config.webhooks.items():
+            try:
+                hub.resolve_context(hook.context)
+            except RunError as e:
+                path = str(hub.config.path) if hub.config.path else None
+                raise ConfigError(str(e), path=path, key=f"webhooks.{name}.context") from e
+        app = web.Application(client_max_size=cfg.max_body + 1, middlewares=[self._guarded])
+        app.router.add_get("/healthz", self._healthz)
+        if cfg.metrics:
+            app.router.add_get("/metrics", self._metrics)
+        app.router.add_post("/webhooks/{name}", self._webhook)
+        self._routes = dict(getattr(hub, "routes", {}))
+        for path, route in self._routes.items():
+            app.router.add_route(route.method, path, functools.partial(self._route, route))
+            log.info("http: serving %s %s", route.method, path)
+        from ._run_events import EventRoutes
+
+        self._events = EventRoutes(hub)
+        self._events.add_to(app)
+        self._add_dashboard(app, hub)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=_ProtocolLog(log, {}))
+        await runner.setup()
+        assert runner.server is not None
+        guard = _Guard(runner.server, limit=cfg.max_connections, header_timeout=cfg.header_timeout)
+        try:
+            server = await asyncio.get_running_loop().create_server(guard, cfg.host, cfg.port, reuse_address=True)
+        except OSError as e:
+            await runner.cleanup()
+            raise ConfigError(f"cannot listen on {cfg.host}:{cfg.port}: {e.strerror or e}", key="http") from e
+        if self._ui is not None:
+            await self._ui.start()
+        self._runner, self._server, self._guard = runner, server, guard
+        self.port = server.sockets[0].getsockname()[1]
+        log.info("http: listening on %s:%d", cfg.host, self.port)
+
+    def _add_dashboard(self, app: web.Application, hub: Any) -> None:
+        """``/ui/``: the operators' dashboard, behind the ``[http] token``; off (404) without one."""
+        if hub.config.http.token:
+            from .dashboard import Dashboard
+
+            self._ui = Dashboard(hub)
+
+            async def slash(request: web.Request) -> web.Response:
+                raise web.HTTPPermanentRedirect("/ui/")
+
+            app.router.add_get("/ui", slash)
+            app.add_subapp("/ui/", self._ui.app())
+            return
+
+        async def off(request: web.Request) -> web.Response:
+            return web.Response(status=404, text="the dashboard is off: set [http] token to serve it at /ui/")
+
+        app.router.add_route("*", "/ui", off)
+        app.router.add_route("*", "/ui/{tail:.*}", off)
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()  # no new connections
+        if self._events is not None:
+            self._events.close()  # open /events streams end
+        if runner is not None:
+            await runner.cleanup()
+        if self._ui is not None:
+            await self._ui.stop()
+        if self._guard is not None:
+            for conn in list(self._guard.live.values()):
+                conn.drop()
+        if server is not None:
+            await server.wait_closed()
+
+    # --- handlers -----------------------------------------------------------------------
+
+    @property
+    def hub(self) -> Any:
+        assert self._hub is not None
+        return self._hub
+
+    @web.middleware
+    async def _guarded(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """Headers are in: stop the header deadline (a webhook proves itself later), and turn
+        failures into JSON answers: a failing store is 503, anything else a logged 500."""
+        conn = self._guard.of(request) if self._guard is not None else None
+        if conn is not None:
+            conn.disarm()
+            # a webhook (ours or an extension's) proves itself with its secret, later
+            conn.proven = not (request.path.startswith("/webhooks/") or request.path in self._routes)
+        try:
+            return await handler(request)
+        except web.HTTPException:
+            raise
+        except StoreError as e:
+            log.error("http: %s %s: the store failed: %s", request.method, request.path, e)
+            return _error(503, f"the hub cannot record input now (its store failed: {e}); retry later")
+        except (ConnectionError, asyncio.IncompleteReadError):
+            raise  # the client went away: nobody to answer
+        except Exception:
+            log.exception("http: %s %s failed", request.method, request.path)
+            return _error(500, "internal error (the hub's log has the details)")
+        finally:
+            if conn is not None and conn.transport is not None and not conn.transport.is_closing():
+                conn.wait_for_request()
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        hub = self.hub
+        ok = hub.started
+        databases, unreachable = await hub.store_health.databases() if ok else ([], None)
+        degraded = "; ".join(p for p in (hub.store_health.problem() if ok else None, unreachable) if p) or None
+        body: dict[str, Any] = {
+            "status": ("degraded" if degraded else "ok") if ok else "unavailable",
+            "runs_running": hub.runner.running,
+            "queue_depth": hub.runner.queued,
+        }
+        if databases:  # usually one: the database every store shares
+            body["database"] = databases[0] if len(databases) == 1 else databases
+        if degraded:
+            body["store"] = degraded
+        return web.json_response(body, status=200 if ok and not degraded else 503)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        assert self.hub.config.http is not None
+        token = self.hub.config.http.token
+        if token:
+            auth = request.headers.get("Authorization", "")
+            scheme, _, given = auth.partition(" ")
+            if not (
+                auth.isascii()
+                and scheme.lower() == "bearer"
+                and hmac.compare_digest(given.strip().encode(), token.encode())
+            ):
+                return _denied("/metrics needs Authorization: Bearer TOKEN (the [http] token)")
+        resp = web.Response(body=self.hub.metrics.render())
+        resp.headers["Content-Type"] = CONTENT_TYPE
+        return resp
+
+    async def _webhook(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        resp = await self._handle_webhook(name, request)
+        if name in self.hub.config.webhooks:  # unknown names would be unbounded label values
+            self.hub.metrics.webhook(name, resp.status)
+        return resp
+
+    async def _handle_webhook(self, name: str, request: web.Request) -> web.Response:
+        hub = self.hub
+        assert hub.config.http is not None
+        known = hub.config.webhooks.get(name)
+        hook = known or self._decoy
+        creds = _Credentials(hook, request)  # from the headers alone, before any body is read
+        if creds.refused is not None:
+            return _denied(creds.refused)
+        conn = self._guard.of(request) if self._guard is not None else None
+        if creds.bearer_ok:
+            stale = creds.fresh()
+            if stale is not None:
+                return _denied(stale)
+            if conn is not None:
+                conn.proven = True
+        body = await self._read(request)
+        if isinstance(body, web.Response):
+            return body
+        denied = creds.verify(body)
+        if denied is not None or known is None:
+            return _denied(denied or "X-Hub-Signature-256 does not match the body")
+        if conn is not None:
+            conn.proven = True
+        key = request.headers.get("Idempotency-Key")
+        if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
+            return _error(400, "Idempotency-Key must be 1 to 200 printable ASCII characters, no spaces")
+        if not body.strip():
+            return _error(400, "empty body: send a JSON value")
+        try:
+            data = load_json(body)
+        except UntrustedJSONError as e:
+            return _error(400, f"body refused: {e}")
+        if not hub.started:
+            return _error(503, "the hub is not taking input (starting or stopping)")
+        try:
+            sub = await hub.submit(
+                known.context,
+                data=data,
+                type="webhook",
+                platform_id=f"webhook:{name}:{key}" if key else None,
+                meta={"webhook": name},
+            )
+        except RunError as e:
+            return _error(503, str(e))
+        if sub.duplicate:
+            return web.json_response({"duplicate": True, "context": sub.context}, status=200)
+        wait = request.query.get("wait", "").lower() in _TRUE
+        try:
+            if wait:
+                result = await asyncio.wait_for(sub.wait(), known.wait_timeout)
+                return web.json_response(_run_body(result), status=200)
+            await asyncio.wait(
+                {sub.run_id, sub.result}, timeout=known.wait_timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        except TimeoutError:
+            run_id = sub.run_id.result() if sub.run_id.done() else None
+            return web.json_response(
+                {"error": f"the run did not end within {known.wait_timeout:g}s", "run_id": run_id}, status=504
+            )
+        except asyncio.CancelledError:
+            if sub.result.cancelled():
+                return _error(503, "the run was cancelled: the hub is stopping")
+            raise
+        run_id = sub.run_id.result() if sub.run_id.done() else None
+        return web.json_response({"run_id": run_id, "context": sub.context}, status=202)
+
+    async def _route(self, route: Route, request: web.Request) -> web.Response:
+        """An extension's route: its secret header checked before the body is read, the body
+        capped and parsed as JSON, then the extension's handler (see :class:`hub.Route`)."""
+        given = request.headers.get(route.secret_header, "")
+        if not (given.isascii() and hmac.compare_digest(given.encode(), route.secret.encode())):
+            return _denied(f"{route.secret_header} is missing or does not match")
+        conn = self._guard.of(request) if self._guard is not None else None
+        if conn is not None:
+            conn.proven = True
+        body = await self._read(request)
+        if isinstance(body, web.Response):
+            return body
+        if not body.strip():
+            return _error(400, "empty body: send a JSON value")
+        try:
+            data = load_json(body)
+        except UntrustedJSONError as e:
+            return _error(400, f"body refused: {e}")
+        if not self.hub.started:
+            return _error(503, "the hub is not taking input (starting or stopping)")
+        answer = await route.handler(RouteRequest(request.path, request.headers, body, data))
+        answer = answer if answer is not None else RouteAnswer()
+        return web.json_response({"ok": True} if answer.body is None else answer.body, status=answer.status)
+
+    async def _read(self, request: web.Request) -> bytes | web.Response:
+        """The raw body; 413 when it is over the limit (checked before reading it all), 408
+        when it does not arrive within ``body_timeout``."""
+        cfg = self.hub.config.http
+        assert cfg is not None
+        limit = cfg.max_body
+        too_large = _error(413, f"body is larger than {limit} bytes")
+        if request.content_length is not None and request.content_length > limit:
+            return too_large
+        chunks, size = [], 0
+        try:
+            async with asyncio.timeout(cfg.body_timeout):
+                async for chunk in request.content.iter_chunked(64 * 1024):
+                    size += len(chunk)
+                    if size > limit:
+                        return too_large
+                    chunks.append(chunk)
+        except TimeoutError:
+            return _error(408, f"the body did not arrive within {cfg.body_timeout:g}s", Connection="close")
+        return b"".join(chunks)

@@ -1,0 +1,15 @@
+"""The operators' dashboard at ``/ui/``: pages, sessions, the health history, templates and static files."""
+
+from __future__ import annotations
+
+from ._health import sparkline
+from ._pages import Dashboard
+from ._sessions import LoginThrottle, Sessions, token_matches
+
+__all__ = [
+    "Dashboard",
+    "LoginThrottle",
+    "Sessions",
+    "sparkline",
+    "token_matches",
+]

@@ -1,0 +1,162 @@
+"""The dashboard's health page: a bounded history of the hub's own metrics, and sparklines.
+
+:class:`MetricsHistory` reads the hub's Prometheus registry (hub/features/_metrics.py) every
+``interval`` seconds and keeps the last ``size`` samples in a ring: runs in progress, queue
+depth, the model's mean first-token latency over the interval, and per interval the 429s,
+the sends that failed and the tokens used. :func:`sparkline` draws one series as a small
+inline SVG, server-side: no chart library, no script.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...tasks import cancel_and_wait
+
+__all__ = ["Sample", "MetricsHistory", "sparkline", "metric_total", "SERIES"]
+
+log = logging.getLogger("hub.http.dashboard")
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    ts: float
+    running: int
+    queued: int
+    llm_latency_ms: float | None  # mean over the interval; None when no step asked the model
+    rate_limited: float  # 429s from platforms in the interval
+    send_errors: float
+    tokens: float
+
+
+SERIES: dict[str, tuple[str, str]] = {
+    "running": ("runs in progress", ""),
+    "queued": ("queue depth", ""),
+    "llm_latency_ms": ("model latency (first token)", "ms"),
+    "rate_limited": ("429s from platforms", ""),
+    "send_errors": ("sends that failed", ""),
+    "tokens": ("tokens used", ""),
+}
+"""Each charted field of :class:`Sample`: its title and unit."""
+
+
+def metric_total(registry: Any, name: str, **labels: str) -> float:
+    """The sum of every sample called ``name`` whose labels include ``labels`` (0 if none)."""
+    total = 0.0
+    for family in registry.collect():
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                total += s.value
+    return total
+
+
+class MetricsHistory:
+    """Samples the hub's metrics into a ring of ``size`` (a component of the dashboard).
+
+    ``registry`` is the hub's Prometheus registry; ``gauges`` returns (running, queued) now.
+    """
+
+    def __init__(
+        self, registry: Any, gauges: Callable[[], tuple[int, int]], *, interval: float = 5.0, size: int = 120,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.registry = registry
+        self.gauges = gauges
+        self.interval = interval
+        self.samples: deque[Sample] = deque(maxlen=size)
+        self._clock = clock
+        self._last: dict[str, float] | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def _totals(self) -> dict[str, float]:
+        return {
+            "latency_sum": metric_total(self.registry, "hub_llm_latency_seconds_sum"),
+            "latency_count": metric_total(self.registry, "hub_llm_latency_seconds_count"),
+            "rate_limited": metric_total(self.registry, "hub_platform_rate_limited_total"),
+            "send_errors": metric_total(self.registry, "hub_platform_sends_total", result="error"),
+            "tokens": metric_total(self.registry, "hub_tokens_total"),
+        }
+
+    def sample(self) -> Sample | None:
+        """Take one sample (the first call only sets the baseline of the counters)."""
+        now = self._totals()
+        last, self._last = self._last, now
+        if last is None:
+            return None
+        d = {k: max(0.0, now[k] - last[k]) for k in now}
+        running, queued = self.gauges()
+        latency = d["latency_sum"] / d["latency_count"] * 1000 if d["latency_count"] else None
+        s = Sample(self._clock(), running, queued, latency, d["rate_limited"], d["send_errors"], d["tokens"])
+        self.samples.append(s)
+        return s
+
+    async def start(self) -> None:
+        if self._task is None:
+            self.sample()
+            self._task = asyncio.create_task(self._run(), name="ui:metrics-history")
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                self.sample()
+            except Exception:  # a sampler that dies would freeze the charts without a word
+                log.exception("dashboard: sampling the metrics failed")
+
+    async def stop(self) -> None:
+        await cancel_and_wait(self._task)
+        self._task = None
+
+    def series(self, name: str) -> list[float | None]:
+        return [getattr(s, name) for s in self.samples]
+
+
+def sparkline(values: Sequence[float | None], *, width: int = 240, height: int = 40, label: str = "") -> str:
+    """``values`` as a small SVG polyline (gaps where a value is None), scaled to its maximum.
+
+    Only numbers reach the markup (the label is escaped), so the result is safe to inline.
+    """
+    from markupsafe import escape
+
+    w, h, pad = width, height, 2
+    points = list(values)
+    top = max((v for v in points if v is not None), default=0.0) or 1.0
+    step = (w - 2 * pad) / max(1, len(points) - 1)
+    paths: list[str] = []
+    run: list[str] = []
+    for i, v in enumerate(points):
+        if v is None:
+            if run:
+                paths.append(" ".join(run))
+            run = []
+            continue
+        x = pad + i * step
+        y = h - pad - (v / top) * (h - 2 * pad)
+        run.append(f"{x:.1f},{y:.1f}")
+    if run:
+        paths.append(" ".join(run))
+    lines = "".join(
+        f'<polyline fill="none" stroke="currentColor" stroke-width="1.5" points="{p}"/>' if " " in p
+        else f'<circle r="2" fill="currentColor" cx="{p.split(",")[0]}" cy="{p.split(",")[1]}"/>'  # one point alone
+        for p in paths
+    )
+    if not paths:
+        lines = f'<text x="{pad}" y="{h - 2 * pad}" font-size="11" fill="currentColor">no samples yet</text>'
+    return (
+        f'<svg class="spark" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" '
+        f'aria-label="{escape(label)}">{lines}</svg>'
+    )
+
+
+def last_value(values: Iterable[float | None]) -> float | None:
+    last = None
+    for v in values:
+        if v is not None:
+            last = v
+    return last

@@ -1,0 +1,661 @@
+"""The operators' dashboard at ``/ui/`` on the hub's HTTP endpoint (on when ``[http] token`` is set).
+
+Server-side pages (Jinja2, autoescaped, every string passed through the hub's redactor on
+its way out) with htmx, vendored in ``hub/http/dashboard/static/``, for the parts that update live by
+polling: the runs list and a running run's trace. No Node step, no script of ours.
+
+- **Runs** (``/ui/``): newest first, filtered by state, context and platform, paged by keyset
+  (``before=STARTED:ID``), 50 a page; the first page refreshes every second.
+- **A run** (``/ui/runs/ID``): its trace as it happens, and its child runs as a tree.
+- **Conversations**: the recent ones per platform, their history (working memory), memory
+  and episodes; *forget* deletes the episodes and the working memory, as ``hub memory forget``.
+- **Personas**: the file edited in the browser, validated as the persona watcher validates,
+  shown as a diff against the revision in force before it is saved (atomically, so the
+  watcher records it); history and rollback, as ``hub persona``.
+- **Access**: pending pairing codes to approve, paired users to revoke, as ``hub pairing``.
+- **Health**: platforms, queue depth, model latency, 429s, budgets used today, as sparklines
+  from :class:`~hub.http.dashboard._health.MetricsHistory`.
+
+Log in by posting the token; sessions and CSRF are :mod:`hub.http.dashboard`'s. Every POST needs
+the session's CSRF token (form field ``csrf`` or header ``X-CSRF-Token``) and, when the
+browser sends one, an ``Origin`` of this host. The routes use the hub's public attributes
+(``runs``, ``personas``, ``revisions``, ``access``, ``memory``, ``episodes``, ``metrics``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from aiohttp import web
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+from yarl import URL
+
+from ...errors import ConfigError, HubError
+from ...features import PairingError, utc_day
+from ...logs import (
+    ActionCallLog,
+    ActionResultLog,
+    ErrorLog,
+    InputLog,
+    Log,
+    OutputLog,
+    StateLog,
+    StepLog,
+    ThoughtLog,
+    from_dict,
+)
+from ...personas import Revision, parse_persona, rollback, write_persona
+from ...redact import MASK
+from ...store import RunRecord, RunState, collect_tree
+from ._health import SERIES, MetricsHistory, last_value, metric_total, sparkline
+from ._sessions import COOKIE, LoginThrottle, Session, Sessions, token_matches
+
+__all__ = ["Dashboard", "PAGE_SIZE"]
+
+log = logging.getLogger("hub.http.dashboard")
+
+HERE = Path(__file__).parent
+PAGE_SIZE = 50
+_MAX_PARAM = 300
+_STATES = tuple(str(s) for s in RunState)
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+_PLATFORM = re.compile(r"[A-Za-z0-9_-]{1,100}")
+_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+)
+_PUBLIC = ("/ui/login", "/ui/static/")
+# where a request keeps its session (aiohttp 3.12+ wants typed keys; older ones take a string)
+_SESSION: Any = web.RequestKey("session", Session) if hasattr(web, "RequestKey") else "hub.ui.session"
+
+
+class BadRequest(HubError):
+    """A dashboard request with a parameter that cannot be used; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceItem:
+    """One line of a trace as the page shows it."""
+
+    kind: str
+    at: float  # seconds since the run started
+    title: str
+    body: str = ""
+    status: str = ""  # ok, error, pending, ...
+
+
+def _pretty(value: Any, limit: int = 20_000) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=2, default=str)
+    return text if len(text) <= limit else text[:limit] + f"\n... ({len(text) - limit} more characters)"
+
+
+def trace_items(run: RunRecord, events: Sequence[Log]) -> list[TraceItem]:
+    """The run's log as the trace page lists it: an output once, in its last state; in time order."""
+    last_output = {e.id: i for i, e in enumerate(events) if isinstance(e, OutputLog)}
+    shown = [e for i, e in enumerate(events) if not isinstance(e, OutputLog) or last_output[e.id] == i]
+    items = []
+    for e in sorted(shown, key=lambda e: e.ts):
+        at = max(0.0, e.ts - run.started)
+        match e:
+            case InputLog():
+                who = f" from {e.user}" if e.user else ""
+                items.append(TraceItem("input", at, f"input {e.type}{who}", _pretty(e.formatted or e.content)))
+            case ThoughtLog():
+                items.append(TraceItem("thought", at, f"thought (step {e.step})", e.content))
+            case ActionCallLog():
+                items.append(TraceItem("action_call", at, f"call #{e.index} {e.name}", _pretty(e.args)))
+            case ActionResultLog():
+                status = "ok" if e.ok else ("denied" if e.denied else "error")
+                body = _pretty(e.data) if e.ok else (e.error or "")
+                items.append(TraceItem("action_result", at, f"result of {e.name}, {e.duration * 1000:.0f} ms", body, status))
+            case OutputLog():
+                status = "sent" if e.sent else ("error" if e.error else "pending")
+                body = _pretty(e.formatted or e.content) + (f"\n\nnot sent: {e.error}" if e.error else "")
+                items.append(TraceItem("output", at, f"output {e.type}", body, status))
+            case StepLog():
+                items.append(TraceItem(
+                    "step", at,
+                    f"step {e.step}: {e.duration * 1000:.0f} ms (first token {e.llm_latency * 1000:.0f} ms), "
+                    f"tokens {e.prompt_tokens} prompt + {e.completion_tokens} completion",
+                ))
+            case ErrorLog():
+                items.append(TraceItem("error", at, f"error in {e.where or 'the run'}", e.message, "error"))
+            case StateLog():
+                items.append(TraceItem("state", at, f"state {e.state}" + (f" ({e.reason})" if e.reason else "")))
+    return items
+
+
+def _diff(old: str, new: str, old_name: str, new_name: str) -> list[str]:
+    return list(difflib.unified_diff(old.splitlines(), new.splitlines(), old_name, new_name, n=2, lineterm=""))
+
+
+def _when(ts: float | None) -> str:
+    return "" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts))
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+class Dashboard:
+    """The ``/ui/`` application of one hub, its sessions and its metrics history."""
+
+    def __init__(
+        self, hub: Any, *, sessions: Sessions | None = None, sample_interval: float = 5.0, page_size: int = PAGE_SIZE
+    ) -> None:
+        self.hub = hub
+        self.sessions = sessions if sessions is not None else Sessions()
+        self.throttle = LoginThrottle()
+        self.page_size = page_size
+        self.history = MetricsHistory(
+            hub.metrics.registry, lambda: (hub.runner.running, hub.runner.queued), interval=sample_interval
+        )
+        redactor = hub.redactor
+        self.env = Environment(
+            loader=FileSystemLoader(HERE / "templates"),
+            autoescape=select_autoescape(default=True, default_for_string=True),
+            undefined=StrictUndefined,
+            finalize=self._finalize if redactor else None,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.env.filters.update(when=_when, duration=_duration, pretty=_pretty, q=lambda v: urlencode({"context": v}))
+        self.env.globals.update(urlencode=urlencode)
+
+    def _finalize(self, value: Any) -> Any:
+        """Every value a template prints passes here: a secret the hub knows is masked."""
+        if isinstance(value, Markup):
+            return Markup(self.hub.redactor.redact(str(value)))
+        if isinstance(value, str):
+            return self.hub.redactor.redact(value)
+        return value
+
+    # --- the application ----------------------------------------------------------------
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._guard], client_max_size=2_000_000)
+        r = app.router
+        r.add_get("/", self.runs_page)
+        r.add_get("/login", self.login_page)
+        r.add_post("/login", self.login)
+        r.add_post("/logout", self.logout)
+        r.add_get("/runs/rows", self.runs_rows)
+        r.add_get("/runs/{id}", self.run_page)
+        r.add_get("/runs/{id}/trace", self.run_trace)
+        r.add_get("/conversations", self.conversations_page)
+        r.add_get("/conversation", self.conversation_page)
+        r.add_post("/conversation/forget", self.forget)
+        r.add_get("/personas", self.personas_page)
+        r.add_get("/personas/{name}", self.persona_page)
+        r.add_post("/personas/{name}/preview", self.persona_preview)
+        r.add_post("/personas/{name}/save", self.persona_save)
+        r.add_post("/personas/{name}/rollback", self.persona_rollback)
+        r.add_get("/access", self.access_page)
+        r.add_post("/access/approve", self.approve)
+        r.add_post("/access/revoke", self.revoke)
+        r.add_get("/health", self.health_page)
+        r.add_get("/health/charts", self.health_charts)
+        r.add_static("/static/", HERE / "static", name="static")
+        return app
+
+    async def start(self) -> None:
+        for name in self.env.list_templates():  # compiled now, so no operator's first page waits on it
+            self.env.get_template(name)
+        await self.history.start()
+
+    async def stop(self) -> None:
+        await self.history.stop()
+
+    # --- sessions, CSRF and headers -----------------------------------------------------
+
+    @web.middleware
+    async def _guard(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        public = request.path.startswith(_PUBLIC)
+        if request.method == "POST":
+            refused = self._cross_origin(request)
+            if refused is not None:
+                return self._refuse(403, refused)
+        if not public:
+            session = self.sessions.get(request.cookies.get(COOKIE))
+            if session is None:
+                if request.headers.get("HX-Request"):  # htmx follows this header, not a 3xx
+                    return web.Response(status=401, headers={"HX-Redirect": "/ui/login"})
+                raise web.HTTPSeeOther("/ui/login")
+            request[_SESSION] = session
+            if request.method == "POST":
+                form = await request.post()
+                given = request.headers.get("X-CSRF-Token") or form.get("csrf")
+                if not session.csrf_matches(given if isinstance(given, str) else None):
+                    return self._refuse(403, "the CSRF token is missing or wrong: reload the page and try again")
+        try:
+            resp = await handler(request)
+        except BadRequest as e:
+            resp = self._refuse(400, str(e))
+        resp.headers.setdefault("Content-Security-Policy", _CSP)
+        resp.headers.setdefault("X-Frame-Options", "DENY")
+        resp.headers.setdefault("X-Content-Type-Options", "nosniff")
+        resp.headers.setdefault("Referrer-Policy", "same-origin")
+        if not request.path.startswith("/ui/static/"):
+            resp.headers.setdefault("Cache-Control", "no-store")
+        return resp
+
+    @staticmethod
+    def _cross_origin(request: web.Request) -> str | None:
+        """Why a POST is refused as coming from another site (None when it is not)."""
+        origin = request.headers.get("Origin")
+        if origin is None:
+            return None  # not sent by this client; the CSRF token decides
+        try:
+            url = URL(origin)
+            same = url.host is not None and f"{url.host}:{url.port}" == _host_port(request)
+        except ValueError:
+            same = False
+        return None if same else f"Origin {origin[:100]!r} is not this dashboard's: the change is refused"
+
+    @staticmethod
+    def _done(request: web.Request, location: str, msg: str) -> web.HTTPSeeOther:
+        """Back to ``location`` (POST, redirect, GET), which shows ``msg`` once: it is kept in
+        the session, not in the URL, so no link can make the dashboard say something."""
+        request[_SESSION].flash = msg[:1000]
+        return web.HTTPSeeOther(location)
+
+    def _refuse(self, status: int, message: str) -> web.Response:
+        text = self.env.get_template("error.html").render(message=message, status=status, csrf="", nav="", msg="")
+        return web.Response(text=text, status=status, content_type="text/html")
+
+    def _page(self, request: web.Request, template: str, *, status: int = 200, **context: Any) -> web.Response:
+        session: Session | None = request.get(_SESSION)
+        context.setdefault("nav", "")
+        if "msg" not in context:  # a whole page shows the flash once; a polled fragment leaves it
+            context["msg"] = session.take_flash() if session is not None and not template.startswith("_") else ""
+        text = self.env.get_template(template).render(csrf=session.csrf if session else "", **context)
+        return web.Response(text=text, status=status, content_type="text/html")
+
+    # --- login --------------------------------------------------------------------------
+
+    async def login_page(self, request: web.Request) -> web.Response:
+        return self._page(request, "login.html", error="")
+
+    async def login(self, request: web.Request) -> web.StreamResponse:
+        address = request.remote or "?"
+        wait = self.throttle.wait(address)
+        if wait:
+            return self._page(request, "login.html", status=429, error=(
+                f"Too many wrong tokens from {address}: try again in {wait:.0f} s."))
+        form = await request.post()
+        given = form.get("token")
+        token = self.hub.config.http.token
+        if not isinstance(given, str) or not token_matches(given.strip(), token):
+            self.throttle.failed(address)
+            log.warning("dashboard: a login with a wrong token from %s", address)
+            return self._page(request, "login.html", status=401, error="That is not the hub's [http] token.")
+        self.throttle.succeeded(address)
+        session = self.sessions.create()
+        resp = web.HTTPSeeOther("/ui/")
+        resp.set_cookie(
+            COOKIE, session.id, path="/ui", httponly=True, samesite="Strict", secure=_is_https(request),
+            max_age=int(self.sessions.lifetime),
+        )
+        raise resp
+
+    async def logout(self, request: web.Request) -> web.StreamResponse:
+        self.sessions.drop(request.cookies.get(COOKIE))
+        resp = web.HTTPSeeOther("/ui/login")
+        resp.del_cookie(COOKIE, path="/ui")
+        raise resp
+
+    # --- runs ---------------------------------------------------------------------------
+
+    def _platforms(self) -> list[str]:
+        return sorted({t.split(":", 1)[0] for t in self.hub.contexts})
+
+    def _filters(self, request: web.Request) -> dict[str, str]:
+        q = request.query
+        f = {name: q.get(name, "").strip() for name in ("state", "context", "platform", "before")}
+        for name, value in f.items():
+            if len(value) > _MAX_PARAM:
+                raise BadRequest(f"{name} is longer than {_MAX_PARAM} characters")
+        if f["state"] and f["state"] not in _STATES:
+            raise BadRequest(f"state must be one of {', '.join(_STATES)}, not {f['state']!r}")
+        if f["platform"] and not _PLATFORM.fullmatch(f["platform"]):
+            raise BadRequest(f"platform must be a platform's name (letters, digits, _ and -), not {f['platform']!r}")
+        return f
+
+    @staticmethod
+    def _cursor(value: str) -> tuple[float, str] | None:
+        if not value:
+            return None
+        started, _, run_id = value.partition(":")
+        try:
+            return float(started), run_id
+        except ValueError:
+            raise BadRequest(f"before must be STARTED:ID as the 'older' link gives it, not {value!r}") from None
+
+    async def _rows(self, f: Mapping[str, str]) -> dict[str, Any]:
+        runs = await self.hub.runs.page(
+            limit=self.page_size + 1, before=self._cursor(f["before"]), state=f["state"] or None,
+            context=f["context"] or None, platform=f["platform"] or None,
+        )
+        more = len(runs) > self.page_size
+        runs = runs[: self.page_size]
+        query = {k: v for k, v in f.items() if v and k != "before"}
+        older = None
+        if more:
+            older = urlencode({**query, "before": f"{runs[-1].started!r}:{runs[-1].id}"})
+        return {
+            "runs": runs, "older": older, "live": not f["before"],
+            "rows_url": "/ui/runs/rows?" + urlencode({**query, **({"before": f["before"]} if f["before"] else {})}),
+        }
+
+    async def runs_page(self, request: web.Request) -> web.Response:
+        f = self._filters(request)
+        return self._page(
+            request, "runs.html", nav="runs", f=f, states=_STATES, platforms=self._platforms(), **await self._rows(f)
+        )
+
+    async def runs_rows(self, request: web.Request) -> web.Response:
+        return self._page(request, "_rows.html", **await self._rows(self._filters(request)))
+
+    async def _run(self, request: web.Request) -> RunRecord:
+        run_id = request.match_info["id"]
+        if len(run_id) > _MAX_PARAM:
+            raise BadRequest(f"run id is longer than {_MAX_PARAM} characters")
+        runs = self.hub.runs
+        record = await runs.get(run_id) or await runs.find(run_id)
+        if record is None:
+            raise web.HTTPNotFound(text=f"no run matches {run_id!r}")
+        return record
+
+    async def _trace(self, record: RunRecord) -> dict[str, Any]:
+        events = await self.hub.runs.events(record.id)
+        tree = await collect_tree(self.hub.runs, record.id, max_runs=200)
+        return {"run": record, "items": trace_items(record, events), "tree": tree, "live": record.ended is None}
+
+    async def run_page(self, request: web.Request) -> web.Response:
+        record = await self._run(request)
+        return self._page(request, "trace.html", nav="runs", **await self._trace(record))
+
+    async def run_trace(self, request: web.Request) -> web.Response:
+        record = await self._run(request)
+        return self._page(request, "_trace.html", **await self._trace(record))
+
+    # --- conversations ------------------------------------------------------------------
+
+    @staticmethod
+    def _context(value: Any) -> str:
+        context = value.strip() if isinstance(value, str) else ""
+        if len(context) > _MAX_PARAM or ":" not in context:
+            raise BadRequest(f"a conversation is TYPE:KEY of at most {_MAX_PARAM} characters, not {context[:80]!r}")
+        return context
+
+    async def conversations_page(self, request: web.Request) -> web.Response:
+        platform = request.query.get("platform", "").strip()
+        if platform and not _PLATFORM.fullmatch(platform):
+            raise BadRequest(f"platform must be a platform's name, not {platform[:80]!r}")
+        rows = await self.hub.runs.recent_contexts(limit=100, platform=platform or None)
+        return self._page(
+            request, "conversations.html", nav="conversations", rows=rows, platform=platform,
+            platforms=self._platforms(),
+        )
+
+    async def conversation_page(self, request: web.Request) -> web.Response:
+        context = self._context(request.query.get("context"))
+        memory = self.hub.memory
+        raw = await memory.get(f"working-memory:{context}") or []
+        history = [from_dict(d) for d in raw if isinstance(d, dict)]
+        items = [
+            TraceItem(i.kind, i.at, i.title, i.body, i.status)
+            for i in trace_items(RunRecord(context=context, started=0.0), history)
+        ]
+        episodes = []
+        if self.hub.episodes is not None:
+            try:
+                episodes = (await self.hub.episodes.episodes(context=context))[-20:]
+            except HubError as e:
+                log.warning("dashboard: episodes of %s unavailable: %s", context, e)
+        runs = await self.hub.runs.page(limit=10, context=context)
+        return self._page(
+            request, "conversation.html", nav="conversations", context=context, items=items,
+            memory=await memory.get(f"memory:{context}"), info=await memory.get(f"context:{context}"),
+            episodes=episodes, runs=runs,
+        )
+
+    async def forget(self, request: web.Request) -> web.StreamResponse:
+        """As ``hub memory forget --context``: its episodes and its working memory go."""
+        context = self._context((await request.post()).get("context"))
+        deleted = 0
+        if self.hub.episodes is not None:
+            deleted = await self.hub.episodes.forget(context=context)
+        key = f"working-memory:{context}"
+        had = await self.hub.memory.get(key) is not None
+        if had:
+            await self.hub.memory.delete(key)
+        log.info("dashboard: forgot %s: %d episodes%s", context, deleted, f", {key}" if had else "")
+        msg = f"forgot {context}: {deleted} episode{'s' if deleted != 1 else ''}" + (f", {key}" if had else "")
+        raise self._done(request, "/ui/conversation?" + urlencode({"context": context}), msg)
+
+    # --- personas -----------------------------------------------------------------------
+
+    async def personas_page(self, request: web.Request) -> web.Response:
+        personas = self.hub.personas
+        names = sorted(set(personas.names()) | set(await self.hub.revisions.names()) | set(personas.errors()))
+        return self._page(
+            request, "personas.html", nav="personas", names=names, errors=personas.errors(),
+            default=personas.default,
+        )
+
+    def _persona_name(self, request: web.Request) -> str:
+        name = request.match_info["name"]
+        if not _NAME.fullmatch(name) or name.startswith("."):
+            raise BadRequest(f"a persona's name is its file's name without .toml (letters, digits, _ . -), not {name[:80]!r}")
+        return name
+
+    def _path(self, name: str) -> Path:
+        return Path(self.hub.personas.folder) / f"{name}.toml"
+
+    def _on_disk(self, name: str) -> str | None:
+        try:
+            return self._path(name).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    async def _persona(self, name: str) -> dict[str, Any]:
+        self.hub.personas.refresh(force=True)  # an edit on disk shows up at once
+        revisions: list[Revision] = await self.hub.revisions.history(name)
+        on_disk = self._on_disk(name)
+        if on_disk is None and not revisions:
+            raise web.HTTPNotFound(text=f"no persona {name!r}")
+        in_force = revisions[-1] if revisions else None
+        history = []
+        prev: Revision | None = None
+        for r in revisions:
+            diff = _diff(prev.text, r.text, f"rev {prev.rev}", f"rev {r.rev}") if prev is not None else []
+            history.append({"rev": r, "diff": diff, "in_force": r is in_force})
+            prev = r
+        history.reverse()
+        return {
+            "name": name, "in_force": in_force, "on_disk": on_disk, "history": history,
+            "error": self.hub.personas.errors().get(name, ""),
+            "differs": on_disk is not None and in_force is not None and on_disk != in_force.text,
+        }
+
+    async def persona_page(self, request: web.Request) -> web.Response:
+        name = self._persona_name(request)
+        p = await self._persona(name)
+        text = p["on_disk"] if p["on_disk"] is not None else p["in_force"].text
+        return self._page(request, "persona.html", nav="personas", text=text, preview=None, problem="", **p)
+
+    def _check_edit(self, name: str, text: str) -> str:
+        """Why ``text`` cannot be saved as persona ``name`` ("" when it can)."""
+        if MASK in text and self.hub.redactor:
+            on_disk = self._on_disk(name) or ""
+            if self.hub.redactor.redact(on_disk) != on_disk:
+                return (f"this persona holds a secret, shown as {MASK} here: saving would write {MASK} in its "
+                        "place. Edit the file on disk instead.")
+        try:
+            parse_persona(text, self._path(name))
+        except ConfigError as e:
+            return f"the edit does not validate, nothing was saved: {e}"
+        return ""
+
+    async def _edit(self, request: web.Request) -> tuple[str, str, int | None]:
+        form = await request.post()
+        text = form.get("text")
+        if not isinstance(text, str):
+            raise BadRequest("the form has no text field: send the persona's TOML as 'text'")
+        text = text.replace("\r\n", "\n")
+        base = form.get("base", "")
+        try:
+            base_rev = int(base) if isinstance(base, str) and base else None
+        except ValueError:
+            raise BadRequest(f"base must be a revision number, not {str(base)[:20]!r}") from None
+        return self._persona_name(request), text, base_rev
+
+    async def persona_preview(self, request: web.Request) -> web.Response:
+        name, text, _ = await self._edit(request)
+        p = await self._persona(name)
+        problem = self._check_edit(name, text)
+        base = p["in_force"].text if p["in_force"] else ""
+        base_name = f"rev {p['in_force'].rev} (in force)" if p["in_force"] else "nothing"
+        preview = _diff(base, text, base_name, "your edit")
+        return self._page(request, "persona.html", nav="personas", text=text, preview=preview, problem=problem,
+                          status=400 if problem else 200, **p)
+
+    async def persona_save(self, request: web.Request) -> web.StreamResponse:
+        name, text, base_rev = await self._edit(request)
+        p = await self._persona(name)
+        in_force = p["in_force"]
+        problem = self._check_edit(name, text)
+        if not problem and in_force is not None and base_rev is not None and base_rev != in_force.rev:
+            problem = (f"the persona changed since you opened it (rev {in_force.rev} is in force now, you edited "
+                       f"rev {base_rev}): review the diff against it and save again")
+        if problem:  # the page comes back with the text as typed: nothing is lost
+            preview = _diff(in_force.text if in_force else "", text, "in force", "your edit")
+            return self._page(request, "persona.html", nav="personas", text=text, preview=preview, problem=problem,
+                              status=400, **p)
+        if in_force is not None and text == in_force.text:
+            raise self._done(request, f"/ui/personas/{name}", "no change: nothing saved")
+        write_persona(self.hub.personas.folder, name, text)
+        self.hub.revisions.record(name, text, note="edited in the dashboard")
+        self.hub.personas.refresh(force=True)  # in force from the next message, not the next scan
+        await self.hub.revisions.flush()
+        rev = (await self.hub.revisions.history(name))[-1].rev
+        log.info("dashboard: persona %s saved as rev %d", name, rev)
+        raise self._done(request, f"/ui/personas/{name}", f"saved: rev {rev} is in force")
+
+    async def persona_rollback(self, request: web.Request) -> web.StreamResponse:
+        name = self._persona_name(request)
+        form = await request.post()
+        try:
+            rev = int(str(form.get("rev", "")))
+        except ValueError:
+            raise BadRequest("rev must be a revision number") from None
+        try:
+            await rollback(self.hub.revisions, self.hub.personas.folder, name, rev)
+        except HubError as e:  # ConfigError too: the revision no longer validates
+            raise self._done(request, f"/ui/personas/{name}", f"not rolled back: {e}") from None
+        self.hub.personas.refresh(force=True)
+        log.info("dashboard: persona %s rolled back to rev %d", name, rev)
+        raise self._done(request, f"/ui/personas/{name}", f"rolled back to rev {rev}")
+
+    # --- access -------------------------------------------------------------------------
+
+    async def access_page(self, request: web.Request) -> web.Response:
+        now = time.time()
+        rows = [(p, "expired" if p.expired(now) else p.state) for p in await self.hub.access.list()]
+        return self._page(request, "access.html", nav="access", rows=rows)
+
+    async def approve(self, request: web.Request) -> web.StreamResponse:
+        form = await request.post()
+        code = str(form.get("code", ""))[:_MAX_PARAM]
+        try:
+            p = await self.hub.access.approve(code)
+        except PairingError as e:
+            msg = f"not approved: {e}"
+        else:
+            msg = f"approved: {p.platform} user {p.user}"
+            log.info("dashboard: %s", msg)
+        raise self._done(request, "/ui/access", msg)
+
+    async def revoke(self, request: web.Request) -> web.StreamResponse:
+        form = await request.post()
+        user = str(form.get("user", ""))[:_MAX_PARAM]
+        platform = str(form.get("platform", ""))[:_MAX_PARAM] or None
+        if not user:
+            raise BadRequest("revoke needs the user id (field 'user')")
+        n = await self.hub.access.revoke(user, platform=platform)
+        msg = f"revoked {n} pairing{'s' if n != 1 else ''} of user {user}" if n else f"no pairing of user {user}"
+        raise self._done(request, "/ui/access", msg)
+
+    # --- health -------------------------------------------------------------------------
+
+    async def _health(self) -> dict[str, Any]:
+        hub = self.hub
+        charts = []
+        for name, (title, unit) in SERIES.items():
+            values = self.history.series(name)
+            last = last_value(values)
+            charts.append({
+                "name": name, "title": title, "unit": unit, "last": last,
+                "svg": Markup(sparkline(values, label=title)),
+            })
+        registry = hub.metrics.registry
+        platforms = []
+        for name, ext in sorted(hub.extensions.items()):
+            if not ext.inputs and not ext.outputs:
+                continue
+            platforms.append({
+                "name": name, "listening": hub.started and bool(ext.inputs),
+                # None: the extension reports no connection (the terminal); 0: down or standing by
+                "connected": registry.get_sample_value("hub_platform_connected", {"platform": name}),
+                "sent": _total(registry, "hub_platform_sends_total", platform=name, result="ok"),
+                "errors": _total(registry, "hub_platform_sends_total", platform=name, result="error"),
+                "rate_limited": _total(registry, "hub_platform_rate_limited_total", platform=name),
+            })
+        limits = hub.config.limits
+        day = utc_day()
+        budgets = []
+        if limits.conversation_tokens_per_day:
+            for context, _, _ in await hub.runs.recent_contexts(limit=10):
+                used = await hub.budgets.store.get(f"conversation:{context}", day)
+                budgets.append({"scope": context, "used": used, "limit": limits.conversation_tokens_per_day})
+        return {
+            "charts": charts, "platforms": platforms, "budgets": budgets, "limits": limits, "day": day,
+            "running": hub.runner.running, "queued": hub.runner.queued,
+            "store": hub.store_health.problem(),
+            "interval": self.history.interval, "size": self.history.samples.maxlen,
+        }
+
+    async def health_page(self, request: web.Request) -> web.Response:
+        return self._page(request, "health.html", nav="health", **await self._health())
+
+    async def health_charts(self, request: web.Request) -> web.Response:
+        return self._page(request, "_charts.html", **await self._health())
+
+
+def _total(registry: Any, name: str, **labels: str) -> int:
+    return int(metric_total(registry, name, **labels))
+
+
+def _host_port(request: web.Request) -> str:
+    url = URL(f"{'https' if _is_https(request) else 'http'}://{request.host}")
+    return f"{url.host}:{url.port}"
+
+
+def _is_https(request: web.Request) -> bool:
+    # behind a TLS-terminating proxy the browser's scheme is the proxy's
+    return request.secure or request.headers.get("X-Forwarded-Proto", "").lower() == "https"

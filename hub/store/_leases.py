@@ -1,0 +1,371 @@
+"""Leases: which worker runs a listener that must be unique (a poller, a shard, a webhook's set-up).
+
+Several ``hub run`` workers can share one store. A platform listener that must run once
+(Telegram's ``getUpdates`` loop, the X mention poller) runs only on the worker that holds
+its lease; the others stand by and take over once it is released or has expired.
+
+A :class:`LeaseStore` keeps one row per lease: its holder, when it expires, and a fencing
+``token`` that grows each time the lease is taken anew (so work done under an old holding
+can be told apart). Taking a lease is one conditional UPSERT (free, expired, or already
+ours), never read-then-write, so two workers racing for it cannot both win. Times come from
+the store's injected clock (wall time: workers on several machines compare expiries).
+
+A :class:`LeaseKeeper` holds one lease for its owner: :meth:`LeaseKeeper.hold` waits for
+the lease, runs the owner's work while it is held, renews it in the background, and cancels
+the work as soon as the lease is lost (a renewal refused, or not confirmed before expiry).
+
+The worker's identity (:func:`worker_id`) is host, pid and a random suffix, so two hubs in
+one process are two holders.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import socket
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from ..errors import HubError, RunError
+from .sql import SqlDatabase
+
+__all__ = [
+    "Lease",
+    "LeaseStore",
+    "InMemoryLeaseStore",
+    "SQLiteLeaseStore",
+    "PostgresLeaseStore",
+    "LeaseKeeper",
+    "worker_id",
+    "sole_worker_id",
+]
+
+log = logging.getLogger("hub.store")
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+def worker_id() -> str:
+    """This worker's identity as a lease holder: ``HOST:PID:RANDOM``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+
+
+def sole_worker_id(data_dir: str | os.PathLike[str]) -> str:
+    """The holder of a process that holds the data dir's lock (``hub run`` on SQLite): no
+    other process can share the store, so each run there is the same holder and takes its
+    leases back at once after a crash, instead of waiting for them to expire."""
+    return f"sole:{os.path.realpath(data_dir)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A lease as held: ``expires`` is the store clock's time, ``token`` the fencing token
+    (it grows each time the lease is taken by a holder that did not hold it a moment ago)."""
+
+    name: str
+    holder: str
+    expires: float
+    token: int
+
+
+def _check(name: str, holder: str, ttl: float | None = None) -> None:
+    if not name:
+        raise RunError("a lease needs a name")
+    if not holder:
+        raise RunError(f"lease {name!r}: the holder must not be empty")
+    if ttl is not None and not ttl > 0:
+        raise RunError(f"lease {name!r}: ttl must be positive seconds, not {ttl!r}")
+
+
+class LeaseStore(ABC):
+    """Named leases with expiry. Every method is atomic against other workers on the store.
+
+    ``clock`` gives the time (Unix seconds) every expiry is compared with.
+    """
+
+    clock: Clock
+
+    @abstractmethod
+    async def acquire(self, name: str, holder: str, ttl: float) -> Lease | None:
+        """Take the lease for ``ttl`` seconds if it is free, expired or already ``holder``'s
+        (then it is extended); None when another holder has it."""
+
+    @abstractmethod
+    async def renew(self, name: str, holder: str, ttl: float) -> Lease | None:
+        """Extend ``holder``'s unexpired lease to ``ttl`` seconds from now; None when it is
+        not (or no longer) theirs: expired leases are not renewed, they are acquired again."""
+
+    @abstractmethod
+    async def release(self, name: str, holder: str) -> bool:
+        """Give the lease up (others may take it at once); False when it was not ``holder``'s."""
+
+    @abstractmethod
+    async def holder(self, name: str) -> Lease | None:
+        """The lease as currently held, or None when it is free or expired."""
+
+    async def open(self) -> None:  # noqa: B027
+        pass
+
+    async def close(self) -> None:  # noqa: B027
+        pass
+
+
+@dataclass(slots=True)
+class _Row:
+    holder: str
+    expires: float
+    token: int
+
+
+class InMemoryLeaseStore(LeaseStore):
+    """Leases of the workers (hubs) in one process that share this object."""
+
+    def __init__(self, *, clock: Clock = time.time) -> None:
+        self.clock = clock
+        self._rows: dict[str, _Row] = {}
+
+    async def acquire(self, name: str, holder: str, ttl: float) -> Lease | None:
+        _check(name, holder, ttl)
+        now = self.clock()
+        row = self._rows.get(name)
+        if row is None:
+            row = self._rows[name] = _Row(holder, now + ttl, 1)
+        elif row.holder == holder and row.expires > now:
+            row.expires = now + ttl
+        elif row.expires <= now:
+            row.holder, row.expires, row.token = holder, now + ttl, row.token + 1
+        else:
+            return None
+        return Lease(name, row.holder, row.expires, row.token)
+
+    async def renew(self, name: str, holder: str, ttl: float) -> Lease | None:
+        _check(name, holder, ttl)
+        now = self.clock()
+        row = self._rows.get(name)
+        if row is None or row.holder != holder or row.expires <= now:
+            return None
+        row.expires = now + ttl
+        return Lease(name, row.holder, row.expires, row.token)
+
+    async def release(self, name: str, holder: str) -> bool:
+        _check(name, holder)
+        row = self._rows.get(name)
+        if row is None or row.holder != holder or row.expires <= self.clock():
+            return False
+        row.holder, row.expires = "", 0.0  # the row stays: its token must keep growing
+        return True
+
+    async def holder(self, name: str) -> Lease | None:
+        row = self._rows.get(name)
+        if row is None or not row.holder or row.expires <= self.clock():
+            return None
+        return Lease(name, row.holder, row.expires, row.token)
+
+
+# One statement decides: a free (never taken), expired or already-ours lease becomes ours;
+# a live lease of another holder is left alone (the WHERE of DO UPDATE). The token grows
+# unless the holder is extending a live holding of its own.
+_ACQUIRE = """
+INSERT INTO leases (name, holder, expires, token) VALUES (?1, ?2, ?3, 1)
+ON CONFLICT (name) DO UPDATE SET
+    holder = excluded.holder,
+    expires = excluded.expires,
+    token = CASE WHEN leases.holder = excluded.holder AND leases.expires > ?4
+                 THEN leases.token ELSE leases.token + 1 END
+WHERE leases.holder = excluded.holder OR leases.expires <= ?4
+"""
+_RENEW = "UPDATE leases SET expires = ?3 WHERE name = ?1 AND holder = ?2 AND expires > ?4"
+_RELEASE = "UPDATE leases SET holder = '', expires = 0 WHERE name = ?1 AND holder = ?2 AND expires > ?3"
+
+
+class SQLiteLeaseStore(LeaseStore):
+    """Leases in the hub's SQLite database (table ``leases``), shared by every connection to it.
+
+    Each change is one conditional statement committed through the database's writer; what
+    it did is read back (the row is then ours until it expires, so the read cannot race).
+    """
+
+    def __init__(self, db: SqlDatabase, *, clock: Clock = time.time) -> None:
+        self.db = db
+        self.clock = clock
+
+    async def open(self) -> None:
+        await self.db.open()  # the table is hub/store/sql/_migrations.py's
+
+    async def _row(self, name: str) -> _Row | None:
+        row = await self.db.fetchone("SELECT holder, expires, token FROM leases WHERE name = ?", (name,))
+        return _Row(str(row[0]), float(row[1]), int(row[2])) if row else None
+
+    async def _mine(self, name: str, holder: str, expires: float) -> Lease | None:
+        row = await self._row(name)
+        if row is None or row.holder != holder or row.expires != expires:
+            return None
+        return Lease(name, holder, row.expires, row.token)
+
+    async def acquire(self, name: str, holder: str, ttl: float) -> Lease | None:
+        _check(name, holder, ttl)
+        now = self.clock()
+        expires = now + ttl
+        await self.db.write(_ACQUIRE, (name, holder, expires, now))
+        return await self._mine(name, holder, expires)
+
+    async def renew(self, name: str, holder: str, ttl: float) -> Lease | None:
+        _check(name, holder, ttl)
+        now = self.clock()
+        expires = now + ttl
+        await self.db.write(_RENEW, (name, holder, expires, now))
+        return await self._mine(name, holder, expires)
+
+    async def release(self, name: str, holder: str) -> bool:
+        _check(name, holder)
+        before = await self.holder(name)
+        if before is None or before.holder != holder:
+            return False
+        await self.db.write(_RELEASE, (name, holder, self.clock()))
+        after = await self._row(name)
+        return after is not None and after.holder != holder
+
+    async def holder(self, name: str) -> Lease | None:
+        row = await self._row(name)
+        if row is None or not row.holder or row.expires <= self.clock():
+            return None
+        return Lease(name, row.holder, row.expires, row.token)
+
+
+class PostgresLeaseStore(SQLiteLeaseStore):
+    """The same leases on PostgreSQL (``[store] url``), which several workers share: the
+    statements are the SQLite store's (one conditional UPSERT each), the database a
+    :class:`hub.store.sql.PgDatabase`."""
+
+
+# --- the keeper -------------------------------------------------------------------------
+
+
+class LeaseKeeper:
+    """Holds one lease for its owner and runs the owner's work only while it is held.
+
+    ``ttl`` is how long a holding lasts without renewal (how long a dead worker's listener
+    stays unowned); it is renewed every ``ttl / 3`` seconds, and a worker without it tries
+    again every ``retry`` seconds (default ``ttl / 3``). ``on_change(held)`` is called when
+    the lease is won or lost. ``sleep`` is swappable for tests.
+    """
+
+    def __init__(
+        self,
+        store: LeaseStore,
+        name: str,
+        holder: str,
+        *,
+        ttl: float = 30.0,
+        retry: float | None = None,
+        on_change: Callable[[bool], None] | None = None,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        _check(name, holder, ttl)
+        self.store = store
+        self.name = name
+        self.holder = holder
+        self.ttl = ttl
+        self.renew_every = ttl / 3
+        self.retry = retry if retry is not None else ttl / 3
+        self.sleep = sleep
+        self._on_change = on_change
+        self.lease: Lease | None = None
+
+    @property
+    def held(self) -> bool:
+        return self.lease is not None
+
+    def _set(self, lease: Lease | None) -> None:
+        was = self.lease is not None
+        self.lease = lease
+        if was != (lease is not None) and self._on_change is not None:
+            self._on_change(lease is not None)
+
+    async def acquire(self) -> Lease:
+        """Wait until the lease is ours (trying every ``retry`` seconds)."""
+        told = None
+        while True:
+            try:
+                lease = await self.store.acquire(self.name, self.holder, self.ttl)
+            except HubError as e:
+                log.warning("lease %s: cannot reach the lease store (%s); trying again in %.0fs",
+                            self.name, e, self.retry)
+                lease = None
+            if lease is not None:
+                log.info("lease %s: held by this worker (%s, token %d)", self.name, self.holder, lease.token)
+                self._set(lease)
+                return lease
+            other = await self._current()
+            if other is not None and other != told:
+                log.info("lease %s: held by %s; standing by", self.name, other)
+                told = other
+            await self.sleep(self.retry)
+
+    async def _current(self) -> str | None:
+        try:
+            lease = await self.store.holder(self.name)
+        except HubError:
+            return None
+        return lease.holder if lease is not None else None
+
+    async def keep(self) -> None:
+        """Renew the lease until it is lost; returns when it is (never while it is held)."""
+        while self.lease is not None:
+            await self.sleep(self.renew_every)
+            lease = self.lease
+            try:
+                renewed = await self.store.renew(self.name, self.holder, self.ttl)
+            except HubError as e:
+                # the holding is ours until it expires: keep trying until then, not after
+                if self.store.clock() + self.renew_every < lease.expires:
+                    log.warning("lease %s: renewal failed (%s); trying again", self.name, e)
+                    continue
+                log.error("lease %s: renewal failed (%s) and the lease is about to expire: given up",
+                          self.name, e)
+                renewed = None
+            if renewed is None:
+                log.warning("lease %s: lost (another worker holds it now, or it expired)", self.name)
+            self._set(renewed)
+
+    async def release(self) -> None:
+        """Give the lease up now, if held (best effort: otherwise it expires)."""
+        if self.lease is None:
+            return
+        self._set(None)
+        try:
+            await self.store.release(self.name, self.holder)
+        except HubError as e:
+            log.warning("lease %s: could not release it (%s); it expires within %.0fs", self.name, e, self.ttl)
+
+    async def hold(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Run ``work()`` whenever the lease is held, until cancelled.
+
+        Waits for the lease, starts ``work``, renews the lease meanwhile, and cancels
+        ``work`` the moment the lease is lost; then waits for it again. When ``work``
+        returns or raises, the lease is released and this returns (or raises) with it.
+        Cancelling this cancels the work and releases the lease.
+        """
+        while True:
+            await self.acquire()
+            worker = asyncio.ensure_future(work())
+            keeper = asyncio.ensure_future(self.keep())
+            try:
+                await asyncio.wait({worker, keeper}, return_when=asyncio.FIRST_COMPLETED)
+                finished = worker.done()  # the work ended by itself (not because the lease went)
+            finally:
+                worker.cancel()
+                keeper.cancel()
+                await asyncio.gather(worker, keeper, return_exceptions=True)
+                await self.release()
+            if keeper.done() and not keeper.cancelled() and keeper.exception() is not None:
+                log.error("lease %s: renewing failed; the work stopped", self.name, exc_info=keeper.exception())
+            if finished:
+                worker.result()  # raises what the work raised
+                return
+            log.info("lease %s: lost; the work stopped until this worker holds it again", self.name)

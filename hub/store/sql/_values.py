@@ -1,0 +1,81 @@
+"""Values as the database stores them: strings as valid UTF-8 (a lone surrogate becomes
+U+FFFD) and JSON that any reader accepts (a non-finite number becomes ``null``), so no input
+can make a write fail. Re-exported by :mod:`hub.store.sql`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(s: str) -> str:
+    """``s`` as valid UTF-8: lone UTF-16 surrogates (valid in JSON, not in UTF-8) become U+FFFD."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", s)
+    return s
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+_ORJSON = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
+def dumps(value: Any, *, default: Any = repr) -> str:
+    """JSON text that any JSON reader accepts: NaN and ±Infinity become ``null`` (as
+    JavaScript's ``JSON.stringify`` writes them), lone surrogates U+FFFD.
+
+    Raises:
+        TypeError: a value JSON cannot hold, when ``default`` is None.
+    """
+    if default is not None:
+        # orjson first: a run's event log is serialised here, about ten events a turn, at a
+        # tenth of the json module's cost. It writes NaN and ±Infinity as null as we want;
+        # dataclasses and datetimes still go to ``default`` as with json. What it refuses
+        # (a lone surrogate, an int beyond 64 bits, a circular value) takes the path below.
+        try:
+            return orjson.dumps(value, default=default, option=_ORJSON).decode()
+        except orjson.JSONEncodeError:
+            pass
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=default)
+    except ValueError as e:  # a non-finite float somewhere (a circular value stays an error)
+        if "ircular" in str(e):
+            raise
+        text = json.dumps(_finite(value), ensure_ascii=False, allow_nan=False, default=default)
+    return clean_text(text)
+
+
+def _clean_params(params: Sequence[Any] | None) -> Sequence[Any] | None:
+    if not params:
+        return params
+    out = None
+    for i, p in enumerate(params):
+        if isinstance(p, str):
+            c = clean_text(p)
+        elif isinstance(p, float) and not math.isfinite(p):
+            c = None
+        else:
+            continue
+        if c is not p:
+            if out is None:
+                out = list(params)
+            out[i] = c
+    return params if out is None else out
