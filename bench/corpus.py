@@ -33,7 +33,7 @@ def units(text: str) -> int:
 
 def chunks(text: str, size: int) -> list[str]:
     """The text cut into pieces of ``size`` characters (the last may be shorter)."""
-    return [text[i:i + size] for i in range(0, len(text), size)]
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 def load() -> str:

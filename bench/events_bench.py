@@ -28,8 +28,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hub_side import Counters, bench_extension, quiet_logs  # noqa: E402
 
-STEP1 = ('<response><reasoning>The user wants the weather.</reasoning>'
-         '<action_call name="getWeather">{"location": "New York City"}</action_call></response>')
+STEP1 = (
+    "<response><reasoning>The user wants the weather.</reasoning>"
+    '<action_call name="getWeather">{"location": "New York City"}</action_call></response>'
+)
 STEP2 = '<response><output type="cli:message">It is 72°F in New York City.</output></response>'
 
 
@@ -47,12 +49,21 @@ async def turns(n: int, mode: str) -> tuple[float, float]:
 
     counters = Counters()
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = HubConfig.model_validate({
-            "hub": {"data_dir": tmp, "contexts_dir": tmp, "log_level": "ERROR"},
-            "memory": {"episodes": False},
-        })
-        hub = Hub(cfg, model=ScriptedModel(reply), load_extensions=False, extensions=[bench_extension(counters)],
-                  memory=InMemoryStore(), runs=InMemoryRunStore(), inbox=InMemoryInbox())
+        cfg = HubConfig.model_validate(
+            {
+                "hub": {"data_dir": tmp, "contexts_dir": tmp, "log_level": "ERROR"},
+                "memory": {"episodes": False},
+            }
+        )
+        hub = Hub(
+            cfg,
+            model=ScriptedModel(reply),
+            load_extensions=False,
+            extensions=[bench_extension(counters)],
+            memory=InMemoryStore(),
+            runs=InMemoryRunStore(),
+            inbox=InMemoryInbox(),
+        )
         async with hub:
             seen = 0
             reader = None
@@ -120,14 +131,15 @@ async def main() -> None:
     for m in modes:  # a discarded round: imports, caches and the allocator settle
         await turns(args.turns, m)
     for r in range(args.rounds):
-        for m in modes[r % 3:] + modes[:r % 3]:  # each set-up takes each place in turn
+        for m in modes[r % 3 :] + modes[: r % 3]:  # each set-up takes each place in turn
             w, c = await turns(args.turns, m)
             wall[m].append(w)
             cpu[m].append(c)
     mw = {m: statistics.median(v) for m, v in wall.items()}
     mc = {m: statistics.median(v) for m, v in cpu.items()}
     result = {
-        "turns": args.turns, "rounds": args.rounds,
+        "turns": args.turns,
+        "rounds": args.rounds,
         "turns_per_s_wall": {m: round(v, 1) for m, v in mw.items()},
         "turns_per_cpu_s": {m: round(v, 1) for m, v in mc.items()},
         "live_vs_none_wall": round(mw["live"] / mw["none"], 3),
@@ -142,8 +154,10 @@ async def main() -> None:
     for m in modes:
         print(f"{m:10} {mw[m]:9.1f} {mw[m] / mw['none']:8.3f} {mc[m]:12.1f} {mc[m] / mc['none']:8.3f}")
     pe = result["per_event"]
-    print(f"per event (CPU): {pe['none_us']:.2f} us with no subscriber, {pe['publish_us']:.2f} us to publish "
-          f"to one, {pe['read_us']:.2f} us to read it")
+    print(
+        f"per event (CPU): {pe['none_us']:.2f} us with no subscriber, {pe['publish_us']:.2f} us to publish "
+        f"to one, {pe['read_us']:.2f} us to read it"
+    )
 
 
 if __name__ == "__main__":

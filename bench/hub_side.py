@@ -60,7 +60,6 @@ class WeatherArgs(BaseModel):
     location: str
 
 
-
 class Counters:
     def __init__(self) -> None:
         self.actions = 0
@@ -100,20 +99,35 @@ def bench_extension(counters: Counters) -> Any:
     return Extension(name="bench", contexts=[chat], actions=[get_weather], outputs=[reply])
 
 
-def make_hub(base_url: str, data_dir: str, counters: Counters, *, in_memory: bool = False,
-             concurrency: int = 16, client: Any = None) -> Any:
+def make_hub(
+    base_url: str,
+    data_dir: str,
+    counters: Counters,
+    *,
+    in_memory: bool = False,
+    concurrency: int = 16,
+    client: Any = None,
+) -> Any:
     from hub import Hub, HubConfig, InMemoryStore
     from hub.models.openai import OpenAIModel
     from hub.store import InMemoryInbox, InMemoryRunStore
 
-    cfg = HubConfig.model_validate({
-        "hub": {"data_dir": data_dir, "contexts_dir": str(ROOT / "contexts"), "log_level": "ERROR"},
-        "model": {"provider": "openai", "name": MODEL, "base_url": base_url, "api_key": "x",
-                  "concurrency": concurrency, "max_retries": 0},
-        # Daydreams' agent has no vector memory in these turns: neither do we (recall and
-        # its embedding have their own figures in recall_bench.py)
-        "memory": {"episodes": False},
-    })
+    cfg = HubConfig.model_validate(
+        {
+            "hub": {"data_dir": data_dir, "contexts_dir": str(ROOT / "contexts"), "log_level": "ERROR"},
+            "model": {
+                "provider": "openai",
+                "name": MODEL,
+                "base_url": base_url,
+                "api_key": "x",
+                "concurrency": concurrency,
+                "max_retries": 0,
+            },
+            # Daydreams' agent has no vector memory in these turns: neither do we (recall and
+            # its embedding have their own figures in recall_bench.py)
+            "memory": {"episodes": False},
+        }
+    )
     model = OpenAIModel(MODEL, base_url=base_url, api_key="x", client=client, concurrency=concurrency)
     stores: dict[str, Any] = {}
     if in_memory:
@@ -164,8 +178,10 @@ def check(cond: bool, msg: str) -> None:
 async def one_turn(hub: Any, counters: Counters, cid: str, text: str = QUESTION) -> Any:
     a, o = counters.actions, counters.outputs
     result = await hub.send("bench:chat", {"id": cid}, text)
-    check(result is not None and result.ok, f"{cid}: run ended {getattr(result, 'state', None)}: "
-                                            f"{getattr(result, 'reason', None)}")
+    check(
+        result is not None and result.ok,
+        f"{cid}: run ended {getattr(result, 'state', None)}: {getattr(result, 'reason', None)}",
+    )
     check(counters.actions == a + 1, f"{cid}: getWeather ran {counters.actions - a} times, not once")
     check(counters.outputs == o + 1, f"{cid}: the output handler ran {counters.outputs - o} times, not once")
     return result
@@ -222,10 +238,9 @@ def parser(fixture: str, chunks: list[int], reps: int, warmup: int) -> dict:
     async def main() -> dict:
         out: dict[str, Any] = {}
         for n in chunks:
-            parts = [text[i:i + n] for i in range(0, len(text), n)]
+            parts = [text[i : i + n] for i in range(0, len(text), n)]
             done = await run_stream(parts)
-            check(done["action_call"] == units and done["output"] == units,
-                  f"chunk {n}: {done} for {units} units")
+            check(done["action_call"] == units and done["output"] == units, f"chunk {n}: {done} for {units} units")
             times, sync_times = [], []
             for r in range(warmup + reps):
                 t0 = time.perf_counter()
@@ -280,8 +295,12 @@ def turn(base_url: str, turns: int, warmup: int) -> dict:
                     check(picks == "01" * len(ids), f"{label}: the fake saw {picks[:40]}..., expected 0101...")
                     # CPU time of this process per turn: less sensitive to the machine's load
                     # than the wall time (it excludes the fake server and other processes).
-                    return {"turns": len(ids), "ms": round(ms, 1), "turns_per_s": round(len(ids) * 1e3 / ms, 2),
-                            "cpu_ms_per_turn": round(cpu / len(ids), 3)}
+                    return {
+                        "turns": len(ids),
+                        "ms": round(ms, 1),
+                        "turns_per_s": round(len(ids) * 1e3 / ms, 2),
+                        "cpu_ms_per_turn": round(cpu / len(ids), 3),
+                    }
 
                 only_phase = os.environ.get("BENCH_TURN_PHASE")  # "distinct" or "one" (profiling)
                 distinct = await phase("distinct", [f"c-{i}" for i in range(turns)]) if only_phase != "one" else {}
@@ -322,9 +341,14 @@ def longout(base_url: str, min_chars: int = 150_000) -> dict:
                 n = stats(base_url)["count"]
                 check(n == 1, f"the fake saw {n} requests, expected 1")
                 peak = peak_rss_mb()
-        return {"bench": "longout", "ms": round(ms, 1), "output_chars": counters.output_chars,
-                "peak_rss_mb": round(peak, 1), "rss_before_mb": round(before, 1),
-                "peak_rss_delta_mb": round(peak - before, 1)}
+        return {
+            "bench": "longout",
+            "ms": round(ms, 1),
+            "output_chars": counters.output_chars,
+            "peak_rss_mb": round(peak, 1),
+            "rss_before_mb": round(before, 1),
+            "peak_rss_delta_mb": round(peak - before, 1),
+        }
 
     return run_async(main())
 
@@ -360,10 +384,18 @@ def many(base_url: str, n: int) -> dict:
                 count = stats(base_url)["count"]
                 check(count == 2 * n, f"the fake saw {count} requests, expected {2 * n}")
         ends.sort()
-        return {"bench": "many", "n": n, "wall_s": round(wall, 2), "first_done_s": round(ends[0], 2),
-                "median_done_s": round(ends[len(ends) // 2], 2), "peak_rss_mb": round(peak, 1),
-                "rss_before_mb": round(before, 1), "requests": count, "concurrency": max(n, 16),
-                "cpu_s": round(cpu, 2)}
+        return {
+            "bench": "many",
+            "n": n,
+            "wall_s": round(wall, 2),
+            "first_done_s": round(ends[0], 2),
+            "median_done_s": round(ends[len(ends) // 2], 2),
+            "peak_rss_mb": round(peak, 1),
+            "rss_before_mb": round(before, 1),
+            "requests": count,
+            "concurrency": max(n, 16),
+            "cpu_s": round(cpu, 2),
+        }
 
     return run_async(main())
 
@@ -431,8 +463,14 @@ def latency(base_url: str, turns: int, warmup: int) -> dict:
         lo, hi = int(pos), min(len(s) - 1, int(pos) + 1)
         return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
-    return {"bench": "latency", "turns": turns, "p50_ms": round(q(0.5), 3), "p99_ms": round(q(0.99), 3),
-            "max_ms": round(s[-1], 3), "min_ms": round(s[0], 3)}
+    return {
+        "bench": "latency",
+        "turns": turns,
+        "p50_ms": round(q(0.5), 3),
+        "p99_ms": round(q(0.99), 3),
+        "max_ms": round(s[-1], 3),
+        "min_ms": round(s[0], 3),
+    }
 
 
 def prompt_growth(base_url: str, turns: int) -> dict:
@@ -490,12 +528,22 @@ def startup(base_url: str, reps: int = 3) -> dict:
         with tempfile.TemporaryDirectory(prefix="hub-startup-") as tmp:
             shutil.copy(ROOT / "config.toml", tmp)
             shutil.copytree(ROOT / "contexts", Path(tmp) / "contexts")
-            env = {**os.environ, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "x",
-                   "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+            env = {
+                **os.environ,
+                "OPENAI_BASE_URL": base_url,
+                "OPENAI_API_KEY": "x",
+                "PYTHONPATH": str(ROOT),
+                "PYTHONUNBUFFERED": "1",
+            }
             started = time.perf_counter()
             proc = subprocess.Popen(
-                [sys.executable, "-m", "hub.cli", "chat"], cwd=tmp, env=env, text=True,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                [sys.executable, "-m", "hub.cli", "chat"],
+                cwd=tmp,
+                env=env,
+                text=True,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
             )
             try:
                 assert proc.stdin is not None and proc.stdout is not None

@@ -26,10 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "extensions" / "telegram" / "tests"))
 from fake_telegram import FakeTelegram  # noqa: E402
-from hub_telegram import TelegramSettings, extension  # noqa: E402
 
 from hub import Hub, HubConfig  # noqa: E402
 from hub.models import Model, ModelRequest, Usage  # noqa: E402
+from hub_telegram import TelegramSettings, extension  # noqa: E402
 
 HEAD = '<response><output type="telegram:send">'
 BODY = "\n\n".join(f"Paragraph {i}: " + " ".join(f"word{i}.{j}" for j in range(25)) for i in range(7))
@@ -67,10 +67,16 @@ async def main(replies: int) -> dict[str, float]:
             cfg.hub.data_dir = tmp
             cfg.hub.contexts_dir = tmp
             cfg.memory.episodes = False
-            ext = extension(TelegramSettings(
-                token="123456:BENCH", base_url=f"{tg.base_url}/bot", live=True, live_interval=0.2,
-                chat_rate=20, poll_timeout=5,
-            ))
+            ext = extension(
+                TelegramSettings(
+                    token="123456:BENCH",
+                    base_url=f"{tg.base_url}/bot",
+                    live=True,
+                    live_interval=0.2,
+                    chat_rate=20,
+                    poll_timeout=5,
+                )
+            )
             async with Hub(cfg, model=model, load_extensions=False, extensions=[ext]):
                 for i in range(replies):  # one at a time, each in its own chat
                     tg.push_message(chat_id=1000 + i, text="tell me")
@@ -113,18 +119,30 @@ async def live_turns(n: int, subscribed: bool) -> tuple[float, float]:
         async for _ in content:  # a reader that keeps up, as a platform's LiveMessage does
             pass
 
-    ext = Extension(name="bench", contexts=[Context(type="bench:chat", schema=Args, key=lambda a: a.id,
-                                                    reply_output="bench:say")], outputs=[say])
+    ext = Extension(
+        name="bench",
+        contexts=[Context(type="bench:chat", schema=Args, key=lambda a: a.id, reply_output="bench:say")],
+        outputs=[say],
+    )
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = HubConfig.model_validate({"hub": {"data_dir": tmp, "contexts_dir": tmp, "log_level": "ERROR"},
-                                        "memory": {"episodes": False}})
-        hub = Hub(cfg, model=ScriptedModel(lambda r: LIVE_REPLY, chunk=8), load_extensions=False, extensions=[ext],
-                  memory=InMemoryStore(), runs=InMemoryRunStore(), inbox=InMemoryInbox())
+        cfg = HubConfig.model_validate(
+            {"hub": {"data_dir": tmp, "contexts_dir": tmp, "log_level": "ERROR"}, "memory": {"episodes": False}}
+        )
+        hub = Hub(
+            cfg,
+            model=ScriptedModel(lambda r: LIVE_REPLY, chunk=8),
+            load_extensions=False,
+            extensions=[ext],
+            memory=InMemoryStore(),
+            runs=InMemoryRunStore(),
+            inbox=InMemoryInbox(),
+        )
         async with hub:
             seen = partials = 0
             stream = hub.events() if subscribed else None
             reader = None
             if stream is not None:
+
                 async def read() -> None:
                     nonlocal seen, partials
                     async for e in stream:
@@ -151,14 +169,18 @@ async def turn_rates(n: int, rounds: int) -> dict[str, float]:
     for sub in (False, True):  # a discarded round
         await live_turns(n, sub)
     for r in range(rounds):
-        for sub in ((False, True) if r % 2 == 0 else (True, False)):
+        for sub in (False, True) if r % 2 == 0 else (True, False):
             w, c = await live_turns(n, sub)
             wall[sub].append(w)
             cpu[sub].append(c)
     none_w, one_w = statistics.median(wall[False]), statistics.median(wall[True])
     none_c, one_c = statistics.median(cpu[False]), statistics.median(cpu[True])
-    return {"live_turns_per_s_none": none_w, "live_turns_per_s_one_subscriber": one_w,
-            "subscriber_vs_none_wall": one_w / none_w, "subscriber_vs_none_cpu": one_c / none_c}
+    return {
+        "live_turns_per_s_none": none_w,
+        "live_turns_per_s_one_subscriber": one_w,
+        "subscriber_vs_none_wall": one_w / none_w,
+        "subscriber_vs_none_cpu": one_c / none_c,
+    }
 
 
 if __name__ == "__main__":
@@ -173,4 +195,8 @@ if __name__ == "__main__":
     logging.disable(logging.WARNING)
     out = asyncio.run(main(a.replies))
     out.update(asyncio.run(turn_rates(a.turns, a.rounds)))
-    print(json.dumps(out) if a.json else "\n".join(f"{k}: {v:.3f}" if isinstance(v, float) else f"{k}: {v}" for k, v in out.items()))
+    print(
+        json.dumps(out)
+        if a.json
+        else "\n".join(f"{k}: {v:.3f}" if isinstance(v, float) else f"{k}: {v}" for k, v in out.items())
+    )

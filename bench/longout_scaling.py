@@ -39,13 +39,30 @@ def main(argv: list[str] | None = None) -> int:
         for kb in (int(x) for x in a.sizes.split(",")):
             times = round(kb * 1024 / len(LINE))
             script = Path(tmp) / f"longout_{kb}.json"
-            script.write_text(json.dumps({"default": "hub", "clients": {"hub": {"responses": [
-                {"prefix": PREFIX, "repeat": LINE, "times": times, "suffix": SUFFIX}]}}}))
+            script.write_text(
+                json.dumps(
+                    {
+                        "default": "hub",
+                        "clients": {
+                            "hub": {"responses": [{"prefix": PREFIX, "repeat": LINE, "times": times, "suffix": SUFFIX}]}
+                        },
+                    }
+                )
+            )
             results = []
             with fake_server(str(script), chunk=8) as base_url:  # an absolute path wins the join
                 for _ in range(a.reps):
-                    r = run_json([sys.executable, str(BENCH / "hub_side.py"), "longout", "--base-url", base_url,
-                                  "--min-chars", str(kb * 1000)])
+                    r = run_json(
+                        [
+                            sys.executable,
+                            str(BENCH / "hub_side.py"),
+                            "longout",
+                            "--base-url",
+                            base_url,
+                            "--min-chars",
+                            str(kb * 1000),
+                        ]
+                    )
                     if not r.get("ok"):
                         print(f"{kb} KB: {r.get('error')}", file=sys.stderr)
                         return 1
@@ -57,8 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     print("| output | events (8 chars) | ms | ms per 100 KB | peak RSS over idle, MB | RSS bytes per output byte |")
     print("|---:|---:|---:|---:|---:|---:|")
     for kb, chars, ms, delta in rows:
-        print(f"| {kb} KB | {chars // 8:,} | {ms:.0f} | {ms / chars * 102_400:.1f} | {delta:.1f} "
-              f"| {delta * 2**20 / chars:.1f} |")
+        print(
+            f"| {kb} KB | {chars // 8:,} | {ms:.0f} | {ms / chars * 102_400:.1f} | {delta:.1f} "
+            f"| {delta * 2**20 / chars:.1f} |"
+        )
     return 0
 
 

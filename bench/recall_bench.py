@@ -87,9 +87,15 @@ QUERIES = [
 
 def _fill(template: str, rng: random.Random) -> str:
     return template.format(
-        city=rng.choice(CITIES), city2=rng.choice(CITIES), thing=rng.choice(THINGS),
-        svc=rng.choice(SERVICES), name=rng.choice(NAMES), movie=rng.choice(MOVIES),
-        lang=rng.choice(LANGS), n=rng.randint(1, 999), p=rng.randint(1, 99),
+        city=rng.choice(CITIES),
+        city2=rng.choice(CITIES),
+        thing=rng.choice(THINGS),
+        svc=rng.choice(SERVICES),
+        name=rng.choice(NAMES),
+        movie=rng.choice(MOVIES),
+        lang=rng.choice(LANGS),
+        n=rng.randint(1, 999),
+        p=rng.randint(1, 99),
         sky=rng.choice(["sunny", "cloudy", "foggy", "clear"]),
     )
 
@@ -108,17 +114,21 @@ def make_episodes(n: int, *, seed: int = 7) -> list[Episode]:
         digest = f"User u{conv % 500} asked: {prompt} / Agent answered: {completion} / Ended: completed"
         out.append(
             Episode(
-                run_id=f"run{i:06d}", context=f"telegram:chat:{conv}", user=f"u{conv % 500}",
-                time=now - (n - i), state="completed", prompt=prompt, completion=completion,
-                digest=digest, input_ids=(f"in{i:06d}",),
+                run_id=f"run{i:06d}",
+                context=f"telegram:chat:{conv}",
+                user=f"u{conv % 500}",
+                time=now - (n - i),
+                state="completed",
+                prompt=prompt,
+                completion=completion,
+                digest=digest,
+                input_ids=(f"in{i:06d}",),
             )
         )
     return out
 
 
-def key_vectors(
-    embedder: MiniLMEmbedder, keys: list[str], *, batch: int = 2_000
-) -> tuple[np.ndarray, float]:
+def key_vectors(embedder: MiniLMEmbedder, keys: list[str], *, batch: int = 2_000) -> tuple[np.ndarray, float]:
     """MiniLM vectors of ``keys``, computed in batches that are cached in ``bench/results/``
     (an interrupted run resumes); returns them and the seconds spent computing them."""
     folder = RESULTS / f"recall_vectors_{len(keys)}"
@@ -216,8 +226,10 @@ async def main() -> None:
     started = time.perf_counter()
     embedder.embed(sample)
     rate = len(sample) / (time.perf_counter() - started)
-    print(f"embedding throughput (MiniLM int8, batches of 64): {rate:,.0f} episode keys/s "
-          f"(keys of ~{np.mean([len(k) for k in sample]):.0f} characters)")
+    print(
+        f"embedding throughput (MiniLM int8, batches of 64): {rate:,.0f} episode keys/s "
+        f"(keys of ~{np.mean([len(k) for k in sample]):.0f} characters)"
+    )
     qrng = random.Random(11)
     single = [_fill(qrng.choice(QUERIES), qrng) for _ in range(200)]
     started = time.perf_counter()
@@ -233,8 +245,10 @@ async def main() -> None:
         for _ in range(args.queries)
     ]
     print("recall = embed the input + query the store (k=3, min_score 0.35); ms")
-    print(f"{'store':<7} {'episodes':>9} {'fill s':>7} {'open s':>7} {'conv p50/p99':>15} {'global p50/p99':>16} "
-          f"{'hit conv/glob':>14} {'prune scan s':>12} {'disk MB':>8}")
+    print(
+        f"{'store':<7} {'episodes':>9} {'fill s':>7} {'open s':>7} {'conv p50/p99':>15} {'global p50/p99':>16} "
+        f"{'hit conv/glob':>14} {'prune scan s':>12} {'disk MB':>8}"
+    )
     for size in sizes:
         for kind in args.stores.split(","):
             r = await bench_store(kind, episodes[:size], cached, queries)

@@ -100,7 +100,10 @@ def measure(path: Path, repeat: int) -> None:
 
     col.query(query_embeddings=[unit()], n_results=K)  # loads the index
     shapes: list[tuple[str, Callable[[dict[str, Any], np.ndarray], None]]] = [
-        ("one get", one_get), ("two gets", two_gets), ("ids first", ids_first), ("HNSW", hnsw)
+        ("one get", one_get),
+        ("two gets", two_gets),
+        ("ids first", ids_first),
+        ("HNSW", hnsw),
     ]
     groups = [("~100 (real)", [f"telegram:chat:{i}" for i in rng.choice(1_000, repeat * 2, replace=False)])]
     groups += [(f"{size:,}", [f"big:{size}"] * repeat) for size in BIG]

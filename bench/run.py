@@ -24,9 +24,10 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -52,16 +53,31 @@ def ensure_node() -> str:
         if not npm:
             sys.exit("bench: npm is needed to install the Daydreams side")
         log("bench: installing the Daydreams side (npm ci --prefix bench) ...")
-        subprocess.run([npm, "ci", "--prefix", str(BENCH), "--no-audit", "--no-fund", "--loglevel=error"],
-                       check=True, stdout=sys.stderr)
+        subprocess.run(
+            [npm, "ci", "--prefix", str(BENCH), "--no-audit", "--no-fund", "--loglevel=error"],
+            check=True,
+            stdout=sys.stderr,
+        )
     return node
 
 
 @contextlib.contextmanager
 def fake_server(script: str, latency: float = 0, chunk: int = 8, interval: float = 0) -> Iterator[str]:
     """Start bench/fake_openai.py; yield its base URL (…/v1); stop it afterwards."""
-    cmd = [sys.executable, str(BENCH / "fake_openai.py"), "--port", "0", "--latency", str(latency),
-           "--chunk", str(chunk), "--interval", str(interval), "--script", str(BENCH / "scripts" / script)]
+    cmd = [
+        sys.executable,
+        str(BENCH / "fake_openai.py"),
+        "--port",
+        "0",
+        "--latency",
+        str(latency),
+        "--chunk",
+        str(chunk),
+        "--interval",
+        str(interval),
+        "--script",
+        str(BENCH / "scripts" / script),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
@@ -121,23 +137,52 @@ def by_chunk(n: int) -> Callable[[dict], Any]:
 def figures(chunks: list[int], n_many: int, turns_growth: int) -> list[Figure]:
     out = [Figure(f"parser, 16 KB in {n}-char chunks", "ms", "lower", "parser", by_chunk(n)) for n in chunks]
     out += [
-        Figure("full turn, new conversation each (hub: SQLite stores)", "turns/s", "higher", "turn",
-               lambda r: r["turns_per_s"]),
-        Figure("full turn, one conversation (hub: SQLite stores)", "turns/s", "higher", "turn",
-               lambda r: r["turns_per_s_one_conversation"]),
+        Figure(
+            "full turn, new conversation each (hub: SQLite stores)",
+            "turns/s",
+            "higher",
+            "turn",
+            lambda r: r["turns_per_s"],
+        ),
+        Figure(
+            "full turn, one conversation (hub: SQLite stores)",
+            "turns/s",
+            "higher",
+            "turn",
+            lambda r: r["turns_per_s_one_conversation"],
+        ),
         # The hub's default stores are SQLite (state on disk); Daydreams keeps its state in
         # its default in-memory store. The hub with its in-memory stores, for the like-for-like.
-        Figure("full turn, new conversation each (hub: in-memory stores)", "turns/s", "higher", "turn",
-               lambda r: r["in_memory"]["distinct"]["turns_per_s"] if "in_memory" in r else r["turns_per_s"]),
-        Figure("full turn, one conversation (hub: in-memory stores)", "turns/s", "higher", "turn",
-               lambda r: r["in_memory"]["one"]["turns_per_s"] if "in_memory" in r
-               else r["turns_per_s_one_conversation"]),
+        Figure(
+            "full turn, new conversation each (hub: in-memory stores)",
+            "turns/s",
+            "higher",
+            "turn",
+            lambda r: r["in_memory"]["distinct"]["turns_per_s"] if "in_memory" in r else r["turns_per_s"],
+        ),
+        Figure(
+            "full turn, one conversation (hub: in-memory stores)",
+            "turns/s",
+            "higher",
+            "turn",
+            lambda r: r["in_memory"]["one"]["turns_per_s"] if "in_memory" in r else r["turns_per_s_one_conversation"],
+        ),
         # CPU time of the hub's process per turn (aiosqlite's thread included): steadier than
         # turns/s on a shared machine. Daydreams' side does not report it.
-        Figure("full turn: CPU per turn (hub: SQLite stores)", "ms", "lower", "turn",
-               lambda r: r["sqlite"]["distinct"]["cpu_ms_per_turn"]),
-        Figure("full turn: CPU per turn (hub: in-memory stores)", "ms", "lower", "turn",
-               lambda r: r["in_memory"]["distinct"]["cpu_ms_per_turn"]),
+        Figure(
+            "full turn: CPU per turn (hub: SQLite stores)",
+            "ms",
+            "lower",
+            "turn",
+            lambda r: r["sqlite"]["distinct"]["cpu_ms_per_turn"],
+        ),
+        Figure(
+            "full turn: CPU per turn (hub: in-memory stores)",
+            "ms",
+            "lower",
+            "turn",
+            lambda r: r["in_memory"]["distinct"]["cpu_ms_per_turn"],
+        ),
         Figure("long output 200 KB, 8-char chunks: time", "ms", "lower", "longout", lambda r: r["ms"]),
         Figure("long output 200 KB: peak RSS", "MB", "lower", "longout", lambda r: r["peak_rss_mb"]),
         Figure(f"{n_many} conversations at once, 1 s model: wall", "s", "lower", "many", lambda r: r["wall_s"]),
@@ -169,15 +214,19 @@ def measure(node: str, only: set[str] | None, quick: bool) -> tuple[dict, dict]:
     dd = BENCH / "daydreams"
     # bench -> (fake server settings or None, hub options, daydreams options)
     plan: dict[str, tuple[dict | None, dict, dict | None]] = {
-        "parser": (None,
-                   dict(fixture=str(FIXTURE), chunks=s["chunks"], reps=s["parser_reps"], warmup=3),
-                   dict(fixture=str(FIXTURE), chunks=s["chunks"], reps=s["parser_reps"], warmup=3)),
-        "turn": (dict(script="turn.json"),
-                 dict(turns=s["turns"], warmup=10), dict(turns=s["turns"], warmup=10)),
+        "parser": (
+            None,
+            dict(fixture=str(FIXTURE), chunks=s["chunks"], reps=s["parser_reps"], warmup=3),
+            dict(fixture=str(FIXTURE), chunks=s["chunks"], reps=s["parser_reps"], warmup=3),
+        ),
+        "turn": (dict(script="turn.json"), dict(turns=s["turns"], warmup=10), dict(turns=s["turns"], warmup=10)),
         "longout": (dict(script="longout.json", chunk=8), {}, {}),
         "many": (dict(script="turn.json", latency=1), dict(n=s["many"]), dict(n=s["many"])),
-        "latency": (dict(script="turn.json", interval=1),
-                    dict(turns=s["latency_turns"], warmup=10), dict(turns=s["latency_turns"], warmup=10)),
+        "latency": (
+            dict(script="turn.json", interval=1),
+            dict(turns=s["latency_turns"], warmup=10),
+            dict(turns=s["latency_turns"], warmup=10),
+        ),
         "prompt_growth": (dict(script="turn.json"), dict(turns=s["growth_turns"]), dict(turns=s["growth_turns"])),
         "startup": (dict(script="hello.json"), dict(reps=3 if quick else 5), None),  # the hub only
     }
@@ -186,7 +235,7 @@ def measure(node: str, only: set[str] | None, quick: bool) -> tuple[dict, dict]:
         if only and bench not in only:
             continue
         results[bench] = {}
-        with (fake_server(**server) if server else contextlib.nullcontext(None)) as base_url:
+        with fake_server(**server) if server else contextlib.nullcontext(None) as base_url:
             extra = {"base_url": base_url} if base_url else {}
             log(f"bench: {bench}: hub ...")
             results[bench]["hub"] = run_json(hub + [bench] + cli_args({**extra, **hub_opts}))
@@ -195,8 +244,10 @@ def measure(node: str, only: set[str] | None, quick: bool) -> tuple[dict, dict]:
             log(f"bench: {bench}: daydreams ...")
             results[bench]["daydreams"] = run_json([node, str(dd / f"{bench}.mjs")] + cli_args({**extra, **dd_opts}))
             r = results[bench]["daydreams"]
-            log(f"bench: {bench}: daydreams {'ok' if r.get('ok') else 'FAILED: ' + str(r.get('error'))}"
-                f" ({r['_seconds']} s)")
+            log(
+                f"bench: {bench}: daydreams {'ok' if r.get('ok') else 'FAILED: ' + str(r.get('error'))}"
+                f" ({r['_seconds']} s)"
+            )
     return s, results
 
 
@@ -222,16 +273,23 @@ def cell(result: dict | None, fig: Figure) -> tuple[str, float | None]:
 
 def table(settings: dict, results: dict) -> tuple[str, list[dict]]:
     rows = []
-    lines = ["| figure | unit | better | hub | daydreams | ratio hub/daydreams |",
-             "|---|---|---|---:|---:|---:|"]
+    lines = ["| figure | unit | better | hub | daydreams | ratio hub/daydreams |", "|---|---|---|---:|---:|---:|"]
     for fig in figures(settings["chunks"], settings["many"], settings["growth_turns"]):
         if fig.bench not in results:
             continue
         h_txt, h = cell(results[fig.bench].get("hub"), fig)
         d_txt, d = cell(results[fig.bench].get("daydreams"), fig)
         ratio = f"{h / d:.2f}" if h is not None and d else "–"
-        rows.append(dict(figure=fig.name, unit=fig.unit, better=fig.better, hub=h, daydreams=d,
-                         ratio=(h / d if h is not None and d else None)))
+        rows.append(
+            dict(
+                figure=fig.name,
+                unit=fig.unit,
+                better=fig.better,
+                hub=h,
+                daydreams=d,
+                ratio=(h / d if h is not None and d else None),
+            )
+        )
         lines.append(f"| {fig.name} | {fig.unit} | {fig.better} | {h_txt} | {d_txt} | {ratio} |")
     notes = []
     for bench, sides in results.items():
@@ -255,10 +313,12 @@ def main(argv: list[str] | None = None) -> int:
     settings, results = measure(node, only, a.quick)
     md, rows = table(settings, results)
     RESULTS.mkdir(exist_ok=True)
-    header = (f"# Hub vs Daydreams ({'quick' if a.quick else 'full'} run, {started})\n\n"
-              f"Machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
-              f"Node {subprocess.run([node, '--version'], capture_output=True, text=True).stdout.strip()}. "
-              f"Ratio = hub ÷ Daydreams; see the 'better' column for which way is good.\n\n")
+    header = (
+        f"# Hub vs Daydreams ({'quick' if a.quick else 'full'} run, {started})\n\n"
+        f"Machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
+        f"Node {subprocess.run([node, '--version'], capture_output=True, text=True).stdout.strip()}. "
+        f"Ratio = hub ÷ Daydreams; see the 'better' column for which way is good.\n\n"
+    )
     (RESULTS / "latest.md").write_text(header + md + "\n", encoding="utf-8")
     dump = {"started": started, "quick": a.quick, "settings": settings, "rows": rows, "raw": results}
     (RESULTS / "latest.json").write_text(json.dumps(dump, indent=1), encoding="utf-8")

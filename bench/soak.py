@@ -134,15 +134,17 @@ async def soak(hub: Any, data_dir: Path, *, turns: int, conversations: int, rate
             except TimeoutError:
                 pass
             window, lags[:] = list(lags), []
-            samples.append({
-                "t": round(loop.time() - t0, 1),
-                "turns": done,
-                "rss_mb": round(rss_mb(), 1),
-                "db_mb": round(db_mb(data_dir), 2),
-                "lag_p50_ms": round(q(window, 0.50), 2),
-                "lag_p99_ms": round(q(window, 0.99), 2),
-                "lag_max_ms": round(max(window, default=0.0), 2),
-            })
+            samples.append(
+                {
+                    "t": round(loop.time() - t0, 1),
+                    "turns": done,
+                    "rss_mb": round(rss_mb(), 1),
+                    "db_mb": round(db_mb(data_dir), 2),
+                    "lag_p50_ms": round(q(window, 0.50), 2),
+                    "lag_p99_ms": round(q(window, 0.99), 2),
+                    "lag_max_ms": round(max(window, default=0.0), 2),
+                }
+            )
 
     async def finish(sub: Any) -> None:
         nonlocal done, failed
@@ -174,7 +176,7 @@ async def soak(hub: Any, data_dir: Path, *, turns: int, conversations: int, rate
 
 def summarise(result: dict) -> dict:
     samples = result["samples"]
-    warm = samples[max(1, len(samples) // 5):] or samples  # after the first fifth
+    warm = samples[max(1, len(samples) // 5) :] or samples  # after the first fifth
     rss = [s["rss_mb"] for s in warm]
     all_lags = [s["lag_p99_ms"] for s in warm]
     return {
@@ -196,9 +198,18 @@ async def main_async(args: argparse.Namespace) -> dict:
         async with hub:
             cap = await capacity(hub, args.capacity_turns)
             rate = args.rate or cap / 2
-            res = await soak(hub, data, turns=args.turns, conversations=args.conversations, rate=rate, sample=args.sample)
-        res.update({"capacity_turns_per_s": round(cap, 1), "rate_turns_per_s": round(rate, 1),
-                    "conversations": args.conversations, "max_runs": args.max_runs, "outputs": counts["outputs"]})
+            res = await soak(
+                hub, data, turns=args.turns, conversations=args.conversations, rate=rate, sample=args.sample
+            )
+        res.update(
+            {
+                "capacity_turns_per_s": round(cap, 1),
+                "rate_turns_per_s": round(rate, 1),
+                "conversations": args.conversations,
+                "max_runs": args.max_runs,
+                "outputs": counts["outputs"],
+            }
+        )
         res["summary"] = summarise(res)
         return res
 
@@ -211,9 +222,15 @@ def markdown(res: dict) -> str:
         ("capacity, turns/s", f"{res['capacity_turns_per_s']}"),
         ("soak rate, turns/s", f"{res['rate_turns_per_s']}"),
         ("wall", f"{res['wall_s']} s"),
-        ("RSS after warm-up, min–max", f"{s['rss_after_warmup_mb'][0]}–{s['rss_after_warmup_mb'][1]} MB ({s['rss_spread_pct']}%)"),
+        (
+            "RSS after warm-up, min–max",
+            f"{s['rss_after_warmup_mb'][0]}–{s['rss_after_warmup_mb'][1]} MB ({s['rss_spread_pct']}%)",
+        ),
         ("database, first / last / max sample", " / ".join(f"{v} MB" for v in s["db_mb_first_last_max"])),
-        ("loop lag p99, median window / worst window", f"{s['lag_p99_ms_median_window']} / {s['lag_p99_ms_worst_window']} ms"),
+        (
+            "loop lag p99, median window / worst window",
+            f"{s['lag_p99_ms_median_window']} / {s['lag_p99_ms_worst_window']} ms",
+        ),
     ]
     return "\n".join(["| figure | value |", "|---|---|", *(f"| {a} | {b} |" for a, b in rows)])
 
@@ -228,8 +245,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample", type=float, default=5.0, help="seconds between samples")
     ap.add_argument("--prune-interval", type=float, default=30.0, help="[hub] retention interval, seconds")
     ap.add_argument("--markdown", action="store_true")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "soak.json",
-                    help="where every sample goes (the printed line has the summary)")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "bench" / "results" / "soak.json",
+        help="where every sample goes (the printed line has the summary)",
+    )
     args = ap.parse_args(argv)
     res = asyncio.run(main_async(args))
     args.out.parent.mkdir(parents=True, exist_ok=True)

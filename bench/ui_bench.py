@@ -43,8 +43,14 @@ async def seed(hub: Hub, n: int) -> list[RunRecord]:
     t0 = time.time() - n
     for i in range(n):
         platform = ("telegram", "discord", "twitter")[i % 3]
-        runs.append(RunRecord(context=f"{platform}:chat:{i % 50}", started=t0 + i,
-                              state=(RunState.COMPLETED, RunState.FAILED)[i % 7 == 0], steps=1))
+        runs.append(
+            RunRecord(
+                context=f"{platform}:chat:{i % 50}",
+                started=t0 + i,
+                state=(RunState.COMPLETED, RunState.FAILED)[i % 7 == 0],
+                steps=1,
+            )
+        )
     for b in range(0, n, 200):
         batch = runs[b : b + 200]
         await asyncio.gather(*(hub.runs.create(r) for r in batch))

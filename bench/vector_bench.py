@@ -61,12 +61,16 @@ def _p(latencies: list[float], q: float) -> float:
     return latencies[min(len(latencies) - 1, int(len(latencies) * q))]
 
 
-async def _bench_store(store: VectorStore, cached: CachedEmbedder, texts: list[str], queries: list[str]) -> dict[str, float]:
+async def _bench_store(
+    store: VectorStore, cached: CachedEmbedder, texts: list[str], queries: list[str]
+) -> dict[str, float]:
     async with store:
         started = time.perf_counter()
         for start in range(0, len(texts), 1000):
             chunk = texts[start : start + 1000]
-            await store.upsert("bench", [VectorRecord(str(start + i), t, {"i": start + i}) for i, t in enumerate(chunk)])
+            await store.upsert(
+                "bench", [VectorRecord(str(start + i), t, {"i": start + i}) for i, t in enumerate(chunk)]
+            )
         upsert_s = time.perf_counter() - started
         await store.query("bench", queries[0])  # warm
         full = await _latencies(store, queries)
@@ -76,8 +80,10 @@ async def _bench_store(store: VectorStore, cached: CachedEmbedder, texts: list[s
             del cached.cache[q]
     return {
         "upsert_s": upsert_s,
-        "p50": _p(full, 0.5), "p99": _p(full, 0.99),
-        "search_p50": _p(search, 0.5), "search_p99": _p(search, 0.99),
+        "p50": _p(full, 0.5),
+        "p99": _p(full, 0.99),
+        "search_p50": _p(search, 0.5),
+        "search_p99": _p(search, 0.99),
     }
 
 

@@ -44,11 +44,21 @@ def _peak_rss_mb(worker: Worker) -> float:
 
 async def one(n_workers: int, args: argparse.Namespace) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
-        async with temporary_schema() as url, FakeTelegram(token=TOKEN) as tg, \
-                FakeOpenAI(default=ack, latency=args.latency, record=False) as model:
+        async with (
+            temporary_schema() as url,
+            FakeTelegram(token=TOKEN) as tg,
+            FakeOpenAI(default=ack, latency=args.latency, record=False) as model,
+        ):
             workers = make_workers(
-                Path(tmp), n_workers, url=url, model_url=model.url, telegram_url=f"{tg.base_url}/bot",
-                lease=30.0, concurrency=256, lock_connections=args.lock_connections, pool_size=4,
+                Path(tmp),
+                n_workers,
+                url=url,
+                model_url=model.url,
+                telegram_url=f"{tg.base_url}/bot",
+                lease=30.0,
+                concurrency=256,
+                lock_connections=args.lock_connections,
+                pool_size=4,
             )
             await asyncio.gather(*(w.start() for w in workers))
             try:
@@ -75,17 +85,25 @@ async def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--conversations", type=int, default=1000)
     p.add_argument("--latency", type=float, default=1.0)
-    p.add_argument("--lock-connections", type=int, default=30,
-                   help="[store] lock_connections per worker: conversations one worker runs at once")
+    p.add_argument(
+        "--lock-connections",
+        type=int,
+        default=30,
+        help="[store] lock_connections per worker: conversations one worker runs at once",
+    )
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     args = p.parse_args()
     rows = [await one(n, args) for n in args.workers]
     base = rows[0]["wall"]
-    print(f"{args.conversations} conversations, model latency {args.latency:g}s, lock_connections {args.lock_connections}")
+    print(
+        f"{args.conversations} conversations, model latency {args.latency:g}s, lock_connections {args.lock_connections}"
+    )
     print("| workers | wall (s) | vs one | peak RSS per worker (MB) | CPU per turn (ms) |")
     print("|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['workers']:.0f} | {r['wall']:.1f} | {r['wall'] / base:.2f} | {r['rss_mb']:.0f} | {r['cpu_ms_per_turn']:.1f} |")
+        print(
+            f"| {r['workers']:.0f} | {r['wall']:.1f} | {r['wall'] / base:.2f} | {r['rss_mb']:.0f} | {r['cpu_ms_per_turn']:.1f} |"
+        )
 
 
 if __name__ == "__main__":

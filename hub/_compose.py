@@ -266,11 +266,16 @@ def compose(
             store_path=local_store_path(config),
         )
     training = TrainingExport(config, redactor) if config.memory.export_training else None
-    plugins = Plugins([
-        budgets, guard, metrics, children,
-        *([episodes] if episodes is not None else []),
-        *([training] if training is not None else []),
-    ])
+    plugins = Plugins(
+        [
+            budgets,
+            guard,
+            metrics,
+            children,
+            *([episodes] if episodes is not None else []),
+            *([training] if training is not None else []),
+        ]
+    )
 
     scheduler = Scheduler(
         None if db is None else PostgresScheduleStore(db) if pg else SQLiteScheduleStore(db),

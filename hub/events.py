@@ -51,10 +51,22 @@ __all__ = [
     "KINDS",
 ]
 
-KINDS = frozenset({
-    "run_started", "input", "step", "thought", "action_call", "action_result", "output", "error", "state",
-    "output_partial", "run_ended", "dropped",
-})
+KINDS = frozenset(
+    {
+        "run_started",
+        "input",
+        "step",
+        "thought",
+        "action_call",
+        "action_result",
+        "output",
+        "error",
+        "state",
+        "output_partial",
+        "run_ended",
+        "dropped",
+    }
+)
 """Every event kind a subscriber may filter on."""
 
 
@@ -129,8 +141,14 @@ Event = RunStarted | RunEvent | RunEnded | OutputPartial | Dropped
 def event_dict(event: Event) -> dict[str, Any]:
     """``event`` as JSON can hold it (for Server-Sent Events and ``--follow``)."""
     if isinstance(event, RunEvent):
-        return {"kind": event.kind, "run_id": event.run_id, "context": event.context, "seq": event.seq,
-                "index": event.index, "entry": to_dict(event.entry)}
+        return {
+            "kind": event.kind,
+            "run_id": event.run_id,
+            "context": event.context,
+            "seq": event.seq,
+            "index": event.index,
+            "entry": to_dict(event.entry),
+        }
     d = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
     d["kind"] = event.kind
     return d
@@ -145,7 +163,13 @@ class EventStream:
     """
 
     def __init__(
-        self, bus: EventBus, *, context: str | None, run: str | None, kinds: frozenset[str] | None, maxsize: int,
+        self,
+        bus: EventBus,
+        *,
+        context: str | None,
+        run: str | None,
+        kinds: frozenset[str] | None,
+        maxsize: int,
         batch: float = 0.0,
     ) -> None:
         self._bus = bus
@@ -250,8 +274,13 @@ class EventBus:
         return len(self._streams)
 
     def subscribe(
-        self, *, context: str | None = None, run: str | None = None, kinds: Iterable[str] | None = None,
-        maxsize: int = 1000, batch: float = 0.01,
+        self,
+        *,
+        context: str | None = None,
+        run: str | None = None,
+        kinds: Iterable[str] | None = None,
+        maxsize: int = 1000,
+        batch: float = 0.01,
     ) -> EventStream:
         """A new stream; it sees events published from now on.
 
@@ -308,8 +337,15 @@ class EventBus:
         if not self._streams:
             return
         event = RunEnded(
-            record.id, record.context, seq, str(record.state), record.reason, record.steps,
-            record.prompt_tokens, record.completion_tokens, record.duration,
+            record.id,
+            record.context,
+            seq,
+            str(record.state),
+            record.reason,
+            record.steps,
+            record.prompt_tokens,
+            record.completion_tokens,
+            record.duration,
         )
         self._publish(event, record.id, record.context)
 

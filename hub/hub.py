@@ -104,7 +104,13 @@ class Hub:
         # the only worker there can be)
         self.worker = worker or worker_id()
         stores = build_stores(
-            self.config, self.redactor, memory=memory, runs=runs, inbox=inbox, leases=leases, bus=self.bus,
+            self.config,
+            self.redactor,
+            memory=memory,
+            runs=runs,
+            inbox=inbox,
+            leases=leases,
+            bus=self.bus,
             worker=self.worker,
         )
         self._db: SqlDatabase | None = stores.db
@@ -182,32 +188,36 @@ class Hub:
         self.episodes = features.episodes
         # the platforms' governors take it at start (Governor.report_to): rate limits across workers
         self.outbound_limiter = features.outbound
-        self.engine = Engine(EngineDeps(
-            config=self.config,
-            runs=self.runs,
-            inbox=self.inbox,
-            memory=self.memory,
-            prompts=self.prompts,
-            runner=self.runner,
-            plugins=self.plugins,
-            redactor=self.redactor,
-            retry_policy=self.retry_policy,
-            model=lambda: self.model,
-            model_is_local=lambda: self.model_is_local,
-            actions=self.actions,
-            outputs=self.outputs,
-            owner_of=self.owner_of,
-            persona_for=self.persona_for,
-            agent=lambda: self.agent,
-            hub=self,
-            inputs=self.inputs,
-            media_limits=self.config.media_limits(),
-            bus=self.bus,
-        ))
+        self.engine = Engine(
+            EngineDeps(
+                config=self.config,
+                runs=self.runs,
+                inbox=self.inbox,
+                memory=self.memory,
+                prompts=self.prompts,
+                runner=self.runner,
+                plugins=self.plugins,
+                redactor=self.redactor,
+                retry_policy=self.retry_policy,
+                model=lambda: self.model,
+                model_is_local=lambda: self.model_is_local,
+                actions=self.actions,
+                outputs=self.outputs,
+                owner_of=self.owner_of,
+                persona_for=self.persona_for,
+                agent=lambda: self.agent,
+                hub=self,
+                inputs=self.inputs,
+                media_limits=self.config.media_limits(),
+                bus=self.bus,
+            )
+        )
         # who may talk to the bot in private (hub/features/_access.py): dm_policy and pairings
         pairings: PairingStore = InMemoryPairingStore()
         if self._db is not None:
-            pairings = PostgresPairingStore(self._db) if self._db.dialect == "postgres" else SQLitePairingStore(self._db)
+            pairings = (
+                PostgresPairingStore(self._db) if self._db.dialect == "postgres" else SQLitePairingStore(self._db)
+            )
         self.access = Access(pairings)
         self.register(self.children.extension())
 
@@ -244,7 +254,12 @@ class Hub:
 
     def persona_for(self, inst: Conversation) -> Persona | None:
         o = self.persona_overrides
-        override = o.get(inst.id) or o.get(inst.type) or (o.get(inst.extension) if inst.extension else None) or inst.definition.persona
+        override = (
+            o.get(inst.id)
+            or o.get(inst.type)
+            or (o.get(inst.extension) if inst.extension else None)
+            or inst.definition.persona
+        )
         return self.personas.for_context(inst.type, inst.id, inst.extension, override=override)
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -254,7 +269,7 @@ class Hub:
         """True from the end of :meth:`start` to the beginning of :meth:`stop`: input is taken."""
         return self._state == _Lifecycle.STARTED
 
-    async def start(self) -> Hub:
+    async def start(self) -> Hub:  # noqa: C901 - split under issue 23
         if self._state in (_Lifecycle.STARTED, _Lifecycle.STARTING):
             return self
         if self._state in (_Lifecycle.STOPPING, _Lifecycle.STOPPED):
@@ -265,7 +280,8 @@ class Hub:
                 owners = sorted({f"{self.owner_of(r)} ({path})" for path, r in self.routes.items()})
                 raise ConfigError(
                     f"extension routes need the [http] endpoint, which is not configured: {', '.join(owners)}",
-                    path=str(self.config.path) if self.config.path else None, key="http",
+                    path=str(self.config.path) if self.config.path else None,
+                    key="http",
                 )
             for store in (self.memory, self.runs, self.inbox, self.leases, *self.features.stores, self.access.store):
                 await store.open()
@@ -425,8 +441,13 @@ class Hub:
         self._state = _Lifecycle.STOPPED
 
     def events(
-        self, *, context: str | None = None, run: str | None = None, kinds: Iterable[str] | None = None,
-        maxsize: int = 1000, batch: float = 0.01,
+        self,
+        *,
+        context: str | None = None,
+        run: str | None = None,
+        kinds: Iterable[str] | None = None,
+        maxsize: int = 1000,
+        batch: float = 0.01,
     ) -> EventStream:
         """Follow runs' events as they happen (hub/events.py); filtered by context, run and kind.
         A subscriber that falls ``maxsize`` events behind loses events, reported as ``Dropped``;
@@ -488,8 +509,13 @@ class Hub:
             raise RunError("the hub is not started (use `async with Hub(...)` or await hub.start())")
         definition, parsed, key = self.resolve_context(context, args)
         r = self.redactor  # a pasted secret is masked here, before anything stores or shows it
-        entry = InputLog(type=type, content=r.redact_tree(data), user=user, platform_id=platform_id,
-                         meta=dict(r.redact_tree(meta or {})))
+        entry = InputLog(
+            type=type,
+            content=r.redact_tree(data),
+            user=user,
+            platform_id=platform_id,
+            meta=dict(r.redact_tree(meta or {})),
+        )
         entry.formatted = r.redact(formatted) if formatted else formatted
         for part in media:
             if not isinstance(part, MediaPart):
@@ -527,12 +553,17 @@ class Hub:
                 data = inp.validate(data)
             except ValidationError as e:
                 owner = self.owner_of(inp) or inp.type
-                raise ExtensionError(owner, f"input {inp.type!r} sent data that does not match its schema: {validation_message(e)}") from e
+                raise ExtensionError(
+                    owner, f"input {inp.type!r} sent data that does not match its schema: {validation_message(e)}"
+                ) from e
             if inp.format is not None:
                 try:
                     kw["formatted"] = str(inp.format(data))
                 except Exception as e:
-                    raise ExtensionError(self.owner_of(inp) or inp.type, f"input {inp.type!r}: its format failed: {type(e).__name__}: {e}") from e
+                    raise ExtensionError(
+                        self.owner_of(inp) or inp.type,
+                        f"input {inp.type!r}: its format failed: {type(e).__name__}: {e}",
+                    ) from e
             return await self.submit(context, args, data, **kw)
 
         return send

@@ -21,7 +21,6 @@ operator allowed; :class:`RunMedia` keeps a run's files and resolves those names
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import io
 import re
@@ -81,34 +80,125 @@ class MediaLimits:
 
 # --- types by content -----------------------------------------------------------------------
 
-_EXECUTABLE = frozenset({
-    "application/x-msdownload", "application/x-executable", "application/x-mach-binary",
-    "application/x-dosexec", "application/x-sharedlib", "application/x-elf",
-    "application/vnd.microsoft.portable-executable", "application/x-shockwave-flash",
-    "application/java-vm", "application/vnd.android.package-archive", "application/x-msi",
-    "application/java-archive", "application/x-chrome-extension", "application/x-ms-shortcut",
-})
-_ARCHIVE = frozenset({
-    "application/zip", "application/x-zip-compressed", "application/x-tar", "application/gzip",
-    "application/x-gzip", "application/x-bzip2", "application/x-7z-compressed", "application/x-xz",
-    "application/x-rar-compressed", "application/vnd.rar", "application/x-compress",
-    "application/x-lzip", "application/zstd", "application/x-zstd", "application/vnd.ms-cab-compressed",
-    "application/x-deb", "application/x-unix-archive", "application/x-rpm", "application/x-iso9660-image",
-    "application/x-apple-diskimage", "application/x-lzma", "application/epub+zip",
-})
+_EXECUTABLE = frozenset(
+    {
+        "application/x-msdownload",
+        "application/x-executable",
+        "application/x-mach-binary",
+        "application/x-dosexec",
+        "application/x-sharedlib",
+        "application/x-elf",
+        "application/vnd.microsoft.portable-executable",
+        "application/x-shockwave-flash",
+        "application/java-vm",
+        "application/vnd.android.package-archive",
+        "application/x-msi",
+        "application/java-archive",
+        "application/x-chrome-extension",
+        "application/x-ms-shortcut",
+    }
+)
+_ARCHIVE = frozenset(
+    {
+        "application/zip",
+        "application/x-zip-compressed",
+        "application/x-tar",
+        "application/gzip",
+        "application/x-gzip",
+        "application/x-bzip2",
+        "application/x-7z-compressed",
+        "application/x-xz",
+        "application/x-rar-compressed",
+        "application/vnd.rar",
+        "application/x-compress",
+        "application/x-lzip",
+        "application/zstd",
+        "application/x-zstd",
+        "application/vnd.ms-cab-compressed",
+        "application/x-deb",
+        "application/x-unix-archive",
+        "application/x-rpm",
+        "application/x-iso9660-image",
+        "application/x-apple-diskimage",
+        "application/x-lzma",
+        "application/epub+zip",
+    }
+)
 # By name as well: a renamed archive is caught by its content, a file the sniffer cannot
 # place (a script, a disk image) by its name. Source code (.py, .js, .sh) is text and is read.
-_REFUSED_SUFFIXES = frozenset({
-    "exe", "dll", "scr", "com", "bat", "cmd", "msi", "msp", "ps1", "psm1", "vbs", "vbe", "jse", "wsf",
-    "wsh", "hta", "cpl", "jar", "apk", "aab", "app", "dmg", "deb", "rpm", "lnk", "reg", "pif", "so",
-    "dylib", "sys", "iso", "img", "zip", "rar", "7z", "tar", "gz", "tgz", "bz2", "xz", "zst", "cab",
-    "lz", "lzma", "z", "cpio", "ipa", "xpi", "crx",
-})
-_IMAGE_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp", "BMP": "image/bmp"}
-_TEXT_LIKE = frozenset({
-    "application/json", "application/xml", "application/x-yaml", "application/yaml", "application/toml",
-    "application/javascript", "application/x-python", "application/x-sh", "application/sql",
-})
+_REFUSED_SUFFIXES = frozenset(
+    {
+        "exe",
+        "dll",
+        "scr",
+        "com",
+        "bat",
+        "cmd",
+        "msi",
+        "msp",
+        "ps1",
+        "psm1",
+        "vbs",
+        "vbe",
+        "jse",
+        "wsf",
+        "wsh",
+        "hta",
+        "cpl",
+        "jar",
+        "apk",
+        "aab",
+        "app",
+        "dmg",
+        "deb",
+        "rpm",
+        "lnk",
+        "reg",
+        "pif",
+        "so",
+        "dylib",
+        "sys",
+        "iso",
+        "img",
+        "zip",
+        "rar",
+        "7z",
+        "tar",
+        "gz",
+        "tgz",
+        "bz2",
+        "xz",
+        "zst",
+        "cab",
+        "lz",
+        "lzma",
+        "z",
+        "cpio",
+        "ipa",
+        "xpi",
+        "crx",
+    }
+)
+_IMAGE_FORMATS = {
+    "PNG": "image/png",
+    "JPEG": "image/jpeg",
+    "GIF": "image/gif",
+    "WEBP": "image/webp",
+    "BMP": "image/bmp",
+}
+_TEXT_LIKE = frozenset(
+    {
+        "application/json",
+        "application/xml",
+        "application/x-yaml",
+        "application/yaml",
+        "application/toml",
+        "application/javascript",
+        "application/x-python",
+        "application/x-sh",
+        "application/sql",
+    }
+)
 
 
 def sniff(data: bytes) -> str:
@@ -167,7 +257,9 @@ def refused_by_claim(part: MediaPart) -> str | None:
     return None
 
 
-_ARCHIVE_SUFFIXES = frozenset({"zip", "rar", "7z", "tar", "gz", "tgz", "bz2", "xz", "zst", "cab", "lz", "lzma", "z", "cpio", "iso", "img", "dmg"})
+_ARCHIVE_SUFFIXES = frozenset(
+    {"zip", "rar", "7z", "tar", "gz", "tgz", "bz2", "xz", "zst", "cab", "lz", "lzma", "z", "cpio", "iso", "img", "dmg"}
+)
 
 
 # --- a file in memory -----------------------------------------------------------------------
@@ -200,7 +292,9 @@ def check(data: bytes, *, name: str = "", limits: MediaLimits) -> MediaFile:
     """
     shown = display_name(name)
     if len(data) > limits.max_bytes:
-        raise MediaTooLarge(f"it is {human_size(len(data))}, over the {human_size(limits.max_bytes)} limit per file", name=shown)
+        raise MediaTooLarge(
+            f"it is {human_size(len(data))}, over the {human_size(limits.max_bytes)} limit per file", name=shown
+        )
     mime = sniff(data)
     if mime in _EXECUTABLE:
         raise MediaRefused("executable files are not accepted", name=shown)
@@ -208,7 +302,10 @@ def check(data: bytes, *, name: str = "", limits: MediaLimits) -> MediaFile:
         raise MediaRefused("archives are not accepted", name=shown)
     suffix = _suffix(shown)
     if suffix in _REFUSED_SUFFIXES:
-        raise MediaRefused("archives are not accepted" if suffix in _ARCHIVE_SUFFIXES else "executable files are not accepted", name=shown)
+        raise MediaRefused(
+            "archives are not accepted" if suffix in _ARCHIVE_SUFFIXES else "executable files are not accepted",
+            name=shown,
+        )
     return MediaFile(data=data, mime=mime, name=shown or "file")
 
 
@@ -266,7 +363,8 @@ def image_for_model(data: bytes, *, limits: MediaLimits, name: str = "") -> tupl
                 if width * height > limits.max_pixels:
                     raise MediaRefused(
                         f"it is {width}×{height} pixels, over the {limits.max_pixels:,} pixel limit "
-                        "for pictures (refused undecoded, as a possible decompression bomb)", name=shown,
+                        "for pictures (refused undecoded, as a possible decompression bomb)",
+                        name=shown,
                     )
                 if img.format not in _IMAGE_FORMATS:
                     raise MediaRefused(f"{img.format or 'this'} pictures are not accepted", name=shown)
@@ -373,7 +471,12 @@ def placeholders(parts: Sequence[MediaPart]) -> str:
 
 
 async def fetch_url(
-    url: str, *, max_bytes: int, timeout: float = 30.0, headers: Mapping[str, str] | None = None, name: str = "",
+    url: str,
+    *,
+    max_bytes: int,
+    timeout: float = 30.0,
+    headers: Mapping[str, str] | None = None,
+    name: str = "",
 ) -> bytes:
     """GET ``url`` into memory, refusing more than ``max_bytes`` (read in chunks: an oversized
     body is never held whole). Redirects are not followed, so an allow-listed host cannot
@@ -395,7 +498,10 @@ async def fetch_url(
                 if r.status != 200:
                     raise MediaError(f"it could not be fetched (HTTP {r.status})", name=shown)
                 if r.content_length is not None and r.content_length > max_bytes:
-                    raise MediaTooLarge(f"it is {human_size(r.content_length)}, over the {human_size(max_bytes)} limit per file", name=shown)
+                    raise MediaTooLarge(
+                        f"it is {human_size(r.content_length)}, over the {human_size(max_bytes)} limit per file",
+                        name=shown,
+                    )
                 buf = bytearray()
                 async for chunk in r.content.iter_chunked(65536):
                     buf += chunk
@@ -404,7 +510,7 @@ async def fetch_url(
                 return bytes(buf)
     except MediaError:
         raise
-    except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+    except (TimeoutError, aiohttp.ClientError) as e:
         raise MediaError(f"it could not be fetched ({type(e).__name__})", name=shown) from e
 
 
@@ -458,7 +564,10 @@ class RunMedia:
             path = _allowed_path(str(media.path), self.limits)
             size = path.stat().st_size
             if size > self.limits.max_bytes:
-                raise MediaTooLarge(f"it is {human_size(size)}, over the {human_size(self.limits.max_bytes)} limit per file", name=media.name or path.name)
+                raise MediaTooLarge(
+                    f"it is {human_size(size)}, over the {human_size(self.limits.max_bytes)} limit per file",
+                    name=media.name or path.name,
+                )
             data = path.read_bytes()
             name = media.name or path.name
         file = check(data, name=name, limits=self.limits)

@@ -33,6 +33,7 @@ from .logs import Log, from_dict, to_dict
 if TYPE_CHECKING:
     from .config import HubConfig
 
+
 class _Element(Protocol):
     """What :meth:`Redactor.redact_element` needs of a parsed element (a dataclass)."""
 

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hub_cli import CliSettings
-from hub_cli import extension as cli_extension
 
 from hub import Extension, Hub, HubConfig, ScriptedModel
+from hub_cli import CliSettings
+from hub_cli import extension as cli_extension
 
 
 @pytest.fixture

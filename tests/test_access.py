@@ -79,7 +79,9 @@ async def test_pairings_survive_a_restart(tmp_path: Path) -> None:
     await db.close()
 
 
-async def test_an_unknown_user_gets_a_code_and_after_the_cli_approves_is_answered(make_hub, config, tmp_path: Path) -> None:
+async def test_an_unknown_user_gets_a_code_and_after_the_cli_approves_is_answered(
+    make_hub, config, tmp_path: Path
+) -> None:
     from hub import Hub
 
     model = ScriptedModel(["<response><output>hello, paired friend</output></response>"])

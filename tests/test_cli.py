@@ -14,7 +14,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 async def hub_cmd(*args: str, cwd: Path, stdin: str = "", env: dict[str, str] | None = None) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "hub.cli", *args,
+        sys.executable,
+        "-m",
+        "hub.cli",
+        *args,
         cwd=cwd,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
@@ -25,7 +28,7 @@ async def hub_cmd(*args: str, cwd: Path, stdin: str = "", env: dict[str, str] | 
     return proc.returncode, out.decode(), err.decode()
 
 
-TOOLS = '''
+TOOLS = """
 from pydantic import BaseModel
 from hub import Extension, action
 
@@ -37,7 +40,7 @@ async def get_weather(args: WeatherArgs, ctx) -> dict:
     return {"temperature": 72, "condition": "sunny", "location": args.location}
 
 extension = Extension(name="weather", actions=[get_weather])
-'''
+"""
 
 
 def setup_dir(tmp_path: Path, base_url: str) -> Path:
@@ -45,7 +48,8 @@ def setup_dir(tmp_path: Path, base_url: str) -> Path:
     (tmp_path / "contexts").mkdir()
     (tmp_path / "contexts" / "default.toml").write_text('name = "Wendy"\ninstructions = "You report the weather."\n')
     cfg = tmp_path / "config.toml"
-    cfg.write_text(textwrap.dedent(f"""
+    cfg.write_text(
+        textwrap.dedent(f"""
         [model]
         provider = "openai"
         name = "test-model"
@@ -54,7 +58,8 @@ def setup_dir(tmp_path: Path, base_url: str) -> Path:
         [extensions.cli]
         [extensions.weather]
         module = "my_tools"
-    """))
+    """)
+    )
     return cfg
 
 
@@ -71,7 +76,9 @@ async def test_chat_answers_calls_an_operator_action_and_uses_its_result(tmp_pat
     ]
     async with FakeOpenAI(responses) as fake:
         setup_dir(tmp_path, fake.url)
-        code, out, err = await hub_cmd("chat", cwd=tmp_path, stdin="weather in NYC?\nbye\n", env={"TEST_KEY": "sk-test"})
+        code, out, err = await hub_cmd(
+            "chat", cwd=tmp_path, stdin="weather in NYC?\nbye\n", env={"TEST_KEY": "sk-test"}
+        )
     assert code == 0, err
     assert out == "It is 72°F and sunny in NYC.\nBye!\n"
     assert len(fake.bodies) == 3
@@ -98,7 +105,9 @@ async def test_chat_goes_on_across_sessions(tmp_path: Path) -> None:
 async def test_unreachable_model_is_one_clear_line(tmp_path: Path) -> None:
     setup_dir(tmp_path, "http://127.0.0.1:9/v1")
     cfg = tmp_path / "config.toml"
-    text = cfg.read_text().replace('api_key = "${TEST_KEY}"', 'api_key = "x"\nmax_retries = 1\nretry_base_delay = 0.01\ntimeout = 2')
+    text = cfg.read_text().replace(
+        'api_key = "${TEST_KEY}"', 'api_key = "x"\nmax_retries = 1\nretry_base_delay = 0.01\ntimeout = 2'
+    )
     cfg.write_text(text)
     code, out, err = await hub_cmd("chat", cwd=tmp_path, stdin="hello\n")
     assert code == 0 and out == ""

@@ -25,13 +25,16 @@ def test_defaults_work_without_a_file(tmp_path, monkeypatch) -> None:
 
 
 def test_env_substitution_and_provider_choice(tmp_path) -> None:
-    p = write(tmp_path, """
+    p = write(
+        tmp_path,
+        """
         [model]
         base_url = "${BASE}/v1"
         api_key = "${KEY}"
         [hub]
         data_dir = "${UNSET_VAR}state"
-    """)
+    """,
+    )
     cfg = load_config(p, env={"BASE": "http://127.0.0.1:1", "KEY": "sk-1"})
     assert cfg.model.base_url == "http://127.0.0.1:1/v1" and cfg.model.api_key == "sk-1"
     assert cfg.model.resolved_provider() == "openai"
@@ -86,7 +89,8 @@ def test_unknown_extension_and_bad_module(tmp_path) -> None:
 
 
 def test_operator_module_by_path_and_disabled_tables(tmp_path) -> None:
-    (tmp_path / "my_tools.py").write_text(textwrap.dedent("""
+    (tmp_path / "my_tools.py").write_text(
+        textwrap.dedent("""
         from pydantic import BaseModel
         from hub import Extension, action
 
@@ -98,13 +102,19 @@ def test_operator_module_by_path_and_disabled_tables(tmp_path) -> None:
             return {"temperature": 72}
 
         extension = Extension(name="weather", actions=[get_weather])
-    """))
-    cfg = load_config(write(tmp_path, """
+    """)
+    )
+    cfg = load_config(
+        write(
+            tmp_path,
+            """
         [extensions.weather]
         module = "my_tools"
         [extensions.cli]
         enabled = false
-    """))
+    """,
+        )
+    )
     exts = load_extensions(cfg)
     assert [e.name for e in exts] == ["weather"]
     hub = Hub(cfg, model=object())  # type: ignore[arg-type]
@@ -137,7 +147,8 @@ def test_persona_errors_and_live_edits(tmp_path, caplog) -> None:
 def test_an_installed_package_registers_an_extension_by_entry_point(tmp_path, monkeypatch) -> None:
     pkg = tmp_path / "site"
     (pkg / "acme_tools").mkdir(parents=True)
-    (pkg / "acme_tools" / "__init__.py").write_text(textwrap.dedent("""
+    (pkg / "acme_tools" / "__init__.py").write_text(
+        textwrap.dedent("""
         from pydantic import BaseModel, ConfigDict
         from hub import Extension, action, NoArgs
 
@@ -150,7 +161,8 @@ def test_an_installed_package_registers_an_extension_by_entry_point(tmp_path, mo
             async def greet(args, ctx) -> str:
                 return settings.greeting
             return Extension(name="acme", actions=[greet])
-    """))
+    """)
+    )
     dist = pkg / "acme_tools-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-tools\nVersion: 1.0\n")

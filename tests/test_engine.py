@@ -1,6 +1,5 @@
 """The engine end to end with the scripted model: steps, actions, outputs, limits."""
 
-
 import asyncio
 import io
 import logging
@@ -274,10 +273,12 @@ async def test_declared_attributes_are_still_validated(make_hub) -> None:
     async def note(content: str, ctx) -> None:
         got.append((content, ctx.attributes.silent))
 
-    model = ScriptedModel([
-        resp('<output type="test:note" silent="maybe" extra="1">a</output>'),
-        resp('<output type="test:note" silent="true" extra="1">b</output>'),
-    ])
+    model = ScriptedModel(
+        [
+            resp('<output type="test:note" silent="maybe" extra="1">a</output>'),
+            resp('<output type="test:note" silent="true" extra="1">b</output>'),
+        ]
+    )
     async with make_hub(model, Extension("t", outputs=[note])) as hub:
         result = await hub.send(*CLI, "x")
     assert got == [("b", True)]
@@ -404,9 +405,7 @@ async def test_context_memory_render_and_hooks(make_hub) -> None:
         actions=[remember],
         outputs=[say],
     )
-    model = ScriptedModel(
-        [resp(call("remember", '{"text": "likes tea"}')), resp("<output>noted</output>"), "ok"]
-    )
+    model = ScriptedModel([resp(call("remember", '{"text": "likes tea"}')), resp("<output>noted</output>"), "ok"])
 
     async with make_hub(model, Extension("t", contexts=[chat])) as hub:
         await hub.send("test:chat:1", data="remember I like tea")
@@ -475,14 +474,17 @@ async def test_platform_user_names_reach_the_prompt_escaped(make_hub) -> None:
     model = ScriptedModel(["hi"])
     async with make_hub(model) as hub:
         await hub.send(*CLI, "hello", user="42", meta={"user_name": 'Ann "<b>"'})
-    assert '<input type="text" user="42" name="Ann &quot;&lt;b&gt;&quot;" new="true">hello</input>' in model.requests[0].messages[0]["content"]
+    assert (
+        '<input type="text" user="42" name="Ann &quot;&lt;b&gt;&quot;" new="true">hello</input>'
+        in model.requests[0].messages[0]["content"]
+    )
 
 
 def test_string_annotations_resolve_even_when_ctx_cannot() -> None:
     import textwrap
     import types
 
-    src = textwrap.dedent('''
+    src = textwrap.dedent("""
         from __future__ import annotations
         from typing import TYPE_CHECKING
         from hub import output
@@ -492,7 +494,7 @@ def test_string_annotations_resolve_even_when_ctx_cannot() -> None:
         @output(type="t:x")
         async def send(content: str, ctx: RunContext) -> None:
             pass
-    ''')
+    """)
     mod = types.ModuleType("ann_mod")
     exec(compile(src, "ann_mod", "exec"), mod.__dict__)
     assert mod.send.is_text

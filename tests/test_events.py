@@ -39,10 +39,12 @@ def call(name: str, args: str) -> str:
 
 
 def two_steps() -> ScriptedModel:
-    return ScriptedModel([
-        resp("<reasoning>Need the weather.</reasoning>", call("getWeather", '{"location": "NYC"}')),
-        resp("<output>It is 72°F in NYC.</output>"),
-    ])
+    return ScriptedModel(
+        [
+            resp("<reasoning>Need the weather.</reasoning>", call("getWeather", '{"location": "NYC"}')),
+            resp("<output>It is 72°F in NYC.</output>"),
+        ]
+    )
 
 
 async def drain(stream) -> list:
@@ -67,7 +69,14 @@ async def test_a_subscriber_sees_every_event_of_a_run_in_order(make_hub) -> None
     # exactly what the store recorded, in the same order
     assert [e.kind for e in middle] == [e.kind for e in stored]
     assert [e.kind for e in middle] == [
-        "input", "thought", "action_call", "action_result", "step", "output", "step", "state",
+        "input",
+        "thought",
+        "action_call",
+        "action_result",
+        "step",
+        "output",
+        "step",
+        "state",
     ]
     out = next(e.entry for e in middle if e.kind == "output")
     assert out.sent and out.content == "It is 72°F in NYC."
@@ -94,7 +103,9 @@ async def test_a_stalled_subscriber_loses_events_counted_and_never_slows_the_run
 
 
 async def test_the_gap_is_reported_where_it_is(make_hub) -> None:
-    async with make_hub([resp("<output>one</output>"), resp("<output>two</output>"), resp("<output>3</output>")]) as hub:
+    async with make_hub(
+        [resp("<output>one</output>"), resp("<output>two</output>"), resp("<output>3</output>")]
+    ) as hub:
         stream = hub.events(maxsize=2, kinds={"run_started", "run_ended"})
         first = await hub.send(*CLI, "1", user="ann")
         second = await hub.send(*CLI, "2", user="ann")  # both of its events are dropped

@@ -45,7 +45,8 @@ def test_the_core_wheel_ships_hub_only_with_extras_naming_the_distributions() ->
 def test_an_extension_no_package_registers_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.metadata.entry_points
     monkeypatch.setattr(
-        importlib.metadata, "entry_points",
+        importlib.metadata,
+        "entry_points",
         lambda **kw: [] if kw.get("name") == "telegram" else real(**kw),
     )
     with pytest.raises(ExtensionError, match=r"'telegram': no such extension.*pip install 'hub\[telegram\]'"):
@@ -60,7 +61,8 @@ def test_hub_chat_without_the_cli_extension_says_what_to_install(
 ) -> None:
     real = importlib.metadata.entry_points
     monkeypatch.setattr(
-        importlib.metadata, "entry_points",
+        importlib.metadata,
+        "entry_points",
         lambda **kw: [] if kw.get("name") == "cli" else real(**kw),
     )
     (tmp_path / "config.toml").write_text('[hub]\ndata_dir = "data"\n[model]\nprovider = "openai"\napi_key = "x"\n')
@@ -82,13 +84,15 @@ def test_loader_logging_and_cli_name_no_platform_in_code() -> None:
 
     for rel in ("hub/definitions/_loader.py", "hub/logging_setup.py", "hub/cli/_main.py"):
         source = (ROOT / rel).read_text()
-        assert "import_module(f\"extensions." not in source and "from extensions" not in source, rel
+        assert 'import_module(f"extensions.' not in source and "from extensions" not in source, rel
         tree = ast.parse(source)
         docstrings = {
             id(node.body[0].value)
             for node in ast.walk(tree)
             if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-            and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
         }
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:

@@ -98,7 +98,9 @@ async def test_a_shutdown_mid_send_keeps_the_parts_already_sent(make_hub, config
             await ctx.part_sent(i, {"message_id": 100 + i})
 
     config.hub.shutdown_grace = 0
-    model = ScriptedModel(['<response><output type="t:long">one|two|three</output></response>'], default="<response></response>")
+    model = ScriptedModel(
+        ['<response><output type="t:long">one|two|three</output></response>'], default="<response></response>"
+    )
     hub = make_hub(model, Extension("t", outputs=[long]))
     await hub.start()
     sub = await hub.submit(*CLI, "tell me")
@@ -107,7 +109,10 @@ async def test_a_shutdown_mid_send_keeps_the_parts_already_sent(make_hub, config
     await hub.stop()
     assert sent == ["one"]
     # a second hub on the same data: the input counts as answered, nothing is sent again
-    hub2 = make_hub(ScriptedModel([], default='<response><output type="t:long">again</output></response>'), Extension("t", outputs=[long]))
+    hub2 = make_hub(
+        ScriptedModel([], default='<response><output type="t:long">again</output></response>'),
+        Extension("t", outputs=[long]),
+    )
     async with hub2:
         row = await hub2.runs.get(run_id)
         events = await hub2.runs.events(run_id)

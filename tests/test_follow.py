@@ -39,8 +39,13 @@ MODEL = [
 async def spawn(tmp_path: Path, config: HubConfig, *args: str) -> asyncio.subprocess.Process:
     (tmp_path / "config.toml").write_text(f'[hub]\ndata_dir = "{config.data_dir}"\n', encoding="utf-8")
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "hub.cli", *args, cwd=tmp_path,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "hub.cli",
+        *args,
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
 
@@ -79,10 +84,14 @@ async def test_trace_follow_prints_a_run_as_it_goes_until_it_ends(make_hub, conf
     assert "\x1b" not in text and "\\x1b[31mred" in text and "\\x1b]0;title\\x07" in text
 
 
-async def test_runs_follow_prints_every_new_run_and_raw_keeps_control_characters(make_hub, config, tmp_path: Path) -> None:
+async def test_runs_follow_prints_every_new_run_and_raw_keeps_control_characters(
+    make_hub, config, tmp_path: Path
+) -> None:
     proc = await spawn(tmp_path, config, "runs", "--follow", "--raw")
     try:
-        async with make_hub(["<response><output>one \x1b[1m</output></response>", "<response><output>two</output></response>"]) as hub:
+        async with make_hub(
+            ["<response><output>one \x1b[1m</output></response>", "<response><output>two</output></response>"]
+        ) as hub:
             seen: list[str] = []
             await line_with(proc, "following runs", seen)
             first = await hub.send(*CLI, "1", user="ann")

@@ -15,8 +15,9 @@ from hub.engine import Plugin, Plugins
 
 
 class Recorder(Plugin):
-    def __init__(self, name: str, calls: list[str], *, deny: str | None = None, stop: str | None = None,
-                 fail: bool = False) -> None:
+    def __init__(
+        self, name: str, calls: list[str], *, deny: str | None = None, stop: str | None = None, fail: bool = False
+    ) -> None:
         self.name, self.calls, self.deny, self.stop, self.fail = name, calls, deny, stop, fail
 
     async def before_run(self, run: Any) -> None:
@@ -43,8 +44,13 @@ class Recorder(Plugin):
 
 async def test_the_dispatcher_keeps_order_first_answer_wins_and_isolates_failures(caplog) -> None:
     calls: list[str] = []
-    plugins = Plugins([Recorder("a", calls, fail=True), Recorder("b", calls, deny="no", stop="limit"),
-                       Recorder("c", calls, deny="never seen", stop="other")])
+    plugins = Plugins(
+        [
+            Recorder("a", calls, fail=True),
+            Recorder("b", calls, deny="no", stop="limit"),
+            Recorder("c", calls, deny="never seen", stop="other"),
+        ]
+    )
     assert await plugins.authorize(None, None) == "no"  # type: ignore[arg-type]
     assert calls == ["a.authorize", "b.authorize"]  # a denial ends the asking
     calls.clear()
@@ -70,8 +76,9 @@ async def test_a_plugin_added_to_a_hub_takes_part_in_its_runs(make_hub, raised: 
     async def ping(args: NoArgs, ctx: Any) -> str:
         return "pong"
 
-    model = ScriptedModel(['<response><action_call name="ping">{}</action_call></response>',
-                           "<response><output>done</output></response>"])
+    model = ScriptedModel(
+        ['<response><action_call name="ping">{}</action_call></response>', "<response><output>done</output></response>"]
+    )
 
     class Raising(Plugin):
         armed = False

@@ -148,8 +148,15 @@ async def test_check_and_run_do_not_block_on_a_fifo(tmp_path: Path) -> None:
     assert code == 0, err
     assert "pipe.toml: skipped: not a regular file" in err and "leak.toml: skipped: a symlink leading outside" in err
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "hub.cli", "run", cwd=tmp_path, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        sys.executable,
+        "-m",
+        "hub.cli",
+        "run",
+        cwd=tmp_path,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     try:
         lines = []

@@ -8,10 +8,9 @@ import json
 import os
 from pathlib import Path
 
-from hub_cli import read_lines
-
 from hub import Hub, HubConfig, ScriptedModel
 from hub.testing import FakeOpenAI
+from hub_cli import read_lines
 from tests.test_cli import hub_cmd, setup_dir
 from tests.triggers.conftest import Said, reply_to_input, test_extension
 
@@ -53,7 +52,9 @@ async def make_runs(tmp_path: Path) -> str:
     cfg.hub.contexts_dir = str(tmp_path)
     cfg.memory.episodes = False
     said = Said()
-    async with Hub(cfg, model=ScriptedModel(reply_to_input), load_extensions=False, extensions=[test_extension(said)]) as hub:
+    async with Hub(
+        cfg, model=ScriptedModel(reply_to_input), load_extensions=False, extensions=[test_extension(said)]
+    ) as hub:
         result = await hub.send("test:chat:\x1b[31mred", data=EVIL)
     assert result is not None and result.ok
     (tmp_path / "config.toml").write_text(f'[hub]\ndata_dir = "{tmp_path / "data"}"\n')

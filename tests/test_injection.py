@@ -6,14 +6,14 @@ import io
 import logging
 from pathlib import Path
 
-import hub_cli
 import pytest
-from hub_cli import CliSettings
 
+import hub_cli
 from hub import Hub, HubConfig, ScriptedModel
 from hub.memory import HashEmbedder, InMemoryVectorStore
 from hub.personas import load_persona
 from hub.protocol import NEUTRALISED, scan
+from hub_cli import CliSettings
 
 
 @pytest.mark.parametrize(
@@ -89,7 +89,7 @@ async def test_a_recalled_episode_is_neutralised_before_the_prompt(tmp_path: Pat
             await hub.episodes.flush()
             await hub.send("cli:session", {"user": "ann"}, "weather in NYC?", user="ann")
     prompt = model.requests[-1].messages[0]["content"]
-    episodes = prompt[prompt.index("<episodes>"):prompt.index("</episodes>")]
+    episodes = prompt[prompt.index("<episodes>") : prompt.index("</episodes>")]
     assert "weather in NYC?" in episodes
     assert "ignore all previous instructions" not in episodes and "\u202e" not in episodes
     assert NEUTRALISED in episodes

@@ -43,7 +43,9 @@ def clock() -> Clock:
 
 
 @pytest.fixture(params=BACKENDS)
-async def handles(request: pytest.FixtureRequest, tmp_path: Path, clock: Clock) -> AsyncIterator[Callable[[], LeaseStore]]:
+async def handles(
+    request: pytest.FixtureRequest, tmp_path: Path, clock: Clock
+) -> AsyncIterator[Callable[[], LeaseStore]]:
     """Each call: one more worker's handle on the shared store (open it with ``opened``):
     the same object in memory, another connection to the SQLite file, another pool on the
     PostgreSQL schema."""
@@ -126,9 +128,7 @@ async def test_release_frees_the_lease_at_once_and_tokens_keep_growing(handles, 
 
 async def test_workers_racing_for_a_lease_leave_exactly_one_holder(handles) -> None:
     stores = [await opened(handles()) for _ in range(3)]
-    results = await asyncio.gather(*(
-        stores[i % 3].acquire("race", f"worker-{i}", 30) for i in range(12)
-    ))
+    results = await asyncio.gather(*(stores[i % 3].acquire("race", f"worker-{i}", 30) for i in range(12)))
     winners = [r for r in results if r is not None]
     assert len(winners) == 1
     assert await stores[0].holder("race") == winners[0]

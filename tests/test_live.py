@@ -51,7 +51,7 @@ async def test_a_live_output_sees_its_content_grow_then_the_whole_text(make_hub)
     assert not cut and versions[-1] == words
     assert len(versions) > 3, "the handler saw the text grow"
     for v in versions[:-1]:  # every version is a prefix made of whole words
-        assert words.startswith(v) and (words[len(v):][:1] in ("", " "))
+        assert words.startswith(v) and (words[len(v) :][:1] in ("", " "))
     (entry,) = result.outputs
     assert entry.sent and entry.live and entry.content == words and entry.data == {"final": words}
 
@@ -231,8 +231,15 @@ async def test_a_reply_cut_by_a_shutdown_is_completed_by_the_next_start(config) 
     def ext() -> Extension:
         @output(type="live:say", live=True)
         async def say(content: LiveText, ctx) -> dict:
-            lm = LiveMessage(send=p.send, edit=p.edit, limit=1000, interval=0.0, first_chars=5,
-                             on_part=ctx.part_sent, adopt=live_drafts(ctx, "live:say"))
+            lm = LiveMessage(
+                send=p.send,
+                edit=p.edit,
+                limit=1000,
+                interval=0.0,
+                first_chars=5,
+                on_part=ctx.part_sent,
+                adopt=live_drafts(ctx, "live:say"),
+            )
             return {"ids": (await lm.deliver(content)).message_ids}
 
         chat = Context(type="live:chat", schema=ChatArgs, key=lambda a: str(a.id), reply_output="live:say")
@@ -250,15 +257,17 @@ async def test_a_reply_cut_by_a_shutdown_is_completed_by_the_next_start(config) 
     assert words.startswith(half) and half != words, "stopped mid-reply"
 
     # stopped again before the model said anything: the drafts it was handed go on
-    async with Hub(config, model=ScriptedModel([resp(words)], delay=30), load_extensions=False,
-                   extensions=[ext()]) as hub:
+    async with Hub(
+        config, model=ScriptedModel([resp(words)], delay=30), load_extensions=False, extensions=[ext()]
+    ) as hub:
         async with asyncio.timeout(10):
             while not hub.runner.running:
                 await asyncio.sleep(0.01)
     assert list(p.messages.values()) == [half]
 
-    async with Hub(config, model=ScriptedModel([resp(words)], chunk=50), load_extensions=False,
-                   extensions=[ext()]) as hub:
+    async with Hub(
+        config, model=ScriptedModel([resp(words)], chunk=50), load_extensions=False, extensions=[ext()]
+    ) as hub:
         async with asyncio.timeout(10):
             while p.messages[1] != words:
                 await asyncio.sleep(0.01)

@@ -53,11 +53,14 @@ def png(width: int = 64, height: int = 48, *, mode: str = "RGB", color: Any = (2
 
 def forged_png(width: int, height: int) -> bytes:
     """A PNG whose header declares ``width``×``height`` pixels: a few dozen bytes in all."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + chunk(b"IEND", b"")
+    )
 
 
 def pdf(text: str) -> bytes:
@@ -199,7 +202,10 @@ async def test_action_files_are_kept_by_handle_and_paths_must_be_allowed(tmp_pat
     (tmp_path / "secret.png").write_bytes(png())
     media = RunMedia(MediaLimits(allowed_paths=(str(allowed),), url_hosts=("img.example",)))
     result = media.stash({"chart": Media(data=png(), name="chart.png"), "n": 1})
-    assert result == {"chart": {"media": "media:1", "name": "chart.png", "type": "image/png", "size": len(png())}, "n": 1}
+    assert result == {
+        "chart": {"media": "media:1", "name": "chart.png", "type": "image/png", "size": len(png())},
+        "n": 1,
+    }
     assert (await media.resolve("media:1")).data == png()
     assert media.stash(Media(path=str(allowed / "c.png")))["media"] == "media:2"
     escaped = media.stash(Media(path=str(allowed / ".." / "secret.png")))
@@ -224,6 +230,7 @@ def pics_extension(store: dict[str, bytes], sent: list[str], fetched: list[str])
     async def subscribe(send: Any, hub: Any) -> Any:
         async def stop() -> None:
             return None
+
         return stop
 
     @output(type="pics:send", context="pics:chat", description="Reply.")
@@ -232,8 +239,12 @@ def pics_extension(store: dict[str, bytes], sent: list[str], fetched: list[str])
         return {}
 
     chat = Context(type="pics:chat", schema=TextArgs, key=lambda a: a.id, reply_output="pics:send")
-    return Extension(name="pics", contexts=[chat], outputs=[send],
-                     inputs=[Input(type="pics:message", subscribe=subscribe, fetch=fetch)])
+    return Extension(
+        name="pics",
+        contexts=[chat],
+        outputs=[send],
+        inputs=[Input(type="pics:message", subscribe=subscribe, fetch=fetch)],
+    )
 
 
 def config(tmp_path: Path, *, vision: bool) -> HubConfig:
@@ -261,8 +272,12 @@ async def test_a_picture_without_a_caption_reaches_the_model(tmp_path: Path, vis
     reply = '<response><output type="pics:send">A red picture.</output></response>'
     async with FakeOpenAI([reply, reply]) as fake:
         model = OpenAIModel("gpt-test", base_url=fake.url, api_key="k")
-        hub = Hub(config(tmp_path, vision=vision), model=model, load_extensions=False,
-                  extensions=[pics_extension(store, sent, fetched)])
+        hub = Hub(
+            config(tmp_path, vision=vision),
+            model=model,
+            load_extensions=False,
+            extensions=[pics_extension(store, sent, fetched)],
+        )
         async with hub:
             part = MediaPart(kind="image", ref="p1", mime="image/png", size=len(store["p1"]), name="red.png")
             result = await hub.send("pics:chat", {"id": "1"}, "", type="pics:message", media=[part])
@@ -318,10 +333,16 @@ async def test_a_pdf_reaches_the_model_as_text_with_secrets_masked(tmp_path: Pat
     sent: list[str] = []
     fetched: list[str] = []
     model = ScriptedModel(['<response><output type="pics:send">Read it.</output></response>'])
-    async with Hub(config(tmp_path, vision=False), model=model, load_extensions=False,
-                   extensions=[pics_extension(store, sent, fetched)]) as hub:
-        parts = [MediaPart(kind="document", ref="d", mime="application/pdf", name="k.pdf"),
-                 MediaPart(kind="document", ref="n", mime="text/plain", name="n.txt")]
+    async with Hub(
+        config(tmp_path, vision=False),
+        model=model,
+        load_extensions=False,
+        extensions=[pics_extension(store, sent, fetched)],
+    ) as hub:
+        parts = [
+            MediaPart(kind="document", ref="d", mime="application/pdf", name="k.pdf"),
+            MediaPart(kind="document", ref="n", mime="text/plain", name="n.txt"),
+        ]
         result = await hub.send("pics:chat", {"id": "1"}, "summarise", type="pics:message", media=parts)
         assert result.ok
         prompt = model.requests[0].messages[-1]["content"]
@@ -353,10 +374,12 @@ async def test_an_action_png_is_sent_by_an_output_that_names_its_handle(tmp_path
     ext = pics_extension({}, [], [])
     ext.outputs.append(photo)
     ext.actions.append(chart)
-    model = ScriptedModel([
-        '<response><action_call name="chart">{}</action_call></response>',
-        '<response><output type="pics:photo" src="media:1">Here</output></response>',
-    ])
+    model = ScriptedModel(
+        [
+            '<response><action_call name="chart">{}</action_call></response>',
+            '<response><output type="pics:photo" src="media:1">Here</output></response>',
+        ]
+    )
     async with Hub(config(tmp_path, vision=False), model=model, load_extensions=False, extensions=[ext]) as hub:
         result = await hub.send("pics:chat", {"id": "1"}, "draw", type="pics:message")
     assert result.ok
@@ -410,8 +433,9 @@ async def test_an_input_resumed_after_a_restart_fetches_its_file_again(tmp_path:
 def test_pictures_never_crowd_the_runs_text_out_of_the_prompt() -> None:
     from hub.protocol import PromptBuilder, PromptParts
 
-    entry = InputLog(type="t", content="what is in these?", media=[
-        MediaPart(kind="image", ref="r", mime="image/png", name="a.png")])
+    entry = InputLog(
+        type="t", content="what is in these?", media=[MediaPart(kind="image", ref="r", mime="image/png", name="a.png")]
+    )
     request = PromptBuilder(budget=1500).build(PromptParts(run=[entry], images=["data:image/png;base64,AAAA"] * 4))
     (message,) = request.messages
     text, *pictures = message["content"]
@@ -424,9 +448,11 @@ def test_media_config_errors_name_the_key() -> None:
     from hub.config import config_from_dict
 
     assert config_from_dict({}).media.max_bytes == 10_000_000 and config_from_dict({}).media.max_per_run == 4
-    for raw, key in (({"media": {"max_bytes": 0}}, "media.max_bytes"),
-                     ({"media": {"url_hosts": ["https://x.example/a"]}}, "media.url_hosts"),
-                     ({"media": {"max_byts": 1}}, "media.max_byts: unknown key"),
-                     ({"model": {"vision": "maybe"}}, "model.vision")):
+    for raw, key in (
+        ({"media": {"max_bytes": 0}}, "media.max_bytes"),
+        ({"media": {"url_hosts": ["https://x.example/a"]}}, "media.url_hosts"),
+        ({"media": {"max_byts": 1}}, "media.max_byts: unknown key"),
+        ({"model": {"vision": "maybe"}}, "model.vision"),
+    ):
         with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
             config_from_dict(raw)

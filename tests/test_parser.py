@@ -197,9 +197,7 @@ def test_sloppy_tags_that_never_close_or_name_nothing_stay_text(text):
 
 
 def test_unknown_tags_inside_a_raw_element_are_content():
-    assert parse("<output>a <b>bold</b> & x<y</output>") == [
-        Element("output", {}, "a <b>bold</b> & x<y")
-    ]
+    assert parse("<output>a <b>bold</b> & x<y</output>") == [Element("output", {}, "a <b>bold</b> & x<y")]
 
 
 def test_known_tags_inside_a_raw_element_are_content():
@@ -228,11 +226,11 @@ def test_text_events_within_one_feed_are_coalesced():
         ("<output type='x' to=\"y\">", {"type": "x", "to": "y"}),
         ("<output type=bare>", {"type": "bare"}),
         ("<output url=http://x.y/z?a=1>", {"url": "http://x.y/z?a=1"}),
-        ('<output  type = "x"   name=\t\'y\'  >', {"type": "x", "name": "y"}),
-        ('<output a="it&apos;s &quot;q&quot; &lt;b&gt; &amp;">', {"a": "it's \"q\" <b> &"}),
+        ("<output  type = \"x\"   name=\t'y'  >", {"type": "x", "name": "y"}),
+        ('<output a="it&apos;s &quot;q&quot; &lt;b&gt; &amp;">', {"a": 'it\'s "q" <b> &'}),
         ("<output a='&amp;lt;'>", {"a": "&lt;"}),
         ('<output a="&nbsp;&#39;&unknown">', {"a": "&nbsp;&#39;&unknown"}),
-        ("<output a=\"it's\" b='say \"hi\"'>", {"a": "it's", "b": 'say "hi"'}),
+        ('<output a="it\'s" b=\'say "hi"\'>', {"a": "it's", "b": 'say "hi"'}),
         ('<output a="x>y" b="<c>">', {"a": "x>y", "b": "<c>"}),
         ('<output data-x="1" x:y="2" _z="3">', {"data-x": "1", "x:y": "2", "_z": "3"}),
         ('<output a="1" a="2">', {"a": "2"}),
@@ -276,8 +274,7 @@ def test_raw_content_keeps_nested_same_name_elements_whole():
         Element(
             "output",
             {"type": "doc"},
-            'Example: <output type="x">inner</output> and '
-            "<output>deeper <output>still</output></output> end",
+            'Example: <output type="x">inner</output> and <output>deeper <output>still</output></output> end',
         )
     ]
     assert parser.stray_text == "after"
@@ -294,9 +291,7 @@ def test_response_is_a_container():
 
 
 def test_unbalanced_inner_open_tag_leaves_element_unclosed():
-    assert parse("<output>a <output> b</output>") == [
-        Element("output", {}, "a <output> b</output>", closed=False)
-    ]
+    assert parse("<output>a <output> b</output>") == [Element("output", {}, "a <output> b</output>", closed=False)]
 
 
 # --- mis-nesting and stray closing tags ----------------------------------------------------
@@ -309,23 +304,17 @@ def test_stray_closing_tags_are_text():
 
 
 def test_closing_an_outer_element_from_inside_a_raw_one_is_content():
-    assert parse("<response><output>a</response>b</output></response>") == [
-        Element("output", {}, "a</response>b")
-    ]
+    assert parse("<response><output>a</response>b</output></response>") == [Element("output", {}, "a</response>b")]
 
 
 def test_custom_non_raw_element_holds_direct_text_and_children():
     tags = frozenset({"response", "step", "think"})
-    result, _ = elements(
-        "<step n=1>a<think>t</think>b</step>", tags=tags, raw_tags=frozenset({"think"})
-    )
+    result, _ = elements("<step n=1>a<think>t</think>b</step>", tags=tags, raw_tags=frozenset({"think"}))
     assert result == [Element("think", {}, "t"), Element("step", {"n": "1"}, "ab")]
 
 
 def test_response_is_reported_when_not_a_container():
-    result, parser = elements(
-        "a<response>b<think>t</think>c</response>", containers=frozenset()
-    )
+    result, parser = elements("a<response>b<think>t</think>c</response>", containers=frozenset())
     assert result == [Element("think", {}, "t"), Element("response", {}, "bc")]
     assert parser.stray_text == "a"
 
@@ -336,12 +325,8 @@ def test_empty_tag_name_is_ignored():
 
 def test_custom_tags_only_those_are_tags():
     tags = frozenset({"note"})
-    assert parse("<note>x</note><output>y</output>", tags=tags, raw_tags=tags) == [
-        Element("note", {}, "x")
-    ]
-    assert events("<output>y</output>", tags=frozenset(), raw_tags=frozenset()) == [
-        TextEvent("<output>y</output>")
-    ]
+    assert parse("<note>x</note><output>y</output>", tags=tags, raw_tags=tags) == [Element("note", {}, "x")]
+    assert events("<output>y</output>", tags=frozenset(), raw_tags=frozenset()) == [TextEvent("<output>y</output>")]
 
 
 # --- end of stream -------------------------------------------------------------------------
@@ -395,9 +380,23 @@ def test_only_a_possible_tag_is_held_back():
 @pytest.mark.parametrize(
     "candidate",
     [
-        "<", "<o", "<output", "<output ", "<output a", "<output a =", '<output a="x',
-        "<output a='", "<output a=b", '<output a="1"', '<output a="1" ', "<output/", "</",
-        "</o", "</output", "</output ", "<output a=b//",
+        "<",
+        "<o",
+        "<output",
+        "<output ",
+        "<output a",
+        "<output a =",
+        '<output a="x',
+        "<output a='",
+        "<output a=b",
+        '<output a="1"',
+        '<output a="1" ',
+        "<output/",
+        "</",
+        "</o",
+        "</output",
+        "</output ",
+        "<output a=b//",
     ],
 )
 def test_prefixes_of_tags_are_held_back(candidate):
@@ -431,7 +430,7 @@ def test_bytes_split_inside_multibyte_characters():
     result, _ = elements(*(data[i : i + 1] for i in range(len(data))))
     assert result == [Element("output", {"type": "é"}, "72°F ☀️ 😀 naïve")]
     parser = StreamParser()
-    assert parser.feed("<think>".encode() + "😀".encode()[:2]) == [StartEvent("think", {})]
+    assert parser.feed(b"<think>" + "😀".encode()[:2]) == [StartEvent("think", {})]
     assert parser.feed("😀".encode()[2:]) == [TextEvent("😀")]
 
 
@@ -478,9 +477,26 @@ def test_saw_tags_is_set_by_any_known_tag():
 _PROSE_CHARS = st.sampled_from(list(" <>/=\"'&;!\n\t0123456789{}[]:,é°€😀\u200b\x00"))
 _FRAGMENTS = st.sampled_from(
     [
-        "a < b", "if x<y>z", "<br/>", '<div class="x">', "</div>", "<<", "</", "<>", "< output>",
-        "<Output>", "<outputs>", "</outputx>", "<thinker>", "<out of", "<action_callx/>",
-        "&amp;", "&lt;", "<respons e>", "x</", "<unknown a=\"1\">",
+        "a < b",
+        "if x<y>z",
+        "<br/>",
+        '<div class="x">',
+        "</div>",
+        "<<",
+        "</",
+        "<>",
+        "< output>",
+        "<Output>",
+        "<outputs>",
+        "</outputx>",
+        "<thinker>",
+        "<out of",
+        "<action_callx/>",
+        "&amp;",
+        "&lt;",
+        "<respons e>",
+        "x</",
+        '<unknown a="1">',
     ]
 )
 prose = st.lists(st.one_of(_FRAGMENTS, st.text(_PROSE_CHARS, max_size=6)), max_size=5).map("".join)
@@ -509,9 +525,7 @@ def attribute(draw) -> tuple[str, str, str]:
 @st.composite
 def start_tag(draw, name: str) -> tuple[str, dict[str, str]]:
     attrs = draw(st.lists(attribute(), max_size=2))
-    return f"<{name}{''.join(a[0] for a in attrs)}{draw(st.sampled_from(['', ' ']))}", {
-        a[1]: a[2] for a in attrs
-    }
+    return f"<{name}{''.join(a[0] for a in attrs)}{draw(st.sampled_from(['', ' ']))}", {a[1]: a[2] for a in attrs}
 
 
 @st.composite
@@ -596,9 +610,7 @@ def test_truncated_documents_report_open_elements(doc, cut):
 
 
 # Near-tags: the letters of the known names and the punctuation of tags, plus anything.
-_NEAR = st.text(
-    st.one_of(st.sampled_from(list('<</>="\' _actionputrsehkgz')), st.characters()), max_size=80
-)
+_NEAR = st.text(st.one_of(st.sampled_from(list("<</>=\"' _actionputrsehkgz")), st.characters()), max_size=80)
 
 
 def _has_known_tag(text: str) -> bool:
@@ -638,8 +650,10 @@ def _well_formed(evs: list) -> None:
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(
-        st.sampled_from(["<output>", "</output>", "<response>", "</response>", "<think/>",
-                         "</think>", "<think a='", "'>", '"', "<"]) | st.characters(),
+        st.sampled_from(
+            ["<output>", "</output>", "<response>", "</response>", "<think/>", "</think>", "<think a='", "'>", '"', "<"]
+        )
+        | st.characters(),
         max_size=30,
     ).map("".join)
     | st.text(),
@@ -667,7 +681,9 @@ def live_items(*chunks: str | bytes, **options) -> list:
 
 def test_live_parser_reports_open_output_content_as_it_arrives():
     parser = LiveParser()
-    assert parser.feed_live('<response><output type="t" to="x">Hel') == [Partial("output", {"type": "t", "to": "x"}, "Hel")]
+    assert parser.feed_live('<response><output type="t" to="x">Hel') == [
+        Partial("output", {"type": "t", "to": "x"}, "Hel")
+    ]
     assert parser.feed_live("lo wor") == [Partial("output", {"type": "t", "to": "x"}, "lo wor")]
     # `</out` could still close it: held back, then reported once known to be text
     assert parser.feed_live("ld </out") == [Partial("output", {"type": "t", "to": "x"}, "ld ")]
@@ -681,7 +697,8 @@ def test_live_parser_reports_open_output_content_as_it_arrives():
 
 def test_live_parser_reports_only_live_elements_and_its_feed_gives_elements_only():
     assert live_items("<think>a</think><action_call name='x'>{}</action_call>") == [
-        Element("think", {}, "a"), Element("action_call", {"name": "x"}, "{}"),
+        Element("think", {}, "a"),
+        Element("action_call", {"name": "x"}, "{}"),
     ]
     parser = LiveParser()
     assert parser.feed("<output>ab") == []
@@ -690,7 +707,9 @@ def test_live_parser_reports_only_live_elements_and_its_feed_gives_elements_only
 
 def test_live_parser_reports_a_cut_off_element_before_it_ends_open():
     assert live_items("<output>abc", "</outp") == [
-        Partial("output", {}, "abc"), Partial("output", {}, "</outp"), Element("output", {}, "abc</outp", closed=False),
+        Partial("output", {}, "abc"),
+        Partial("output", {}, "</outp"),
+        Element("output", {}, "abc</outp", closed=False),
     ]
 
 

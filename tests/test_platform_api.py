@@ -20,6 +20,7 @@ async def test_create_task_logs_errors_and_is_cancelled_on_stop(make_hub, caplog
     h = make_hub()
     started = asyncio.Event()
     async with h:
+
         async def fails() -> None:
             raise RuntimeError("listener broke")
 
@@ -39,7 +40,7 @@ async def test_create_task_logs_errors_and_is_cancelled_on_stop(make_hub, caplog
 
 
 async def test_received_tells_a_redelivery(make_hub) -> None:
-    async with make_hub(["<response><output type=\"cli:message\">hi</output></response>"]) as h:
+    async with make_hub(['<response><output type="cli:message">hi</output></response>']) as h:
         assert not await h.received("x:1")
         await h.send("cli:session", {"user": "ann"}, "hello", platform_id="x:1")
         assert await h.received("x:1")
@@ -147,7 +148,11 @@ class _Acme(PlatformSettings):
 def test_platform_settings_declare_the_shared_keys_once() -> None:
     s = _Acme()
     assert (s.send_attempts, s.send_max_wait, s.loop_guard_turns, s.loop_guard_window, s.allowed_users) == (
-        5, 120.0, 3, 600.0, []
+        5,
+        120.0,
+        3,
+        600.0,
+        [],
     )
     guard = s.loop_guard()
     assert guard is not None and guard.max_turns == 3 and guard.window == 600.0

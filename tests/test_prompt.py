@@ -18,7 +18,7 @@ def tokens(request: ModelRequest) -> int:
     return count_tokens(request.system) + sum(count_tokens(m["content"]) for m in request.messages)
 
 
-texts = st.text(alphabet=st.sampled_from("ab &<>\"é\n"), min_size=0, max_size=40).map(lambda s: s * 200)
+texts = st.text(alphabet=st.sampled_from('ab &<>"é\n'), min_size=0, max_size=40).map(lambda s: s * 200)
 entries = st.lists(
     st.one_of(
         texts.map(lambda t: InputLog(type="text", content=t, user="ann")),
@@ -74,8 +74,11 @@ def test_when_even_shares_cannot_fit_the_oldest_entries_of_the_run_give_way() ->
 def test_known_secrets_are_masked_in_both_styles() -> None:
     secret = "sk-persona-0123456789"
     builder = PromptBuilder(budget=BUDGET, redactor=Redactor([secret]))
-    parts = PromptParts(persona_name="Hub", persona_instructions=f"the key is {secret}",
-                        run=[InputLog(type="text", content=f"is it {secret}?")])
+    parts = PromptParts(
+        persona_name="Hub",
+        persona_instructions=f"the key is {secret}",
+        run=[InputLog(type="text", content=f"is it {secret}?")],
+    )
     for request in (builder.build(parts), builder.build_chat(parts)):
         everything = request.system + "".join(m["content"] for m in request.messages)
         assert secret not in everything and MASK in everything

@@ -10,7 +10,16 @@ def test_all_names_exist_and_are_sorted() -> None:
 
 
 def test_error_tree_is_rooted_at_huberror() -> None:
-    for name in ("ConfigError", "ExtensionError", "ExtensionFailed", "ParseError", "ModelError", "StoreError", "ActionError", "RunError"):
+    for name in (
+        "ConfigError",
+        "ExtensionError",
+        "ExtensionFailed",
+        "ParseError",
+        "ModelError",
+        "StoreError",
+        "ActionError",
+        "RunError",
+    ):
         assert issubclass(getattr(hub, name), hub.HubError)
     assert not issubclass(hub.RetryAction, hub.HubError)
 
@@ -22,4 +31,4 @@ def test_core_never_names_a_platform() -> None:
     for path in core.rglob("*.py"):
         text = path.read_text()
         for platform in ('"telegram', '"discord', '"twitter', "'telegram", "'discord", "'twitter"):
-            assert f'== {platform}' not in text and f"== {platform}" not in text, f"{path} branches on a platform"
+            assert f"== {platform}" not in text and f"== {platform}" not in text, f"{path} branches on a platform"

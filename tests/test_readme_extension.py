@@ -64,8 +64,9 @@ class FakeAcme(FakeServer):
         if failure is not None:
             rec.status = failure.status
             self._notify()
-            return web.json_response({"error": "injected"}, status=failure.status,
-                                     headers={"Retry-After": str(failure.retry_after or 1)})
+            return web.json_response(
+                {"error": "injected"}, status=failure.status, headers={"Retry-After": str(failure.retry_after or 1)}
+            )
         rec.status = 200
         message = {**body, "id": 1000 + len(self.state.sent)}
         self.state.sent.append(message)
@@ -81,8 +82,12 @@ async def test_the_readme_platform_answers_through_its_fake(tmp_path: Path) -> N
                 "hub": {"data_dir": str(tmp_path / "data"), "contexts_dir": str(tmp_path)},
                 "memory": {"episodes": False},
                 "extensions": {
-                    "acme": {"module": "acme_platform.py", "base_url": acme.base_url, "poll_interval": 0.02,
-                             "allowed_users": ["ann"]},
+                    "acme": {
+                        "module": "acme_platform.py",
+                        "base_url": acme.base_url,
+                        "poll_interval": 0.02,
+                        "allowed_users": ["ann"],
+                    },
                 },
             },
             path=tmp_path / "config.toml",

@@ -11,7 +11,9 @@ async def test_one_run_at_a_time_per_context_and_inputs_meanwhile_join_the_next_
 
     def respond(request):
         content = request.messages[0]["content"]
-        seen_inputs.append([line for line in content.splitlines() if line.startswith('<input') and 'new="true"' in line])
+        seen_inputs.append(
+            [line for line in content.splitlines() if line.startswith("<input") and 'new="true"' in line]
+        )
         return "ok"
 
     class Slow(ScriptedModel):

@@ -224,7 +224,6 @@ class Profile(BaseModel):
     visits: int = 0
 
 
-
 async def test_used_contexts_are_prepared_concurrently_with_their_overrides(make_hub) -> None:
     saved: dict[str, Any] = {}
     loading: set[str] = set()
@@ -244,8 +243,12 @@ async def test_used_contexts_are_prepared_concurrently_with_their_overrides(make
     async def profile_save(cid: str, memory: Profile, ctx: RunContext) -> None:
         saved[cid] = memory.model_dump()
 
-    profile = Context(type="t:profile", memory_schema=Profile, load=profile_load, create=profile_create, save=profile_save)
-    topics = Context(type="t:topics", load=profile_load, save=lambda cid, m, ctx: asyncio.sleep(0, saved.update({cid: m})))
+    profile = Context(
+        type="t:profile", memory_schema=Profile, load=profile_load, create=profile_create, save=profile_save
+    )
+    topics = Context(
+        type="t:topics", load=profile_load, save=lambda cid, m, ctx: asyncio.sleep(0, saved.update({cid: m}))
+    )
 
     @action(name="visit")
     async def visit(args: NoArgs, ctx: RunContext) -> str:

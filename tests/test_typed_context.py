@@ -30,7 +30,9 @@ async def bump(args: NoArgs, ctx: RunContext[TextArgs, Counter]) -> int:
     return ctx.memory.count
 
 
-counted: Context[TextArgs, Counter] = Context(type="t:counted", memory_schema=Counter, actions=[bump], reply_output="cli:message")
+counted: Context[TextArgs, Counter] = Context(
+    type="t:counted", memory_schema=Counter, actions=[bump], reply_output="cli:message"
+)
 
 
 async def test_memory_is_loaded_into_its_schema_and_saved_as_json(make_hub) -> None:
@@ -42,7 +44,10 @@ async def test_memory_is_loaded_into_its_schema_and_saved_as_json(make_hub) -> N
             assert result.state == RunState.COMPLETED, result.reason
         assert await hub.memory.get("memory:t:counted:ann") == {"count": 2, "names": ["ann", "ann"]}
     # the prompt shows it as JSON
-    assert '{&quot;count&quot;: 1' in model.requests[2].messages[0]["content"] or '"count": 1' in model.requests[2].messages[0]["content"]
+    assert (
+        "{&quot;count&quot;: 1" in model.requests[2].messages[0]["content"]
+        or '"count": 1' in model.requests[2].messages[0]["content"]
+    )
 
 
 def test_a_memory_schema_must_be_a_pydantic_model() -> None:
@@ -52,8 +57,10 @@ def test_a_memory_schema_must_be_a_pydantic_model() -> None:
 
 def test_ctx_memory_type_checks(tmp_path: Path) -> None:
     from mypy import api
+
     src = tmp_path / "typed.py"
-    src.write_text(textwrap.dedent('''
+    src.write_text(
+        textwrap.dedent("""
         from pydantic import BaseModel
         from hub import Context, RunContext
         from hub.definitions import TextArgs
@@ -68,7 +75,8 @@ def test_ctx_memory_type_checks(tmp_path: Path) -> None:
 
         chat: Context[TextArgs, Counter] = Context(type="t:chat", memory_schema=Counter, on_run=on_run)
         wrong: Context[TextArgs, Counter] = Context(type="t:wrong", memory_schema=TextArgs)
-    '''))
+    """)
+    )
     # hub and pydantic are read; every other package is skipped (Any), which keeps this fast
     config = tmp_path / "mypy.ini"
     config.write_text(

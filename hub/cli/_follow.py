@@ -47,13 +47,22 @@ class Followed:
     what: str  # "started", "entry" or "ended"
 
     def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"kind": {"started": "run_started", "ended": "run_ended"}.get(self.what, self.entry.kind if self.entry else "")}
+        d: dict[str, Any] = {
+            "kind": {"started": "run_started", "ended": "run_ended"}.get(
+                self.what, self.entry.kind if self.entry else ""
+            )
+        }
         d.update(run_id=self.run.id, context=self.run.context)
         if self.entry is not None:
             d["entry"] = to_dict(self.entry)
         if self.what == "ended":
-            d.update(state=str(self.run.state), reason=self.run.reason, steps=self.run.steps,
-                     prompt_tokens=self.run.prompt_tokens, completion_tokens=self.run.completion_tokens)
+            d.update(
+                state=str(self.run.state),
+                reason=self.run.reason,
+                steps=self.run.steps,
+                prompt_tokens=self.run.prompt_tokens,
+                completion_tokens=self.run.completion_tokens,
+            )
         return d
 
 
@@ -167,13 +176,18 @@ async def cmd_follow(config: HubConfig, args: argparse.Namespace) -> int:
             # "from now" is fixed before the banner: a run started once it is shown is followed
             since = time.time()
             if not args.json:
-                print(clean(f"following runs{' of ' + args.context if args.context else ''} (Ctrl-C stops)"), flush=True)
+                print(
+                    clean(f"following runs{' of ' + args.context if args.context else ''} (Ctrl-C stops)"), flush=True
+                )
             await print_followed(follow_runs(runs, context=args.context, since=since), as_json=args.json, clean=clean)
             return 0
         run = await runs.find(args.run_id)
         if run is None:
             raise HubError(f"no run matches {args.run_id!r} (give more characters if several do)")
         if not args.json:
-            print(clean(f"run {run.id}  context {run.context}" + (f"  parent {run.parent_id}" if run.parent_id else "")), flush=True)
+            print(
+                clean(f"run {run.id}  context {run.context}" + (f"  parent {run.parent_id}" if run.parent_id else "")),
+                flush=True,
+            )
         await print_followed(follow_run(runs, run.id), as_json=args.json, clean=clean, with_run=False)
     return 0

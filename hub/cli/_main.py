@@ -40,8 +40,11 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="run every enabled extension until SIGINT/SIGTERM")
     chat = sub.add_parser("chat", parents=[common], help="talk to the agent in the terminal (or pipe lines in)")
     for cmd in (run, chat):  # the data-dir check (hub/store/_datadir.py)
-        cmd.add_argument("--allow-empty", action="store_true",
-                         help="start even though hub.db is empty or missing in a data dir with history")
+        cmd.add_argument(
+            "--allow-empty",
+            action="store_true",
+            help="start even though hub.db is empty or missing in a data dir with history",
+        )
     runs = sub.add_parser("runs", parents=[common], help="recent runs")
     runs.add_argument("--limit", type=int, default=20)
     runs.add_argument("--state", default=None, choices=["running", "completed", "failed", "rejected", "killed"])
@@ -393,8 +396,10 @@ async def cmd_persona(config: HubConfig, args: argparse.Namespace) -> int:
                 print(render_history(revisions, current=current))
             return 0
         target = await rollback(store, folder, args.name, args.rev)
-        print(f"persona {args.name}: rev {target.rev} is back in {folder / (args.name + '.toml')}; "
-              "a running hub uses it from its next message")
+        print(
+            f"persona {args.name}: rev {target.rev} is back in {folder / (args.name + '.toml')}; "
+            "a running hub uses it from its next message"
+        )
     return 0
 
 

@@ -48,14 +48,10 @@ def add_memory_commands(
     who.add_argument("--context", help="a conversation, TYPE:KEY (e.g. telegram:chat:42)")
     forget.add_argument("--platform", help="with --user: only on this platform (e.g. telegram)")
 
-    export = sub.add_parser(
-        "export-training", parents=[common], help="episodes as JSONL prompt/completion pairs"
-    )
+    export = sub.add_parser("export-training", parents=[common], help="episodes as JSONL prompt/completion pairs")
     export.add_argument("--out", required=True, type=Path, help="the JSONL file to write")
     export.add_argument("--context", help="only this conversation, TYPE:KEY")
-    export.add_argument(
-        "--meta", action="store_true", help="add run id, context, user, platform and time"
-    )
+    export.add_argument("--meta", action="store_true", help="add run id, context, user, platform and time")
     export.add_argument("--all-states", action="store_true", help="also runs that did not complete")
 
 
@@ -63,9 +59,7 @@ async def cmd_memory(config: HubConfig, args: argparse.Namespace) -> int:
     if args.platform and not args.user:
         print("hub: --platform only narrows --user", file=sys.stderr)
         return 2
-    deleted, keys = await forget(
-        config, user=args.user, context=args.context, platform=args.platform
-    )
+    deleted, keys = await forget(config, user=args.user, context=args.context, platform=args.platform)
     if args.user:
         who = f"user {args.user}" + (f" on {args.platform}" if args.platform else "")
     else:
@@ -76,9 +70,7 @@ async def cmd_memory(config: HubConfig, args: argparse.Namespace) -> int:
 
 
 async def cmd_export_training(config: HubConfig, args: argparse.Namespace) -> int:
-    n = await export_training(
-        config, args.out, context=args.context, with_meta=args.meta, all_states=args.all_states
-    )
+    n = await export_training(config, args.out, context=args.context, with_meta=args.meta, all_states=args.all_states)
     print(f"wrote {n} prompt/completion pair{'s' if n != 1 else ''} to {args.out}", file=sys.stderr)
     return 0
 

@@ -22,7 +22,9 @@ def add_access_commands(
     common: argparse.ArgumentParser,
 ) -> None:
     """Add ``pairing`` to the ``hub`` parser."""
-    pairing = sub.add_parser("pairing", parents=[common], help="who may talk to the bot in private: list, approve CODE, revoke USER")
+    pairing = sub.add_parser(
+        "pairing", parents=[common], help="who may talk to the bot in private: list, approve CODE, revoke USER"
+    )
     pairing.add_argument("action", choices=["list", "approve", "revoke"])
     pairing.add_argument("value", nargs="?", help="approve: the code the user got; revoke: the user id")
     pairing.add_argument("--platform", default=None, help="revoke: only on this platform (default: every one)")
@@ -58,12 +60,27 @@ async def cmd_pairing(config: HubConfig, args: argparse.Namespace) -> int:
     for p in pairings:
         state = "expired" if p.expired(now) else p.state
         if args.json:
-            print(json.dumps({"platform": p.platform, "user": p.user, "state": state, "code": p.code,
-                              "created": p.created, "expires": p.expires, "approved": p.approved}))
+            print(
+                json.dumps(
+                    {
+                        "platform": p.platform,
+                        "user": p.user,
+                        "state": state,
+                        "code": p.code,
+                        "created": p.created,
+                        "expires": p.expires,
+                        "approved": p.approved,
+                    }
+                )
+            )
             continue
         user = p.user if args.raw else escape_terminal(p.user, newlines=False)
         platform = p.platform if args.raw else escape_terminal(p.platform, newlines=False)
-        detail = f"code {p.code}, expires {time.strftime('%H:%M:%S', time.localtime(p.expires))}" if state == "pending" else ""
+        detail = (
+            f"code {p.code}, expires {time.strftime('%H:%M:%S', time.localtime(p.expires))}"
+            if state == "pending"
+            else ""
+        )
         print(f"{platform:12} {user:24} {state:9} {detail}".rstrip())
     if not pairings and not args.json:
         print("no pairings")

@@ -51,10 +51,21 @@ async def cmd_inbox(config: HubConfig, args: argparse.Namespace) -> int:
             parked = await inbox.parked()
             for p in parked:
                 if args.json:
-                    print(json.dumps({
-                        "id": p.entry.id, "context": p.context, "failures": p.failures, "error": p.error,
-                        "run_id": p.run_id, "received": p.entry.ts, "content": p.entry.content,
-                    }, ensure_ascii=False, default=str))
+                    print(
+                        json.dumps(
+                            {
+                                "id": p.entry.id,
+                                "context": p.context,
+                                "failures": p.failures,
+                                "error": p.error,
+                                "run_id": p.run_id,
+                                "received": p.entry.ts,
+                                "content": p.entry.content,
+                            },
+                            ensure_ascii=False,
+                            default=str,
+                        )
+                    )
                 else:
                     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(p.entry.ts))
                     content = json.dumps(p.entry.content, ensure_ascii=False, default=str)

@@ -37,6 +37,7 @@ def escape_terminal(text: str, *, newlines: bool = True) -> str:
     """
     return (_CONTROL if newlines else _CONTROL_NL).sub(_escape_one, text)
 
+
 RunTree = Mapping[str, Sequence[RunRecord]]
 """Run id -> its child runs, oldest first."""
 
@@ -83,7 +84,9 @@ def render_trace(
         at = f"+{max(0.0, e.ts - t0):7.3f}s"
         match e:
             case InputLog():
-                lines.append(f"{at}  input    [{e.type}{' from ' + e.user if e.user else ''}] {_short(e.formatted or e.content)}")
+                lines.append(
+                    f"{at}  input    [{e.type}{' from ' + e.user if e.user else ''}] {_short(e.formatted or e.content)}"
+                )
                 for part in e.media:  # files by reference: kind, name, type, size
                     lines.append(f"{at}           {placeholder(part)}")
             case ThoughtLog():

@@ -27,7 +27,15 @@ from ._sections import (
     HubConfig,
 )
 
-__all__ = ["load_config", "read_toml", "substitute_env", "format_validation_error", "MAX_FILE_BYTES", "loads_toml", "MAX_DEPTH"]
+__all__ = [
+    "load_config",
+    "read_toml",
+    "substitute_env",
+    "format_validation_error",
+    "MAX_FILE_BYTES",
+    "loads_toml",
+    "MAX_DEPTH",
+]
 
 # ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?message}, ${VAR?message} (Docker Compose)
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}")
@@ -249,7 +257,9 @@ def config_from_dict(raw: dict[str, Any], *, path: Path | None = None, env: dict
     except ConfigError as e:
         raise ConfigError(str(e), path=where) from e
     unset = [(k, v) for k, v in sub.unset if _in_effect(k, data)]
-    enabled = {n for n, t in data.get("extensions", {}).items() if isinstance(t, dict) and t.get("enabled", True) is not False}
+    enabled = {
+        n for n, t in data.get("extensions", {}).items() if isinstance(t, dict) and t.get("enabled", True) is not False
+    }
     for key, var in unset:
         if _needs_value(key, enabled) and _lookup(data, key) == "":
             raise ConfigError(f"${{{var}}} is not set, and this key needs a value", path=where, key=key)

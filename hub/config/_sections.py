@@ -33,7 +33,9 @@ class _Section(BaseModel):
 class RetentionSection(_Section):
     """What the background prune keeps (hub/store/_retention.py; ``hub prune`` applies it now)."""
 
-    days: float = Field(90, ge=0, description="runs, handled inputs, usage and idle conversations' keys older than this go (0: keep)")
+    days: float = Field(
+        90, ge=0, description="runs, handled inputs, usage and idle conversations' keys older than this go (0: keep)"
+    )
     max_runs: int = Field(100_000, ge=0, description="at most this many ended runs are kept, newest first (0: no cap)")
     interval: float = Field(3600.0, gt=0, description="seconds between background prunes (the first is at start)")
     batch: int = Field(500, ge=1, le=100_000, description="rows deleted per transaction (keeps the loop responsive)")
@@ -67,9 +69,12 @@ class ModelSection(_Section):
     context_length: int = Field(2048, ge=256, description="local provider: n_ctx")
     threads: int = Field(2, ge=1, description="local provider: CPU threads")
     prompt_style: Literal["auto", "xml", "chat"] = Field(
-        "auto", description="auto: plain chat turns for a local model when no action is available, else the XML protocol"
+        "auto",
+        description="auto: plain chat turns for a local model when no action is available, else the XML protocol",
     )
-    vision: bool = Field(False, description="pictures reach the model as image_url parts (an OpenAI-compatible server that takes them)")
+    vision: bool = Field(
+        False, description="pictures reach the model as image_url parts (an OpenAI-compatible server that takes them)"
+    )
 
     def resolved_provider(self) -> Literal["openai", "local"]:
         if self.provider == "auto":
@@ -123,7 +128,6 @@ class MemorySection(_Section):
         50_000_000, ge=1024, description="size at which the training file is rotated to .1 (older ones shift up)"
     )
     training_backups: int = Field(5, ge=0, description="rotated training files kept")
-
 
     @field_validator("chroma_url")
     @classmethod
@@ -215,9 +219,7 @@ class WebhookSection(_Section):
         if not v.strip():
             raise ValueError("must not be empty (an unset ${VAR} gives an empty string)")
         if len(v) < MIN_SECRET_LENGTH:
-            raise ValueError(
-                f"is {len(v)} characters: use at least {MIN_SECRET_LENGTH} (e.g. `openssl rand -hex 32`)"
-            )
+            raise ValueError(f"is {len(v)} characters: use at least {MIN_SECRET_LENGTH} (e.g. `openssl rand -hex 32`)")
         return v
 
 
@@ -311,14 +313,22 @@ class MediaSection(_Section):
 
     max_bytes: int = Field(10_000_000, ge=1, description="bytes per file; a larger one is refused unread")
     max_per_run: int = Field(4, ge=0, description="files a run opens; the others are shown by name only")
-    max_pixels: int = Field(40_000_000, ge=1, description="pixels a picture may declare before it is decoded (decompression bombs)")
+    max_pixels: int = Field(
+        40_000_000, ge=1, description="pixels a picture may declare before it is decoded (decompression bombs)"
+    )
     max_side: int = Field(1568, ge=16, le=8192, description="longest side, in pixels, of a picture sent to the model")
     read_files: bool = Field(True, description="text files and PDFs reach the model as their text")
-    max_text_chars: int = Field(12_000, ge=0, description="characters of a file's text the model gets (then cut, with a marker)")
+    max_text_chars: int = Field(
+        12_000, ge=0, description="characters of a file's text the model gets (then cut, with a marker)"
+    )
     max_pdf_pages: int = Field(30, ge=1, description="pages of a PDF that are read")
     fetch_timeout: float = Field(30.0, gt=0, description="seconds to fetch one file")
-    url_hosts: list[str] = Field(default_factory=list, description="hosts an output may send a picture from by URL (https://HOST/...)")
-    allowed_paths: list[str] = Field(default_factory=list, description="directories an action may return files from by path")
+    url_hosts: list[str] = Field(
+        default_factory=list, description="hosts an output may send a picture from by URL (https://HOST/...)"
+    )
+    allowed_paths: list[str] = Field(
+        default_factory=list, description="directories an action may return files from by path"
+    )
 
     @field_validator("url_hosts")
     @classmethod
@@ -414,9 +424,15 @@ class HubConfig(BaseModel):
         """``[media]`` as :class:`hub.media.MediaLimits` (paths relative to the config file)."""
         m = self.media
         return MediaLimits(
-            max_bytes=m.max_bytes, max_per_run=m.max_per_run, max_pixels=m.max_pixels, max_side=m.max_side,
-            max_text_chars=m.max_text_chars, max_pdf_pages=m.max_pdf_pages, fetch_timeout=m.fetch_timeout,
-            url_hosts=tuple(m.url_hosts), allowed_paths=tuple(str(self.resolve(p)) for p in m.allowed_paths),
+            max_bytes=m.max_bytes,
+            max_per_run=m.max_per_run,
+            max_pixels=m.max_pixels,
+            max_side=m.max_side,
+            max_text_chars=m.max_text_chars,
+            max_pdf_pages=m.max_pdf_pages,
+            fetch_timeout=m.fetch_timeout,
+            url_hosts=tuple(m.url_hosts),
+            allowed_paths=tuple(str(self.resolve(p)) for p in m.allowed_paths),
         )
 
     def enabled_extensions(self) -> dict[str, dict[str, Any]]:

@@ -105,7 +105,9 @@ def _import_operator_module(name: str, module: str, config: HubConfig) -> Module
         if local.is_file():
             return _from_path(name, module, local)
         raise ConfigError(
-            f"module {module!r} not found (not importable, and no {local})", path=_p(config), key=f"extensions.{name}.module"
+            f"module {module!r} not found (not importable, and no {local})",
+            path=_p(config),
+            key=f"extensions.{name}.module",
         ) from e
     except Exception as e:
         raise ExtensionFailed(name, e) from e
@@ -145,12 +147,16 @@ def load_extension(name: str, table: dict[str, Any], config: HubConfig) -> Exten
     mod = _import(name, table, config)
     obj = getattr(mod, "extension", None)
     if obj is None:
-        raise ExtensionError(name, f"module {mod.__name__} has no `extension` (an Extension, or a factory returning one)")
+        raise ExtensionError(
+            name, f"module {mod.__name__} has no `extension` (an Extension, or a factory returning one)"
+        )
     settings = {k: v for k, v in table.items() if k not in RESERVED_KEYS}
     if isinstance(obj, Extension):
         if settings:
             key = sorted(settings)[0]
-            raise ConfigError("unknown key (this extension takes no settings)", path=_p(config), key=f"extensions.{name}.{key}")
+            raise ConfigError(
+                "unknown key (this extension takes no settings)", path=_p(config), key=f"extensions.{name}.{key}"
+            )
         ext = obj
     elif callable(obj):
         model = settings_model(obj)

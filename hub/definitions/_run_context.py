@@ -90,8 +90,21 @@ class RunContext(Generic[ArgsT, MemoryT]):
     """
 
     __slots__ = (
-        "hub", "run", "context", "inputs", "call", "attributes", "action_memory", "logs", "progress",
-        "episodes", "_stop", "output", "_runs", "agent", "_media",
+        "hub",
+        "run",
+        "context",
+        "inputs",
+        "call",
+        "attributes",
+        "action_memory",
+        "logs",
+        "progress",
+        "episodes",
+        "_stop",
+        "output",
+        "_runs",
+        "agent",
+        "_media",
     )
 
     def __init__(

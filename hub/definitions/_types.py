@@ -48,7 +48,9 @@ class _NoAttributes(BaseModel):
 
 def _check_name(kind: str, name: str) -> None:
     if not name or not _NAME.match(name):
-        raise ValueError(f"{kind} name {name!r} must start with a letter or '_' and contain only letters, digits, _ . : -")
+        raise ValueError(
+            f"{kind} name {name!r} must start with a letter or '_' and contain only letters, digits, _ . : -"
+        )
 
 
 @dataclass(slots=True, eq=False)
@@ -229,7 +231,9 @@ class Context(Generic[ArgsT, MemoryT]):
     outputs: Sequence[Output] = ()
     on_step: Callable[[RunContext[ArgsT, MemoryT]], Awaitable[None] | None] | None = None
     on_run: Callable[[RunContext[ArgsT, MemoryT]], Awaitable[None] | None] | None = None
-    on_error: Callable[[BaseException, RunContext[ArgsT, MemoryT]], Awaitable[ErrorDecision] | ErrorDecision] | None = None
+    on_error: Callable[[BaseException, RunContext[ArgsT, MemoryT]], Awaitable[ErrorDecision] | ErrorDecision] | None = (
+        None
+    )
     max_steps: int | None = None
     max_history: int | None = None
     reply_output: str | None = None
@@ -405,7 +409,11 @@ async def load_memory(store: MemoryStore, inst: ContextInstance, ctx: RunContext
     else:
         memory = await store.get(f"memory:{inst.id}")
     if memory is None:
-        memory = await _value(definition.create(inst.args, ctx)) if definition.create is not None else definition.new_memory()
+        memory = (
+            await _value(definition.create(inst.args, ctx))
+            if definition.create is not None
+            else definition.new_memory()
+        )
     return definition.memory_from(memory)
 
 

@@ -127,14 +127,20 @@ class ActionCalls:
         run.append(call)
         entry = Call(call, asyncio.get_running_loop().create_future())
         calls.append(entry)
-        self.refuse(run, entry, "the response ended before </action_call>: the call was cut off and did not run; call it again, whole")
+        self.refuse(
+            run,
+            entry,
+            "the response ended before </action_call>: the call was cut off and did not run; call it again, whole",
+        )
 
     def refuse(self, run: Run, entry: Call, error: str) -> None:
         self.result(run, entry.log, ok=False, error=error)
         entry.done.set_exception(ActionError(entry.log.name, error))
         entry.done.exception()  # retrieved: a later template reference reports it
 
-    async def _run(self, run: Run, action: Action, call: ActionCallLog, fut: asyncio.Future[Any], calls: list[Call]) -> None:
+    async def _run(  # noqa: C901 - split under issue 23
+        self, run: Run, action: Action, call: ActionCallLog, fut: asyncio.Future[Any], calls: list[Call]
+    ) -> None:
         started = time.monotonic()
         assert run.ctx is not None
         try:
@@ -160,7 +166,9 @@ class ActionCalls:
             try:
                 action.check_result(result)
             except ValidationError as e:  # the model sees which field of the result is wrong
-                raise ActionError(action.name, "its result does not match its returns schema: " + validation_message(e)) from e
+                raise ActionError(
+                    action.name, "its result does not match its returns schema: " + validation_message(e)
+                ) from e
             # a file it returns (hub.Media) stays with the run; its result shows a handle
             data = jsonable(run.media.stash(result))
             self.result(run, call, ok=True, data=data, started=started)
@@ -179,7 +187,9 @@ class ActionCalls:
                 log.error("run %s: %s", run.id, reason)
                 run.stop(RunState.FAILED, reason)
                 return
-            message = str(e) if isinstance(e, ActionError) else f"action {action.name!r} failed: {type(e).__name__}: {e}"
+            message = (
+                str(e) if isinstance(e, ActionError) else f"action {action.name!r} failed: {type(e).__name__}: {e}"
+            )
             if not isinstance(e, ActionError):
                 log.warning("run %s: %s", run.id, message, exc_info=e)
             self.result(run, call, ok=False, error=message, started=started)
@@ -217,17 +227,29 @@ class ActionCalls:
             attempt += 1
             await asyncio.sleep(min(5.0, 0.2 * 2**attempt))
 
-    def result(self, run: Run, call: ActionCallLog, *, ok: bool, data: Any = None, error: str | None = None, denied: bool = False, started: float | None = None) -> None:
-        run.append(ActionResultLog(
-            call_id=call.id,
-            name=call.name,
-            ok=ok,
-            data=self.deps.redactor.redact_tree(data),  # masked as it enters the run
-            error=self.deps.redactor.redact(error) if error else error,
-            denied=denied,
-            step=run.step,
-            duration=(time.monotonic() - started) if started else 0.0,
-        ))
+    def result(
+        self,
+        run: Run,
+        call: ActionCallLog,
+        *,
+        ok: bool,
+        data: Any = None,
+        error: str | None = None,
+        denied: bool = False,
+        started: float | None = None,
+    ) -> None:
+        run.append(
+            ActionResultLog(
+                call_id=call.id,
+                name=call.name,
+                ok=ok,
+                data=self.deps.redactor.redact_tree(data),  # masked as it enters the run
+                error=self.deps.redactor.redact(error) if error else error,
+                denied=denied,
+                step=run.step,
+                duration=(time.monotonic() - started) if started else 0.0,
+            )
+        )
 
 
 async def resolve_templates(value: Any, earlier: list[Call], index: int) -> Any:
@@ -259,4 +281,3 @@ async def resolve_templates(value: Any, earlier: list[Call], index: int) -> Any:
 async def _maybe_await(res: Any) -> None:
     if asyncio.iscoroutine(res):
         await res
-

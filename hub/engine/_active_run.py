@@ -38,8 +38,25 @@ class Run:
     takes, the conversation (once prepared), what handlers see, and the step loop's state."""
 
     __slots__ = (
-        "deps", "record", "slot", "logs", "instance", "ctx", "actions", "outputs", "progress",
-        "step", "feedback", "tasks", "output_chain", "input_ids", "created", "creating", "limit", "durable_inputs", "media",
+        "deps",
+        "record",
+        "slot",
+        "logs",
+        "instance",
+        "ctx",
+        "actions",
+        "outputs",
+        "progress",
+        "step",
+        "feedback",
+        "tasks",
+        "output_chain",
+        "input_ids",
+        "created",
+        "creating",
+        "limit",
+        "durable_inputs",
+        "media",
         "live",
     )
 

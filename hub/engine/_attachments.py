@@ -48,7 +48,30 @@ log = logging.getLogger("hub.engine")
 Fetch = Callable[[MediaPart, int], Awaitable[bytes]]
 """An input's ``fetch(part, max_bytes)``: the bytes of one of its references."""
 
-_TEXT_SUFFIXES = frozenset({"txt", "md", "csv", "tsv", "json", "xml", "yaml", "yml", "toml", "log", "ini", "py", "js", "ts", "html", "htm", "css", "sql", "sh", "pdf"})
+_TEXT_SUFFIXES = frozenset(
+    {
+        "txt",
+        "md",
+        "csv",
+        "tsv",
+        "json",
+        "xml",
+        "yaml",
+        "yml",
+        "toml",
+        "log",
+        "ini",
+        "py",
+        "js",
+        "ts",
+        "html",
+        "htm",
+        "css",
+        "sql",
+        "sh",
+        "pdf",
+    }
+)
 _PICTURE_KINDS = frozenset({"image", "sticker", "photo"})
 
 

@@ -27,7 +27,9 @@ if TYPE_CHECKING:
 __all__ = ["prepare", "save", "available", "prompt_parts"]
 
 
-async def prepare(deps: EngineDeps, definition: Context, args: Any, key: str, run: RunRecord, logs: list[Log]) -> ContextInstance:
+async def prepare(
+    deps: EngineDeps, definition: Context, args: Any, key: str, run: RunRecord, logs: list[Log]
+) -> ContextInstance:
     inst = ContextInstance(definition=definition, args=args, key=key, extension=deps.owner_of(definition))
     ctx: RunContext[Any, Any] = RunContext(deps.hub, run, inst, logs, runs=deps.runs)
     store = deps.memory
@@ -37,7 +39,9 @@ async def prepare(deps: EngineDeps, definition: Context, args: Any, key: str, ru
     if definition.use is not None:
         for sub_def, sub_args in definition.use(args, ctx):
             sub_args = sub_def.schema.model_validate(sub_args) if not isinstance(sub_args, BaseModel) else sub_args
-            inst.used.append(ContextInstance(sub_def, sub_args, sub_def.key_of(sub_args), extension=deps.owner_of(sub_def)))
+            inst.used.append(
+                ContextInstance(sub_def, sub_args, sub_def.key_of(sub_args), extension=deps.owner_of(sub_def))
+            )
         # the seed's "prepared in parallel": each used context's load (or create) at once
         memories = await asyncio.gather(*(load_memory(store, sub, ctx) for sub in inst.used))
         for sub, memory in zip(inst.used, memories, strict=True):
@@ -61,10 +65,12 @@ async def save(deps: EngineDeps, inst: ContextInstance, run_logs: list[Log], ctx
     kept = [e for e in run_logs if isinstance(e, (InputLog, OutputLog, ActionCallLog, ActionResultLog))]
     history = (inst.history + kept)[-keep:] if keep else []
     writes.append(store.set(f"working-memory:{inst.id}", [to_dict(e) for e in history]))
-    writes.append(store.set(
-        f"context:{inst.id}",
-        {"type": inst.type, "key": inst.key, "args": jsonable(inst.args), "updated": time.time()},
-    ))
+    writes.append(
+        store.set(
+            f"context:{inst.id}",
+            {"type": inst.type, "key": inst.key, "args": jsonable(inst.args), "updated": time.time()},
+        )
+    )
     results = await asyncio.gather(*writes, return_exceptions=True)
     for r in results:  # every write was tried; the first failure is reported
         if isinstance(r, BaseException):

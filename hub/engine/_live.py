@@ -38,8 +38,18 @@ class LiveText:
     """
 
     __slots__ = (
-        "_chunks", "_size", "_redact", "_hold", "_on_delta", "_unpublished", "_final", "_cut", "_changed", "_version",
-        "first_at", "_timer",
+        "_chunks",
+        "_size",
+        "_redact",
+        "_hold",
+        "_on_delta",
+        "_unpublished",
+        "_final",
+        "_cut",
+        "_changed",
+        "_version",
+        "first_at",
+        "_timer",
     )
 
     def __init__(

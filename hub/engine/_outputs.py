@@ -79,7 +79,13 @@ class OutputDispatch:
         if not el.closed:
             if text:
                 text += CUT_OFF_MARK
-            run.append(ErrorLog(message=f"<output type={out.type!r}> was cut off: delivered marked as such", where="parser", step=run.step))
+            run.append(
+                ErrorLog(
+                    message=f"<output type={out.type!r}> was cut off: delivered marked as such",
+                    where="parser",
+                    step=run.step,
+                )
+            )
         entry.content = text
         if out.format is not None:
             entry.formatted = _formatted(run, out, text)
@@ -111,25 +117,33 @@ class OutputDispatch:
         bus, record = self.deps.bus, run.record
         on_delta = None
         if bus is not None:
+
             def on_delta(piece: str) -> None:
                 bus.partial(record, entry.id, entry.type, piece)
+
         redactor = self.deps.redactor
         text = LiveText(redact=redactor.redact, hold=redactor.unsafe_tail, on_delta=on_delta)
         ctx = run.ctx.derive(attributes=attributes, output=entry)
         previous = run.output_chain
-        run.output_chain = asyncio.create_task(self._send(run, out, text, ctx, entry, previous), name=f"output:{out.type}")
+        run.output_chain = asyncio.create_task(
+            self._send(run, out, text, ctx, entry, previous), name=f"output:{out.type}"
+        )
         run.logs.append(entry)  # persisted once its send is over, with its outcome
         return LiveOutput(out, entry, text)
 
     # --- whole outputs ------------------------------------------------------------------
 
-    def dispatch(self, run: Run, otype: str | None, content: str, attrs: dict[str, str], *, cut_off: bool = False) -> None:
+    def dispatch(
+        self, run: Run, otype: str | None, content: str, attrs: dict[str, str], *, cut_off: bool = False
+    ) -> None:
         """Validate one output and queue its send after the run's previous one."""
         assert run.instance is not None and run.ctx is not None
         definition = run.instance.definition
         otype = otype or definition.reply_output
         out = run.outputs.get(otype) if otype else None
-        entry = OutputLog(type=otype or "", content=self.deps.redactor.redact(content.strip()), attrs=attrs, step=run.step)
+        entry = OutputLog(
+            type=otype or "", content=self.deps.redactor.redact(content.strip()), attrs=attrs, step=run.step
+        )
         if out is None:
             known = ", ".join(sorted(run.outputs)) or "none"
             entry.error = f"unknown output type {otype!r}; available: {known}" if otype else "output without a type"
@@ -142,7 +156,13 @@ class OutputDispatch:
                 return
             if entry.content:
                 entry.content += CUT_OFF_MARK
-            run.append(ErrorLog(message=f"<output type={out.type!r}> was cut off: delivered marked as such", where="parser", step=run.step))
+            run.append(
+                ErrorLog(
+                    message=f"<output type={out.type!r}> was cut off: delivered marked as such",
+                    where="parser",
+                    step=run.step,
+                )
+            )
         entry.attrs = attrs = self._declared(run, out, attrs)
         try:
             value: Any = entry.content
@@ -161,7 +181,9 @@ class OutputDispatch:
             entry.formatted = _formatted(run, out, value)
         ctx = run.ctx.derive(attributes=attributes, output=entry)
         previous = run.output_chain
-        run.output_chain = asyncio.create_task(self._send(run, out, value, ctx, entry, previous), name=f"output:{out.type}")
+        run.output_chain = asyncio.create_task(
+            self._send(run, out, value, ctx, entry, previous), name=f"output:{out.type}"
+        )
         run.logs.append(entry)  # persisted once its send is over, with its outcome
 
     def stray(self, run: Run, parser: ElementParser, *, answered: bool, cut_off: bool) -> None:
@@ -193,7 +215,12 @@ class OutputDispatch:
         dropped = sorted(set(attrs) - names)
         if not dropped:
             return attrs
-        log.debug("run %s: <output type=%r>: dropped attribute(s) it does not declare: %s", run.id, out.type, ", ".join(dropped))
+        log.debug(
+            "run %s: <output type=%r>: dropped attribute(s) it does not declare: %s",
+            run.id,
+            out.type,
+            ", ".join(dropped),
+        )
         return {k: v for k, v in attrs.items() if k in names}
 
     def _refuse(self, run: Run, entry: OutputLog) -> None:
@@ -202,7 +229,9 @@ class OutputDispatch:
         run.feedback = True
         run.append(ErrorLog(message=entry.error, where="output", step=run.step))
 
-    async def _send(self, run: Run, out: Output, value: Any, ctx: RunContext, entry: OutputLog, previous: asyncio.Task[None] | None) -> None:
+    async def _send(
+        self, run: Run, out: Output, value: Any, ctx: RunContext, entry: OutputLog, previous: asyncio.Task[None] | None
+    ) -> None:
         if previous is not None:
             await previous
         extra: list[OutputLog] = []
@@ -227,7 +256,6 @@ class OutputDispatch:
             await self.deps.runs.sync()
         self.deps.plugins.on_output(run.ctx, entry)  # type: ignore[arg-type]
 
-
     @staticmethod
     def _results(run: Run, out: Output, entry: OutputLog, data: Any) -> list[OutputLog]:
         """Apply what the handler returned: plain data, one :class:`OutputResult` or a list of
@@ -235,9 +263,17 @@ class OutputDispatch:
         results = data if isinstance(data, list) and data and all(isinstance(r, OutputResult) for r in data) else [data]
         extra: list[OutputLog] = []
         for i, r in enumerate(results):
-            target = entry if i == 0 else OutputLog(
-                type=entry.type, content=entry.content, attrs=dict(entry.attrs), sent=True, step=run.step,
-                formatted=entry.formatted,
+            target = (
+                entry
+                if i == 0
+                else OutputLog(
+                    type=entry.type,
+                    content=entry.content,
+                    attrs=dict(entry.attrs),
+                    sent=True,
+                    step=run.step,
+                    formatted=entry.formatted,
+                )
             )
             if isinstance(r, OutputResult):
                 target.processed = r.processed

@@ -170,7 +170,9 @@ class Runner:
     def queued(self) -> int:
         return sum(len(s.pending) for s in self.slots.values())
 
-    def submit(self, definition: Context, args: Any, key: str, entry: InputLog, *, parent_id: str | None = None) -> Submission:
+    def submit(
+        self, definition: Context, args: Any, key: str, entry: InputLog, *, parent_id: str | None = None
+    ) -> Submission:
         """Queue a recorded input for its context instance; start a run if none is going."""
         if not self.accepting:
             raise RunError("the hub is shutting down and takes no new input")
@@ -251,7 +253,9 @@ class Runner:
                     except StoreError as e:
                         delay = self.store_retry.delay(attempt)
                         attempt += 1
-                        log.warning("%s: cannot take the conversation's lock (%s); retrying in %.1fs", slot.id, e, delay)
+                        log.warning(
+                            "%s: cannot take the conversation's lock (%s); retrying in %.1fs", slot.id, e, delay
+                        )
                         await asyncio.sleep(delay)
                 await self._keep_held(slot)
                 if not slot.pending:
@@ -331,7 +335,9 @@ class Runner:
                 self._store_retries.pop(e.id, None)
             log.error(
                 "%d input(s) of %s failed by the store %d times; left in the inbox for the next start",
-                len(entries), slot.id, attempt,
+                len(entries),
+                slot.id,
+                attempt,
             )
             return
         for e in entries:
@@ -366,7 +372,9 @@ class Runner:
                 reason = f"internal error: {type(error).__name__}: {error}" if error is not None else "internal error"
                 run_id = sub.run_id.result() if taken else ""
                 logs: list[Any] = [sub.input] if sub.input is not None else []
-                fallback = RunResult(run_id, slot.id, RunState.FAILED, reason, [*logs, StateLog(str(RunState.FAILED), reason)])
+                fallback = RunResult(
+                    run_id, slot.id, RunState.FAILED, reason, [*logs, StateLog(str(RunState.FAILED), reason)]
+                )
                 self._settle(slot, entry_id, fallback)
                 failed.append(entry_id)
             else:

@@ -159,7 +159,7 @@ class Engine:
             if not (unprocessed or new_inputs or run.feedback):
                 return RunState.COMPLETED, None
 
-    async def _step(self, run: Run) -> None:
+    async def _step(self, run: Run) -> None:  # noqa: C901 - split under issue 23
         deps = self.deps
         if run.durable_inputs < len(run.input_ids) or run.creating is not None:
             # Before the model (and any action) can act on new inputs, their `take` is on
@@ -202,9 +202,10 @@ class Engine:
             mark = len(run.logs)
             finish_reason: str | None = None
             try:
-                async with deps.runner.llm_slot(), aclosing(
-                    stream_with_retry(deps.model(), request, policy, on_retry=self._on_retry(run))
-                ) as stream:
+                async with (
+                    deps.runner.llm_slot(),
+                    aclosing(stream_with_retry(deps.model(), request, policy, on_retry=self._on_retry(run))) as stream,
+                ):
                     first_at = None
                     async for chunk in stream:
                         if isinstance(chunk, Usage):
@@ -237,25 +238,36 @@ class Engine:
                 if e.retryable and retries < policy.max_retries:
                     retries += 1
                     delay = policy.delay(retries - 1)
-                    run.append(ErrorLog(
-                        message=f"model stream broke before anything acted ({e}); retrying with a fresh parser "
-                        f"in {delay:.2f}s, {dropped} characters of the broken response dropped",
-                        where="model", step=run.step,
-                    ))
+                    run.append(
+                        ErrorLog(
+                            message=f"model stream broke before anything acted ({e}); retrying with a fresh parser "
+                            f"in {delay:.2f}s, {dropped} characters of the broken response dropped",
+                            where="model",
+                            step=run.step,
+                        )
+                    )
                     run.progress()
                     await asyncio.sleep(delay)
                     continue
                 decision = await self._on_error(run, e)
                 if decision == "retry" and retries < policy.max_retries:
                     retries += 1
-                    run.append(ErrorLog(message=f"{e}; retrying as on_error decided, {dropped} characters dropped", where="model", step=run.step))
+                    run.append(
+                        ErrorLog(
+                            message=f"{e}; retrying as on_error decided, {dropped} characters dropped",
+                            where="model",
+                            step=run.step,
+                        )
+                    )
                     continue
                 if decision == "continue":
                     run.append(ErrorLog(message=f"{e}; {dropped} characters dropped", where="model", step=run.step))
                     break
                 raise
         if finish_reason == "length":
-            run.append(ErrorLog(message="the response was cut off at the model's token limit", where="model", step=run.step))
+            run.append(
+                ErrorLog(message="the response was cut off at the model's token limit", where="model", step=run.step)
+            )
         if isinstance(parser, LiveParser):
             for item in parser.close_live():
                 if isinstance(item, Partial):
@@ -291,7 +303,9 @@ class Engine:
     def _on_retry(self, run: Run) -> Callable[[int, float, Exception], None]:
         def note(attempt: int, delay: float, e: Exception) -> None:
             run.progress()
-            run.append(ErrorLog(message=f"model error, retry {attempt + 1} in {delay:.2f}s: {e}", where="model", step=run.step))
+            run.append(
+                ErrorLog(message=f"model error, retry {attempt + 1} in {delay:.2f}s: {e}", where="model", step=run.step)
+            )
 
         return note
 
@@ -330,7 +344,9 @@ class Engine:
         """An element the stream ended inside: reported; an action never runs, an output is
         marked as cut off."""
         el = self.deps.redactor.redact_element(el)
-        run.append(ErrorLog(message=f"<{el.name}> was not closed at the end of the response", where="parser", step=run.step))
+        run.append(
+            ErrorLog(message=f"<{el.name}> was not closed at the end of the response", where="parser", step=run.step)
+        )
         if el.name == "action_call":
             self.calls.cut_off(run, el, calls)
         elif el.name == "output":
@@ -371,7 +387,10 @@ class Engine:
         if answered or not (stopped or store_failed):
             taken = [e.id for e in logs if isinstance(e, InputLog)]
             if taken:
-                failure = await self._step_of_end(run, "marking its inputs done", lambda: self.deps.inbox.done(taken)) or failure
+                failure = (
+                    await self._step_of_end(run, "marking its inputs done", lambda: self.deps.inbox.done(taken))
+                    or failure
+                )
         if failure is not None and state in (RunState.COMPLETED, RunState.RUNNING):
             state, reason = RunState.FAILED, failure
         record.state, record.reason, record.ended = state, reason, time.time()
@@ -416,7 +435,9 @@ class Engine:
                 reason = store_error(e)
                 if reason is None:
                     log.error("run %s: %s failed: %s: %s", run.id, what, type(e).__name__, e, exc_info=e)
-                    run.logs.append(ErrorLog(message=f"{what} failed: {type(e).__name__}: {e}", where="finish", step=run.step))
+                    run.logs.append(
+                        ErrorLog(message=f"{what} failed: {type(e).__name__}: {e}", where="finish", step=run.step)
+                    )
                     return None
                 log.error("run %s: %s failed (attempt %d): %s", run.id, what, attempt, reason)
         return f"{reason} (while {what})"

@@ -29,7 +29,8 @@ __all__ = [
     "Pairing",
     "PairingStore",
     "InMemoryPairingStore",
-    "SQLitePairingStore", "PostgresPairingStore",
+    "SQLitePairingStore",
+    "PostgresPairingStore",
     "Access",
     "normalize_code",
     "PairingError",
@@ -152,16 +153,25 @@ class SQLitePairingStore(PairingStore):
         await self.db.open()
 
     async def get(self, platform: str, user: str) -> Pairing | None:
-        row = await self.db.fetchone(f"SELECT {_COLUMNS} FROM pairings WHERE platform = ? AND \"user\" = ?", (platform, user))
+        row = await self.db.fetchone(
+            f'SELECT {_COLUMNS} FROM pairings WHERE platform = ? AND "user" = ?', (platform, user)
+        )
         return Pairing(*row) if row else None
 
     async def put(self, pairing: Pairing) -> None:
         await self.db.write(
             f"INSERT INTO pairings ({_COLUMNS}) VALUES (?,?,?,?,?,?,?) "
-            "ON CONFLICT (platform, \"user\") DO UPDATE SET state = excluded.state, code = excluded.code, "
+            'ON CONFLICT (platform, "user") DO UPDATE SET state = excluded.state, code = excluded.code, '
             "created = excluded.created, expires = excluded.expires, approved = excluded.approved",
-            (pairing.platform, pairing.user, pairing.state, pairing.code, pairing.created, pairing.expires,
-             pairing.approved),
+            (
+                pairing.platform,
+                pairing.user,
+                pairing.state,
+                pairing.code,
+                pairing.created,
+                pairing.expires,
+                pairing.approved,
+            ),
         )
 
     async def by_code(self, code: str) -> Pairing | None:

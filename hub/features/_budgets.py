@@ -31,7 +31,15 @@ from ..logs import OutputLog, StepLog
 from ..store import RunState, RunStore
 from ..store.sql import SqlDatabase
 
-__all__ = ["UsageStore", "InMemoryUsageStore", "SQLiteUsageStore", "PostgresUsageStore", "Budgets", "LIMIT_REASONS", "utc_day"]
+__all__ = [
+    "UsageStore",
+    "InMemoryUsageStore",
+    "SQLiteUsageStore",
+    "PostgresUsageStore",
+    "Budgets",
+    "LIMIT_REASONS",
+    "utc_day",
+]
 
 log = logging.getLogger("hub.features")
 
@@ -77,8 +85,6 @@ class InMemoryUsageStore(UsageStore):
 
     async def get(self, scope: str, day: str) -> int:
         return self._used.get((scope, day), 0)
-
-
 
 
 class SQLiteUsageStore(UsageStore):
@@ -187,8 +193,12 @@ class Budgets(Plugin):
         otype = definition.reply_output
         out = next((o for o in definition.outputs if o.type == otype), None) or self.outputs.get(otype or "")
         if out is None or not out.is_text:
-            log.warning("run %s killed (%s): context %s has no text reply output for the limit reply",
-                        result.run_id[:8], result.reason, ctx.context.type)
+            log.warning(
+                "run %s killed (%s): context %s has no text reply output for the limit reply",
+                result.run_id[:8],
+                result.reason,
+                ctx.context.type,
+            )
             return
         entry = OutputLog(type=out.type, content=text, step=result.steps, data={"limit_reply": result.reason})
         try:

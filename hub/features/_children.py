@@ -175,7 +175,11 @@ class ChildRuns(Plugin):
         if len(lineage) > MAX_DEPTH:
             raise ActionError("startRun", f"runs may nest {MAX_DEPTH} deep at most")
         sub = await self._submit(
-            target, data=args.input, type="child", user=ctx.run.user, parent_id=ctx.run.id,
+            target,
+            data=args.input,
+            type="child",
+            user=ctx.run.user,
+            parent_id=ctx.run.id,
             meta={"parent_context": ctx.context.id},
         )
         waiting: set[asyncio.Future[Any]] = {sub.run_id, sub.result}

@@ -41,7 +41,9 @@ class Heartbeat:
                 degraded = self.health() if self.health is not None else None
                 # written aside then renamed: `hub health` never reads a half-written file
                 tmp = self.path.with_name(self.path.name + ".tmp")
-                tmp.write_text(f"{time.time():.0f}\n" + (f"degraded: {degraded}\n" if degraded else ""), encoding="utf-8")
+                tmp.write_text(
+                    f"{time.time():.0f}\n" + (f"degraded: {degraded}\n" if degraded else ""), encoding="utf-8"
+                )
                 os.replace(tmp, self.path)
             except OSError as e:
                 log.warning("heartbeat: cannot write %s: %s", self.path, e)

@@ -42,8 +42,10 @@ class Metrics(Plugin):
         self.steps = Counter("hub_run_steps", "Steps taken by runs", ["context_type"], registry=r)
         self.tokens = Counter("hub_tokens", "LLM tokens used, by kind (prompt, completion)", ["kind"], registry=r)
         self.llm_latency = Histogram(
-            "hub_llm_latency_seconds", "Time from a step's request to the model's first chunk",
-            buckets=_LATENCY_BUCKETS, registry=r,
+            "hub_llm_latency_seconds",
+            "Time from a step's request to the model's first chunk",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
         )
         self.run_duration = Histogram(
             "hub_run_duration_seconds", "Wall time of ended runs", buckets=_DURATION_BUCKETS, registry=r
@@ -52,7 +54,9 @@ class Metrics(Plugin):
             "hub_outputs", "Outputs handled, by output type and result (sent, failed)", ["type", "result"], registry=r
         )
         self.platform_sends = Counter(
-            "hub_platform_sends", "Requests that send to a platform, by result (ok, error)", ["platform", "result"],
+            "hub_platform_sends",
+            "Requests that send to a platform, by result (ok, error)",
+            ["platform", "result"],
             registry=r,
         )
         self.platform_rate_limited = Counter(
@@ -61,7 +65,8 @@ class Metrics(Plugin):
         self.platform_connections = Gauge(
             "hub_platform_connected",
             "Connections to a platform that are up on this worker (0: down, or another worker holds the listener)",
-            ["platform"], registry=r,
+            ["platform"],
+            registry=r,
         )
         self.webhooks = Counter(
             "hub_webhook_requests", "Webhook requests, by webhook and HTTP status", ["webhook", "status"], registry=r

@@ -43,7 +43,8 @@ __all__ = [
     "Scheduler",
     "ScheduleStore",
     "InMemoryScheduleStore",
-    "SQLiteScheduleStore", "PostgresScheduleStore",
+    "SQLiteScheduleStore",
+    "PostgresScheduleStore",
     "Tick",
     "next_fire",
     "tick_id",
@@ -143,8 +144,6 @@ class InMemoryScheduleStore(ScheduleStore):
             return False
         self._ticks[name] = Tick(fired, False)
         return True
-
-
 
 
 class SQLiteScheduleStore(ScheduleStore):
@@ -363,11 +362,19 @@ class Scheduler:
     async def _send(self, name: str, schedule: ScheduleSection, due: float, *, quiet: bool = False) -> None:
         """Send one claimed tick's input, then mark the claim done. The platform id makes the
         inbox refuse a second copy (a claim finished by another worker after a crash)."""
-        log.log(logging.DEBUG if quiet else logging.INFO, "schedule %s: sending %r to %s",
-                name, schedule.input[:60], schedule.context)
+        log.log(
+            logging.DEBUG if quiet else logging.INFO,
+            "schedule %s: sending %r to %s",
+            name,
+            schedule.input[:60],
+            schedule.context,
+        )
         try:
             sub = await self._submit(
-                schedule.context, data=schedule.input, type="schedule", meta={"schedule": name},
+                schedule.context,
+                data=schedule.input,
+                type="schedule",
+                meta={"schedule": name},
                 platform_id=tick_id(name, due),
             )
         except HubError as e:

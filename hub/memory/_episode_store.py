@@ -146,9 +146,7 @@ class Episode:
         return VectorRecord(self.run_id, self.key, metadata)
 
     @classmethod
-    def from_record(
-        cls, record: VectorRecord | VectorHit, *, score: float | None = None
-    ) -> Episode:
+    def from_record(cls, record: VectorRecord | VectorHit, *, score: float | None = None) -> Episode:
         m = record.metadata
 
         def s(name: str) -> str:
@@ -392,9 +390,7 @@ async def _sweep(index: MemoryStore, stored: set[tuple[str, str]], suspects: set
     await _in_batches(sorted(doomed), index.delete)
 
 
-async def forget_store(
-    store: VectorStore, where: dict[str, Any], *, index: MemoryStore | None = None
-) -> int:
+async def forget_store(store: VectorStore, where: dict[str, Any], *, index: MemoryStore | None = None) -> int:
     """Delete the episodes matching ``where`` (a `forget_filter`) and their id keys;
     returns how many episodes."""
     doomed = [] if index is None else [(c, r.id) async for r in scan(store, where=where) if (c := _context_of(r))]
@@ -423,4 +419,3 @@ def forget_filter(
     if "user" not in where and "context" not in where:
         raise ValueError("forget needs a user or a context")
     return where
-

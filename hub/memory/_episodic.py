@@ -187,11 +187,7 @@ class EpisodicMemory(Plugin):
     async def _backfill(self, store: VectorStore, marks: MemoryStore) -> None:
         """A store written before the marks or the id index: mark the conversations it
         holds and index its episodes' ids, in one scan."""
-        pairs = [
-            (context, r.id)
-            async for r in scan(store)
-            if isinstance(context := r.metadata.get("context"), str)
-        ]
+        pairs = [(context, r.id) async for r in scan(store) if isinstance(context := r.metadata.get("context"), str)]
         if not self._marks_complete:
             for context in {c for c, _ in pairs}:
                 await marks.set(MARK_PREFIX + context, True)
@@ -269,7 +265,8 @@ class EpisodicMemory(Plugin):
         # episodes whose inputs are all still in the conversation's history add nothing
         ctx.episodes = scan_all(  # prompt-injection markers neutralised (hub/protocol/_injection.py)
             [ep.render() for ep in episodes if not (ep.input_ids and set(ep.input_ids) <= shown)],
-            source=f"a recalled episode of {ctx.context.id}", cap=EPISODE_CAP,
+            source=f"a recalled episode of {ctx.context.id}",
+            cap=EPISODE_CAP,
         )
 
     async def _has_episodes(self, context: str) -> bool:
@@ -290,9 +287,7 @@ class EpisodicMemory(Plugin):
         if episode is None:
             return
         previous = self._writes.get(episode.context)
-        task = asyncio.create_task(
-            self._write(episode, previous), name=f"episodes:write:{episode.context}"
-        )
+        task = asyncio.create_task(self._write(episode, previous), name=f"episodes:write:{episode.context}")
         self._writes[episode.context] = task
         task.add_done_callback(self._written)
 
@@ -335,9 +330,7 @@ class EpisodicMemory(Plugin):
                     if not isinstance(chunk, Usage):
                         chunks.append(chunk)
         except Exception as e:  # the model's failure, whatever its type, costs only the summary
-            log.warning(
-                "episode summary of run %s failed, keeping the digest: %s", episode.run_id[:8], e
-            )
+            log.warning("episode summary of run %s failed, keeping the digest: %s", episode.run_id[:8], e)
             return ""
         return _clip(_TAGS.sub(" ", "".join(chunks)), MAX_DIGEST)
 
@@ -408,4 +401,3 @@ class EpisodicMemory(Plugin):
         if store is None:
             return []
         return await all_episodes(store, context=context)
-

@@ -292,9 +292,7 @@ class _MemoryIndex:
 
     def remove(self, ids: Sequence[str] | None, where: dict[str, MetadataValue] | None) -> int:
         candidates = list(self.rows) if ids is None else [i for i in ids if i in self.rows]
-        doomed = [
-            i for i in candidates if where is None or metadata_matches(self.rows[i].metadata, where)
-        ]
+        doomed = [i for i in candidates if where is None or metadata_matches(self.rows[i].metadata, where)]
         for i in doomed:
             del self.rows[i]
         if doomed:
@@ -317,8 +315,7 @@ class _MemoryIndex:
         if where is not None or ids is not None:
             mask = np.fromiter(
                 (
-                    (ids is None or row.id in ids)
-                    and (where is None or metadata_matches(row.metadata, where))
+                    (ids is None or row.id in ids) and (where is None or metadata_matches(row.metadata, where))
                     for row in self._order
                 ),
                 dtype=bool,
@@ -396,9 +393,7 @@ def check_delete_args(
     return (None if ids is None else list(ids)), check_where(where)
 
 
-def metadata_matches(
-    metadata: Mapping[str, MetadataValue], where: Mapping[str, MetadataValue]
-) -> bool:
+def metadata_matches(metadata: Mapping[str, MetadataValue], where: Mapping[str, MetadataValue]) -> bool:
     """Equality on every pair of `where`; bools match only bools (as Chroma does)."""
     for key, want in where.items():
         if key not in metadata:
@@ -427,10 +422,7 @@ def _check_metadata(metadata: Mapping[str, object], what: str) -> None:
             if not math.isfinite(value):
                 raise ValueError(f"{what}: metadata {key!r}: float must be finite, got {value}")
         else:
-            raise TypeError(
-                f"{what}: metadata {key!r} must be str, int, float or bool, "
-                f"got {type(value).__name__}"
-            )
+            raise TypeError(f"{what}: metadata {key!r} must be str, int, float or bool, got {type(value).__name__}")
 
 
 def check_index_name(name: str) -> None:

@@ -94,9 +94,7 @@ async def stream_with_retry(
             if started or not e.retryable:
                 raise
             if attempt >= policy.max_retries:
-                raise ModelUnavailable(
-                    f"model unavailable after {attempt + 1} attempts: {e}", status=e.status
-                ) from e
+                raise ModelUnavailable(f"model unavailable after {attempt + 1} attempts: {e}", status=e.status) from e
             delay = policy.delay(attempt, getattr(e, "retry_after", None))
             if on_retry is not None:
                 on_retry(attempt, delay, e)

@@ -10,14 +10,14 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Union
+from typing import Any
 
 from ..errors import ModelError
 from . import Model, ModelRequest, Usage
 
 __all__ = ["ScriptedModel", "Script"]
 
-Script = Union[str, BaseException, Callable[[ModelRequest], "str | BaseException"]]
+Script = str | BaseException | Callable[[ModelRequest], "str | BaseException"]
 
 
 class ScriptedModel(Model):

@@ -246,7 +246,9 @@ class PersonaSet:
         entry = self._entries.get(name)
         self._entries[name] = _Entry(persona, entry.mtime_ns if entry else 0, entry.size if entry else 0)
 
-    def for_context(self, context_type: str, context_id: str, extension: str | None = None, *, override: str | None = None) -> Persona | None:
+    def for_context(
+        self, context_type: str, context_id: str, extension: str | None = None, *, override: str | None = None
+    ) -> Persona | None:
         """The persona for a conversation: an explicit override, then a persona naming the
         instance id, the context type or the extension, then the default."""
         self.refresh()

@@ -29,7 +29,8 @@ __all__ = [
     "Revision",
     "RevisionStore",
     "InMemoryRevisionStore",
-    "SQLiteRevisionStore", "PostgresRevisionStore",
+    "SQLiteRevisionStore",
+    "PostgresRevisionStore",
     "rollback",
     "write_persona",
     "render_history",
@@ -100,7 +101,6 @@ class InMemoryRevisionStore(RevisionStore):
 
     async def names(self) -> list[str]:
         return sorted(self._revs)
-
 
 
 # One statement, so numbering and de-duplication are atomic even with a second process

@@ -13,7 +13,9 @@ if TYPE_CHECKING:
 __all__ = ["private_access"]
 
 
-async def private_access(access: Access, platform: str, settings: PlatformSettings, user: Any, *aliases: Any) -> Decision:
+async def private_access(
+    access: Access, platform: str, settings: PlatformSettings, user: Any, *aliases: Any
+) -> Decision:
     """Whether the author of a private message may reach the model, under ``settings.dm_policy``.
 
     ``access`` is the hub's (``hub.access``), which keeps the pairings.

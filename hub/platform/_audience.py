@@ -14,7 +14,9 @@ class LoopGuard:
     """Stops bot-to-bot ping-pong: in one chat, at most ``max_turns`` answers to other bots
     within ``window`` seconds; a message from a human resets the count."""
 
-    def __init__(self, *, max_turns: int = 3, window: float = 600.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, *, max_turns: int = 3, window: float = 600.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.max_turns = max_turns
         self.window = window
         self.clock = clock

@@ -177,7 +177,9 @@ class Governor:
                     wait = await self.shared.hit(limit, *key)
                 except Exception as e:
                     if not self._shared_warned:
-                        log.warning("%s: the shared rate limiter failed (%s); pacing this worker alone", self.platform, e)
+                        log.warning(
+                            "%s: the shared rate limiter failed (%s); pacing this worker alone", self.platform, e
+                        )
                         self._shared_warned = True
                     return
                 self._shared_warned = False
@@ -217,7 +219,13 @@ class Governor:
                     self._global_paused_until = max(self._global_paused_until, until)
                 else:
                     self._paused_until[chat] = max(self._paused_until.get(chat, 0.0), until)
-                log.warning("%s: rate limited sending to %s; retrying in %.2fs (attempt %d)", self.platform, chat, delay, attempt)
+                log.warning(
+                    "%s: rate limited sending to %s; retrying in %.2fs (attempt %d)",
+                    self.platform,
+                    chat,
+                    delay,
+                    attempt,
+                )
                 waited += delay
                 continue
             except TransientSendError as e:

@@ -25,6 +25,7 @@ class RateLimit(Protocol):
     @property
     def per(self) -> float: ...
 
+
 __all__ = ["OutboundLimiter", "RedisLimiter", "window_item"]
 
 log = logging.getLogger("hub.platform")

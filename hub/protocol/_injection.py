@@ -32,8 +32,21 @@ _INVISIBLE = re.compile(
     "[\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u180e\ufff9-\ufffb\U000e0000-\U000e007f]"
     "|(?<![^\\x00-\\x7f])[\u200c\u200d]|[\u200c\u200d](?![^\\x00-\\x7f])"
 )
-_TAGS = ("response", "action_call", "action_result", "output", "reasoning", "think", "input", "system",
-         "instructions", "protocol", "episode", "episodes", "memory")
+_TAGS = (
+    "response",
+    "action_call",
+    "action_result",
+    "output",
+    "reasoning",
+    "think",
+    "input",
+    "system",
+    "instructions",
+    "protocol",
+    "episode",
+    "episodes",
+    "memory",
+)
 _FORGED = re.compile(r"<\s*/?\s*(?:" + "|".join(_TAGS) + r")\b", re.IGNORECASE)
 _OVERRIDE = re.compile(
     r"\b(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|every|the|of|these|those)\s+){0,3}"
@@ -84,7 +97,10 @@ def scan(text: str, *, source: str, cap: int) -> Scan:
         findings.append(Finding("override", len(overrides), overrides[0]))
     for f in findings:
         log.warning(
-            "prompt injection marker in %s: %s x%d%s (neutralised)", source, f.kind, f.count,
+            "prompt injection marker in %s: %s x%d%s (neutralised)",
+            source,
+            f.kind,
+            f.count,
             f": {f.sample[:60]!r}" if f.sample else "",
         )
     return Scan(text, findings)

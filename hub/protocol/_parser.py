@@ -337,7 +337,5 @@ def parse(
     max_tag_length: int = DEFAULT_MAX_TAG_LENGTH,
 ) -> list[Element]:
     """Parse a whole reply: every element, open ones last with ``closed=False``."""
-    parser = ElementParser(
-        tags=tags, raw_tags=raw_tags, containers=containers, max_tag_length=max_tag_length
-    )
+    parser = ElementParser(tags=tags, raw_tags=raw_tags, containers=containers, max_tag_length=max_tag_length)
     return parser.feed(text) + parser.close()

@@ -168,7 +168,12 @@ class PromptBuilder:
         return "\n".join(out)
 
     def render_entry(
-        self, e: Log, *, new: bool = False, limit: int | None = None, media: Mapping[str, str] | None = None,
+        self,
+        e: Log,
+        *,
+        new: bool = False,
+        limit: int | None = None,
+        media: Mapping[str, str] | None = None,
     ) -> str | None:
         """One log entry as the prompt shows it; its body cut at ``limit`` characters.
         ``media``: what this run's inputs' files show (see :attr:`PromptParts.media`)."""
@@ -210,7 +215,7 @@ class PromptBuilder:
             )
         for k, v in p.extra.items():
             head.append(f"<{k}>{escape(v)}</{k}>")
-        frame = ("<current_run>\n", "\n</current_run>\nHandle what is new (new=\"true\"). Answer with one <response>.")
+        frame = ("<current_run>\n", '\n</current_run>\nHandle what is new (new="true"). Answer with one <response>.')
         room = self.budget - count_tokens(system) - sum(count_tokens(h) for h in head) - count_tokens("".join(frame))
         # pictures take their share of the budget, but never more than half of what is left:
         # the run's own text must still fit beside them
@@ -232,26 +237,35 @@ class PromptBuilder:
         text = "\n".join(body)
         content: str | list[dict[str, Any]] = text
         if p.images:  # a vision model: the text, then this run's pictures as image_url parts
-            content = [{"type": "text", "text": text}, *(
-                {"type": "image_url", "image_url": {"url": url}} for url in p.images
-            )]
+            content = [
+                {"type": "text", "text": text},
+                *({"type": "image_url", "image_url": {"url": url}} for url in p.images),
+            ]
         return self._finish(ModelRequest(system=system, messages=[{"role": "user", "content": content}]))
 
     def _fit_run(self, run: Sequence[Log], room: int, media: Mapping[str, str] | None = None) -> list[str]:
         """The current run's entries within ``room`` tokens: whole when they fit; else each
         gets a fair share (short ones stay whole, long ones are cut with a marker); when even
         that cannot fit, the oldest give way to an ``<omitted>`` line."""
-        items = [(e, isinstance(e, (InputLog, ActionResultLog, OutputLog)) and not e.processed) for e in run if isinstance(e, _SHOWN)]
+        items = [
+            (e, isinstance(e, (InputLog, ActionResultLog, OutputLog)) and not e.processed)
+            for e in run
+            if isinstance(e, _SHOWN)
+        ]
 
         def render(sub: Sequence[tuple[Log, bool]], cap: int | None) -> list[str]:
-            return [line for e, new in sub if (line := self.render_entry(e, new=new, limit=cap, media=media)) is not None]
+            return [
+                line for e, new in sub if (line := self.render_entry(e, new=new, limit=cap, media=media)) is not None
+            ]
 
         lines = render(items, None)
         if _cost(lines) <= room:
             return lines
         for start in range(len(items)):
             sub = items[start:]
-            omitted = [f'<omitted entries="{start}">older entries of this run, left out to fit</omitted>'] if start else []
+            omitted = (
+                [f'<omitted entries="{start}">older entries of this run, left out to fit</omitted>'] if start else []
+            )
             fit = room - _cost(omitted)
             avail = fit * 4 - _ENTRY_OVERHEAD * len(sub)
             sizes = [len(_body(e, media) or "") for e, _ in sub]

@@ -58,15 +58,20 @@ class StoreHealth:
                 out.append({"backend": "sqlite", "path": db.path, "schema_version": db.schema_version})
                 continue
             item: dict[str, Any] = {
-                "backend": "postgresql", "url": db.path, "schema": db.namespace,
-                "server_version": db.server_version, "schema_version": db.schema_version,
+                "backend": "postgresql",
+                "url": db.path,
+                "schema": db.namespace,
+                "server_version": db.server_version,
+                "schema_version": db.schema_version,
             }
             try:
                 await asyncio.wait_for(db.ping(), timeout)
                 item["reachable"] = True
-            except (StoreError, asyncio.TimeoutError) as e:
+            except (TimeoutError, StoreError) as e:
                 item["reachable"] = False
-                problems.append(str(e) if isinstance(e, StoreError) else f"PostgreSQL {db.path}: no answer in {timeout}s")
+                problems.append(
+                    str(e) if isinstance(e, StoreError) else f"PostgreSQL {db.path}: no answer in {timeout}s"
+                )
             out.append(item)
         return out, "; ".join(problems) or None
 

@@ -198,9 +198,6 @@ class InMemoryInbox(InboxStore):
         return True
 
 
-
-
-
 class SQLiteInbox(InboxStore):
     """Handled rows are kept (platform ids must stay known); retention (hub/store/_retention.py)
     drops old handled rows. States: received, taken, done, parked."""
@@ -293,7 +290,9 @@ class SQLiteInbox(InboxStore):
 
     async def find(self, prefix: str) -> str | None:
         """The id of the one input whose id starts with ``prefix`` (as ``hub inbox`` prints it)."""
-        rows = await self.db.fetchall("SELECT id FROM inbox WHERE id >= ? AND id < ? LIMIT 2", (prefix, prefix + "\uffff"))
+        rows = await self.db.fetchall(
+            "SELECT id FROM inbox WHERE id >= ? AND id < ? LIMIT 2", (prefix, prefix + "\uffff")
+        )
         return rows[0][0] if len(rows) == 1 else None
 
 
@@ -426,6 +425,10 @@ async def park_poison(inbox: InboxStore, runs: RunStore, p: Pending, *, park_aft
     log.warning(
         "inbox: input %s for %s parked after %d failed runs (last: %s); `hub inbox` lists it, "
         "`hub inbox retry %s` resumes it",
-        p.entry.id[:8], p.context, park_after, error, p.entry.id[:8],
+        p.entry.id[:8],
+        p.context,
+        park_after,
+        error,
+        p.entry.id[:8],
     )
     return True

@@ -294,8 +294,9 @@ class LeaseKeeper:
             try:
                 lease = await self.store.acquire(self.name, self.holder, self.ttl)
             except HubError as e:
-                log.warning("lease %s: cannot reach the lease store (%s); trying again in %.0fs",
-                            self.name, e, self.retry)
+                log.warning(
+                    "lease %s: cannot reach the lease store (%s); trying again in %.0fs", self.name, e, self.retry
+                )
                 lease = None
             if lease is not None:
                 log.info("lease %s: held by this worker (%s, token %d)", self.name, self.holder, lease.token)
@@ -326,8 +327,7 @@ class LeaseKeeper:
                 if self.store.clock() + self.renew_every < lease.expires:
                     log.warning("lease %s: renewal failed (%s); trying again", self.name, e)
                     continue
-                log.error("lease %s: renewal failed (%s) and the lease is about to expire: given up",
-                          self.name, e)
+                log.error("lease %s: renewal failed (%s) and the lease is about to expire: given up", self.name, e)
                 renewed = None
             if renewed is None:
                 log.warning("lease %s: lost (another worker holds it now, or it expired)", self.name)

@@ -89,7 +89,9 @@ async def prune(
             return
         total = 0
         while True:
-            ids = [r[0] for r in await db.fetchall(f"SELECT {key} FROM {table} WHERE {where} LIMIT ?", (*params, batch))]
+            ids = [
+                r[0] for r in await db.fetchall(f"SELECT {key} FROM {table} WHERE {where} LIMIT ?", (*params, batch))
+            ]
             if ids:  # the condition again: a row written since the select stays
                 marks = ",".join("?" * len(ids))
                 await db.write(f"DELETE FROM {table} WHERE {key} IN ({marks}) AND {where}", (*ids, *params))
@@ -121,14 +123,22 @@ async def prune(
 
 
 async def _prune_runs(
-    db: SqlDatabase, policy: RetentionSection, cutoff: float | None, report: PruneReport, *, dry_run: bool, tables: set[str]
+    db: SqlDatabase,
+    policy: RetentionSection,
+    cutoff: float | None,
+    report: PruneReport,
+    *,
+    dry_run: bool,
+    tables: set[str],
 ) -> None:
     conditions, params = [], []
     if cutoff is not None:
         conditions.append("ended < ?")
         params.append(cutoff)
     if policy.max_runs:
-        row = await db.fetchone("SELECT started FROM runs ORDER BY started DESC LIMIT 1 OFFSET ?", (policy.max_runs - 1,))
+        row = await db.fetchone(
+            "SELECT started FROM runs ORDER BY started DESC LIMIT 1 OFFSET ?", (policy.max_runs - 1,)
+        )
         if row is not None:
             conditions.append("started < ?")
             params.append(row[0])

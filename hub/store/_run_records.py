@@ -21,7 +21,13 @@ from ..logs import Log, from_dict, new_id, to_dict
 from .sql import SqlDatabase, dumps
 
 __all__ = [
-    "RunState", "RunRecord", "RunStore", "InMemoryRunStore", "SQLiteRunStore", "PostgresRunStore", "TERMINAL_STATES",
+    "RunState",
+    "RunRecord",
+    "RunStore",
+    "InMemoryRunStore",
+    "SQLiteRunStore",
+    "PostgresRunStore",
+    "TERMINAL_STATES",
     "collect_tree",
 ]
 
@@ -183,7 +189,6 @@ class InMemoryRunStore(RunStore):
         self._runs[run.id] = run
         self._events[run.id] = []
 
-
     def append(self, run: RunRecord, entry: Log) -> None:
         run.seq += 1
         self._events.setdefault(run.id, []).append(to_dict(entry))
@@ -220,7 +225,6 @@ class InMemoryRunStore(RunStore):
                 r.state, r.reason, r.ended = RunState.KILLED, "abnormal_exit", time.time()
                 found.append(r)
         return found
-
 
 
 # "user" quoted: a reserved word in PostgreSQL (SQLite takes the quoted spelling alike)
@@ -424,6 +428,7 @@ class PostgresRunStore(SQLiteRunStore):
             (str(run.state), run.reason, run.ended, run.id, str(RunState.RUNNING)),
         )
         return bool(rows)
+
 
 async def collect_tree(store: RunStore, root_id: str, *, max_runs: int = 1000) -> dict[str, list[RunRecord]]:
     """Every descendant of ``root_id``: run id -> its child runs, oldest first (at most

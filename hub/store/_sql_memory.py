@@ -12,7 +12,6 @@ from .sql import SqlDatabase, dumps
 __all__ = ["SQLiteMemoryStore", "PostgresMemoryStore"]
 
 
-
 class SQLiteMemoryStore(MemoryStore):
     """Values stored as JSON text. ``set`` returns once the value is committed."""
 
@@ -62,7 +61,6 @@ class SQLiteMemoryStore(MemoryStore):
                 "SELECT key FROM kv WHERE substr(key, 1, ?) = ? ORDER BY key", (len(prefix), prefix)
             )
         return [r[0] for r in rows]
-
 
 
 class PostgresMemoryStore(SQLiteMemoryStore):

@@ -113,9 +113,7 @@ class FakeServer:
         429s carry ``retry_after`` in the platform's shape; other statuses a generic error
         (or ``description``). Served failures are recorded with their request's status.
         """
-        failure = Failure(
-            name=name, status=status, retry_after=retry_after, count=count, description=description
-        )
+        failure = Failure(name=name, status=status, retry_after=retry_after, count=count, description=description)
         self.failures.append(failure)
         return failure
 
@@ -194,7 +192,7 @@ class FakeServer:
         self._waiters.append((predicate, fut))
         try:
             await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise TimeoutError(f"{type(self).__name__}: condition not met in {timeout}s") from None
 
     async def wait_sent(self, n: int, timeout: float = 5) -> list[dict[str, Any]]:
@@ -203,8 +201,7 @@ class FakeServer:
             await self.wait_for(lambda: len(self.sent) >= n, timeout)
         except TimeoutError:
             raise TimeoutError(
-                f"{type(self).__name__}: {len(self.sent)} of {n} messages sent in {timeout}s: "
-                f"{self.sent!r}"
+                f"{type(self).__name__}: {len(self.sent)} of {n} messages sent in {timeout}s: {self.sent!r}"
             ) from None
         return self.sent
 

@@ -1,6 +1,6 @@
 """Pytest fixtures for tests of the hub and its extensions; import them into a conftest.py::
 
-    from hub.testing.fixtures import _no_network, _restore_logging  # noqa: F401
+from hub.testing.fixtures import _no_network, _restore_logging  # noqa: F401
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ def _restore_logging() -> Iterator[None]:
     """Tests that set up logging leave no handler on a stream pytest closes, and no logger level."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    levels = {name: lg.level for name, lg in logging.Logger.manager.loggerDict.items() if isinstance(lg, logging.Logger)}
+    levels = {
+        name: lg.level for name, lg in logging.Logger.manager.loggerDict.items() if isinstance(lg, logging.Logger)
+    }
     yield
     for h in list(root.handlers):
         if h not in handlers:

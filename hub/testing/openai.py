@@ -235,7 +235,7 @@ class FakeOpenAI(FakeServer):
             return (self.default(body) if callable(self.default) else self.default), "", 0
         return None, "", 0
 
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
+    async def _chat(self, request: web.Request) -> web.StreamResponse:  # noqa: C901 - split under issue 23
         try:
             body = await request.json()
             messages = body["messages"]
@@ -251,7 +251,9 @@ class FakeOpenAI(FakeServer):
             if rec is not None:
                 rec.status = failure.status
             headers = {"retry-after": str(failure.retry_after)} if failure.retry_after is not None else {}
-            payload: dict[str, Any] = {"error": {"message": failure.description or f"injected {failure.status}", "type": "fake"}}
+            payload: dict[str, Any] = {
+                "error": {"message": failure.description or f"injected {failure.status}", "type": "fake"}
+            }
             self._notify()
             return web.json_response(payload, status=failure.status, headers=headers)
         model = str(body.get("model", ""))
@@ -265,11 +267,23 @@ class FakeOpenAI(FakeServer):
         prompt_chars = sum(len(t) for t in texts)
         prompt_tokens = max(1, prompt_chars // 4)
         completion_tokens = max(1, len(text) // 4)
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                 "total_tokens": prompt_tokens + completion_tokens}
-        self.stats.append({"t": time.time(), "client": client, "model": model, "response": pick,
-                           "prompt_chars": prompt_chars, "prompt_tokens": prompt_tokens,
-                           "messages": len(messages), "last_chars": len(texts[-1]) if texts else 0})
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        self.stats.append(
+            {
+                "t": time.time(),
+                "client": client,
+                "model": model,
+                "response": pick,
+                "prompt_chars": prompt_chars,
+                "prompt_tokens": prompt_tokens,
+                "messages": len(messages),
+                "last_chars": len(texts[-1]) if texts else 0,
+            }
+        )
         self._counter += 1
         cid = f"chatcmpl-fake{self._counter}"
         created = int(time.time())
@@ -280,25 +294,33 @@ class FakeOpenAI(FakeServer):
             self.state.sent.append({"text": text})
 
         if not body.get("stream"):
-            payload = {"id": cid, "object": "chat.completion", "created": created, "model": model,
-                       "choices": [{"index": 0, "finish_reason": "stop",
-                                    "message": {"role": "assistant", "content": text}}],
-                       "usage": usage}
+            payload = {
+                "id": cid,
+                "object": "chat.completion",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+                "usage": usage,
+            }
             self._notify()
             return web.Response(body=json.dumps(payload), content_type="application/json")
 
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
-        head = (f'data: {{"id":"{cid}","object":"chat.completion.chunk","created":{created},'
-                f'"model":{json.dumps(model)},"choices":[{{"index":0,"delta":')
+        head = (
+            f'data: {{"id":"{cid}","object":"chat.completion.chunk","created":{created},'
+            f'"model":{json.dumps(model)},"choices":[{{"index":0,"delta":'
+        )
         events = [head + '{"role":"assistant","content":""},"finish_reason":null}]}\n\n']
         for i in range(0, len(text), self.chunk):
-            events.append(head + '{"content":' + json.dumps(text[i:i + self.chunk]) + '},"finish_reason":null}]}\n\n')
+            events.append(head + '{"content":' + json.dumps(text[i : i + self.chunk]) + '},"finish_reason":null}]}\n\n')
         final = head + '{},"finish_reason":"stop"}]'
         if (body.get("stream_options") or {}).get("include_usage"):  # as OpenAI: usage in a last chunk
             events.append(final + "}\n\n")
-            events.append(f'data: {{"id":"{cid}","object":"chat.completion.chunk","created":{created},'
-                          f'"model":{json.dumps(model)},"choices":[],"usage":{json.dumps(usage)}}}\n\n')
+            events.append(
+                f'data: {{"id":"{cid}","object":"chat.completion.chunk","created":{created},'
+                f'"model":{json.dumps(model)},"choices":[],"usage":{json.dumps(usage)}}}\n\n'
+            )
         else:
             events.append(final + ',"usage":' + json.dumps(usage) + "}\n\n")
         events.append("data: [DONE]\n\n")
@@ -349,15 +371,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--latency", type=float, default=0.0, help="seconds before the first byte")
     p.add_argument("--chunk", type=int, default=8, help="characters of content per SSE event")
-    p.add_argument("--interval", type=float, default=0.0,
-                   help="milliseconds between SSE events (0: write them in batches, as fast as possible)")
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=0.0,
+        help="milliseconds between SSE events (0: write them in batches, as fast as possible)",
+    )
     p.add_argument("--write-bytes", type=int, default=16384, help="bytes per write when --interval is 0")
     p.add_argument("--script", help="JSON script file (see the module docstring)")
     args = p.parse_args(argv)
     fake = FakeOpenAI(
         script=args.script if args.script else ["<response><reasoning>ok</reasoning></response>"],
-        chunk=args.chunk, latency=args.latency, chunk_delay=args.interval / 1000.0,
-        write_bytes=args.write_bytes, record=False, port=args.port,
+        chunk=args.chunk,
+        latency=args.latency,
+        chunk_delay=args.interval / 1000.0,
+        write_bytes=args.write_bytes,
+        record=False,
+        port=args.port,
     )
     try:
         import uvloop

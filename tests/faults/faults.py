@@ -26,7 +26,8 @@ LIFECYCLE = {"open", "close"}
 def methods(abc: type) -> list[str]:
     """The public methods of a store interface (every one a fault can hit)."""
     return sorted(
-        name for name, fn in inspect.getmembers(abc, inspect.isfunction)
+        name
+        for name, fn in inspect.getmembers(abc, inspect.isfunction)
         if not name.startswith("_") and name not in LIFECYCLE
     )
 
@@ -153,7 +154,12 @@ async def check(hub: Hub, result: RunResult, *, others: dict[tuple[str, str], tu
     assert result.state in TERMINAL
     row = await runs.get(result.run_id)
     assert row is not None, f"no row for run {result.run_id} ({result.state}: {result.reason})"
-    assert row.state == result.state and row.reason == result.reason, (row.state, row.reason, result.state, result.reason)
+    assert row.state == result.state and row.reason == result.reason, (
+        row.state,
+        row.reason,
+        result.state,
+        result.reason,
+    )
     # the inbox is consistent: every input of a terminal run is handled, none left taken;
     # except that a run the store failed, having answered nothing, leaves its inputs there
     # for a retry once the store is back
@@ -190,6 +196,19 @@ def calls_of(result: RunResult, name: str) -> list[ActionCallLog]:
 
 
 __all__ = [
-    "FaultyStore", "FunctionModel", "OutputLog", "STORES", "SEND_BOUND", "boundaries", "broken",
-    "calls_of", "check", "delivered", "methods", "send_bounded", "snapshot", "store_failed", "faulty_sqlite_stores",
+    "FaultyStore",
+    "FunctionModel",
+    "OutputLog",
+    "STORES",
+    "SEND_BOUND",
+    "boundaries",
+    "broken",
+    "calls_of",
+    "check",
+    "delivered",
+    "methods",
+    "send_bounded",
+    "snapshot",
+    "store_failed",
+    "faulty_sqlite_stores",
 ]

@@ -64,7 +64,7 @@ CASES: dict[str, tuple[RunState, str]] = {
 VICTIM = "ann"
 
 
-def extension(where: str, said: list[str]) -> Extension:
+def extension(where: str, said: list[str]) -> Extension:  # noqa: C901 - split under issue 23
     """A `t:chat` context whose hook or handler at ``where`` raises, in Ann's conversation only."""
 
     def armed(point: str, key: str) -> bool:
@@ -134,8 +134,17 @@ def extension(where: str, said: list[str]) -> Extension:
 
     profile = Context(type="t:profile", create=profile_create)
     chat = Context(
-        type="t:chat", actions=[tool], outputs=[say], reply_output="t:say", on_step=on_step, on_run=on_run,
-        on_error=decide, create=create, render=render, load=load, save=save,
+        type="t:chat",
+        actions=[tool],
+        outputs=[say],
+        reply_output="t:say",
+        on_step=on_step,
+        on_run=on_run,
+        on_error=decide,
+        create=create,
+        render=render,
+        load=load,
+        save=save,
         use=lambda args, ctx: [(profile, {"id": args.id})],
     )
     return Extension("t", contexts=[chat, profile])
@@ -173,7 +182,8 @@ async def test_a_hook_or_handler_that_raises(make_hub, where: str) -> None:
         result = await send_bounded(hub, f"t:chat:{VICTIM}", None, data)
         assert result.state == state, result.reason
         where_said = " | ".join(
-            [result.reason or ""] + [e.message for e in result.logs if isinstance(e, ErrorLog)]
+            [result.reason or ""]
+            + [e.message for e in result.logs if isinstance(e, ErrorLog)]
             + [getattr(e, "error", None) or "" for e in result.logs]
         )
         assert says in where_said, where_said
@@ -205,8 +215,13 @@ async def test_use_awaits_an_async_create(make_hub) -> None:
     def on_run(ctx) -> None:  # type: ignore[no-untyped-def]
         seen.append(ctx.context.used[0].memory)
 
-    chat = Context(type="t:chat", reply_output="t:say", use=lambda args, ctx: [(profile, {"id": args.id})], on_run=on_run,
-                   outputs=extension("", []).contexts[0].outputs)
+    chat = Context(
+        type="t:chat",
+        reply_output="t:say",
+        use=lambda args, ctx: [(profile, {"id": args.id})],
+        on_run=on_run,
+        outputs=extension("", []).contexts[0].outputs,
+    )
     async with make_hub(FunctionModel(script), Extension("t", contexts=[chat, profile])) as hub:
         result = await send_bounded(hub, "t:chat:ann", None, "hello")
     assert result.state == RunState.COMPLETED, result.reason

@@ -98,7 +98,14 @@ async def test_a_store_failing_its_nth_call(faulty_hub, store: str, method: str,
 
 
 # a run's row is queued by create_soon (create is what the end uses when that failed)
-WRITES = [("memory", "set"), ("runs", "create_soon"), ("runs", "append"), ("runs", "finish"), ("inbox", "take"), ("inbox", "done")]
+WRITES = [
+    ("memory", "set"),
+    ("runs", "create_soon"),
+    ("runs", "append"),
+    ("runs", "finish"),
+    ("inbox", "take"),
+    ("inbox", "done"),
+]
 
 
 @pytest.mark.parametrize(("store", "method"), WRITES, ids=[f"{s}.{m}" for s, m in WRITES])

@@ -39,8 +39,12 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = _free_port()
     log = (path / "server.log").open("wb")
     env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
-    proc = subprocess.Popen([str(chroma), "run", "--path", str(path / "data"), "--port", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    proc = subprocess.Popen(
+        [str(chroma), "run", "--path", str(path / "data"), "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -50,7 +54,9 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                     break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"chroma run did not start: {(path / 'server.log').read_text()[-2000:]}") from None
+                    raise RuntimeError(
+                        f"chroma run did not start: {(path / 'server.log').read_text()[-2000:]}"
+                    ) from None
                 time.sleep(0.1)
         yield url
     finally:
@@ -76,9 +82,7 @@ def _drop_collections(url: str) -> None:
 
 
 @pytest.fixture(params=["memory", "chroma", "chroma-server"])
-async def store(
-    request: pytest.FixtureRequest, minilm: MiniLMEmbedder, tmp_path: Path
-) -> AsyncIterator[VectorStore]:
+async def store(request: pytest.FixtureRequest, minilm: MiniLMEmbedder, tmp_path: Path) -> AsyncIterator[VectorStore]:
     """Every VectorStore implementation, each with the real MiniLM embedder."""
     from hub.memory import ChromaVectorStore
 

@@ -62,9 +62,7 @@ def test_a_fresh_process_queries_with_no_setup(tmp_path: Path, minilm: MiniLMEmb
         print(got["ids"][0][0])
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60
-    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["weather", "weather"]
 

@@ -56,7 +56,12 @@ CORPUS = _corpus()
 
 
 def _brute_force(
-    embedder: MiniLMEmbedder, query: str, context: str, *, k: int, min_score: float | None = None,
+    embedder: MiniLMEmbedder,
+    query: str,
+    context: str,
+    *,
+    k: int,
+    min_score: float | None = None,
     records: list[VectorRecord] = CORPUS,
 ) -> list[tuple[str, float]]:
     """The reference: every record of `context` scored by cosine similarity, best first."""
@@ -161,9 +166,10 @@ async def test_records_written_or_deleted_since_are_seen(store: ChromaVectorStor
 
 async def test_the_exact_and_the_hnsw_scores_agree(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
     """Both paths score 1 - Chroma's cosine distance: a hit scores the same either way."""
-    async with ChromaVectorStore(tmp_path / "exact", embedder=minilm) as exact, ChromaVectorStore(
-        tmp_path / "hnsw", embedder=minilm, exact_cap=0
-    ) as hnsw:
+    async with (
+        ChromaVectorStore(tmp_path / "exact", embedder=minilm) as exact,
+        ChromaVectorStore(tmp_path / "hnsw", embedder=minilm, exact_cap=0) as hnsw,
+    ):
         await exact.upsert("episodes", CORPUS)
         await hnsw.upsert("episodes", CORPUS)
         for query in QUERIES:

@@ -28,8 +28,11 @@ def test_chroma_url_is_checked_and_names_the_key(tmp_path) -> None:
     assert cfg.memory.chroma_url == "http://chroma.internal:8000"
     assert local_store_path(cfg) is None and episode_store_exists(cfg)
     assert config_from_dict({}).memory.chroma_url == ""  # the default: embedded, in data_dir
-    for bad, why in (("chroma.internal:8000", "http://HOST:PORT"), ("http://h:8000/api", "without a path"),
-                     ("http://h:port", "bad port")):
+    for bad, why in (
+        ("chroma.internal:8000", "http://HOST:PORT"),
+        ("http://h:8000/api", "without a path"),
+        ("http://h:port", "bad port"),
+    ):
         with pytest.raises(ConfigError, match=rf"memory\.chroma_url.*{why}"):
             config_from_dict({"memory": {"chroma_url": bad}})
     assert parse_chroma_url("https://chroma.example.com") == ("chroma.example.com", 443, True)

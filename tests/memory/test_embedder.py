@@ -70,6 +70,8 @@ def test_hash_embedder_is_normalised_deterministic_and_lexical() -> None:
     vectors = embedder.embed(["the cat sat", "the cat sat down", "stock prices fell", ""])
     assert vectors.shape == (4, 64) and vectors.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
-    np.testing.assert_array_equal(vectors, HashEmbedder(64).embed(["the cat sat", "the cat sat down", "stock prices fell", ""]))
+    np.testing.assert_array_equal(
+        vectors, HashEmbedder(64).embed(["the cat sat", "the cat sat down", "stock prices fell", ""])
+    )
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
     assert embedder.name == "hash-64"

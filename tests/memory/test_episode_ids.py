@@ -42,9 +42,15 @@ QUERIES = ["forecast for Paris", "a recipe for rice", "is billing having an outa
 def _episode(n: int, context: str, *, user: str = "ann", age: float = 0.0) -> Episode:
     prompt, completion = TEXTS[n % len(TEXTS)]
     return Episode(
-        run_id=f"run{n:04d}", context=context, user=user, time=time.time() - age, state="completed",
-        prompt=f"{prompt} ({n})", completion=completion,
-        digest=f"User asked: {prompt} / Agent answered: {completion}", input_ids=(f"in{n}",),
+        run_id=f"run{n:04d}",
+        context=context,
+        user=user,
+        time=time.time() - age,
+        state="completed",
+        prompt=f"{prompt} ({n})",
+        completion=completion,
+        digest=f"User asked: {prompt} / Agent answered: {completion}",
+        input_ids=(f"in{n}",),
     )
 
 
@@ -53,13 +59,12 @@ def _corpus() -> list[Episode]:
 
 
 @pytest.fixture(params=["memory", "chroma"])
-async def vectors(
-    request: pytest.FixtureRequest, minilm: MiniLMEmbedder, tmp_path: Path
-) -> AsyncIterator[VectorStore]:
+async def vectors(request: pytest.FixtureRequest, minilm: MiniLMEmbedder, tmp_path: Path) -> AsyncIterator[VectorStore]:
     from hub.memory import ChromaVectorStore
 
     impl: VectorStore = (
-        InMemoryVectorStore(minilm) if request.param == "memory"
+        InMemoryVectorStore(minilm)
+        if request.param == "memory"
         else ChromaVectorStore(tmp_path / "chroma", embedder=minilm)
     )
     async with impl:
@@ -127,7 +132,9 @@ async def test_prune_and_forget_delete_the_keys_with_the_episodes(vectors: Vecto
     indexed = {k.rsplit(":", 1)[1] for k in await marks.keys(ID_PREFIX) if k != IDS_COMPLETE}
     assert indexed == stored and stored
     assert await _ids(marks, "chat:1") == set()
-    assert await _ids(marks, "chat:1:x") == {e.run_id for e in _corpus()[10:] if e.context == "chat:1:x" and e.user == "ann"}
+    assert await _ids(marks, "chat:1:x") == {
+        e.run_id for e in _corpus()[10:] if e.context == "chat:1:x" and e.user == "ann"
+    }
     await memory.stop()
 
 

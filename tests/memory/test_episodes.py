@@ -16,11 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import hub_cli
 import pytest
-from hub_cli import CliSettings
 from pydantic import BaseModel
 
+import hub_cli
 from hub import Extension, Hub, HubConfig, ScriptedModel, action
 from hub.cli import main as cli_main
 from hub.definitions import RunResult
@@ -36,6 +35,7 @@ from hub.memory import (
     episode_from_run,
 )
 from hub.store import RunState
+from hub_cli import CliSettings
 
 CTX = "cli:session"
 ANN = {"user": "ann"}
@@ -97,9 +97,7 @@ def prompt_of(model: ScriptedModel) -> str:
     return runs[-1].messages[0]["content"]
 
 
-async def test_a_past_exchange_is_recalled_for_a_related_question_only(
-    tmp_path: Path, minilm: MiniLMEmbedder
-) -> None:
+async def test_a_past_exchange_is_recalled_for_a_related_question_only(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
     model = ScriptedModel([WEATHER_REPLY, ANSWER_REPLY, OK_REPLY, OK_REPLY])
     async with make_hub(tmp_path, model, minilm) as hub:
         first = await ask(hub, WEATHER_Q)
@@ -117,9 +115,7 @@ async def test_a_past_exchange_is_recalled_for_a_related_question_only(
         assert "<episodes>" not in prompt_of(model)
 
 
-async def test_recall_survives_a_restart_and_forget_removes_it(
-    tmp_path: Path, minilm: MiniLMEmbedder
-) -> None:
+async def test_recall_survives_a_restart_and_forget_removes_it(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
     model = ScriptedModel([WEATHER_REPLY, ANSWER_REPLY])
     async with make_hub(tmp_path, model, minilm) as hub:
         await ask(hub, WEATHER_Q)
@@ -136,9 +132,7 @@ async def test_recall_survives_a_restart_and_forget_removes_it(
         assert "<episodes>" not in prompt_of(model)
 
 
-async def test_episodes_of_other_conversations_need_global_recall(
-    tmp_path: Path, minilm: MiniLMEmbedder
-) -> None:
+async def test_episodes_of_other_conversations_need_global_recall(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
     bob = {"user": "bob"}
     model = ScriptedModel([WEATHER_REPLY, ANSWER_REPLY, OK_REPLY])
     async with make_hub(tmp_path / "a", model, minilm) as hub:
@@ -153,9 +147,7 @@ async def test_episodes_of_other_conversations_need_global_recall(
         assert WEATHER_A in prompt_of(model)
 
 
-async def test_episodes_still_in_the_history_are_not_repeated(
-    tmp_path: Path, minilm: MiniLMEmbedder
-) -> None:
+async def test_episodes_still_in_the_history_are_not_repeated(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
     model = ScriptedModel([WEATHER_REPLY, ANSWER_REPLY, OK_REPLY])
     hub = make_hub(tmp_path, model, minilm, store=InMemoryVectorStore(minilm))
     hub.config.agent.max_history = 60
@@ -216,9 +208,7 @@ def test_a_long_run_keeps_its_ending_within_the_bound() -> None:
     assert ep.digest.endswith("Ended: killed (max_steps (8))")
 
 
-async def test_the_model_summarises_episodes_when_configured(
-    tmp_path: Path, minilm: MiniLMEmbedder
-) -> None:
+async def test_the_model_summarises_episodes_when_configured(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
     script = [WEATHER_REPLY, ANSWER_REPLY, OK_REPLY]
 
     def reply(request: Any) -> str:
@@ -238,9 +228,7 @@ async def test_the_model_summarises_episodes_when_configured(
         assert [bool(e.summary) for e in await hub.episodes.episodes()] == [True, False]
 
 
-async def test_retention_prunes_by_age_then_oldest_beyond_the_count(
-    tmp_path: Path, minilm: MiniLMEmbedder
-) -> None:
+async def test_retention_prunes_by_age_then_oldest_beyond_the_count(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
     store = InMemoryVectorStore(HashEmbedder())
     now = time.time()
     model = ScriptedModel([])

@@ -40,21 +40,29 @@ class GatedStore(VectorStore):
     async def upsert(self, index: str, records: Sequence[VectorRecord]) -> None:
         await self.inner.upsert(index, records)
 
-    async def query(self, index: str, text: str, *, k: int = 5,
-                    where: dict[str, MetadataValue] | None = None,
-                    min_score: float | None = None,
-                    ids: Sequence[str] | None = None) -> list[VectorHit]:
+    async def query(
+        self,
+        index: str,
+        text: str,
+        *,
+        k: int = 5,
+        where: dict[str, MetadataValue] | None = None,
+        min_score: float | None = None,
+        ids: Sequence[str] | None = None,
+    ) -> list[VectorHit]:
         return await self.inner.query(index, text, k=k, where=where, min_score=min_score, ids=ids)
 
-    async def delete(self, index: str, *, ids: Sequence[str] | None = None,
-                     where: dict[str, MetadataValue] | None = None) -> int:
+    async def delete(
+        self, index: str, *, ids: Sequence[str] | None = None, where: dict[str, MetadataValue] | None = None
+    ) -> int:
         return await self.inner.delete(index, ids=ids, where=where)
 
     async def count(self, index: str) -> int:
         return await self.inner.count(index)
 
-    async def get(self, index: str, *, where: dict[str, MetadataValue] | None = None,
-                  limit: int | None = None) -> list[VectorRecord]:
+    async def get(
+        self, index: str, *, where: dict[str, MetadataValue] | None = None, limit: int | None = None
+    ) -> list[VectorRecord]:
         return await self.inner.get(index, where=where, limit=limit)
 
     async def close(self) -> None:

@@ -12,14 +12,14 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import hub_cli
 import pytest
-from hub_cli import CliSettings
 
+import hub_cli
 from hub import Extension, Hub, NoArgs, ScriptedModel, action, load_config
 from hub.cli import main as cli_main
 from hub.memory import MiniLMEmbedder
 from hub.redact import MASK
+from hub_cli import CliSettings
 
 SECRET = "sk-pasted-0123456789abcdef"  # the model's api_key, through ${HUB_TEST_API_KEY}
 RESULT_SECRET = "result-secret-abcdef012345"  # a tool's token, under a key named like a secret
@@ -66,11 +66,13 @@ def test_a_known_secret_never_reaches_a_prompt_a_store_an_episode_or_an_export(
     path = write_config(tmp_path, style)
     config = load_config(path)
     call = '<response><action_call name="whoami">{}</action_call></response>'
-    model = ScriptedModel([
-        call if style == "xml" else f"Noted. Your key {SECRET} is safe with me.",
-        f"<response><output>The token is {RESULT_SECRET}; yours is {SECRET}.</output></response>",
-        "<response><output>Still here.</output></response>",
-    ])
+    model = ScriptedModel(
+        [
+            call if style == "xml" else f"Noted. Your key {SECRET} is safe with me.",
+            f"<response><output>The token is {RESULT_SECRET}; yours is {SECRET}.</output></response>",
+            "<response><output>Still here.</output></response>",
+        ]
+    )
     out = io.StringIO()
     shown: list[str] = []
 

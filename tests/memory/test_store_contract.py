@@ -67,8 +67,22 @@ async def test_keys_and_clear_by_prefix(store: MemoryStore) -> None:
 async def test_keys_by_prefix_whatever_its_last_character(store: MemoryStore) -> None:
     """A prefix selects exactly the keys that start with it (the SQL stores read a range
     of the key, from the prefix to the prefix with its last character the next one)."""
-    keys = ["a:", "a:1", "a:\U0010ffff", "a:\U0010ffffz", "a:é", "a;", "a", "b", "é", "éa", "f",
-            "a:\ud7ff", "a:\ud7ffz", "a:\ue000"]  # U+D7FF and U+E000: either side of the surrogates
+    keys = [
+        "a:",
+        "a:1",
+        "a:\U0010ffff",
+        "a:\U0010ffffz",
+        "a:é",
+        "a;",
+        "a",
+        "b",
+        "é",
+        "éa",
+        "f",
+        "a:\ud7ff",
+        "a:\ud7ffz",
+        "a:\ue000",
+    ]  # U+D7FF and U+E000: either side of the surrogates
     for k in keys:
         await store.set(k, 1)
     for prefix in ["a", "a:", "a:\ud7ff", "a:\U0010ffff", "é", "a:é", "zz", "a:\ue000"]:

@@ -9,13 +9,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import hub_cli
 import pytest
-from hub_cli import CliSettings
 
+import hub_cli
 from hub import Hub, HubConfig, ScriptedModel
 from hub.cli import main as cli_main
 from hub.memory import Embedder, HashEmbedder, MiniLMEmbedder, TrainingExport
+from hub_cli import CliSettings
 
 SECRET = "sk-test-0123456789abcdef"
 

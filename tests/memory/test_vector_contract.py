@@ -73,9 +73,7 @@ async def test_upsert_with_empty_metadata_clears_it(store: VectorStore) -> None:
 
 
 async def test_a_repeated_id_in_one_upsert_counts_once_and_the_last_wins(store: VectorStore) -> None:
-    await store.upsert(
-        "episodes", [VectorRecord("x", "first", {"v": 1}), VectorRecord("x", "second", {"v": 2})]
-    )
+    await store.upsert("episodes", [VectorRecord("x", "first", {"v": 1}), VectorRecord("x", "second", {"v": 2})])
     assert await store.get("episodes") == [VectorRecord("x", "second", {"v": 2})]
 
 
@@ -106,7 +104,9 @@ async def test_ids_restrict_a_query_to_those_records(store: VectorStore) -> None
     # ids and where: both must hold, with where's equality rules
     hits = await store.query("episodes", QUERY, k=5, ids=["weather", "rain", "taxes"], where={"topic": "weather"})
     assert [h.id for h in hits] == ["weather", "rain"]
-    assert [h.id for h in await store.query("episodes", QUERY, ids=["weather", "cooking"], where={"n": 2.0})] == ["cooking"]
+    assert [h.id for h in await store.query("episodes", QUERY, ids=["weather", "cooking"], where={"n": 2.0})] == [
+        "cooking"
+    ]
     assert await store.query("episodes", QUERY, ids=["cooking"], where={"n": True}) == []
     assert await store.query("episodes", QUERY, ids=["weather"], where={"topic": "food"}) == []
     # the same hits as the where that selects the same records

@@ -58,7 +58,11 @@ async def collect(model: OpenAIModel, request: ModelRequest = REQ) -> tuple[str,
 async def test_the_body_is_one_json_object_with_every_option() -> None:
     async with PeerFake(["ok"]) as fake:
         model = OpenAIModel(
-            "m", base_url=fake.url, api_key="k", temperature=0.3, max_tokens=50,
+            "m",
+            base_url=fake.url,
+            api_key="k",
+            temperature=0.3,
+            max_tokens=50,
             extra_body={"top_k": 4, "seed": 1},
         )
         request = ModelRequest(system="s", messages=[{"role": "user", "content": "é <b>"}], max_tokens=9)
@@ -66,7 +70,12 @@ async def test_the_body_is_one_json_object_with_every_option() -> None:
         await model.close()
     body = fake.bodies[0]
     assert body == {
-        "model": "m", "stream": True, "temperature": 0.3, "max_tokens": 9, "top_k": 4, "seed": 1,
+        "model": "m",
+        "stream": True,
+        "temperature": 0.3,
+        "max_tokens": 9,
+        "top_k": 4,
+        "seed": 1,
         "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "é <b>"}],
         "stream_options": {"include_usage": True},
     }

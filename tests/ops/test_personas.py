@@ -67,7 +67,7 @@ async def test_revisions_are_kept_and_rollback_restores_one(make_rig, config):
         history = await rig.hub.revisions.history("default")
         assert [(r.rev, r.note) for r in history] == [(1, ""), (2, ""), (3, "rollback to rev 1")]
         shown = render_history(history, current=path.read_text())
-        assert "+instructions = \"Version two.\"" in shown and "rev 3" in shown and "(in force)" in shown
+        assert '+instructions = "Version two."' in shown and "rev 3" in shown and "(in force)" in shown
 
     # a restart records nothing new: the file equals the latest revision
     rig2 = make_rig()
@@ -100,7 +100,9 @@ async def test_revision_store_contract(kind, tmp_path):
         store.record("b", "x")
         await store.flush()
         assert [(r.rev, r.text, r.note) for r in await store.history("a")] == [
-            (1, "one", ""), (2, "two", ""), (3, "one", "back")
+            (1, "one", ""),
+            (2, "two", ""),
+            (3, "one", "back"),
         ]
         assert (await store.get("a", 2)).text == "two"
         assert await store.get("a", 9) is None

@@ -9,13 +9,13 @@ import logging
 from pathlib import Path
 
 import pytest
-from hub_cli import CliSettings
-from hub_cli import extension as cli_extension
 
 from hub import Extension, Hub, NoArgs, ScriptedModel, action, load_config
 from hub.cli import main
 from hub.logging_setup import setup_logging
 from hub.redact import MASK, Redactor, is_secret_name
+from hub_cli import CliSettings
+from hub_cli import extension as cli_extension
 
 ENV_SECRET = "sk-env-0123456789abcdef"  # reaches the config through ${HUB_TEST_API_KEY}
 FILE_SECRET = "tg-file-token-<&>-9876"  # written in the config under a key named like a secret
@@ -34,8 +34,17 @@ def restore_logging():
 
 
 def test_secret_names():
-    for name in ("api_key", "token", "bearer_token", "access_token_secret", "TELEGRAM_BOT_TOKEN", "dbPassword",
-                 "OPENAI_API_KEY", "secret", "apiKey"):
+    for name in (
+        "api_key",
+        "token",
+        "bearer_token",
+        "access_token_secret",
+        "TELEGRAM_BOT_TOKEN",
+        "dbPassword",
+        "OPENAI_API_KEY",
+        "secret",
+        "apiKey",
+    ):
         assert is_secret_name(name), name
     for name in ("max_tokens", "keyboard", "monkey", "base_url", "conversation_tokens_per_day", "PATH", "name"):
         assert not is_secret_name(name), name
@@ -90,11 +99,13 @@ def test_secrets_never_reach_logs_traces_or_prompts(tmp_path, monkeypatch, resto
     async def fail(args: NoArgs, ctx) -> dict:
         raise ValueError(f"bad key {ENV_SECRET}")
 
-    model = ScriptedModel([
-        f'<response><reasoning>the key is {ENV_SECRET}</reasoning>'
-        '<action_call name="leak">{}</action_call><action_call name="fail">{}</action_call></response>',
-        f"<response><output>your token: {FILE_SECRET}</output></response>",
-    ])
+    model = ScriptedModel(
+        [
+            f"<response><reasoning>the key is {ENV_SECRET}</reasoning>"
+            '<action_call name="leak">{}</action_call><action_call name="fail">{}</action_call></response>',
+            f"<response><output>your token: {FILE_SECRET}</output></response>",
+        ]
+    )
     streams = {"text": io.StringIO(), "json": io.StringIO()}
     text_handler = setup_logging("DEBUG", "text", streams["text"], redactor=Redactor.from_config(config))
     setup_logging("DEBUG", "json", streams["json"], redactor=Redactor.from_config(config))  # the root's handler now
@@ -102,8 +113,12 @@ def test_secrets_never_reach_logs_traces_or_prompts(tmp_path, monkeypatch, resto
 
     async def go() -> str:
         out = io.StringIO()
-        hub = Hub(config, model=model, load_extensions=False,
-                  extensions=[cli_extension(CliSettings(stdin=False), out=out), Extension("tools", actions=[leak, fail])])
+        hub = Hub(
+            config,
+            model=model,
+            load_extensions=False,
+            extensions=[cli_extension(CliSettings(stdin=False), out=out), Extension("tools", actions=[leak, fail])],
+        )
         async with hub:
             result = await hub.send("cli:session", {"user": "ann"}, f"my key is {ENV_SECRET}", user="ann")
             assert result.ok

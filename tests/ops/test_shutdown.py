@@ -29,9 +29,10 @@ def fake_model(tmp_path_factory) -> Iterator[str]:
     script = tmp_path_factory.mktemp("fake") / "script.json"
     script.write_text(json.dumps(["<response><output>pong</output></response>"]))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hub.testing.openai", "--port", "0", "--latency", str(LATENCY),
-         "--script", str(script)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        [sys.executable, "-m", "hub.testing.openai", "--port", "0", "--latency", str(LATENCY), "--script", str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
         line = proc.stdout.readline()
@@ -67,7 +68,12 @@ stdin = true
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
         [sys.executable, "-m", "hub.cli", "run", "--config", str(tmp_path / "config.toml"), "--log-format", "json"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
     )
 
 

@@ -81,7 +81,13 @@ async def test_runs_record_their_life_and_event_log_in_order(backend: str, tmp_p
         await runs.finish(run)
         got = await runs.get(run.id)
         assert got is not None
-        assert (got.state, got.steps, got.tokens, got.started, got.ended) == (RunState.COMPLETED, 2, 42, 1000.5, 1001.75)
+        assert (got.state, got.steps, got.tokens, got.started, got.ended) == (
+            RunState.COMPLETED,
+            2,
+            42,
+            1000.5,
+            1001.75,
+        )
         assert got.user is not None and got.user.startswith("u")
         kinds = [e.kind for e in await runs.events(run.id)]
         assert kinds == ["input", "thought", "output"]
@@ -125,7 +131,8 @@ async def test_inbox_records_once_takes_and_finishes(backend: str, tmp_path: Pat
         inbox.take([first.id], "run-1")
         pending = await inbox.pending()
         assert [(p.context, p.entry.id, p.entry.content, p.run_id) for p in pending] == [
-            ("chat:1", first.id, "one", "run-1"), ("chat:2", second.id, "two", None)
+            ("chat:1", first.id, "one", "run-1"),
+            ("chat:2", second.id, "two", None),
         ]
         await inbox.done([first.id])
         assert [p.entry.id for p in await inbox.pending()] == [second.id]

@@ -52,7 +52,7 @@ async def test_failures_are_counted_once_per_run_and_park_at_the_limit(inbox: In
     assert await inbox.failed([other.id], "run-5", "x", park_after=0) == []  # 0: never parked
 
 
-BOMB = '''
+BOMB = """
 import os
 from pydantic import BaseModel
 from hub import Extension, action
@@ -65,7 +65,7 @@ async def detonate(args: Nothing, ctx) -> dict:
     os._exit(3)  # the process dies in the middle of the run, as a crash would
 
 extension = Extension(name="bomb", actions=[detonate])
-'''
+"""
 
 
 def _answer(body: dict) -> str:

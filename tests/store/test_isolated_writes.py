@@ -36,7 +36,10 @@ async def _until(cond, timeout: float = 10.0) -> None:
 async def _stores(db: SqlDatabase):
     if db.dialect == "postgres":
         runs, inbox, usage, memory = (
-            PostgresRunStore(db), PostgresInbox(db, worker="w"), PostgresUsageStore(db), PostgresMemoryStore(db)
+            PostgresRunStore(db),
+            PostgresInbox(db, worker="w"),
+            PostgresUsageStore(db),
+            PostgresMemoryStore(db),
         )
     else:
         runs, inbox, usage, memory = SQLiteRunStore(db), SQLiteInbox(db), SQLiteUsageStore(db), SQLiteMemoryStore(db)
@@ -145,7 +148,9 @@ async def test_lone_surrogates_and_non_finite_numbers_never_fail_a_write(backend
         runs, inbox, _, memory = await _stores(db)
         run = RunRecord("chat:\ud800", user="a\x00b")  # PostgreSQL text cannot hold NUL
         await runs.create(run)
-        entry = InputLog(type="text", content={"s": "a\ud800b", "n": [float("nan"), float("inf"), 1.5]}, platform_id="p\udfff")
+        entry = InputLog(
+            type="text", content={"s": "a\ud800b", "n": [float("nan"), float("inf"), 1.5]}, platform_id="p\udfff"
+        )
         assert await inbox.record("chat:a", entry)
         runs.append(run, entry)
         await memory.set("memory:chat:a", {"s": "\udc00", "x": float("-inf")})

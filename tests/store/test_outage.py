@@ -55,7 +55,9 @@ async def test_an_outage_turns_healthz_degraded_and_is_counted(config: HubConfig
             assert _samples(await resp.text())["hub_store_degraded"] == 0
 
 
-async def test_hub_health_reports_a_failing_store_from_the_heartbeat(config: HubConfig, make_hub, tmp_path, capsys) -> None:
+async def test_hub_health_reports_a_failing_store_from_the_heartbeat(
+    config: HubConfig, make_hub, tmp_path, capsys
+) -> None:
     from hub.cli import HEARTBEAT, main
     from hub.features import Heartbeat
 

@@ -20,8 +20,10 @@ async def test_check_connects_and_says_what_it_found(config: HubConfig, capsys) 
         assert await cmd_check(config, argparse.Namespace()) == 0
         assert "no hub tables yet" in capsys.readouterr().out
         async with PgDatabase(url) as db:
-            await db.write("INSERT INTO inbox (id, context, data, state, received) VALUES (?, ?, ?, 'received', 1.0)",
-                           ("i1", "chat:1", "{}"))
+            await db.write(
+                "INSERT INTO inbox (id, context, data, state, received) VALUES (?, ?, ?, 'received', 1.0)",
+                ("i1", "chat:1", "{}"),
+            )
         assert await cmd_check(config, argparse.Namespace()) == 0
         out = capsys.readouterr().out
     assert "store: PostgreSQL 1" in out and url.split("?")[0] in out

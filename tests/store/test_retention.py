@@ -79,10 +79,18 @@ async def test_days_prune_every_kind_of_row_and_dry_run_deletes_nothing(backend:
     async with sql_database(backend, tmp_path) as db:
         if backend == "postgres":
             runs, inbox, usage, memory = (
-                PostgresRunStore(db), PostgresInbox(db, worker="w"), PostgresUsageStore(db), PostgresMemoryStore(db)
+                PostgresRunStore(db),
+                PostgresInbox(db, worker="w"),
+                PostgresUsageStore(db),
+                PostgresMemoryStore(db),
             )
         else:
-            runs, inbox, usage, memory = SQLiteRunStore(db), SQLiteInbox(db), SQLiteUsageStore(db), SQLiteMemoryStore(db)
+            runs, inbox, usage, memory = (
+                SQLiteRunStore(db),
+                SQLiteInbox(db),
+                SQLiteUsageStore(db),
+                SQLiteMemoryStore(db),
+            )
         for s in (runs, inbox, usage, memory):
             await s.open()
         old = await _turns(runs, 5, started=now - 100 * DAY, events=2)

@@ -55,7 +55,9 @@ async def _waiting_locks(db: PgDatabase) -> int:
     return int(row[0]) if row else 0
 
 
-async def test_a_hub_on_postgres_answers_and_a_second_hub_sees_the_conversation(make_hub, config, out, tmp_path) -> None:
+async def test_a_hub_on_postgres_answers_and_a_second_hub_sees_the_conversation(
+    make_hub, config, out, tmp_path
+) -> None:
     async with temporary_schema() as url:
         async with make_hub(["Nice to meet you, Ann."], cfg=_config(config, tmp_path, url, "a")) as hub:
             result = await hub.send("cli:session", {"user": "ann"}, "My name is Ann.")
@@ -74,8 +76,10 @@ async def test_two_hubs_run_one_conversation_one_at_a_time(make_hub, config, tmp
     order: list[str] = []
     a, b = Gated("a", order), Gated("b", order)
     async with temporary_schema() as url:
-        async with make_hub(a, cfg=_config(config, tmp_path, url, "a")) as hub_a, \
-                make_hub(b, cfg=_config(config, tmp_path, url, "b")) as hub_b:
+        async with (
+            make_hub(a, cfg=_config(config, tmp_path, url, "a")) as hub_a,
+            make_hub(b, cfg=_config(config, tmp_path, url, "b")) as hub_b,
+        ):
             first = await hub_a.submit("cli:session", {"user": "ann"}, "one")
             await asyncio.wait_for(a.entered.wait(), 10)
             second = await hub_b.submit("cli:session", {"user": "ann"}, "two")
@@ -97,8 +101,10 @@ async def test_a_dead_workers_lock_is_let_go_by_the_server(make_hub, config, tmp
     a, b = Gated("a", order), Gated("b", order)
     b.gate.set()
     async with temporary_schema() as url:
-        async with make_hub(a, cfg=_config(config, tmp_path, url, "a")) as hub_a, \
-                make_hub(b, cfg=_config(config, tmp_path, url, "b")) as hub_b:
+        async with (
+            make_hub(a, cfg=_config(config, tmp_path, url, "a")) as hub_a,
+            make_hub(b, cfg=_config(config, tmp_path, url, "b")) as hub_b,
+        ):
             db_a = hub_a._db
             assert isinstance(db_a, PgDatabase)
             first = await hub_a.submit("cli:session", {"user": "ann"}, "one")
@@ -205,6 +211,7 @@ async def test_a_hub_takes_over_a_dead_workers_input_and_answers_it(make_hub, co
             await db.fetchall("SELECT pg_sleep(0.2)")  # its lease lapses on the server's clock
         cfg = _config(config, tmp_path, url, "b")
         async with make_hub(["Yes, here."], cfg=cfg) as hub:
+
             async def answered() -> bool:
                 new = [r for r in await hub.runs.list(context="cli:session:ann") if r.id != run.id]
                 return await hub.inbox.pending() == [] and [r.state for r in new] == [RunState.COMPLETED]

@@ -195,12 +195,16 @@ def test_hub_trace_prints_the_tree(tmp_path: Path, said: Said, capsys: pytest.Ca
     from .conftest import test_extension
 
     (tmp_path / "contexts").mkdir()
-    (tmp_path / "contexts" / "default.toml").write_text('name = "B"\ninstructions = "x"\nchild_runs = ["test:chat:*"]\n')
+    (tmp_path / "contexts" / "default.toml").write_text(
+        'name = "B"\ninstructions = "x"\nchild_runs = ["test:chat:*"]\n'
+    )
     path = tmp_path / "config.toml"
     path.write_text('[hub]\ndata_dir = "data"\ncontexts_dir = "contexts"\n')
 
     async def scenario() -> str:
-        hub = Hub(load_config(path), model=ScriptedModel(brain), load_extensions=False, extensions=[test_extension(said)])
+        hub = Hub(
+            load_config(path), model=ScriptedModel(brain), load_extensions=False, extensions=[test_extension(said)]
+        )
         async with hub:
             result = await hub.send("test:chat:boss", data="spawn test:chat:worker spawn test:chat:intern hi")
         assert result is not None and result.ok
@@ -257,11 +261,18 @@ async def test_a_parent_waiting_on_a_long_child_is_not_stalled(config) -> None:
     boss = Context(type="test:boss", reply_output="test:say", persona="boss")
     worker = Context(type="test:worker", reply_output="test:say")
     config.contexts_dir.mkdir(exist_ok=True)
-    (config.contexts_dir / "boss.toml").write_text('name = "Boss"\ninstructions = "Delegate."\nchild_runs = ["test:worker:*"]\n')
+    (config.contexts_dir / "boss.toml").write_text(
+        'name = "Boss"\ninstructions = "Delegate."\nchild_runs = ["test:worker:*"]\n'
+    )
     from hub import Hub
 
     config.contexts_dir.mkdir(exist_ok=True)
-    hub = Hub(config, model=Slow(respond), load_extensions=False, extensions=[Extension("t", contexts=[boss, worker], outputs=[say])])
+    hub = Hub(
+        config,
+        model=Slow(respond),
+        load_extensions=False,
+        extensions=[Extension("t", contexts=[boss, worker], outputs=[say])],
+    )
     async with hub:
         result = await hub.send("test:boss:1", data="do it")
     assert slow["n"] == 1, [str(e)[:300] for e in result.logs]

@@ -66,9 +66,7 @@ async def test_a_bearer_token_with_wait_answers_the_terminal_state_and_outputs(s
         assert resp.status == 200
         answer = await resp.json()
     assert answer["state"] == "completed" and answer["reason"] is None
-    assert answer["outputs"] == [
-        {"type": "test:say", "content": 'echo: {"msg": "hi"}', "sent": True, "error": None}
-    ]
+    assert answer["outputs"] == [{"type": "test:say", "content": 'echo: {"msg": "hi"}', "sent": True, "error": None}]
     assert (await hub.runs.get(answer["run_id"])).state == "completed"
 
 
@@ -115,7 +113,9 @@ async def test_bad_json_too_large_and_unknown_names_are_4xx_and_run_nothing(serv
         for _ in range(3):
             yield b" " * 600
 
-    async with session.post(f"{base}/webhooks/deploys", data=chunked(), headers={"Authorization": f"Bearer {SECRET}"}) as resp:
+    async with session.post(
+        f"{base}/webhooks/deploys", data=chunked(), headers={"Authorization": f"Bearer {SECRET}"}
+    ) as resp:
         assert resp.status == 413
     async with session.post(f"{base}/webhooks/nope", data=b"{}", headers=signed(b"{}")) as resp:
         assert resp.status == 401  # as a wrong signature: names cannot be enumerated
@@ -165,9 +165,19 @@ async def test_metrics_parse_and_count_runs_steps_tokens_and_platform_sends(serv
         text = await resp.text()
     families = {f.name for f in text_string_to_metric_families(text)}
     assert {
-        "hub_runs", "hub_run_steps", "hub_tokens", "hub_llm_latency_seconds", "hub_run_duration_seconds",
-        "hub_runs_running", "hub_queue_depth", "hub_llm_waiting", "hub_platform_sends",
-        "hub_platform_rate_limited", "hub_webhook_requests", "hub_outputs", "hub_schedule_fires",
+        "hub_runs",
+        "hub_run_steps",
+        "hub_tokens",
+        "hub_llm_latency_seconds",
+        "hub_run_duration_seconds",
+        "hub_runs_running",
+        "hub_queue_depth",
+        "hub_llm_waiting",
+        "hub_platform_sends",
+        "hub_platform_rate_limited",
+        "hub_webhook_requests",
+        "hub_outputs",
+        "hub_schedule_fires",
     } <= families
     got = samples(text)
     assert got[("hub_runs_total", (("context_type", "test:chat"), ("state", "completed")))] == 1
@@ -208,8 +218,12 @@ def test_config_defaults_and_errors() -> None:
     cfg = config_from_dict({"http": {}})
     assert (cfg.http.host, cfg.http.port) == ("127.0.0.1", 8080)
     assert config_from_dict({}).http is None
-    with pytest.raises(ConfigError, match=r"webhooks\.deploys\.secret: \$\{UNSET_SECRET\} is not set, and this key needs a value"):
-        config_from_dict({"webhooks": {"deploys": {"context": "telegram:chat:42", "secret": "${UNSET_SECRET}"}}}, env={})
+    with pytest.raises(
+        ConfigError, match=r"webhooks\.deploys\.secret: \$\{UNSET_SECRET\} is not set, and this key needs a value"
+    ):
+        config_from_dict(
+            {"webhooks": {"deploys": {"context": "telegram:chat:42", "secret": "${UNSET_SECRET}"}}}, env={}
+        )
     with pytest.raises(ConfigError, match=r"webhooks\.deploys\.secret: .*must not be empty"):
         config_from_dict({"webhooks": {"deploys": {"context": "telegram:chat:42", "secret": "${EMPTY:-}"}}}, env={})
     with pytest.raises(ConfigError, match=r"webhooks\.deploys\.context"):

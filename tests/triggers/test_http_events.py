@@ -104,7 +104,9 @@ async def test_stopping_the_hub_ends_open_streams(http_config: HubConfig, make_h
         async with session.get(f"http://127.0.0.1:{hub.http.port}/events", headers=AUTH) as resp:
             assert resp.status == 200
             await asyncio.wait_for(hub.stop(), 10)
-            with pytest.raises((aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, asyncio.IncompleteReadError)):
+            with pytest.raises(
+                (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, asyncio.IncompleteReadError)
+            ):
                 while await asyncio.wait_for(resp.content.readany(), 10):
                     pass
                 raise aiohttp.ServerDisconnectedError()  # a clean end is an end too

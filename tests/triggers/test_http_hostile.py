@@ -73,7 +73,11 @@ async def test_a_lone_surrogate_becomes_u_fffd_and_the_run_completes(served, sai
 
 @pytest.mark.parametrize(
     ("body", "field"),
-    [(b"[NaN, Infinity]", "body[0]: nan"), (b'{"a": {"b": [1, -Infinity]}}', "body.a.b[1]: -inf"), (b'{"x": 1e999}', "body.x: inf")],
+    [
+        (b"[NaN, Infinity]", "body[0]: nan"),
+        (b'{"a": {"b": [1, -Infinity]}}', "body.a.b[1]: -inf"),
+        (b'{"x": 1e999}', "body.x: inf"),
+    ],
 )
 async def test_non_finite_numbers_are_400_naming_the_field_and_store_nothing(served, body: bytes, field: str) -> None:
     hub, session, base = served
@@ -95,11 +99,15 @@ async def test_json_nested_too_deep_is_400(served) -> None:
 # --- credentials --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("header", [b"Authorization: Bearer \xff\xfe", b"X-Hub-Signature-256: sha256=\xc3\xa9",
-                                    b"X-Hub-Timestamp: \xe2\x82\xac"])
+@pytest.mark.parametrize(
+    "header",
+    [b"Authorization: Bearer \xff\xfe", b"X-Hub-Signature-256: sha256=\xc3\xa9", b"X-Hub-Timestamp: \xe2\x82\xac"],
+)
 async def test_undecodable_credentials_are_401_not_500(served, header: bytes) -> None:
     hub, _, _ = served
-    status, body = await raw_request(hub.http.port, b"POST /webhooks/deploys HTTP/1.1\r\nHost: x\r\n" + header + b"\r\n", b"{}")
+    status, body = await raw_request(
+        hub.http.port, b"POST /webhooks/deploys HTTP/1.1\r\nHost: x\r\n" + header + b"\r\n", b"{}"
+    )
     assert status == 401
     assert b"is not ASCII" in body
     await no_runs(hub)
@@ -108,8 +116,12 @@ async def test_undecodable_credentials_are_401_not_500(served, header: bytes) ->
 async def test_an_unknown_name_answers_exactly_like_a_bad_credential(served) -> None:
     hub, session, base = served
     body = b'{"a": 1}'
-    attempts = [{}, {"Authorization": "Bearer wrong"}, {"X-Hub-Signature-256": signature("guess-guess-guess", body)},
-                {"X-Hub-Signature-256": "md5=1"}]
+    attempts = [
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"X-Hub-Signature-256": signature("guess-guess-guess", body)},
+        {"X-Hub-Signature-256": "md5=1"},
+    ]
     for headers in attempts:
         answers = []
         for name in ("deploys", "no-such-hook"):
@@ -123,7 +135,9 @@ async def test_a_wrong_bearer_is_refused_before_the_body_is_sent(served) -> None
     hub, _, _ = served
     reader, writer = await asyncio.open_connection("127.0.0.1", hub.http.port)
     # announces a body it never sends: the answer comes from the headers alone
-    writer.write(b"POST /webhooks/deploys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nope\r\nContent-Length: 1000\r\n\r\n")
+    writer.write(
+        b"POST /webhooks/deploys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nope\r\nContent-Length: 1000\r\n\r\n"
+    )
     await writer.drain()
     line = await asyncio.wait_for(reader.readline(), 5)
     writer.close()
@@ -155,7 +169,11 @@ async def test_a_signed_timestamp_is_checked_and_bounds_replays(served, said: Sa
 
 async def test_a_bad_idempotency_key_is_400(served) -> None:
     hub, _, _ = served
-    head = b"POST /webhooks/deploys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + SECRET.encode() + b"\r\nIdempotency-Key: \xed\xa0\x80\r\n"
+    head = (
+        b"POST /webhooks/deploys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        + SECRET.encode()
+        + b"\r\nIdempotency-Key: \xed\xa0\x80\r\n"
+    )
     status, body = await raw_request(hub.http.port, head, b"{}")
     assert status == 400 and b"Idempotency-Key" in body
     await no_runs(hub)
@@ -191,7 +209,9 @@ class FullDisk(InMemoryInbox):
         return await super().record(context, entry)
 
 
-async def test_a_failing_store_answers_503_json_and_the_next_message_is_answered(http_config, make_hub, said: Said) -> None:
+async def test_a_failing_store_answers_503_json_and_the_next_message_is_answered(
+    http_config, make_hub, said: Said
+) -> None:
     inbox = FullDisk()
     async with make_hub(inbox=inbox) as hub, aiohttp.ClientSession() as session:
         url = f"http://127.0.0.1:{hub.http.port}/webhooks/deploys"
@@ -245,8 +265,9 @@ async def test_320_slow_clients_do_not_starve_healthz_or_webhooks(http_config, m
             t0 = time.monotonic()
             async with session.get(f"{base}/healthz", timeout=aiohttp.ClientTimeout(total=5)) as resp:
                 assert resp.status == 200
-            async with session.post(f"{base}/webhooks/deploys?wait=1", json={"n": 1}, headers=BEARER,
-                                    timeout=aiohttp.ClientTimeout(total=5)) as resp:
+            async with session.post(
+                f"{base}/webhooks/deploys?wait=1", json={"n": 1}, headers=BEARER, timeout=aiohttp.ClientTimeout(total=5)
+            ) as resp:
                 assert resp.status == 200 and (await resp.json())["state"] == "completed"
             assert time.monotonic() - t0 < 5
             guard = hub.http._guard
@@ -273,8 +294,11 @@ async def test_headers_that_do_not_arrive_in_time_close_the_connection(served) -
 async def test_a_body_that_does_not_arrive_in_time_is_408(served) -> None:
     hub, _, _ = served
     reader, writer = await asyncio.open_connection("127.0.0.1", hub.http.port)
-    writer.write(b"POST /webhooks/deploys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + SECRET.encode()
-                 + b"\r\nContent-Length: 100\r\n\r\n{\"a\": ")
+    writer.write(
+        b"POST /webhooks/deploys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        + SECRET.encode()
+        + b'\r\nContent-Length: 100\r\n\r\n{"a": '
+    )
     await writer.drain()
     line = await asyncio.wait_for(reader.readline(), 5)
     writer.close()
@@ -289,8 +313,11 @@ async def test_when_every_connection_is_busy_a_new_one_gets_503(http_config, mak
         held = []
         for _ in range(2):  # authenticated webhooks whose bodies are still coming: proven, kept
             r, w = await asyncio.open_connection("127.0.0.1", port)
-            w.write(b"POST /webhooks/deploys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + SECRET.encode()
-                    + b"\r\nContent-Length: 10\r\n\r\n")
+            w.write(
+                b"POST /webhooks/deploys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                + SECRET.encode()
+                + b"\r\nContent-Length: 10\r\n\r\n"
+            )
             held.append((r, w))
         await asyncio.sleep(0)  # let them be accepted before the third
         for _ in range(50):
@@ -309,7 +336,9 @@ async def test_when_every_connection_is_busy_a_new_one_gets_503(http_config, mak
 async def test_a_malformed_request_is_400_and_no_error_in_the_log(served, caplog: pytest.LogCaptureFixture) -> None:
     hub, _, _ = served
     caplog.set_level(logging.INFO)
-    status, _ = await raw_request(hub.http.port, b"POST /webhooks/deploys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \x00\x01\r\n", b"{}")
+    status, _ = await raw_request(
+        hub.http.port, b"POST /webhooks/deploys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \x00\x01\r\n", b"{}"
+    )
     assert status == 400
     status, _ = await raw_request(hub.http.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
     assert status == 200  # sent after it: the first is logged by now

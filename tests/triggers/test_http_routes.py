@@ -34,8 +34,9 @@ class Received:
 
 def platform(received: Received, **route: Any) -> Extension:
     route.setdefault("path", "/platform/updates")
-    return Extension(name="platform", routes=[Route(handler=received.handle, secret_header=HEADER, secret=SECRET,
-                                                    **route)])
+    return Extension(
+        name="platform", routes=[Route(handler=received.handle, secret_header=HEADER, secret=SECRET, **route)]
+    )
 
 
 @pytest.fixture
@@ -78,12 +79,15 @@ async def test_wrong_missing_or_oversized_requests_never_reach_the_handler(serve
     assert [r.data for r in received.requests] == [{"n": 1}]
 
 
-@pytest.mark.parametrize(("path", "message"), [
-    ("/webhooks/telegram", "the hub's own path"),
-    ("/healthz", "the hub's own path"),
-    ("/", "name something"),
-    ("relative", "must start with '/'"),
-])
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/webhooks/telegram", "the hub's own path"),
+        ("/healthz", "the hub's own path"),
+        ("/", "name something"),
+        ("relative", "must start with '/'"),
+    ],
+)
 def test_routes_may_not_shadow_the_hubs_paths(config: HubConfig, make_hub, path: str, message: str) -> None:
     with pytest.raises(ExtensionError, match=message):
         make_hub(extra=[platform(Received(), path=path)])

@@ -92,7 +92,9 @@ async def schedule_inputs(hub: Hub) -> list[str]:
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_three_workers_fire_each_tick_once_and_survive_one_stopping(
-    tmp_path: Path, said: Said, backend: str,
+    tmp_path: Path,
+    said: Said,
+    backend: str,
 ) -> None:
     async with contextlib.AsyncExitStack() as stack:
         url = await stack.enter_async_context(temporary_schema()) if backend == "postgres" else ""
@@ -103,8 +105,12 @@ async def _three_workers_fire_each_tick_once(tmp_path: Path, said: Said, url: st
     clock = SharedClock(T0)
     hubs = []
     for i in range(3):
-        hub = Hub(worker_config(tmp_path, url=url, name=f"w{i}"), model=ScriptedModel(reply_to_input),
-                  load_extensions=False, extensions=[test_extension(said)])
+        hub = Hub(
+            worker_config(tmp_path, url=url, name=f"w{i}"),
+            model=ScriptedModel(reply_to_input),
+            load_extensions=False,
+            extensions=[test_extension(said)],
+        )
         hub.scheduler.clock, hub.scheduler.sleep = clock.time, clock.sleep
         hubs.append(hub)
     async with contextlib.AsyncExitStack() as stack:
@@ -132,7 +138,8 @@ async def _three_workers_fire_each_tick_once(tmp_path: Path, said: Said, url: st
 
         async def answered() -> bool:
             rows = await alive[0]._db.fetchall(  # type: ignore[union-attr]
-                "SELECT COUNT(*) FROM inbox WHERE platform_id IN (?, ?) AND state = 'done'", tuple(later))
+                "SELECT COUNT(*) FROM inbox WHERE platform_id IN (?, ?) AND state = 'done'", tuple(later)
+            )
             return rows[0][0] == 2
 
         async with asyncio.timeout(10):
@@ -152,8 +159,12 @@ async def test_a_claimed_tick_whose_worker_died_is_sent_once_by_the_next(tmp_pat
     await db.close()
 
     clock = SharedClock(T0 + 3600 + 5)
-    hub = Hub(worker_config(tmp_path), model=ScriptedModel(reply_to_input), load_extensions=False,
-              extensions=[test_extension(said)])
+    hub = Hub(
+        worker_config(tmp_path),
+        model=ScriptedModel(reply_to_input),
+        load_extensions=False,
+        extensions=[test_extension(said)],
+    )
     hub.scheduler.clock, hub.scheduler.sleep = clock.time, clock.sleep
     async with hub:
         await clock.settle(1)
@@ -167,8 +178,15 @@ async def test_a_claimed_tick_whose_worker_died_is_sent_once_by_the_next(tmp_pat
 
 async def test_a_tick_claimed_by_a_worker_that_died_is_sent_once_by_the_live_ones(tmp_path: Path, said: Said) -> None:
     clock = SharedClock(T0)
-    hubs = [Hub(worker_config(tmp_path), model=ScriptedModel(reply_to_input), load_extensions=False,
-                extensions=[test_extension(said)]) for _ in range(2)]
+    hubs = [
+        Hub(
+            worker_config(tmp_path),
+            model=ScriptedModel(reply_to_input),
+            load_extensions=False,
+            extensions=[test_extension(said)],
+        )
+        for _ in range(2)
+    ]
     for hub in hubs:
         hub.scheduler.clock, hub.scheduler.sleep = clock.time, clock.sleep
     async with contextlib.AsyncExitStack() as stack:
@@ -198,8 +216,12 @@ async def test_a_claimed_tick_already_recorded_is_not_sent_again(tmp_path: Path,
     assert await store.claim("tick", T0, T0 + 3600)
     await db.close()
     clock = SharedClock(T0 + 3600 + 5)
-    hub = Hub(worker_config(tmp_path), model=ScriptedModel(reply_to_input), load_extensions=False,
-              extensions=[test_extension(said)])
+    hub = Hub(
+        worker_config(tmp_path),
+        model=ScriptedModel(reply_to_input),
+        load_extensions=False,
+        extensions=[test_extension(said)],
+    )
     hub.scheduler.clock, hub.scheduler.sleep = clock.time, clock.sleep
     hub.scheduler.enabled = False  # record the input as the dead worker did, then arm
     async with hub:

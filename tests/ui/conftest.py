@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from hub_telegram import TelegramSettings
-from hub_telegram import extension as telegram_extension
 
 from hub import Extension, Hub, HubConfig
 from hub.config import HttpSection
 from hub.models import Model, ModelRequest, Usage
 from hub.store import RunRecord, RunState
+from hub_telegram import TelegramSettings
+from hub_telegram import extension as telegram_extension
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "extensions" / "telegram" / "tests"))
 from fake_telegram import FakeTelegram  # noqa: E402
@@ -101,8 +101,12 @@ def make_config(tmp_path: Path, *, token: str = TOKEN) -> HubConfig:
 
 @contextlib.asynccontextmanager
 async def dashboard(
-    tmp_path: Path, *, model: HeldModel | None = None, config: HubConfig | None = None,
-    extensions: Sequence[Extension] = (), **settings: Any,
+    tmp_path: Path,
+    *,
+    model: HeldModel | None = None,
+    config: HubConfig | None = None,
+    extensions: Sequence[Extension] = (),
+    **settings: Any,
 ) -> AsyncIterator[Dash]:
     """A hub with Telegram (against a fresh fake), ``extensions`` and the dashboard, started."""
     cfg = config or make_config(tmp_path)

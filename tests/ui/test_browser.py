@@ -23,8 +23,13 @@ from .conftest import TOKEN, HeldModel, dashboard, persona_text, seed, wait_unti
 CHROMIUM = os.environ.get("HUB_UI_CHROMIUM", "/usr/bin/chromium")
 SHOTS = Path(__file__).parent / "screenshots"
 ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
 ]
 
 try:
@@ -32,8 +37,10 @@ try:
 except ImportError as e:  # the dev extra is not installed
     _missing: str | None = f"playwright is not installed ({e}); pip install -e '.[dev]'"
 else:
-    _missing = None if shutil.which(CHROMIUM) or Path(CHROMIUM).exists() else (
-        f"no Chromium at {CHROMIUM}: apt-get install chromium chromium-driver (as .ci/run does)"
+    _missing = (
+        None
+        if shutil.which(CHROMIUM) or Path(CHROMIUM).exists()
+        else (f"no Chromium at {CHROMIUM}: apt-get install chromium chromium-driver (as .ci/run does)")
     )
 
 if _missing and os.environ.get("CI"):
@@ -196,8 +203,7 @@ async def test_approve_a_pairing_code(browser: Browser, tmp_path: Path) -> None:
 async def test_phone_viewport_and_a_thousand_runs_paged_fast(browser: Browser, tmp_path: Path) -> None:
     async with dashboard(tmp_path) as d:
         await seed(d.hub.runs, 1000, t0=1_700_000_000.0)
-        page = await new_page(browser, d.base, viewport={"width": 390, "height": 844}, is_mobile=True,
-                              has_touch=True)
+        page = await new_page(browser, d.base, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
         timings: list[tuple[str, float]] = []
 
         def took(resp: Any) -> None:
@@ -218,8 +224,12 @@ async def test_phone_viewport_and_a_thousand_runs_paged_fast(browser: Browser, t
         await page.select_option("select[name=state]", "failed")
         await page.click("text=Filter")
         await expect(page.locator("tbody#rows .badge").first).to_have_text("failed")
-        for nav, title in (("Conversations", "Conversations"), ("Personas", "Personas"), ("Access", "Access"),
-                           ("Health", "Health")):
+        for nav, title in (
+            ("Conversations", "Conversations"),
+            ("Personas", "Personas"),
+            ("Access", "Access"),
+            ("Health", "Health"),
+        ):
             await page.click(f"nav >> text={nav}")
             await expect(page.locator("h1")).to_have_text(title)
             await page.screenshot(path=SHOTS / f"{title.lower()}-phone.png", full_page=True)

@@ -94,13 +94,18 @@ async def test_every_change_needs_the_csrf_token_and_this_origin(tmp_path: Path)
                 assert resp.status == 403, (data, headers)
                 assert "refused" in await resp.text() or "CSRF" in await resp.text()
         assert (await d.hub.access.store.get("telegram", "77")).state == "pending"  # nothing changed
-        async with s.post(url, data={"code": pending.code}, headers={"X-CSRF-Token": csrf, "Origin": d.base},
-                          allow_redirects=False) as resp:
+        async with s.post(
+            url, data={"code": pending.code}, headers={"X-CSRF-Token": csrf, "Origin": d.base}, allow_redirects=False
+        ) as resp:
             assert resp.status == 303 and resp.headers["Location"] == "/ui/access"
         assert (await d.hub.access.store.get("telegram", "77")).state == "approved"
         # a login from another site is refused too (login CSRF)
-        async with s.post(d.base + "/ui/login", data={"token": TOKEN}, headers={"Origin": "http://evil.example"},
-                          allow_redirects=False) as resp:
+        async with s.post(
+            d.base + "/ui/login",
+            data={"token": TOKEN},
+            headers={"Origin": "http://evil.example"},
+            allow_redirects=False,
+        ) as resp:
             assert resp.status == 403
 
 
@@ -170,8 +175,12 @@ async def test_runs_list_filters_pages_and_refuses_bad_parameters(tmp_path: Path
             assert set(re.findall(r'data-run="([0-9a-f]+)"', await resp.text())) <= {
                 r.id for r in runs if r.context == "twitter:chat:3"
             }
-        for query, names in (("state=done", "state must be one of"), ("platform=a/b", "platform must be"),
-                             ("before=yesterday", "before must be STARTED:ID"), ("context=" + "x" * 400, "context is longer")):
+        for query, names in (
+            ("state=done", "state must be one of"),
+            ("platform=a/b", "platform must be"),
+            ("before=yesterday", "before must be STARTED:ID"),
+            ("context=" + "x" * 400, "context is longer"),
+        ):
             async with s.get(d.base + "/ui/?" + query) as resp:
                 assert resp.status == 400 and names in await resp.text(), query
 
@@ -192,9 +201,18 @@ async def test_trace_shows_the_whole_run_and_no_secret(tmp_path: Path, monkeypat
         assert "output telegram:send" in page and "Hello from ALPHA" in page and ">sent<" in page
         assert re.search(r"step 1: \d+ ms \(first token \d+ ms\), tokens \d+ prompt \+ \d+ completion", page)
         assert 'hx-trigger="every 1s"' not in page  # an ended run's trace stops polling
-        for path in ("/ui/", "/ui/runs/rows", f"/ui/runs/{run.id}/trace", "/ui/conversations",
-                     "/ui/conversation?context=telegram:chat:42", "/ui/personas", "/ui/personas/default",
-                     "/ui/access", "/ui/health", "/ui/health/charts"):
+        for path in (
+            "/ui/",
+            "/ui/runs/rows",
+            f"/ui/runs/{run.id}/trace",
+            "/ui/conversations",
+            "/ui/conversation?context=telegram:chat:42",
+            "/ui/personas",
+            "/ui/personas/default",
+            "/ui/access",
+            "/ui/health",
+            "/ui/health/charts",
+        ):
             async with s.get(d.base + path) as resp:
                 body = await resp.text()
             assert resp.status == 200 and secret not in body and TOKEN not in body, path
@@ -204,7 +222,9 @@ async def test_trace_shows_the_whole_run_and_no_secret(tmp_path: Path, monkeypat
         assert "Hello from ALPHA" in page and secret not in page
         assert await d.hub.memory.get("working-memory:telegram:chat:42")
         csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
-        async with s.post(d.base + "/ui/conversation/forget", data={"csrf": csrf, "context": "telegram:chat:42"}) as resp:
+        async with s.post(
+            d.base + "/ui/conversation/forget", data={"csrf": csrf, "context": "telegram:chat:42"}
+        ) as resp:
             assert "forgot telegram:chat:42: 0 episodes, working-memory:telegram:chat:42" in await resp.text()
         assert await d.hub.memory.get("working-memory:telegram:chat:42") is None
 
@@ -224,9 +244,11 @@ def weather_model(request: Any) -> str:
     """Step 1 calls the action twice (one fails); step 2 answers with what came back."""
     prompt = "".join(m["content"] for m in request.messages)
     if "72" not in prompt:
-        return ('<response><reasoning>Look it up.</reasoning>'
-                '<action_call name="lookupWeather">{"city": "Paris"}</action_call>'
-                '<action_call name="lookupWeather">{"city": "Atlantis"}</action_call></response>')
+        return (
+            "<response><reasoning>Look it up.</reasoning>"
+            '<action_call name="lookupWeather">{"city": "Paris"}</action_call>'
+            '<action_call name="lookupWeather">{"city": "Atlantis"}</action_call></response>'
+        )
     return '<response><output type="telegram:send">Paris: 72F</output></response>'
 
 
@@ -251,7 +273,7 @@ async def test_trace_shows_action_calls_results_errors_and_child_runs(tmp_path: 
         assert "no such city: Atlantis" in page and 'class="badge error"' in page
         assert "Paris: 72F" in page and "step 2:" in page
         assert "<h2>Child runs</h2>" in page
-        tree = page[page.index("<h2>Child runs</h2>"):]
+        tree = page[page.index("<h2>Child runs</h2>") :]
         assert tree.index(child.id[:10]) < tree.index(grandchild.id[:10])  # nested under its parent
         assert tree.count('<ul class="tree">') == 2
         async with s.get(f"{d.base}/ui/runs/{grandchild.id}") as resp:
@@ -275,7 +297,9 @@ async def test_persona_edit_is_validated_diffed_saved_and_rolled_back(tmp_path: 
             assert resp.status == 400
             page = await resp.text()
         assert "does not validate" in page and "instructions" in page
-        assert 'instructions = &#34;&#34;' in page or "instructions = &quot;&quot;" in page or 'instructions = ""' in page
+        assert (
+            "instructions = &#34;&#34;" in page or "instructions = &quot;&quot;" in page or 'instructions = ""' in page
+        )
         async with s.post(url + "/save", data={"csrf": csrf, "text": broken, "base": "1"}) as resp:
             assert resp.status == 400
         assert path.read_text() == PERSONA  # nothing was written
@@ -348,7 +372,9 @@ async def test_access_lists_approves_and_revokes(tmp_path: Path) -> None:
             assert "approved: telegram user 501" not in await resp.text()  # said once
         async with s.get(d.base + "/ui/access?msg=Your+token+expired") as resp:
             assert "Your token expired" not in await resp.text()  # no link can make it say things
-        async with s.post(d.base + "/ui/access/revoke", data={"csrf": csrf, "user": "501", "platform": "telegram"}) as resp:
+        async with s.post(
+            d.base + "/ui/access/revoke", data={"csrf": csrf, "user": "501", "platform": "telegram"}
+        ) as resp:
             assert "revoked 1 pairing of user 501" in await resp.text()
         assert not (await d.hub.access.check("telegram", "501", "pairing")).allowed
 
@@ -369,7 +395,7 @@ async def test_health_draws_the_metrics_history(tmp_path: Path) -> None:
         await wait_until(lambda: connected() == 1, timeout=10)  # the poller reached the fake
         async with s.get(d.base + "/ui/health") as resp:
             page = await resp.text()
-        assert page.count("<svg class=\"spark\"") == 6 and "<polyline" in page
+        assert page.count('<svg class="spark"') == 6 and "<polyline" in page
         assert "model latency (first token): <strong>750ms</strong>" in page
         assert re.search(r"<td>telegram</td><td>yes</td><td>yes</td><td>0</td><td>0</td><td>2</td>", page)
 
@@ -386,7 +412,9 @@ async def test_forget_deletes_the_conversations_episodes_as_hub_memory_forget_do
         csrf = await login(s, d.base)
         async with s.get(d.base + "/ui/conversation?context=telegram:chat:42") as resp:
             assert "remember me, chat 42" in html.unescape(await resp.text())
-        async with s.post(d.base + "/ui/conversation/forget", data={"csrf": csrf, "context": "telegram:chat:42"}) as resp:
+        async with s.post(
+            d.base + "/ui/conversation/forget", data={"csrf": csrf, "context": "telegram:chat:42"}
+        ) as resp:
             assert "forgot telegram:chat:42: 1 episode, working-memory:telegram:chat:42" in await resp.text()
         assert await d.hub.episodes.episodes(context="telegram:chat:42") == []
         assert len(await d.hub.episodes.episodes(context="telegram:chat:43")) == 1  # only that conversation

@@ -43,9 +43,18 @@ def ack(body: dict[str, Any]) -> str:
 
 
 def config_text(
-    *, url: str, data_dir: Path, contexts_dir: Path, model_url: str, telegram_url: str,
-    lease: float = 3.0, concurrency: int = 64, chat_rate: float = 20.0, pool_size: int = 3,
-    lock_connections: int = 12, extra: str = "",
+    *,
+    url: str,
+    data_dir: Path,
+    contexts_dir: Path,
+    model_url: str,
+    telegram_url: str,
+    lease: float = 3.0,
+    concurrency: int = 64,
+    chat_rate: float = 20.0,
+    pool_size: int = 3,
+    lock_connections: int = 12,
+    extra: str = "",
 ) -> str:
     return f"""
 [hub]
@@ -102,8 +111,15 @@ class Worker:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.port = None
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "hub.cli", "run", "--config", str(self.config),
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env,
+            sys.executable,
+            "-m",
+            "hub.cli",
+            "run",
+            "--config",
+            str(self.config),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
         )
         listening = asyncio.get_running_loop().create_future()
         self._reader = asyncio.create_task(self._read(listening))
@@ -200,15 +216,18 @@ class Balancer:
             if worker.port is not None:
                 try:
                     async with self.session.post(
-                        f"http://127.0.0.1:{worker.port}/telegram/updates", data=data,
+                        f"http://127.0.0.1:{worker.port}/telegram/updates",
+                        data=data,
                         headers={"Content-Type": "application/json", "X-Telegram-Bot-Api-Secret-Token": SECRET},
                     ) as resp:
                         await resp.read()
                         if resp.status == 200:
                             return
                         if resp.status < 500:
-                            raise AssertionError(f"worker {worker.name} refused update {update['update_id']}: {resp.status}")
-                except (aiohttp.ClientConnectionError, asyncio.TimeoutError):
+                            raise AssertionError(
+                                f"worker {worker.name} refused update {update['update_id']}: {resp.status}"
+                            )
+                except (TimeoutError, aiohttp.ClientConnectionError):
                     pass
                 self.retries += 1
             if loop.time() > until:

@@ -79,7 +79,9 @@ async def _recorded_sends(url: str) -> Counter[str]:
     found: Counter[str] = Counter()
     for entry in latest.values():
         # what the hub counts as answered (OutputLog.answered): sent, or a part of it sent
-        if entry.get("type") == "telegram:send" and (entry.get("sent") or (entry.get("parts") and not entry.get("live"))):
+        if entry.get("type") == "telegram:send" and (
+            entry.get("sent") or (entry.get("parts") and not entry.get("live"))
+        ):
             found.update(f"c{c}#{n}" for c, n in _ID.findall(str(entry.get("content", ""))))
     return found
 
@@ -110,11 +112,18 @@ async def _story(url: str, context: str) -> str:
         lines = []
         for run in await conn.fetch("SELECT id, state, reason FROM runs WHERE context = $1 ORDER BY started", context):
             events = await conn.fetch("SELECT kind, data FROM run_events WHERE run_id = $1 ORDER BY seq", run["id"])
-            shown = [f"{e['kind']}:{json.loads(e['data']).get('content')!r}:{json.loads(e['data']).get('sent')}"
-                     for e in events if e["kind"] in ("input", "output")]
+            shown = [
+                f"{e['kind']}:{json.loads(e['data']).get('content')!r}:{json.loads(e['data']).get('sent')}"
+                for e in events
+                if e["kind"] in ("input", "output")
+            ]
             lines.append(f"run {run['id'][:8]} {run['state']} {run['reason']}: {shown}")
-        for row in await conn.fetch("SELECT id, data, state, run_id, claimed_by FROM inbox WHERE context = $1 ORDER BY received", context):
-            lines.append(f"inbox {row['id'][:8]} {json.loads(row['data']).get('content')!r} {row['state']} run={str(row['run_id'])[:8]} by={row['claimed_by']}")
+        for row in await conn.fetch(
+            "SELECT id, data, state, run_id, claimed_by FROM inbox WHERE context = $1 ORDER BY received", context
+        ):
+            lines.append(
+                f"inbox {row['id'][:8]} {json.loads(row['data']).get('content')!r} {row['state']} run={str(row['run_id'])[:8]} by={row['claimed_by']}"
+            )
         return "\n".join(lines)
     finally:
         await conn.close()
@@ -122,9 +131,18 @@ async def _story(url: str, context: str) -> str:
 
 async def test_three_workers_one_killed_every_message_answered_once_in_order(tmp_path: Path) -> None:
     started = time.monotonic()
-    async with temporary_schema() as url, FakeTelegram(token=TOKEN) as tg, FakeOpenAI(default=ack, latency=0.2) as model:
+    async with (
+        temporary_schema() as url,
+        FakeTelegram(token=TOKEN) as tg,
+        FakeOpenAI(default=ack, latency=0.2) as model,
+    ):
         workers = make_workers(
-            tmp_path, 3, url=url, model_url=model.url, telegram_url=f"{tg.base_url}/bot", lease=10.0,
+            tmp_path,
+            3,
+            url=url,
+            model_url=model.url,
+            telegram_url=f"{tg.base_url}/bot",
+            lease=10.0,
         )
         await asyncio.gather(*(w.start() for w in workers))
         try:
@@ -189,14 +207,18 @@ async def test_three_workers_one_killed_every_message_answered_once_in_order(tmp
             chat = int(_ID.match(next(iter(wrong))).group(1))  # type: ignore[union-attr]
             texts = [s["text"] for s in tg.sent if int(s["chat_id"]) == 1000 + chat]
             story = await _story(url, f"telegram:chat:{1000 + chat}")
-            raise AssertionError(f"{len(wrong)} messages recorded as answered 0 or 2+ times (recorded, sent): "
-                                 f"{dict(list(wrong.items())[:20])}\nchat {chat} got {texts}\n{story}")
+            raise AssertionError(
+                f"{len(wrong)} messages recorded as answered 0 or 2+ times (recorded, sent): "
+                f"{dict(list(wrong.items())[:20])}\nchat {chat} got {texts}\n{story}"
+            )
         # a send the fake saw more often than the runs recorded is the window (its record
         # died with the killed worker); anything else twice is a bug
         window = {m: sent_ids[m] - recorded[m] for m in expected if sent_ids[m] != recorded[m]}
         assert all(extra == 1 for extra in window.values()), window
         cut_off = await _inputs_of_killed_runs(url)
-        assert set(window) <= cut_off, f"sent twice, but not by a run that died with its worker: {set(window) - cut_off}"
+        assert set(window) <= cut_off, (
+            f"sent twice, but not by a run that died with its worker: {set(window) - cut_off}"
+        )
         for c, ns in per_chat.items():
             firsts = list(dict.fromkeys(ns))  # a window duplicate repeats a message already sent
             if firsts != sorted(firsts):

@@ -122,8 +122,12 @@ def extension(settings: CliSettings, *, out: TextIO | None = None) -> Extension:
     stream = out or sys.stdout
     if _is_terminal(stream):  # a person watching: the reply appears as it is written
 
-        @output(type="cli:message", description="Say something to the user in the terminal.", context="cli:session",
-                live=True)
+        @output(
+            type="cli:message",
+            description="Say something to the user in the terminal.",
+            context="cli:session",
+            live=True,
+        )
         async def message(content: LiveText, ctx: Any) -> None:  # noqa: F811
             printed: str | None = None  # nothing yet: an empty reply prints nothing, as before
             async for text in content:
@@ -132,7 +136,7 @@ def extension(settings: CliSettings, *, out: TextIO | None = None) -> Extension:
                 if printed is None:
                     stream.write(f"{settings.prefix}{text}")
                 elif text.startswith(printed):
-                    stream.write(text[len(printed):])
+                    stream.write(text[len(printed) :])
                 else:  # masking changed what was shown: the whole text again, on its own line
                     stream.write(f"\n{settings.prefix}{text}")
                 printed = text

@@ -5,9 +5,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from hub_cli import CliSettings, extension
-
 from hub import Hub, HubConfig, ScriptedModel
+from hub_cli import CliSettings, extension
 
 
 class Terminal(io.StringIO):

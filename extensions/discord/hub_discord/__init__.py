@@ -56,8 +56,11 @@ _INSTRUCTIONS = (
 class MessageAttributes(BaseModel):
     """``discord:message``'s attribute: files to attach."""
 
-    attach: str = Field("", description="files to attach, comma-separated: media handles from action results "
-                        "(media:1) or https URLs on [media] url_hosts")
+    attach: str = Field(
+        "",
+        description="files to attach, comma-separated: media handles from action results "
+        "(media:1) or https URLs on [media] url_hosts",
+    )
 
 
 def extension(settings: DiscordSettings) -> Extension:
@@ -80,7 +83,7 @@ def extension(settings: DiscordSettings) -> Extension:
         description="Send a message to this Discord channel (Markdown), with files if attach names them.",
         instructions=(
             "Replies to the message you are answering. Any length: it is split at 2000 "
-            "characters, code blocks kept whole. attach=\"media:1\" sends a file an action returned."
+            'characters, code blocks kept whole. attach="media:1" sends a file an action returned.'
         ),
     )
     async def message(content: str, ctx: Any) -> dict[str, Any]:
@@ -101,7 +104,7 @@ def extension(settings: DiscordSettings) -> Extension:
             description="Send a message to this Discord channel (Markdown), with files if attach names them.",
             instructions=(
                 "Replies to the message you are answering. Any length: it is split at 2000 "
-                "characters, code blocks kept whole. attach=\"media:1\" sends a file an action returned."
+                'characters, code blocks kept whole. attach="media:1" sends a file an action returned.'
             ),
             live=True,
         )

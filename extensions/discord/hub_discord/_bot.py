@@ -181,8 +181,7 @@ class DiscordBot:
                 if self._gateway_error is not None:
                     raise start_error(self._gateway_error) from self._gateway_error
                 raise DiscordStartError(
-                    f"the Discord gateway was not ready within {self.settings.ready_timeout:g}s "
-                    "(ready_timeout)"
+                    f"the Discord gateway was not ready within {self.settings.ready_timeout:g}s (ready_timeout)"
                 )
         except BaseException:
             await self.stop()
@@ -194,9 +193,7 @@ class DiscordBot:
         except discord.LoginFailure as e:
             raise start_error(e) from e
         except (TimeoutError, aiohttp.ClientError, OSError) as e:
-            raise DiscordStartError(
-                f"cannot reach Discord to log in: {e or type(e).__name__}"
-            ) from e
+            raise DiscordStartError(f"cannot reach Discord to log in: {e or type(e).__name__}") from e
         except discord.HTTPException as e:
             raise DiscordStartError(f"Discord refused the login: {e.status} {e.text}") from e
 
@@ -270,8 +267,12 @@ class DiscordBot:
 
     def _on_ready(self, client: _Client | None = None) -> None:
         if client is not None and client.shard_id is not None and self.settings.shard_count:
-            log.info("discord: shard %d of %d connected in %d guild(s)", client.shard_id,
-                     self.settings.shard_count, len(client.guilds))
+            log.info(
+                "discord: shard %d of %d connected in %d guild(s)",
+                client.shard_id,
+                self.settings.shard_count,
+                len(client.guilds),
+            )
             return
         client = self.client
         if client is None or client.user is None:
@@ -304,9 +305,7 @@ class DiscordBot:
 
     # --- the input --------------------------------------------------------------------------
 
-    async def subscribe(
-        self, send: Callable[..., Awaitable[Submission]], hub: Hub
-    ) -> Callable[[], Awaitable[None]]:
+    async def subscribe(self, send: Callable[..., Awaitable[Submission]], hub: Hub) -> Callable[[], Awaitable[None]]:
         """Take messages (those queued since the gateway connected first); returns the stop."""
         if self._incoming is None:
             raise DiscordStartError("the discord service is not started")
@@ -324,9 +323,7 @@ class DiscordBot:
         try:
             await asyncio.wait_for(asyncio.shield(listener), timeout=5.0)
         except TimeoutError:
-            log.warning(
-                "discord: %d received message(s) not recorded at shutdown", self._incoming.qsize()
-            )
+            log.warning("discord: %d received message(s) not recorded at shutdown", self._incoming.qsize())
             listener.cancel()
             await asyncio.gather(listener, return_exceptions=True)
 
@@ -369,9 +366,7 @@ class DiscordBot:
             if await self._hub.received(platform_id):
                 reason = "already recorded"
         if reason is None and self.guard is not None and not self.guard.allow(message.channel.id, from_bot=from_bot):
-            reason = (
-                f"loop guard: {self.guard.max_turns} answers to bots within {self.guard.window:g}s"
-            )
+            reason = f"loop guard: {self.guard.max_turns} answers to bots within {self.guard.window:g}s"
         if reason is not None:
             log.debug("discord: message %s ignored: %s", message.id, reason)
             return
@@ -408,8 +403,9 @@ class DiscordBot:
         if decision.allowed:
             return True
         if decision.message is None:
-            log.info("discord: user %s is not on allowed_users (dm_policy = %s): DM ignored",
-                     author, self.settings.dm_policy)
+            log.info(
+                "discord: user %s is not on allowed_users (dm_policy = %s): DM ignored", author, self.settings.dm_policy
+            )
             return False
         log.info("discord: user %s is not paired: sent them a pairing code", author)
         client = self.client
@@ -450,8 +446,12 @@ class DiscordBot:
             raise SendFailed("discord", channel_id, f"{len(files)} files: a message takes at most {MAX_FILES}")
         for f in files:
             if f.size > MAX_UPLOAD_BYTES:
-                raise SendFailed("discord", channel_id, f"{f.name} is {human_size(f.size)}, over Discord's "
-                                 f"{human_size(MAX_UPLOAD_BYTES)} upload limit for bots")
+                raise SendFailed(
+                    "discord",
+                    channel_id,
+                    f"{f.name} is {human_size(f.size)}, over Discord's "
+                    f"{human_size(MAX_UPLOAD_BYTES)} upload limit for bots",
+                )
         parts = split_message(content, MAX_LENGTH)
         if not parts and files:
             parts = [""]
@@ -466,9 +466,7 @@ class DiscordBot:
         for i, part in enumerate(parts):
             ref = None
             if i == 0 and reply_to is not None:
-                ref = discord.MessageReference(
-                    message_id=reply_to, channel_id=channel_id, fail_if_not_exists=False
-                )
+                ref = discord.MessageReference(message_id=reply_to, channel_id=channel_id, fail_if_not_exists=False)
             attach = files if i == len(parts) - 1 else []
             try:
                 sent = await self.governor.send(
@@ -504,7 +502,8 @@ class DiscordBot:
         reply_to = _reply_target(ctx, channel_id)
         refs = [
             discord.MessageReference(message_id=reply_to, channel_id=channel_id, fail_if_not_exists=False)
-            if reply_to is not None else None
+            if reply_to is not None
+            else None
         ]
 
         async def send(text: str) -> str:
@@ -523,8 +522,13 @@ class DiscordBot:
             await self.governor.send(channel_id, lambda: _mapped(message.delete()))
 
         result = await LiveMessage(
-            send=send, edit=edit, delete=delete, limit=MAX_LENGTH, interval=self.settings.live_interval,
-            on_part=ctx.part_sent, adopt=live_drafts(ctx, OUTPUT),
+            send=send,
+            edit=edit,
+            delete=delete,
+            limit=MAX_LENGTH,
+            interval=self.settings.live_interval,
+            on_part=ctx.part_sent,
+            adopt=live_drafts(ctx, OUTPUT),
         ).deliver(content)
         data: dict[str, Any] = {"message_ids": result.message_ids, "edits": result.edits}
         if reply_to is not None and result.message_ids:
@@ -533,12 +537,16 @@ class DiscordBot:
 
     @staticmethod
     async def _post(
-        channel: discord.PartialMessageable, text: str, ref: discord.MessageReference | None,
+        channel: discord.PartialMessageable,
+        text: str,
+        ref: discord.MessageReference | None,
         files: list[MediaFile] | None = None,
     ) -> discord.Message:
         """One message; discord.py's errors mapped onto the Governor's."""
         # a discord.File is consumed by a send: made anew for each attempt
-        kw: dict[str, Any] = {"files": [discord.File(io.BytesIO(f.data), filename=f.name) for f in files]} if files else {}
+        kw: dict[str, Any] = (
+            {"files": [discord.File(io.BytesIO(f.data), filename=f.name) for f in files]} if files else {}
+        )
         if ref is not None:
             kw["reference"] = ref
         return await _mapped(channel.send(text or None, allowed_mentions=SAFE_MENTIONS, **kw))

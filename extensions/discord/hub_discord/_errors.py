@@ -23,9 +23,7 @@ def _retry_after(e: discord.HTTPException) -> float:
 
 def start_error(e: BaseException) -> DiscordStartError:
     """The one line an operator reads when the bot cannot log in or connect."""
-    if isinstance(e, discord.LoginFailure) or (
-        isinstance(e, discord.ConnectionClosed) and e.code == 4004
-    ):
+    if isinstance(e, discord.LoginFailure) or (isinstance(e, discord.ConnectionClosed) and e.code == 4004):
         return DiscordStartError(
             "Discord rejected the bot token: set DISCORD_BOT_TOKEN to the token from the "
             "developer portal (Bot > Reset Token)"

@@ -94,11 +94,16 @@ def media_of(message: discord.Message) -> list[MediaPart]:
     parts = []
     for a in message.attachments:
         mime = (a.content_type or "").split(";")[0].strip()
-        kind = "image" if mime.startswith("image/") else "audio" if mime.startswith("audio/") else (
-            "video" if mime.startswith("video/") else "document"
+        kind = (
+            "image"
+            if mime.startswith("image/")
+            else "audio"
+            if mime.startswith("audio/")
+            else ("video" if mime.startswith("video/") else "document")
         )
         if a.is_voice_message():
             kind = "voice"
-        parts.append(MediaPart(kind=kind, ref=a.url, mime=mime, size=a.size, name=a.filename,
-                               width=a.width, height=a.height))
+        parts.append(
+            MediaPart(kind=kind, ref=a.url, mime=mime, size=a.size, name=a.filename, width=a.width, height=a.height)
+        )
     return parts

@@ -143,10 +143,18 @@ class FakeDiscord(FakeServer):
     def add_text_channel(self, guild_id: int, name: str, *, channel_id: int | None = None) -> int:
         cid = channel_id or self._snowflake()
         channel = {
-            "id": str(cid), "type": 0, "guild_id": str(guild_id), "name": name,
+            "id": str(cid),
+            "type": 0,
+            "guild_id": str(guild_id),
+            "name": name,
             "position": len(self.state.guilds[guild_id]["channels"]),
-            "permission_overwrites": [], "topic": None, "nsfw": False, "parent_id": None,
-            "rate_limit_per_user": 0, "last_message_id": None, "flags": 0,
+            "permission_overwrites": [],
+            "topic": None,
+            "nsfw": False,
+            "parent_id": None,
+            "rate_limit_per_user": 0,
+            "last_message_id": None,
+            "flags": 0,
         }
         self.state.channels[cid] = channel
         self.state.guilds[guild_id]["channels"].append(cid)
@@ -158,7 +166,10 @@ class FakeDiscord(FakeServer):
                 return cid
         cid = channel_id or self._snowflake()
         self.state.channels[cid] = {
-            "id": str(cid), "type": 1, "last_message_id": None, "flags": 0,
+            "id": str(cid),
+            "type": 1,
+            "last_message_id": None,
+            "flags": 0,
             "recipients": [self.state.users[user_id]],
         }
         return cid
@@ -180,9 +191,7 @@ class FakeDiscord(FakeServer):
         import yarl
 
         monkeypatch.setattr(discord.http.Route, "BASE", self.api_base)
-        monkeypatch.setattr(
-            discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(self.gateway_url)
-        )
+        monkeypatch.setattr(discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(self.gateway_url))
 
     @contextlib.contextmanager
     def patched(self) -> Iterator[None]:
@@ -263,7 +272,11 @@ class FakeDiscord(FakeServer):
         if mentions is None:
             mentions = [int(m) for m in re.findall(r"<@!?(\d+)>", content)]
         message = self._message_payload(
-            channel_id, content, author_id, guild_id=guild_id, mentions=mentions,
+            channel_id,
+            content,
+            author_id,
+            guild_id=guild_id,
+            mentions=mentions,
             reply_to=reply_to,
         )
         self.dispatch("MESSAGE_CREATE", message)
@@ -295,8 +308,16 @@ class FakeDiscord(FakeServer):
             aid = self._snowflake()
             self.state.attachments[aid] = data
             url = f"{self.base_url}/attachments/{channel_id}/{aid}/{name}"
-            attachments.append({"id": str(aid), "filename": name, "size": len(data) if size is None else size,
-                                "url": url, "proxy_url": url, "content_type": content_type})
+            attachments.append(
+                {
+                    "id": str(aid),
+                    "filename": name,
+                    "size": len(data) if size is None else size,
+                    "url": url,
+                    "proxy_url": url,
+                    "content_type": content_type,
+                }
+            )
         message["attachments"] = attachments
         self.state.messages[int(message["id"])]["attachments"] = attachments
         self.dispatch("MESSAGE_CREATE", message)
@@ -323,13 +344,22 @@ class FakeDiscord(FakeServer):
     ) -> dict[str, Any]:
         mid = self._snowflake()
         msg: dict[str, Any] = {
-            "id": str(mid), "type": 0, "channel_id": str(channel_id), "content": content,
-            "author": self.state.users[author_id], "attachments": [], "embeds": embeds or [],
-            "mentions": [
-                self.state.users.get(u) or _user(u, f"user{u}") for u in mentions
-            ],
-            "mention_roles": [], "mention_everyone": False, "pinned": False, "tts": False,
-            "timestamp": _now_iso(), "edited_timestamp": None, "flags": 0, "components": [],
+            "id": str(mid),
+            "type": 0,
+            "channel_id": str(channel_id),
+            "content": content,
+            "author": self.state.users[author_id],
+            "attachments": [],
+            "embeds": embeds or [],
+            "mentions": [self.state.users.get(u) or _user(u, f"user{u}") for u in mentions],
+            "mention_roles": [],
+            "mention_everyone": False,
+            "pinned": False,
+            "tts": False,
+            "timestamp": _now_iso(),
+            "edited_timestamp": None,
+            "flags": 0,
+            "components": [],
         }
         if guild_id is not None:
             msg["guild_id"] = str(guild_id)
@@ -339,7 +369,9 @@ class FakeDiscord(FakeServer):
         if reply_to is not None:
             msg["type"] = 19
             msg["message_reference"] = {
-                "type": 0, "message_id": str(reply_to), "channel_id": str(channel_id),
+                "type": 0,
+                "message_id": str(reply_to),
+                "channel_id": str(channel_id),
                 **({"guild_id": str(guild_id)} if guild_id else {}),
             }
             msg["referenced_message"] = self.state.messages.get(reply_to)
@@ -422,23 +454,19 @@ class FakeDiscord(FakeServer):
                 form = await request.post()
                 if "payload_json" in form:
                     params.update(json.loads(str(form["payload_json"])))
-                params["_files"] = [
-                    v.filename for v in form.values() if isinstance(v, web.FileField)
-                ]
-                params["_uploads"] = {
-                    v.filename: v.file.read() for v in form.values() if isinstance(v, web.FileField)
-                }
+                params["_files"] = [v.filename for v in form.values() if isinstance(v, web.FileField)]
+                params["_uploads"] = {v.filename: v.file.read() for v in form.values() if isinstance(v, web.FileField)}
             rec = Recorded(
                 name=name if name != "unknown" else f"{request.method} {request.path}",
-                method=request.method, path=request.path, params=params,
+                method=request.method,
+                path=request.path,
+                params=params,
                 headers=dict(request.headers),
             )
             self.state.requests.append(rec)
             bucket = _bucket(name)
             try:
-                if self.token is not None and request.headers.get("Authorization") != (
-                    f"Bot {self.token}"
-                ):
+                if self.token is not None and request.headers.get("Authorization") != (f"Bot {self.token}"):
                     response = _json({"message": "401: Unauthorized", "code": 0}, 401)
                 elif (failure := self._take_failure(name)) is not None:
                     response = _failure_response(failure, bucket)
@@ -458,29 +486,49 @@ class FakeDiscord(FakeServer):
         return _json({"message": "404: Not Found", "code": 0}, 404)
 
     async def _get_me(self, request: web.Request, params: dict[str, Any]) -> web.Response:
-        return _json({
-            **self.state.users[self.bot_id], "verified": True, "mfa_enabled": False,
-            "flags": 0, "email": None, "locale": "en-US", "premium_type": 0,
-        })
+        return _json(
+            {
+                **self.state.users[self.bot_id],
+                "verified": True,
+                "mfa_enabled": False,
+                "flags": 0,
+                "email": None,
+                "locale": "en-US",
+                "premium_type": 0,
+            }
+        )
 
     async def _get_application(self, request: web.Request, params: dict[str, Any]) -> web.Response:
-        return _json({
-            "id": str(self.bot_id), "name": self.state.bot_name, "icon": None,
-            "description": "", "summary": "", "type": None, "bot_public": True,
-            "bot_require_code_grant": False, "verify_key": "0" * 64, "flags": 0,
-            "owner": self.state.users[self.user_id], "team": None,
-            "interactions_endpoint_url": None, "bot": self.state.users[self.bot_id],
-        })
+        return _json(
+            {
+                "id": str(self.bot_id),
+                "name": self.state.bot_name,
+                "icon": None,
+                "description": "",
+                "summary": "",
+                "type": None,
+                "bot_public": True,
+                "bot_require_code_grant": False,
+                "verify_key": "0" * 64,
+                "flags": 0,
+                "owner": self.state.users[self.user_id],
+                "team": None,
+                "interactions_endpoint_url": None,
+                "bot": self.state.users[self.bot_id],
+            }
+        )
 
     async def _get_gateway(self, request: web.Request, params: dict[str, Any]) -> web.Response:
         return _json({"url": self.gateway_url})
 
     async def _get_gateway_bot(self, request: web.Request, params: dict[str, Any]) -> web.Response:
-        return _json({
-            "url": self.gateway_url, "shards": 1,
-            "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 86400000,
-                                    "max_concurrency": 1},
-        })
+        return _json(
+            {
+                "url": self.gateway_url,
+                "shards": 1,
+                "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 86400000, "max_concurrency": 1},
+            }
+        )
 
     def _channel(self, request: web.Request) -> tuple[int, dict[str, Any]]:
         try:
@@ -507,41 +555,70 @@ class FakeDiscord(FakeServer):
         cid, channel = self._channel(request)
         content = params.get("content") or ""
         if len(content) > MAX_CONTENT:
-            return _json({
-                "message": "Invalid Form Body", "code": 50035,
-                "errors": {"content": {"_errors": [{
-                    "code": "BASE_TYPE_MAX_LENGTH",
-                    "message": f"Must be {MAX_CONTENT} or fewer in length.",
-                }]}},
-            }, 400)
-        if not content.strip() and not params.get("embeds") and not params.get("_files") \
-                and not params.get("sticker_ids"):
+            return _json(
+                {
+                    "message": "Invalid Form Body",
+                    "code": 50035,
+                    "errors": {
+                        "content": {
+                            "_errors": [
+                                {
+                                    "code": "BASE_TYPE_MAX_LENGTH",
+                                    "message": f"Must be {MAX_CONTENT} or fewer in length.",
+                                }
+                            ]
+                        }
+                    },
+                },
+                400,
+            )
+        if (
+            not content.strip()
+            and not params.get("embeds")
+            and not params.get("_files")
+            and not params.get("sticker_ids")
+        ):
             return _json({"message": "Cannot send an empty message", "code": 50006}, 400)
         ref = params.get("message_reference") or {}
         reply_to = int(ref["message_id"]) if ref.get("message_id") else None
-        if reply_to is not None and reply_to not in self.state.messages \
-                and ref.get("fail_if_not_exists", True):
-            return _json({
-                "message": "Invalid Form Body", "code": 50035,
-                "errors": {"message_reference": {"_errors": [{
-                    "code": "REPLIES_UNKNOWN_MESSAGE", "message": "Unknown message"}]}},
-            }, 400)
+        if reply_to is not None and reply_to not in self.state.messages and ref.get("fail_if_not_exists", True):
+            return _json(
+                {
+                    "message": "Invalid Form Body",
+                    "code": 50035,
+                    "errors": {
+                        "message_reference": {
+                            "_errors": [{"code": "REPLIES_UNKNOWN_MESSAGE", "message": "Unknown message"}]
+                        }
+                    },
+                },
+                400,
+            )
         guild_id = int(channel["guild_id"]) if "guild_id" in channel else None
         payload = self._message_payload(
-            cid, content, self.bot_id, guild_id=guild_id, mentions=[],
+            cid,
+            content,
+            self.bot_id,
+            guild_id=guild_id,
+            mentions=[],
             reply_to=reply_to if reply_to in self.state.messages else None,
             embeds=params.get("embeds"),
         )
         payload.pop("member", None)  # REST responses carry no member for the author
         if params.get("nonce") is not None:
             payload["nonce"] = params["nonce"]
-        self.state.sent.append({
-            "channel_id": cid, "content": content, "reply_to": reply_to,
-            "id": int(payload["id"]), "payload": params, "files": params.get("_uploads") or {},
-        })
+        self.state.sent.append(
+            {
+                "channel_id": cid,
+                "content": content,
+                "reply_to": reply_to,
+                "id": int(payload["id"]),
+                "payload": params,
+                "files": params.get("_uploads") or {},
+            }
+        )
         # Discord echoes the bot's own message on the gateway too: bots must ignore it.
-        self.dispatch("MESSAGE_CREATE", {**payload, **(
-            {"member": _member(None)} if guild_id else {})})
+        self.dispatch("MESSAGE_CREATE", {**payload, **({"member": _member(None)} if guild_id else {})})
         return _json(payload)
 
     # -- editing and deleting the bot's messages (live replies) -------------------------------
@@ -567,8 +644,23 @@ class FakeDiscord(FakeServer):
         content = params.get("content")
         if content is not None:
             if len(content) > MAX_CONTENT:
-                return _json({"message": "Invalid Form Body", "code": 50035, "errors": {"content": {"_errors": [{
-                    "code": "BASE_TYPE_MAX_LENGTH", "message": f"Must be {MAX_CONTENT} or fewer in length."}]}}}, 400)
+                return _json(
+                    {
+                        "message": "Invalid Form Body",
+                        "code": 50035,
+                        "errors": {
+                            "content": {
+                                "_errors": [
+                                    {
+                                        "code": "BASE_TYPE_MAX_LENGTH",
+                                        "message": f"Must be {MAX_CONTENT} or fewer in length.",
+                                    }
+                                ]
+                            }
+                        },
+                    },
+                    400,
+                )
             msg["content"] = content
         msg["edited_timestamp"] = _now_iso()
         self.state.edits.append({"channel_id": cid, "id": mid, "content": msg["content"]})
@@ -583,7 +675,8 @@ class FakeDiscord(FakeServer):
     def shown(self, channel_id: int) -> list[str]:
         """The bot's messages in ``channel_id`` as they read now (after edits), oldest first."""
         return [
-            m["content"] for mid, m in sorted(self.state.messages.items())
+            m["content"]
+            for mid, m in sorted(self.state.messages.items())
             if int(m["channel_id"]) == channel_id and int(m["author"]["id"]) == self.bot_id
         ]
 
@@ -596,8 +689,9 @@ class FakeDiscord(FakeServer):
         self._sockets.add(ws)
         session: GatewaySession | None = None
         try:
-            await _send(ws, {"op": HELLO, "d": {"heartbeat_interval": self.heartbeat_interval_ms,
-                                                "_trace": ["fake-gateway"]}})
+            await _send(
+                ws, {"op": HELLO, "d": {"heartbeat_interval": self.heartbeat_interval_ms, "_trace": ["fake-gateway"]}}
+            )
             async for msg in ws:
                 if msg.type != WSMsgType.TEXT:
                     continue
@@ -620,9 +714,7 @@ class FakeDiscord(FakeServer):
             self._notify()
         return ws
 
-    async def _identify(
-        self, ws: web.WebSocketResponse, d: dict[str, Any]
-    ) -> GatewaySession | None:
+    async def _identify(self, ws: web.WebSocketResponse, d: dict[str, Any]) -> GatewaySession | None:
         if self.token is not None and d.get("token") != self.token:
             await ws.close(code=4004, message=b"Authentication failed.")
             return None
@@ -630,14 +722,25 @@ class FakeDiscord(FakeServer):
         self.state.sessions[session.session_id] = session
         session.ws = ws
         ready = {
-            "v": 10, "user": {**self.state.users[self.bot_id], "verified": True,
-                              "mfa_enabled": False, "flags": 0, "email": None},
+            "v": 10,
+            "user": {
+                **self.state.users[self.bot_id],
+                "verified": True,
+                "mfa_enabled": False,
+                "flags": 0,
+                "email": None,
+            },
             "guilds": [{"id": str(g), "unavailable": True} for g in self.state.guilds if _in_shard(d, g)],
-            "session_id": session.session_id, "session_type": "normal",
+            "session_id": session.session_id,
+            "session_type": "normal",
             "resume_gateway_url": f"ws://{self.host}:{self.port}/resume",
             "application": {"id": str(self.bot_id), "flags": 0},
-            "private_channels": [], "relationships": [], "user_settings": {},
-            "presences": [], "geo_ordered_rtc_regions": [], "_trace": ["fake-gateway"],
+            "private_channels": [],
+            "relationships": [],
+            "user_settings": {},
+            "presences": [],
+            "geo_ordered_rtc_regions": [],
+            "_trace": ["fake-gateway"],
         }
         if d.get("shard"):
             ready["shard"] = d["shard"]
@@ -664,11 +767,19 @@ class FakeDiscord(FakeServer):
         if session is None:
             return
         gid = int(d["guild_id"])
-        await self._dispatch_to(session, "GUILD_MEMBERS_CHUNK", {
-            "guild_id": str(gid), "members": [_member(self.state.users[self.bot_id])],
-            "chunk_index": 0, "chunk_count": 1, "not_found": [], "presences": [],
-            **({"nonce": d["nonce"]} if d.get("nonce") else {}),
-        })
+        await self._dispatch_to(
+            session,
+            "GUILD_MEMBERS_CHUNK",
+            {
+                "guild_id": str(gid),
+                "members": [_member(self.state.users[self.bot_id])],
+                "chunk_index": 0,
+                "chunk_count": 1,
+                "not_found": [],
+                "presences": [],
+                **({"nonce": d["nonce"]} if d.get("nonce") else {}),
+            },
+        )
 
     async def _dispatch_to(self, session: GatewaySession, event: str, data: Any) -> None:
         session.seq += 1
@@ -680,25 +791,59 @@ class FakeDiscord(FakeServer):
     def _guild_create(self, gid: int) -> dict[str, Any]:
         guild = self.state.guilds[gid]
         return {
-            "id": str(gid), "name": guild["name"], "icon": None, "splash": None,
-            "discovery_splash": None, "banner": None, "description": None,
-            "owner_id": str(self.user_id), "afk_channel_id": None, "afk_timeout": 300,
-            "verification_level": 0, "default_message_notifications": 0,
-            "explicit_content_filter": 0, "mfa_level": 0, "nsfw_level": 0, "premium_tier": 0,
-            "premium_progress_bar_enabled": False, "preferred_locale": "en-US",
-            "system_channel_id": None, "system_channel_flags": 0, "rules_channel_id": None,
-            "public_updates_channel_id": None, "vanity_url_code": None, "features": [],
-            "roles": [{
-                "id": str(gid), "name": "@everyone", "permissions": EVERYONE_PERMISSIONS,
-                "position": 0, "color": 0, "hoist": False, "managed": False,
-                "mentionable": False, "flags": 0, "icon": None, "unicode_emoji": None,
-            }],
-            "emojis": [], "stickers": [], "joined_at": _now_iso(), "large": False,
-            "unavailable": False, "member_count": 1,
+            "id": str(gid),
+            "name": guild["name"],
+            "icon": None,
+            "splash": None,
+            "discovery_splash": None,
+            "banner": None,
+            "description": None,
+            "owner_id": str(self.user_id),
+            "afk_channel_id": None,
+            "afk_timeout": 300,
+            "verification_level": 0,
+            "default_message_notifications": 0,
+            "explicit_content_filter": 0,
+            "mfa_level": 0,
+            "nsfw_level": 0,
+            "premium_tier": 0,
+            "premium_progress_bar_enabled": False,
+            "preferred_locale": "en-US",
+            "system_channel_id": None,
+            "system_channel_flags": 0,
+            "rules_channel_id": None,
+            "public_updates_channel_id": None,
+            "vanity_url_code": None,
+            "features": [],
+            "roles": [
+                {
+                    "id": str(gid),
+                    "name": "@everyone",
+                    "permissions": EVERYONE_PERMISSIONS,
+                    "position": 0,
+                    "color": 0,
+                    "hoist": False,
+                    "managed": False,
+                    "mentionable": False,
+                    "flags": 0,
+                    "icon": None,
+                    "unicode_emoji": None,
+                }
+            ],
+            "emojis": [],
+            "stickers": [],
+            "joined_at": _now_iso(),
+            "large": False,
+            "unavailable": False,
+            "member_count": 1,
             "members": [_member(self.state.users[self.bot_id])],
             "channels": [self.state.channels[c] for c in guild["channels"]],
-            "threads": [], "presences": [], "voice_states": [], "stage_instances": [],
-            "guild_scheduled_events": [], "soundboard_sounds": [],
+            "threads": [],
+            "presences": [],
+            "voice_states": [],
+            "stage_instances": [],
+            "guild_scheduled_events": [],
+            "soundboard_sounds": [],
         }
 
 
@@ -712,32 +857,37 @@ class _ApiError(Exception):
 
 def _json(body: Any, status: int = 200) -> web.Response:
     # Exactly "application/json": discord.py's json_or_text compares the header verbatim.
-    return web.Response(body=json.dumps(body).encode(), status=status,
-                        content_type="application/json")
+    return web.Response(body=json.dumps(body).encode(), status=status, content_type="application/json")
 
 
 def _bucket(name: str) -> str:
     return uuid.uuid5(uuid.NAMESPACE_URL, name).hex[:16]
 
 
-def _ratelimit_headers(
-    response: web.Response, bucket: str, *, remaining: int, reset_after: float
-) -> None:
-    response.headers.update({
-        "X-RateLimit-Limit": "5",
-        "X-RateLimit-Remaining": str(remaining),
-        "X-RateLimit-Reset": f"{time.time() + reset_after:.3f}",
-        "X-RateLimit-Reset-After": f"{reset_after:.3f}",
-        "X-RateLimit-Bucket": bucket,
-        "Via": "1.1 google",
-    })
+def _ratelimit_headers(response: web.Response, bucket: str, *, remaining: int, reset_after: float) -> None:
+    response.headers.update(
+        {
+            "X-RateLimit-Limit": "5",
+            "X-RateLimit-Remaining": str(remaining),
+            "X-RateLimit-Reset": f"{time.time() + reset_after:.3f}",
+            "X-RateLimit-Reset-After": f"{reset_after:.3f}",
+            "X-RateLimit-Bucket": bucket,
+            "Via": "1.1 google",
+        }
+    )
 
 
 def _failure_response(failure: Failure, bucket: str) -> web.Response:
     if failure.status == 429:
         retry_after = float(failure.retry_after if failure.retry_after is not None else 1)
-        response = _json({"message": failure.description or "You are being rate limited.",
-                          "retry_after": retry_after, "global": False}, 429)
+        response = _json(
+            {
+                "message": failure.description or "You are being rate limited.",
+                "retry_after": retry_after,
+                "global": False,
+            },
+            429,
+        )
         _ratelimit_headers(response, bucket, remaining=0, reset_after=retry_after)
         # discord.py retries a 429 only when "Via" is present: a 429 without it comes from
         # Cloudflare (a ban), not from the API.
@@ -746,18 +896,18 @@ def _failure_response(failure: Failure, bucket: str) -> web.Response:
         return response
     messages = {400: "400: Bad Request", 403: "Missing Permissions", 404: "404: Not Found"}
     codes = {403: 50013}
-    response = _json({
-        "message": failure.description or messages.get(failure.status, f"{failure.status}: "
-                                                       "Internal Server Error"),
-        "code": codes.get(failure.status, 0),
-    }, failure.status)
+    response = _json(
+        {
+            "message": failure.description or messages.get(failure.status, f"{failure.status}: Internal Server Error"),
+            "code": codes.get(failure.status, 0),
+        },
+        failure.status,
+    )
     _ratelimit_headers(response, bucket, remaining=4, reset_after=1.0)
     return response
 
 
-_send_locks: "weakref.WeakKeyDictionary[web.WebSocketResponse, asyncio.Lock]" = (
-    weakref.WeakKeyDictionary()
-)
+_send_locks: weakref.WeakKeyDictionary[web.WebSocketResponse, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
 async def _send(ws: web.WebSocketResponse, frame: dict[str, Any]) -> None:
@@ -770,21 +920,35 @@ async def _send(ws: web.WebSocketResponse, frame: dict[str, Any]) -> None:
 
 
 def _now_iso() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat()
+    return dt.datetime.now(dt.UTC).isoformat()
 
 
 def _user(user_id: int, name: str, *, bot: bool = False) -> dict[str, Any]:
-    user = {"id": str(user_id), "username": name, "discriminator": "0", "global_name": name,
-            "avatar": None, "public_flags": 0}
+    user = {
+        "id": str(user_id),
+        "username": name,
+        "discriminator": "0",
+        "global_name": name,
+        "avatar": None,
+        "public_flags": 0,
+    }
     if bot:
         user["bot"] = True
     return user
 
 
 def _member(user: dict[str, Any] | None) -> dict[str, Any]:
-    member: dict[str, Any] = {"roles": [], "joined_at": _now_iso(), "deaf": False,
-                              "mute": False, "flags": 0, "pending": False, "nick": None,
-                              "avatar": None, "premium_since": None}
+    member: dict[str, Any] = {
+        "roles": [],
+        "joined_at": _now_iso(),
+        "deaf": False,
+        "mute": False,
+        "flags": 0,
+        "pending": False,
+        "nick": None,
+        "avatar": None,
+        "premium_since": None,
+    }
     if user is not None:
         member["user"] = user
     return member

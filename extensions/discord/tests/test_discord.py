@@ -123,9 +123,7 @@ async def running(
 # --- in and out -------------------------------------------------------------------------
 
 
-async def test_mention_in_a_guild_channel_is_answered(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_mention_in_a_guild_channel_is_answered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async with running(
         tmp_path,
         monkeypatch,
@@ -161,9 +159,7 @@ async def test_mention_in_a_guild_channel_is_answered(
     assert time.monotonic() - started < 2.0, "stop must close the client quickly"
 
 
-async def test_direct_message_is_answered_without_a_mention(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_direct_message_is_answered_without_a_mention(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async with running(tmp_path, monkeypatch) as r:
         dc = r.dc
         mid = dc.push_message(dc.dm_channel_id, "hello in private")
@@ -184,27 +180,19 @@ async def test_replies_to_its_messages_and_watched_channels_are_answered(
             first = dc.push_message(dc.channel_id, f"<@{dc.bot_id}> first")
             await dc.wait_sent(1)
             # a reply to the bot's message, with the ping turned off: no mention in it
-            reply = dc.push_message(
-                dc.channel_id, "and a follow-up", reply_to=dc.sent[0]["id"], mentions=[]
-            )
+            reply = dc.push_message(dc.channel_id, "and a follow-up", reply_to=dc.sent[0]["id"], mentions=[])
             await dc.wait_for(lambda: bool(r.replies_to(reply)))
             chatter = dc.push_message(watched, "no mention needed here")
             await dc.wait_for(lambda: bool(r.replies_to(chatter)))
             assert [s["reply_to"] for s in dc.sent] == [first, reply, chatter]
 
 
-async def test_ignores_unaddressed_own_and_bot_messages(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_ignores_unaddressed_own_and_bot_messages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async with running(tmp_path, monkeypatch) as r:
         dc = r.dc
         plain = dc.push_message(dc.channel_id, "just talking among humans")
-        own = dc.push_message(
-            dc.channel_id, f"<@{dc.bot_id}> talking to myself", author_id=dc.bot_id
-        )
-        bot = dc.push_message(
-            dc.channel_id, f"<@{dc.bot_id}> beep", author_id=OTHER_BOT, author_is_bot=True
-        )
+        own = dc.push_message(dc.channel_id, f"<@{dc.bot_id}> talking to myself", author_id=dc.bot_id)
+        bot = dc.push_message(dc.channel_id, f"<@{dc.bot_id}> beep", author_id=OTHER_BOT, author_is_bot=True)
         everyone = dc.push_message(dc.channel_id, "@everyone look")
         sentinel = await r.sentinel()
         assert [s["reply_to"] for s in dc.sent] == [sentinel]
@@ -219,9 +207,7 @@ async def test_answers_bots_when_configured_and_the_loop_guard_stops_them(
         dc = r.dc
         bot_ids = []
         for i in range(4):
-            mid = dc.push_message(
-                dc.channel_id, f"<@{dc.bot_id}> ping {i}", author_id=OTHER_BOT, author_is_bot=True
-            )
+            mid = dc.push_message(dc.channel_id, f"<@{dc.bot_id}> ping {i}", author_id=OTHER_BOT, author_is_bot=True)
             bot_ids.append(mid)
             if i < 2:
                 await dc.wait_for(lambda mid=mid: bool(r.replies_to(mid)))
@@ -232,9 +218,7 @@ async def test_answers_bots_when_configured_and_the_loop_guard_stops_them(
         assert await r.recorded(*bot_ids) == [True, True, False, False]
         # a human speaks in the channel: the guard resets and bots are answered again
         human = await r.sentinel()
-        again = dc.push_message(
-            dc.channel_id, f"<@{dc.bot_id}> ping again", author_id=OTHER_BOT, author_is_bot=True
-        )
+        again = dc.push_message(dc.channel_id, f"<@{dc.bot_id}> ping again", author_id=OTHER_BOT, author_is_bot=True)
         await dc.wait_for(lambda: bool(r.replies_to(again)))
         assert r.replies_to(human)
 
@@ -308,9 +292,7 @@ async def test_long_reply_is_split_in_order_with_balanced_fences(
         assert words("\n".join(parts)) == words(text)
 
 
-async def test_429_then_success_is_sent_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_429_then_success_is_sent_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async with running(tmp_path, monkeypatch) as r:
         dc = r.dc
         dc.fail_next(MESSAGES, status=429, retry_after=0.1)
@@ -334,9 +316,7 @@ async def test_429s_discord_py_gives_up_on_are_retried_by_the_governor(
         assert len(r.replies_to(mid)) == 1 and r.outputs[0].sent
 
 
-async def test_a_send_that_fails_is_recorded_as_not_sent(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_send_that_fails_is_recorded_as_not_sent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async with running(tmp_path, monkeypatch) as r:
         dc = r.dc
         dc.fail_next(MESSAGES, status=403, retry_after=None)
@@ -372,14 +352,10 @@ async def test_a_part_that_fails_after_others_went_out_says_which(
         await watcher
         assert len(dc.sent) == 1 and not outs[0].sent
         assert "403" in (outs[0].error or "")
-        assert "part 2 of" in (outs[0].error or "") and str(dc.sent[0]["id"]) in (
-            outs[0].error or ""
-        )
+        assert "part 2 of" in (outs[0].error or "") and str(dc.sent[0]["id"]) in (outs[0].error or "")
 
 
-async def test_replayed_message_create_is_not_answered_twice(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_replayed_message_create_is_not_answered_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async with running(tmp_path, monkeypatch) as r:
         dc = r.dc
         mid = dc.push_message(dc.channel_id, f"<@{dc.bot_id}> once please")
@@ -408,9 +384,7 @@ async def test_messages_during_a_disconnect_are_answered_after_resume(
 # --- start, config ------------------------------------------------------------------------
 
 
-async def test_a_rejected_token_fails_start_with_one_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_rejected_token_fails_start_with_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async with FakeDiscord(token="the-right-token") as dc:
         with pytest.raises(ExtensionFailed) as caught:
             async with running(tmp_path, monkeypatch, dc=dc):
@@ -428,9 +402,7 @@ class NoContentIntentDiscord(FakeDiscord):
         await ws.close(code=4014, message=b"Disallowed intent(s).")
 
 
-async def test_a_missing_message_content_intent_fails_start(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_missing_message_content_intent_fails_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async with NoContentIntentDiscord() as dc:
         with pytest.raises(ExtensionFailed) as caught:
             async with running(tmp_path, monkeypatch, dc=dc):
@@ -510,9 +482,7 @@ guild_ready_timeout = 0.05
     return config
 
 
-async def _start_hub(
-    config: Path, dc: FakeDiscord, token: str = "fake-token"
-) -> subprocess.Popen[bytes]:
+async def _start_hub(config: Path, dc: FakeDiscord, token: str = "fake-token") -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),

@@ -53,9 +53,7 @@ async def test_allowlist_refuses_others_in_dms(tmp_path: Path, monkeypatch: pyte
     async with FakeDiscord() as dc:
         stranger = dc.add_user(STRANGER, "mallory")
         stranger_dm = dc.add_dm_channel(stranger)
-        async with running(
-            tmp_path, monkeypatch, dc=dc, dm_policy="allowlist", allowed_users=[dc.user_id]
-        ) as r:
+        async with running(tmp_path, monkeypatch, dc=dc, dm_policy="allowlist", allowed_users=[dc.user_id]) as r:
             refused = dc.push_message(stranger_dm, "let me in", author_id=stranger)
             ok = await r.sentinel(dc.dm_channel_id)  # alice, on allowed_users, in her DM
             assert [(s["channel_id"], s["reply_to"]) for s in dc.sent] == [(dc.dm_channel_id, ok)]

@@ -122,15 +122,23 @@ async def test_sigkill_mid_reply_then_restart_completes_the_message_without_a_se
             config = _write_config(tmp_path, model.port)
             config.write_text(config.read_text() + "live = true\nlive_interval = 0.2\n")
             env = {
-                **os.environ, "PYTHONPATH": str(ROOT), "DISCORD_BOT_TOKEN": "fake-token",
-                "FAKE_DISCORD_API": dc.api_base, "FAKE_DISCORD_GATEWAY": dc.gateway_url,
+                **os.environ,
+                "PYTHONPATH": str(ROOT),
+                "DISCORD_BOT_TOKEN": "fake-token",
+                "FAKE_DISCORD_API": dc.api_base,
+                "FAKE_DISCORD_GATEWAY": dc.gateway_url,
                 "PYTHONWARNINGS": "ignore::DeprecationWarning",
             }
 
             def start() -> subprocess.Popen[bytes]:
                 with log_path.open("ab") as log_file:
-                    return subprocess.Popen([sys.executable, "-m", "hub.cli", "run", "--config", str(config)],
-                                            cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+                    return subprocess.Popen(
+                        [sys.executable, "-m", "hub.cli", "run", "--config", str(config)],
+                        cwd=ROOT,
+                        env=env,
+                        stdout=log_file,
+                        stderr=subprocess.STDOUT,
+                    )
 
             procs.append(start())
             await dc.wait_ready(timeout=60)
@@ -146,8 +154,9 @@ async def test_sigkill_mid_reply_then_restart_completes_the_message_without_a_se
             procs.append(start())
             await dc.wait_for(lambda: dc.shown(dc.channel_id) == [body], timeout=60)
             last = dc.push_message(dc.dm_channel_id, "a last one")  # everything before it is done by now
-            await dc.wait_for(lambda: any(s["reply_to"] == last or s["channel_id"] == dc.dm_channel_id
-                                          for s in dc.sent), timeout=60)
+            await dc.wait_for(
+                lambda: any(s["reply_to"] == last or s["channel_id"] == dc.dm_channel_id for s in dc.sent), timeout=60
+            )
             procs[1].send_signal(signal.SIGTERM)
             assert procs[1].wait(30) == 0
             to_channel = [s for s in dc.sent if s["channel_id"] == dc.channel_id]

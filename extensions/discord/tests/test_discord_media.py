@@ -35,8 +35,14 @@ def answer(text: str) -> str:
 
 @contextlib.asynccontextmanager
 async def running(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ai: FakeOpenAI, *, vision: bool,
-    extra: list[Extension] = (), live: bool = False, **media: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    ai: FakeOpenAI,
+    *,
+    vision: bool,
+    extra: list[Extension] = (),
+    live: bool = False,
+    **media: Any,
 ) -> AsyncIterator[FakeDiscord]:
     async with FakeDiscord() as dc:
         dc.attach(monkeypatch)
@@ -64,7 +70,9 @@ def image_parts(body: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.parametrize("vision", [True, False], ids=["vision", "no-vision"])
-async def test_an_image_attachment_reaches_the_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, vision: bool) -> None:
+async def test_an_image_attachment_reaches_the_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, vision: bool
+) -> None:
     async with FakeOpenAI(default=answer("An orange box.")) as ai:
         async with running(tmp_path, monkeypatch, ai, vision=vision) as dc:
             dc.push_attachments(dc.dm_channel_id, [("box.png", "image/png", png())])  # no text at all
@@ -81,7 +89,8 @@ async def test_an_image_attachment_reaches_the_model(tmp_path: Path, monkeypatch
 
 
 async def test_an_oversized_attachment_and_a_bomb_get_a_clear_reply_and_reach_no_model(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     white = png(3000, 3000, color=(255, 255, 255))
     async with FakeOpenAI(default=answer("Hi.")) as ai:
@@ -100,7 +109,9 @@ async def test_an_oversized_attachment_and_a_bomb_get_a_clear_reply_and_reach_no
 
 
 @pytest.mark.parametrize("live", [False, True], ids=["whole", "live"])
-async def test_an_action_png_is_sent_as_an_attachment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, live: bool) -> None:
+async def test_an_action_png_is_sent_as_an_attachment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, live: bool
+) -> None:
     """With live = true too: a reply that attaches a file is sent whole, with the file on it."""
     chart_png = png(90, 60)
 
@@ -113,8 +124,9 @@ async def test_an_action_png_is_sent_as_an_attachment(tmp_path: Path, monkeypatc
         '<response><output type="discord:message" attach="media:1">Here it is</output></response>',
     ]
     async with FakeOpenAI(script) as ai:
-        async with running(tmp_path, monkeypatch, ai, vision=False,
-                           extra=[Extension(name="charts", actions=[chart])], live=live) as dc:
+        async with running(
+            tmp_path, monkeypatch, ai, vision=False, extra=[Extension(name="charts", actions=[chart])], live=live
+        ) as dc:
             dc.push_message(dc.dm_channel_id, "draw it")
             (sent,) = await dc.wait_sent(1)
     assert sent["content"] == "Here it is" and sent["files"] == {"chart.png": chart_png}

@@ -141,4 +141,3 @@ async def _holder(tmp_path: Path, name: str) -> Any:
         store = SQLiteLeaseStore(db)
         await store.open()
         return await store.holder(name)
-

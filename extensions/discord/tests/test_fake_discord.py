@@ -44,8 +44,7 @@ class EchoClient(discord.Client):
 
 
 @contextlib.asynccontextmanager
-async def discord_client(dc: FakeDiscord, monkeypatch: pytest.MonkeyPatch
-                         ) -> AsyncIterator[EchoClient]:
+async def discord_client(dc: FakeDiscord, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[EchoClient]:
     dc.attach(monkeypatch)
     client = EchoClient()
     task = asyncio.ensure_future(client.start("fake-token"))
@@ -62,8 +61,7 @@ async def test_discord_login_message_reply_and_retried_429(
 ) -> None:
     async with FakeDiscord() as dc:
         async with discord_client(dc, monkeypatch) as client:
-            assert [r.name for r in dc.requests[:2]] == [
-                "GET /users/@me", "GET /oauth2/applications/@me"]
+            assert [r.name for r in dc.requests[:2]] == ["GET /users/@me", "GET /oauth2/applications/@me"]
             assert dc.identifies[0]["token"] == "fake-token"
             assert client.get_channel(dc.channel_id) is not None
 

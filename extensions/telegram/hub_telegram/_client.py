@@ -46,8 +46,14 @@ if TYPE_CHECKING:
     from hub import Hub
 
 __all__ = [
-    "TelegramClient", "MAX_MESSAGE_LENGTH", "MAX_CAPTION_LENGTH", "MAX_PHOTO_BYTES", "MAX_UPLOAD_BYTES",
-    "MAX_DOWNLOAD_BYTES", "retry_after_seconds", "map_error",
+    "TelegramClient",
+    "MAX_MESSAGE_LENGTH",
+    "MAX_CAPTION_LENGTH",
+    "MAX_PHOTO_BYTES",
+    "MAX_UPLOAD_BYTES",
+    "MAX_DOWNLOAD_BYTES",
+    "retry_after_seconds",
+    "map_error",
 ]
 
 log = logging.getLogger("hub_telegram")
@@ -175,14 +181,12 @@ class TelegramClient:
             await self.bot.initialize()
         except InvalidToken:
             # PTB's own message quotes the token: say it without.
-            raise ExtensionError(
-                "telegram", "Telegram refused the token (401/404): check TELEGRAM_BOT_TOKEN"
-            ) from None
+            raise ExtensionError("telegram", "Telegram refused the token (401/404): check TELEGRAM_BOT_TOKEN") from None
         me = self.bot.bot
         log.info("telegram: signed in as @%s (id %s)", me.username, me.id)
         if self.settings.groups == "all" and me.can_read_all_group_messages is False:
             log.warning(
-                "telegram: groups = \"all\" but the bot's privacy mode is on: in groups it only sees "
+                'telegram: groups = "all" but the bot\'s privacy mode is on: in groups it only sees '
                 "commands, mentions and replies. Turn it off with /setprivacy in @BotFather "
                 "(then remove and re-add the bot to each group), or make the bot an admin."
             )
@@ -224,8 +228,9 @@ class TelegramClient:
                 if not sent:
                     raise
                 raise SendFailed(
-                    "telegram", chat_id, f"part {i + 1} of {len(parts)} failed after {len(sent)} sent "
-                    f"(message ids {sent}): {e.reason}"
+                    "telegram",
+                    chat_id,
+                    f"part {i + 1} of {len(parts)} failed after {len(sent)} sent (message ids {sent}): {e.reason}",
                 ) from e
             sent.append(message.message_id)
             if on_part is not None:
@@ -284,11 +289,15 @@ class TelegramClient:
             nonlocal mode, target
             for _ in range(3):  # at most: the markup refused, then the group upgraded
                 try:
-                    return await self.bot.send_message(chat_id=target, text=text, parse_mode=mode, reply_parameters=reply)
+                    return await self.bot.send_message(
+                        chat_id=target, text=text, parse_mode=mode, reply_parameters=reply
+                    )
                 except BadRequest as e:
                     if mode is None or _PARSE_ERROR not in str(e).lower():
                         raise map_error(e) from e
-                    log.warning("telegram: chat %s refused the %s markup (%s); sending it as plain text", chat_id, mode, e)
+                    log.warning(
+                        "telegram: chat %s refused the %s markup (%s); sending it as plain text", chat_id, mode, e
+                    )
                     mode = None  # for this part's retries too
                 except ChatMigrated as e:
                     log.warning("telegram: group %s became supergroup %s; sending there", target, e.new_chat_id)
@@ -313,20 +322,32 @@ class TelegramClient:
         try:
             file = await self.bot.get_file(part.ref)
             if file.file_size is not None and file.file_size > max_bytes:
-                raise MediaTooLarge(f"it is {human_size(file.file_size)}, over the {human_size(max_bytes)} limit per file", name=name)
+                raise MediaTooLarge(
+                    f"it is {human_size(file.file_size)}, over the {human_size(max_bytes)} limit per file", name=name
+                )
             data = bytes(await file.download_as_bytearray())
         except BadRequest as e:
             if "too big" in str(e).lower():
-                raise MediaTooLarge(f"Telegram gives bots files of at most {human_size(MAX_DOWNLOAD_BYTES)}", name=name) from e
+                raise MediaTooLarge(
+                    f"Telegram gives bots files of at most {human_size(MAX_DOWNLOAD_BYTES)}", name=name
+                ) from e
             raise MediaError(f"Telegram refused it ({e})", name=name) from e
         except TelegramError as e:
             raise MediaError(f"it could not be fetched from Telegram ({type(e).__name__}: {e})", name=name) from e
         if len(data) > max_bytes:
-            raise MediaTooLarge(f"it is {human_size(len(data))}, over the {human_size(max_bytes)} limit per file", name=name)
+            raise MediaTooLarge(
+                f"it is {human_size(len(data))}, over the {human_size(max_bytes)} limit per file", name=name
+            )
         return data
 
     async def send_file(
-        self, chat_id: int, file: MediaFile, caption: str, *, as_photo: bool, reply_to: int | None = None,
+        self,
+        chat_id: int,
+        file: MediaFile,
+        caption: str,
+        *,
+        as_photo: bool,
+        reply_to: int | None = None,
         on_part: Callable[[int, int], Awaitable[None]] | None = None,
     ) -> list[int]:
         """Send a picture (``sendPhoto``) or any file (``sendDocument``) with ``caption``.
@@ -339,8 +360,12 @@ class TelegramClient:
             SendFailed: Telegram refused it, or gave up after retries.
         """
         if file.size > MAX_UPLOAD_BYTES:
-            raise SendFailed("telegram", chat_id, f"{file.name} is {human_size(file.size)}, over the "
-                             f"{human_size(MAX_UPLOAD_BYTES)} Telegram takes from bots")
+            raise SendFailed(
+                "telegram",
+                chat_id,
+                f"{file.name} is {human_size(file.size)}, over the "
+                f"{human_size(MAX_UPLOAD_BYTES)} Telegram takes from bots",
+            )
         photo = as_photo and file.mime in _PHOTO_TYPES and file.size <= MAX_PHOTO_BYTES
         fits = utf16_len(caption) <= MAX_CAPTION_LENGTH
         mode = self.settings.parse_mode or None
@@ -348,8 +373,12 @@ class TelegramClient:
 
         async def attempt() -> telegram.Message:
             upload = telegram.InputFile(file.data, filename=file.name)
-            kw: dict[str, Any] = {"chat_id": chat_id, "caption": caption if fits and caption else None,
-                                  "parse_mode": mode if fits and caption else None, "reply_parameters": reply}
+            kw: dict[str, Any] = {
+                "chat_id": chat_id,
+                "caption": caption if fits and caption else None,
+                "parse_mode": mode if fits and caption else None,
+                "reply_parameters": reply,
+            }
             try:
                 if photo:
                     return await self.bot.send_photo(photo=upload, **kw)
@@ -362,6 +391,7 @@ class TelegramClient:
         if on_part is not None:
             await on_part(0, message.message_id)
         if caption and not fits:
+
             async def later(i: int, message_id: int) -> None:
                 if on_part is not None:
                     await on_part(i + 1, message_id)

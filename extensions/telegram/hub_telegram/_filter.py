@@ -92,8 +92,10 @@ def classify(update: Update, me: User, settings: TelegramSettings, allowed: Allo
     if sender.is_bot and not settings.answer_bots:
         return Ignored(uid, f"from a bot ({sender.id}); answer_bots is off")
     mentioned = mentions(msg, me)
-    replied = msg.reply_to_message is not None and msg.reply_to_message.from_user is not None and (
-        msg.reply_to_message.from_user.id == me.id
+    replied = (
+        msg.reply_to_message is not None
+        and msg.reply_to_message.from_user is not None
+        and (msg.reply_to_message.from_user.id == me.id)
     )
     if chat.type in GROUP_TYPES:
         if settings.groups == "off":
@@ -125,23 +127,54 @@ def media_of(msg: Message) -> tuple[MediaPart, ...]:
     parts: list[MediaPart] = []
     if msg.photo:
         best = msg.photo[-1]
-        parts.append(MediaPart(kind="image", ref=best.file_id, mime="image/jpeg", size=best.file_size,
-                               name=f"photo_{msg.message_id}.jpg", width=best.width, height=best.height))
+        parts.append(
+            MediaPart(
+                kind="image",
+                ref=best.file_id,
+                mime="image/jpeg",
+                size=best.file_size,
+                name=f"photo_{msg.message_id}.jpg",
+                width=best.width,
+                height=best.height,
+            )
+        )
     if msg.document is not None:
         d = msg.document
-        parts.append(MediaPart(kind="document", ref=d.file_id, mime=d.mime_type or "", size=d.file_size,
-                               name=d.file_name or f"document_{msg.message_id}"))
+        parts.append(
+            MediaPart(
+                kind="document",
+                ref=d.file_id,
+                mime=d.mime_type or "",
+                size=d.file_size,
+                name=d.file_name or f"document_{msg.message_id}",
+            )
+        )
     if msg.sticker is not None:
         s = msg.sticker
         # static stickers are WebP pictures; animated (TGS) and video (WebM) ones are not
         mime = "video/webm" if s.is_video else "application/x-tgsticker" if s.is_animated else "image/webp"
-        parts.append(MediaPart(kind="sticker" if mime == "image/webp" else "animated sticker", ref=s.file_id,
-                               mime=mime, size=s.file_size, name=f"sticker {s.emoji or ''}".strip(),
-                               width=s.width, height=s.height))
+        parts.append(
+            MediaPart(
+                kind="sticker" if mime == "image/webp" else "animated sticker",
+                ref=s.file_id,
+                mime=mime,
+                size=s.file_size,
+                name=f"sticker {s.emoji or ''}".strip(),
+                width=s.width,
+                height=s.height,
+            )
+        )
     for kind, item in (("voice", msg.voice), ("audio", msg.audio), ("video", msg.video)):
         if item is not None:
-            parts.append(MediaPart(kind=kind, ref=item.file_id, mime=item.mime_type or "", size=item.file_size,
-                                   name=getattr(item, "file_name", None) or f"{kind}_{msg.message_id}"))
+            parts.append(
+                MediaPart(
+                    kind=kind,
+                    ref=item.file_id,
+                    mime=item.mime_type or "",
+                    size=item.file_size,
+                    name=getattr(item, "file_name", None) or f"{kind}_{msg.message_id}",
+                )
+            )
     return tuple(parts)
 
 

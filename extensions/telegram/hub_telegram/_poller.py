@@ -92,8 +92,11 @@ class Poller:
                 return backoff.next()
             case Conflict():
                 delay = backoff.next()
-                log.error("telegram: another process polls with this token (%s); retrying in %.0fs. "
-                          "Run one hub per bot.", e, delay)
+                log.error(
+                    "telegram: another process polls with this token (%s); retrying in %.0fs. Run one hub per bot.",
+                    e,
+                    delay,
+                )
                 return delay
             case InvalidToken() | HubError():  # a revoked token; a store or shutdown problem
                 delay = backoff.next()
@@ -109,8 +112,9 @@ class Poller:
                 return delay
             case _:  # a bug or an answer PTB could not read: logged with its traceback
                 delay = backoff.next()
-                log.error("telegram: polling failed (%s: %s); retrying in %.1fs", type(e).__name__, e, delay,
-                          exc_info=e)
+                log.error(
+                    "telegram: polling failed (%s: %s); retrying in %.1fs", type(e).__name__, e, delay, exc_info=e
+                )
                 return delay
 
     async def _once(self) -> None:
@@ -156,7 +160,10 @@ class Poller:
         if not self._guard_allows(verdict):
             log.info(
                 "telegram: chat %s: loop guard: not answering bot %s (%d answers to bots in %.0fs)",
-                verdict.chat_id, verdict.user_id, self.settings.loop_guard_turns, self.settings.loop_guard_window,
+                verdict.chat_id,
+                verdict.user_id,
+                self.settings.loop_guard_turns,
+                self.settings.loop_guard_window,
             )
             return
         sub = await self.send(
@@ -180,8 +187,11 @@ class Poller:
         if decision.allowed:
             return True
         if decision.message is None:
-            log.info("telegram: user %s is not on allowed_users (dm_policy = %s): ignored",
-                     verdict.user_id, self.settings.dm_policy)
+            log.info(
+                "telegram: user %s is not on allowed_users (dm_policy = %s): ignored",
+                verdict.user_id,
+                self.settings.dm_policy,
+            )
             return False
         log.info("telegram: user %s is not paired: sent them a pairing code", verdict.user_id)
         # through the client's governor (paced, retried); a send that fails is logged, and the

@@ -81,7 +81,7 @@ class TelegramSettings(PlatformSettings):
             return v
         parts = urlsplit(v)
         if parts.scheme not in ("https", "http") or not parts.hostname:
-            raise ValueError(f"must be an https:// URL Telegram can reach (or \"\" to poll), not {v!r}")
+            raise ValueError(f'must be an https:// URL Telegram can reach (or "" to poll), not {v!r}')
         if parts.path in ("", "/"):
             raise ValueError(f"needs a path for the hub to serve it at, e.g. https://{parts.netloc}/telegram")
         if parts.query or parts.fragment:

@@ -162,8 +162,7 @@ class FakeTelegram(FakeServer):
         if not from_is_bot:
             user["language_code"] = "en"
         if chat_type == "private":
-            chat = {"id": chat_id, "type": "private", "first_name": user["first_name"],
-                    "username": user["username"]}
+            chat = {"id": chat_id, "type": "private", "first_name": user["first_name"], "username": user["username"]}
         else:
             chat = {"id": chat_id, "type": chat_type, "title": chat_title or f"Chat {chat_id}"}
         self.state.chats.setdefault(chat_id, chat)
@@ -227,7 +226,10 @@ class FakeTelegram(FakeServer):
         if files:
             params["_files"] = files
         rec = Recorded(
-            name=method, method=request.method, path=request.path, params=params,
+            name=method,
+            method=request.method,
+            path=request.path,
+            params=params,
             headers=dict(request.headers),
         )
         self.state.requests.append(rec)
@@ -279,8 +281,11 @@ class FakeTelegram(FakeServer):
         return True
 
     def _m_getwebhookinfo(self, params: dict[str, Any]) -> dict[str, Any]:
-        info: dict[str, Any] = {"url": self.state.webhook_url, "has_custom_certificate": False,
-                                "pending_update_count": len(self.pending_updates)}
+        info: dict[str, Any] = {
+            "url": self.state.webhook_url,
+            "has_custom_certificate": False,
+            "pending_update_count": len(self.pending_updates),
+        }
         if self.state.webhook_allowed_updates is not None:
             info["allowed_updates"] = self.state.webhook_allowed_updates
         return info
@@ -302,7 +307,12 @@ class FakeTelegram(FakeServer):
         return True
 
     async def deliver(
-        self, update_id: int, *, url: str | None = None, secret: str | None = None, headers: dict[str, str] | None = None,
+        self,
+        update_id: int,
+        *,
+        url: str | None = None,
+        secret: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> tuple[int, Any]:
         """POST one pushed update to the webhook as Telegram does: JSON, with the secret the
         last setWebhook registered in ``X-Telegram-Bot-Api-Secret-Token`` (``secret`` to send
@@ -330,8 +340,11 @@ class FakeTelegram(FakeServer):
 
     async def _m_getupdates(self, params: dict[str, Any]) -> Any:
         if self.state.webhook_url:
-            return _error(409, "Conflict: can't use getUpdates method while webhook is active; "
-                               "use deleteWebhook to delete the webhook first")
+            return _error(
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; "
+                "use deleteWebhook to delete the webhook first",
+            )
         offset = int(params.get("offset") or 0)
         timeout = float(params.get("timeout") or 0)
         limit = int(params.get("limit") or 100)
@@ -357,8 +370,7 @@ class FakeTelegram(FakeServer):
         if self._poll_generation != generation and not self.closing:
             return _error(
                 409,
-                "Conflict: terminated by other getUpdates request; "
-                "make sure that only one bot instance is running",
+                "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
             )
         return pending()
 
@@ -371,7 +383,8 @@ class FakeTelegram(FakeServer):
         chat = self.state.chats.setdefault(
             chat_id,
             {"id": chat_id, "type": "private", "first_name": f"User{chat_id}"}
-            if chat_id > 0 else {"id": chat_id, "type": "supergroup", "title": f"Chat {chat_id}"},
+            if chat_id > 0
+            else {"id": chat_id, "type": "supergroup", "title": f"Chat {chat_id}"},
         )
         message: dict[str, Any] = {
             "message_id": self._new_message_id(),
@@ -383,15 +396,17 @@ class FakeTelegram(FakeServer):
         if reply_to is not None:
             message["reply_to_message"] = self._message(chat_id, reply_to)
         self.state.messages[(chat_id, message["message_id"])] = message
-        self.state.sent.append({
-            "method": "sendMessage",
-            "chat_id": chat_id,
-            "text": text,
-            "parse_mode": parse_mode,
-            "reply_to": reply_to,
-            "message_id": message["message_id"],
-            "params": params,
-        })
+        self.state.sent.append(
+            {
+                "method": "sendMessage",
+                "chat_id": chat_id,
+                "text": text,
+                "parse_mode": parse_mode,
+                "reply_to": reply_to,
+                "message_id": message["message_id"],
+                "params": params,
+            }
+        )
         return message
 
     def _m_editmessagetext(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -403,17 +418,25 @@ class FakeTelegram(FakeServer):
             raise _ApiError(_error(400, "Bad Request: message to edit not found"))
         message = self.state.messages[key]
         if message.get("text") == text:
-            raise _ApiError(_error(
-                400,
-                "Bad Request: message is not modified: specified new message content and reply "
-                "markup are exactly the same as a current content and reply markup of the message",
-            ))
+            raise _ApiError(
+                _error(
+                    400,
+                    "Bad Request: message is not modified: specified new message content and reply "
+                    "markup are exactly the same as a current content and reply markup of the message",
+                )
+            )
         message.update(text=text, edit_date=int(time.time()))
-        self.state.sent.append({
-            "method": "editMessageText", "chat_id": chat_id, "text": text,
-            "parse_mode": params.get("parse_mode"), "reply_to": None,
-            "message_id": key[1], "params": params,
-        })
+        self.state.sent.append(
+            {
+                "method": "editMessageText",
+                "chat_id": chat_id,
+                "text": text,
+                "parse_mode": params.get("parse_mode"),
+                "reply_to": None,
+                "message_id": key[1],
+                "params": params,
+            }
+        )
         return message
 
     # -- files: getFile, downloads, sendPhoto / sendDocument uploads ------------------------
@@ -424,8 +447,12 @@ class FakeTelegram(FakeServer):
             raise _ApiError(_error(400, "Bad Request: invalid file_id"))
         if found["size"] > 20_000_000:  # the cloud Bot API's limit for bots
             raise _ApiError(_error(400, "Bad Request: file is too big"))
-        return {"file_id": params["file_id"], "file_unique_id": f"u{params['file_id']}",
-                "file_size": found["size"], "file_path": found["path"]}
+        return {
+            "file_id": params["file_id"],
+            "file_unique_id": f"u{params['file_id']}",
+            "file_size": found["size"],
+            "file_path": found["path"],
+        }
 
     def _m_sendphoto(self, params: dict[str, Any]) -> dict[str, Any]:
         return self._send_file("sendPhoto", "photo", params, limit=10_000_000)
@@ -448,21 +475,39 @@ class FakeTelegram(FakeServer):
             if len(plain.encode("utf-16-le")) // 2 > 1024:
                 raise _ApiError(_error(400, "Bad Request: message caption is too long"))
         file_id = self.add_file(data, path=f"{field_name}s/upload_{len(self.state.files)}")
-        message: dict[str, Any] = {"message_id": self._new_message_id(), "from": self.bot_user,
-                                   "chat": self.state.chats.get(chat_id, {"id": chat_id, "type": "private"}),
-                                   "date": int(time.time())}
+        message: dict[str, Any] = {
+            "message_id": self._new_message_id(),
+            "from": self.bot_user,
+            "chat": self.state.chats.get(chat_id, {"id": chat_id, "type": "private"}),
+            "date": int(time.time()),
+        }
         if field_name == "photo":
-            message["photo"] = [{"file_id": file_id, "file_unique_id": f"u{file_id}", "width": 1, "height": 1,
-                                 "file_size": len(data)}]
+            message["photo"] = [
+                {"file_id": file_id, "file_unique_id": f"u{file_id}", "width": 1, "height": 1, "file_size": len(data)}
+            ]
         else:
-            message["document"] = {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_name": filename,
-                                   "file_size": len(data)}
+            message["document"] = {
+                "file_id": file_id,
+                "file_unique_id": f"u{file_id}",
+                "file_name": filename,
+                "file_size": len(data),
+            }
         if caption:
             message["caption"] = caption
         self.state.messages[(chat_id, message["message_id"])] = message
-        self.state.sent.append({"method": method, "chat_id": chat_id, "text": caption or "", "caption": caption,
-                                "filename": filename, "data": data, "reply_to": None,
-                                "message_id": message["message_id"], "params": params})
+        self.state.sent.append(
+            {
+                "method": method,
+                "chat_id": chat_id,
+                "text": caption or "",
+                "caption": caption,
+                "filename": filename,
+                "data": data,
+                "reply_to": None,
+                "message_id": message["message_id"],
+                "params": params,
+            }
+        )
         return message
 
     async def _download(self, request: web.Request) -> web.Response:
@@ -480,8 +525,11 @@ class FakeTelegram(FakeServer):
         """Store a file ``getFile`` will serve; returns its file_id. ``size`` overrides the
         size getFile reports (a file Telegram would refuse, without holding its bytes)."""
         file_id = f"FILE{len(self.state.files) + 1}"
-        self.state.files[file_id] = {"data": data, "path": path or f"documents/{file_id}",
-                                     "size": len(data) if size is None else size}
+        self.state.files[file_id] = {
+            "data": data,
+            "path": path or f"documents/{file_id}",
+            "size": len(data) if size is None else size,
+        }
         return file_id
 
     def push_media(
@@ -511,19 +559,37 @@ class FakeTelegram(FakeServer):
             small = self.add_file(photo[:100], path=f"photos/thumb_{message_id}.jpg")
             msg["photo"] = [
                 {"file_id": small, "file_unique_id": f"u{small}", "width": 90, "height": 90, "file_size": 100},
-                {"file_id": fid, "file_unique_id": f"u{fid}", "width": 800, "height": 600,
-                 "file_size": len(photo) if size is None else size},
+                {
+                    "file_id": fid,
+                    "file_unique_id": f"u{fid}",
+                    "width": 800,
+                    "height": 600,
+                    "file_size": len(photo) if size is None else size,
+                },
             ]
         if document is not None:
             name, mime, data = document
             fid = self.add_file(data, path=f"documents/file_{message_id}", size=size)
-            msg["document"] = {"file_id": fid, "file_unique_id": f"u{fid}", "file_name": name, "mime_type": mime,
-                               "file_size": len(data) if size is None else size}
+            msg["document"] = {
+                "file_id": fid,
+                "file_unique_id": f"u{fid}",
+                "file_name": name,
+                "mime_type": mime,
+                "file_size": len(data) if size is None else size,
+            }
         if sticker is not None:
             fid = self.add_file(sticker, path=f"stickers/file_{message_id}.webp")
-            msg["sticker"] = {"file_id": fid, "file_unique_id": f"u{fid}", "type": "regular", "width": 512,
-                              "height": 512, "is_animated": False, "is_video": False, "emoji": "😀",
-                              "file_size": len(sticker)}
+            msg["sticker"] = {
+                "file_id": fid,
+                "file_unique_id": f"u{fid}",
+                "type": "regular",
+                "width": 512,
+                "height": 512,
+                "is_animated": False,
+                "is_video": False,
+                "emoji": "😀",
+                "file_size": len(sticker),
+            }
         return update_id, message_id
 
     def _m_deletemessage(self, params: dict[str, Any]) -> bool:
@@ -531,17 +597,25 @@ class FakeTelegram(FakeServer):
         key = (chat_id, int(params["message_id"]))
         if self.state.messages.pop(key, None) is None:
             raise _ApiError(_error(400, "Bad Request: message to delete not found"))
-        self.state.sent.append({
-            "method": "deleteMessage", "chat_id": chat_id, "text": None, "parse_mode": None,
-            "reply_to": None, "message_id": key[1], "params": params,
-        })
+        self.state.sent.append(
+            {
+                "method": "deleteMessage",
+                "chat_id": chat_id,
+                "text": None,
+                "parse_mode": None,
+                "reply_to": None,
+                "message_id": key[1],
+                "params": params,
+            }
+        )
         return True
 
     def shown(self, chat_id: int) -> list[str]:
         """The bot's messages in ``chat_id`` as they read now (after edits), oldest first."""
         bot = self.state.bot_id
         return [
-            m.get("text", m.get("caption", "")) for (c, _), m in sorted(self.state.messages.items())
+            m.get("text", m.get("caption", ""))
+            for (c, _), m in sorted(self.state.messages.items())
             if c == chat_id and m.get("from", {}).get("id") == bot
         ]
 
@@ -596,14 +670,19 @@ def _failure_response(failure: Failure) -> web.Response:
     if failure.status == 429:
         retry_after = int(failure.retry_after or 1)
         return _error(
-            429, failure.description or f"Too Many Requests: retry after {retry_after}",
+            429,
+            failure.description or f"Too Many Requests: retry after {retry_after}",
             retry_after=retry_after,
         )
-    default = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden: bot was blocked by "
-               "the user", 404: "Not Found", 409: "Conflict", 502: "Bad Gateway"}
-    return _error(
-        failure.status, failure.description or default.get(failure.status, "Internal Server Error")
-    )
+    default = {
+        400: "Bad Request",
+        401: "Unauthorized",
+        403: "Forbidden: bot was blocked by the user",
+        404: "Not Found",
+        409: "Conflict",
+        502: "Bad Gateway",
+    }
+    return _error(failure.status, failure.description or default.get(failure.status, "Internal Server Error"))
 
 
 def _decode(key: str, value: Any) -> Any:
@@ -687,25 +766,19 @@ def _markdown_v1(text: str) -> str:
         if marker in ("*", "_", "`", "```"):
             end = text.find(marker, i + len(marker))
             if end < 0:
-                raise MarkupError(
-                    f"Can't find end of the entity starting at byte offset {_at(text, i)}"
-                )
-            out.append(text[i + len(marker): end])
+                raise MarkupError(f"Can't find end of the entity starting at byte offset {_at(text, i)}")
+            out.append(text[i + len(marker) : end])
             i = end + len(marker)
             continue
         if c == "[":
             close = text.find("]", i + 1)
             if close < 0:
-                raise MarkupError(
-                    f"Can't find end of the entity starting at byte offset {_at(text, i)}"
-                )
+                raise MarkupError(f"Can't find end of the entity starting at byte offset {_at(text, i)}")
             if text.startswith("(", close + 1):
                 paren = text.find(")", close + 2)
                 if paren < 0:
-                    raise MarkupError(
-                        f"Can't find end of the entity starting at byte offset {_at(text, i)}"
-                    )
-                out.append(text[i + 1: close])
+                    raise MarkupError(f"Can't find end of the entity starting at byte offset {_at(text, i)}")
+                out.append(text[i + 1 : close])
                 i = paren + 1
                 continue
         out.append(c)
@@ -714,11 +787,10 @@ def _markdown_v1(text: str) -> str:
 
 
 _V2_RESERVED = set("_*[]()~`>#+-=|{}.!")
-_V2_NAMES = {"*": "Bold", "_": "Italic", "__": "Underline", "~": "Strikethrough",
-             "||": "Spoiler", "[": "TextUrl"}
+_V2_NAMES = {"*": "Bold", "_": "Italic", "__": "Underline", "~": "Strikethrough", "||": "Spoiler", "[": "TextUrl"}
 
 
-def _markdown_v2(text: str) -> str:
+def _markdown_v2(text: str) -> str:  # noqa: C901 - split under issue 23
     out: list[str] = []
     stack: list[tuple[str, int]] = []
     i, n = 0, len(text)
@@ -747,7 +819,7 @@ def _markdown_v2(text: str) -> str:
             if end < 0:
                 kind = "Pre" if marker == "```" else "Code"
                 raise MarkupError(f"Can't find end of {kind} entity at byte offset {_at(text, i)}")
-            out.append(text[i + len(marker): end].replace("\\`", "`").replace("\\\\", "\\"))
+            out.append(text[i + len(marker) : end].replace("\\`", "`").replace("\\\\", "\\"))
             i = end + len(marker)
             continue
         if c in "*_~" or text.startswith("||", i):
@@ -780,21 +852,33 @@ def _markdown_v2(text: str) -> str:
             i += 1  # blockquote
             continue
         if c in _V2_RESERVED:
-            raise MarkupError(
-                f"Character '{c}' is reserved and must be escaped with the preceding '\\'"
-            )
+            raise MarkupError(f"Character '{c}' is reserved and must be escaped with the preceding '\\'")
         out.append(c)
         i += 1
     if stack:
         marker, pos = stack[-1]
-        raise MarkupError(
-            f"Can't find end of {_V2_NAMES[marker]} entity at byte offset {_at(text, pos)}"
-        )
+        raise MarkupError(f"Can't find end of {_V2_NAMES[marker]} entity at byte offset {_at(text, pos)}")
     return "".join(out)
 
 
-_HTML_TAGS = {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "a", "code", "pre",
-              "span", "tg-spoiler", "tg-emoji", "blockquote"}
+_HTML_TAGS = {
+    "b",
+    "strong",
+    "i",
+    "em",
+    "u",
+    "ins",
+    "s",
+    "strike",
+    "del",
+    "a",
+    "code",
+    "pre",
+    "span",
+    "tg-spoiler",
+    "tg-emoji",
+    "blockquote",
+}
 _TAG = re.compile(r"<(/?)([a-zA-Z0-9-]*)((?:\s+[^>]*)?)>")
 _ENTITY = re.compile(r"&(lt|gt|amp|quot|#\d+|#x[0-9a-fA-F]+);")
 
@@ -812,17 +896,13 @@ def _html(text: str) -> str:
             closing, name = m.group(1), m.group(2).lower()
             if not closing:
                 if name not in _HTML_TAGS:
-                    raise MarkupError(
-                        f'Unsupported start tag "{name}" at byte offset {_at(text, i)}'
-                    )
+                    raise MarkupError(f'Unsupported start tag "{name}" at byte offset {_at(text, i)}')
                 stack.append(name)
             else:
                 if not stack:
                     raise MarkupError(f"Unexpected end tag at byte offset {_at(text, i)}")
                 if name and stack[-1] != name:
-                    raise MarkupError(
-                        f'Can\'t find end tag corresponding to start tag "{stack[-1]}"'
-                    )
+                    raise MarkupError(f'Can\'t find end tag corresponding to start tag "{stack[-1]}"')
                 stack.pop()
             i = m.end()
             continue

@@ -30,8 +30,7 @@ def _seconds(value: Any) -> float:
 
 
 @contextlib.asynccontextmanager
-async def ptb_app(tg: FakeTelegram, stop_times: list[float] | None = None
-                  ) -> AsyncIterator[Application]:
+async def ptb_app(tg: FakeTelegram, stop_times: list[float] | None = None) -> AsyncIterator[Application]:
     """A real PTB Application polling the fake; replies "echo: <text>" to each message."""
 
     async def echo(update: telegram.Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -39,8 +38,11 @@ async def ptb_app(tg: FakeTelegram, stop_times: list[float] | None = None
         await update.message.reply_text(f"echo: {update.message.text}")
 
     app = (
-        Application.builder().token(TOKEN).base_url(f"{tg.base_url}/bot")
-        .base_file_url(f"{tg.base_url}/file/bot").build()
+        Application.builder()
+        .token(TOKEN)
+        .base_url(f"{tg.base_url}/bot")
+        .base_file_url(f"{tg.base_url}/file/bot")
+        .build()
     )
     app.add_handler(MessageHandler(filters.TEXT, echo))
     await app.initialize()
@@ -130,8 +132,7 @@ async def test_telegram_long_poll_honours_timeout_and_offset() -> None:
             assert 0.25 < time.monotonic() - started < 2
 
             first, _ = tg.push_message(chat_id=1, text="a")
-            second, _ = tg.push_message(chat_id=-100, text="b @test_bot", from_id=5,
-                                        chat_type="supergroup")
+            second, _ = tg.push_message(chat_id=-100, text="b @test_bot", from_id=5, chat_type="supergroup")
             updates = await bot.get_updates(offset=0, timeout=5)
             assert [u.update_id for u in updates] == [first, second]
             group = updates[1].message

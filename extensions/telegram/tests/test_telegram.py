@@ -25,6 +25,13 @@ from typing import Any
 import pytest
 import telegram
 from fake_telegram import FakeTelegram, TelegramState
+
+from hub import ConfigError, Hub, HubConfig, HubError, RunResult, ScriptedModel
+from hub.config import config_from_dict
+from hub.definitions import load_extension
+from hub.engine import Plugin
+from hub.platform import AllowList, utf16_len
+from hub.testing import FakeOpenAI
 from hub_telegram import (
     OFFSET_KEY,
     Ignored,
@@ -33,13 +40,6 @@ from hub_telegram import (
     classify,
     extension,
 )
-
-from hub import ConfigError, Hub, HubConfig, HubError, RunResult, ScriptedModel
-from hub.config import config_from_dict
-from hub.definitions import load_extension
-from hub.engine import Plugin
-from hub.platform import AllowList, utf16_len
-from hub.testing import FakeOpenAI
 
 pytestmark = [
     # PTB 22.2+ warns inside its own RetryAfter; the extension reads it without the warning
@@ -55,13 +55,13 @@ def reply(text: str) -> str:
     return f'<response><output type="telegram:send">{text}</output></response>'
 
 
-
 class _Recorder(Plugin):
     def __init__(self, harness: Any) -> None:
         self.harness = harness
 
     async def after_run(self, result: Any, run: Any) -> None:
         await self.harness._record(result, run)
+
 
 class Harness:
     """A started hub with the Telegram extension, and the run results it produced."""
@@ -97,8 +97,13 @@ class Harness:
 
 @contextlib.asynccontextmanager
 async def running(
-    tmp_path: Path, tg: FakeTelegram, responses: list[Any] | None = None, *, default: str | None = "ok",
-    delay: float = 0.0, **settings: Any,
+    tmp_path: Path,
+    tg: FakeTelegram,
+    responses: list[Any] | None = None,
+    *,
+    default: str | None = "ok",
+    delay: float = 0.0,
+    **settings: Any,
 ) -> AsyncIterator[Harness]:
     cfg = HubConfig()
     cfg.hub.data_dir = str(tmp_path)
@@ -261,8 +266,14 @@ class MigratedGroup(FakeTelegram):
 
         if int(params["chat_id"]) == -5:
             return web.json_response(
-                {"ok": False, "error_code": 400, "description": "Bad Request: group chat was upgraded to a "
-                 "supergroup chat", "parameters": {"migrate_to_chat_id": -1005}}, status=400)
+                {
+                    "ok": False,
+                    "error_code": 400,
+                    "description": "Bad Request: group chat was upgraded to a supergroup chat",
+                    "parameters": {"migrate_to_chat_id": -1005},
+                },
+                status=400,
+            )
         return super()._m_sendmessage(params)
 
 
@@ -281,10 +292,12 @@ async def test_a_reply_follows_a_group_upgraded_to_a_supergroup(tmp_path: Path) 
 async def test_ignores_itself_and_other_bots(tmp_path: Path) -> None:
     async with FakeTelegram() as tg:
         async with running(tmp_path, tg, default="ok") as h:
-            tg.push_message(chat_id=-100, chat_type="group", from_id=BOT_ID, from_is_bot=True,
-                            text="@test_bot echo of myself")
-            tg.push_message(chat_id=-100, chat_type="group", from_id=999, from_is_bot=True,
-                            text="@test_bot hello from another bot")
+            tg.push_message(
+                chat_id=-100, chat_type="group", from_id=BOT_ID, from_is_bot=True, text="@test_bot echo of myself"
+            )
+            tg.push_message(
+                chat_id=-100, chat_type="group", from_id=999, from_is_bot=True, text="@test_bot hello from another bot"
+            )
             tg.push_message(chat_id=999, from_is_bot=True, text="a bot in private")
             last, _ = tg.push_message(chat_id=-100, chat_type="group", from_id=5, text="@test_bot hi")
             await tg.wait_sent(1)
@@ -304,7 +317,11 @@ async def test_loop_guard_limits_answers_to_bots(tmp_path: Path) -> None:
             tg.push_message(text="@test_bot ping after human", **bot)
             await h.idle()
             assert [e.content for e in h.inputs()] == [
-                "@test_bot ping 0", "@test_bot ping 1", "@test_bot a human", "@test_bot ping after human"]
+                "@test_bot ping 0",
+                "@test_bot ping 1",
+                "@test_bot a human",
+                "@test_bot ping after human",
+            ]
 
 
 async def test_allow_list_restricts_chats(tmp_path: Path) -> None:
@@ -410,21 +427,37 @@ def test_settings_errors_name_the_key_and_the_variable() -> None:
 ME = telegram.User(id=BOT_ID, is_bot=True, first_name="Test Bot", username="test_bot")
 
 
-def update(text: str, *, chat_id: int = -100, chat_type: str = "supergroup", from_id: int = 5,
-           is_bot: bool = False, entities: list[dict[str, Any]] | None = None,
-           reply_to_from: int | None = None, chat_username: str | None = None) -> telegram.Update:
+def update(
+    text: str,
+    *,
+    chat_id: int = -100,
+    chat_type: str = "supergroup",
+    from_id: int = 5,
+    is_bot: bool = False,
+    entities: list[dict[str, Any]] | None = None,
+    reply_to_from: int | None = None,
+    chat_username: str | None = None,
+) -> telegram.Update:
     chat: dict[str, Any] = {"id": chat_id, "type": chat_type}
     if chat_username:
         chat["username"] = chat_username
     message: dict[str, Any] = {
-        "message_id": 10, "date": 0, "chat": chat, "text": text,
+        "message_id": 10,
+        "date": 0,
+        "chat": chat,
+        "text": text,
         "from": {"id": from_id, "is_bot": is_bot, "first_name": "X"},
     }
     if entities is not None:
         message["entities"] = entities
     if reply_to_from is not None:
-        message["reply_to_message"] = {"message_id": 9, "date": 0, "chat": chat, "text": "earlier",
-                                       "from": {"id": reply_to_from, "is_bot": True, "first_name": "B"}}
+        message["reply_to_message"] = {
+            "message_id": 9,
+            "date": 0,
+            "chat": chat,
+            "text": "earlier",
+            "from": {"id": reply_to_from, "is_bot": True, "first_name": "B"},
+        }
     return telegram.Update.de_json({"update_id": 1, "message": message}, None)
 
 
@@ -446,8 +479,21 @@ def mention(text: str, at: int = 0, length: int | None = None) -> list[dict[str,
         (update("@TEST_BOT hi", entities=mention("@TEST_BOT")), {}, True),
         (update("hey @test_bot", entities=[]), {}, True),  # no entities: the text itself
         (update("@test_botty hi", entities=mention("@test_botty")), {}, False),
-        (update("Bot, hi", entities=[{"type": "text_mention", "offset": 0, "length": 3,
-                                      "user": {"id": BOT_ID, "is_bot": True, "first_name": "B"}}]), {}, True),
+        (
+            update(
+                "Bot, hi",
+                entities=[
+                    {
+                        "type": "text_mention",
+                        "offset": 0,
+                        "length": 3,
+                        "user": {"id": BOT_ID, "is_bot": True, "first_name": "B"},
+                    }
+                ],
+            ),
+            {},
+            True,
+        ),
         (update("/help@other_bot", entities=[{"type": "bot_command", "offset": 0, "length": 15}]), {}, False),
         (update("/help@test_bot", entities=[{"type": "bot_command", "offset": 0, "length": 14}]), {}, True),
         (update("/help", entities=[{"type": "bot_command", "offset": 0, "length": 5}]), {}, True),
@@ -491,7 +537,10 @@ def _start_hub(config: Path, log_path: Path) -> subprocess.Popen[bytes]:
     with log_path.open("ab") as log_file:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(
             [sys.executable, "-m", "hub.cli", "run", "--config", str(config)],
-            cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
         )
 
 

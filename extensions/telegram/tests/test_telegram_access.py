@@ -49,8 +49,9 @@ async def test_pairing_is_for_private_chats_allowed_users_need_none(tmp_path: Pa
     async with FakeTelegram() as tg:
         async with running(tmp_path, tg, default="ok", dm_policy="pairing", allowed_users=["@ann"]) as h:
             tg.push_message(chat_id=9, text="ann in private", username="ann")
-            tg.push_message(chat_id=-100, text="@test_bot ann in a group", from_id=9, username="ann",
-                            chat_type="supergroup")
+            tg.push_message(
+                chat_id=-100, text="@test_bot ann in a group", from_id=9, username="ann", chat_type="supergroup"
+            )
             tg.push_message(chat_id=-100, text="@test_bot a stranger in a group", from_id=8, chat_type="supergroup")
             await h.wait_results(2)
             await h.idle()

@@ -121,7 +121,9 @@ async def test_markup_is_applied_and_refused_markup_falls_back_to_plain_text(tmp
     good = " ".join(f"<b>w{i}</b>" for i in range(80))
     bad = "1 < 2 and " + " ".join(f"w{i}" for i in range(80))  # an unescaped <: Telegram refuses the HTML
     async with FakeTelegram() as tg:
-        async with running(tmp_path, tg, [reply(good), reply(bad)], live=True, live_interval=0.1, parse_mode="HTML") as h:
+        async with running(
+            tmp_path, tg, [reply(good), reply(bad)], live=True, live_interval=0.1, parse_mode="HTML"
+        ) as h:
             slow(h, chunk=13, delay=0.01)
             tg.push_message(chat_id=42, text="bold?")
             await h.wait_results(1, timeout=30)
@@ -144,8 +146,9 @@ async def test_live_off_sends_the_whole_text_once(tmp_path: Path) -> None:
 
 
 def test_live_settings_are_validated() -> None:
-    from hub_telegram import TelegramSettings
     from pydantic import ValidationError
+
+    from hub_telegram import TelegramSettings
 
     assert TelegramSettings(token="1:x").live is False
     with pytest.raises(ValidationError, match="live_interval"):

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 from fake_telegram import FakeTelegram
-from hub_telegram import TelegramSettings, extension
 from PIL import Image
 
 from hub import Extension, Hub, HubConfig, Media, RunContext, action
 from hub.models.openai import OpenAIModel
 from hub.testing import FakeOpenAI
+from hub_telegram import TelegramSettings, extension
 
 pytestmark = [pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")]
 
@@ -49,7 +49,13 @@ def answer(text: str) -> str:
 
 @contextlib.asynccontextmanager
 async def running(
-    tmp_path: Path, tg: FakeTelegram, ai: FakeOpenAI, *, vision: bool, extra: list[Extension] = (), **media: Any,
+    tmp_path: Path,
+    tg: FakeTelegram,
+    ai: FakeOpenAI,
+    *,
+    vision: bool,
+    extra: list[Extension] = (),
+    **media: Any,
 ) -> AsyncIterator[Hub]:
     cfg = HubConfig()
     cfg.hub.data_dir = str(tmp_path / "data")

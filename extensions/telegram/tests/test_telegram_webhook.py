@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 from fake_telegram import FakeTelegram
-from hub_telegram import TelegramSettings, extension
 from pydantic import ValidationError
 
 from hub import ConfigError, Hub, HubConfig, ScriptedModel, StoreError
 from hub.config import HttpSection
 from hub.logs import InputLog
 from hub.store import InMemoryInbox
+from hub_telegram import TelegramSettings, extension
 
 pytestmark = [pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")]
 
@@ -53,8 +53,9 @@ def worker(tmp_path: Path, tg: FakeTelegram, *, http: bool = True, inbox: Any = 
     settings.setdefault("chat_rate", 20)
     settings.setdefault("lease_ttl", 4)  # a stopped worker's poller is taken over within a third of it
     ext = extension(TelegramSettings(token=TOKEN, base_url=f"{tg.base_url}/bot", **settings))
-    return Hub(config(tmp_path, http=http), model=ScriptedModel(echo), load_extensions=False, extensions=[ext],
-               inbox=inbox)
+    return Hub(
+        config(tmp_path, http=http), model=ScriptedModel(echo), load_extensions=False, extensions=[ext], inbox=inbox
+    )
 
 
 def webhook_worker(tmp_path: Path, tg: FakeTelegram, **kw: Any) -> Hub:
@@ -225,9 +226,17 @@ def test_hub_check_reports_webhook_mode_without_the_http_endpoint(tmp_path: Path
 
     (tmp_path / "contexts").mkdir()
     table = {"token": TOKEN, "webhook_url": PUBLIC_URL, "webhook_secret": SECRET}
-    report = check_config(config_from_dict({"hub": {"contexts_dir": str(tmp_path / "contexts")},
-                                            "extensions": {"telegram": table}}))
+    report = check_config(
+        config_from_dict({"hub": {"contexts_dir": str(tmp_path / "contexts")}, "extensions": {"telegram": table}})
+    )
     assert any("[http]" in e and "telegram (/telegram/updates)" in e for e in report.errors), report.errors
-    with_http = check_config(config_from_dict({"hub": {"contexts_dir": str(tmp_path / "contexts")},
-                                               "http": {"port": 0}, "extensions": {"telegram": table}}))
+    with_http = check_config(
+        config_from_dict(
+            {
+                "hub": {"contexts_dir": str(tmp_path / "contexts")},
+                "http": {"port": 0},
+                "extensions": {"telegram": table},
+            }
+        )
+    )
     assert not any("[http]" in e for e in with_http.errors), with_http.errors

@@ -126,8 +126,10 @@ class TwitterSettings(PlatformSettings):
         """
 
         def missing(key: str, why: str) -> ConfigError:
-            return ConfigError(f"is empty; {why}: set {ENV_VARS[key]} in the environment "
-                               f'({key} = "${{{ENV_VARS[key]}}}")', key=f"extensions.twitter.{key}")
+            return ConfigError(
+                f'is empty; {why}: set {ENV_VARS[key]} in the environment ({key} = "${{{ENV_VARS[key]}}}")',
+                key=f"extensions.twitter.{key}",
+            )
 
         posting = {k: bool(getattr(self, k).get_secret_value()) for k in POSTING_KEYS}
         absent = [k for k, present in posting.items() if not present]
@@ -138,8 +140,10 @@ class TwitterSettings(PlatformSettings):
         if not self.bearer_token.get_secret_value() and absent:
             raise missing("bearer_token", "reading mentions needs the bearer token (or the four OAuth 1.0a keys)")
         if absent and not self.user_id.strip():
-            raise ConfigError("is empty; without the OAuth 1.0a keys the bot's numeric account id must be given",
-                              key="extensions.twitter.user_id")
+            raise ConfigError(
+                "is empty; without the OAuth 1.0a keys the bot's numeric account id must be given",
+                key="extensions.twitter.user_id",
+            )
 
 
 _CONVERSATION_INSTRUCTIONS = (
@@ -155,8 +159,11 @@ _TIMELINE_INSTRUCTIONS = (
 class PostAttributes(BaseModel):
     """``twitter:post``'s and ``twitter:reply``'s attribute: pictures for the first post."""
 
-    media: str = Field("", description="pictures to add, comma-separated (at most 4): media handles from "
-                       "action results (media:1) or https URLs on [media] url_hosts")
+    media: str = Field(
+        "",
+        description="pictures to add, comma-separated (at most 4): media handles from "
+        "action results (media:1) or https URLs on [media] url_hosts",
+    )
 
 
 def extension(
@@ -192,14 +199,22 @@ def extension(
         reply_output="twitter:post",
     )
 
-    @output(type="twitter:reply", context="twitter:conversation", attributes=PostAttributes,
-            description="Reply on X to the post you are answering (long text becomes a thread).")
+    @output(
+        type="twitter:reply",
+        context="twitter:conversation",
+        attributes=PostAttributes,
+        description="Reply on X to the post you are answering (long text becomes a thread).",
+    )
     async def reply(content: str, ctx: Any) -> dict[str, Any]:
         return await svc.reply(content, ctx)
 
-    @output(type="twitter:post", context="twitter:timeline", attributes=PostAttributes,
-            description="Publish a new post on your X timeline (long text becomes a thread).",
-            instructions='media="media:1" adds pictures an action returned (at most 4) to the first post.')
+    @output(
+        type="twitter:post",
+        context="twitter:timeline",
+        attributes=PostAttributes,
+        description="Publish a new post on your X timeline (long text becomes a thread).",
+        instructions='media="media:1" adds pictures an action returned (at most 4) to the first post.',
+    )
     async def post(content: str, ctx: Any) -> dict[str, Any]:
         return await svc.post(content, ctx)
 
@@ -207,8 +222,14 @@ def extension(
         name="twitter",
         contexts=[conversation, timeline],
         outputs=[reply, post],
-        inputs=[Input(type="twitter:mention", subscribe=svc.subscribe, fetch=svc.fetch,
-                      description="Posts that mention the bot, polled every poll_interval seconds.")],
+        inputs=[
+            Input(
+                type="twitter:mention",
+                subscribe=svc.subscribe,
+                fetch=svc.fetch,
+                description="Posts that mention the bot, polled every poll_interval seconds.",
+            )
+        ],
         services=[Service(name="twitter", start=svc.start, stop=svc.stop)],
         description="X (Twitter): answers mentions, posts to the timeline.",
     )

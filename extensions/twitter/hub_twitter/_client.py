@@ -64,7 +64,9 @@ class TwitterClient(AsyncClient):
         super().__init__(*args, **kwargs)
         self.rate_limits: dict[str, RateLimitState] = {}
 
-    async def request(self, method: str, route: str, params: Any = None, json: Any = None, user_auth: bool = False) -> Any:
+    async def request(
+        self, method: str, route: str, params: Any = None, json: Any = None, user_auth: bool = False
+    ) -> Any:
         key = endpoint(method, route)
         try:
             response = await super().request(method, route, params=params, json=json, user_auth=user_auth)
@@ -97,8 +99,12 @@ class BaseURLSession:
         if u.host not in self._HOSTS:
             return url
         return URL.build(
-            scheme=self._base.scheme, host=self._base.host, port=self._base.explicit_port,
-            path=self._base.raw_path.rstrip("/") + u.raw_path, query_string=u.raw_query_string, encoded=True,
+            scheme=self._base.scheme,
+            host=self._base.host,
+            port=self._base.explicit_port,
+            path=self._base.raw_path.rstrip("/") + u.raw_path,
+            query_string=u.raw_query_string,
+            encoded=True,
         )
 
     def request(self, method: str, url: str | URL, **kwargs: Any) -> Any:
@@ -133,8 +139,13 @@ async def upload_media(client: AsyncClient, file: MediaFile) -> str:
     try:
         async with session.request("POST", url, data=form, headers=headers) as response:
             if response.status >= 400:
-                error = {400: tweepy.BadRequest, 401: tweepy.Unauthorized, 403: tweepy.Forbidden,
-                         404: tweepy.NotFound, 429: tweepy.TooManyRequests}.get(response.status)
+                error = {
+                    400: tweepy.BadRequest,
+                    401: tweepy.Unauthorized,
+                    403: tweepy.Forbidden,
+                    404: tweepy.NotFound,
+                    429: tweepy.TooManyRequests,
+                }.get(response.status)
                 if error is None:
                     error = tweepy.TwitterServerError if response.status >= 500 else tweepy.HTTPException
                 try:

@@ -61,7 +61,14 @@ MAX_PAGES = 160  # X keeps the 800 most recent mentions: 8 pages of 100 (160 of 
 MAX_RATE_WAIT = 16 * 60.0  # a reset further away than one window is a wrong clock: cap it
 SENT_MARKER_TTL = 7 * 86400.0
 DAY = 86400.0
-_TWEET_FIELDS = ["author_id", "conversation_id", "created_at", "referenced_tweets", "in_reply_to_user_id", "attachments"]
+_TWEET_FIELDS = [
+    "author_id",
+    "conversation_id",
+    "created_at",
+    "referenced_tweets",
+    "in_reply_to_user_id",
+    "attachments",
+]
 _MEDIA_FIELDS = ["media_key", "type", "url", "preview_image_url", "width", "height", "alt_text"]
 MAX_MEDIA = 4  # pictures on one post
 MAX_IMAGE_BYTES = 5_000_000  # X's limit for a picture (GIFs: 15 MB)
@@ -79,8 +86,9 @@ class TwitterService:
     :meth:`poll` runs one poll now (the loop also calls it every ``poll_interval``).
     """
 
-    def __init__(self, settings: TwitterSettings, *, client_factory: ClientFactory | None = None,
-                 page_size: int = 100) -> None:
+    def __init__(
+        self, settings: TwitterSettings, *, client_factory: ClientFactory | None = None, page_size: int = 100
+    ) -> None:
         self.settings = settings
         self.page_size = page_size  # mentions per request: X allows 5 to 100
         self._factory = client_factory or make_client
@@ -139,7 +147,12 @@ class TwitterService:
             await self.stop()  # the hub stops only services that started: close the session here
             raise
         mode = "dry run: nothing is posted" if s.dry_run else "posting"
-        log.info("twitter: signed in as %s (%s); %s", f"@{self.username}" if self.username else self.user_id, self.user_id, mode)
+        log.info(
+            "twitter: signed in as %s (%s); %s",
+            f"@{self.username}" if self.username else self.user_id,
+            self.user_id,
+            mode,
+        )
 
     async def _whoami(self, client: AsyncClient) -> None:
         try:
@@ -157,8 +170,12 @@ class TwitterService:
             return
         configured, self.user_id, self.username = self.user_id, str(me.data.id), me.data.username
         if configured and configured != self.user_id:
-            log.warning("twitter: user_id = %s in the config, but the keys belong to %s: using %s",
-                        configured, self.user_id, self.user_id)
+            log.warning(
+                "twitter: user_id = %s in the config, but the keys belong to %s: using %s",
+                configured,
+                self.user_id,
+                self.user_id,
+            )
 
     async def stop(self) -> None:
         await self._stop_polling()
@@ -230,8 +247,11 @@ class TwitterService:
     async def _fetch(self, since_id: str | None) -> tuple[list[Any], dict[str, Any]]:
         assert self.client is not None
         params: dict[str, Any] = {
-            "expansions": ["author_id", "attachments.media_keys"], "tweet_fields": _TWEET_FIELDS,
-            "media_fields": _MEDIA_FIELDS, "max_results": self.page_size, "user_auth": self.read_user_auth,
+            "expansions": ["author_id", "attachments.media_keys"],
+            "tweet_fields": _TWEET_FIELDS,
+            "media_fields": _MEDIA_FIELDS,
+            "max_results": self.page_size,
+            "user_auth": self.read_user_auth,
         }
         if since_id:
             params["since_id"] = since_id
@@ -297,11 +317,20 @@ class TwitterService:
             return False
         conversation = str(getattr(tweet, "conversation_id", None) or tid)
         if self.loop_guard is not None and not self.loop_guard.allow(conversation, from_bot=True):
-            log.warning("twitter: conversation %s already had %d answers in %.0fs (loop guard): mention %s ignored",
-                        conversation, self.settings.loop_guard_turns, self.settings.loop_guard_window, tid)
+            log.warning(
+                "twitter: conversation %s already had %d answers in %.0fs (loop guard): mention %s ignored",
+                conversation,
+                self.settings.loop_guard_turns,
+                self.settings.loop_guard_window,
+                tid,
+            )
             return False
         sub = await self._send(
-            "twitter:conversation", {"id": conversation}, tweet.text, user=who, platform_id=f"twitter:{tid}",
+            "twitter:conversation",
+            {"id": conversation},
+            tweet.text,
+            user=who,
+            platform_id=f"twitter:{tid}",
             meta={"tweet_id": tid, "author_id": author, "author_username": username, "conversation_id": conversation},
             media=self._media_of(tweet),
         )
@@ -324,10 +353,23 @@ class TwitterService:
                 continue
             name = url.rsplit("/", 1)[-1].split("?", 1)[0]
             suffix = name.rsplit(".", 1)[-1].lower() if "." in name else ""
-            mime = {"jpg": "image/jpeg", "jpeg": "image/jpeg", "png": "image/png", "gif": "image/gif",
-                    "webp": "image/webp"}.get(suffix, "")
-            parts.append(MediaPart(kind="image" if kind != "video" else "video preview", ref=url, mime=mime,
-                                   name=name, width=media.width, height=media.height))
+            mime = {
+                "jpg": "image/jpeg",
+                "jpeg": "image/jpeg",
+                "png": "image/png",
+                "gif": "image/gif",
+                "webp": "image/webp",
+            }.get(suffix, "")
+            parts.append(
+                MediaPart(
+                    kind="image" if kind != "video" else "video preview",
+                    ref=url,
+                    mime=mime,
+                    name=name,
+                    width=media.width,
+                    height=media.height,
+                )
+            )
         return parts
 
     async def fetch(self, part: MediaPart, max_bytes: int) -> bytes:
@@ -347,22 +389,36 @@ class TwitterService:
         """A new post (or thread) on the bot's timeline."""
         return await self._publish(text, ctx, in_reply_to=None, chat="timeline", output="twitter:post")
 
-    async def _publish(self, text: str, ctx: RunContext, *, in_reply_to: str | None, chat: str, output: str) -> dict[str, Any]:
+    async def _publish(
+        self, text: str, ctx: RunContext, *, in_reply_to: str | None, chat: str, output: str
+    ) -> dict[str, Any]:
         parts = split_tweets(text)
         if not parts:
             raise SendFailed(PLATFORM, chat, "nothing to post: the text is empty")
         n = len(parts)
         if n > self.settings.max_thread:
-            raise SendFailed(PLATFORM, chat, f"the text needs {n} posts, over max_thread = {self.settings.max_thread}: nothing was posted")
+            raise SendFailed(
+                PLATFORM,
+                chat,
+                f"the text needs {n} posts, over max_thread = {self.settings.max_thread}: nothing was posted",
+            )
         files = await self._pictures(ctx, chat)
         if self.settings.dry_run:
             for i, part in enumerate(parts, 1):
-                log.info("twitter (dry run): would post %d/%d%s%s: %s", i, n,
-                         f" in reply to {in_reply_to}" if i == 1 and in_reply_to else "",
-                         f" with {len(files)} picture(s)" if i == 1 and files else "", part)
-            return {"dry_run": True, "in_reply_to": in_reply_to,
-                    "tweets": [{"text": p, "weighted_length": weighted_len(p)} for p in parts],
-                    **({"media": [f.name for f in files]} if files else {})}
+                log.info(
+                    "twitter (dry run): would post %d/%d%s%s: %s",
+                    i,
+                    n,
+                    f" in reply to {in_reply_to}" if i == 1 and in_reply_to else "",
+                    f" with {len(files)} picture(s)" if i == 1 and files else "",
+                    part,
+                )
+            return {
+                "dry_run": True,
+                "in_reply_to": in_reply_to,
+                "tweets": [{"text": p, "weighted_length": weighted_len(p)} for p in parts],
+                **({"media": [f.name for f in files]} if files else {}),
+            }
         if not self.can_post:  # the config check makes this unreachable; keep the message clear anyway
             raise SendFailed(PLATFORM, chat, "posting needs api_key, api_secret, access_token and access_token_secret")
         assert self.hub is not None and self.governor is not None
@@ -381,7 +437,9 @@ class TwitterService:
         except SendFailed as e:
             await self.hub.memory.set(marker, {"state": "failed", "ids": ids, "ts": time.time()})
             if ids:
-                raise SendFailed(PLATFORM, chat, f"{e.reason}; {len(ids)} of {n} posts of the thread were posted: {ids}") from e
+                raise SendFailed(
+                    PLATFORM, chat, f"{e.reason}; {len(ids)} of {n} posts of the thread were posted: {ids}"
+                ) from e
             raise
         await self.hub.memory.set(marker, {"state": "posted", "ids": ids, "ts": time.time()})
         log.info("twitter: posted %s%s", ", ".join(ids), f" in reply to {in_reply_to}" if in_reply_to else "")
@@ -399,7 +457,9 @@ class TwitterService:
                 raise SendFailed(PLATFORM, chat, f"{f.name} is {f.mime}: X takes pictures here")
             limit = 15_000_000 if f.mime == "image/gif" else MAX_IMAGE_BYTES
             if f.size > limit:
-                raise SendFailed(PLATFORM, chat, f"{f.name} is {human_size(f.size)}, over X's {human_size(limit)} for a picture")
+                raise SendFailed(
+                    PLATFORM, chat, f"{f.name} is {human_size(f.size)}, over X's {human_size(limit)} for a picture"
+                )
         return files
 
     def _uploader(self, file: MediaFile) -> Callable[[], Awaitable[str]]:
@@ -415,12 +475,15 @@ class TwitterService:
 
         return upload
 
-    def _poster(self, text: str, in_reply_to: str | None, media_ids: list[str] | None = None) -> Callable[[], Awaitable[str]]:
+    def _poster(
+        self, text: str, in_reply_to: str | None, media_ids: list[str] | None = None
+    ) -> Callable[[], Awaitable[str]]:
         async def post() -> str:
             assert self.client is not None
             try:
-                response = await self.client.create_tweet(text=text, in_reply_to_tweet_id=in_reply_to, user_auth=True,
-                                                          media_ids=media_ids or None)
+                response = await self.client.create_tweet(
+                    text=text, in_reply_to_tweet_id=in_reply_to, user_auth=True, media_ids=media_ids or None
+                )
             except Exception as e:
                 mapped = send_error(e)
                 if mapped is e:
@@ -442,11 +505,16 @@ class TwitterService:
         previous = await self.hub.memory.get(key)
         if previous is not None:
             if previous.get("state") == "posted":
-                log.warning("twitter: %s was posted before a restart (%s): not posting it again", key, previous.get("ids"))
+                log.warning(
+                    "twitter: %s was posted before a restart (%s): not posting it again", key, previous.get("ids")
+                )
                 return {"tweet_ids": previous.get("ids", []), "already_posted": True}
             if previous.get("state") == "posting":
-                raise SendFailed(PLATFORM, chat, "a previous attempt was cut off while posting this answer; "
-                                 "not posting again, to avoid a duplicate")
+                raise SendFailed(
+                    PLATFORM,
+                    chat,
+                    "a previous attempt was cut off while posting this answer; not posting again, to avoid a duplicate",
+                )
         await self.hub.memory.set(key, {"state": "posting", "ts": time.time()})
         return key
 
@@ -457,8 +525,12 @@ class TwitterService:
             now = time.time()
             times = [t for t in (await self.hub.memory.get(POSTS_KEY) or []) if now - t < DAY]
             if len(times) + n > self.settings.max_posts_per_day:
-                raise SendFailed(PLATFORM, chat, f"max_posts_per_day = {self.settings.max_posts_per_day} reached "
-                                 f"({len(times)} in the last 24 h, {n} more asked): nothing was posted")
+                raise SendFailed(
+                    PLATFORM,
+                    chat,
+                    f"max_posts_per_day = {self.settings.max_posts_per_day} reached "
+                    f"({len(times)} in the last 24 h, {n} more asked): nothing was posted",
+                )
             await self.hub.memory.set(POSTS_KEY, times + [now] * n)
 
     async def _prune_markers(self) -> None:

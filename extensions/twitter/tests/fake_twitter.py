@@ -46,8 +46,16 @@ _APP_ONLY_FORBIDDEN = (
     "Authenticating with OAuth 2.0 Application-Only is forbidden for this endpoint.  "
     "Supported authentication types are [OAuth 1.0a User Context, OAuth 2.0 User Context]."
 )
-_TWEET_FIELDS = {"author_id", "created_at", "conversation_id", "in_reply_to_user_id",
-                 "referenced_tweets", "lang", "entities", "public_metrics"}
+_TWEET_FIELDS = {
+    "author_id",
+    "created_at",
+    "conversation_id",
+    "in_reply_to_user_id",
+    "referenced_tweets",
+    "lang",
+    "entities",
+    "public_metrics",
+}
 
 
 @dataclass
@@ -130,8 +138,11 @@ class FakeTwitter(FakeServer):
         ``in_reply_to`` makes it a reply (to one of the bot's tweets, say).
         """
         author_id = str(author_id)
-        self.state.users[author_id] = {"id": author_id, "name": author_name or author_username,
-                                       "username": author_username}
+        self.state.users[author_id] = {
+            "id": author_id,
+            "name": author_name or author_username,
+            "username": author_username,
+        }
         tweet = self._tweet(text, author_id, in_reply_to=in_reply_to)
         self.state.mentions.append(tweet["id"])
         self._notify()
@@ -140,9 +151,13 @@ class FakeTwitter(FakeServer):
     def _tweet(self, text: str, author_id: str, *, in_reply_to: str | None) -> dict[str, Any]:
         tid = self._new_id()
         tweet: dict[str, Any] = {
-            "id": tid, "text": text, "edit_history_tweet_ids": [tid], "author_id": author_id,
-            "created_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
-            "conversation_id": tid, "lang": "en",
+            "id": tid,
+            "text": text,
+            "edit_history_tweet_ids": [tid],
+            "author_id": author_id,
+            "created_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+            "conversation_id": tid,
+            "lang": "en",
         }
         if in_reply_to is not None:
             parent = self.state.tweets.get(in_reply_to)
@@ -167,6 +182,7 @@ class FakeTwitter(FakeServer):
         fake = self
         cls = type(client)
         if not getattr(cls, "_fake_twitter_patched", False):
+
             def get(obj: Any) -> Any:
                 return obj.__dict__["_fake_session"]
 
@@ -177,13 +193,16 @@ class FakeTwitter(FakeServer):
                 elif value is None and current is not None:
                     return
                 else:
-                    obj.__dict__["_fake_session"] = obj.__dict__["_fake_twitter"]._session_for(
-                        value
-                    )
+                    obj.__dict__["_fake_session"] = obj.__dict__["_fake_twitter"]._session_for(value)
 
-            cls = type(f"Fake{cls.__name__}", (cls,), {
-                "session": property(get, set_), "_fake_twitter_patched": True,
-            })
+            cls = type(
+                f"Fake{cls.__name__}",
+                (cls,),
+                {
+                    "session": property(get, set_),
+                    "_fake_twitter_patched": True,
+                },
+            )
         existing = client.__dict__.pop("session", None)
         client.__dict__["_fake_twitter"] = fake
         client.__dict__["_fake_session"] = fake._session_for(existing)
@@ -200,8 +219,14 @@ class FakeTwitter(FakeServer):
         u = url if isinstance(url, URL) else URL(url)
         if u.host not in _REAL_HOSTS:
             return url
-        return URL.build(scheme="http", host=self.host, port=self.port, path=u.raw_path,
-                         query_string=u.raw_query_string, encoded=True)
+        return URL.build(
+            scheme="http",
+            host=self.host,
+            port=self.port,
+            path=u.raw_path,
+            query_string=u.raw_query_string,
+            encoded=True,
+        )
 
     async def _before_cleanup(self) -> None:
         for session in self._sessions:
@@ -233,7 +258,9 @@ class FakeTwitter(FakeServer):
                     pass
             rec = Recorded(
                 name=name if name != "unknown" else f"{request.method} {request.path}",
-                method=request.method, path=request.path, params=params,
+                method=request.method,
+                path=request.path,
+                params=params,
                 headers=dict(request.headers),
             )
             self.state.requests.append(rec)
@@ -244,8 +271,7 @@ class FakeTwitter(FakeServer):
 
         return wrapped
 
-    def _answer(self, name: str, request: web.Request, params: dict[str, Any], handler: Any
-                ) -> web.Response:
+    def _answer(self, name: str, request: web.Request, params: dict[str, Any], handler: Any) -> web.Response:
         auth = _auth_kind(request.headers)
         if auth == "none":
             return _problem(401, "Unauthorized", "Unauthorized")
@@ -261,8 +287,7 @@ class FakeTwitter(FakeServer):
                 response = _problem(429, "Too Many Requests", "Too Many Requests")
                 _limit_headers(response, limit, 0, reset)
                 return response
-            response = _problem(failure.status, _phrase(failure.status),
-                                failure.description or _phrase(failure.status))
+            response = _problem(failure.status, _phrase(failure.status), failure.description or _phrase(failure.status))
             _limit_headers(response, limit, max(limit - used, 0), reset)
             return response
         if used >= limit:
@@ -271,12 +296,13 @@ class FakeTwitter(FakeServer):
             return response
         used += 1
         self.state.windows[name] = (start, used)
-        if auth == "bearer" and self.bearer_is_app_only and name in (
-            "GET /2/users/me", "POST /2/tweets"
-        ):
-            response = _problem(403, "Unsupported Authentication", _APP_ONLY_FORBIDDEN,
-                                type_="https://api.twitter.com/2/problems/"
-                                      "unsupported-authentication")
+        if auth == "bearer" and self.bearer_is_app_only and name in ("GET /2/users/me", "POST /2/tweets"):
+            response = _problem(
+                403,
+                "Unsupported Authentication",
+                _APP_ONLY_FORBIDDEN,
+                type_="https://api.twitter.com/2/problems/unsupported-authentication",
+            )
         else:
             response = handler(request, params)
         _limit_headers(response, limit, limit - used, reset)
@@ -291,16 +317,21 @@ class FakeTwitter(FakeServer):
     def _mentions(self, request: web.Request, params: dict[str, Any]) -> web.Response:
         max_results = int(params.get("max_results", 10))
         if not 5 <= max_results <= 100:
-            return _invalid("max_results", str(max_results),
-                            f"The `max_results` query parameter value [{max_results}] is not "
-                            "between 5 and 100")
+            return _invalid(
+                "max_results",
+                str(max_results),
+                f"The `max_results` query parameter value [{max_results}] is not between 5 and 100",
+            )
         ids = sorted(
             (t for t in self.state.mentions if request.match_info["id"] == self.user_id),
-            key=int, reverse=True,
+            key=int,
+            reverse=True,
         )
-        for bound, keep in (("since_id", lambda t, b: int(t) > b),
-                            ("until_id", lambda t, b: int(t) < b),
-                            ("pagination_token", lambda t, b: int(t) < b)):
+        for bound, keep in (
+            ("since_id", lambda t, b: int(t) > b),
+            ("until_id", lambda t, b: int(t) < b),
+            ("pagination_token", lambda t, b: int(t) < b),
+        ):
             if params.get(bound):
                 ids = [t for t in ids if keep(t, int(params[bound]))]
         page, rest = ids[:max_results], ids[max_results:]
@@ -313,8 +344,12 @@ class FakeTwitter(FakeServer):
         tweets = [self.state.tweets[t] for t in page]
         body: dict[str, Any] = {
             "data": [
-                {"id": t["id"], "text": t["text"], "edit_history_tweet_ids": t[
-                    "edit_history_tweet_ids"], **{k: t[k] for k in fields if k in t}}
+                {
+                    "id": t["id"],
+                    "text": t["text"],
+                    "edit_history_tweet_ids": t["edit_history_tweet_ids"],
+                    **{k: t[k] for k in fields if k in t},
+                }
                 for t in tweets
             ],
             "meta": {"result_count": len(page), "newest_id": page[0], "oldest_id": page[-1]},
@@ -329,15 +364,21 @@ class FakeTwitter(FakeServer):
 
     # -- media: pictures on mentions (served at /media/KEY), v1.1 uploads -------------------
 
-    def push_mention_with_media(self, text: str, author_id: str, author_username: str,
-                                pictures: list[tuple[str, bytes]]) -> str:
+    def push_mention_with_media(
+        self, text: str, author_id: str, author_username: str, pictures: list[tuple[str, bytes]]
+    ) -> str:
         """A mention carrying ``pictures`` (``(file name, bytes)``), served by this fake."""
         tid = self.push_mention(text, author_id, author_username)
         keys = []
         for name, data in pictures:
             key = f"3_{self._new_id()}"
-            self.state.media[key] = {"media_key": key, "type": "photo", "width": 10, "height": 10,
-                                     "url": f"{self.base_url}/media/{key}?name={name}"}
+            self.state.media[key] = {
+                "media_key": key,
+                "type": "photo",
+                "width": 10,
+                "height": 10,
+                "url": f"{self.base_url}/media/{key}?name={name}",
+            }
             self.state.media_bytes[key] = data
             keys.append(key)
         self.state.tweets[tid]["attachments"] = {"media_keys": keys}
@@ -371,29 +412,38 @@ class FakeTwitter(FakeServer):
         media_id = self._new_id()
         self.state.uploads.append({"media_id": media_id, "filename": media.filename, "data": data, "auth": auth})
         self._notify()
-        return _json({"media_id": int(media_id), "media_id_string": media_id, "size": len(data),
-                      "expires_after_secs": 86400, "image": {"image_type": media.content_type, "w": 1, "h": 1}})
+        return _json(
+            {
+                "media_id": int(media_id),
+                "media_id_string": media_id,
+                "size": len(data),
+                "expires_after_secs": 86400,
+                "image": {"image_type": media.content_type, "w": 1, "h": 1},
+            }
+        )
 
     def _create_tweet(self, request: web.Request, params: dict[str, Any]) -> web.Response:
         text = params.get("text") or ""
         if not text and not params.get("media"):
             return _invalid("text", "", "Tweet text is required")  # X: 400 invalid request
         if weighted_length(text) > MAX_WEIGHTED_LENGTH:
-            return _problem(403, "Forbidden", "Your Tweet text is too long. For more "
-                            "information on how X determines text length see "
-                            "https://github.com/twitter/twitter-text.")
+            return _problem(
+                403,
+                "Forbidden",
+                "Your Tweet text is too long. For more "
+                "information on how X determines text length see "
+                "https://github.com/twitter/twitter-text.",
+            )
         if any(s["text"] == text for s in self.state.sent):
-            return _problem(403, "Forbidden",
-                            "You are not allowed to create a Tweet with duplicate content.")
+            return _problem(403, "Forbidden", "You are not allowed to create a Tweet with duplicate content.")
         in_reply_to = (params.get("reply") or {}).get("in_reply_to_tweet_id")
         if in_reply_to is not None and in_reply_to not in self.state.tweets:
-            return _problem(403, "Forbidden", "You attempted to reply to a Tweet that is "
-                            "deleted or not visible to you.")
+            return _problem(
+                403, "Forbidden", "You attempted to reply to a Tweet that is deleted or not visible to you."
+            )
         tweet = self._tweet(text, self.user_id, in_reply_to=in_reply_to)
-        self.state.sent.append({"id": tweet["id"], "text": text, "in_reply_to": in_reply_to,
-                                "json": params})
-        return _json({"data": {"id": tweet["id"], "text": text,
-                               "edit_history_tweet_ids": [tweet["id"]]}}, 201)
+        self.state.sent.append({"id": tweet["id"], "text": text, "in_reply_to": in_reply_to, "json": params})
+        return _json({"data": {"id": tweet["id"], "text": text, "edit_history_tweet_ids": [tweet["id"]]}}, 201)
 
 
 class _RewritingSession:
@@ -431,8 +481,7 @@ def weighted_length(text: str) -> int:
             continue
         for ch in part:
             cp = ord(ch)
-            light = (cp <= 4351 or 8192 <= cp <= 8205 or 8208 <= cp <= 8223
-                     or 8242 <= cp <= 8247)
+            light = cp <= 4351 or 8192 <= cp <= 8205 or 8208 <= cp <= 8223 or 8242 <= cp <= 8247
             total += 1 if light else 2
     return total
 
@@ -460,26 +509,30 @@ def _phrase(status: int) -> str:
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
-    return web.Response(body=json.dumps(body).encode(), status=status,
-                        content_type="application/json", charset="utf-8")
+    return web.Response(body=json.dumps(body).encode(), status=status, content_type="application/json", charset="utf-8")
 
 
-def _problem(status: int, title: str, detail: str, *, type_: str = "about:blank"
-             ) -> web.Response:
+def _problem(status: int, title: str, detail: str, *, type_: str = "about:blank") -> web.Response:
     return _json({"title": title, "detail": detail, "type": type_, "status": status}, status)
 
 
 def _invalid(param: str, value: str, message: str) -> web.Response:
-    return _json({
-        "errors": [{"parameters": {param: [value]}, "message": message}],
-        "title": "Invalid Request", "detail": "One or more parameters to your request was "
-        "invalid.", "type": "https://api.twitter.com/2/problems/invalid-request",
-    }, 400)
+    return _json(
+        {
+            "errors": [{"parameters": {param: [value]}, "message": message}],
+            "title": "Invalid Request",
+            "detail": "One or more parameters to your request was invalid.",
+            "type": "https://api.twitter.com/2/problems/invalid-request",
+        },
+        400,
+    )
 
 
 def _limit_headers(response: web.Response, limit: int, remaining: int, reset: int) -> None:
-    response.headers.update({
-        "x-rate-limit-limit": str(limit),
-        "x-rate-limit-remaining": str(remaining),
-        "x-rate-limit-reset": str(reset),
-    })
+    response.headers.update(
+        {
+            "x-rate-limit-limit": str(limit),
+            "x-rate-limit-remaining": str(remaining),
+            "x-rate-limit-reset": str(reset),
+        }
+    )

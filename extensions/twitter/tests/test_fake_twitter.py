@@ -18,8 +18,11 @@ from tweepy.asynchronous import AsyncClient
 
 def _twitter_client(tw: FakeTwitter) -> AsyncClient:
     client = AsyncClient(
-        bearer_token="app-bearer", consumer_key="ck", consumer_secret="cs",
-        access_token=f"{tw.user_id}-at", access_token_secret="ats",
+        bearer_token="app-bearer",
+        consumer_key="ck",
+        consumer_secret="cs",
+        access_token=f"{tw.user_id}-at",
+        access_token_secret="ats",
     )
     tw.patch_async_client(client)
     return client
@@ -32,13 +35,12 @@ async def test_twitter_mentions_reply_and_rate_limit() -> None:
         assert me.data.id == int(tw.user_id) and me.data.username == "hubbot"
 
         old = tw.push_mention("@hubbot old", author_id="42", author_username="alice")
-        first = await client.get_users_mentions(
-            tw.user_id, expansions=["author_id"], user_auth=True)
+        first = await client.get_users_mentions(tw.user_id, expansions=["author_id"], user_auth=True)
         assert first.meta["newest_id"] == old
         new = tw.push_mention("@hubbot new", author_id="43", author_username="bob")
         page = await client.get_users_mentions(
-            tw.user_id, since_id=first.meta["newest_id"], expansions=["author_id"],
-            user_auth=True)
+            tw.user_id, since_id=first.meta["newest_id"], expansions=["author_id"], user_auth=True
+        )
         assert [t.id for t in page.data] == [int(new)]
         assert page.data[0].author_id == 43 and page.data[0].edit_history_tweet_ids
         assert [u.username for u in page.includes["users"]] == ["bob"]

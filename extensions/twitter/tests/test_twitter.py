@@ -18,6 +18,11 @@ from typing import Any
 import fake_twitter
 import pytest
 from fake_twitter import FakeTwitter, weighted_length
+
+from hub import ConfigError, Hub, HubConfig, RunResult, ScriptedModel
+from hub.config import config_from_dict
+from hub.definitions import load_extension
+from hub.engine import Plugin
 from hub_twitter import (
     SINCE_ID_KEY,
     TwitterService,
@@ -27,11 +32,6 @@ from hub_twitter import (
     split_tweets,
     weighted_len,
 )
-
-from hub import ConfigError, Hub, HubConfig, RunResult, ScriptedModel
-from hub.config import config_from_dict
-from hub.definitions import load_extension
-from hub.engine import Plugin
 
 ROOT = Path(__file__).resolve().parents[3]
 MENTIONS = "GET /2/users/:id/mentions"
@@ -43,9 +43,13 @@ POST = "POST /2/tweets"
 
 def settings_for(tw: FakeTwitter, **kw: Any) -> TwitterSettings:
     values: dict[str, Any] = {
-        "bearer_token": "app-bearer", "api_key": "ck", "api_secret": "cs",
-        "access_token": f"{tw.user_id}-at", "access_token_secret": "ats",
-        "dry_run": False, "post_interval": 0,
+        "bearer_token": "app-bearer",
+        "api_key": "ck",
+        "api_secret": "cs",
+        "access_token": f"{tw.user_id}-at",
+        "access_token_secret": "ats",
+        "dry_run": False,
+        "post_interval": 0,
     }
     values.update(kw)
     return TwitterSettings(**values)
@@ -95,8 +99,9 @@ def numbered(prefix: str = "Thanks") -> ScriptedModel:
 
 
 @asynccontextmanager
-async def bot(tw: FakeTwitter, data: Path, model: ScriptedModel | None = None, *, first_poll: bool = True,
-              **kw: Any) -> AsyncIterator[Bot]:
+async def bot(
+    tw: FakeTwitter, data: Path, model: ScriptedModel | None = None, *, first_poll: bool = True, **kw: Any
+) -> AsyncIterator[Bot]:
     """A hub with the X extension on ``data``; entered once the first poll is done."""
     page_size = kw.pop("page_size", 100)
     settings = settings_for(tw, **kw)
@@ -140,7 +145,9 @@ async def test_mention_gets_a_reply_and_since_id_is_saved(tmp_path: Path) -> Non
         # reading with the bearer token, posting (and /users/me) as the bot
         kinds = {r.name: _auth(r) for r in tw.requests}
         assert kinds == {"GET /2/users/me": "oauth1", MENTIONS: "bearer", POST: "oauth1"}
-        assert tw.calls(MENTIONS)[0].params["expansions"] == "author_id,attachments.media_keys"  # pictures come with mentions
+        assert (
+            tw.calls(MENTIONS)[0].params["expansions"] == "author_id,attachments.media_keys"
+        )  # pictures come with mentions
 
 
 def _auth(r: Any) -> str:
@@ -152,8 +159,17 @@ async def test_dry_run_logs_and_posts_nothing(tmp_path: Path, caplog: pytest.Log
     async with FakeTwitter() as tw:
         mid = tw.push_mention("@hubbot hello", author_id="42", author_username="alice")
         # dry run with the read token only: posting keys absent, the account named by id
-        async with bot(tw, tmp_path, ScriptedModel(["Hello there!"]), dry_run=True, api_key="", api_secret="",
-                       access_token="", access_token_secret="", user_id=tw.user_id) as b:
+        async with bot(
+            tw,
+            tmp_path,
+            ScriptedModel(["Hello there!"]),
+            dry_run=True,
+            api_key="",
+            api_secret="",
+            access_token="",
+            access_token_secret="",
+            user_id=tw.user_id,
+        ) as b:
             (result,) = await b.runs(1)
             (out,) = result.outputs
             assert out.sent and out.data["dry_run"] is True
@@ -162,14 +178,18 @@ async def test_dry_run_logs_and_posts_nothing(tmp_path: Path, caplog: pytest.Log
             assert await b.hub.memory.get(SINCE_ID_KEY) == mid
         assert tw.calls(POST) == [] and tw.sent == []
         assert tw.calls("GET /2/users/me") == []
-        assert any("would post 1/1 in reply to " + mid in r.getMessage() and "Hello there!" in r.getMessage()
-                   for r in caplog.records if r.levelno == logging.INFO)
+        assert any(
+            "would post 1/1 in reply to " + mid in r.getMessage() and "Hello there!" in r.getMessage()
+            for r in caplog.records
+            if r.levelno == logging.INFO
+        )
 
 
 async def test_mentions_over_several_pages_are_taken_oldest_first(tmp_path: Path) -> None:
     async with FakeTwitter() as tw:
-        ids = [tw.push_mention(f"@hubbot number {i}", author_id=str(100 + i), author_username=f"u{i}")
-               for i in range(12)]
+        ids = [
+            tw.push_mention(f"@hubbot number {i}", author_id=str(100 + i), author_username=f"u{i}") for i in range(12)
+        ]
         async with bot(tw, tmp_path, page_size=5, posts_per_minute=20) as b:
             await b.runs(12)
             assert await b.hub.memory.get(SINCE_ID_KEY) == ids[-1]
@@ -293,8 +313,13 @@ async def test_long_reply_posts_as_a_thread_in_order(tmp_path: Path) -> None:
 
 async def test_timeline_post_and_a_scheduled_follow_up(tmp_path: Path) -> None:
     async with FakeTwitter() as tw:
-        model = ScriptedModel(["Good morning, everyone!", '<response><output type="twitter:post">Not here'
-                               '</output><output>Any news?</output></response>'], default="<response></response>")
+        model = ScriptedModel(
+            [
+                "Good morning, everyone!",
+                '<response><output type="twitter:post">Not here</output><output>Any news?</output></response>',
+            ],
+            default="<response></response>",
+        )
         async with bot(tw, tmp_path, model) as b:
             result = await b.hub.send("twitter:timeline:home", data="Write the morning post.")
             assert result is not None and result.ok and result.outputs[0].type == "twitter:post"
@@ -308,7 +333,9 @@ async def test_timeline_post_and_a_scheduled_follow_up(tmp_path: Path) -> None:
             assert not refused.sent and "unknown output type 'twitter:post'" in (refused.error or "")
             assert answered.sent and answered.type == "twitter:reply"
         assert [(s["text"], s["in_reply_to"]) for s in tw.sent] == [
-            ("Good morning, everyone!", None), ("Any news?", root)]
+            ("Good morning, everyone!", None),
+            ("Any news?", root),
+        ]
 
 
 async def test_429_on_post_then_success(tmp_path: Path) -> None:
@@ -326,10 +353,13 @@ async def test_429_on_post_then_success(tmp_path: Path) -> None:
         assert len(tw.sent) == 1 and tw.sent[0]["in_reply_to"] == mid
 
 
-@pytest.mark.parametrize("failure", [
-    {"status": 403, "description": "You are not allowed to create a Tweet with duplicate content."},
-    {"status": 429, "retry_after": 3600},  # a reset an hour away: give up now, not in an hour
-])
+@pytest.mark.parametrize(
+    "failure",
+    [
+        {"status": 403, "description": "You are not allowed to create a Tweet with duplicate content."},
+        {"status": 429, "retry_after": 3600},  # a reset an hour away: give up now, not in an hour
+    ],
+)
 async def test_final_failure_is_recorded_as_not_sent(tmp_path: Path, failure: dict[str, Any]) -> None:
     async with FakeTwitter() as tw:
         tw.fail_next(POST, **failure)
@@ -399,7 +429,9 @@ def test_missing_credentials_name_the_key_and_the_variable() -> None:
     ext = extension(TwitterSettings(bearer_token="b", user_id="1"))  # a dry run reads with the bearer only
     assert {o.type for o in ext.outputs} == {"twitter:reply", "twitter:post"}
     assert {c.type: c.reply_output for c in ext.contexts} == {
-        "twitter:conversation": "twitter:reply", "twitter:timeline": "twitter:post"}
+        "twitter:conversation": "twitter:reply",
+        "twitter:timeline": "twitter:post",
+    }
 
 
 def test_config_is_validated_through_the_loader(tmp_path: Path) -> None:
@@ -458,7 +490,11 @@ async def _model_requests(port: int, n: int, timeout: float) -> None:
 async def _start(args: list[str], env: dict[str, str], log: Path) -> asyncio.subprocess.Process:
     with log.open("ab") as stderr:  # the child keeps its own handle
         return await asyncio.create_subprocess_exec(
-            *args, cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=stderr,
+            *args,
+            cwd=ROOT,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr,
         )
 
 
@@ -467,8 +503,11 @@ async def test_sigkill_mid_run_then_restart_answers_each_mention_once(tmp_path: 
     script = tmp_path / "script.json"
     _write_script(script, n)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TWITTER_BEARER_TOKEN": "app-bearer"}
-    model = await _start([sys.executable, "-m", "hub.testing.openai", "--port", "0",
-                          "--latency", "1.0", "--script", str(script)], env, tmp_path / "model.log")
+    model = await _start(
+        [sys.executable, "-m", "hub.testing.openai", "--port", "0", "--latency", "1.0", "--script", str(script)],
+        env,
+        tmp_path / "model.log",
+    )
     hub_proc: asyncio.subprocess.Process | None = None
     try:
         assert model.stdout is not None
@@ -478,8 +517,8 @@ async def test_sigkill_mid_run_then_restart_answers_each_mention_once(tmp_path: 
             config = tmp_path / "config.toml"
             config.write_text(f"""
 [hub]
-data_dir = "{tmp_path / 'data'}"
-contexts_dir = "{tmp_path / 'contexts'}"
+data_dir = "{tmp_path / "data"}"
+contexts_dir = "{tmp_path / "contexts"}"
 shutdown_grace = 1
 
 [model]
@@ -500,8 +539,10 @@ poll_interval = 15
 post_interval = 0
 api_base_url = "{tw.base_url}"
 """)
-            mentions = [tw.push_mention(f"@hubbot question {i}", author_id=str(100 + i), author_username=f"user{i}")
-                        for i in range(n - 1)]
+            mentions = [
+                tw.push_mention(f"@hubbot question {i}", author_id=str(100 + i), author_username=f"user{i}")
+                for i in range(n - 1)
+            ]
             cmd = [sys.executable, "-m", "hub.cli", "run", "--config", str(config), "--log-format", "json"]
             hub_proc = await _start(cmd, env, tmp_path / "hub.log")
             # the model takes 1 s to answer: kill the hub as soon as a run is waiting for it
@@ -521,7 +562,8 @@ api_base_url = "{tw.base_url}"
             assert await asyncio.wait_for(hub_proc.wait(), 10) == 0
             replies = sorted((s["in_reply_to"], s["text"]) for s in tw.sent)
             assert replies == sorted((m, f"Answer to question {i}.") for i, m in enumerate(mentions)), (
-                (tmp_path / "hub.log").read_text()[-3000:])
+                tmp_path / "hub.log"
+            ).read_text()[-3000:]
             assert all(r.status < 400 for r in tw.calls(POST))
     finally:
         for proc in (hub_proc, model):
@@ -559,8 +601,14 @@ async def test_one_worker_polls_mentions_and_another_takes_over_when_it_stops(
             cfg.hub.shutdown_grace = 2
             cfg.memory.episodes = False
             services.append(service)
-            hubs.append(Hub(cfg, model=numbered(f"Worker {n}"), load_extensions=False,
-                            extensions=[extension(settings, service=service)]))
+            hubs.append(
+                Hub(
+                    cfg,
+                    model=numbered(f"Worker {n}"),
+                    load_extensions=False,
+                    extensions=[extension(settings, service=service)],
+                )
+            )
         async with hubs[0], hubs[1]:
             await until(lambda: any(s.polls for s in services))
             polling = next(i for i, s in enumerate(services) if s.polls)

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from fake_twitter import FakeTwitter
-from hub_twitter import TwitterService, TwitterSettings, extension, make_client
 from PIL import Image
 
 from hub import Extension, Hub, HubConfig, Media, RunContext, action
 from hub.models.openai import OpenAIModel
 from hub.testing import FakeOpenAI
+from hub_twitter import TwitterService, TwitterSettings, extension, make_client
 
 
 def png(color: Any = (0, 90, 200)) -> bytes:
@@ -25,11 +25,19 @@ def png(color: Any = (0, 90, 200)) -> bytes:
 
 
 @asynccontextmanager
-async def bot(tw: FakeTwitter, ai: FakeOpenAI, data: Path, *, vision: bool, extra: list[Extension] = ()
-              ) -> AsyncIterator[tuple[Hub, TwitterService]]:
-    settings = TwitterSettings(bearer_token="app-bearer", api_key="ck", api_secret="cs",
-                               access_token=f"{tw.user_id}-at", access_token_secret="ats",
-                               dry_run=False, post_interval=0, poll_interval=3600)
+async def bot(
+    tw: FakeTwitter, ai: FakeOpenAI, data: Path, *, vision: bool, extra: list[Extension] = ()
+) -> AsyncIterator[tuple[Hub, TwitterService]]:
+    settings = TwitterSettings(
+        bearer_token="app-bearer",
+        api_key="ck",
+        api_secret="cs",
+        access_token=f"{tw.user_id}-at",
+        access_token_secret="ats",
+        dry_run=False,
+        post_interval=0,
+        poll_interval=3600,
+    )
 
     def factory(s: TwitterSettings) -> Any:
         client = make_client(s)
@@ -44,8 +52,9 @@ async def bot(tw: FakeTwitter, ai: FakeOpenAI, data: Path, *, vision: bool, extr
     cfg.model.vision = vision
     model = OpenAIModel("gpt-test", base_url=ai.url, api_key="k")
     try:
-        async with Hub(cfg, model=model, load_extensions=False,
-                       extensions=[extension(settings, service=service), *extra]) as hub:
+        async with Hub(
+            cfg, model=model, load_extensions=False, extensions=[extension(settings, service=service), *extra]
+        ) as hub:
             yield hub, service
     finally:
         await model.close()

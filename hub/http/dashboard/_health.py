@@ -63,7 +63,12 @@ class MetricsHistory:
     """
 
     def __init__(
-        self, registry: Any, gauges: Callable[[], tuple[int, int]], *, interval: float = 5.0, size: int = 120,
+        self,
+        registry: Any,
+        gauges: Callable[[], tuple[int, int]],
+        *,
+        interval: float = 5.0,
+        size: int = 120,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.registry = registry
@@ -142,7 +147,8 @@ def sparkline(values: Sequence[float | None], *, width: int = 240, height: int =
     if run:
         paths.append(" ".join(run))
     lines = "".join(
-        f'<polyline fill="none" stroke="currentColor" stroke-width="1.5" points="{p}"/>' if " " in p
+        f'<polyline fill="none" stroke="currentColor" stroke-width="1.5" points="{p}"/>'
+        if " " in p
         else f'<circle r="2" fill="currentColor" cx="{p.split(",")[0]}" cy="{p.split(",")[1]}"/>'  # one point alone
         for p in paths
     )

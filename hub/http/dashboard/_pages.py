@@ -117,17 +117,22 @@ def trace_items(run: RunRecord, events: Sequence[Log]) -> list[TraceItem]:
             case ActionResultLog():
                 status = "ok" if e.ok else ("denied" if e.denied else "error")
                 body = _pretty(e.data) if e.ok else (e.error or "")
-                items.append(TraceItem("action_result", at, f"result of {e.name}, {e.duration * 1000:.0f} ms", body, status))
+                items.append(
+                    TraceItem("action_result", at, f"result of {e.name}, {e.duration * 1000:.0f} ms", body, status)
+                )
             case OutputLog():
                 status = "sent" if e.sent else ("error" if e.error else "pending")
                 body = _pretty(e.formatted or e.content) + (f"\n\nnot sent: {e.error}" if e.error else "")
                 items.append(TraceItem("output", at, f"output {e.type}", body, status))
             case StepLog():
-                items.append(TraceItem(
-                    "step", at,
-                    f"step {e.step}: {e.duration * 1000:.0f} ms (first token {e.llm_latency * 1000:.0f} ms), "
-                    f"tokens {e.prompt_tokens} prompt + {e.completion_tokens} completion",
-                ))
+                items.append(
+                    TraceItem(
+                        "step",
+                        at,
+                        f"step {e.step}: {e.duration * 1000:.0f} ms (first token {e.llm_latency * 1000:.0f} ms), "
+                        f"tokens {e.prompt_tokens} prompt + {e.completion_tokens} completion",
+                    )
+                )
             case ErrorLog():
                 items.append(TraceItem("error", at, f"error in {e.where or 'the run'}", e.message, "error"))
             case StateLog():
@@ -294,8 +299,12 @@ class Dashboard:
         address = request.remote or "?"
         wait = self.throttle.wait(address)
         if wait:
-            return self._page(request, "login.html", status=429, error=(
-                f"Too many wrong tokens from {address}: try again in {wait:.0f} s."))
+            return self._page(
+                request,
+                "login.html",
+                status=429,
+                error=(f"Too many wrong tokens from {address}: try again in {wait:.0f} s."),
+            )
         form = await request.post()
         given = form.get("token")
         token = self.hub.config.http.token
@@ -307,7 +316,12 @@ class Dashboard:
         session = self.sessions.create()
         resp = web.HTTPSeeOther("/ui/")
         resp.set_cookie(
-            COOKIE, session.id, path="/ui", httponly=True, samesite="Strict", secure=_is_https(request),
+            COOKIE,
+            session.id,
+            path="/ui",
+            httponly=True,
+            samesite="Strict",
+            secure=_is_https(request),
             max_age=int(self.sessions.lifetime),
         )
         raise resp
@@ -347,8 +361,11 @@ class Dashboard:
 
     async def _rows(self, f: Mapping[str, str]) -> dict[str, Any]:
         runs = await self.hub.runs.page(
-            limit=self.page_size + 1, before=self._cursor(f["before"]), state=f["state"] or None,
-            context=f["context"] or None, platform=f["platform"] or None,
+            limit=self.page_size + 1,
+            before=self._cursor(f["before"]),
+            state=f["state"] or None,
+            context=f["context"] or None,
+            platform=f["platform"] or None,
         )
         more = len(runs) > self.page_size
         runs = runs[: self.page_size]
@@ -357,7 +374,9 @@ class Dashboard:
         if more:
             older = urlencode({**query, "before": f"{runs[-1].started!r}:{runs[-1].id}"})
         return {
-            "runs": runs, "older": older, "live": not f["before"],
+            "runs": runs,
+            "older": older,
+            "live": not f["before"],
             "rows_url": "/ui/runs/rows?" + urlencode({**query, **({"before": f["before"]} if f["before"] else {})}),
         }
 
@@ -408,7 +427,11 @@ class Dashboard:
             raise BadRequest(f"platform must be a platform's name, not {platform[:80]!r}")
         rows = await self.hub.runs.recent_contexts(limit=100, platform=platform or None)
         return self._page(
-            request, "conversations.html", nav="conversations", rows=rows, platform=platform,
+            request,
+            "conversations.html",
+            nav="conversations",
+            rows=rows,
+            platform=platform,
             platforms=self._platforms(),
         )
 
@@ -429,9 +452,15 @@ class Dashboard:
                 log.warning("dashboard: episodes of %s unavailable: %s", context, e)
         runs = await self.hub.runs.page(limit=10, context=context)
         return self._page(
-            request, "conversation.html", nav="conversations", context=context, items=items,
-            memory=await memory.get(f"memory:{context}"), info=await memory.get(f"context:{context}"),
-            episodes=episodes, runs=runs,
+            request,
+            "conversation.html",
+            nav="conversations",
+            context=context,
+            items=items,
+            memory=await memory.get(f"memory:{context}"),
+            info=await memory.get(f"context:{context}"),
+            episodes=episodes,
+            runs=runs,
         )
 
     async def forget(self, request: web.Request) -> web.StreamResponse:
@@ -454,14 +483,20 @@ class Dashboard:
         personas = self.hub.personas
         names = sorted(set(personas.names()) | set(await self.hub.revisions.names()) | set(personas.errors()))
         return self._page(
-            request, "personas.html", nav="personas", names=names, errors=personas.errors(),
+            request,
+            "personas.html",
+            nav="personas",
+            names=names,
+            errors=personas.errors(),
             default=personas.default,
         )
 
     def _persona_name(self, request: web.Request) -> str:
         name = request.match_info["name"]
         if not _NAME.fullmatch(name) or name.startswith("."):
-            raise BadRequest(f"a persona's name is its file's name without .toml (letters, digits, _ . -), not {name[:80]!r}")
+            raise BadRequest(
+                f"a persona's name is its file's name without .toml (letters, digits, _ . -), not {name[:80]!r}"
+            )
         return name
 
     def _path(self, name: str) -> Path:
@@ -488,7 +523,10 @@ class Dashboard:
             prev = r
         history.reverse()
         return {
-            "name": name, "in_force": in_force, "on_disk": on_disk, "history": history,
+            "name": name,
+            "in_force": in_force,
+            "on_disk": on_disk,
+            "history": history,
             "error": self.hub.personas.errors().get(name, ""),
             "differs": on_disk is not None and in_force is not None and on_disk != in_force.text,
         }
@@ -504,8 +542,10 @@ class Dashboard:
         if MASK in text and self.hub.redactor:
             on_disk = self._on_disk(name) or ""
             if self.hub.redactor.redact(on_disk) != on_disk:
-                return (f"this persona holds a secret, shown as {MASK} here: saving would write {MASK} in its "
-                        "place. Edit the file on disk instead.")
+                return (
+                    f"this persona holds a secret, shown as {MASK} here: saving would write {MASK} in its "
+                    "place. Edit the file on disk instead."
+                )
         try:
             parse_persona(text, self._path(name))
         except ConfigError as e:
@@ -532,8 +572,16 @@ class Dashboard:
         base = p["in_force"].text if p["in_force"] else ""
         base_name = f"rev {p['in_force'].rev} (in force)" if p["in_force"] else "nothing"
         preview = _diff(base, text, base_name, "your edit")
-        return self._page(request, "persona.html", nav="personas", text=text, preview=preview, problem=problem,
-                          status=400 if problem else 200, **p)
+        return self._page(
+            request,
+            "persona.html",
+            nav="personas",
+            text=text,
+            preview=preview,
+            problem=problem,
+            status=400 if problem else 200,
+            **p,
+        )
 
     async def persona_save(self, request: web.Request) -> web.StreamResponse:
         name, text, base_rev = await self._edit(request)
@@ -541,12 +589,15 @@ class Dashboard:
         in_force = p["in_force"]
         problem = self._check_edit(name, text)
         if not problem and in_force is not None and base_rev is not None and base_rev != in_force.rev:
-            problem = (f"the persona changed since you opened it (rev {in_force.rev} is in force now, you edited "
-                       f"rev {base_rev}): review the diff against it and save again")
+            problem = (
+                f"the persona changed since you opened it (rev {in_force.rev} is in force now, you edited "
+                f"rev {base_rev}): review the diff against it and save again"
+            )
         if problem:  # the page comes back with the text as typed: nothing is lost
             preview = _diff(in_force.text if in_force else "", text, "in force", "your edit")
-            return self._page(request, "persona.html", nav="personas", text=text, preview=preview, problem=problem,
-                              status=400, **p)
+            return self._page(
+                request, "persona.html", nav="personas", text=text, preview=preview, problem=problem, status=400, **p
+            )
         if in_force is not None and text == in_force.text:
             raise self._done(request, f"/ui/personas/{name}", "no change: nothing saved")
         write_persona(self.hub.personas.folder, name, text)
@@ -609,23 +660,31 @@ class Dashboard:
         for name, (title, unit) in SERIES.items():
             values = self.history.series(name)
             last = last_value(values)
-            charts.append({
-                "name": name, "title": title, "unit": unit, "last": last,
-                "svg": Markup(sparkline(values, label=title)),
-            })
+            charts.append(
+                {
+                    "name": name,
+                    "title": title,
+                    "unit": unit,
+                    "last": last,
+                    "svg": Markup(sparkline(values, label=title)),
+                }
+            )
         registry = hub.metrics.registry
         platforms = []
         for name, ext in sorted(hub.extensions.items()):
             if not ext.inputs and not ext.outputs:
                 continue
-            platforms.append({
-                "name": name, "listening": hub.started and bool(ext.inputs),
-                # None: the extension reports no connection (the terminal); 0: down or standing by
-                "connected": registry.get_sample_value("hub_platform_connected", {"platform": name}),
-                "sent": _total(registry, "hub_platform_sends_total", platform=name, result="ok"),
-                "errors": _total(registry, "hub_platform_sends_total", platform=name, result="error"),
-                "rate_limited": _total(registry, "hub_platform_rate_limited_total", platform=name),
-            })
+            platforms.append(
+                {
+                    "name": name,
+                    "listening": hub.started and bool(ext.inputs),
+                    # None: the extension reports no connection (the terminal); 0: down or standing by
+                    "connected": registry.get_sample_value("hub_platform_connected", {"platform": name}),
+                    "sent": _total(registry, "hub_platform_sends_total", platform=name, result="ok"),
+                    "errors": _total(registry, "hub_platform_sends_total", platform=name, result="error"),
+                    "rate_limited": _total(registry, "hub_platform_rate_limited_total", platform=name),
+                }
+            )
         limits = hub.config.limits
         day = utc_day()
         budgets = []
@@ -634,10 +693,16 @@ class Dashboard:
                 used = await hub.budgets.store.get(f"conversation:{context}", day)
                 budgets.append({"scope": context, "used": used, "limit": limits.conversation_tokens_per_day})
         return {
-            "charts": charts, "platforms": platforms, "budgets": budgets, "limits": limits, "day": day,
-            "running": hub.runner.running, "queued": hub.runner.queued,
+            "charts": charts,
+            "platforms": platforms,
+            "budgets": budgets,
+            "limits": limits,
+            "day": day,
+            "running": hub.runner.running,
+            "queued": hub.runner.queued,
             "store": hub.store_health.problem(),
-            "interval": self.history.interval, "size": self.history.samples.maxlen,
+            "interval": self.history.interval,
+            "size": self.history.samples.maxlen,
         }
 
     async def health_page(self, request: web.Request) -> web.Response:

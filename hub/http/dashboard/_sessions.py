@@ -55,7 +55,11 @@ class Sessions:
     """The live sessions of one dashboard, oldest first."""
 
     def __init__(
-        self, *, idle: float = 8 * 3600, lifetime: float = 7 * 86400, max_sessions: int = 64,
+        self,
+        *,
+        idle: float = 8 * 3600,
+        lifetime: float = 7 * 86400,
+        max_sessions: int = 64,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.idle = idle
@@ -99,7 +103,11 @@ class LoginThrottle:
     address waits until its oldest failure leaves the window. Bounded to ``max_addresses``."""
 
     def __init__(
-        self, *, limit: int = 10, window: float = 60.0, max_addresses: int = 1024,
+        self,
+        *,
+        limit: int = 10,
+        window: float = 60.0,
+        max_addresses: int = 1024,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.limit = limit

@@ -218,7 +218,8 @@ class GroupCommit(ABC):
             return err
         e = StoreError(
             f"{self.label} table {table!r} in {self.path}: write failed: {self._describe(err)}",
-            store=table, operation="write",
+            store=table,
+            operation="write",
         )
         e.__cause__ = err
         return e

@@ -329,6 +329,8 @@ async def migrate_postgres(conn: Any, *, where: str) -> int:
                 await step.extra(conn)
             await conn.execute(
                 "INSERT INTO schema_version (version, applied, description) VALUES ($1, $2, $3)",
-                step.version, time.time(), step.description,
+                step.version,
+                time.time(),
+                step.description,
             )
     return found

@@ -46,7 +46,6 @@ __all__ = ["PgDatabase", "inspect"]
 log = logging.getLogger("hub.store.sql")
 
 
-
 class PgDatabase(GroupCommit):
     """An asyncpg pool with a group-committing writer; the PostgreSQL twin of
     :class:`hub.store.sql.Database`. ``url`` is a ``postgresql://`` URL (its query may set server
@@ -103,12 +102,17 @@ class PgDatabase(GroupCommit):
         except ImportError as e:
             raise StoreError(
                 "[store] url is a PostgreSQL URL but asyncpg is not installed: pip install 'hub[postgres]'",
-                store="postgres", operation="open",
+                store="postgres",
+                operation="open",
             ) from e
         try:
             self._pool = await asyncpg.create_pool(
-                self.url, min_size=1, max_size=self.pool_size, timeout=self.connect_timeout,
-                command_timeout=self.command_timeout, reset=_reset,
+                self.url,
+                min_size=1,
+                max_size=self.pool_size,
+                timeout=self.connect_timeout,
+                command_timeout=self.command_timeout,
+                reset=_reset,
             )
             async with self._pool.acquire() as conn:
                 self.schema_found = await migrate_postgres(conn, where=f"PostgreSQL {self.path}")
@@ -117,22 +121,29 @@ class PgDatabase(GroupCommit):
         except StoreError:
             await self._close_pool()
             raise
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, asyncio.TimeoutError, ValueError) as e:
+        except (TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ValueError) as e:
             await self._close_pool()
             self._failed(f"open: {e}")
             raise StoreError(
-                f"cannot open PostgreSQL database {self.path}: {type(e).__name__}: {e}", store="postgres",
+                f"cannot open PostgreSQL database {self.path}: {type(e).__name__}: {e}",
+                store="postgres",
                 operation="open",
             ) from e
         try:
             self._lock_pool = await asyncpg.create_pool(
-                self.url, min_size=0, max_size=self.lock_connections, timeout=self.connect_timeout,
+                self.url,
+                min_size=0,
+                max_size=self.lock_connections,
+                timeout=self.connect_timeout,
                 command_timeout=None,  # a lock is waited for as long as its holder runs
             )
         except Exception as e:
             await self._close_pool()
-            raise StoreError(f"cannot open PostgreSQL database {self.path} (lock connections): {e}", store="postgres",
-                             operation="open") from e
+            raise StoreError(
+                f"cannot open PostgreSQL database {self.path} (lock connections): {e}",
+                store="postgres",
+                operation="open",
+            ) from e
         self._closing = False
         self._start_writer(f"postgres-writer:{self.path}")
         return self
@@ -142,7 +153,7 @@ class PgDatabase(GroupCommit):
             pool, self._pool = self._pool, None
             try:
                 await asyncio.wait_for(pool.close(), timeout=5)
-            except (Exception, asyncio.TimeoutError):  # a dead server: drop the connections
+            except (TimeoutError, Exception):  # a dead server: drop the connections
                 pool.terminate()
 
     @property
@@ -163,8 +174,9 @@ class PgDatabase(GroupCommit):
             async with self.pool.acquire(timeout=self.connect_timeout) as conn:
                 await conn.fetchval("SELECT 1")
         except Exception as e:  # not counted as a failed operation: /healthz reports it as it is
-            raise StoreError(f"PostgreSQL {self.path}: no answer: {type(e).__name__}: {e}", store="postgres",
-                             operation="ping") from e
+            raise StoreError(
+                f"PostgreSQL {self.path}: no answer: {type(e).__name__}: {e}", store="postgres", operation="ping"
+            ) from e
         return f"PostgreSQL {self.server_version} at {self.path}, schema {self.namespace!r} version {SCHEMA_VERSION}"
 
     # --- the stores' interface (as hub.db.Database) ---------------------------------------
@@ -195,8 +207,9 @@ class PgDatabase(GroupCommit):
                     delay *= 2
                     continue
                 self._failed(f"read: {e}")
-                raise StoreError(f"{self.path}: query failed: {type(e).__name__}: {e}", store="postgres",
-                                 operation="read") from e
+                raise StoreError(
+                    f"{self.path}: query failed: {type(e).__name__}: {e}", store="postgres", operation="read"
+                ) from e
         raise AssertionError("unreachable")
 
     async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
@@ -272,7 +285,9 @@ class PgDatabase(GroupCommit):
             except Exception as e:  # a dead connection given back: the pool replaces it; the batch's fate is known
                 log.debug("%s: releasing a connection failed: %s", self.path, e)
 
-    async def _commit_each(self, conn: Any, writes: list[tuple[str, Sequence[Any] | None]]) -> list[BaseException | None]:
+    async def _commit_each(
+        self, conn: Any, writes: list[tuple[str, Sequence[Any] | None]]
+    ) -> list[BaseException | None]:
         errors: list[BaseException | None] = [None] * len(writes)
         tr = conn.transaction()
         try:
@@ -326,8 +341,9 @@ class PgDatabase(GroupCommit):
             conn = await pool.acquire()
         except Exception as e:
             self._failed(f"lock {name}: {e}")
-            raise StoreError(f"PostgreSQL {self.path}: cannot take the lock for {name}: {e}", store="postgres",
-                             operation="lock") from e
+            raise StoreError(
+                f"PostgreSQL {self.path}: cannot take the lock for {name}: {e}", store="postgres", operation="lock"
+            ) from e
         self._lock_conns.add(conn)
         locked = unlocked = False
         try:
@@ -338,8 +354,9 @@ class PgDatabase(GroupCommit):
                 raise
             except Exception as e:
                 self._failed(f"lock {name}: {e}")
-                raise StoreError(f"PostgreSQL {self.path}: cannot take the lock for {name}: {e}",
-                                 store="postgres", operation="lock") from e
+                raise StoreError(
+                    f"PostgreSQL {self.path}: cannot take the lock for {name}: {e}", store="postgres", operation="lock"
+                ) from e
             yield
         finally:
             self._lock_conns.discard(conn)
@@ -408,30 +425,42 @@ async def inspect(url: str, *, timeout: float = 10.0) -> str:
     try:
         conn = await asyncpg.connect(url, timeout=timeout)
     except Exception as e:
-        raise StoreError(f"cannot connect to PostgreSQL {where}: {type(e).__name__}: {e}", store="postgres",
-                         operation="connect") from e
+        raise StoreError(
+            f"cannot connect to PostgreSQL {where}: {type(e).__name__}: {e}", store="postgres", operation="connect"
+        ) from e
     try:
         version = await conn.fetchval("SHOW server_version")
         schema = await conn.fetchval("SELECT current_schema()")
-        have = {r[0] for r in await conn.fetch(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
-        )}
+        have = {
+            r[0]
+            for r in await conn.fetch(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+            )
+        }
         if "schema_version" not in have:
             found = "no hub tables yet (the first worker creates them)"
         else:
             v = await conn.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_version")
             runs = await conn.fetchval("SELECT COUNT(*) FROM runs") if "runs" in have else 0
-            waiting = await conn.fetchval(
-                "SELECT COUNT(*) FROM inbox WHERE state IN ('received', 'taken')"
-            ) if "inbox" in have else 0
-            state = "current" if v == SCHEMA_VERSION else (
-                f"older than this hub's {SCHEMA_VERSION}: upgraded when a worker starts" if v < SCHEMA_VERSION
-                else f"NEWER than this hub's {SCHEMA_VERSION}: upgrade the hub"
+            waiting = (
+                await conn.fetchval("SELECT COUNT(*) FROM inbox WHERE state IN ('received', 'taken')")
+                if "inbox" in have
+                else 0
+            )
+            state = (
+                "current"
+                if v == SCHEMA_VERSION
+                else (
+                    f"older than this hub's {SCHEMA_VERSION}: upgraded when a worker starts"
+                    if v < SCHEMA_VERSION
+                    else f"NEWER than this hub's {SCHEMA_VERSION}: upgrade the hub"
+                )
             )
             found = f"schema version {v} ({state}), {runs} runs, {waiting} inputs waiting"
     except Exception as e:
-        raise StoreError(f"PostgreSQL {where}: cannot read the hub's tables: {e}", store="postgres",
-                         operation="inspect") from e
+        raise StoreError(
+            f"PostgreSQL {where}: cannot read the hub's tables: {e}", store="postgres", operation="inspect"
+        ) from e
     finally:
         await conn.close()
     return f"PostgreSQL {version} at {where}, schema {schema!r}: {found}"

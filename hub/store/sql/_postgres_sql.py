@@ -99,7 +99,8 @@ def _can_resend(query: str, e: BaseException) -> bool:
     if query.lstrip()[:6].upper() == "SELECT":
         return True
     return isinstance(e, (OSError, asyncpg.CannotConnectNowError)) or (
-        isinstance(e, asyncpg.InterfaceError) and not isinstance(e, asyncpg.ConnectionDoesNotExistError)
+        isinstance(e, asyncpg.InterfaceError)
+        and not isinstance(e, asyncpg.ConnectionDoesNotExistError)
         and "closed" in str(e)
     )
 

@@ -75,7 +75,6 @@ wait for readers). A commit writes a few pages, so the WAL stays at a few MB, as
 SQLite's own default of 1,000 pages."""
 
 
-
 SqlDatabase: TypeAlias = "Database | PgDatabase"
 """What the SQL stores are built on: SQLite here, or PostgreSQL (:class:`hub.store.sql.PgDatabase`,
 the same methods), chosen by ``[store] url``."""
@@ -287,7 +286,9 @@ class Database(GroupCommit):
                 if attempt == self.busy_retries:
                     raise StoreError(
                         f"SQLite {self.path}: the write lock stayed held by another connection "
-                        f"({self.busy_retries + 1} tries): {e.original}", store="sqlite", operation="write",
+                        f"({self.busy_retries + 1} tries): {e.original}",
+                        store="sqlite",
+                        operation="write",
                     ) from e.original
                 log.warning("%s: database is locked by another connection; retrying in %.2fs", self.path, delay)
                 await asyncio.sleep(delay)
