@@ -5,17 +5,8 @@ from __future__ import annotations
 from ._decorators import action, input, output, service
 from ._loader import ENTRY_POINT_GROUP, import_extension, load_extension, load_extensions
 from ._registry import Registry
-from ._run_context import (
-    Conversation,
-    RunContext,
-    RunRejected,
-    RunResult,
-    StopRun,
-    is_store_error,
-    jsonable,
-    store_error,
-    validation_message,
-)
+from ._run_context import Conversation, RunContext, is_store_error, store_error
+from ._run_outcome import RunResult, StopRun
 from ._types import (
     Action,
     Context,
@@ -32,6 +23,7 @@ from ._types import (
     TextArgs,
     load_memory,
     save_memory,
+    validation_message,
 )
 
 __all__ = [
@@ -50,7 +42,6 @@ __all__ = [
     "RouteAnswer",
     "RouteRequest",
     "RunContext",
-    "RunRejected",
     "RunResult",
     "Service",
     "StopRun",
@@ -59,7 +50,6 @@ __all__ = [
     "import_extension",
     "input",
     "is_store_error",
-    "jsonable",
     "load_extension",
     "load_extensions",
     "load_memory",

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from ..definitions import RunContext, StopRun, jsonable, store_error, validation_message
+from ..definitions import RunContext, StopRun, store_error, validation_message
 from ..errors import ActionError, RetryAction
-from ..logs import ActionCallLog, ActionResultLog
+from ..logs import ActionCallLog, ActionResultLog, jsonable
 from ..protocol import Element
 from ..store import RunState
 

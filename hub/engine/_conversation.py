@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from ..definitions import ContextInstance, RunContext, jsonable, load_memory, save_memory
-from ..logs import ActionCallLog, ActionResultLog, InputLog, Log, OutputLog, from_dict, to_dict
+from ..definitions import ContextInstance, RunContext, load_memory, save_memory
+from ..logs import ActionCallLog, ActionResultLog, InputLog, Log, OutputLog, from_dict, jsonable, to_dict
 from ..protocol import PromptParts, escape
 from ..store import RunRecord
 

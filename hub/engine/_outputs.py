@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from ..definitions import OutputResult, RunContext, jsonable, validation_message
-from ..logs import ErrorLog, OutputLog, ThoughtLog
+from ..definitions import OutputResult, RunContext, validation_message
+from ..logs import ErrorLog, OutputLog, ThoughtLog, jsonable
 from ..protocol import Element, ElementParser, Partial
 from ._live import LiveText
 
