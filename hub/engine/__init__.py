@@ -5,7 +5,7 @@ from __future__ import annotations
 from ._agent_context import AgentContext
 from ._deps import EngineDeps
 from ._hooks import Plugin, Plugins
-from ._live import LiveText
+from ._live_output import LiveText
 from ._outputs import CUT_OFF_MARK
 from ._runner import Runner, Slot, Submission
 from ._step_loop import Engine

@@ -24,6 +24,7 @@ from ._agent_context import AgentView
 if TYPE_CHECKING:
     from ..definitions import Action, Output
     from ._deps import EngineDeps
+    from ._live_output import LiveOutput
     from ._runner import Slot
 
 __all__ = ["Run"]
@@ -58,6 +59,7 @@ class Run:
         "durable_inputs",
         "media",
         "live",
+        "output_open",
     )
 
     def __init__(self, deps: EngineDeps, record: RunRecord, slot: Slot) -> None:
@@ -86,9 +88,11 @@ class Run:
         """A plugin's reason to stop the run, given after the last step (a spent budget)."""
         self.media = RunMedia(deps.media_limits)
         """The run's files: its inputs' as the prompt shows them, its actions' by handle."""
-        self.live: Any = None
-        """The open ``<output>`` of this step's stream, once its content began: a
-        :class:`~hub.engine._outputs.LiveOutput`, or False when it is not delivered live."""
+        self.live: LiveOutput | None = None
+        """The open ``<output>`` of this step's stream, when it is delivered live."""
+        self.output_open = False
+        """Whether this step's stream is inside an ``<output>`` whose content began (delivered
+        live or not): the output dispatch decided on it at its first content."""
 
     @property
     def id(self) -> str:

@@ -197,7 +197,7 @@ class Engine:
         while True:
             # every attempt starts clean: a retry never glues onto what a broken one said
             parser = LiveParser() if live else ElementParser()
-            run.live = None
+            run.live, run.output_open = None, False
             calls: list[Call] = []
             mark = len(run.logs)
             finish_reason: str | None = None
@@ -333,9 +333,9 @@ class Engine:
         elif name == "action_call":
             self.calls.start(run, el, calls)
         elif name == "output":
-            if run.live is not None and self.dispatch.close_live(run, el):
+            if run.output_open and self.dispatch.close_live(run, el):
                 return
-            otype, attrs = output_type(el)
+            otype, attrs = output_type(el.attrs)
             self.dispatch.dispatch(run, otype, el.content, attrs)
         else:
             log.info("run %s: dropped a <%s> element the engine does not act on: %r", run.id, name, el.content[:200])
@@ -350,9 +350,9 @@ class Engine:
         if el.name == "action_call":
             self.calls.cut_off(run, el, calls)
         elif el.name == "output":
-            if run.live is not None and self.dispatch.close_live(run, el):
+            if run.output_open and self.dispatch.close_live(run, el):
                 return
-            otype, attrs = output_type(el)
+            otype, attrs = output_type(el.attrs)
             self.dispatch.dispatch(run, otype, el.content, attrs, cut_off=True)
         else:
             self._element(run, el, calls)
