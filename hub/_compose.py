@@ -56,7 +56,6 @@ from .platform import OutboundLimiter, RedisLimiter
 from .protocol import PromptBuilder
 from .redact import Redactor
 from .store import (
-    InboxClaims,
     InboxStore,
     InMemoryLeaseStore,
     LeaseStore,
@@ -225,8 +224,6 @@ def compose(
     redactor: Redactor | None = None,
     health: StoreHealth | None = None,
     memory: MemoryStore | None = None,
-    inbox: InboxStore | None = None,
-    requeue: Callable[[set[str]], Awaitable[None]] | None = None,
 ) -> Features:
     """Build a hub's features from ``config`` and the hub's own parts (see the module doc)."""
     redactor = redactor if redactor is not None else Redactor.from_config(config)
@@ -291,8 +288,6 @@ def compose(
     components: list[Component] = [PersonaWatcher(personas), scheduler]
     if db is not None:  # the database stays bounded
         components.append(Retention(db, config.hub.retention))
-    if pg and inbox is not None and requeue is not None:  # workers share the inbox: keep and take over claims
-        components.append(InboxClaims(inbox, runs, requeue=requeue, interval=config.store.lease / 3))
     if http is not None:
         components.append(http)
     if episodes is not None:

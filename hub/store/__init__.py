@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from ._backend import database_for, existing_database, run_store
-from ._claims import InboxClaims
 from ._datadir import DataDirLock, check_database
 from ._health import StoreCollector, StoreHealth, databases
 from ._inbox import InboxStore, InMemoryInbox, Pending, PostgresInbox, SQLiteInbox, park_poison
@@ -37,7 +36,6 @@ __all__ = [
     "InMemoryLeaseStore",
     "InMemoryRunStore",
     "InMemoryStore",
-    "InboxClaims",
     "InboxStore",
     "Lease",
     "LeaseKeeper",
