@@ -269,20 +269,17 @@ class Hub:
         """True from the end of :meth:`start` to the beginning of :meth:`stop`: input is taken."""
         return self._state == _Lifecycle.STARTED
 
-    async def start(self) -> Hub:  # noqa: C901 - split under issue 23
+    async def start(self) -> Hub:
+        """Open the stores, install the extensions, start their services and the hub's
+        components, resume the inputs left unanswered, then take input. A failure stops
+        whatever had started, and is raised."""
         if self._state in (_Lifecycle.STARTED, _Lifecycle.STARTING):
             return self
         if self._state in (_Lifecycle.STOPPING, _Lifecycle.STOPPED):
             raise RunError("a stopped hub cannot start again; create a new Hub")
         self._state = _Lifecycle.STARTING
         try:
-            if self.routes and self.http is None:
-                owners = sorted({f"{self.owner_of(r)} ({path})" for path, r in self.routes.items()})
-                raise ConfigError(
-                    f"extension routes need the [http] endpoint, which is not configured: {', '.join(owners)}",
-                    path=str(self.config.path) if self.config.path else None,
-                    key="http",
-                )
+            self._check_routes()
             for store in (self.memory, self.runs, self.inbox, self.leases, *self.features.stores, self.access.store):
                 await store.open()
             for err in self.personas.load_all():
@@ -291,33 +288,29 @@ class Hub:
             for ext in self.extensions.values():
                 await self._install(ext)
             self.agent = AgentContext.resolve(self.config, self.contexts, self.extensions, self.memory, self.owner_of)
-            for ext in self.extensions.values():
-                for svc in ext.services:
-                    try:
-                        await svc.start(self)
-                    except Exception as e:
-                        raise ExtensionFailed(ext.name, e) from e
-                    self._started_services.append(svc)
+            await self._start_services()
             for comp in self.components:
                 await comp.start(self)
                 self._started_components.append(comp)
             self.intake.start_sweeping()
             await self.intake.resume(killed)
-            for ext in self.extensions.values():
-                for inp in ext.inputs:
-                    if inp.enabled is not None and not inp.enabled(self):
-                        continue
-                    try:
-                        stop = await inp.subscribe(self._sender(inp), self)
-                    except Exception as e:
-                        raise ExtensionFailed(ext.name, e) from e
-                    self._stops.append(stop)
+            await self._subscribe_inputs()
         except BaseException:
             self._state = _Lifecycle.STARTED
             await self.stop()
             raise
         self._state = _Lifecycle.STARTED
         return self
+
+    def _check_routes(self) -> None:
+        """Extensions' routes need the ``[http]`` endpoint."""
+        if self.routes and self.http is None:
+            owners = sorted({f"{self.owner_of(r)} ({path})" for path, r in self.routes.items()})
+            raise ConfigError(
+                f"extension routes need the [http] endpoint, which is not configured: {', '.join(owners)}",
+                path=str(self.config.path) if self.config.path else None,
+                key="http",
+            )
 
     async def _install(self, ext: Extension) -> None:
         try:
@@ -328,6 +321,27 @@ class Hub:
                         await res
         except Exception as e:
             raise ExtensionFailed(ext.name, e) from e
+
+    async def _start_services(self) -> None:
+        for ext in self.extensions.values():
+            for svc in ext.services:
+                try:
+                    await svc.start(self)
+                except Exception as e:
+                    raise ExtensionFailed(ext.name, e) from e
+                self._started_services.append(svc)
+
+    async def _subscribe_inputs(self) -> None:
+        """Last: the inputs that are enabled start sending (the hub takes input from here)."""
+        for ext in self.extensions.values():
+            for inp in ext.inputs:
+                if inp.enabled is not None and not inp.enabled(self):
+                    continue
+                try:
+                    stop = await inp.subscribe(self._sender(inp), self)
+                except Exception as e:
+                    raise ExtensionFailed(ext.name, e) from e
+                self._stops.append(stop)
 
     async def stop(self) -> None:
         if self._state in (_Lifecycle.NEW, _Lifecycle.STOPPED, _Lifecycle.STOPPING):
