@@ -32,7 +32,7 @@ from .definitions import (
     validation_message,
 )
 from .definitions import load_extensions as _load_extensions
-from .engine import AgentContext, Engine, EngineDeps, Intake, Runner, Submission
+from .engine import AgentContext, Engine, EngineDeps, Intake, ModelAccess, Runner, Submission
 from .errors import ConfigError, ExtensionError, ExtensionFailed, RunError
 from .events import EventBus, EventStream
 from .features import Access, InMemoryPairingStore, PairingStore, PostgresPairingStore, SQLitePairingStore
@@ -179,20 +179,19 @@ class Hub:
                 runs=self.runs,
                 inbox=self.inbox,
                 memory=self.memory,
-                prompts=self.prompts,
-                runner=self.runner,
-                plugins=self.plugins,
-                redactor=self.redactor,
-                retry_policy=self.retry_policy,
-                model=lambda: self.model,
-                model_is_local=lambda: self.model_is_local,
-                actions=self.actions,
-                outputs=self.outputs,
-                owner_of=self.owner_of,
+                model=ModelAccess(
+                    get=lambda: self.model,
+                    is_local=lambda: self.model_is_local,
+                    retry_policy=self.retry_policy,
+                    prompts=self.prompts,
+                ),
+                registry=self.registry,
                 persona_for=self.persona_for,
                 agent=lambda: self.agent,
+                limits=self.runner,
+                plugins=self.plugins,
+                redactor=self.redactor,
                 hub=self,
-                inputs=self.inputs,
                 media_limits=self.config.media_limits(),
                 bus=self.bus,
             )

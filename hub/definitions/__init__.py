@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._decorators import action, input, output, service
+from ._hub_api import HubAPI, PlatformMetrics, Queued
 from ._loader import ENTRY_POINT_GROUP, import_extension, load_extension, load_extensions
 from ._registry import Registry
 from ._run_context import Conversation, RunContext, is_store_error, store_error
@@ -33,10 +34,13 @@ __all__ = [
     "Conversation",
     "ENTRY_POINT_GROUP",
     "Extension",
+    "HubAPI",
     "Input",
     "NoArgs",
     "Output",
     "OutputResult",
+    "PlatformMetrics",
+    "Queued",
     "Registry",
     "Route",
     "RouteAnswer",

@@ -1,8 +1,9 @@
 """A run as handlers see it: :class:`RunContext`, what handlers and hooks get (the hub, the
 record, the conversation and the call), and the :class:`Conversation` it holds.
 
-The engine's own object for a run is ``hub.engine``'s ``Run``. How a run ends
-(:class:`~hub.RunResult`, ``StopRun``) is ``_run_outcome``'s.
+The engine builds one per run (``hub.engine``'s ``Run``) and derives a copy per action call
+and output (:meth:`RunContext.derive`). How a run ends (:class:`~hub.RunResult`,
+``StopRun``) is :mod:`._run_outcome`'s.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..store import RunRecord, RunState
 
 if TYPE_CHECKING:
     from ..store import RunStore
+    from ._hub_api import HubAPI
 
 __all__ = ["Conversation", "RunContext", "is_store_error", "store_error"]
 
@@ -89,7 +91,7 @@ class RunContext(Generic[ArgsT, MemoryT]):
     )
 
     def __init__(
-        self, hub: Any, run: RunRecord, context: Conversation, logs: list[Log], *, runs: RunStore | None = None
+        self, hub: HubAPI, run: RunRecord, context: Conversation, logs: list[Log], *, runs: RunStore | None = None
     ) -> None:
         self.hub = hub
         """The hub, for a handler that uses its public API (``ctx.hub.send``, ``ctx.hub.metrics``)."""
@@ -164,16 +166,20 @@ class RunContext(Generic[ArgsT, MemoryT]):
         return self.run.user
 
     def derive(self, **changes: Any) -> RunContext[ArgsT, MemoryT]:
-        ctx: RunContext[ArgsT, MemoryT] = RunContext(self.hub, self.run, self.context, self.logs, runs=self._runs)
-        ctx.inputs = self.inputs
-        ctx.progress = self.progress
-        ctx.episodes = self.episodes
-        ctx._stop = self._stop
-        ctx.agent = self.agent
-        ctx._media = self._media
+        """A context for one call or output of this run: what the run shares (``_SHARED``),
+        with the call's own fields empty, then ``changes`` applied."""
+        ctx: RunContext[ArgsT, MemoryT] = object.__new__(type(self))
+        for name in _SHARED:
+            setattr(ctx, name, getattr(self, name))
+        ctx.call = ctx.attributes = ctx.action_memory = ctx.output = None
         for k, v in changes.items():
             setattr(ctx, k, v)
         return ctx
+
+
+_SHARED = ("hub", "_runs", "run", "context", "logs", "inputs", "progress", "episodes", "_stop", "agent", "_media")
+"""What a derived context shares with its run's: all but the call's own fields (``call``,
+``attributes``, ``action_memory``, ``output``)."""
 
 
 def _no_progress() -> None:

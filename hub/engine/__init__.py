@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._agent_context import AgentContext
-from ._deps import EngineDeps
+from ._deps import EngineDeps, ModelAccess
 from ._hooks import Plugin, Plugins
 from ._intake import Intake
 from ._live_output import LiveText
@@ -18,6 +18,7 @@ __all__ = [
     "EngineDeps",
     "Intake",
     "LiveText",
+    "ModelAccess",
     "Plugin",
     "Plugins",
     "Runner",

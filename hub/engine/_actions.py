@@ -242,7 +242,7 @@ class ActionCalls:
     async def invoke(self, action: Action, args: BaseModel, ctx: RunContext) -> Any:
         """The handler, under its queue, with its timeout and its bounded retries."""
         timeout = action.timeout or self.deps.config.agent.action_timeout
-        lock = self.deps.runner.queue_lock(action.queue) if action.queue else None
+        lock = self.deps.limits.queue_lock(action.queue) if action.queue else None
         attempt = 0
         while True:
             try:

@@ -98,17 +98,23 @@ class Run:
     def id(self) -> str:
         return self.record.id
 
-    def attach(self, instance: ContextInstance, progress: Callable[[], None]) -> RunContext:
-        """The conversation is prepared: build what handlers see."""
-        self.instance = instance
-        self.progress = progress
-        ctx = self.ctx = RunContext(self.deps.hub, self.record, instance, self.logs, runs=self.deps.runs)
+    def context_for(self, instance: ContextInstance, progress: Callable[[], None]) -> RunContext:
+        """What handlers see of this run: the one place a run's :class:`RunContext` is built
+        (each call and output derives its own from it)."""
+        ctx: RunContext = RunContext(self.deps.hub, self.record, instance, self.logs, runs=self.deps.runs)
         ctx.progress = progress
         ctx.media = self.media
         ctx._stop = self.stop
         bot = self.deps.agent()
         ctx.agent = AgentView(bot, ctx) if bot is not None else None
         return ctx
+
+    def attach(self, instance: ContextInstance, ctx: RunContext) -> None:
+        """The conversation is prepared: the run has steps to take. Until then the run's end
+        runs no ``on_run`` hook and saves no memory (none was loaded)."""
+        self.instance = instance
+        self.ctx = ctx
+        self.progress = ctx.progress
 
     def stop(self, state: RunState, reason: str) -> None:
         """End the run with ``state`` from inside one of its tasks or from outside."""

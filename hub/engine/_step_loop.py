@@ -32,7 +32,7 @@ from ..store import RunRecord, RunState
 from ._actions import ActionCalls, Call
 from ._active_run import Run
 from ._attachments import Attachments
-from ._conversation import available, prepare, prompt_parts, save
+from ._conversation import available, conversation, prepare, prompt_parts, save
 from ._outputs import OutputDispatch, output_type
 
 if TYPE_CHECKING:
@@ -86,8 +86,10 @@ class Engine:
                         last_beat = now
                         timer.reschedule(min(deadline, now + cfg.heartbeat_timeout))
 
-                inst = await prepare(deps, slot.definition, slot.args, slot.key, record, run.logs)
-                ctx = run.attach(inst, progress)
+                inst = conversation(deps, slot.definition, slot.args, slot.key)
+                ctx = run.context_for(inst, progress)
+                await prepare(deps, inst, ctx)
+                run.attach(inst, ctx)
                 self._take_inputs(run)
                 await deps.plugins.before_run(ctx)
                 state, reason = await self._loop(run)
@@ -210,11 +212,12 @@ class Engine:
         deps = self.deps
         parts = prompt_parts(deps, run)
         parts.media = run.media.shown
-        style = deps.prompt_style
-        chat_style = style == "chat" or (style == "auto" and deps.model_is_local() and not run.actions)
+        style = deps.config.model.prompt_style
+        chat_style = style == "chat" or (style == "auto" and deps.model.is_local() and not run.actions)
         if not chat_style and self.attachments.vision:
             parts.images = run.media.images
-        request = deps.prompts.build_chat(parts) if chat_style else deps.prompts.build(parts)
+        prompts = deps.model.prompts
+        request = prompts.build_chat(parts) if chat_style else prompts.build(parts)
         for e in run.logs:
             if isinstance(e, (InputLog, ActionResultLog, OutputLog)):
                 e.processed = True
@@ -248,10 +251,11 @@ class Engine:
         closes (and each piece of an open live output handed to its handler)."""
         deps = self.deps
         parser, calls = stream.parser, stream.calls
+        model = deps.model
         async with (
-            deps.runner.llm_slot(),
+            deps.limits.llm_slot(),
             aclosing(
-                stream_with_retry(deps.model(), request, deps.retry_policy, on_retry=self._on_retry(run))
+                stream_with_retry(model.get(), request, model.retry_policy, on_retry=self._on_retry(run))
             ) as chunks,
         ):
             first_at = None
@@ -279,7 +283,7 @@ class Engine:
         """A stream that broke before anything acted: True to stream again (a retryable
         error within the policy, or ``on_error`` said retry), False to go on with what was
         read (``on_error`` said continue); raises ``e`` to fail the run (abort)."""
-        policy = self.deps.retry_policy
+        policy = self.deps.model.retry_policy
         dropped = len(parser.stray_text) + sum(len(el.content) for el in parser.close())
         if e.retryable and retries < policy.max_retries:
             delay = policy.delay(retries)
