@@ -1,8 +1,8 @@
 """The step loop: prepare, prompt, stream, act on each element as it closes, loop, finish.
 
-One :class:`Engine` per hub. :meth:`Engine.run` drives one run of one context instance;
-the :class:`~hub.engine.Runner` guarantees at most one run per instance at a time and hands
-the run the inputs that arrive meanwhile, which it takes at its next step boundary.
+One :class:`Engine` per hub. :meth:`Engine.run` drives one run of one context instance's
+slot (:class:`~hub.engine.Slot`), which the :class:`~hub.engine.Intake` hands it, one run at
+a time; the run takes the inputs that arrive in the slot meanwhile at its next step boundary.
 
 An element acts when its closing tag arrives: thoughts are logged, action calls are started
 (:mod:`hub.engine`), outputs are sent in order (:mod:`hub.engine`). Only closed elements
@@ -49,6 +49,8 @@ LIVE_GRACE = 5.0
 
 
 class Engine:
+    """The step loop, given what it uses (:class:`~hub.engine.EngineDeps`), never the hub."""
+
     def __init__(self, deps: EngineDeps) -> None:
         self.deps = deps
         self.calls = ActionCalls(deps)
