@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from hub.logs import InputLog
-from hub.store import InboxStore, InMemoryInbox, PostgresInbox, SQLiteInbox
+from hub.store import InboxStore, InMemoryInbox
+from hub.store.sql import PostgresInbox, SqlInbox
 from hub.testing import FakeOpenAI
 from tests.backends import BACKENDS, sql_database
 
@@ -22,7 +23,7 @@ async def inbox(request, tmp_path: Path):
         yield InMemoryInbox()
         return
     async with sql_database(request.param, tmp_path) as db:
-        store = SQLiteInbox(db) if request.param == "sqlite" else PostgresInbox(db, worker="w1")
+        store = SqlInbox(db) if request.param == "sqlite" else PostgresInbox(db, worker="w1")
         await store.open()
         yield store
 

@@ -12,8 +12,7 @@ import pytest
 
 from hub.errors import StoreError
 from hub.logs import InputLog
-from hub.store import SQLiteInbox, SQLiteMemoryStore, SQLiteRunStore
-from hub.store.sql import SCHEMA_VERSION, Database, PgDatabase
+from hub.store.sql import SCHEMA_VERSION, Database, PgDatabase, SqlInbox, SqlMemoryStore, SqlRunStore
 from hub.testing.postgres import temporary_schema
 
 # "Version 1": the tables exactly as the stores created them before versioning (commit
@@ -83,7 +82,7 @@ async def test_a_database_of_the_releases_before_versioning_upgrades_with_its_ro
         assert db.schema_found == 0  # no schema_version table: the releases before versioning
         versions = [r[0] for r in await db.fetchall("SELECT version FROM schema_version ORDER BY version")]
         assert versions == list(range(1, SCHEMA_VERSION + 1))
-        runs, inbox, kv = SQLiteRunStore(db), SQLiteInbox(db), SQLiteMemoryStore(db)
+        runs, inbox, kv = SqlRunStore(db), SqlInbox(db), SqlMemoryStore(db)
         for s in (runs, inbox, kv):
             await s.open()
         run = await runs.get("run1")
