@@ -138,7 +138,7 @@ async def park_poison(inbox: InboxStore, runs: RunStore, p: Pending, *, park_aft
     run = await runs.get(p.run_id)
     if run is None or not (run.state == "failed" or (run.state == "killed" and run.reason == "abnormal_exit")):
         return False  # still running elsewhere, or stopped by a shutdown: not the input's fault
-    if (run.reason or "").startswith("store_error"):
+    if run.store_failed:
         return False  # the store failed, not the input: it is retried as often as it takes
     error = f"run {run.id[:8]} {run.state}: {run.reason}"
     if not await inbox.failed([p.entry.id], run.id, error, park_after=park_after):

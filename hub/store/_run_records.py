@@ -48,6 +48,9 @@ class RunRecord:
     parent_id: str | None = None
     user: str | None = None
     seq: int = 0
+    # the store failed the run (an outage, not its input's fault): its inputs are retried,
+    # never counted towards parking them; kept as a flag, so nothing reads it from the reason
+    store_failed: bool = False
 
     @property
     def tokens(self) -> int:

@@ -178,7 +178,7 @@ def store_failed(result: RunResult) -> bool:
     """The store failed the run before it answered anything (its inputs are kept)."""
     return (
         result.state == "failed"
-        and (result.reason or "").startswith("store_error")
+        and result.store_failure is not None
         and not any(isinstance(e, OutputLog) and (e.sent or e.parts) for e in result.logs)
     )
 

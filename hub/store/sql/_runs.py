@@ -26,7 +26,10 @@ def _prefix_range(prefix: str) -> tuple[str, str]:
 
 
 # "user" quoted: a reserved word in PostgreSQL (SQLite takes the quoted spelling alike)
-_COLUMNS = 'id, context, state, reason, steps, prompt_tokens, completion_tokens, started, ended, parent_id, "user"'
+_COLUMNS = (
+    'id, context, state, reason, steps, prompt_tokens, completion_tokens, started, ended, parent_id, "user", '
+    "store_failed"
+)
 
 
 def _row(run: RunRecord) -> tuple[Any, ...]:
@@ -42,6 +45,7 @@ def _row(run: RunRecord) -> tuple[Any, ...]:
         run.ended,
         run.parent_id,
         run.user,
+        int(run.store_failed),
     )
 
 
@@ -58,6 +62,7 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         ended=row[8],
         parent_id=row[9],
         user=row[10],
+        store_failed=bool(row[11]),
     )
 
 
@@ -70,7 +75,7 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
         await self.create_soon(run)
 
     def create_soon(self, run: RunRecord) -> Awaitable[None]:
-        return self.db.submit(f"INSERT INTO runs ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)", _row(run))
+        return self.db.submit(f"INSERT INTO runs ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", _row(run))
 
     def append(self, run: RunRecord, entry: Log) -> None:
         run.seq += 1
@@ -90,9 +95,18 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
 
     async def finish(self, run: RunRecord) -> None:
         await self.db.write(
-            "UPDATE runs SET state = ?, reason = ?, steps = ?, prompt_tokens = ?, completion_tokens = ?, ended = ? "
-            "WHERE id = ?",
-            (str(run.state), run.reason, run.steps, run.prompt_tokens, run.completion_tokens, run.ended, run.id),
+            "UPDATE runs SET state = ?, reason = ?, steps = ?, prompt_tokens = ?, completion_tokens = ?, ended = ?, "
+            "store_failed = ? WHERE id = ?",
+            (
+                str(run.state),
+                run.reason,
+                run.steps,
+                run.prompt_tokens,
+                run.completion_tokens,
+                run.ended,
+                int(run.store_failed),
+                run.id,
+            ),
         )
 
     async def get(self, run_id: str) -> RunRecord | None:
