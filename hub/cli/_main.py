@@ -106,11 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     lock = None
     try:
         if args.command in ("run", "chat"):  # one process per data dir, and a database worth opening
-            lock = _claim_data_dir(config, allow_empty=args.allow_empty)
-            # on SQLite the lock makes this the only worker; with [store] url others share the
-            # database (each with a data dir of its own, maybe at the same path on another
-            # machine), so each needs a name of its own
-            args.sole_worker = not config.store.url
+            from ..store import claim_data_dir
+
+            lock = claim_data_dir(config, allow_empty=args.allow_empty)
+            args.holds_data_dir = True
         return asyncio.run(commands[args.command](config, args))
     except KeyboardInterrupt:
         return 130
@@ -122,30 +121,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             lock.release()
 
 
-def _claim_data_dir(config: HubConfig, *, allow_empty: bool) -> Any:
-    from ..store import DataDirLock, check_database
-
-    # With [store] url the state is in PostgreSQL, which many workers share; the lock still
-    # guards what stays in the data dir (embedded Chroma, the heartbeat, the training file):
-    # one worker per data dir, so workers on one machine each get their own.
-    lock = DataDirLock(config.data_dir).acquire()
-    if config.store.url:
-        return lock
-    try:
-        check_database(config.data_dir, allow_empty=allow_empty, lock=lock)
-    except HubError:
-        lock.release()
-        raise
-    return lock
-
-
 async def cmd_run(config: HubConfig, args: argparse.Namespace) -> int:
     from ..hub import Hub
-    from ..store import sole_worker_id
+    from ..store import sole_worker
 
-    # with the data dir's lock held, no other process shares this store: the same lease holder
-    # as the last process here, so a restart after a crash polls at once (no lease to wait out)
-    worker = sole_worker_id(config.data_dir) if getattr(args, "sole_worker", False) else None
+    # with the data dir's lock held on SQLite, no other process shares this store: the same
+    # lease holder as the last process here, so a restart after a crash polls at once
+    worker = sole_worker(config) if getattr(args, "holds_data_dir", False) else None
     hub = Hub(config, heartbeat=config.data_dir / HEARTBEAT, worker=worker)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -10,7 +10,15 @@ revisions (``_revisions``) and pairings (``_pairings``).
 
 from __future__ import annotations
 
-from ._backend import ConversationLock, Stores, has_database, inspect_store, open_stores
+from ._backend import (
+    ConversationLock,
+    Stores,
+    claim_data_dir,
+    has_database,
+    inspect_store,
+    open_stores,
+    sole_worker,
+)
 from ._claims import InboxClaims
 from ._datadir import DataDirLock, check_database
 from ._health import StoreCollector, StoreHealth, databases
@@ -70,6 +78,7 @@ __all__ = [
     "Tick",
     "UsageStore",
     "check_database",
+    "claim_data_dir",
     "collect_tree",
     "databases",
     "has_database",
@@ -77,6 +86,7 @@ __all__ = [
     "open_stores",
     "park_poison",
     "prune",
+    "sole_worker",
     "sole_worker_id",
     "worker_id",
 ]

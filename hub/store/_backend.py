@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import HubError
+from ._datadir import DataDirLock, check_database
 from ._in_memory import (
     InMemoryLeaseStore,
     InMemoryPairingStore,
@@ -22,7 +23,7 @@ from ._in_memory import (
     InMemoryUsageStore,
 )
 from ._inbox import InboxStore
-from ._leases import LeaseStore, worker_id
+from ._leases import LeaseStore, sole_worker_id, worker_id
 from ._memory import MemoryStore
 from ._pairings import PairingStore
 from ._revisions import RevisionStore
@@ -49,7 +50,15 @@ from .sql import (
 if TYPE_CHECKING:
     from ..config import HubConfig
 
-__all__ = ["ConversationLock", "Stores", "has_database", "inspect_store", "open_stores"]
+__all__ = [
+    "ConversationLock",
+    "Stores",
+    "claim_data_dir",
+    "has_database",
+    "inspect_store",
+    "open_stores",
+    "sole_worker",
+]
 
 ConversationLock = Callable[[str], AbstractAsyncContextManager[Any]]
 """Held around each run of a conversation, so that it runs on one worker at a time."""
@@ -183,6 +192,37 @@ def open_stores(
         pairings=SqlPairingStore(db),
         lock=lock,
     )
+
+
+def claim_data_dir(config: HubConfig, *, allow_empty: bool = False) -> DataDirLock:
+    """Take the data dir's lock for a process that runs the hub (``hub run``, ``hub chat``):
+    one such process per data dir. With SQLite the database there is checked too, before the
+    stores open (:func:`check_database`); with PostgreSQL, which many workers share, the lock
+    still guards what stays in the data dir (embedded Chroma, the heartbeat, the training
+    file), so workers on one machine each get their own.
+
+    Raises:
+        DataDirInUse: another process holds it.
+        DatabaseRefused: the SQLite database is damaged, or empty where a hub ran before.
+    """
+    lock = DataDirLock(config.data_dir).acquire()
+    if config.store.url:
+        return lock
+    try:
+        check_database(config.data_dir, allow_empty=allow_empty, lock=lock)
+    except HubError:
+        lock.release()
+        raise
+    return lock
+
+
+def sole_worker(config: HubConfig) -> str | None:
+    """The worker name of a process holding the data dir's lock (:func:`claim_data_dir`) where
+    that makes it the only worker there can be (SQLite): the same name on every start, so a
+    restart after a crash takes its leases back at once. None where workers share the store
+    (PostgreSQL, each with a data dir of its own, maybe at the same path on another machine):
+    each needs a name of its own."""
+    return None if config.store.url else sole_worker_id(config.data_dir)
 
 
 def has_database(config: HubConfig) -> bool:
