@@ -6,8 +6,8 @@ from ._decorators import action, input, output, service
 from ._hub_api import HubAPI, PlatformMetrics, Queued
 from ._loader import ENTRY_POINT_GROUP, import_extension, load_extension, load_extensions
 from ._registry import Registry
-from ._run_context import Conversation, RunContext, is_store_error, store_error
-from ._run_outcome import RunResult, StopRun
+from ._run_context import Conversation, RunContext
+from ._run_outcome import RunResult, StopRun, store_reason
 from ._types import (
     Action,
     Context,
@@ -53,13 +53,12 @@ __all__ = [
     "action",
     "import_extension",
     "input",
-    "is_store_error",
     "load_extension",
     "load_extensions",
     "load_memory",
     "output",
     "save_memory",
     "service",
-    "store_error",
+    "store_reason",
     "validation_message",
 ]

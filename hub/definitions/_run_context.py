@@ -9,13 +9,11 @@ and output (:meth:`RunContext.derive`). How a run ends (:class:`~hub.RunResult`,
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from ..errors import StoreError
 from ..logs import ActionCallLog, InputLog, Log, OutputLog, jsonable
 from ..media import MediaLimits, RunMedia
 from ..store import RunRecord, RunState
@@ -24,24 +22,12 @@ if TYPE_CHECKING:
     from ..store import RunStore
     from ._hub_api import HubAPI
 
-__all__ = ["Conversation", "RunContext", "is_store_error", "store_error"]
+__all__ = ["Conversation", "RunContext"]
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
 """A context's args (its ``schema``)."""
 MemoryT = TypeVar("MemoryT")
 """A context's persistent memory (its ``memory_schema``, or what ``create`` returns)."""
-
-
-def is_store_error(reason: str | None) -> bool:
-    """Whether a run's reason says the store failed it (not the input, not the model)."""
-    return bool(reason) and reason.startswith("store_error")  # type: ignore[union-attr]
-
-
-def store_error(e: BaseException) -> str | None:
-    """``store_error: ...`` when ``e`` comes from a store (the reason a run fails with), else None."""
-    if isinstance(e, (StoreError, sqlite3.Error)):
-        return f"store_error: {type(e).__name__}: {e}"
-    return None
 
 
 class Conversation(Protocol):

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from ..definitions import RunContext, StopRun, store_error, validation_message
-from ..errors import ActionError, RetryAction
+from ..definitions import RunContext, StopRun, store_reason, validation_message
+from ..errors import ActionError, RetryAction, StoreError
 from ..logs import ActionCallLog, ActionResultLog, jsonable
 from ..protocol import Element
 from ..store import RunState
@@ -162,6 +162,10 @@ class ActionCalls:
             if not fut.done():
                 fut.cancel()
             raise
+        except StoreError as e:  # the hub's store failed, not the action: the run fails
+            reason = store_reason(e)
+            log.error("run %s: %s", run.id, reason)
+            run.stop(RunState.FAILED, reason, store_failure=e)
         except Exception as e:
             await self._failed(run, action, call, fut, e, started)
         finally:
@@ -218,13 +222,8 @@ class ActionCalls:
     async def _failed(
         self, run: Run, action: Action, call: ActionCallLog, fut: asyncio.Future[Any], e: Exception, started: float
     ) -> None:
-        """The call failed: the model sees why in its next step, and the action's ``on_error``
-        is told. A store that failed is the hub's failure, not the action's: the run fails."""
-        reason = store_error(e)
-        if reason is not None:
-            log.error("run %s: %s", run.id, reason)
-            run.stop(RunState.FAILED, reason)
-            return
+        """The call failed (its handler, its arguments, its result): the model sees why in its
+        next step, and the action's ``on_error`` is told."""
         message = str(e) if isinstance(e, ActionError) else f"action {action.name!r} failed: {type(e).__name__}: {e}"
         if not isinstance(e, ActionError):
             log.warning("run %s: %s", run.id, message, exc_info=e)

@@ -30,15 +30,15 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..backoff import Backoff
-from ..definitions import Context, RunResult, is_store_error
+from ..definitions import Context, RunResult
 from ..errors import RunError, StoreError
 from ..logs import InputLog, MediaPart, OutputLog
-from ..store import InboxStore, Pending, RunState, RunStore, park_poison
+from ..store import ConversationLock, InboxStore, Pending, RunState, RunStore, park_poison
 from ._runner import Runner, Slot, Submission
 
 if TYPE_CHECKING:
@@ -46,12 +46,9 @@ if TYPE_CHECKING:
     from ..tasks import TaskGroup
     from ._step_loop import Engine
 
-__all__ = ["Intake", "ConversationLock", "STORE_RETRY_ATTEMPTS"]
+__all__ = ["Intake", "STORE_RETRY_ATTEMPTS"]
 
 log = logging.getLogger("hub.engine")
-
-ConversationLock = Callable[[str], AbstractAsyncContextManager[Any]]
-"""Holds a conversation's lock across workers, by its id (:meth:`hub.store.sql.PgDatabase.lock`)."""
 
 STORE_RETRY_ATTEMPTS = 10
 """How often the inputs of a run the store failed are handed to a new run (after the
@@ -290,7 +287,7 @@ class Intake:
         hand them to a new run after a backoff, so they are answered once the store is back."""
         entries = [e for e in result.logs if isinstance(e, InputLog)]
         answered = any(isinstance(e, OutputLog) and e.answered for e in result.logs)
-        if result.state != RunState.FAILED or not is_store_error(result.reason) or answered:
+        if result.state != RunState.FAILED or result.store_failure is None or answered:
             for e in entries:
                 self._store_retries.pop(e.id, None)
             return
