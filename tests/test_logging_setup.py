@@ -26,7 +26,7 @@ def restore_logging():
 
 @action(name="work", description="Logs while it works.")
 async def work(args: NoArgs, ctx) -> dict:
-    logging.getLogger("tests.ops.work").info("working for %s", ctx.user, extra={"items": 3})
+    logging.getLogger("tests.work").info("working for %s", ctx.user, extra={"items": 3})
     return {"done": True}
 
 
@@ -42,7 +42,7 @@ async def test_lines_logged_in_a_run_carry_its_ids(make_rig, restore_logging, fm
     lines = stream.getvalue().splitlines()
     if fmt == "json":
         records = [json.loads(line) for line in lines]
-        mine = next(r for r in records if r["logger"] == "tests.ops.work")
+        mine = next(r for r in records if r["logger"] == "tests.work")
         assert mine["message"] == "working for ann" and mine["items"] == 3
         assert mine["run_id"] == result.run_id and mine["context_id"] == "cli:session:ann"
         assert {"ts", "level"} <= set(mine)

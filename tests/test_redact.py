@@ -84,7 +84,7 @@ def test_secrets_never_reach_logs_traces_or_prompts(tmp_path, monkeypatch, resto
     monkeypatch.setenv("HUB_TEST_API_KEY", ENV_SECRET)
     path = write_config(tmp_path)
     config = load_config(path)
-    log = logging.getLogger("tests.ops.tools")
+    log = logging.getLogger("tests.tools")
 
     @action(name="leak", description="Reads the credentials.")
     async def leak(args: NoArgs, ctx) -> dict:

@@ -1,56 +1,17 @@
-"""Shared pieces for the trigger tests: a fake clock, a recording test context, hub builders."""
+"""The recording test platform: a ``test:chat`` context whose ``test:say`` output records what
+the bot said (:class:`Said`), a model that echoes the newest input, and the fixtures of hubs
+built on them. The conftests of the folders whose tests use them import the fixtures."""
 
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hub import Context, Extension, Hub, HubConfig, ScriptedModel, output
 from hub.models import ModelRequest
-
-
-class FakeClock:
-    """A wall clock that moves only when told; ``sleep`` waits for it.
-
-    ``advance`` moves time forward sleeper by sleeper, and after waking each one waits until
-    the scheduler is asleep again, so a test sees every fire in order.
-    """
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-        self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
-        self._seq = itertools.count()
-        self._asleep = asyncio.Event()
-
-    def time(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        fut = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._sleepers, (self.now + seconds, next(self._seq), fut))
-        self._asleep.set()
-        await fut
-
-    async def asleep(self, timeout: float = 5.0) -> None:
-        """Wait until something sleeps on this clock (the scheduler finished its pass)."""
-        await asyncio.wait_for(self._asleep.wait(), timeout)
-
-    async def advance(self, seconds: float) -> None:
-        target = self.now + seconds
-        await self.asleep()
-        while self._sleepers and self._sleepers[0][0] <= target:
-            at, _, fut = heapq.heappop(self._sleepers)
-            self.now = max(self.now, at)
-            self._asleep.clear()
-            fut.set_result(None)
-            await self.asleep()
-        self.now = target
 
 
 class Said:
@@ -101,17 +62,10 @@ def said() -> Said:
 
 
 @pytest.fixture
-def config(tmp_path: Path) -> HubConfig:
-    cfg = HubConfig()
-    cfg.hub.data_dir = str(tmp_path)
-    cfg.hub.contexts_dir = str(tmp_path)
-    cfg.hub.shutdown_grace = 0.0
-    cfg.memory.episodes = False  # episodic memory (Chroma, the embedder) is not what these tests are about
-    return cfg
+def make_chat_hub(config: HubConfig, said: Said) -> Callable[..., Hub]:
+    """``make_chat_hub(responses=reply_to_input, extra=[...])``: a hub on ``config`` whose platform
+    is the test chat, recording into ``said``. It stops at once: a run still in flight is not waited for."""
 
-
-@pytest.fixture
-def make_hub(config: HubConfig, said: Said) -> Callable[..., Hub]:
     def make(
         responses: Sequence[Any] | Callable[[ModelRequest], str] = reply_to_input,
         *,
@@ -119,6 +73,7 @@ def make_hub(config: HubConfig, said: Said) -> Callable[..., Hub]:
         **kw: Any,
     ) -> Hub:
         extensions = [test_extension(said), *extra]
+        config.hub.shutdown_grace = 0.0
         return Hub(config, model=ScriptedModel(responses), load_extensions=False, extensions=extensions, **kw)
 
     return make

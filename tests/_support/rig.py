@@ -1,14 +1,13 @@
-"""Hubs for the operator-feature tests: a scripted model, the terminal extension, tmp data."""
+"""A hub under test with the terminal extension: its printed output, its scripted model, and
+a default persona (``make_rig`` in ``tests/conftest.py`` builds one)."""
 
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from hub import Extension, Hub, HubConfig, ScriptedModel
 from hub_cli import CliSettings
@@ -31,35 +30,26 @@ class Rig:
         return await self.hub.send("cli:session", {"user": user}, text, user=user)
 
 
-@pytest.fixture
-def config(tmp_path: Path) -> HubConfig:
-    cfg = HubConfig()
-    cfg.hub.data_dir = str(tmp_path / "data")
-    cfg.hub.contexts_dir = str(tmp_path / "contexts")
-    cfg.memory.episodes = False  # episodic memory (Chroma) is not what these tests are about
-    (tmp_path / "contexts").mkdir()
-    (tmp_path / "contexts" / "default.toml").write_text(DEFAULT_PERSONA, encoding="utf-8")
-    return cfg
-
-
-@pytest.fixture
-def make_rig(config: HubConfig) -> Callable[..., Rig]:
-    def make(
-        responses: Sequence[Any] = (),
-        *,
-        extensions: Sequence[Extension] = (),
-        default: str | None = "<response><output>ok</output></response>",
-        **model_kw: Any,
-    ) -> Rig:
-        out = io.StringIO()
-        model = ScriptedModel(list(responses), default=default, **model_kw)
-        hub = Hub(
-            config,
-            model=model,
-            load_extensions=False,
-            extensions=[cli_extension(CliSettings(stdin=False), out=out), *extensions],
-        )
-        hub.personas.interval = 0  # tests edit files and expect the very next message to see it
-        return Rig(hub, model, out, config, config.contexts_dir)
-
-    return make
+def make_rig(
+    config: HubConfig,
+    responses: Sequence[Any] = (),
+    *,
+    extensions: Sequence[Extension] = (),
+    default: str | None = "<response><output>ok</output></response>",
+    **model_kw: Any,
+) -> Rig:
+    """A rig on ``config``; its persona folder gets :data:`DEFAULT_PERSONA` unless a test wrote one."""
+    persona = config.contexts_dir / "default.toml"
+    if not persona.exists():
+        persona.parent.mkdir(parents=True, exist_ok=True)
+        persona.write_text(DEFAULT_PERSONA, encoding="utf-8")
+    out = io.StringIO()
+    model = ScriptedModel(list(responses), default=default, **model_kw)
+    hub = Hub(
+        config,
+        model=model,
+        load_extensions=False,
+        extensions=[cli_extension(CliSettings(stdin=False), out=out), *extensions],
+    )
+    hub.personas.interval = 0  # tests edit files and expect the very next message to see it
+    return Rig(hub, model, out, config, config.contexts_dir)

@@ -1,66 +1,10 @@
 """The command line, as a user runs it: real processes, a loopback model server."""
 
-import asyncio
 import json
-import os
-import sys
-import textwrap
 from pathlib import Path
 
 from hub.testing import FakeOpenAI
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-async def hub_cmd(*args: str, cwd: Path, stdin: str = "", env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "hub.cli",
-        *args,
-        cwd=cwd,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-    )
-    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 60)
-    return proc.returncode, out.decode(), err.decode()
-
-
-TOOLS = """
-from pydantic import BaseModel
-from hub import Extension, action
-
-class WeatherArgs(BaseModel):
-    location: str
-
-@action(name="getWeather", description="Current weather for a location.")
-async def get_weather(args: WeatherArgs, ctx) -> dict:
-    return {"temperature": 72, "condition": "sunny", "location": args.location}
-
-extension = Extension(name="weather", actions=[get_weather])
-"""
-
-
-def setup_dir(tmp_path: Path, base_url: str) -> Path:
-    (tmp_path / "my_tools.py").write_text(TOOLS)
-    (tmp_path / "contexts").mkdir()
-    (tmp_path / "contexts" / "default.toml").write_text('name = "Wendy"\ninstructions = "You report the weather."\n')
-    cfg = tmp_path / "config.toml"
-    cfg.write_text(
-        textwrap.dedent(f"""
-        [model]
-        provider = "openai"
-        name = "test-model"
-        base_url = "{base_url}"
-        api_key = "${{TEST_KEY}}"
-        [extensions.cli]
-        [extensions.weather]
-        module = "my_tools"
-    """)
-    )
-    return cfg
+from tests._support.processes import hub_cmd, setup_dir
 
 
 async def test_chat_answers_calls_an_operator_action_and_uses_its_result(tmp_path: Path) -> None:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from hub import Extension, HubConfig, ScriptedModel, action
-from tests.test_cli import ROOT
+from tests._support.processes import spawn_hub
 
 CLI = ("cli:session", {"user": "ann"})
 
@@ -38,16 +36,7 @@ MODEL = [
 
 async def spawn(tmp_path: Path, config: HubConfig, *args: str) -> asyncio.subprocess.Process:
     (tmp_path / "config.toml").write_text(f'[hub]\ndata_dir = "{config.data_dir}"\n', encoding="utf-8")
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "hub.cli",
-        *args,
-        cwd=tmp_path,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    return await spawn_hub(*args, cwd=tmp_path, stdin=None)
 
 
 async def line_with(proc: asyncio.subprocess.Process, text: str, seen: list[str]) -> str:

@@ -11,8 +11,8 @@ from pathlib import Path
 from hub import Hub, HubConfig, ScriptedModel
 from hub.testing import FakeOpenAI
 from hub_cli import read_lines
-from tests.test_cli import hub_cmd, setup_dir
-from tests.triggers.conftest import Said, reply_to_input, test_extension
+from tests._support.chat import Said, reply_to_input, test_extension
+from tests._support.processes import hub_cmd, setup_dir
 
 EVIL = "hi \x1b]0;pwned\x07\x1b[2K\r\u009b2Jgone"
 

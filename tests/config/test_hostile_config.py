@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sys
 import textwrap
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 from hub.config import MAX_FILE_BYTES, config_from_dict, load_config
 from hub.errors import ConfigError
 from hub.personas import PersonaSet
-from tests.test_cli import ROOT, hub_cmd
+from tests._support.processes import REPO, hub_cmd, spawn_hub
 
 MODEL = '[model]\nprovider = "openai"\nname = "m"\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "k"\n'
 
@@ -61,7 +60,7 @@ def test_an_unset_variable_is_named_and_an_error_where_the_key_needs_a_value() -
 
 
 def test_the_shipped_config_starts_with_no_variable_set_and_no_warning() -> None:
-    cfg = load_config(ROOT / "config.toml", env={})
+    cfg = load_config(REPO / "config.toml", env={})
     assert cfg.unset == []
     assert cfg.model.resolved_provider() == "local"
 
@@ -147,17 +146,7 @@ async def test_check_and_run_do_not_block_on_a_fifo(tmp_path: Path) -> None:
     code, out, err = await hub_cmd("check", cwd=tmp_path)
     assert code == 0, err
     assert "pipe.toml: skipped: not a regular file" in err and "leak.toml: skipped: a symlink leading outside" in err
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "hub.cli",
-        "run",
-        cwd=tmp_path,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    proc = await spawn_hub("run", cwd=tmp_path, stdin=asyncio.subprocess.DEVNULL)
     try:
         lines = []
         while not any("hub running" in ln for ln in lines):

@@ -14,7 +14,7 @@ from hub import ExtensionError
 from hub.cli import main
 from hub.definitions import ENTRY_POINT_GROUP, import_extension
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BUILT_IN = ("cli", "telegram", "discord", "twitter")
 
 

@@ -11,8 +11,8 @@ from hub import ScriptedModel
 from hub.errors import ConfigError
 from hub.features import Access, InMemoryPairingStore, Pairing, PairingError, PostgresPairingStore, SQLitePairingStore
 from hub.store.sql import Database
-from tests.backends import BACKENDS, sql_database
-from tests.test_cli import hub_cmd
+from tests._support.backends import BACKENDS, sql_database
+from tests._support.processes import hub_cmd
 
 
 @pytest.fixture(params=BACKENDS)

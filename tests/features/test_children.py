@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from hub import Extension, Hub, NoArgs, RunState, action
+from hub import Extension, Hub, HubConfig, NoArgs, RunState, action
 from hub.cli import render_trace
 from hub.features import ORPHANED
 from hub.models import ModelRequest
 from hub.store import collect_tree
-
-from .conftest import Said
+from tests._support.chat import Said, test_extension
 
 _NEW_RESULT = re.compile(r'<action_result name="(\w+)" status="(\w+)" new="true">(.*?)</action_result>', re.S)
 _NEW_INPUT = re.compile(r'<input type="[\w:]+"(?: user="[^"]*")? new="true">(.*?)</input>', re.S)
@@ -66,8 +65,8 @@ def blocking_extension(started: asyncio.Event, cancelled: asyncio.Event) -> Exte
 
 
 @pytest.fixture
-def persona(tmp_path: Path) -> Path:
-    path = tmp_path / "default.toml"
+def persona(config: HubConfig) -> Path:
+    path = config.contexts_dir / "default.toml"
     path.write_text('name = "Boss"\ninstructions = "Delegate."\nchild_runs = ["test:chat:*"]\n')
     return path
 
@@ -83,8 +82,8 @@ async def wait_state(hub: Hub, run_id: str, timeout: float = 5.0) -> RunState:
     return await asyncio.wait_for(until_ended(), timeout)
 
 
-async def test_a_parent_awaits_its_childs_result(persona: Path, make_hub, said: Said) -> None:
-    async with make_hub(brain) as hub:
+async def test_a_parent_awaits_its_childs_result(persona: Path, make_chat_hub, said: Said) -> None:
+    async with make_chat_hub(brain) as hub:
         result = await hub.send("test:chat:boss", data="spawn test:chat:worker summarise the news")
         assert result is not None and result.ok, result
         children = await hub.runs.list(parent_id=result.run_id)
@@ -107,8 +106,8 @@ async def test_a_parent_awaits_its_childs_result(persona: Path, make_hub, said: 
         assert first.meta["parent_run"] == result.run_id
 
 
-async def test_start_without_waiting_then_wait_run(persona: Path, make_hub, said: Said) -> None:
-    async with make_hub(brain) as hub:
+async def test_start_without_waiting_then_wait_run(persona: Path, make_chat_hub, said: Said) -> None:
+    async with make_chat_hub(brain) as hub:
         result = await hub.send("test:chat:boss", data="spawn-then-wait test:chat:worker hello")
         assert result is not None and result.ok
         outputs = [o.content for o in result.outputs]
@@ -117,9 +116,9 @@ async def test_start_without_waiting_then_wait_run(persona: Path, make_hub, said
         assert "done: hello" in outputs[1]
 
 
-async def test_an_orphaned_child_is_killed(persona: Path, make_hub, said: Said) -> None:
+async def test_an_orphaned_child_is_killed(persona: Path, make_chat_hub, said: Said) -> None:
     started, cancelled = asyncio.Event(), asyncio.Event()
-    async with make_hub(brain, extra=[blocking_extension(started, cancelled)]) as hub:
+    async with make_chat_hub(brain, extra=[blocking_extension(started, cancelled)]) as hub:
         result = await hub.send("test:chat:boss", data="spawn-nowait test:chat:worker block")
         assert result is not None and result.ok
         (child,) = await hub.runs.list(parent_id=result.run_id)
@@ -131,8 +130,8 @@ async def test_an_orphaned_child_is_killed(persona: Path, make_hub, said: Said) 
             await asyncio.wait_for(cancelled.wait(), 1)
 
 
-async def test_a_child_whose_parent_already_ended_is_killed_when_it_starts(persona: Path, make_hub) -> None:
-    async with make_hub(brain) as hub:
+async def test_a_child_whose_parent_already_ended_is_killed_when_it_starts(persona: Path, make_chat_hub) -> None:
+    async with make_chat_hub(brain) as hub:
         done = await hub.send("test:chat:boss", data="hello")
         sub = await hub.submit("test:chat:late", data="hello", type="child", parent_id=done.run_id)
         result = await sub.wait()
@@ -140,8 +139,8 @@ async def test_a_child_whose_parent_already_ended_is_killed_when_it_starts(perso
         assert (await hub.runs.get(result.run_id)).parent_id == done.run_id
 
 
-async def test_the_trace_shows_the_tree(persona: Path, make_hub) -> None:
-    async with make_hub(brain) as hub:
+async def test_the_trace_shows_the_tree(persona: Path, make_chat_hub) -> None:
+    async with make_chat_hub(brain) as hub:
         result = await hub.send("test:chat:boss", data="spawn test:chat:worker spawn test:chat:intern hi")
         assert result is not None and result.ok
         tree = await collect_tree(hub.runs, result.run_id)
@@ -163,25 +162,27 @@ async def test_the_trace_shows_the_tree(persona: Path, make_hub) -> None:
         ("test:chat:boss", "would wait on itself"),
     ],
 )
-async def test_bad_targets_are_errors_the_model_sees(persona: Path, make_hub, target: str, error: str) -> None:
-    async with make_hub(brain) as hub:
+async def test_bad_targets_are_errors_the_model_sees(persona: Path, make_chat_hub, target: str, error: str) -> None:
+    async with make_chat_hub(brain) as hub:
         result = await hub.send("test:chat:boss", data=f"spawn {target} hi")
         assert result is not None and result.ok
         assert "startRun error: " in result.outputs[0].content and error in result.outputs[0].content
         assert await hub.runs.list(parent_id=result.run_id) == []
 
 
-async def test_a_target_outside_the_personas_allow_list_is_refused(tmp_path: Path, make_hub) -> None:
-    (tmp_path / "default.toml").write_text('name = "Boss"\ninstructions = "x"\nchild_runs = ["test:chat:worker*"]\n')
-    async with make_hub(brain) as hub:
+async def test_a_target_outside_the_personas_allow_list_is_refused(config: HubConfig, make_chat_hub) -> None:
+    (config.contexts_dir / "default.toml").write_text(
+        'name = "Boss"\ninstructions = "x"\nchild_runs = ["test:chat:worker*"]\n'
+    )
+    async with make_chat_hub(brain) as hub:
         ok = await hub.send("test:chat:boss", data="spawn test:chat:worker-1 hi")
         assert "startRun ok" in ok.outputs[-1].content
         refused = await hub.send("test:chat:boss", data="spawn test:chat:admin hi")
         assert "is not a context this persona may start runs in" in refused.outputs[0].content
 
 
-async def test_the_actions_are_not_offered_without_child_runs_in_the_persona(make_hub) -> None:
-    hub = make_hub(brain)
+async def test_the_actions_are_not_offered_without_child_runs_in_the_persona(make_chat_hub) -> None:
+    hub = make_chat_hub(brain)
     async with hub:
         result = await hub.send("test:chat:boss", data="spawn test:chat:worker hi")
     assert "startRun" not in hub.model.requests[0].system  # type: ignore[attr-defined]
@@ -191,8 +192,6 @@ async def test_the_actions_are_not_offered_without_child_runs_in_the_persona(mak
 def test_hub_trace_prints_the_tree(tmp_path: Path, said: Said, capsys: pytest.CaptureFixture[str]) -> None:
     from hub import ScriptedModel, load_config
     from hub.cli import main
-
-    from .conftest import test_extension
 
     (tmp_path / "contexts").mkdir()
     (tmp_path / "contexts" / "default.toml").write_text(

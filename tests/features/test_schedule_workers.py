@@ -18,8 +18,7 @@ from hub.features import InMemoryScheduleStore, PostgresScheduleStore, ScheduleS
 from hub.logs import InputLog
 from hub.store.sql import Database, PgDatabase
 from hub.testing.postgres import temporary_schema
-
-from .conftest import Said, reply_to_input, test_extension
+from tests._support.chat import Said, reply_to_input, test_extension
 
 T0 = 1_772_434_800.0  # 2026-03-02 07:00 UTC
 

@@ -11,8 +11,8 @@ from hub import ConfigError, Hub, HubConfig
 from hub.config import ScheduleSection, config_from_dict
 from hub.features import next_fire
 from hub.personas import load_persona
-
-from .conftest import FakeClock, Said
+from tests._support.chat import Said
+from tests._support.clock import FakeClock
 
 T0 = datetime(2026, 3, 2, 7, 0, tzinfo=UTC).timestamp()  # a Monday, 07:00 UTC
 
@@ -27,10 +27,10 @@ def with_clock(hub: Hub, clock: FakeClock) -> Hub:
     return hub
 
 
-async def test_every_fires_on_the_clock(config: HubConfig, make_hub, said: Said) -> None:
+async def test_every_fires_on_the_clock(config: HubConfig, make_chat_hub, said: Said) -> None:
     config.schedules = {"tick": ScheduleSection(context="test:chat:room", every="1h", input="write the post")}
     clock = FakeClock(T0)
-    async with with_clock(make_hub(), clock) as hub:
+    async with with_clock(make_chat_hub(), clock) as hub:
         await clock.advance(59 * 60)
         assert fires(hub, "tick") == 0
         await clock.advance(60)
@@ -45,12 +45,12 @@ async def test_every_fires_on_the_clock(config: HubConfig, make_hub, said: Said)
         assert first.kind == "input" and first.type == "schedule" and first.meta == {"schedule": "tick"}
 
 
-async def test_cron_fires_at_its_minute_in_its_zone(config: HubConfig, make_hub, said: Said) -> None:
+async def test_cron_fires_at_its_minute_in_its_zone(config: HubConfig, make_chat_hub, said: Said) -> None:
     config.schedules = {
         "morning": ScheduleSection(context="test:chat:room", cron="0 8 * * *", timezone="UTC", input="good morning")
     }
     clock = FakeClock(T0)
-    async with with_clock(make_hub(), clock) as hub:
+    async with with_clock(make_chat_hub(), clock) as hub:
         await clock.advance(3599)
         assert fires(hub, "morning") == 0
         await clock.advance(1)
@@ -63,18 +63,18 @@ async def test_cron_fires_at_its_minute_in_its_zone(config: HubConfig, make_hub,
 
 
 async def test_missed_fires_run_once_at_start_and_the_clock_goes_on_from_there(
-    config: HubConfig, make_hub, said: Said
+    config: HubConfig, make_chat_hub, said: Said
 ) -> None:
     config.schedules = {"tick": ScheduleSection(context="test:chat:room", every="1h", input="tick")}
     clock = FakeClock(T0)
-    async with with_clock(make_hub(), clock) as hub:
+    async with with_clock(make_chat_hub(), clock) as hub:
         await clock.advance(3600)
         assert fires(hub, "tick") == 1
         await said.wait_for(1)
 
     # down for five hours and a half: five fires missed, one run at start
     clock = FakeClock(T0 + 6.5 * 3600)
-    async with with_clock(make_hub(), clock) as hub:
+    async with with_clock(make_chat_hub(), clock) as hub:
         await clock.asleep()
         assert fires(hub, "tick") == 1
         await said.wait_for(2)
@@ -86,29 +86,29 @@ async def test_missed_fires_run_once_at_start_and_the_clock_goes_on_from_there(
 
     # back within the hour: nothing missed, nothing fired at start
     clock = FakeClock(T0 + 7.5 * 3600 + 60)
-    async with with_clock(make_hub(), clock) as hub:
+    async with with_clock(make_chat_hub(), clock) as hub:
         await clock.asleep()
         assert fires(hub, "tick") == 0
         await clock.advance(3600 - 60)
         assert fires(hub, "tick") == 1
 
 
-async def test_a_new_schedule_counts_from_its_first_start(config: HubConfig, make_hub) -> None:
+async def test_a_new_schedule_counts_from_its_first_start(config: HubConfig, make_chat_hub) -> None:
     config.schedules = {"tick": ScheduleSection(context="test:chat:room", every="2h", input="tick")}
     clock = FakeClock(T0)
-    async with with_clock(make_hub(), clock) as hub:
+    async with with_clock(make_chat_hub(), clock) as hub:
         await clock.asleep()
         assert fires(hub, "tick") == 0
     clock = FakeClock(T0 + 3 * 3600)  # the first fire was due while down
-    async with with_clock(make_hub(), clock) as hub:
+    async with with_clock(make_chat_hub(), clock) as hub:
         await clock.asleep()
         assert fires(hub, "tick") == 1
 
 
-async def test_jitter_delays_each_fire_within_its_bound(config: HubConfig, make_hub) -> None:
+async def test_jitter_delays_each_fire_within_its_bound(config: HubConfig, make_chat_hub) -> None:
     config.schedules = {"tick": ScheduleSection(context="test:chat:room", every="1h", jitter=600, input="tick")}
     clock = FakeClock(T0)
-    hub = with_clock(make_hub(), clock)
+    hub = with_clock(make_chat_hub(), clock)
     hub.scheduler.rng = random.Random(7)
     expected = random.Random(7).uniform(0, 600)
     async with hub:
@@ -118,22 +118,22 @@ async def test_jitter_delays_each_fire_within_its_bound(config: HubConfig, make_
         assert fires(hub, "tick") == 1
 
 
-async def test_persona_schedules_fire_under_the_persona_name(config: HubConfig, make_hub, said: Said, tmp_path) -> None:
-    (tmp_path / "poster.toml").write_text(
+async def test_persona_schedules_fire_under_the_persona_name(config: HubConfig, make_chat_hub, said: Said) -> None:
+    (config.contexts_dir / "poster.toml").write_text(
         'name = "Poster"\ninstructions = "Post things."\n'
         '[schedules.post]\ncontext = "test:chat:feed"\nevery = "4h"\ninput = "write today\'s post"\n'
     )
     clock = FakeClock(T0)
-    async with with_clock(make_hub(), clock) as hub:
+    async with with_clock(make_chat_hub(), clock) as hub:
         await clock.advance(4 * 3600)
         assert fires(hub, "poster/post") == 1
         assert await said.wait_for(1) == [("test:chat:feed", "echo: write today's post")]
 
 
-async def test_an_unknown_context_is_a_config_error_at_start(config: HubConfig, make_hub) -> None:
+async def test_an_unknown_context_is_a_config_error_at_start(config: HubConfig, make_chat_hub) -> None:
     config.schedules = {"tick": ScheduleSection(context="nope:chat:1", every="1h", input="tick")}
     with pytest.raises(ConfigError, match=r"schedules\.tick\.context.*unknown context"):
-        async with make_hub():
+        async with make_chat_hub():
             pass
 
 

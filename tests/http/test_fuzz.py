@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 
 from hub import Hub, HubConfig, ScriptedModel
 from hub.config import HttpSection, WebhookSection
-
-from .conftest import Said, reply_to_input, test_extension
+from tests._support.chat import Said, reply_to_input, test_extension
 
 SECRET = "fuzz-secret-0123456789"
 

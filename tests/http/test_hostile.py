@@ -18,9 +18,9 @@ from hub.errors import StoreError
 from hub.http import signature
 from hub.logs import InputLog
 from hub.store import InMemoryInbox
+from tests._support.chat import Said
 
-from .conftest import Said
-from .test_http import SECRET, no_runs, signed
+from .test_server import SECRET, no_runs, signed
 
 BEARER = {"Authorization": f"Bearer {SECRET}", "Content-Type": "application/json"}
 
@@ -36,8 +36,8 @@ def http_config(config: HubConfig) -> HubConfig:
 
 
 @pytest.fixture
-async def served(http_config: HubConfig, make_hub) -> AsyncIterator[tuple[Hub, aiohttp.ClientSession, str]]:
-    async with make_hub() as hub:
+async def served(http_config: HubConfig, make_chat_hub) -> AsyncIterator[tuple[Hub, aiohttp.ClientSession, str]]:
+    async with make_chat_hub() as hub:
         assert hub.http is not None and hub.http.port
         async with aiohttp.ClientSession() as session:
             yield hub, session, f"http://127.0.0.1:{hub.http.port}"
@@ -179,9 +179,9 @@ async def test_a_bad_idempotency_key_is_400(served) -> None:
     await no_runs(hub)
 
 
-async def test_metrics_are_behind_the_http_token_when_one_is_set(http_config: HubConfig, make_hub) -> None:
+async def test_metrics_are_behind_the_http_token_when_one_is_set(http_config: HubConfig, make_chat_hub) -> None:
     http_config.http.token = "metrics-token-0123456789"
-    async with make_hub() as hub, aiohttp.ClientSession() as session:
+    async with make_chat_hub() as hub, aiohttp.ClientSession() as session:
         url = f"http://127.0.0.1:{hub.http.port}/metrics"
         async with session.get(url) as resp:
             assert resp.status == 401
@@ -210,10 +210,10 @@ class FullDisk(InMemoryInbox):
 
 
 async def test_a_failing_store_answers_503_json_and_the_next_message_is_answered(
-    http_config, make_hub, said: Said
+    http_config, make_chat_hub, said: Said
 ) -> None:
     inbox = FullDisk()
-    async with make_hub(inbox=inbox) as hub, aiohttp.ClientSession() as session:
+    async with make_chat_hub(inbox=inbox) as hub, aiohttp.ClientSession() as session:
         url = f"http://127.0.0.1:{hub.http.port}/webhooks/deploys"
         inbox.full = True
         async with session.post(url, json={"n": 1}, headers=BEARER) as resp:
@@ -253,10 +253,10 @@ async def dribble(writers: list[asyncio.StreamWriter], stop: asyncio.Event) -> N
             pass
 
 
-async def test_320_slow_clients_do_not_starve_healthz_or_webhooks(http_config, make_hub, said: Said) -> None:
+async def test_320_slow_clients_do_not_starve_healthz_or_webhooks(http_config, make_chat_hub, said: Said) -> None:
     http_config.http.max_connections = 64
     http_config.http.header_timeout = 30.0  # eviction, not the timeout, has to make room here
-    async with make_hub() as hub, aiohttp.ClientSession() as session:
+    async with make_chat_hub() as hub, aiohttp.ClientSession() as session:
         base = f"http://127.0.0.1:{hub.http.port}"
         slow = await open_slow(hub.http.port, 320)
         stop = asyncio.Event()
@@ -306,9 +306,9 @@ async def test_a_body_that_does_not_arrive_in_time_is_408(served) -> None:
     await no_runs(hub)
 
 
-async def test_when_every_connection_is_busy_a_new_one_gets_503(http_config, make_hub) -> None:
+async def test_when_every_connection_is_busy_a_new_one_gets_503(http_config, make_chat_hub) -> None:
     http_config.http.max_connections = 2
-    async with make_hub() as hub:
+    async with make_chat_hub() as hub:
         port = hub.http.port
         held = []
         for _ in range(2):  # authenticated webhooks whose bodies are still coming: proven, kept

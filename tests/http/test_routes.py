@@ -40,10 +40,10 @@ def platform(received: Received, **route: Any) -> Extension:
 
 
 @pytest.fixture
-async def served(config: HubConfig, make_hub) -> AsyncIterator[tuple[Received, aiohttp.ClientSession, str]]:
+async def served(config: HubConfig, make_chat_hub) -> AsyncIterator[tuple[Received, aiohttp.ClientSession, str]]:
     config.http = HttpSection(port=0, max_body=1024)
     received = Received()
-    async with make_hub(extra=[platform(received)]) as hub:
+    async with make_chat_hub(extra=[platform(received)]) as hub:
         assert hub.http is not None and hub.http.port
         async with aiohttp.ClientSession() as session:
             yield received, session, f"http://127.0.0.1:{hub.http.port}/platform/updates"
@@ -88,21 +88,21 @@ async def test_wrong_missing_or_oversized_requests_never_reach_the_handler(serve
         ("relative", "must start with '/'"),
     ],
 )
-def test_routes_may_not_shadow_the_hubs_paths(config: HubConfig, make_hub, path: str, message: str) -> None:
+def test_routes_may_not_shadow_the_hubs_paths(config: HubConfig, make_chat_hub, path: str, message: str) -> None:
     with pytest.raises(ExtensionError, match=message):
-        make_hub(extra=[platform(Received(), path=path)])
+        make_chat_hub(extra=[platform(Received(), path=path)])
 
 
-def test_a_route_needs_a_secret_and_a_unique_path(config: HubConfig, make_hub) -> None:
+def test_a_route_needs_a_secret_and_a_unique_path(config: HubConfig, make_chat_hub) -> None:
     received = Received()
     with pytest.raises(ExtensionError, match="needs a secret"):
-        make_hub(extra=[Extension(name="p", routes=[Route("/p", received.handle, HEADER, "")])])
+        make_chat_hub(extra=[Extension(name="p", routes=[Route("/p", received.handle, HEADER, "")])])
     other = Extension(name="other", routes=[Route("/platform/updates", received.handle, HEADER, SECRET)])
     with pytest.raises(ExtensionError, match="route '/platform/updates' is already defined by extension 'platform'"):
-        make_hub(extra=[platform(received), other])
+        make_chat_hub(extra=[platform(received), other])
 
 
-async def test_routes_without_the_http_endpoint_stop_the_start(config: HubConfig, make_hub) -> None:
-    hub: Hub = make_hub(extra=[platform(Received())])
+async def test_routes_without_the_http_endpoint_stop_the_start(config: HubConfig, make_chat_hub) -> None:
+    hub: Hub = make_chat_hub(extra=[platform(Received())])
     with pytest.raises(ConfigError, match=r"\[http\].*platform \(/platform/updates\)"):
         await hub.start()

@@ -43,9 +43,9 @@ async def sse(resp: aiohttp.ClientResponse, *, until: str = "run_ended") -> list
     return got
 
 
-async def test_the_routes_are_off_without_a_token(config: HubConfig, make_hub) -> None:
+async def test_the_routes_are_off_without_a_token(config: HubConfig, make_chat_hub) -> None:
     config.http = HttpSection(port=0)
-    async with make_hub() as hub, aiohttp.ClientSession() as session:
+    async with make_chat_hub() as hub, aiohttp.ClientSession() as session:
         base = f"http://127.0.0.1:{hub.http.port}"
         for path in ("/events", "/runs/abc"):
             async with session.get(base + path, headers=AUTH) as resp:
@@ -53,8 +53,8 @@ async def test_the_routes_are_off_without_a_token(config: HubConfig, make_hub) -
                 assert "set [http] token" in (await resp.json())["error"]
 
 
-async def test_events_refuse_a_request_without_the_token(http_config: HubConfig, make_hub) -> None:
-    async with make_hub() as hub, aiohttp.ClientSession() as session:
+async def test_events_refuse_a_request_without_the_token(http_config: HubConfig, make_chat_hub) -> None:
+    async with make_chat_hub() as hub, aiohttp.ClientSession() as session:
         base = f"http://127.0.0.1:{hub.http.port}"
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}):
             for path in ("/events", "/runs/abc"):
@@ -67,11 +67,11 @@ async def test_events_refuse_a_request_without_the_token(http_config: HubConfig,
 
 
 async def test_a_run_streams_in_order_and_redacted_then_reads_back_as_json(
-    http_config: HubConfig, make_hub, monkeypatch
+    http_config: HubConfig, make_chat_hub, monkeypatch
 ) -> None:
     secret = "sk-live-events-0123456789abcdef"
     monkeypatch.setenv("EVENTS_HTTP_API_KEY", secret)
-    async with make_hub() as hub, aiohttp.ClientSession() as session:
+    async with make_chat_hub() as hub, aiohttp.ClientSession() as session:
         base = f"http://127.0.0.1:{hub.http.port}"
         async with session.get(base + "/events?context=test:chat:42", headers=AUTH) as resp:
             assert resp.status == 200 and resp.headers["Content-Type"] == "text/event-stream"
@@ -97,8 +97,8 @@ async def test_a_run_streams_in_order_and_redacted_then_reads_back_as_json(
             assert [e["kind"] for e in events] == ["run_ended"] and await resp.content.read() == b""
 
 
-async def test_stopping_the_hub_ends_open_streams(http_config: HubConfig, make_hub) -> None:
-    hub = make_hub()
+async def test_stopping_the_hub_ends_open_streams(http_config: HubConfig, make_chat_hub) -> None:
+    hub = make_chat_hub()
     await hub.start()
     async with aiohttp.ClientSession() as session:
         async with session.get(f"http://127.0.0.1:{hub.http.port}/events", headers=AUTH) as resp:
@@ -123,8 +123,8 @@ def test_check_says_the_routes_are_off_without_a_token(config: HubConfig) -> Non
     assert not any("http.token" in w for w in check_config(config).warnings)
 
 
-async def test_a_client_that_goes_away_is_unsubscribed(http_config: HubConfig, make_hub) -> None:
-    async with make_hub() as hub:
+async def test_a_client_that_goes_away_is_unsubscribed(http_config: HubConfig, make_chat_hub) -> None:
+    async with make_chat_hub() as hub:
         session = aiohttp.ClientSession()
         resp = await session.get(f"http://127.0.0.1:{hub.http.port}/events", headers=AUTH)
         assert resp.status == 200 and hub.bus.subscribers == 1

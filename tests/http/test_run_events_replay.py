@@ -44,8 +44,8 @@ async def messages(resp: aiohttp.ClientResponse, *, until: str = "run_ended", co
     return got
 
 
-async def test_reconnecting_with_last_event_id_replays_what_followed(http_config: HubConfig, make_hub) -> None:
-    async with make_hub() as hub, aiohttp.ClientSession() as session:
+async def test_reconnecting_with_last_event_id_replays_what_followed(http_config: HubConfig, make_chat_hub) -> None:
+    async with make_chat_hub() as hub, aiohttp.ClientSession() as session:
         base = f"http://127.0.0.1:{hub.http.port}/events?context=test:chat:42"
         async with session.get(base, headers=AUTH) as resp:
             first = await hub.send("test:chat:42", None, "one")
@@ -69,8 +69,8 @@ async def test_reconnecting_with_last_event_id_replays_what_followed(http_config
     assert {m["run_id"] for m in live} == {third.run_id} and live[0]["kind"] == "run_started"
 
 
-async def test_a_run_filtered_stream_resumes_only_that_run(http_config: HubConfig, make_hub) -> None:
-    async with make_hub() as hub, aiohttp.ClientSession() as session:
+async def test_a_run_filtered_stream_resumes_only_that_run(http_config: HubConfig, make_chat_hub) -> None:
+    async with make_chat_hub() as hub, aiohttp.ClientSession() as session:
         result = await hub.send("test:chat:42", None, "one")
         await hub.send("test:chat:42", None, "two")
         url = f"http://127.0.0.1:{hub.http.port}/events?run={result.run_id}&last_event_id={result.run_id}:2"

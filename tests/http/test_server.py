@@ -12,8 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from hub import ConfigError, Hub, HubConfig
 from hub.config import HttpSection, WebhookSection, config_from_dict
 from hub.http import signature
-
-from .conftest import Said
+from tests._support.chat import Said, reply_to_input, test_extension
 
 SECRET = "s3cret-token-for-tests"
 
@@ -26,8 +25,8 @@ def http_config(config: HubConfig) -> HubConfig:
 
 
 @pytest.fixture
-async def served(http_config: HubConfig, make_hub) -> AsyncIterator[tuple[Hub, aiohttp.ClientSession, str]]:
-    async with make_hub() as hub:
+async def served(http_config: HubConfig, make_chat_hub) -> AsyncIterator[tuple[Hub, aiohttp.ClientSession, str]]:
+    async with make_chat_hub() as hub:
         assert hub.http is not None and hub.http.port
         async with aiohttp.ClientSession() as session:
             yield hub, session, f"http://127.0.0.1:{hub.http.port}"
@@ -193,24 +192,26 @@ async def test_metrics_parse_and_count_runs_steps_tokens_and_platform_sends(serv
     assert got[("hub_webhook_requests_total", (("status", "200"), ("webhook", "deploys")))] == 1
 
 
-async def test_two_hubs_in_one_process_keep_their_own_metrics(config: HubConfig, make_hub) -> None:
-    a, b = make_hub(), make_hub()
+async def test_two_hubs_in_one_process_keep_their_own_metrics(config: HubConfig, make_chat_hub) -> None:
+    a, b = make_chat_hub(), make_chat_hub()
     a.metrics.platform_429("discord")
     assert a.metrics.registry.get_sample_value("hub_platform_rate_limited_total", {"platform": "discord"}) == 1
     assert b.metrics.registry.get_sample_value("hub_platform_rate_limited_total", {"platform": "discord"}) is None
 
 
-async def test_the_endpoint_is_off_without_an_http_table(config: HubConfig, make_hub) -> None:
+async def test_the_endpoint_is_off_without_an_http_table(config: HubConfig, make_chat_hub) -> None:
     config.webhooks = {"deploys": WebhookSection(context="test:chat:42", secret=SECRET)}
-    hub = make_hub()
+    hub = make_chat_hub()
     assert hub.http is None
     assert not any(type(c).__name__ == "HttpServer" for c in hub.components)
 
 
-async def test_a_webhook_to_an_unknown_context_is_a_config_error_at_start(http_config: HubConfig, make_hub) -> None:
+async def test_a_webhook_to_an_unknown_context_is_a_config_error_at_start(
+    http_config: HubConfig, make_chat_hub
+) -> None:
     http_config.webhooks = {"deploys": WebhookSection(context="nope:chat:1", secret=SECRET)}
     with pytest.raises(ConfigError, match=r"webhooks\.deploys\.context"):
-        async with make_hub():
+        async with make_chat_hub():
             pass
 
 
@@ -240,8 +241,6 @@ async def test_either_credential_is_enough(served, said: Said) -> None:
 
 async def test_wait_gives_up_with_504_and_the_run_goes_on(http_config: HubConfig, said: Said) -> None:
     from hub import ScriptedModel
-
-    from .conftest import reply_to_input, test_extension
 
     http_config.webhooks = {"slow": WebhookSection(context="test:chat:1", secret=SECRET, wait_timeout=0.1)}
     model = ScriptedModel(reply_to_input, delay=0.5)

@@ -14,7 +14,7 @@ from hub import Hub, HubConfig
 from hub.config import config_from_dict
 from hub.testing import Failure, FakeServer, Recorded, ScriptedModel
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def readme_block() -> str:

@@ -20,8 +20,7 @@ from hub.config import HttpSection, WebhookSection
 from hub.http import signature
 from hub.models import ModelRequest, Usage
 from hub.protocol import count_tokens
-
-from .conftest import Said, test_extension
+from tests._support.chat import Said, test_extension
 
 SECRET = "pile-webhook-secret-0123456789"
 N, SIZE = 100, 100_000

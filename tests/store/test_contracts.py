@@ -34,7 +34,7 @@ from hub.store import (
     SQLiteInbox,
     SQLiteRunStore,
 )
-from tests.backends import BACKENDS, sql_database
+from tests._support.backends import BACKENDS, sql_database
 
 _CLASSES: dict[str, tuple[type, type, type]] = {
     "runs": (InMemoryRunStore, SQLiteRunStore, PostgresRunStore),

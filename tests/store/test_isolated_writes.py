@@ -23,7 +23,7 @@ from hub.store import (
     SQLiteRunStore,
 )
 from hub.store.sql import Database, SqlDatabase
-from tests.backends import SQL_BACKENDS, sql_database
+from tests._support.backends import SQL_BACKENDS, sql_database
 
 
 async def _until(cond, timeout: float = 10.0) -> None:

@@ -26,7 +26,7 @@ from hub.store import (
 )
 from hub.store.sql import Database, PgDatabase, SqlDatabase
 from hub.testing.postgres import temporary_schema
-from tests.backends import BACKENDS
+from tests._support.backends import BACKENDS
 
 
 class Clock:

@@ -23,7 +23,7 @@ from hub.store import (
     prune,
 )
 from hub.store.sql import Database, SqlDatabase
-from tests.backends import SQL_BACKENDS, sql_database
+from tests._support.backends import SQL_BACKENDS, sql_database
 
 DAY = 86_400.0
 
