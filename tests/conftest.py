@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from hub import Extension, Hub, HubConfig, ScriptedModel
+from hub.testing.fixtures import _no_network, _restore_logging  # noqa: F401  (autouse)
 from hub_cli import CliSettings
 from hub_cli import extension as cli_extension
 from tests._support import rig

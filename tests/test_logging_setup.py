@@ -12,18 +12,6 @@ from hub import Extension, NoArgs, action
 from hub.logging_setup import setup_logging
 
 
-@pytest.fixture
-def restore_logging():
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for h in list(root.handlers):
-        root.removeHandler(h)
-    for h in handlers:
-        root.addHandler(h)
-    root.setLevel(level)
-
-
 @action(name="work", description="Logs while it works.")
 async def work(args: NoArgs, ctx) -> dict:
     logging.getLogger("tests.work").info("working for %s", ctx.user, extra={"items": 3})
@@ -31,7 +19,7 @@ async def work(args: NoArgs, ctx) -> dict:
 
 
 @pytest.mark.parametrize("fmt", ["json", "text"])
-async def test_lines_logged_in_a_run_carry_its_ids(make_rig, restore_logging, fmt):
+async def test_lines_logged_in_a_run_carry_its_ids(make_rig, fmt):
     stream = io.StringIO()
     setup_logging("INFO", fmt, stream)
     rig = make_rig(

@@ -8,8 +8,6 @@ import json
 import logging
 from pathlib import Path
 
-import pytest
-
 from hub import Extension, Hub, NoArgs, ScriptedModel, action, load_config
 from hub.cli import main
 from hub.logging_setup import setup_logging
@@ -19,18 +17,6 @@ from hub_cli import extension as cli_extension
 
 ENV_SECRET = "sk-env-0123456789abcdef"  # reaches the config through ${HUB_TEST_API_KEY}
 FILE_SECRET = "tg-file-token-<&>-9876"  # written in the config under a key named like a secret
-
-
-@pytest.fixture
-def restore_logging():
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for h in list(root.handlers):
-        root.removeHandler(h)
-    for h in handlers:
-        root.addHandler(h)
-    root.setLevel(level)
 
 
 def test_secret_names():
@@ -80,7 +66,7 @@ stdin = false
     return path
 
 
-def test_secrets_never_reach_logs_traces_or_prompts(tmp_path, monkeypatch, restore_logging, capsys):
+def test_secrets_never_reach_logs_traces_or_prompts(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HUB_TEST_API_KEY", ENV_SECRET)
     path = write_config(tmp_path)
     config = load_config(path)

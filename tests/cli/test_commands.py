@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import logging
 from pathlib import Path
 
 import pytest
@@ -24,18 +23,6 @@ class Where(BaseModel):
 @action(name="getWeather", description="Current weather.")
 async def get_weather(args: Where, ctx) -> dict:
     return {"temperature": 72, "where": args.location}
-
-
-@pytest.fixture(autouse=True)
-def restore_logging():
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for h in list(root.handlers):
-        root.removeHandler(h)
-    for h in handlers:
-        root.addHandler(h)
-    root.setLevel(level)
 
 
 @pytest.fixture
