@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from hub import Extension, Hub, HubConfig, ScriptedModel
+from hub.testing import temp_config
 from hub.testing.fixtures import _no_network, _restore_logging  # noqa: F401  (autouse)
 from hub_cli import CliSettings
 from hub_cli import extension as cli_extension
@@ -20,12 +21,8 @@ from tests._support import rig
 
 @pytest.fixture
 def config(tmp_path: Path) -> HubConfig:
-    cfg = HubConfig()
-    cfg.hub.data_dir = str(tmp_path / "data")
-    cfg.hub.contexts_dir = str(tmp_path / "contexts")
-    (tmp_path / "contexts").mkdir()
-    cfg.memory.episodes = False
-    return cfg
+    """A config on ``tmp_path`` (``hub.testing.temp_config``): data and persona folders there, no episodes."""
+    return temp_config(tmp_path)
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import json
 import os
 from pathlib import Path
 
-from hub import Hub, HubConfig, ScriptedModel
-from hub.testing import FakeOpenAI
+from hub import Hub, ScriptedModel
+from hub.testing import FakeOpenAI, temp_config
 from hub_cli import read_lines
 from tests._support.chat import Said, reply_to_input, test_extension
 from tests._support.processes import hub_cmd, setup_dir
@@ -47,10 +47,7 @@ async def test_chat_survives_a_piped_line_over_1_mib(tmp_path: Path) -> None:
 
 
 async def make_runs(tmp_path: Path) -> str:
-    cfg = HubConfig()
-    cfg.hub.data_dir = str(tmp_path / "data")
-    cfg.hub.contexts_dir = str(tmp_path)
-    cfg.memory.episodes = False
+    cfg = temp_config(tmp_path)
     said = Said()
     async with Hub(
         cfg, model=ScriptedModel(reply_to_input), load_extensions=False, extensions=[test_extension(said)]

@@ -13,7 +13,7 @@ CONFTEST = "from hub.testing.fixtures import _no_network, _restore_logging  # no
 
 # in file order: the first test changes logging as `hub` commands and libraries do, the second
 # checks that it finds the logging of before
-TESTS = '''
+TESTS = """
 import logging
 import socket
 
@@ -45,7 +45,7 @@ def test_3_loopback_only():
         pass
     with pytest.raises(OSError, match="test tried to reach the network"):
         socket.create_connection(("192.0.2.1", 80), timeout=5)  # TEST-NET-1: never routed
-'''
+"""
 
 
 def test_logging_is_restored_and_the_network_refused_between_tests(tmp_path: Path) -> None:

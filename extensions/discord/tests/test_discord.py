@@ -21,17 +21,19 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_discord import FakeDiscord
 
-from hub import ExtensionFailed, Hub, HubConfig, OutputLog, ScriptedModel
+from hub import Extension, ExtensionFailed, Hub, HubConfig, OutputLog, ScriptedModel
 from hub.definitions import load_extension
 from hub.engine import Plugin
 from hub.errors import ConfigError
+from hub.models import Model
+from hub.testing import temp_config
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # discord imports audioop
@@ -47,7 +49,7 @@ OTHER_BOT = 1200000000000000007
 class Running:
     """A started hub with the Discord extension, its fake, and what its outputs did."""
 
-    def __init__(self, hub: Hub, dc: FakeDiscord, model: ScriptedModel) -> None:
+    def __init__(self, hub: Hub, dc: FakeDiscord, model: Any) -> None:
         self.hub = hub
         self.dc = dc
         self.model = model
@@ -102,20 +104,27 @@ async def running(
     *,
     dc: FakeDiscord | None = None,
     default: str | None = "pong",
+    model: Model | None = None,
+    config: HubConfig | None = None,
+    extensions: Sequence[Extension] = (),
     **settings: Any,
 ) -> AsyncIterator[Running]:
+    """A started hub with the Discord extension against ``dc`` (default: a fresh fake), and
+    ``extensions`` beside it.
+
+    It runs on ``config`` (default: ``temp_config(tmp_path)``), answered by ``model`` (default: a
+    ScriptedModel of ``responses``, then ``default``); ``settings`` go to DiscordSettings.
+    """
     async with contextlib.AsyncExitStack() as stack:
         if dc is None:
             dc = await stack.enter_async_context(FakeDiscord())
         dc.attach(monkeypatch)
-        cfg = HubConfig()
-        cfg.hub.data_dir = str(tmp_path)
-        cfg.hub.contexts_dir = str(tmp_path)
+        cfg = config or temp_config(tmp_path)
         cfg.hub.shutdown_grace = 1.0
-        model = ScriptedModel(responses, default=default)
+        model = model or ScriptedModel(responses, default=default)
         settings.setdefault("guild_ready_timeout", 0.05)
         ext = extension(DiscordSettings(token="fake-token", **settings))
-        hub = Hub(cfg, model=model, load_extensions=False, extensions=[ext])
+        hub = Hub(cfg, model=model, load_extensions=False, extensions=[ext, *extensions])
         async with hub:
             yield Running(hub, dc, model)
 

@@ -19,10 +19,11 @@ import fake_twitter
 import pytest
 from fake_twitter import FakeTwitter, weighted_length
 
-from hub import ConfigError, Hub, HubConfig, RunResult, ScriptedModel
+from hub import ConfigError, Hub, RunResult, ScriptedModel
 from hub.config import config_from_dict
 from hub.definitions import load_extension
 from hub.engine import Plugin
+from hub.testing import temp_config
 from hub_twitter import (
     SINCE_ID_KEY,
     TwitterService,
@@ -106,9 +107,7 @@ async def bot(
     page_size = kw.pop("page_size", 100)
     settings = settings_for(tw, **kw)
     service = TwitterService(settings, client_factory=routed(tw), page_size=page_size)
-    cfg = HubConfig()
-    cfg.hub.data_dir = str(data)
-    cfg.hub.contexts_dir = str(data)
+    cfg = temp_config(data)
     cfg.hub.shutdown_grace = 2
     model = model or numbered()
     hub = Hub(cfg, model=model, load_extensions=False, extensions=[extension(settings, service=service)])
@@ -195,7 +194,7 @@ async def test_mentions_over_several_pages_are_taken_oldest_first(tmp_path: Path
             assert await b.hub.memory.get(SINCE_ID_KEY) == ids[-1]
         assert len(tw.calls(MENTIONS)) == 3  # pages of 5, 5 and 2
         assert sorted(s["in_reply_to"] for s in tw.sent) == ids
-        with sqlite3.connect(tmp_path / "hub.db") as db:
+        with sqlite3.connect(tmp_path / "data" / "hub.db") as db:
             recorded = [r[0] for r in db.execute("SELECT platform_id FROM inbox ORDER BY received")]
         assert recorded == [f"twitter:{i}" for i in ids]
 
@@ -237,7 +236,7 @@ async def test_resumed_run_does_not_post_an_answer_already_posted(tmp_path: Path
         async with bot(tw, tmp_path) as b:
             await tw.wait_sent(1)
             await b.runs(1)
-        with sqlite3.connect(tmp_path / "hub.db") as db:  # as if killed before the run's end was saved
+        with sqlite3.connect(tmp_path / "data" / "hub.db") as db:  # as if killed before the run's end was saved
             db.execute("UPDATE inbox SET state = 'taken', run_id = NULL")
         async with bot(tw, tmp_path) as b:
             (result,) = await b.runs(1)  # the input is handled again...
@@ -595,11 +594,8 @@ async def test_one_worker_polls_mentions_and_another_takes_over_when_it_stops(
         for n in range(2):  # two workers on one data dir share the store, and its leases
             settings = settings_for(tw, poll_interval=15, lease_ttl=4)
             service = TwitterService(settings, client_factory=routed(tw))
-            cfg = HubConfig()
-            cfg.hub.data_dir = str(tmp_path)
-            cfg.hub.contexts_dir = str(tmp_path)
+            cfg = temp_config(tmp_path)
             cfg.hub.shutdown_grace = 2
-            cfg.memory.episodes = False
             services.append(service)
             hubs.append(
                 Hub(
