@@ -16,10 +16,13 @@ async def test_one_run_at_a_time_per_context_and_inputs_meanwhile_join_the_next_
         )
         return "ok"
 
+    held = asyncio.Event()  # the first run waits on the gate
+
     class Slow(ScriptedModel):
         async def stream(self, request):
             if len(self.requests) == 0:
                 self.requests.append(request)
+                held.set()
                 await gate.wait()
                 self.requests.pop()
             async for c in super().stream(request):
@@ -28,10 +31,9 @@ async def test_one_run_at_a_time_per_context_and_inputs_meanwhile_join_the_next_
     model = Slow(respond)
     async with make_hub(model) as hub:
         first = await hub.submit("cli:session", {"user": "ann"}, "one")
-        await asyncio.sleep(0.05)
+        await asyncio.wait_for(held.wait(), 5)
         second = await hub.submit("cli:session", {"user": "ann"}, "two")
         third = await hub.submit("cli:session", {"user": "ann"}, "three")
-        await asyncio.sleep(0.05)
         assert hub.runner.running == 1 and hub.runner.queued == 2
         gate.set()
         r1, r2, r3 = await asyncio.gather(first.wait(), second.wait(), third.wait())

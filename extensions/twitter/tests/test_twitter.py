@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -85,6 +86,11 @@ async def until(predicate: Callable[[], bool], timeout: float = 5) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("condition not met in time")
         await asyncio.sleep(0.01)
+
+
+def inputs(result: RunResult) -> list[Any]:
+    """The inputs a run took."""
+    return [e for e in result.logs if e.kind == "input"]
 
 
 def numbered(prefix: str = "Thanks") -> ScriptedModel:
@@ -218,14 +224,22 @@ async def test_restart_on_the_same_data_does_not_reply_again(tmp_path: Path) -> 
 
 async def test_redelivered_mention_is_not_answered_twice(tmp_path: Path) -> None:
     async with FakeTwitter() as tw:
-        tw.push_mention("@hubbot hi", author_id="42", author_username="alice")
+        first = tw.push_mention("@hubbot hi", author_id="42", author_username="alice")
         async with bot(tw, tmp_path) as b:
             await tw.wait_sent(1)
+            await b.runs(1)
             await b.hub.memory.delete(SINCE_ID_KEY)  # the cursor is lost: X sends it again
             assert await b.service.poll() == 0
-            await asyncio.sleep(0.1)
-            assert len(tw.sent) == 1 and len(b.model.requests) == 1
             assert await b.hub.memory.get(SINCE_ID_KEY) is not None
+            # the sentinel, in the same conversation: a redelivery taken as new would be answered
+            # before it, or taken with it by the sentinel's run
+            sentinel = tw.push_mention(
+                "@hubbot still there?", author_id="42", author_username="alice", in_reply_to=first
+            )
+            assert await b.service.poll() == 1
+            await b.runs(2)
+            assert [s["in_reply_to"] for s in tw.sent] == [first, sentinel]
+            assert len(b.model.requests) == 2 and [len(inputs(r)) for r in b.results] == [1, 1]
 
 
 async def test_resumed_run_does_not_post_an_answer_already_posted(tmp_path: Path) -> None:
@@ -278,17 +292,23 @@ async def test_allow_list(tmp_path: Path) -> None:
 async def test_loop_guard_caps_answers_per_conversation(tmp_path: Path) -> None:
     async with FakeTwitter() as tw:
         root = tw.push_mention("@hubbot hi", author_id="666", author_username="otherbot")
-        last = root
+        mentions = [root]
         for i in range(3):
-            last = tw.push_mention(f"@hubbot reply {i}", author_id="666", author_username="otherbot", in_reply_to=last)
+            mentions.append(
+                tw.push_mention(
+                    f"@hubbot reply {i}", author_id="666", author_username="otherbot", in_reply_to=mentions[-1]
+                )
+            )
         async with bot(tw, tmp_path, loop_guard_turns=2) as b:
             await b.runs(1)
             await b.service.poll()
-            await asyncio.sleep(0.2)
-            # 4 mentions in one conversation, all taken by at most 2 runs; only 2 were let in
-            inputs = [e for r in b.results for e in r.logs if e.kind == "input"]
-            assert len(inputs) == 2
-            assert await b.hub.memory.get(SINCE_ID_KEY) == last
+            assert await b.hub.memory.get(SINCE_ID_KEY) == mentions[-1]
+            # the guard decides as a poll records each mention: the first 2 were let in, and no
+            # later poll takes the others
+            assert [await b.hub.inbox.seen(f"twitter:{m}") for m in mentions] == [True, True, False, False]
+            # 4 mentions in one conversation, taken by at most 2 runs
+            await until(lambda: sum(len(inputs(r)) for r in b.results) == 2)
+            assert len(b.results) <= 2
 
 
 # -- posting ---------------------------------------------------------------------------------
@@ -486,6 +506,21 @@ async def _model_requests(port: int, n: int, timeout: float) -> None:
             await asyncio.sleep(0.02)
 
 
+async def _all_handled(db: Path, timeout: float = 20) -> None:
+    """Until the hub (another process) has handled every input it recorded and no run of it
+    is going, read from its SQLite file."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+            (open_inputs,) = conn.execute("SELECT count(*) FROM inbox WHERE state IN ('received', 'taken')").fetchone()
+            (running,) = conn.execute("SELECT count(*) FROM runs WHERE state = 'running'").fetchone()
+        if open_inputs == 0 and running == 0:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{open_inputs} input(s) not handled, {running} run(s) going after {timeout}s")
+        await asyncio.sleep(0.05)
+
+
 async def _start(args: list[str], env: dict[str, str], log: Path) -> asyncio.subprocess.Process:
     with log.open("ab") as stderr:  # the child keeps its own handle
         return await asyncio.create_subprocess_exec(
@@ -556,7 +591,9 @@ api_base_url = "{tw.base_url}"
                 await tw.wait_sent(n, timeout=20)
             except TimeoutError as e:
                 raise AssertionError((tmp_path / "hub.log").read_text()[-4000:]) from e
-            await asyncio.sleep(0.5)  # time for a duplicate to show up, if there were one
+            # once every input the hub recorded is handled and no run goes on, nothing is left
+            # that could answer a mention again: the next poll is poll_interval away
+            await _all_handled(tmp_path / "data" / "hub.db")
             hub_proc.send_signal(signal.SIGTERM)
             assert await asyncio.wait_for(hub_proc.wait(), 10) == 0
             replies = sorted((s["in_reply_to"], s["text"]) for s in tw.sent)
