@@ -88,7 +88,7 @@ def extension(settings: TelegramSettings) -> Extension:  # noqa: C901 - split un
     quiet_loggers("telegram")  # python-telegram-bot logs each request at INFO
     client = TelegramClient(settings)
 
-    chat = Context(
+    chat: Context[TelegramChat, dict[str, Any]] = Context(
         type="telegram:chat",
         schema=TelegramChat,
         key=lambda a: str(a.chat_id),

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from tweepy.asynchronous import AsyncClient
+from yarl import URL
 
 from hub import ConfigError, Context, Extension, Input, Service, TextArgs, output
 from hub.platform import PlatformSettings, quiet_loggers
@@ -103,6 +104,13 @@ class TwitterSettings(PlatformSettings):
             )
         return v
 
+    @field_validator("api_base_url")
+    @classmethod
+    def _absolute_url(cls, v: str) -> str:
+        if v and not (v.startswith(("http://", "https://")) and URL(v).host):
+            raise ValueError(f"{v!r} is not an absolute http(s) URL (https://x-proxy.example.com, say)")
+        return v
+
     @field_validator("dm_policy")
     @classmethod
     def _no_public_pairing(cls, v: str) -> str:
@@ -184,14 +192,14 @@ def extension(
         raise ValueError("a given service brings its own settings and client_factory")
     svc = service or TwitterService(settings, client_factory=client_factory)
 
-    conversation = Context(
+    conversation: Context[TextArgs, dict[str, Any]] = Context(
         type="twitter:conversation",
         schema=TextArgs,
         description="A conversation on X, keyed by its conversation id; mentions of the bot come in here.",
         instructions=_CONVERSATION_INSTRUCTIONS,
         reply_output="twitter:reply",
     )
-    timeline = Context(
+    timeline: Context[TextArgs, dict[str, Any]] = Context(
         type="twitter:timeline",
         schema=TextArgs,
         description="The bot's own X timeline (key: home), for scheduled or requested posts.",

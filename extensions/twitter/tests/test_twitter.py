@@ -464,6 +464,8 @@ def test_config_is_validated_through_the_loader(tmp_path: Path) -> None:
         load({"bearer_token": "${TWITTER_BEARER_TOKEN}", "user_id": "1", "pol_interval": 90})
     with pytest.raises(ConfigError, match=r"TWITTER_API_KEY"):
         load({"bearer_token": "${TWITTER_BEARER_TOKEN}", "api_key": "${TWITTER_API_KEY}", "dry_run": False})
+    with pytest.raises(ConfigError, match=r"extensions\.twitter\.api_base_url.*not an absolute http\(s\) URL"):
+        load({"bearer_token": "${TWITTER_BEARER_TOKEN}", "user_id": "1", "api_base_url": "x-proxy.local:8080"})
     ext = load({"bearer_token": "${TWITTER_BEARER_TOKEN}", "user_id": "1"})
     assert ext.name == "twitter" and "secret-b" not in repr(ext)
 
