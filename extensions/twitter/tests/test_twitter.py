@@ -27,7 +27,7 @@ from hub.engine import Plugin
 from hub.testing import temp_config
 from hub_twitter import (
     SINCE_ID_KEY,
-    TwitterService,
+    TwitterBot,
     TwitterSettings,
     extension,
     make_client,
@@ -69,9 +69,9 @@ def routed(tw: FakeTwitter) -> Callable[[TwitterSettings], Any]:
 class Bot:
     """A started hub with the X extension, and what its runs produced."""
 
-    def __init__(self, hub: Hub, service: TwitterService, model: ScriptedModel) -> None:
+    def __init__(self, hub: Hub, bot: TwitterBot, model: ScriptedModel) -> None:
         self.hub = hub
-        self.service = service
+        self.bot = bot
         self.model = model
         self.results: list[RunResult] = []
 
@@ -112,12 +112,12 @@ async def bot(
     """A hub with the X extension on ``data``; entered once the first poll is done."""
     page_size = kw.pop("page_size", 100)
     settings = settings_for(tw, **kw)
-    service = TwitterService(settings, client_factory=routed(tw), page_size=page_size)
+    twitter = TwitterBot(settings, client_factory=routed(tw), page_size=page_size)
     cfg = temp_config(data)
     cfg.hub.shutdown_grace = 2
     model = model or numbered()
-    hub = Hub(cfg, model=model, load_extensions=False, extensions=[extension(settings, service=service)])
-    b = Bot(hub, service, model)
+    hub = Hub(cfg, model=model, load_extensions=False, extensions=[extension(settings, bot=twitter)])
+    b = Bot(hub, twitter, model)
 
     class Collect(Plugin):
         async def after_run(self, result: RunResult, ctx: Any) -> None:
@@ -126,7 +126,7 @@ async def bot(
     hub.plugins.add(Collect())
     async with hub:
         if first_poll:
-            await until(lambda: service.polls >= 1)
+            await until(lambda: twitter.polls >= 1)
         yield b
 
 
@@ -144,7 +144,7 @@ async def test_mention_gets_a_reply_and_since_id_is_saved(tmp_path: Path) -> Non
             (out,) = result.outputs
             assert out.type == "twitter:reply" and out.sent and out.data["tweet_ids"] == [sent[0]["id"]]
             assert await b.hub.memory.get(SINCE_ID_KEY) == mid
-            assert b.service.username == "hubbot" and b.service.user_id == tw.user_id
+            assert b.bot.username == "hubbot" and b.bot.user_id == tw.user_id
             prompt = json.dumps([m for r in b.model.requests for m in r.messages])
             assert "up?" in prompt and "@alice" in prompt
         # reading with the bearer token, posting (and /users/me) as the bot
@@ -212,9 +212,9 @@ async def test_restart_on_the_same_data_does_not_reply_again(tmp_path: Path) -> 
             await tw.wait_sent(1)
             await b.runs(1)
         async with bot(tw, tmp_path, numbered("Welcome back")) as b:
-            assert await b.service.poll() == 0  # after the start's own poll: nothing new
+            assert await b.bot.poll() == 0  # after the start's own poll: nothing new
             second = tw.push_mention("@hubbot two", author_id="43", author_username="bob")
-            assert await b.service.poll() == 1
+            assert await b.bot.poll() == 1
             await tw.wait_sent(2)
             await b.runs(1)
             assert len(b.model.requests) == 1
@@ -229,14 +229,14 @@ async def test_redelivered_mention_is_not_answered_twice(tmp_path: Path) -> None
             await tw.wait_sent(1)
             await b.runs(1)
             await b.hub.memory.delete(SINCE_ID_KEY)  # the cursor is lost: X sends it again
-            assert await b.service.poll() == 0
+            assert await b.bot.poll() == 0
             assert await b.hub.memory.get(SINCE_ID_KEY) is not None
             # the sentinel, in the same conversation: a redelivery taken as new would be answered
             # before it, or taken with it by the sentinel's run
             sentinel = tw.push_mention(
                 "@hubbot still there?", author_id="42", author_username="alice", in_reply_to=first
             )
-            assert await b.service.poll() == 1
+            assert await b.bot.poll() == 1
             await b.runs(2)
             assert [s["in_reply_to"] for s in tw.sent] == [first, sentinel]
             assert len(b.model.requests) == 2 and [len(inputs(r)) for r in b.results] == [1, 1]
@@ -268,7 +268,7 @@ async def test_own_tweets_are_ignored(tmp_path: Path) -> None:
         tw.push_mention("@hubbot talking to myself", author_id=tw.user_id, author_username="hubbot")
         mid = tw.push_mention("@hubbot hi", author_id="42", author_username="alice")
         async with bot(tw, tmp_path) as b:
-            await b.service.poll()
+            await b.bot.poll()
             await tw.wait_sent(1)
             await b.runs(1)
             assert len(b.model.requests) == 1
@@ -283,7 +283,7 @@ async def test_allow_list(tmp_path: Path) -> None:
         carol = tw.push_mention("@hubbot and me", author_id="44", author_username="carol")
         async with bot(tw, tmp_path, allowed_users=["@alice", "44"]) as b:
             await b.runs(2)
-            await b.service.poll()
+            await b.bot.poll()
             assert sorted(s["in_reply_to"] for s in tw.sent) == [alice, carol]
             assert await b.hub.memory.get(SINCE_ID_KEY) == carol
             assert len(b.model.requests) == 2 and bob
@@ -301,7 +301,7 @@ async def test_loop_guard_caps_answers_per_conversation(tmp_path: Path) -> None:
             )
         async with bot(tw, tmp_path, loop_guard_turns=2) as b:
             await b.runs(1)
-            await b.service.poll()
+            await b.bot.poll()
             assert await b.hub.memory.get(SINCE_ID_KEY) == mentions[-1]
             # the guard decides as a poll records each mention: the first 2 were let in, and no
             # later poll takes the others
@@ -364,7 +364,7 @@ async def test_429_on_post_then_success(tmp_path: Path) -> None:
         async with bot(tw, tmp_path) as b:
             (result,) = await b.runs(1, timeout=8)
             assert result.outputs[0].sent
-            assert b.service.governor is not None and b.service.governor.rate_limited == 1
+            assert b.bot.governor is not None and b.bot.governor.rate_limited == 1
             metrics = b.hub.metrics.render().decode()
             assert 'hub_platform_rate_limited_total{platform="twitter"} 1.0' in metrics
             assert 'hub_platform_sends_total{platform="twitter",result="ok"} 1.0' in metrics
@@ -411,10 +411,10 @@ async def test_mentions_rate_limit_is_waited_out(tmp_path: Path, monkeypatch: py
     async with FakeTwitter(rate_limits={MENTIONS: 1}) as tw:
         async with bot(tw, tmp_path) as b:
             await tw.wait_calls(MENTIONS, 1)
-            await b.service.poll()  # remaining 0 after the first poll: waits for the reset
+            await b.bot.poll()  # remaining 0 after the first poll: waits for the reset
             mid = tw.push_mention("@hubbot hi", author_id="42", author_username="alice")
             tw.fail_next(MENTIONS, status=429, retry_after=0)  # and a 429 is waited out too
-            assert await b.service.poll() == 1
+            assert await b.bot.poll() == 1
             await tw.wait_sent(1)
         statuses = [r.status for r in tw.calls(MENTIONS)]
         assert statuses == [200, 200, 429, 200]  # never a request into a spent window
@@ -628,37 +628,37 @@ async def test_one_worker_polls_mentions_and_another_takes_over_when_it_stops(
 ) -> None:
     caplog.set_level(logging.INFO, logger="hub.store")
     async with FakeTwitter() as tw:
-        services = []
+        bots = []
         hubs = []
         for n in range(2):  # two workers on one data dir share the store, and its leases
             settings = settings_for(tw, poll_interval=15, lease_ttl=4)
-            service = TwitterService(settings, client_factory=routed(tw))
+            twitter = TwitterBot(settings, client_factory=routed(tw))
             cfg = temp_config(tmp_path)
             cfg.hub.shutdown_grace = 2
-            services.append(service)
+            bots.append(twitter)
             hubs.append(
                 Hub(
                     cfg,
                     model=numbered(f"Worker {n}"),
                     load_extensions=False,
-                    extensions=[extension(settings, service=service)],
+                    extensions=[extension(settings, bot=twitter)],
                 )
             )
         async with hubs[0], hubs[1]:
-            await until(lambda: any(s.polls for s in services))
-            polling = next(i for i, s in enumerate(services) if s.polls)
+            await until(lambda: any(s.polls for s in bots))
+            polling = next(i for i, s in enumerate(bots) if s.polls)
             standby = 1 - polling
             # the other worker was refused the lease (it says so) and has not polled
             await until(lambda: any("standing by" in r.getMessage() for r in caplog.records))
             first = tw.push_mention("@hubbot first", author_id="42", author_username="alice")
-            await services[polling].poll()  # the holder's next poll, now rather than in 15 s
+            await bots[polling].poll()  # the holder's next poll, now rather than in 15 s
             await tw.wait_sent(1)
-            assert services[standby].polls == 0 and len(tw.calls(MENTIONS)) == 2
-            assert services[standby].keeper is not None and not services[standby].keeper.held
+            assert bots[standby].polls == 0 and len(tw.calls(MENTIONS)) == 2
+            assert bots[standby].keeper is not None and not bots[standby].keeper.held
             await hubs[polling].stop()
             second = tw.push_mention("@hubbot second", author_id="43", author_username="bob")
             sent = await tw.wait_sent(2, timeout=10)  # the standby's first poll, once it holds the lease
             assert [s["in_reply_to"] for s in sent] == [first, second]
-            assert services[standby].polls == 1
+            assert bots[standby].polls == 1
             lease = await hubs[standby].leases.holder(f"twitter:poll:{tw.user_id}")
             assert lease is not None and lease.holder == hubs[standby].worker

@@ -13,13 +13,13 @@ from fake_twitter import FakeTwitter
 from hub import Extension, Hub, Media, RunContext, action
 from hub.models.openai import OpenAIModel
 from hub.testing import FakeOpenAI, png, temp_config
-from hub_twitter import TwitterService, TwitterSettings, extension, make_client
+from hub_twitter import TwitterBot, TwitterSettings, extension, make_client
 
 
 @asynccontextmanager
 async def bot(
     tw: FakeTwitter, ai: FakeOpenAI, data: Path, *, vision: bool, extra: list[Extension] = ()
-) -> AsyncIterator[tuple[Hub, TwitterService]]:
+) -> AsyncIterator[tuple[Hub, TwitterBot]]:
     settings = TwitterSettings(
         bearer_token="app-bearer",
         api_key="ck",
@@ -36,15 +36,15 @@ async def bot(
         tw.patch_async_client(client)
         return client
 
-    service = TwitterService(settings, client_factory=factory)
+    twitter = TwitterBot(settings, client_factory=factory)
     cfg = temp_config(data)
     cfg.model.vision = vision
     model = OpenAIModel("gpt-test", base_url=ai.url, api_key="k")
     try:
         async with Hub(
-            cfg, model=model, load_extensions=False, extensions=[extension(settings, service=service), *extra]
+            cfg, model=model, load_extensions=False, extensions=[extension(settings, bot=twitter), *extra]
         ) as hub:
-            yield hub, service
+            yield hub, twitter
     finally:
         await model.close()
 
@@ -52,11 +52,11 @@ async def bot(
 async def test_a_mentions_picture_reaches_a_vision_model(tmp_path: Path) -> None:
     reply = '<response><output type="twitter:reply">A blue flag.</output></response>'
     async with FakeTwitter() as tw, FakeOpenAI(default=reply) as ai:
-        async with bot(tw, ai, tmp_path, vision=True) as (hub, service):
+        async with bot(tw, ai, tmp_path, vision=True) as (hub, twitter):
             tw.push_mention_with_media(
                 "@hubbot what is this?", "42", "ann", [("flag.png", png(60, 40, color=(0, 90, 200)))]
             )
-            await service.poll()
+            await twitter.poll()
             await tw.wait_sent(1)
     (body,) = ai.bodies
     parts = body["messages"][-1]["content"]

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
     from . import TwitterSettings
 
-__all__ = ["TwitterService", "SINCE_ID_KEY", "PLATFORM"]
+__all__ = ["TwitterBot", "SINCE_ID_KEY", "PLATFORM"]
 
 log = logging.getLogger("hub_twitter")
 
@@ -78,7 +78,7 @@ ClientFactory = Callable[["TwitterSettings"], AsyncClient]
 Send = Callable[..., Awaitable[Any]]
 
 
-class TwitterService:
+class TwitterBot:
     """One bot account on X: its client, the mention poller and the posting side.
 
     ``client_factory(settings)`` builds the tweepy client (default:
