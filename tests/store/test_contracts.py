@@ -1,8 +1,8 @@
 """One contract per store seam, run on every backend: in memory, SQLite and PostgreSQL.
 
 The memory store's, the pairing store's and the inbox's dead-letter contracts are in their
-own files (tests/memory/test_store_contract.py, tests/test_access.py,
-tests/store/test_dead_letter.py), parametrised over the same backends (tests/backends.py).
+own files (tests/memory/test_store_contract.py, tests/features/test_access.py,
+tests/store/test_dead_letter.py), parametrised over the same backends (tests/_support/backends.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One bad write fails alone: the writes queued with it (other conversations' event logs,
 inbox marks, usage) are committed; a write lock held by another process is waited out.
-The tests that hold for both backends run on SQLite and PostgreSQL (tests/backends.py)."""
+The tests that hold for both backends run on SQLite and PostgreSQL (tests/_support/backends.py)."""
 
 from __future__ import annotations
 
