@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -26,58 +26,26 @@ from .config import HubConfig
 from .definitions import Context, Conversation, Output
 from .engine import Plugins, Runner
 from .events import EventBus, PublishingRunStore
-from .features import (
-    Budgets,
-    ChildRuns,
-    Heartbeat,
-    InMemoryUsageStore,
-    Metrics,
-    PostgresScheduleStore,
-    PostgresUsageStore,
-    RoleGuard,
-    Scheduler,
-    SQLiteScheduleStore,
-    SQLiteUsageStore,
-    UsageStore,
-)
+from .features import Budgets, ChildRuns, Heartbeat, Metrics, RoleGuard, Scheduler
 from .http import HttpServer, http_component
 from .memory import EpisodicMemory, TrainingExport, local_store_path, open_episode_store, shared_embedder
 from .models import Model, RetryPolicy
-from .personas import (
-    InMemoryRevisionStore,
-    Persona,
-    PersonaSet,
-    PersonaWatcher,
-    PostgresRevisionStore,
-    RevisionStore,
-    SQLiteRevisionStore,
-)
+from .personas import Persona, PersonaSet, PersonaWatcher
 from .platform import OutboundLimiter, RedisLimiter
 from .protocol import PromptBuilder
 from .redact import Redactor
 from .store import (
     InboxClaims,
-    InboxStore,
-    InMemoryLeaseStore,
-    LeaseStore,
-    MemoryStore,
-    PostgresInbox,
-    PostgresLeaseStore,
-    PostgresMemoryStore,
-    PostgresRunStore,
     RedactingRunStore,
     Retention,
+    RevisionStore,
     RunStore,
-    SQLiteInbox,
-    SQLiteLeaseStore,
-    SQLiteMemoryStore,
-    SQLiteRunStore,
     StoreHealth,
-    database_for,
+    Stores,
+    UsageStore,
 )
-from .store.sql import SqlDatabase
 
-__all__ = ["Component", "Features", "Stores", "build_stores", "compose", "make_model", "prompt_budget"]
+__all__ = ["Component", "Features", "compose", "make_model", "prompt_budget", "recorded_runs"]
 
 LOCAL_MARGIN = 64
 """Tokens of the local model's context window kept free of the prompt (template, rounding)."""
@@ -91,52 +59,16 @@ class Component(Protocol):
     async def stop(self) -> None: ...
 
 
-@dataclass(slots=True)
-class Stores:
-    """The hub's stores and the database they share (None when every store was given)."""
-
-    db: SqlDatabase | None
-    memory: MemoryStore
-    runs: RunStore
-    inbox: InboxStore
-    leases: LeaseStore
-
-
-def build_stores(
-    config: HubConfig,
-    redactor: Redactor,
-    *,
-    memory: MemoryStore | None = None,
-    runs: RunStore | None = None,
-    inbox: InboxStore | None = None,
-    leases: LeaseStore | None = None,
-    bus: EventBus | None = None,
-    worker: str,
-) -> Stores:
-    """The replacements given, else stores sharing one database: SQLite in ``data_dir``, or
-    PostgreSQL at ``[store] url`` (:func:`hub.store.database_for`). The run store masks
-    known secrets in error reasons and messages (an exception's text can quote one), the one
-    text that does not enter through an input, a result or the model. Leases live in the
-    same database (workers sharing it share them); in memory when there is no database and
-    none was given. ``worker`` is this process's name among the workers (inbox claims)."""
-    db = database_for(config) if memory is None or runs is None or inbox is None else None
-    pg = db is not None and db.dialect == "postgres"
-    if runs is None:
-        assert db is not None
-        runs = PostgresRunStore(db) if pg else SQLiteRunStore(db)
-    if bus is not None:  # inside the redaction, so what subscribers see is masked too
+def recorded_runs(runs: RunStore, *, bus: EventBus | None, redactor: Redactor) -> RunStore:
+    """The run store as the hub records through it: each entry published on ``bus`` (inside
+    the redaction, so what subscribers see is masked too), and known secrets masked in error
+    reasons and messages (an exception's text can quote one), the one text that does not
+    enter through an input, a result or the model."""
+    if bus is not None:
         runs = cast(RunStore, PublishingRunStore(runs, bus))
     if redactor:
         runs = RedactingRunStore(runs, redactor)
-    if memory is None:
-        assert db is not None
-        memory = PostgresMemoryStore(db) if pg else SQLiteMemoryStore(db)
-    if inbox is None:
-        assert db is not None
-        inbox = PostgresInbox(db, worker=worker, lease=config.store.lease) if pg else SQLiteInbox(db)
-    if leases is None:
-        leases = InMemoryLeaseStore() if db is None else PostgresLeaseStore(db) if pg else SQLiteLeaseStore(db)
-    return Stores(db, memory, runs, inbox, leases)
+    return runs
 
 
 @dataclass(slots=True)
@@ -156,7 +88,6 @@ class Features:
     usage: UsageStore
     http: HttpServer | None = None
     episodes: EpisodicMemory | None = None
-    stores: tuple[Any, ...] = field(default=())
     outbound: OutboundLimiter | None = None  # [store] redis_url: platforms' rate limits across workers
 
 
@@ -209,7 +140,7 @@ def prompt_budget(config: HubConfig, model: Model | None = None) -> int:
 def compose(
     config: HubConfig,
     *,
-    db: SqlDatabase | None,
+    stores: Stores,
     runner: Runner,
     runs: RunStore,
     outputs: Mapping[str, Output],
@@ -224,20 +155,15 @@ def compose(
     heartbeat: Path | None = None,
     redactor: Redactor | None = None,
     health: StoreHealth | None = None,
-    memory: MemoryStore | None = None,
-    inbox: InboxStore | None = None,
     requeue: Callable[[set[str]], Awaitable[None]] | None = None,
 ) -> Features:
-    """Build a hub's features from ``config`` and the hub's own parts (see the module doc)."""
+    """Build a hub's features from ``config``, its ``stores`` (``runs`` is the hub's run store,
+    the one it records through) and the hub's own parts (see the module doc)."""
     redactor = redactor if redactor is not None else Redactor.from_config(config)
     prompts = PromptBuilder(budget=prompt_budget(config, given_model), redactor=redactor)
 
-    pg = db is not None and db.dialect == "postgres"
-    usage: UsageStore = InMemoryUsageStore()
-    revisions: RevisionStore = InMemoryRevisionStore()
-    if db is not None:
-        usage = PostgresUsageStore(db) if pg else SQLiteUsageStore(db)
-        revisions = PostgresRevisionStore(db) if pg else SQLiteRevisionStore(db)
+    db = stores.db
+    usage, revisions = stores.usage, stores.revisions
     if personas.on_change is None:  # every persona edit that validates becomes a revision
         personas.on_change = lambda name, persona, text: revisions.record(name, text)
 
@@ -262,7 +188,7 @@ def compose(
             runner=runner,
             retry_policy=retry_policy,
             model_timeout=config.model.timeout,
-            marks=memory,
+            marks=stores.memory,
             store_path=local_store_path(config),
         )
     training = TrainingExport(config, redactor) if config.memory.export_training else None
@@ -278,7 +204,7 @@ def compose(
     )
 
     scheduler = Scheduler(
-        None if db is None else PostgresScheduleStore(db) if pg else SQLiteScheduleStore(db),
+        stores.schedules,
         schedules=config.schedules,
         personas=personas,
         submit=submit,
@@ -291,8 +217,8 @@ def compose(
     components: list[Component] = [PersonaWatcher(personas), scheduler]
     if db is not None:  # the database stays bounded
         components.append(Retention(db, config.hub.retention))
-    if pg and inbox is not None and requeue is not None:  # workers share the inbox: keep and take over claims
-        components.append(InboxClaims(inbox, runs, requeue=requeue, interval=config.store.lease / 3))
+    if stores.shared and requeue is not None:  # workers share the inbox: keep and take over claims
+        components.append(InboxClaims(stores.inbox, runs, requeue=requeue, interval=config.store.lease / 3))
     if http is not None:
         components.append(http)
     if episodes is not None:
@@ -315,7 +241,6 @@ def compose(
         usage=usage,
         http=http,
         episodes=episodes,
-        stores=(revisions, usage),
         outbound=RedisLimiter(config.store.redis_url) if config.store.redis_url else None,
     )
 

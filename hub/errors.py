@@ -93,12 +93,25 @@ class ModelUnavailable(ModelError):
 
 
 class StoreError(HubError):
-    """A store could not be opened, read or written; ``store`` and ``operation`` name what failed."""
+    """A store could not be opened, read or written. ``store`` and ``operation`` name what
+    failed below the stores (the backend or the table, and ``open``, ``read``, ``write``);
+    ``during`` the store operation it broke, as ``STORE.OPERATION`` (``"inbox.record"``), once
+    a store passes it on. Code decides on this type, never on the text: a run the store
+    failed is retried once the store is back, and never counted against its input."""
 
-    def __init__(self, message: str, *, store: str | None = None, operation: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, store: str | None = None, operation: str | None = None, during: str | None = None
+    ) -> None:
         self.store = store
         self.operation = operation
+        self.during = during
         super().__init__(message)
+
+    def within(self, store: str, operation: str) -> StoreError:
+        """Name the store operation this broke (``"inbox"``, ``"record"``); a store that called
+        another names it over that one. Returns the error itself, to be raised again."""
+        self.during = f"{store}.{operation}"
+        return self
 
 
 class ActionError(HubError):

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from ._compose import Component, build_stores, compose, make_model, prompt_budget
+from ._compose import Component, compose, make_model, prompt_budget, recorded_runs
 from .config import HubConfig
 from .definitions import (
     Action,
@@ -37,7 +37,7 @@ from .definitions import load_extensions as _load_extensions
 from .engine import AgentContext, Engine, EngineDeps, Runner, Submission
 from .errors import ConfigError, ExtensionError, ExtensionFailed, RunError
 from .events import EventBus, EventStream
-from .features import Access, InMemoryPairingStore, PairingStore, PostgresPairingStore, SQLitePairingStore
+from .features import Access
 from .logs import InputLog, MediaPart, OutputLog
 from .models import Model, RetryPolicy
 from .personas import Persona, PersonaSet
@@ -51,10 +51,11 @@ from .store import (
     RunStore,
     StoreHealth,
     databases,
+    open_stores,
     park_poison,
     worker_id,
 )
-from .store.sql import PgDatabase, SqlDatabase
+from .store.sql import SqlDatabase
 
 __all__ = ["Hub", "Component", "make_model"]
 
@@ -103,22 +104,14 @@ class Hub:
         # unless the caller knows better (`hub run` holding the data dir's lock on SQLite is
         # the only worker there can be)
         self.worker = worker or worker_id()
-        stores = build_stores(
-            self.config,
-            self.redactor,
-            memory=memory,
-            runs=runs,
-            inbox=inbox,
-            leases=leases,
-            bus=self.bus,
-            worker=self.worker,
-        )
-        self._db: SqlDatabase | None = stores.db
-        self.memory: MemoryStore = stores.memory
-        self.runs: RunStore = stores.runs
-        self.inbox: InboxStore = stores.inbox
+        # every store, on the backend the config names (hub/store/_backend.py), or those given
+        self.stores = open_stores(self.config, worker=self.worker, memory=memory, runs=runs, inbox=inbox, leases=leases)
+        self._db: SqlDatabase | None = self.stores.db
+        self.memory: MemoryStore = self.stores.memory
+        self.runs: RunStore = recorded_runs(self.stores.runs, bus=self.bus, redactor=self.redactor)
+        self.inbox: InboxStore = self.stores.inbox
         # listeners that must run once across workers sharing the store hold a lease (hub/store/_leases.py)
-        self.leases: LeaseStore = stores.leases
+        self.leases: LeaseStore = self.stores.leases
         self._model = model
         self.personas = personas or PersonaSet(self.config.contexts_dir, interval=1.0)
         m = self.config.model
@@ -133,10 +126,10 @@ class Hub:
             concurrency=m.concurrency,
             take_chars=3 * prompt_budget(self.config, model),
             # workers sharing PostgreSQL: a conversation runs on one of them at a time
-            lock=self._db.lock if isinstance(self._db, PgDatabase) else None,
+            lock=self.stores.lock,
             # a run waiting for an older input nobody holds (given back, or its worker's lease
             # lapsed) claims it now rather than at the next sweep
-            claim=self._claim_now if isinstance(self._db, PgDatabase) else None,
+            claim=self._claim_now if self.stores.shared else None,
         )
 
         self.registry = Registry()
@@ -156,7 +149,7 @@ class Hub:
         self.store_health = StoreHealth(databases(self._db, self.memory, self.runs, self.inbox))
         features = compose(
             self.config,
-            db=self._db,
+            stores=self.stores,
             runner=self.runner,
             runs=self.runs,
             outputs=self.outputs,
@@ -171,8 +164,6 @@ class Hub:
             heartbeat=heartbeat,
             redactor=self.redactor,
             health=self.store_health,
-            memory=self.memory,
-            inbox=self.inbox,
             requeue=self._requeue,
         )
         self.features = features
@@ -213,12 +204,7 @@ class Hub:
             )
         )
         # who may talk to the bot in private (hub/features/_access.py): dm_policy and pairings
-        pairings: PairingStore = InMemoryPairingStore()
-        if self._db is not None:
-            pairings = (
-                PostgresPairingStore(self._db) if self._db.dialect == "postgres" else SQLitePairingStore(self._db)
-            )
-        self.access = Access(pairings)
+        self.access = Access(self.stores.pairings)
         self.register(self.children.extension())
 
         # the bot's own context (hub/engine/_agent_context.py), resolved at start once extensions are in
@@ -283,8 +269,7 @@ class Hub:
                     path=str(self.config.path) if self.config.path else None,
                     key="http",
                 )
-            for store in (self.memory, self.runs, self.inbox, self.leases, *self.features.stores, self.access.store):
-                await store.open()
+            await self.stores.open()
             for err in self.personas.load_all():
                 log.error("%s", err)
             killed = await self.runs.recover()
@@ -431,13 +416,10 @@ class Hub:
                 await self._model.close()
             except Exception:
                 log.exception("model failed to close")
-        for store in (self.access.store, *self.features.stores, self.leases, self.inbox, self.runs, self.memory):
-            await store.close()
+        await self.stores.close()
         if self.outbound_limiter is not None:
             await self.outbound_limiter.close()
         self.bus.close()
-        if self._db is not None:
-            await self._db.close()
         self._state = _Lifecycle.STOPPED
 
     def events(

@@ -38,8 +38,7 @@ from hub.cli import render_trace
 from hub.logs import from_dict, to_dict
 from hub.media import MediaLimits, RunMedia, check, display_name, extract_text, image_for_model, placeholder, sniff
 from hub.models.openai import OpenAIModel
-from hub.store import SQLiteInbox
-from hub.store.sql import Database
+from hub.store.sql import Database, SqlInbox
 from hub.testing import FakeOpenAI, image_bytes, png, temp_config
 
 LIMITS = MediaLimits()
@@ -178,7 +177,7 @@ async def test_the_inbox_stores_references_and_gives_them_back(tmp_path: Path) -
     assert from_dict(json.loads(json.dumps(to_dict(entry)))).media == [part]
     assert "media" not in to_dict(InputLog(type="t", content="x"))  # entries without files unchanged
     async with Database(tmp_path / "hub.db") as db:
-        inbox = SQLiteInbox(db)
+        inbox = SqlInbox(db)
         await inbox.open()
         assert await inbox.record("pics:chat:1", entry)
         (pending,) = await inbox.pending()
@@ -407,7 +406,7 @@ async def test_an_input_resumed_after_a_restart_fetches_its_file_again(tmp_path:
     cfg.data_dir.mkdir(parents=True)
     part = MediaPart(kind="image", ref="p1", mime="image/png", name="left.png")
     async with Database(cfg.data_dir / "hub.db") as db:  # recorded, then the process died
-        inbox = SQLiteInbox(db)
+        inbox = SqlInbox(db)
         await inbox.open()
         assert await inbox.record("pics:chat:1", InputLog(type="pics:message", content="", media=[part]))
     model = ScriptedModel(['<response><output type="pics:send">Back.</output></response>'])

@@ -4,8 +4,8 @@ import asyncio
 import time
 
 from hub import RunState, ScriptedModel
-from hub.store import RunRecord, SQLiteRunStore
-from hub.store.sql import Database
+from hub.store import RunRecord
+from hub.store.sql import Database, SqlRunStore
 
 
 async def test_conversation_survives_a_restart(make_hub) -> None:
@@ -44,7 +44,7 @@ async def test_prompt_stays_under_budget_as_history_grows(make_hub, config) -> N
 
 async def test_runs_left_running_by_a_crash_become_killed(config, make_hub) -> None:
     db = Database(config.data_dir / "hub.db")
-    store = SQLiteRunStore(db)
+    store = SqlRunStore(db)
     await store.open()
     crashed = RunRecord(context="cli:session:ann", started=time.time() - 5)
     await store.create(crashed)
@@ -59,10 +59,10 @@ async def test_an_input_taken_after_the_answer_of_a_run_cut_off_is_answered_afte
     process dies while the model writes the second answer. After the restart the first is
     done (answered once) and the second is answered: the run's answer came before it."""
     from hub.logs import InputLog, OutputLog
-    from hub.store import SQLiteInbox
+    from hub.store.sql import SqlInbox
 
     db = Database(config.data_dir / "hub.db")
-    runs, inbox = SQLiteRunStore(db), SQLiteInbox(db)
+    runs, inbox = SqlRunStore(db), SqlInbox(db)
     await runs.open()
     await inbox.open()
     context = "cli:session:ann"

@@ -160,18 +160,18 @@ async def print_followed(
 async def cmd_follow(config: HubConfig, args: argparse.Namespace) -> int:
     """``hub runs --follow`` (every run from now on) or ``hub trace --follow RUN_ID``."""
     from ..redact import Redactor
-    from ..store import existing_database, run_store
+    from ..store import open_stores
     from ._trace import escape_terminal
 
-    database = existing_database(config, missing="no runs yet")
+    stores = open_stores(config, missing="no runs yet")
     redactor = Redactor.from_config(config)
 
     def clean(text: str) -> str:
         text = redactor.redact(text)
         return text if args.raw or args.json else escape_terminal(text)
 
-    async with database as db:
-        runs = run_store(db)
+    async with stores:
+        runs = stores.runs
         if args.command == "runs":
             # "from now" is fixed before the banner: a run started once it is shown is followed
             since = time.time()

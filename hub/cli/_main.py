@@ -106,11 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     lock = None
     try:
         if args.command in ("run", "chat"):  # one process per data dir, and a database worth opening
-            lock = _claim_data_dir(config, allow_empty=args.allow_empty)
-            # on SQLite the lock makes this the only worker; with [store] url others share the
-            # database (each with a data dir of its own, maybe at the same path on another
-            # machine), so each needs a name of its own
-            args.sole_worker = not config.store.url
+            from ..store import claim_data_dir
+
+            lock = claim_data_dir(config, allow_empty=args.allow_empty)
+            args.holds_data_dir = True
         return asyncio.run(commands[args.command](config, args))
     except KeyboardInterrupt:
         return 130
@@ -122,30 +121,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             lock.release()
 
 
-def _claim_data_dir(config: HubConfig, *, allow_empty: bool) -> Any:
-    from ..store import DataDirLock, check_database
-
-    # With [store] url the state is in PostgreSQL, which many workers share; the lock still
-    # guards what stays in the data dir (embedded Chroma, the heartbeat, the training file):
-    # one worker per data dir, so workers on one machine each get their own.
-    lock = DataDirLock(config.data_dir).acquire()
-    if config.store.url:
-        return lock
-    try:
-        check_database(config.data_dir, allow_empty=allow_empty, lock=lock)
-    except HubError:
-        lock.release()
-        raise
-    return lock
-
-
 async def cmd_run(config: HubConfig, args: argparse.Namespace) -> int:
     from ..hub import Hub
-    from ..store import sole_worker_id
+    from ..store import sole_worker
 
-    # with the data dir's lock held, no other process shares this store: the same lease holder
-    # as the last process here, so a restart after a crash polls at once (no lease to wait out)
-    worker = sole_worker_id(config.data_dir) if getattr(args, "sole_worker", False) else None
+    # with the data dir's lock held on SQLite, no other process shares this store: the same
+    # lease holder as the last process here, so a restart after a crash polls at once
+    worker = sole_worker(config) if getattr(args, "holds_data_dir", False) else None
     hub = Hub(config, heartbeat=config.data_dir / HEARTBEAT, worker=worker)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -194,10 +176,10 @@ async def cmd_chat(config: HubConfig, args: argparse.Namespace) -> int:
 
 
 def _stores(config: HubConfig) -> Any:
-    from ..store import PostgresRunStore, SQLiteRunStore, existing_database
+    """The stores of the hub that wrote ``data_dir`` (or ``[store] url``), for a command that reads its runs."""
+    from ..store import open_stores
 
-    db = existing_database(config, missing="no runs yet")
-    return db, PostgresRunStore if db.dialect == "postgres" else SQLiteRunStore
+    return open_stores(config, missing="no runs yet")
 
 
 def _fmt_time(ts: float | None) -> str:
@@ -209,11 +191,8 @@ async def cmd_runs(config: HubConfig, args: argparse.Namespace) -> int:
         from ._follow import cmd_follow
 
         return await cmd_follow(config, args)
-    db, cls = _stores(config)
-    async with db:
-        store = cls(db)
-        await store.open()
-        runs = await store.list(limit=args.limit, state=args.state, context=args.context)
+    async with _stores(config) as stores:
+        runs = await stores.runs.list(limit=args.limit, state=args.state, context=args.context)
     if args.json:
         for r in runs:
             print(json.dumps(_run_dict(r)))
@@ -262,10 +241,8 @@ async def cmd_trace(config: HubConfig, args: argparse.Namespace) -> int:
         from ._follow import cmd_follow
 
         return await cmd_follow(config, args)
-    db, cls = _stores(config)
-    async with db:
-        store = cls(db)
-        await store.open()
+    async with _stores(config) as stores:
+        store = stores.runs
         run = await store.find(args.run_id)
         if run is None:
             raise HubError(f"no run matches {args.run_id!r} (give more characters if several do)")
@@ -300,16 +277,14 @@ async def cmd_check(config: HubConfig, args: argparse.Namespace) -> int:
             print(f"error: {e}", file=sys.stderr)
         print(f"{len(report.errors)} problem{'s' if len(report.errors) > 1 else ''} found", file=sys.stderr)
         return 2
-    store = f"SQLite {config.data_dir / 'hub.db'}"
-    if config.store.url:  # the one thing check connects to: the workers' shared database
-        from ..errors import StoreError
-        from ..store.sql import inspect
+    from ..errors import StoreError
+    from ..store import inspect_store
 
-        try:
-            store = await inspect(config.store.url, timeout=config.store.connect_timeout)
-        except StoreError as e:
-            print(f"error: store.url: {e}", file=sys.stderr)
-            return 2
+    try:  # the one thing check connects to: the workers' shared database, if there is one
+        store = await inspect_store(config)
+    except StoreError as e:
+        print(f"error: store.url: {e}", file=sys.stderr)
+        return 2
     where = config.path or "defaults (no config.toml)"
     provider = config.model.resolved_provider()
     print(f"ok: {where}")
@@ -358,20 +333,19 @@ async def cmd_health(config: HubConfig, args: argparse.Namespace) -> int:
 
 
 async def cmd_persona(config: HubConfig, args: argparse.Namespace) -> int:
-    from ..personas import PostgresRevisionStore, SQLiteRevisionStore, render_history, rollback
-    from ..store import database_for
+    from ..personas import render_history, rollback
+    from ..store import has_database, open_stores
 
     path = config.data_dir / "hub.db"
     folder = config.contexts_dir
-    if not config.store.url and not path.exists():
+    if not has_database(config):
         if args.persona_command == "list":
             for p in sorted(folder.glob("*.toml")):
                 print(f"{p.stem:20}   0 revisions  {p}")
             return 0
         raise HubError(f"no persona revisions yet: {path} does not exist (the hub records them when it runs)")
-    async with database_for(config) as db:
-        store = PostgresRevisionStore(db) if db.dialect == "postgres" else SQLiteRevisionStore(db)
-        await store.open()
+    async with open_stores(config) as stores:
+        store = stores.revisions
         if args.persona_command == "list":
             names = sorted({p.stem for p in folder.glob("*.toml")} | set(await store.names()))
             counts = {n: len(await store.history(n)) for n in names}

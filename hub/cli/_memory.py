@@ -26,7 +26,7 @@ from ..memory import (
     training_line,
 )
 from ..redact import Redactor
-from ..store import SQLiteMemoryStore, database_for
+from ..store import MemoryStore, has_database, open_stores
 
 __all__ = ["add_memory_commands", "MEMORY_COMMANDS", "forget", "export_training"]
 
@@ -92,12 +92,10 @@ async def forget(
     where = forget_filter(user=user, context=context, platform=platform)
     deleted = 0
     keys: list[str] = []
-    db_path = config.data_dir / "hub.db"
     async with contextlib.AsyncExitStack() as stack:
-        memory: SQLiteMemoryStore | None = None
-        if config.store.url or db_path.exists():
-            memory = SQLiteMemoryStore(await stack.enter_async_context(database_for(config)))
-            await memory.open()
+        memory: MemoryStore | None = None
+        if has_database(config):
+            memory = (await stack.enter_async_context(open_stores(config))).memory
         if episode_store_exists(config):
             async with open_episode_store(config) as store:
                 # the episodes' id keys go too (hub.episode.ID_PREFIX)

@@ -34,17 +34,15 @@ def add_access_commands(
 
 async def cmd_pairing(config: HubConfig, args: argparse.Namespace) -> int:
     from ..errors import HubError
-    from ..features import Access, PostgresPairingStore, SQLitePairingStore
-    from ._store import _db
+    from ..features import Access
+    from ._store import _stores
     from ._trace import escape_terminal
 
     if args.action != "list" and not args.value:
         what = "the code the user got" if args.action == "approve" else "the user id"
         raise HubError(f"hub pairing {args.action} needs {what}")
-    async with _db(config) as db:
-        store = PostgresPairingStore(db) if db.dialect == "postgres" else SQLitePairingStore(db)
-        await store.open()
-        access = Access(store)
+    async with _stores(config) as stores:
+        access = Access(stores.pairings)
         if args.action == "approve":
             p = await access.approve(args.value)
             print(f"approved: {p.platform} user {escape_terminal(p.user, newlines=False)}")

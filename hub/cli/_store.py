@@ -10,10 +10,13 @@ import argparse
 import json
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import HubConfig
 from ..errors import HubError
+
+if TYPE_CHECKING:
+    from ..store import Stores
 
 __all__ = ["add_store_commands", "STORE_COMMANDS"]
 
@@ -33,20 +36,18 @@ def add_store_commands(
     prune.add_argument("--dry-run", action="store_true", help="show what would be deleted, delete nothing")
 
 
-def _db(config: HubConfig):
-    from ..store import existing_database
+def _stores(config: HubConfig) -> Stores:
+    """The stores of the hub that wrote ``data_dir`` (or ``[store] url``), which must exist."""
+    from ..store import open_stores
 
-    return existing_database(config, missing="no database yet")
+    return open_stores(config, missing="no database yet")
 
 
 async def cmd_inbox(config: HubConfig, args: argparse.Namespace) -> int:
-    from ..store import SQLiteInbox
-
     if args.action != "list" and not args.id:
         raise HubError(f"hub inbox {args.action} needs the id of a parked input (see `hub inbox`)")
-    async with _db(config) as db:
-        inbox = SQLiteInbox(db)
-        await inbox.open()
+    async with _stores(config) as stores:
+        inbox = stores.inbox
         if args.action == "list":
             parked = await inbox.parked()
             for p in parked:
@@ -91,8 +92,9 @@ async def cmd_prune(config: HubConfig, args: argparse.Namespace) -> int:
     from ..store import prune
 
     policy = config.hub.retention
-    async with _db(config) as db:
-        report = await prune(db, policy, dry_run=args.dry_run)
+    async with _stores(config) as stores:
+        assert stores.db is not None  # open_stores gives a database unless every store is given
+        report = await prune(stores.db, policy, dry_run=args.dry_run)
     keep = f"runs ended within {policy.days:g} days" if policy.days else "runs of any age"
     cap = f", at most {policy.max_runs}" if policy.max_runs else ""
     print(f"retention: {keep}{cap}: {report}")

@@ -11,9 +11,8 @@ from ._run_context import (
     RunRejected,
     RunResult,
     StopRun,
-    is_store_error,
     jsonable,
-    store_error,
+    store_reason,
     validation_message,
 )
 from ._types import (
@@ -58,7 +57,6 @@ __all__ = [
     "action",
     "import_extension",
     "input",
-    "is_store_error",
     "jsonable",
     "load_extension",
     "load_extensions",
@@ -66,6 +64,6 @@ __all__ = [
     "output",
     "save_memory",
     "service",
-    "store_error",
+    "store_reason",
     "validation_message",
 ]

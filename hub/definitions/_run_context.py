@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
@@ -24,7 +23,7 @@ from ..store import RunRecord, RunState
 if TYPE_CHECKING:
     from ..store import RunStore
 
-__all__ = ["Conversation", "RunContext", "RunResult", "RunRejected", "StopRun", "store_error"]
+__all__ = ["Conversation", "RunContext", "RunResult", "RunRejected", "StopRun", "store_reason"]
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
 """A context's args (its ``schema``)."""
@@ -43,22 +42,18 @@ class StopRun(Exception):  # noqa: N818 - a signal that steers the loop, not an 
     first step (a spent budget); inside an action it ends the whole run, not only the call.
     """
 
-    def __init__(self, state: RunState, reason: str) -> None:
+    def __init__(self, state: RunState, reason: str, *, store_failure: StoreError | None = None) -> None:
         self.state = state
         self.reason = reason
+        self.store_failure = store_failure  # the store failed the run (the hub's, not a handler's choice)
         super().__init__(reason)
 
 
-def is_store_error(reason: str | None) -> bool:
-    """Whether a run's reason says the store failed it (not the input, not the model)."""
-    return bool(reason) and reason.startswith("store_error")  # type: ignore[union-attr]
-
-
-def store_error(e: BaseException) -> str | None:
-    """``store_error: ...`` when ``e`` comes from a store (the reason a run fails with), else None."""
-    if isinstance(e, (StoreError, sqlite3.Error)):
-        return f"store_error: {type(e).__name__}: {e}"
-    return None
+def store_reason(e: StoreError) -> str:
+    """The reason a run the store failed ends with, in the words operators read (``store_error:
+    ...``); code tells such a run by :attr:`RunResult.store_failure`, not by these words."""
+    during = f" ({e.during})" if e.during else ""
+    return f"store_error: {type(e).__name__}{during}: {e}"
 
 
 class Conversation(Protocol):
@@ -212,6 +207,8 @@ class RunResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     duration: float = 0.0
+    store_failure: StoreError | None = None
+    """The store error that failed the run (its inputs wait in the inbox and are retried), or None."""
 
     @property
     def ok(self) -> bool:

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from ..definitions import RunContext, StopRun, jsonable, store_error, validation_message
-from ..errors import ActionError, RetryAction
+from ..definitions import RunContext, StopRun, jsonable, store_reason, validation_message
+from ..errors import ActionError, RetryAction, StoreError
 from ..logs import ActionCallLog, ActionResultLog
 from ..protocol import Element
 from ..store import RunState
@@ -181,12 +181,11 @@ class ActionCalls:
             if not fut.done():
                 fut.cancel()
             raise
+        except StoreError as e:  # the hub's store failed, not the action: the run fails
+            reason = store_reason(e)
+            log.error("run %s: %s", run.id, reason)
+            run.stop(RunState.FAILED, reason, store_failure=e)
         except Exception as e:
-            reason = store_error(e)
-            if reason is not None:  # the hub's store failed, not the action: the run fails
-                log.error("run %s: %s", run.id, reason)
-                run.stop(RunState.FAILED, reason)
-                return
             message = (
                 str(e) if isinstance(e, ActionError) else f"action {action.name!r} failed: {type(e).__name__}: {e}"
             )

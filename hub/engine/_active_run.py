@@ -16,6 +16,7 @@ from ..definitions import (
     RunContext,
     StopRun,
 )
+from ..errors import StoreError
 from ..logs import Log
 from ..media import RunMedia
 from ..store import RunRecord, RunState
@@ -106,9 +107,10 @@ class Run:
         ctx.agent = AgentView(bot, ctx) if bot is not None else None
         return ctx
 
-    def stop(self, state: RunState, reason: str) -> None:
-        """End the run with ``state`` from inside one of its tasks or from outside."""
-        self.slot.stop_with(StopRun(state, reason))
+    def stop(self, state: RunState, reason: str, *, store_failure: StoreError | None = None) -> None:
+        """End the run with ``state`` from inside one of its tasks or from outside
+        (``store_failure``: the store error that failed it)."""
+        self.slot.stop_with(StopRun(state, reason, store_failure=store_failure))
 
     def append(self, entry: Log) -> None:
         """Add an entry to the run's log and its store's event log."""

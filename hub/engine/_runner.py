@@ -22,7 +22,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from typing import TYPE_CHECKING, Any
 
 from ..backoff import Backoff
-from ..definitions import Context, RunResult, is_store_error
+from ..definitions import Context, RunResult
 from ..errors import RunError, StoreError
 from ..logs import InputLog, OutputLog, StateLog
 from ..store import RunState
@@ -323,7 +323,7 @@ class Runner:
         hand them to a new run after a backoff, so they are answered once the store is back."""
         entries = [e for e in result.logs if isinstance(e, InputLog)]
         answered = any(isinstance(e, OutputLog) and e.answered for e in result.logs)
-        if result.state != RunState.FAILED or not is_store_error(result.reason) or answered:
+        if result.state != RunState.FAILED or result.store_failure is None or answered:
             for e in entries:
                 self._store_retries.pop(e.id, None)
             return

@@ -22,8 +22,8 @@ from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
-from ..definitions import RunResult, StopRun, is_store_error, store_error
-from ..errors import ModelError
+from ..definitions import RunResult, StopRun, store_reason
+from ..errors import ModelError, StoreError
 from ..logging_setup import context_id_var, run_id_var
 from ..logs import ActionResultLog, ErrorLog, InputLog, OutputLog, StateLog, StepLog, ThoughtLog
 from ..models import Usage, stream_with_retry
@@ -71,6 +71,7 @@ class Engine:
         started = loop.time()
         deadline = started + cfg.run_timeout
         state, reason = RunState.COMPLETED, None
+        store_failure: StoreError | None = None  # the store error that failed the run
         try:
             # queued now, committed with the inputs' take at the first step's sync (one
             # commit, not two): the run is durable before the model is asked anything
@@ -92,7 +93,7 @@ class Engine:
                 await deps.plugins.before_run(ctx)
                 state, reason = await self._loop(run)
         except StopRun as e:
-            state, reason = e.state, e.reason
+            state, reason, store_failure = e.state, e.reason, e.store_failure
         except TimeoutError:
             state = RunState.KILLED
             reason = "timeout" if loop.time() >= deadline - 0.01 else "stalled"
@@ -103,23 +104,21 @@ class Engine:
                 await self._finish(run, RunState.KILLED, slot.cancel_reason or "cancelled")
                 raise
             task.uncancel()  # our own stop (a critical denial, a store error), not one from outside
-            state, reason = stop.state, stop.reason
+            state, reason, store_failure = stop.state, stop.reason, stop.store_failure
         except ModelError as e:
             state, reason = RunState.FAILED, str(e)
-        except Exception as e:  # a store, a failing hook, a bug: recorded, never swallowed silently
-            reason = store_error(e)
-            if reason is None:
-                log.exception("run %s of %s failed", record.id, slot.id)
-                reason = f"internal error: {type(e).__name__}: {e}"
-            else:
-                log.error("run %s of %s: %s", record.id, slot.id, reason)
-            state = RunState.FAILED
+        except StoreError as e:  # the store failed the run: recorded, its inputs retried
+            state, reason, store_failure = RunState.FAILED, store_reason(e), e
+            log.error("run %s of %s: %s", record.id, slot.id, reason)
+        except Exception as e:  # a failing hook, a bug: recorded, never swallowed silently
+            log.exception("run %s of %s failed", record.id, slot.id)
+            state, reason = RunState.FAILED, f"internal error: {type(e).__name__}: {e}"
         if not run.input_ids:
             try:  # a run that failed before its first step still answers the inputs it was for
                 self._take_inputs(run)
             except Exception as e:
                 log.error("run %s: taking its inputs failed: %s", record.id, e)
-        return await self._finish(run, state, reason)
+        return await self._finish(run, state, reason, store_failure=store_failure)
 
     def _take_inputs(self, run: Run) -> int:
         taken = run.slot.take(run.id)
@@ -359,8 +358,11 @@ class Engine:
 
     # --- finishing ----------------------------------------------------------------------
 
-    async def _finish(self, run: Run, state: RunState, reason: str | None) -> RunResult:
-        """End the run: each step isolated, so the row, the inbox and the result agree."""
+    async def _finish(
+        self, run: Run, state: RunState, reason: str | None, *, store_failure: StoreError | None = None
+    ) -> RunResult:
+        """End the run: each step isolated, so the row, the inbox and the result agree.
+        ``store_failure``: the store error that failed the run (its reason says it in words)."""
         for t in list(run.tasks):
             t.cancel()
         if run.tasks:
@@ -374,7 +376,7 @@ class Engine:
         if run.output_chain is not None:
             await asyncio.gather(run.output_chain, return_exceptions=True)
         record, logs, inst, ctx = run.record, run.logs, run.instance, run.ctx
-        failure: str | None = None  # a store that failed while ending the run
+        failure: tuple[StoreError, str] | None = None  # a store that failed while ending the run, and why
         if inst is not None and ctx is not None:
             # the seed's order: on_run may still change memory, then memory is saved
             await self._step_of_end(run, "on_run hook", lambda: _hook(inst.definition.on_run, ctx))
@@ -383,7 +385,7 @@ class Engine:
         stopped = state == RunState.KILLED and reason in ("shutdown", "cancelled")
         # a run the store failed answered nothing: its inputs stay in the inbox, and the
         # runner hands them to a new run once the store is back (or the next start does)
-        store_failed = failure is not None or (state == RunState.FAILED and is_store_error(reason))
+        store_failed = failure is not None or store_failure is not None
         if answered or not (stopped or store_failed):
             taken = [e.id for e in logs if isinstance(e, InputLog)]
             if taken:
@@ -392,14 +394,16 @@ class Engine:
                     or failure
                 )
         if failure is not None and state in (RunState.COMPLETED, RunState.RUNNING):
-            state, reason = RunState.FAILED, failure
+            state, (store_failure, reason) = RunState.FAILED, failure
         record.state, record.reason, record.ended = state, reason, time.time()
+        record.store_failed = store_failure is not None
         end = StateLog(state=str(state), reason=reason)
         logs.append(end)
         unrecorded = await self._record_end(run, end)
         if unrecorded is not None and state != RunState.FAILED:
             # the row could not be written: the caller is told, not shown a success
-            state, reason = RunState.FAILED, unrecorded
+            state, (error, reason) = RunState.FAILED, unrecorded
+            store_failure = error if isinstance(error, StoreError) else None
             record.state, record.reason, end.state, end.reason = state, reason, str(state), reason
         result = RunResult(
             run_id=record.id,
@@ -411,6 +415,7 @@ class Engine:
             prompt_tokens=record.prompt_tokens,
             completion_tokens=record.completion_tokens,
             duration=record.ended - record.started,
+            store_failure=store_failure,
         )
         if state == RunState.COMPLETED:
             log.info("run %s %s: completed in %d steps", record.id[:8], run.slot.id, record.steps)
@@ -424,23 +429,25 @@ class Engine:
             log.exception("run %s: after-run hooks failed", record.id)
         return result
 
-    async def _step_of_end(self, run: Run, what: str, step: Callable[[], Awaitable[Any]]) -> str | None:
-        """Run one step of a run's end; a store error is tried once more. Returns the
-        ``store_error: ...`` reason if the store still failed; other errors are recorded."""
+    async def _step_of_end(
+        self, run: Run, what: str, step: Callable[[], Awaitable[Any]]
+    ) -> tuple[StoreError, str] | None:
+        """Run one step of a run's end; a store error is tried once more. Returns the store's
+        error and the ``store_error: ...`` reason if it still failed; other errors are recorded."""
         for attempt in (1, 2):
             try:
                 await step()
                 return None
+            except StoreError as e:
+                error = e
+                log.error("run %s: %s failed (attempt %d): %s", run.id, what, attempt, store_reason(e))
             except Exception as e:
-                reason = store_error(e)
-                if reason is None:
-                    log.error("run %s: %s failed: %s: %s", run.id, what, type(e).__name__, e, exc_info=e)
-                    run.logs.append(
-                        ErrorLog(message=f"{what} failed: {type(e).__name__}: {e}", where="finish", step=run.step)
-                    )
-                    return None
-                log.error("run %s: %s failed (attempt %d): %s", run.id, what, attempt, reason)
-        return f"{reason} (while {what})"
+                log.error("run %s: %s failed: %s: %s", run.id, what, type(e).__name__, e, exc_info=e)
+                run.logs.append(
+                    ErrorLog(message=f"{what} failed: {type(e).__name__}: {e}", where="finish", step=run.step)
+                )
+                return None
+        return error, f"{store_reason(error)} (while {what})"
 
     @staticmethod
     async def _created(run: Run) -> None:
@@ -450,9 +457,10 @@ class Engine:
             await creating
             run.created = True
 
-    async def _record_end(self, run: Run, end: StateLog) -> str | None:
+    async def _record_end(self, run: Run, end: StateLog) -> tuple[Exception, str] | None:
         """Write the run's row in its terminal state (creating it if the start could not).
-        Returns the ``store_error: ...`` reason when it could not, even when tried again."""
+        Returns the error and the reason (``store_error: ...`` for the store's) when it could
+        not, even when tried again."""
         runs = self.deps.runs
         logged = False
         try:
@@ -471,8 +479,9 @@ class Engine:
                 return None
             except Exception as e:
                 log.error("run %s: recording its end failed (attempt %d): %s: %s", run.id, attempt, type(e).__name__, e)
-                reason = store_error(e) or f"internal error: {type(e).__name__}: {e}"
-        return f"{reason} (while recording the end of the run)"
+                error = e
+                reason = store_reason(e) if isinstance(e, StoreError) else f"internal error: {type(e).__name__}: {e}"
+        return error, f"{reason} (while recording the end of the run)"
 
 
 async def _value(res: Any) -> Any:

@@ -2,31 +2,13 @@
 
 from __future__ import annotations
 
-from ._access import (
-    POLICIES,
-    Access,
-    Decision,
-    InMemoryPairingStore,
-    Pairing,
-    PairingError,
-    PairingStore,
-    PostgresPairingStore,
-    SQLitePairingStore,
-)
-from ._budgets import Budgets, InMemoryUsageStore, PostgresUsageStore, SQLiteUsageStore, UsageStore, utc_day
+from ._access import POLICIES, Access, Decision, PairingError
+from ._budgets import Budgets, utc_day
 from ._children import ORPHANED, ChildRuns
 from ._heartbeat import Heartbeat
 from ._metrics import CONTENT_TYPE, Metrics
 from ._roles import RoleGuard
-from ._schedules import (
-    InMemoryScheduleStore,
-    PostgresScheduleStore,
-    Scheduler,
-    ScheduleStore,
-    SQLiteScheduleStore,
-    next_fire,
-    tick_id,
-)
+from ._schedules import Scheduler, next_fire, tick_id
 
 __all__ = [
     "Access",
@@ -35,25 +17,12 @@ __all__ = [
     "ChildRuns",
     "Decision",
     "Heartbeat",
-    "InMemoryPairingStore",
-    "InMemoryScheduleStore",
-    "InMemoryUsageStore",
     "Metrics",
     "ORPHANED",
     "POLICIES",
-    "Pairing",
     "PairingError",
-    "PairingStore",
-    "PostgresPairingStore",
-    "PostgresScheduleStore",
-    "PostgresUsageStore",
     "RoleGuard",
-    "SQLitePairingStore",
-    "SQLiteScheduleStore",
-    "SQLiteUsageStore",
-    "ScheduleStore",
     "Scheduler",
-    "UsageStore",
     "next_fire",
     "tick_id",
     "utc_day",

@@ -4,7 +4,7 @@ A platform extension asks, for each direct message, ``await hub.access.check(pla
 policy, allowed_users)`` and acts on the :class:`Decision`: ``allow`` (hand the message to
 the hub), ``pair`` (send ``decision.message``, which carries a one-time code, and nothing
 else: the message never reaches the model) or ``deny`` (drop it). The operator approves a
-code with ``hub pairing approve CODE``; approvals are kept by a :class:`PairingStore`
+code with ``hub pairing approve CODE``; approvals are kept by a :class:`~hub.store.PairingStore`
 (SQLite in ``data/hub.db`` by default), so they survive restarts, and codes expire.
 """
 
@@ -13,24 +13,16 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from ..errors import ConfigError, HubError
-
-if TYPE_CHECKING:
-    from ..store.sql import SqlDatabase
+from ..store import Pairing, PairingStore
 
 __all__ = [
     "POLICIES",
     "Decision",
-    "Pairing",
-    "PairingStore",
-    "InMemoryPairingStore",
-    "SQLitePairingStore",
-    "PostgresPairingStore",
     "Access",
     "normalize_code",
     "PairingError",
@@ -57,22 +49,6 @@ class PairingError(HubError):
 
 
 @dataclass(frozen=True, slots=True)
-class Pairing:
-    """One user of one platform: ``pending`` with a code until ``expires``, or ``approved``."""
-
-    platform: str
-    user: str
-    state: Literal["pending", "approved"]
-    code: str | None
-    created: float
-    expires: float | None = None
-    approved: float | None = None
-
-    def expired(self, now: float | None = None) -> bool:
-        return self.state == "pending" and self.expires is not None and self.expires <= (now or time.time())
-
-
-@dataclass(frozen=True, slots=True)
 class Decision:
     verdict: Literal["allow", "pair", "deny"]
     code: str | None = None
@@ -87,113 +63,6 @@ class Decision:
         if self.verdict != "pair":
             return None
         return f"I don't know you yet. Ask my operator to run: hub pairing approve {self.code}"
-
-
-class PairingStore(ABC):
-    """Pairings, kept so that they survive restarts."""
-
-    async def open(self) -> None:  # noqa: B027 - stores without a connection need nothing
-        pass
-
-    async def close(self) -> None:  # noqa: B027
-        pass
-
-    @abstractmethod
-    async def get(self, platform: str, user: str) -> Pairing | None: ...
-
-    @abstractmethod
-    async def put(self, pairing: Pairing) -> None:
-        """Insert or replace the pairing of ``(platform, user)``."""
-
-    @abstractmethod
-    async def by_code(self, code: str) -> Pairing | None: ...
-
-    @abstractmethod
-    async def delete(self, user: str, *, platform: str | None = None) -> int:
-        """Forget ``user`` (on ``platform``, or on every platform); how many were removed."""
-
-    @abstractmethod
-    async def list(self) -> list[Pairing]: ...
-
-
-class InMemoryPairingStore(PairingStore):
-    def __init__(self) -> None:
-        self._rows: dict[tuple[str, str], Pairing] = {}
-
-    async def get(self, platform: str, user: str) -> Pairing | None:
-        return self._rows.get((platform, user))
-
-    async def put(self, pairing: Pairing) -> None:
-        self._rows[(pairing.platform, pairing.user)] = pairing
-
-    async def by_code(self, code: str) -> Pairing | None:
-        return next((p for p in self._rows.values() if p.code == code), None)
-
-    async def delete(self, user: str, *, platform: str | None = None) -> int:
-        gone = [k for k in self._rows if k[1] == user and (platform is None or k[0] == platform)]
-        for k in gone:
-            del self._rows[k]
-        return len(gone)
-
-    async def list(self) -> list[Pairing]:
-        return sorted(self._rows.values(), key=lambda p: p.created)
-
-
-# "user" quoted: a reserved word in PostgreSQL (SQLite takes the quoted spelling alike)
-_COLUMNS = 'platform, "user", state, code, created, expires, approved'
-
-
-class SQLitePairingStore(PairingStore):
-    """Pairings in the hub's database (``hub pairing`` opens it beside a running hub)."""
-
-    def __init__(self, db: SqlDatabase) -> None:
-        self.db = db
-
-    async def open(self) -> None:
-        await self.db.open()
-
-    async def get(self, platform: str, user: str) -> Pairing | None:
-        row = await self.db.fetchone(
-            f'SELECT {_COLUMNS} FROM pairings WHERE platform = ? AND "user" = ?', (platform, user)
-        )
-        return Pairing(*row) if row else None
-
-    async def put(self, pairing: Pairing) -> None:
-        await self.db.write(
-            f"INSERT INTO pairings ({_COLUMNS}) VALUES (?,?,?,?,?,?,?) "
-            'ON CONFLICT (platform, "user") DO UPDATE SET state = excluded.state, code = excluded.code, '
-            "created = excluded.created, expires = excluded.expires, approved = excluded.approved",
-            (
-                pairing.platform,
-                pairing.user,
-                pairing.state,
-                pairing.code,
-                pairing.created,
-                pairing.expires,
-                pairing.approved,
-            ),
-        )
-
-    async def by_code(self, code: str) -> Pairing | None:
-        row = await self.db.fetchone(f"SELECT {_COLUMNS} FROM pairings WHERE code = ?", (code,))
-        return Pairing(*row) if row else None
-
-    async def delete(self, user: str, *, platform: str | None = None) -> int:
-        where, params = '"user" = ?', [user]
-        if platform is not None:
-            where, params = where + " AND platform = ?", [user, platform]
-        n = await self.db.fetchone(f"SELECT COUNT(*) FROM pairings WHERE {where}", params)
-        await self.db.write(f"DELETE FROM pairings WHERE {where}", params)
-        return int(n[0]) if n else 0
-
-    async def list(self) -> list[Pairing]:
-        rows = await self.db.fetchall(f"SELECT {_COLUMNS} FROM pairings ORDER BY created")
-        return [Pairing(*r) for r in rows]
-
-
-class PostgresPairingStore(SQLitePairingStore):
-    """The same PairingStore on PostgreSQL (``[store] url``): the SQL is shared, the database
-    is a :class:`hub.store.sql.PgDatabase` that several workers use at once."""
 
 
 class Access:

@@ -4,7 +4,7 @@ Per-run limits (steps, tokens, seconds) are the engine's (``[agent]``). This mod
 what spans runs (``[limits]``):
 
 - ``conversation_tokens_per_day`` and ``user_tokens_per_day``: tokens are counted after
-  every step, per UTC day, in a :class:`UsageStore`. A run over budget is ``killed`` with
+  every step, per UTC day, in a :class:`~hub.store.UsageStore`. A run over budget is ``killed`` with
   the budget as its reason: before its first step when the budget was already spent, or
   after the step that spent it.
 - ``reply``: when a limit kills a run, the user gets this text through the conversation's
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import time
-from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,18 +27,9 @@ from ..config import LimitsSection
 from ..definitions import Output, RunContext, RunResult, StopRun
 from ..engine import LiveText, Plugin
 from ..logs import OutputLog, StepLog
-from ..store import RunState, RunStore
-from ..store.sql import SqlDatabase
+from ..store import RunState, RunStore, UsageStore
 
-__all__ = [
-    "UsageStore",
-    "InMemoryUsageStore",
-    "SQLiteUsageStore",
-    "PostgresUsageStore",
-    "Budgets",
-    "LIMIT_REASONS",
-    "utc_day",
-]
+__all__ = ["Budgets", "LIMIT_REASONS", "utc_day"]
 
 log = logging.getLogger("hub.features")
 
@@ -57,59 +47,6 @@ operator's stop and a crash are not limits: their input is handled again, not re
 
 def utc_day(ts: float | None = None) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(ts))
-
-
-class UsageStore(ABC):
-    """Tokens used per scope (``conversation:ID``, ``user:PLATFORM:ID``) and UTC day."""
-
-    @abstractmethod
-    def add(self, scope: str, day: str, tokens: int) -> None:
-        """Count tokens (without waiting; committed within milliseconds)."""
-
-    @abstractmethod
-    async def get(self, scope: str, day: str) -> int: ...
-
-    async def open(self) -> None:  # noqa: B027
-        pass
-
-    async def close(self) -> None:  # noqa: B027
-        pass
-
-
-class InMemoryUsageStore(UsageStore):
-    def __init__(self) -> None:
-        self._used: dict[tuple[str, str], int] = {}
-
-    def add(self, scope: str, day: str, tokens: int) -> None:
-        self._used[(scope, day)] = self._used.get((scope, day), 0) + tokens
-
-    async def get(self, scope: str, day: str) -> int:
-        return self._used.get((scope, day), 0)
-
-
-class SQLiteUsageStore(UsageStore):
-    def __init__(self, db: SqlDatabase) -> None:
-        self.db = db
-
-    async def open(self) -> None:
-        await self.db.open()
-
-    def add(self, scope: str, day: str, tokens: int) -> None:
-        self.db.write_soon(
-            "INSERT INTO token_usage (scope, day, tokens) VALUES (?, ?, ?) "
-            "ON CONFLICT (scope, day) DO UPDATE SET tokens = token_usage.tokens + excluded.tokens",
-            (scope, day, tokens),
-        )
-
-    async def get(self, scope: str, day: str) -> int:
-        await self.db.flush()
-        row = await self.db.fetchone("SELECT tokens FROM token_usage WHERE scope = ? AND day = ?", (scope, day))
-        return int(row[0]) if row else 0
-
-
-class PostgresUsageStore(SQLiteUsageStore):
-    """The same UsageStore on PostgreSQL (``[store] url``): the SQL is shared, the database
-    is a :class:`hub.store.sql.PgDatabase` that several workers use at once."""
 
 
 class Budgets(Plugin):

@@ -4,12 +4,12 @@ Schedules come from ``[schedules.NAME]`` in config.toml and from persona files
 (``[schedules.NAME]`` there too, named ``PERSONA/NAME``; edits are picked up while the hub
 runs). Each fire calls :meth:`Hub.submit`, like any other trigger.
 
-The last fire time of each schedule is kept in a :class:`ScheduleStore` (SQLite), so
+The last fire time of each schedule is kept in a :class:`~hub.store.ScheduleStore`, so
 schedules survive restarts: a fire that fell due while the hub was down runs once at start,
 not once per miss. A schedule seen for the first time starts counting from that moment.
 
 Several workers (hubs sharing one store) may run the same schedules: each tick is claimed
-in the store first, by a compare-and-set of the last fire time (:meth:`ScheduleStore.claim`),
+in the store first, by a compare-and-set of the last fire time (:meth:`~hub.store.ScheduleStore.claim`),
 and only the worker whose claim changed it sends the input, so a tick fires once across
 workers. The input goes in with the platform id ``schedule:NAME:TICK`` and the claim is
 marked done once it is recorded. A claim a worker left unfinished (it died in between) is
@@ -24,10 +24,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import secrets
 import time
 import zoneinfo
-from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
@@ -37,18 +35,9 @@ from typing import Any
 from ..config import ScheduleSection
 from ..errors import ConfigError, HubError, RunError
 from ..personas import PersonaSet
-from ..store.sql import SqlDatabase
+from ..store import InMemoryScheduleStore, ScheduleStore
 
-__all__ = [
-    "Scheduler",
-    "ScheduleStore",
-    "InMemoryScheduleStore",
-    "SQLiteScheduleStore",
-    "PostgresScheduleStore",
-    "Tick",
-    "next_fire",
-    "tick_id",
-]
+__all__ = ["Scheduler", "next_fire", "tick_id"]
 
 log = logging.getLogger("hub.features")
 
@@ -70,134 +59,6 @@ def next_fire(schedule: ScheduleSection, after: float) -> float:
     zone = _zone(schedule)
     start = datetime.fromtimestamp(after, zone) if zone else datetime.fromtimestamp(after).astimezone()
     return float(croniter(schedule.cron, start).get_next(float))
-
-
-# --- the store --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Tick:
-    """A schedule's last claimed (nominal) fire time, and whether its input is recorded."""
-
-    last: float
-    done: bool
-
-
-class ScheduleStore(ABC):
-    """The last (nominal) fire time of each schedule, by name; shared by every worker."""
-
-    @abstractmethod
-    async def tick(self, name: str) -> Tick | None:
-        """The last claimed fire of ``name`` (None: never seen)."""
-
-    async def last(self, name: str) -> float | None:
-        t = await self.tick(name)
-        return t.last if t is not None else None
-
-    @abstractmethod
-    async def record(self, name: str, fired: float) -> None:
-        """Set the last fire time, done (a new schedule's start, a finished fire). Durable when it returns."""
-
-    @abstractmethod
-    async def start(self, name: str, now: float) -> Tick:
-        """A schedule seen for the first time counts from ``now`` (done): stored unless a row
-        exists already (another worker's start); returns the stored tick."""
-
-    @abstractmethod
-    async def finish(self, name: str, fired: float) -> None:
-        """Mark the claim of ``fired`` done (its input is recorded), if it is still the last."""
-
-    @abstractmethod
-    async def claim(self, name: str, expected: float | None, fired: float) -> bool:
-        """Atomically move the last fire time from ``expected`` (None: never seen) to
-        ``fired``, not yet done; False, changing nothing, when it is not ``expected`` any
-        more (another worker claimed that tick). Durable when it returns."""
-
-    async def open(self) -> None:  # noqa: B027
-        pass
-
-    async def close(self) -> None:  # noqa: B027
-        pass
-
-
-class InMemoryScheduleStore(ScheduleStore):
-    def __init__(self) -> None:
-        self._ticks: dict[str, Tick] = {}
-
-    async def tick(self, name: str) -> Tick | None:
-        return self._ticks.get(name)
-
-    async def record(self, name: str, fired: float) -> None:
-        self._ticks[name] = Tick(fired, True)
-
-    async def start(self, name: str, now: float) -> Tick:
-        return self._ticks.setdefault(name, Tick(now, True))
-
-    async def finish(self, name: str, fired: float) -> None:
-        current = self._ticks.get(name)
-        if current is not None and current.last == fired:
-            self._ticks[name] = Tick(fired, True)
-
-    async def claim(self, name: str, expected: float | None, fired: float) -> bool:
-        current = self._ticks.get(name)
-        if (current.last if current is not None else None) != expected:
-            return False
-        self._ticks[name] = Tick(fired, False)
-        return True
-
-
-class SQLiteScheduleStore(ScheduleStore):
-    def __init__(self, db: SqlDatabase) -> None:
-        self.db = db
-
-    async def open(self) -> None:
-        await self.db.open()
-
-    async def tick(self, name: str) -> Tick | None:
-        row = await self.db.fetchone("SELECT last_fire, done FROM schedules WHERE name = ?", (name,))
-        return Tick(float(row[0]), bool(row[1])) if row else None
-
-    async def record(self, name: str, fired: float) -> None:
-        await self.db.write(
-            "INSERT INTO schedules (name, last_fire, done) VALUES (?, ?, 1) "
-            "ON CONFLICT (name) DO UPDATE SET last_fire = excluded.last_fire, done = 1",
-            (name, fired),
-        )
-
-    async def start(self, name: str, now: float) -> Tick:
-        await self.db.write(
-            "INSERT INTO schedules (name, last_fire, done) VALUES (?, ?, 1) ON CONFLICT (name) DO NOTHING",
-            (name, now),
-        )
-        tick = await self.tick(name)
-        assert tick is not None
-        return tick
-
-    async def finish(self, name: str, fired: float) -> None:
-        await self.db.write("UPDATE schedules SET done = 1 WHERE name = ? AND last_fire = ?", (name, fired))
-
-    async def claim(self, name: str, expected: float | None, fired: float) -> bool:
-        # One conditional statement (the compare-and-set), then a read of what it left: the
-        # row carries this call's own mark only if this claim changed it.
-        mark = secrets.token_hex(8)
-        if expected is None:
-            await self.db.write(
-                "INSERT INTO schedules (name, last_fire, done, claim) VALUES (?, ?, 0, ?) "
-                "ON CONFLICT (name) DO NOTHING",
-                (name, fired, mark),
-            )
-        else:
-            await self.db.write(
-                "UPDATE schedules SET last_fire = ?, done = 0, claim = ? WHERE name = ? AND last_fire = ?",
-                (fired, mark, name, expected),
-            )
-        row = await self.db.fetchone("SELECT claim FROM schedules WHERE name = ?", (name,))
-        return row is not None and row[0] == mark
-
-
-class PostgresScheduleStore(SQLiteScheduleStore):
-    """The same ScheduleStore on PostgreSQL (``[store] url``): the SQL is shared, the database
-    is a :class:`hub.store.sql.PgDatabase` that several workers use at once."""
 
 
 # --- the scheduler ----------------------------------------------------------------------

@@ -3,27 +3,13 @@
 from __future__ import annotations
 
 from ._persona import Persona, PersonaSet, load_persona, parse_persona
-from ._revisions import (
-    InMemoryRevisionStore,
-    PostgresRevisionStore,
-    Revision,
-    RevisionStore,
-    SQLiteRevisionStore,
-    render_history,
-    rollback,
-    write_persona,
-)
+from ._revisions import render_history, rollback, write_persona
 from ._watcher import PersonaWatcher
 
 __all__ = [
-    "InMemoryRevisionStore",
     "Persona",
     "PersonaSet",
     "PersonaWatcher",
-    "PostgresRevisionStore",
-    "Revision",
-    "RevisionStore",
-    "SQLiteRevisionStore",
     "load_persona",
     "parse_persona",
     "render_history",

@@ -1,4 +1,5 @@
-"""Persona revisions: every accepted version of every persona file, kept behind a store seam.
+"""Persona revisions: every accepted version of every persona file, kept in a
+:class:`~hub.store.RevisionStore`.
 
 The hub records a revision each time :class:`~hub.personas.PersonaSet` accepts a new version
 of a file (at start and on every valid edit); a text equal to the latest revision is not
@@ -10,138 +11,19 @@ the running hub picks it up like any edit.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import os
 import tempfile
 import time
 import tomllib
-from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from ..config import format_validation_error
 from ..errors import ConfigError, HubError
-from ..store.sql import SqlDatabase
+from ..store import Revision, RevisionStore
 
-__all__ = [
-    "Revision",
-    "RevisionStore",
-    "InMemoryRevisionStore",
-    "SQLiteRevisionStore",
-    "PostgresRevisionStore",
-    "rollback",
-    "write_persona",
-    "render_history",
-    "text_hash",
-]
-
-
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-@dataclass(slots=True, frozen=True)
-class Revision:
-    name: str
-    rev: int
-    text: str
-    ts: float
-    note: str = ""
-
-    @property
-    def sha(self) -> str:
-        return text_hash(self.text)
-
-
-class RevisionStore(ABC):
-    """Where persona revisions live. ``record`` never blocks the loop (it is called from a
-    persona lookup); ``flush`` waits until what was recorded is durable."""
-
-    @abstractmethod
-    def record(self, name: str, text: str, *, note: str = "") -> None:
-        """Add a revision, numbered after the latest, unless its text equals the latest's."""
-
-    @abstractmethod
-    async def history(self, name: str) -> list[Revision]:
-        """Oldest first."""
-
-    @abstractmethod
-    async def names(self) -> list[str]: ...
-
-    async def get(self, name: str, rev: int) -> Revision | None:
-        for r in await self.history(name):
-            if r.rev == rev:
-                return r
-        return None
-
-    async def flush(self) -> None:  # noqa: B027
-        pass
-
-    async def open(self) -> None:  # noqa: B027
-        pass
-
-    async def close(self) -> None:  # noqa: B027
-        pass
-
-
-class InMemoryRevisionStore(RevisionStore):
-    def __init__(self) -> None:
-        self._revs: dict[str, list[Revision]] = {}
-
-    def record(self, name: str, text: str, *, note: str = "") -> None:
-        revs = self._revs.setdefault(name, [])
-        if revs and revs[-1].text == text:
-            return
-        revs.append(Revision(name, len(revs) + 1, text, time.time(), note))
-
-    async def history(self, name: str) -> list[Revision]:
-        return list(self._revs.get(name, []))
-
-    async def names(self) -> list[str]:
-        return sorted(self._revs)
-
-
-# One statement, so numbering and de-duplication are atomic even with a second process
-# (`hub persona rollback` while the hub runs) writing to the same database.
-_INSERT = """
-INSERT INTO persona_revisions (name, rev, ts, sha, note, text)
-SELECT ?1, (SELECT COALESCE(MAX(rev), 0) + 1 FROM persona_revisions WHERE name = ?1), ?2, ?3, ?4, ?5
-WHERE COALESCE((SELECT sha FROM persona_revisions WHERE name = ?1 ORDER BY rev DESC LIMIT 1), '') != ?3
-ON CONFLICT DO NOTHING
-"""
-
-
-class SQLiteRevisionStore(RevisionStore):
-    def __init__(self, db: SqlDatabase) -> None:
-        self.db = db
-
-    async def open(self) -> None:
-        await self.db.open()
-
-    def record(self, name: str, text: str, *, note: str = "") -> None:
-        self.db.write_soon(_INSERT, (name, time.time(), text_hash(text), note, text))
-
-    async def flush(self) -> None:
-        await self.db.flush()
-
-    async def history(self, name: str) -> list[Revision]:
-        await self.db.flush()
-        rows = await self.db.fetchall(
-            "SELECT name, rev, text, ts, note FROM persona_revisions WHERE name = ? ORDER BY rev", (name,)
-        )
-        return [Revision(r[0], r[1], r[2], r[3], r[4]) for r in rows]
-
-    async def names(self) -> list[str]:
-        await self.db.flush()
-        rows = await self.db.fetchall("SELECT DISTINCT name FROM persona_revisions ORDER BY name")
-        return [r[0] for r in rows]
-
-
-class PostgresRevisionStore(SQLiteRevisionStore):
-    """The same RevisionStore on PostgreSQL (``[store] url``): the SQL is shared, the database
-    is a :class:`hub.store.sql.PgDatabase` that several workers use at once."""
+__all__ = ["rollback", "write_persona", "render_history"]
 
 
 # --- operator commands ------------------------------------------------------------------

@@ -1,72 +1,92 @@
-"""Everything the hub keeps: runs and their events, the inbox, leases and claims, key-value memory, retention, store health, the data dir and the choice of backend."""
+"""Everything the hub keeps, as aiogram's storages are built: one base per store (its seam and
+data types), one module per backend (in memory here, SQL in :mod:`hub.store.sql`), and the
+backend chosen once (:func:`open_stores`). Besides the stores: the inbox claims between
+workers, retention, store health and the data dir's lock.
+
+The seams: runs (``_run_records``), the inbox (``_inbox``), leases (``_leases``), key-value
+memory (``_memory``), token usage (``_usage``), schedule ticks (``_schedules``), persona
+revisions (``_revisions``) and pairings (``_pairings``).
+"""
 
 from __future__ import annotations
 
-from ._backend import database_for, existing_database, run_store
+from ._backend import (
+    ConversationLock,
+    Stores,
+    claim_data_dir,
+    has_database,
+    inspect_store,
+    open_stores,
+    sole_worker,
+)
 from ._claims import InboxClaims
 from ._datadir import DataDirLock, check_database
 from ._health import StoreCollector, StoreHealth, databases
-from ._inbox import InboxStore, InMemoryInbox, Pending, PostgresInbox, SQLiteInbox, park_poison
-from ._leases import (
+from ._in_memory import (
+    InMemoryInbox,
     InMemoryLeaseStore,
-    Lease,
-    LeaseKeeper,
-    LeaseStore,
-    PostgresLeaseStore,
-    SQLiteLeaseStore,
-    sole_worker_id,
-    worker_id,
+    InMemoryPairingStore,
+    InMemoryRevisionStore,
+    InMemoryRunStore,
+    InMemoryScheduleStore,
+    InMemoryStore,
+    InMemoryUsageStore,
 )
-from ._memory import InMemoryStore, MemoryStore
+from ._inbox import InboxStore, Parked, Pending, park_poison
+from ._leases import Lease, LeaseKeeper, LeaseStore, sole_worker_id, worker_id
+from ._memory import MemoryStore
+from ._pairings import Pairing, PairingStore
 from ._redacting import RedactingRunStore
 from ._retention import Retention, prune
-from ._run_records import (
-    InMemoryRunStore,
-    PostgresRunStore,
-    RunRecord,
-    RunState,
-    RunStore,
-    SQLiteRunStore,
-    collect_tree,
-)
-from ._sql_memory import PostgresMemoryStore, SQLiteMemoryStore
+from ._revisions import Revision, RevisionStore
+from ._run_records import RunRecord, RunState, RunStore, collect_tree
+from ._schedules import ScheduleStore, Tick
+from ._usage import UsageStore
 
 __all__ = [
+    "ConversationLock",
     "DataDirLock",
     "InMemoryInbox",
     "InMemoryLeaseStore",
+    "InMemoryPairingStore",
+    "InMemoryRevisionStore",
     "InMemoryRunStore",
+    "InMemoryScheduleStore",
     "InMemoryStore",
+    "InMemoryUsageStore",
     "InboxClaims",
     "InboxStore",
     "Lease",
     "LeaseKeeper",
     "LeaseStore",
     "MemoryStore",
+    "Pairing",
+    "PairingStore",
+    "Parked",
     "Pending",
-    "PostgresInbox",
-    "PostgresLeaseStore",
-    "PostgresMemoryStore",
-    "PostgresRunStore",
     "RedactingRunStore",
     "Retention",
+    "Revision",
+    "RevisionStore",
     "RunRecord",
     "RunState",
     "RunStore",
-    "SQLiteInbox",
-    "SQLiteLeaseStore",
-    "SQLiteMemoryStore",
-    "SQLiteRunStore",
+    "ScheduleStore",
     "StoreCollector",
     "StoreHealth",
+    "Stores",
+    "Tick",
+    "UsageStore",
     "check_database",
+    "claim_data_dir",
     "collect_tree",
-    "database_for",
     "databases",
-    "existing_database",
+    "has_database",
+    "inspect_store",
+    "open_stores",
     "park_poison",
     "prune",
-    "run_store",
+    "sole_worker",
     "sole_worker_id",
     "worker_id",
 ]

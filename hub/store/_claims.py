@@ -3,7 +3,7 @@ claims taken over once their lease expires (``[store] url`` on PostgreSQL only).
 
 Every third of ``[store] lease`` :class:`InboxClaims` renews this worker's leases, marks
 the runs that died with their worker ``killed``/``abnormal_exit`` (those whose
-conversation's advisory lock is free, see :class:`hub.store.PostgresRunStore`), then claims
+conversation's advisory lock is free, see :class:`hub.store.sql.PostgresRunStore`), then claims
 the inputs no live worker holds and hands them to the runner, exactly as at start.
 """
 

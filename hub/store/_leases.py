@@ -16,6 +16,9 @@ the work as soon as the lease is lost (a renewal refused, or not confirmed befor
 
 The worker's identity (:func:`worker_id`) is host, pid and a random suffix, so two hubs in
 one process are two holders.
+The backends: :class:`hub.store.InMemoryLeaseStore` (the hubs of one process) and
+:class:`hub.store.sql.SqlLeaseStore` (the workers sharing a database), in
+hub/store/_in_memory.py and hub/store/sql/_stores.py.
 """
 
 from __future__ import annotations
@@ -25,24 +28,13 @@ import logging
 import os
 import secrets
 import socket
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from ..errors import HubError, RunError
-from .sql import SqlDatabase
 
-__all__ = [
-    "Lease",
-    "LeaseStore",
-    "InMemoryLeaseStore",
-    "SQLiteLeaseStore",
-    "PostgresLeaseStore",
-    "LeaseKeeper",
-    "worker_id",
-    "sole_worker_id",
-]
+__all__ = ["Clock", "Lease", "LeaseStore", "LeaseKeeper", "check_lease", "worker_id", "sole_worker_id"]
 
 log = logging.getLogger("hub.store")
 
@@ -73,7 +65,12 @@ class Lease:
     token: int
 
 
-def _check(name: str, holder: str, ttl: float | None = None) -> None:
+def check_lease(name: str, holder: str, ttl: float | None = None) -> None:
+    """Every lease store's check of its arguments (a name, a holder, a positive ttl).
+
+    Raises:
+        RunError: one of them is missing or wrong (the message names the lease).
+    """
     if not name:
         raise RunError("a lease needs a name")
     if not holder:
@@ -115,134 +112,6 @@ class LeaseStore(ABC):
         pass
 
 
-@dataclass(slots=True)
-class _Row:
-    holder: str
-    expires: float
-    token: int
-
-
-class InMemoryLeaseStore(LeaseStore):
-    """Leases of the workers (hubs) in one process that share this object."""
-
-    def __init__(self, *, clock: Clock = time.time) -> None:
-        self.clock = clock
-        self._rows: dict[str, _Row] = {}
-
-    async def acquire(self, name: str, holder: str, ttl: float) -> Lease | None:
-        _check(name, holder, ttl)
-        now = self.clock()
-        row = self._rows.get(name)
-        if row is None:
-            row = self._rows[name] = _Row(holder, now + ttl, 1)
-        elif row.holder == holder and row.expires > now:
-            row.expires = now + ttl
-        elif row.expires <= now:
-            row.holder, row.expires, row.token = holder, now + ttl, row.token + 1
-        else:
-            return None
-        return Lease(name, row.holder, row.expires, row.token)
-
-    async def renew(self, name: str, holder: str, ttl: float) -> Lease | None:
-        _check(name, holder, ttl)
-        now = self.clock()
-        row = self._rows.get(name)
-        if row is None or row.holder != holder or row.expires <= now:
-            return None
-        row.expires = now + ttl
-        return Lease(name, row.holder, row.expires, row.token)
-
-    async def release(self, name: str, holder: str) -> bool:
-        _check(name, holder)
-        row = self._rows.get(name)
-        if row is None or row.holder != holder or row.expires <= self.clock():
-            return False
-        row.holder, row.expires = "", 0.0  # the row stays: its token must keep growing
-        return True
-
-    async def holder(self, name: str) -> Lease | None:
-        row = self._rows.get(name)
-        if row is None or not row.holder or row.expires <= self.clock():
-            return None
-        return Lease(name, row.holder, row.expires, row.token)
-
-
-# One statement decides: a free (never taken), expired or already-ours lease becomes ours;
-# a live lease of another holder is left alone (the WHERE of DO UPDATE). The token grows
-# unless the holder is extending a live holding of its own.
-_ACQUIRE = """
-INSERT INTO leases (name, holder, expires, token) VALUES (?1, ?2, ?3, 1)
-ON CONFLICT (name) DO UPDATE SET
-    holder = excluded.holder,
-    expires = excluded.expires,
-    token = CASE WHEN leases.holder = excluded.holder AND leases.expires > ?4
-                 THEN leases.token ELSE leases.token + 1 END
-WHERE leases.holder = excluded.holder OR leases.expires <= ?4
-"""
-_RENEW = "UPDATE leases SET expires = ?3 WHERE name = ?1 AND holder = ?2 AND expires > ?4"
-_RELEASE = "UPDATE leases SET holder = '', expires = 0 WHERE name = ?1 AND holder = ?2 AND expires > ?3"
-
-
-class SQLiteLeaseStore(LeaseStore):
-    """Leases in the hub's SQLite database (table ``leases``), shared by every connection to it.
-
-    Each change is one conditional statement committed through the database's writer; what
-    it did is read back (the row is then ours until it expires, so the read cannot race).
-    """
-
-    def __init__(self, db: SqlDatabase, *, clock: Clock = time.time) -> None:
-        self.db = db
-        self.clock = clock
-
-    async def open(self) -> None:
-        await self.db.open()  # the table is hub/store/sql/_migrations.py's
-
-    async def _row(self, name: str) -> _Row | None:
-        row = await self.db.fetchone("SELECT holder, expires, token FROM leases WHERE name = ?", (name,))
-        return _Row(str(row[0]), float(row[1]), int(row[2])) if row else None
-
-    async def _mine(self, name: str, holder: str, expires: float) -> Lease | None:
-        row = await self._row(name)
-        if row is None or row.holder != holder or row.expires != expires:
-            return None
-        return Lease(name, holder, row.expires, row.token)
-
-    async def acquire(self, name: str, holder: str, ttl: float) -> Lease | None:
-        _check(name, holder, ttl)
-        now = self.clock()
-        expires = now + ttl
-        await self.db.write(_ACQUIRE, (name, holder, expires, now))
-        return await self._mine(name, holder, expires)
-
-    async def renew(self, name: str, holder: str, ttl: float) -> Lease | None:
-        _check(name, holder, ttl)
-        now = self.clock()
-        expires = now + ttl
-        await self.db.write(_RENEW, (name, holder, expires, now))
-        return await self._mine(name, holder, expires)
-
-    async def release(self, name: str, holder: str) -> bool:
-        _check(name, holder)
-        before = await self.holder(name)
-        if before is None or before.holder != holder:
-            return False
-        await self.db.write(_RELEASE, (name, holder, self.clock()))
-        after = await self._row(name)
-        return after is not None and after.holder != holder
-
-    async def holder(self, name: str) -> Lease | None:
-        row = await self._row(name)
-        if row is None or not row.holder or row.expires <= self.clock():
-            return None
-        return Lease(name, row.holder, row.expires, row.token)
-
-
-class PostgresLeaseStore(SQLiteLeaseStore):
-    """The same leases on PostgreSQL (``[store] url``), which several workers share: the
-    statements are the SQLite store's (one conditional UPSERT each), the database a
-    :class:`hub.store.sql.PgDatabase`."""
-
-
 # --- the keeper -------------------------------------------------------------------------
 
 
@@ -266,7 +135,7 @@ class LeaseKeeper:
         on_change: Callable[[bool], None] | None = None,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
-        _check(name, holder, ttl)
+        check_lease(name, holder, ttl)
         self.store = store
         self.name = name
         self.holder = holder

@@ -12,8 +12,8 @@ from hub import Hub, RunResult
 from hub.errors import ModelError, StoreError
 from hub.logs import ActionCallLog, InputLog, OutputLog
 from hub.models import Model, ModelRequest, Usage
-from hub.store import InboxStore, MemoryStore, RunState, RunStore, SQLiteInbox, SQLiteMemoryStore, SQLiteRunStore
-from hub.store.sql import Database
+from hub.store import InboxStore, MemoryStore, RunState, RunStore
+from hub.store.sql import Database, SqlInbox, SqlMemoryStore, SqlRunStore
 
 SEND_BOUND = 10.0
 """Seconds within which ``hub.send`` must return, whatever failed."""
@@ -90,7 +90,7 @@ class FaultyStore:
 def faulty_sqlite_stores(db: Database) -> dict[str, FaultyStore]:
     """A FaultyStore around each of the hub's SQLite stores on ``db``, to give to ``Hub(...)``
     (the hub takes its stores when it is built; nothing is swapped afterwards)."""
-    inner = {"memory": SQLiteMemoryStore(db), "runs": SQLiteRunStore(db), "inbox": SQLiteInbox(db)}
+    inner = {"memory": SqlMemoryStore(db), "runs": SqlRunStore(db), "inbox": SqlInbox(db)}
     return {attr: FaultyStore(inner[attr], interface) for attr, interface in STORES.items()}
 
 
@@ -178,7 +178,7 @@ def store_failed(result: RunResult) -> bool:
     """The store failed the run before it answered anything (its inputs are kept)."""
     return (
         result.state == "failed"
-        and (result.reason or "").startswith("store_error")
+        and result.store_failure is not None
         and not any(isinstance(e, OutputLog) and (e.sent or e.parts) for e in result.logs)
     )
 

@@ -118,6 +118,7 @@ async def test_a_store_that_stays_down(faulty_hub, store: str, method: str) -> N
         faulty[store].arm(method, 1, down=True)
         result = await send_bounded(hub, CLI, {"user": "ann"}, "hi")
         assert result.state == RunState.FAILED and (result.reason or "").startswith("store_error: "), result.reason
+        assert isinstance(result.store_failure, StoreError)  # the type says it, not only the words
         faulty[store].disarm()
         row = await faulty["runs"].inner.get(result.run_id)
         if store == "runs":
@@ -126,6 +127,7 @@ async def test_a_store_that_stays_down(faulty_hub, store: str, method: str) -> N
             assert row is None or row.state in (RunState.RUNNING, RunState.FAILED)
         else:
             assert row is not None and (row.state, row.reason) == (result.state, result.reason)
+            assert row.store_failed  # recorded as the store's failure: its input is never parked for it
         again = await send_bounded(hub, CLI, {"user": "bob"}, "and now?")
         assert again.state == RunState.COMPLETED, again.reason
         if store_failed(result):
@@ -138,3 +140,29 @@ async def test_a_store_that_stays_down(faulty_hub, store: str, method: str) -> N
             assert RunState.COMPLETED in {r.state for r in retried}, [(r.state, r.reason) for r in retried]
         elif (store, method) != ("inbox", "done"):
             assert await faulty["inbox"].inner.pending() == []
+
+
+async def test_an_input_whose_run_the_store_failed_is_resumed_never_parked(faulty_hub, make_hub, config) -> None:
+    """The run that took it failed by the store (its memory could not be read): at the next
+    start the input is run again, however low ``dead_letter_after``, because the run's row
+    says the store failed it; a run that failed by itself would count towards parking it."""
+    config.hub.dead_letter_after = 1
+    hub, faulty = faulty_hub(FunctionModel(script), Extension("t", actions=[count]))
+    hub.runner.store_retry_attempts = 0  # left in the inbox for the next start
+    async with hub:
+        faulty["memory"].arm("get", 1, down=True)
+        result = await send_bounded(hub, CLI, {"user": "ann"}, "hi")
+        assert result.state == RunState.FAILED and isinstance(result.store_failure, StoreError), result.reason
+        faulty["memory"].disarm()
+        row = await hub.runs.get(result.run_id)
+        assert row is not None and row.store_failed
+        [pending] = await hub.inbox.pending()
+        assert pending.run_id == result.run_id
+    again = make_hub(FunctionModel(script), Extension("t", actions=[count]))
+    async with again:
+        async with asyncio.timeout(SEND_BOUND):
+            while await again.inbox.pending():
+                await asyncio.sleep(0.02)
+        assert await again.inbox.parked() == []
+        runs = await again.runs.list(context="cli:session:ann")
+        assert [r.state for r in runs] == [RunState.COMPLETED, RunState.FAILED]

@@ -9,8 +9,9 @@ import pytest
 
 from hub import ScriptedModel
 from hub.errors import ConfigError
-from hub.features import Access, InMemoryPairingStore, Pairing, PairingError, PostgresPairingStore, SQLitePairingStore
-from hub.store.sql import Database
+from hub.features import Access, PairingError
+from hub.store import InMemoryPairingStore, Pairing
+from hub.store.sql import Database, SqlPairingStore
 from tests._support.backends import BACKENDS, sql_database
 from tests._support.processes import hub_cmd
 
@@ -21,7 +22,7 @@ async def store(request, tmp_path: Path):
         yield InMemoryPairingStore()
         return
     async with sql_database(request.param, tmp_path) as db:
-        s = SQLitePairingStore(db) if request.param == "sqlite" else PostgresPairingStore(db)
+        s = SqlPairingStore(db)
         await s.open()
         yield s
 
@@ -67,13 +68,13 @@ async def test_open_allowlist_and_a_bad_policy(store) -> None:
 
 async def test_pairings_survive_a_restart(tmp_path: Path) -> None:
     db = Database(tmp_path / "hub.db")
-    s = SQLitePairingStore(db)
+    s = SqlPairingStore(db)
     await s.open()
     code = (await Access(s).check("fake", "u1", "pairing")).code
     await Access(s).approve(code)
     await db.close()
     db = Database(tmp_path / "hub.db")
-    s = SQLitePairingStore(db)
+    s = SqlPairingStore(db)
     await s.open()
     assert (await Access(s).check("fake", "u1", "pairing")).allowed
     await db.close()

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from hub import Extension, NoArgs, RunState, action
-from hub.features import InMemoryUsageStore, SQLiteUsageStore
-from hub.store.sql import Database
+from hub.store import InMemoryUsageStore
+from hub.store.sql import Database, SqlUsageStore
 
 LOOP = '<response><action_call name="tick">{}</action_call></response>'
 REPLY = "Limit reached, talk later."
@@ -122,7 +122,7 @@ async def test_the_kill_and_the_reply_are_in_the_trace(make_rig, config):
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 async def test_usage_store_contract(kind, tmp_path):
     db = Database(tmp_path / "hub.db") if kind == "sqlite" else None
-    store = SQLiteUsageStore(db) if db else InMemoryUsageStore()
+    store = SqlUsageStore(db) if db else InMemoryUsageStore()
     await store.open()
     try:
         store.add("user:cli:ann", "2026-01-01", 5)

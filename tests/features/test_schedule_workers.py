@@ -14,9 +14,10 @@ import pytest
 
 from hub import Hub, HubConfig, ScriptedModel
 from hub.config import ScheduleSection
-from hub.features import InMemoryScheduleStore, PostgresScheduleStore, ScheduleStore, SQLiteScheduleStore, tick_id
+from hub.features import tick_id
 from hub.logs import InputLog
-from hub.store.sql import Database, PgDatabase
+from hub.store import InMemoryScheduleStore, ScheduleStore
+from hub.store.sql import Database, PgDatabase, SqlScheduleStore
 from hub.testing.postgres import temporary_schema
 from tests._support.chat import Said, reply_to_input, test_extension
 
@@ -151,7 +152,7 @@ async def _three_workers_fire_each_tick_once(tmp_path: Path, said: Said, url: st
 async def test_a_claimed_tick_whose_worker_died_is_sent_once_by_the_next(tmp_path: Path, said: Said) -> None:
     # a worker claimed the 08:00 tick and died before the input was recorded
     db = Database(tmp_path / "hub.db")
-    store = SQLiteScheduleStore(db)
+    store = SqlScheduleStore(db)
     await store.open()
     await store.start("tick", T0)
     assert await store.claim("tick", T0, T0 + 3600)
@@ -193,7 +194,7 @@ async def test_a_tick_claimed_by_a_worker_that_died_is_sent_once_by_the_live_one
             await stack.enter_async_context(hub)
         await clock.settle(2)
         # a third worker claims the 08:00 tick a moment early and dies before sending it
-        dead = SQLiteScheduleStore(Database(tmp_path / "hub.db"))
+        dead = SqlScheduleStore(Database(tmp_path / "hub.db"))
         await dead.open()
         assert await dead.claim("tick", T0, T0 + 3600)
         await dead.db.close()
@@ -209,7 +210,7 @@ async def test_a_tick_claimed_by_a_worker_that_died_is_sent_once_by_the_live_one
 async def test_a_claimed_tick_already_recorded_is_not_sent_again(tmp_path: Path, said: Said) -> None:
     # the worker died after the input was recorded, before it marked the claim done
     db = Database(tmp_path / "hub.db")
-    store = SQLiteScheduleStore(db)
+    store = SqlScheduleStore(db)
     await store.open()
     await store.start("tick", T0)
     assert await store.claim("tick", T0, T0 + 3600)
@@ -247,7 +248,7 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path):
     if request.param == "postgres":  # three workers' connections on one schema
         async with temporary_schema() as url:
             pgs = [await PgDatabase(url, pool_size=2).open() for _ in range(3)]
-            pg_handles: list[ScheduleStore] = [PostgresScheduleStore(db) for db in pgs]
+            pg_handles: list[ScheduleStore] = [SqlScheduleStore(db) for db in pgs]
             for h in pg_handles:
                 await h.open()
             yield pg_handles
@@ -255,7 +256,7 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path):
                 await db.close()
         return
     dbs = [Database(tmp_path / "hub.db") for _ in range(3)]
-    handles: list[ScheduleStore] = [SQLiteScheduleStore(db) for db in dbs]
+    handles: list[ScheduleStore] = [SqlScheduleStore(db) for db in dbs]
     for h in handles:
         await h.open()
     yield handles

@@ -2,8 +2,8 @@
 
 import pytest
 
-from hub.store import InMemoryStore, MemoryStore, PostgresMemoryStore, SQLiteMemoryStore
-from hub.store.sql import Database
+from hub.store import InMemoryStore, MemoryStore
+from hub.store.sql import Database, SqlMemoryStore
 from tests._support.backends import BACKENDS, sql_database
 
 
@@ -15,7 +15,7 @@ async def store(request, tmp_path):
         yield s
         return
     async with sql_database(request.param, tmp_path) as db:
-        s = SQLiteMemoryStore(db) if request.param == "sqlite" else PostgresMemoryStore(db)
+        s = SqlMemoryStore(db)
         await s.open()
         yield s
 
@@ -106,12 +106,12 @@ async def test_rejects_what_json_cannot_hold(store: MemoryStore) -> None:
 
 async def test_sqlite_survives_reopen(tmp_path) -> None:
     db = Database(tmp_path / "hub.db")
-    s = SQLiteMemoryStore(db)
+    s = SqlMemoryStore(db)
     await s.open()
     await s.set("memory:x", {"a": 1})
     await db.close()
     db2 = Database(tmp_path / "hub.db")
-    s2 = SQLiteMemoryStore(db2)
+    s2 = SqlMemoryStore(db2)
     await s2.open()
     assert await s2.get("memory:x") == {"a": 1}
     mode = await db2.fetchone("PRAGMA journal_mode")
@@ -123,7 +123,7 @@ async def test_concurrent_flushes_and_writes_commit_together(tmp_path) -> None:
     import asyncio
 
     db = Database(tmp_path / "hub.db")
-    s = SQLiteMemoryStore(db)
+    s = SqlMemoryStore(db)
     await s.open()
     db.write_soon("INSERT INTO kv (key, value, updated) VALUES ('a', '1', 0)")
     await asyncio.gather(db.flush(), db.flush(), s.set("b", 2), db.flush())

@@ -98,12 +98,11 @@ def recorded_runs(tmp_path: Path) -> list[tuple[str, str | None]]:
 
 
 def pending_inputs(tmp_path: Path) -> list[str]:
-    from hub.store import SQLiteInbox
-    from hub.store.sql import Database
+    from hub.store.sql import Database, SqlInbox
 
     async def read() -> list[str]:
         async with Database(tmp_path / "data" / "hub.db") as db:
-            inbox = SQLiteInbox(db)
+            inbox = SqlInbox(db)
             await inbox.open()
             return [p.entry.content for p in await inbox.pending()]
 

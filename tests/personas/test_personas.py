@@ -10,8 +10,9 @@ import pytest
 
 from hub import Extension
 from hub.definitions import Context, TextArgs, output
-from hub.personas import InMemoryRevisionStore, SQLiteRevisionStore, render_history, rollback
-from hub.store.sql import Database
+from hub.personas import render_history, rollback
+from hub.store import InMemoryRevisionStore
+from hub.store.sql import Database, SqlRevisionStore
 
 
 def write(path: Path, text: str) -> None:
@@ -90,7 +91,7 @@ async def test_revision_store_contract(kind, tmp_path):
         db = None
     else:
         db = Database(tmp_path / "hub.db")
-        store = SQLiteRevisionStore(db)
+        store = SqlRevisionStore(db)
     await store.open()
     try:
         store.record("a", "one")

@@ -1,7 +1,9 @@
 """One contract per store seam, run on every backend: in memory, SQLite and PostgreSQL.
 
-The memory store's, the pairing store's and the inbox's dead-letter contracts are in their
-own files (tests/memory/test_store_contract.py, tests/features/test_access.py,
+The stores come from :func:`hub.store.open_stores`, as the hub and the command line get
+them, so the contracts run on what each backend really gives. The key-value memory's, the
+leases', the pairing store's and the inbox's dead-letter contracts are in their own files
+(tests/memory/test_store_contract.py, tests/store/test_leases.py, tests/features/test_access.py,
 tests/store/test_dead_letter.py), parametrised over the same backends (tests/_support/backends.py).
 """
 
@@ -14,53 +16,108 @@ from typing import Any
 
 import pytest
 
-from hub.features import (
-    InMemoryScheduleStore,
-    InMemoryUsageStore,
-    PostgresScheduleStore,
-    PostgresUsageStore,
-    SQLiteScheduleStore,
-    SQLiteUsageStore,
-)
+from hub import HubConfig, HubError, StoreError
 from hub.logs import InputLog, OutputLog, ThoughtLog
-from hub.personas import InMemoryRevisionStore, PostgresRevisionStore, SQLiteRevisionStore
 from hub.store import (
     InMemoryInbox,
+    InMemoryLeaseStore,
+    InMemoryPairingStore,
+    InMemoryRevisionStore,
     InMemoryRunStore,
-    PostgresInbox,
-    PostgresRunStore,
+    InMemoryScheduleStore,
+    InMemoryStore,
+    InMemoryUsageStore,
+    Pairing,
     RunRecord,
     RunState,
-    SQLiteInbox,
-    SQLiteRunStore,
+    Stores,
+    open_stores,
 )
-from tests._support.backends import BACKENDS, sql_database
+from hub.store.sql import (
+    Database,
+    PgDatabase,
+    PostgresInbox,
+    PostgresRunStore,
+    SqlInbox,
+    SqlLeaseStore,
+    SqlMemoryStore,
+    SqlPairingStore,
+    SqlRevisionStore,
+    SqlRunStore,
+    SqlScheduleStore,
+    SqlUsageStore,
+)
+from hub.testing.postgres import temporary_schema
+from tests._support.backends import BACKENDS
 
-_CLASSES: dict[str, tuple[type, type, type]] = {
-    "runs": (InMemoryRunStore, SQLiteRunStore, PostgresRunStore),
-    "inbox": (InMemoryInbox, SQLiteInbox, PostgresInbox),
-    "schedules": (InMemoryScheduleStore, SQLiteScheduleStore, PostgresScheduleStore),
-    "revisions": (InMemoryRevisionStore, SQLiteRevisionStore, PostgresRevisionStore),
-    "usage": (InMemoryUsageStore, SQLiteUsageStore, PostgresUsageStore),
+# what each backend gives for each seam (memory, runs, inbox, leases, usage, schedules,
+# revisions, pairings), and the database they share
+_GIVEN: dict[str, tuple[type | None, tuple[type, ...]]] = {
+    "memory": (
+        None,
+        (
+            InMemoryStore,
+            InMemoryRunStore,
+            InMemoryInbox,
+            InMemoryLeaseStore,
+            InMemoryUsageStore,
+            InMemoryScheduleStore,
+            InMemoryRevisionStore,
+            InMemoryPairingStore,
+        ),
+    ),
+    "sqlite": (
+        Database,
+        (
+            SqlMemoryStore,
+            SqlRunStore,
+            SqlInbox,
+            SqlLeaseStore,
+            SqlUsageStore,
+            SqlScheduleStore,
+            SqlRevisionStore,
+            SqlPairingStore,
+        ),
+    ),
+    "postgres": (
+        PgDatabase,
+        (
+            SqlMemoryStore,
+            PostgresRunStore,
+            PostgresInbox,
+            SqlLeaseStore,
+            SqlUsageStore,
+            SqlScheduleStore,
+            SqlRevisionStore,
+            SqlPairingStore,
+        ),
+    ),
 }
 
 
 @asynccontextmanager
-async def _open(seam: str, backend: str, tmp_path: Path) -> AsyncIterator[Any]:
-    memory, sqlite, postgres = _CLASSES[seam]
-    if backend == "memory":
-        store = memory()
-        await store.open()
-        yield store
+async def _stores(backend: str, tmp_path: Path) -> AsyncIterator[Stores]:
+    """Every store of ``backend``, open, as :func:`open_stores` gives them."""
+    config = HubConfig()
+    config.hub.data_dir = str(tmp_path / "data")
+    if backend == "memory":  # the stores a test gives the hub: the others are in memory then
+        async with open_stores(config, memory=InMemoryStore(), runs=InMemoryRunStore(), inbox=InMemoryInbox()) as s:
+            yield s
         return
-    async with sql_database(backend, tmp_path) as db:
-        if backend == "sqlite":
-            store = sqlite(db)
-        else:
-            store = postgres(db, worker="w1") if seam == "inbox" else postgres(db)
-        await store.open()
-        yield store
-        await store.close()
+    if backend == "sqlite":
+        async with open_stores(config, worker="w1") as s:
+            yield s
+        return
+    async with temporary_schema() as url:
+        config.store.url = url
+        async with open_stores(config, worker="w1") as s:
+            yield s
+
+
+@asynccontextmanager
+async def _open(seam: str, backend: str, tmp_path: Path) -> AsyncIterator[Any]:
+    async with _stores(backend, tmp_path) as stores:
+        yield getattr(stores, seam)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -189,3 +246,48 @@ async def test_usage_adds_up_per_scope_and_day(backend: str, tmp_path: Path) -> 
         assert await store.get("conversation:a", "2026-01-01") == 15
         assert await store.get("conversation:a", "2026-01-02") == 7
         assert await store.get("user:x", "2026-01-01") == 0
+
+
+async def test_open_stores_chooses_the_backend_once_for_every_store(backend: str, tmp_path: Path) -> None:
+    database, classes = _GIVEN[backend]
+    async with _stores(backend, tmp_path) as stores:
+        got = (
+            stores.memory,
+            stores.runs,
+            stores.inbox,
+            stores.leases,
+            stores.usage,
+            stores.schedules,
+            stores.revisions,
+            stores.pairings,
+        )
+        assert [type(s) for s in got] == list(classes)
+        assert type(stores.db) is database if database is not None else stores.db is None
+        # only workers sharing PostgreSQL run a conversation under a lock, and keep claims
+        assert stores.shared is (backend == "postgres")
+        # every store of the bundle works on the database it shares
+        await stores.memory.set("k", {"v": 1})
+        await stores.pairings.put(Pairing("fake", "u1", "approved", None, 1.0))
+        assert await stores.memory.get("k") == {"v": 1}
+        assert (await stores.pairings.get("fake", "u1")) is not None
+
+
+async def test_a_command_reading_a_hub_needs_its_database(tmp_path: Path) -> None:
+    config = HubConfig()
+    config.hub.data_dir = str(tmp_path / "data")
+    with pytest.raises(HubError, match="no runs yet: .*hub.db does not exist"):
+        open_stores(config, missing="no runs yet")
+    assert not (tmp_path / "data" / "hub.db").exists()  # and nothing was created
+
+
+async def test_a_store_names_itself_and_what_it_was_doing_when_the_database_fails(tmp_path: Path) -> None:
+    async with _stores("sqlite", tmp_path) as stores:
+        assert stores.db is not None
+        await stores.db.close()  # the database goes away under the stores
+        with pytest.raises(StoreError) as ei:
+            await stores.inbox.record("chat:1", InputLog(type="text", content="hi"))
+        assert ei.value.during == "inbox.record"  # the store and what it was doing
+        assert (ei.value.store, ei.value.operation) == ("inbox", "write")  # and what failed below it
+        with pytest.raises(StoreError) as ei:
+            await stores.runs.get("nope")
+        assert ei.value.during == "runs.get"

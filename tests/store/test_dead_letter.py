@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from hub.logs import InputLog
-from hub.store import InboxStore, InMemoryInbox, PostgresInbox, SQLiteInbox
+from hub.store import InboxStore, InMemoryInbox
+from hub.store.sql import PostgresInbox, SqlInbox
 from hub.testing import FakeOpenAI
 from tests._support.backends import BACKENDS, sql_database
 from tests._support.processes import hub_cmd
@@ -21,7 +22,7 @@ async def inbox(request, tmp_path: Path):
         yield InMemoryInbox()
         return
     async with sql_database(request.param, tmp_path) as db:
-        store = SQLiteInbox(db) if request.param == "sqlite" else PostgresInbox(db, worker="w1")
+        store = SqlInbox(db) if request.param == "sqlite" else PostgresInbox(db, worker="w1")
         await store.open()
         yield store
 
@@ -124,15 +125,16 @@ async def test_only_failures_that_can_be_the_inputs_fault_count() -> None:
     inbox, runs = InMemoryInbox(), InMemoryRunStore()
     entry = InputLog(type="text", content="x")
     await inbox.record("chat:a", entry)
-    cases = [
-        (RunState.KILLED, "shutdown", False),  # the operator stopped the hub
-        (RunState.FAILED, "store_error: SQLite table 'runs': write failed: disk I/O error", False),  # an outage
-        (RunState.RUNNING, None, False),  # another worker still runs it
-        (RunState.KILLED, "abnormal_exit", True),  # the process died during its run
-        (RunState.FAILED, "internal error: ValueError: boom", True),
+    outage = "store_error: StoreError (runs.write): SQLite table 'runs': write failed: disk I/O error"
+    cases = [  # (state, reason, the store failed it, counted against the input)
+        (RunState.KILLED, "shutdown", False, False),  # the operator stopped the hub
+        (RunState.FAILED, outage, True, False),  # an outage: told by the run's flag, not its words
+        (RunState.RUNNING, None, False, False),  # another worker still runs it
+        (RunState.KILLED, "abnormal_exit", False, True),  # the process died during its run
+        (RunState.FAILED, "internal error: ValueError: boom", False, True),
     ]
-    for state, reason, counts in cases:
-        run = RunRecord("chat:a", state=state, reason=reason)
+    for state, reason, store_failed, counts in cases:
+        run = RunRecord("chat:a", state=state, reason=reason, store_failed=store_failed)
         await runs.create(run)
         inbox.take([entry.id], run.id)
         assert not await park_poison(inbox, runs, Pending("chat:a", entry, run.id), park_after=5)

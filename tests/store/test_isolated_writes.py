@@ -11,18 +11,18 @@ from pathlib import Path
 import pytest
 
 from hub.errors import StoreError
-from hub.features import PostgresUsageStore, SQLiteUsageStore
 from hub.logs import InputLog, ThoughtLog
-from hub.store import (
+from hub.store import RunRecord
+from hub.store.sql import (
+    Database,
     PostgresInbox,
-    PostgresMemoryStore,
     PostgresRunStore,
-    RunRecord,
-    SQLiteInbox,
-    SQLiteMemoryStore,
-    SQLiteRunStore,
+    SqlDatabase,
+    SqlInbox,
+    SqlMemoryStore,
+    SqlRunStore,
+    SqlUsageStore,
 )
-from hub.store.sql import Database, SqlDatabase
 from tests._support.backends import SQL_BACKENDS, sql_database
 
 
@@ -38,11 +38,11 @@ async def _stores(db: SqlDatabase):
         runs, inbox, usage, memory = (
             PostgresRunStore(db),
             PostgresInbox(db, worker="w"),
-            PostgresUsageStore(db),
-            PostgresMemoryStore(db),
+            SqlUsageStore(db),
+            SqlMemoryStore(db),
         )
     else:
-        runs, inbox, usage, memory = SQLiteRunStore(db), SQLiteInbox(db), SQLiteUsageStore(db), SQLiteMemoryStore(db)
+        runs, inbox, usage, memory = SqlRunStore(db), SqlInbox(db), SqlUsageStore(db), SqlMemoryStore(db)
     for s in (runs, inbox, usage, memory):
         await s.open()
     return runs, inbox, usage, memory
@@ -169,7 +169,7 @@ async def test_writes_nobody_waits_on_share_one_commit_and_a_waited_write_ends_t
     # a linger far longer than the test: only a waited-on write can end it, so the write()
     # below returning at all shows the wait is cut short, and one batch shows they shared it
     async with Database(tmp_path / "hub.db", linger=600.0) as db:
-        runs = SQLiteRunStore(db)
+        runs = SqlRunStore(db)
         await runs.open()
         run = RunRecord("chat:a")
         await runs.create(run)
@@ -185,7 +185,7 @@ async def test_writes_nobody_waits_on_share_one_commit_and_a_waited_write_ends_t
 
 async def test_writes_nobody_waits_on_are_committed_after_the_linger(tmp_path: Path) -> None:
     async with Database(tmp_path / "hub.db", linger=0.01) as db:
-        runs = SQLiteRunStore(db)
+        runs = SqlRunStore(db)
         await runs.open()
         run = RunRecord("chat:a")
         await runs.create(run)

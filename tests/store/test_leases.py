@@ -20,11 +20,9 @@ from hub.store import (
     Lease,
     LeaseKeeper,
     LeaseStore,
-    PostgresLeaseStore,
-    SQLiteLeaseStore,
     worker_id,
 )
-from hub.store.sql import Database, PgDatabase, SqlDatabase
+from hub.store.sql import Database, PgDatabase, SqlDatabase, SqlLeaseStore
 from hub.testing.postgres import temporary_schema
 from tests._support.backends import BACKENDS
 
@@ -59,9 +57,9 @@ async def handles(
                 return shared
             if request.param == "sqlite":
                 dbs.append(Database(tmp_path / "hub.db"))
-                return SQLiteLeaseStore(dbs[-1], clock=clock)
+                return SqlLeaseStore(dbs[-1], clock=clock)
             dbs.append(PgDatabase(url))
-            return PostgresLeaseStore(dbs[-1], clock=clock)
+            return SqlLeaseStore(dbs[-1], clock=clock)
 
         yield make
         for db in dbs:

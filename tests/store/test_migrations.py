@@ -12,9 +12,9 @@ import pytest
 
 from hub.errors import StoreError
 from hub.logs import InputLog
-from hub.store import SQLiteInbox, SQLiteMemoryStore, SQLiteRunStore
-from hub.store.sql import SCHEMA_VERSION, Database, PgDatabase
+from hub.store.sql import SCHEMA_VERSION, Database, PgDatabase, SqlInbox, SqlMemoryStore, SqlRunStore
 from hub.testing.postgres import temporary_schema
+from tests._support.backends import SQL_BACKENDS, sql_database
 
 # "Version 1": the tables exactly as the stores created them before versioning (commit
 # 811bee7, each store's _SCHEMA), frozen here. Never edit this to follow a new step.
@@ -83,7 +83,7 @@ async def test_a_database_of_the_releases_before_versioning_upgrades_with_its_ro
         assert db.schema_found == 0  # no schema_version table: the releases before versioning
         versions = [r[0] for r in await db.fetchall("SELECT version FROM schema_version ORDER BY version")]
         assert versions == list(range(1, SCHEMA_VERSION + 1))
-        runs, inbox, kv = SQLiteRunStore(db), SQLiteInbox(db), SQLiteMemoryStore(db)
+        runs, inbox, kv = SqlRunStore(db), SqlInbox(db), SqlMemoryStore(db)
         for s in (runs, inbox, kv):
             await s.open()
         run = await runs.get("run1")
@@ -133,3 +133,26 @@ async def test_postgres_workers_opening_together_migrate_once() -> None:
             assert [r[0] for r in rows] == list(range(1, SCHEMA_VERSION + 1))
         finally:
             await asyncio.gather(*(db.close() for db in dbs))
+
+
+@pytest.mark.parametrize("backend", SQL_BACKENDS)
+async def test_runs_the_store_failed_before_the_flag_existed_are_flagged_once(backend: str, tmp_path: Path) -> None:
+    # a database at version 3: runs had no store_failed column, only the reason's words said it
+    async with sql_database(backend, tmp_path) as db:
+        await db.write("ALTER TABLE runs DROP COLUMN store_failed")
+        await db.write("DELETE FROM schema_version WHERE version = 4")
+        for run_id, state, reason in (
+            ("outage", "failed", "store_error: StoreError: SQLite table 'inbox': write failed: disk I/O error"),
+            ("bug", "failed", "internal error: ValueError: boom"),
+            ("quoted", "completed", "store_error in the words of a completed run"),
+        ):
+            await db.write(
+                "INSERT INTO runs (id, context, state, reason, started) VALUES (?, 'chat:1', ?, ?, 1.0)",
+                (run_id, state, reason),
+            )
+        await db.close()
+        await db.open()  # opened again: the step runs at open
+        assert db.schema_found == 3
+        runs = SqlRunStore(db)
+        flags = {r: (await runs.get(r)).store_failed for r in ("outage", "bug", "quoted")}  # type: ignore[union-attr]
+        assert flags == {"outage": True, "bug": False, "quoted": False}

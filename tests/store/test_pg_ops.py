@@ -56,11 +56,11 @@ async def test_healthz_reports_the_database(config: HubConfig, make_hub) -> None
 async def test_writes_and_reads_survive_the_servers_connections_dying() -> None:
     import asyncpg
 
-    from hub.store import PostgresMemoryStore
+    from hub.store.sql import SqlMemoryStore
 
     async with temporary_schema() as url:
         async with PgDatabase(f"{url}&application_name=hub_victim", pool_size=2) as db:
-            store = PostgresMemoryStore(db)
+            store = SqlMemoryStore(db)
             await store.open()
             await store.set("memory:a", {"n": 1})
             admin = await asyncpg.connect(url)
@@ -118,12 +118,15 @@ def test_a_wrong_store_url_is_named_and_its_password_never_shown(tmp_path) -> No
 
 async def test_trace_follow_reads_a_run_from_postgresql(config: HubConfig, make_hub) -> None:
     from hub.cli import follow_run
-    from hub.store import run_store
+    from hub.store.sql import PostgresRunStore
 
     async with temporary_schema() as url:
         config.store.url = url
         async with make_hub(["Hello, Ann."]) as hub:
             result = await hub.send("cli:session", {"user": "ann"}, "hi")
         async with PgDatabase(url) as db:
-            seen = [(f.what, f.entry.kind if f.entry else None) async for f in follow_run(run_store(db), result.run_id)]
+            seen = [
+                (f.what, f.entry.kind if f.entry else None)
+                async for f in follow_run(PostgresRunStore(db), result.run_id)
+            ]
     assert seen[0] == ("entry", "input") and ("entry", "output") in seen and seen[-1] == ("ended", None)

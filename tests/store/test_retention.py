@@ -9,26 +9,24 @@ from pathlib import Path
 import pytest
 
 from hub.config import RetentionSection
-from hub.features import PostgresUsageStore, SQLiteUsageStore
 from hub.logs import InputLog, ThoughtLog
-from hub.store import (
+from hub.store import RunRecord, RunState, prune
+from hub.store.sql import (
+    Database,
     PostgresInbox,
-    PostgresMemoryStore,
     PostgresRunStore,
-    RunRecord,
-    RunState,
-    SQLiteInbox,
-    SQLiteMemoryStore,
-    SQLiteRunStore,
-    prune,
+    SqlDatabase,
+    SqlInbox,
+    SqlMemoryStore,
+    SqlRunStore,
+    SqlUsageStore,
 )
-from hub.store.sql import Database, SqlDatabase
 from tests._support.backends import SQL_BACKENDS, sql_database
 
 DAY = 86_400.0
 
 
-async def _turns(runs: SQLiteRunStore, n: int, *, started: float, events: int = 10) -> list[RunRecord]:
+async def _turns(runs: SqlRunStore, n: int, *, started: float, events: int = 10) -> list[RunRecord]:
     out = []
     for i in range(n):
         run = RunRecord(f"chat:{i % 50}", started=started + i)
@@ -51,7 +49,7 @@ async def test_the_database_stays_bounded_by_max_runs(tmp_path: Path) -> None:
     policy = RetentionSection(days=0, max_runs=50, batch=37)
     sizes = []
     async with Database(path) as db:
-        runs = SQLiteRunStore(db)
+        runs = SqlRunStore(db)
         await runs.open()
         t = time.time()
         for cycle in range(5):
@@ -81,15 +79,15 @@ async def test_days_prune_every_kind_of_row_and_dry_run_deletes_nothing(backend:
             runs, inbox, usage, memory = (
                 PostgresRunStore(db),
                 PostgresInbox(db, worker="w"),
-                PostgresUsageStore(db),
-                PostgresMemoryStore(db),
+                SqlUsageStore(db),
+                SqlMemoryStore(db),
             )
         else:
             runs, inbox, usage, memory = (
-                SQLiteRunStore(db),
-                SQLiteInbox(db),
-                SQLiteUsageStore(db),
-                SQLiteMemoryStore(db),
+                SqlRunStore(db),
+                SqlInbox(db),
+                SqlUsageStore(db),
+                SqlMemoryStore(db),
             )
         for s in (runs, inbox, usage, memory):
             await s.open()
@@ -141,7 +139,7 @@ async def test_the_hub_prunes_in_the_background_from_its_start(config, make_hub)
     import asyncio
 
     async with Database(config.data_dir / "hub.db") as db:
-        runs = SQLiteRunStore(db)
+        runs = SqlRunStore(db)
         await runs.open()
         await _turns(runs, 6, started=time.time() - 100, events=3)
     config.hub.retention = RetentionSection(days=90, max_runs=2, interval=3600)
@@ -160,7 +158,7 @@ async def test_hub_prune_dry_run_shows_and_hub_prune_applies(tmp_path: Path, cap
 
     (tmp_path / "config.toml").write_text('[hub]\ndata_dir = "data"\nretention = { days = 90, max_runs = 100000 }\n')
     async with Database(tmp_path / "data" / "hub.db") as db:
-        runs = SQLiteRunStore(db)
+        runs = SqlRunStore(db)
         await runs.open()
         await _turns(runs, 4, started=time.time() - 200 * DAY, events=3)
         await _turns(runs, 2, started=time.time() - 10, events=3)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from hub import HubConfig, ScriptedModel
 from hub.logs import InputLog
-from hub.store import PostgresInbox, PostgresRunStore, RunRecord, RunState
-from hub.store.sql import PgDatabase
+from hub.store import RunRecord, RunState
+from hub.store.sql import PgDatabase, PostgresInbox, PostgresRunStore
 from hub.testing.postgres import temporary_schema
 
 

@@ -17,7 +17,8 @@ from pydantic import BaseModel
 from yarl import URL
 
 from hub import Extension, action
-from hub.store import InMemoryRunStore, PostgresRunStore, RunRecord, RunState, RunStore, SQLiteRunStore
+from hub.store import InMemoryRunStore, RunRecord, RunState, RunStore
+from hub.store.sql import PostgresRunStore, SqlRunStore
 from tests._support.backends import BACKENDS, sql_database
 
 from .conftest import PERSONA, TOKEN, HeldModel, client, dashboard, login, make_config, persona_text, seed, wait_until
@@ -120,7 +121,7 @@ async def test_keyset_pages_cover_every_run_once_in_order(tmp_path: Path, kind: 
             await store.close()
         return
     async with sql_database(kind, tmp_path) as db:
-        store = SQLiteRunStore(db) if kind == "sqlite" else PostgresRunStore(db)
+        store = SqlRunStore(db) if kind == "sqlite" else PostgresRunStore(db)
         await store.open()
         try:
             await _check_keyset_pages(store)

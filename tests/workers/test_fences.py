@@ -10,8 +10,8 @@ from typing import Any
 
 from hub.engine import Runner, Slot
 from hub.logs import InputLog
-from hub.store import PostgresInbox, PostgresRunStore, RunRecord, RunState
-from hub.store.sql import PgDatabase
+from hub.store import RunRecord, RunState
+from hub.store.sql import PgDatabase, PostgresInbox, PostgresRunStore
 from hub.testing.postgres import temporary_schema
 
 

@@ -132,10 +132,9 @@ async def test_a_single_worker_connects_every_shard_and_stops_cleanly(
 
 
 async def _holder(tmp_path: Path, name: str) -> Any:
-    from hub.store import SQLiteLeaseStore
-    from hub.store.sql import Database
+    from hub.store.sql import Database, SqlLeaseStore
 
     async with Database(tmp_path / "data" / "hub.db") as db:
-        store = SQLiteLeaseStore(db)
+        store = SqlLeaseStore(db)
         await store.open()
         return await store.holder(name)

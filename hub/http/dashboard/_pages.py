@@ -54,9 +54,9 @@ from ...logs import (
     ThoughtLog,
     from_dict,
 )
-from ...personas import Revision, parse_persona, rollback, write_persona
+from ...personas import parse_persona, rollback, write_persona
 from ...redact import MASK
-from ...store import RunRecord, RunState, collect_tree
+from ...store import Revision, RunRecord, RunState, collect_tree
 from ._health import SERIES, MetricsHistory, last_value, metric_total, sparkline
 from ._sessions import COOKIE, LoginThrottle, Session, Sessions, token_matches
 

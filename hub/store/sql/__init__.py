@@ -1,18 +1,42 @@
-"""The SQL databases under the stores: SQLite and PostgreSQL, their migrations and the group commit they share."""
+"""The SQL backend: the databases (SQLite, PostgreSQL), their migrations and the group commit
+they share, and every store's SQL on them. One class a store serves both databases; the
+inbox and the run store have a PostgreSQL class of their own, for workers sharing it."""
 
 from __future__ import annotations
 
+from ._inbox import PostgresInbox, SqlInbox
 from ._migrations import SCHEMA_VERSION
 from ._postgres import PgDatabase, inspect
+from ._runs import PostgresRunStore, SqlRunStore
+from ._sql_store import SqlStore
 from ._sqlite import INLINE_MAX, Database, SqlDatabase
+from ._stores import (
+    SqlLeaseStore,
+    SqlMemoryStore,
+    SqlPairingStore,
+    SqlRevisionStore,
+    SqlScheduleStore,
+    SqlUsageStore,
+)
 from ._values import dumps
 
 __all__ = [
     "Database",
     "INLINE_MAX",
     "PgDatabase",
+    "PostgresInbox",
+    "PostgresRunStore",
     "SCHEMA_VERSION",
     "SqlDatabase",
+    "SqlInbox",
+    "SqlLeaseStore",
+    "SqlMemoryStore",
+    "SqlPairingStore",
+    "SqlRevisionStore",
+    "SqlRunStore",
+    "SqlScheduleStore",
+    "SqlStore",
+    "SqlUsageStore",
     "dumps",
     "inspect",
 ]

@@ -150,10 +150,19 @@ CREATE TABLE IF NOT EXISTS leases (
 )
 """
 
+# v4: whether the store failed a run, as a flag: such a run's inputs are retried, never parked,
+# and nothing decides that from the reason's words. The runs recorded before it say so in their
+# reason (it began "store_error"), read once here.
+_V4 = """
+ALTER TABLE runs ADD COLUMN store_failed INTEGER NOT NULL DEFAULT 0;
+UPDATE runs SET store_failed = 1 WHERE state = 'failed' AND substr(reason, 1, 11) = 'store_error'
+"""
+
 SQLITE_STEPS: tuple[Step, ...] = (
     Step(1, "the tables of the releases before versioning", _SQLITE_V1, _sqlite_inbox_columns),
     Step(2, "inbox leases (claimed_by, lease_until)", _SQLITE_V2),
     Step(3, "schedule tick claims (done, claim) and leases", _SQLITE_V3),
+    Step(4, "runs failed by the store (store_failed)", _V4),
 )
 
 # --- PostgreSQL -----------------------------------------------------------------------
@@ -255,6 +264,7 @@ POSTGRES_STEPS: tuple[Step, ...] = (
     Step(1, "the tables of the first release", _PG_V1),
     Step(2, "inbox leases (claimed_by, lease_until)", _PG_V2),
     Step(3, "schedule tick claims (done, claim) and leases", _PG_V3),
+    Step(4, "runs failed by the store (store_failed)", _V4.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS")),
 )
 
 SCHEMA_VERSION = SQLITE_STEPS[-1].version

@@ -1,0 +1,372 @@
+"""The in-memory backend: every store as plain Python objects, for tests, ``hub chat`` without a
+data dir and the hubs of one process that share them (leases). Nothing survives the process.
+
+One class per seam (the bases are hub/store's other modules); each passes the same contract
+suite as the SQL backend (tests/store/test_contracts.py and the suites it names).
+"""
+
+from __future__ import annotations
+
+import builtins
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..logs import InputLog, Log, from_dict, to_dict
+from ._inbox import InboxStore, Parked, Pending
+from ._leases import Clock, Lease, LeaseStore, check_lease
+from ._memory import MemoryStore
+from ._pairings import Pairing, PairingStore
+from ._revisions import Revision, RevisionStore
+from ._run_records import RunRecord, RunState, RunStore
+from ._schedules import ScheduleStore, Tick
+from ._usage import UsageStore
+
+__all__ = [
+    "InMemoryInbox",
+    "InMemoryLeaseStore",
+    "InMemoryPairingStore",
+    "InMemoryRevisionStore",
+    "InMemoryRunStore",
+    "InMemoryScheduleStore",
+    "InMemoryStore",
+    "InMemoryUsageStore",
+]
+
+
+# --- runs and the inbox -------------------------------------------------------------------
+
+
+class InMemoryRunStore(RunStore):
+    def __init__(self) -> None:
+        self._runs: dict[str, RunRecord] = {}
+        self._events: dict[str, list[dict[str, Any]]] = {}
+
+    async def create(self, run: RunRecord) -> None:
+        self._runs[run.id] = run
+        self._events[run.id] = []
+
+    def append(self, run: RunRecord, entry: Log) -> None:
+        run.seq += 1
+        self._events.setdefault(run.id, []).append(to_dict(entry))
+
+    def update(self, run: RunRecord) -> None:
+        self._runs[run.id] = run
+
+    async def finish(self, run: RunRecord) -> None:
+        self._runs[run.id] = run
+
+    async def get(self, run_id: str) -> RunRecord | None:
+        return self._runs.get(run_id)
+
+    async def list(
+        self, *, limit: int = 20, state: str | None = None, context: str | None = None, parent_id: str | None = None
+    ) -> list[RunRecord]:
+        runs = [
+            r
+            for r in self._runs.values()
+            if (state is None or r.state == state)
+            and (context is None or r.context == context)
+            and (parent_id is None or r.parent_id == parent_id)
+        ]
+        runs.sort(key=lambda r: r.started, reverse=True)
+        return runs[:limit]
+
+    async def events(self, run_id: str) -> builtins.list[Log]:
+        return [from_dict(d) for d in self._events.get(run_id, [])]
+
+    async def recover(self) -> builtins.list[RunRecord]:
+        found = []
+        for r in self._runs.values():
+            if r.state == RunState.RUNNING:
+                r.state, r.reason, r.ended = RunState.KILLED, "abnormal_exit", time.time()
+                found.append(r)
+        return found
+
+
+@dataclass(slots=True)
+class _Item:
+    context: str
+    entry: InputLog
+    run_id: str | None = None
+    failures: int = 0
+    failed_run: str | None = None
+    error: str | None = None
+    parked: bool = False
+
+
+class InMemoryInbox(InboxStore):
+    def __init__(self) -> None:
+        self._items: dict[str, _Item] = {}
+        self._platform_ids: set[str] = set()
+
+    async def record(self, context: str, entry: InputLog) -> bool:
+        if entry.platform_id is not None:
+            if entry.platform_id in self._platform_ids:
+                return False
+            self._platform_ids.add(entry.platform_id)
+        self._items[entry.id] = _Item(context, entry)
+        return True
+
+    def take(self, ids: list[str], run_id: str) -> None:
+        for i in ids:
+            if i in self._items:
+                self._items[i].run_id = run_id
+
+    async def done(self, ids: list[str]) -> None:
+        for i in ids:
+            self._items.pop(i, None)
+
+    async def pending(self) -> list[Pending]:
+        return [Pending(it.context, it.entry, it.run_id) for it in self._items.values() if not it.parked]
+
+    async def seen(self, platform_id: str) -> bool:
+        return platform_id in self._platform_ids
+
+    async def failed(self, ids: list[str], run_id: str, error: str, *, park_after: int) -> list[str]:
+        parked = []
+        for i in ids:
+            it = self._items.get(i)
+            if it is None or it.parked:
+                continue
+            if it.failed_run != run_id:
+                it.failures, it.failed_run, it.error = it.failures + 1, run_id, error
+            if park_after and it.failures >= park_after:
+                it.parked = True
+                parked.append(i)
+        return parked
+
+    async def parked(self) -> list[Parked]:
+        return [
+            Parked(it.context, it.entry, it.failures, it.error or "", it.run_id)
+            for it in self._items.values()
+            if it.parked
+        ]
+
+    async def retry(self, input_id: str) -> bool:
+        it = self._items.get(input_id)
+        if it is None or not it.parked:
+            return False
+        it.parked, it.failures, it.failed_run, it.error, it.run_id = False, 0, None, None, None
+        return True
+
+    async def drop(self, input_id: str) -> bool:
+        it = self._items.get(input_id)
+        if it is None or not it.parked:
+            return False
+        del self._items[input_id]
+        return True
+
+    async def find(self, prefix: str) -> str | None:
+        found = [i for i in self._items if i.startswith(prefix)]
+        return found[0] if len(found) == 1 else None
+
+
+# --- key-value memory ------------------------------------------------------------------
+
+
+class InMemoryStore(MemoryStore):
+    """A dict, copying values in and out so callers never share mutable state with the store."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+
+    async def get(self, key: str) -> Any | None:
+        value = self._data.get(key)
+        return _copy(value) if value is not None else None
+
+    async def set(self, key: str, value: Any) -> None:
+        try:
+            stored = _copy(value)
+        except _NotJson:
+            _check_json(value)  # names where the value is not JSON
+            raise
+        self._data[key] = stored
+
+    async def delete(self, key: str) -> None:
+        self._data.pop(key, None)
+
+    async def clear(self, prefix: str = "") -> None:
+        if not prefix:
+            self._data.clear()
+            return
+        for k in [k for k in self._data if k.startswith(prefix)]:
+            del self._data[k]
+
+    async def keys(self, prefix: str = "") -> list[str]:
+        return sorted(k for k in self._data if k.startswith(prefix))
+
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _check_json(value: Any, path: str = "value") -> None:
+    if isinstance(value, _JSON_SCALARS):
+        return
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_json(v, f"{path}[{i}]")
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"{path}: keys must be strings, got {type(k).__name__}")
+            _check_json(v, f"{path}.{k}")
+        return
+    raise TypeError(f"{path}: {type(value).__name__} is not JSON-serialisable")
+
+
+class _NotJson(TypeError):
+    pass
+
+
+def _copy(value: Any) -> Any:
+    """A copy of a JSON value (containers new, scalars shared: they are immutable), checking
+    it on the way. One pass, a fraction of ``copy.deepcopy``'s cost (its memo and dispatch),
+    which a turn paid three times when saving memory. Raises :class:`_NotJson`."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise _NotJson(k)
+            out[k] = v if isinstance(v, _JSON_SCALARS) else _copy(v)
+        return out
+    if isinstance(value, list):
+        return [v if isinstance(v, _JSON_SCALARS) else _copy(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(v if isinstance(v, _JSON_SCALARS) else _copy(v) for v in value)
+    if isinstance(value, _JSON_SCALARS):
+        return value
+    raise _NotJson(value)
+
+
+# --- leases, usage, schedules, revisions, pairings ----------------------------------------
+
+
+@dataclass(slots=True)
+class _Row:
+    holder: str
+    expires: float
+    token: int
+
+
+class InMemoryLeaseStore(LeaseStore):
+    """Leases of the workers (hubs) in one process that share this object."""
+
+    def __init__(self, *, clock: Clock = time.time) -> None:
+        self.clock = clock
+        self._rows: dict[str, _Row] = {}
+
+    async def acquire(self, name: str, holder: str, ttl: float) -> Lease | None:
+        check_lease(name, holder, ttl)
+        now = self.clock()
+        row = self._rows.get(name)
+        if row is None:
+            row = self._rows[name] = _Row(holder, now + ttl, 1)
+        elif row.holder == holder and row.expires > now:
+            row.expires = now + ttl
+        elif row.expires <= now:
+            row.holder, row.expires, row.token = holder, now + ttl, row.token + 1
+        else:
+            return None
+        return Lease(name, row.holder, row.expires, row.token)
+
+    async def renew(self, name: str, holder: str, ttl: float) -> Lease | None:
+        check_lease(name, holder, ttl)
+        now = self.clock()
+        row = self._rows.get(name)
+        if row is None or row.holder != holder or row.expires <= now:
+            return None
+        row.expires = now + ttl
+        return Lease(name, row.holder, row.expires, row.token)
+
+    async def release(self, name: str, holder: str) -> bool:
+        check_lease(name, holder)
+        row = self._rows.get(name)
+        if row is None or row.holder != holder or row.expires <= self.clock():
+            return False
+        row.holder, row.expires = "", 0.0  # the row stays: its token must keep growing
+        return True
+
+    async def holder(self, name: str) -> Lease | None:
+        row = self._rows.get(name)
+        if row is None or not row.holder or row.expires <= self.clock():
+            return None
+        return Lease(name, row.holder, row.expires, row.token)
+
+
+class InMemoryUsageStore(UsageStore):
+    def __init__(self) -> None:
+        self._used: dict[tuple[str, str], int] = {}
+
+    def add(self, scope: str, day: str, tokens: int) -> None:
+        self._used[(scope, day)] = self._used.get((scope, day), 0) + tokens
+
+    async def get(self, scope: str, day: str) -> int:
+        return self._used.get((scope, day), 0)
+
+
+class InMemoryScheduleStore(ScheduleStore):
+    def __init__(self) -> None:
+        self._ticks: dict[str, Tick] = {}
+
+    async def tick(self, name: str) -> Tick | None:
+        return self._ticks.get(name)
+
+    async def record(self, name: str, fired: float) -> None:
+        self._ticks[name] = Tick(fired, True)
+
+    async def start(self, name: str, now: float) -> Tick:
+        return self._ticks.setdefault(name, Tick(now, True))
+
+    async def finish(self, name: str, fired: float) -> None:
+        current = self._ticks.get(name)
+        if current is not None and current.last == fired:
+            self._ticks[name] = Tick(fired, True)
+
+    async def claim(self, name: str, expected: float | None, fired: float) -> bool:
+        current = self._ticks.get(name)
+        if (current.last if current is not None else None) != expected:
+            return False
+        self._ticks[name] = Tick(fired, False)
+        return True
+
+
+class InMemoryRevisionStore(RevisionStore):
+    def __init__(self) -> None:
+        self._revs: dict[str, list[Revision]] = {}
+
+    def record(self, name: str, text: str, *, note: str = "") -> None:
+        revs = self._revs.setdefault(name, [])
+        if revs and revs[-1].text == text:
+            return
+        revs.append(Revision(name, len(revs) + 1, text, time.time(), note))
+
+    async def history(self, name: str) -> list[Revision]:
+        return list(self._revs.get(name, []))
+
+    async def names(self) -> list[str]:
+        return sorted(self._revs)
+
+
+class InMemoryPairingStore(PairingStore):
+    def __init__(self) -> None:
+        self._rows: dict[tuple[str, str], Pairing] = {}
+
+    async def get(self, platform: str, user: str) -> Pairing | None:
+        return self._rows.get((platform, user))
+
+    async def put(self, pairing: Pairing) -> None:
+        self._rows[(pairing.platform, pairing.user)] = pairing
+
+    async def by_code(self, code: str) -> Pairing | None:
+        return next((p for p in self._rows.values() if p.code == code), None)
+
+    async def delete(self, user: str, *, platform: str | None = None) -> int:
+        gone = [k for k in self._rows if k[1] == user and (platform is None or k[0] == platform)]
+        for k in gone:
+            del self._rows[k]
+        return len(gone)
+
+    async def list(self) -> list[Pairing]:
+        return sorted(self._rows.values(), key=lambda p: p.created)

@@ -1,0 +1,28 @@
+"""Token usage: the :class:`UsageStore` seam the daily budgets count in (hub/features/_budgets.py).
+
+The backends: :class:`hub.store.InMemoryUsageStore` (hub/store/_in_memory.py) and
+:class:`hub.store.sql.SqlUsageStore` (hub/store/sql/_stores.py).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+__all__ = ["UsageStore"]
+
+
+class UsageStore(ABC):
+    """Tokens used per scope (``conversation:ID``, ``user:PLATFORM:ID``) and UTC day."""
+
+    @abstractmethod
+    def add(self, scope: str, day: str, tokens: int) -> None:
+        """Count tokens (without waiting; committed within milliseconds)."""
+
+    @abstractmethod
+    async def get(self, scope: str, day: str) -> int: ...
+
+    async def open(self) -> None:  # noqa: B027
+        pass
+
+    async def close(self) -> None:  # noqa: B027
+        pass

@@ -1,0 +1,302 @@
+"""The SQL of the smaller stores: key-value memory, leases, token usage, schedule ticks, persona
+revisions and pairings. Each is one class for SQLite and PostgreSQL alike: the statements are
+the same (``?`` placeholders, ``ON CONFLICT`` upserts), and the database translates them. The
+seams are hub/store's modules of the same names.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .._leases import Clock, Lease, LeaseStore, check_lease
+from .._memory import MemoryStore
+from .._pairings import Pairing, PairingStore
+from .._revisions import Revision, RevisionStore, text_hash
+from .._schedules import ScheduleStore, Tick
+from .._usage import UsageStore
+from ._sql_store import SqlStore
+from ._sqlite import SqlDatabase
+from ._values import dumps
+
+__all__ = [
+    "SqlLeaseStore",
+    "SqlMemoryStore",
+    "SqlPairingStore",
+    "SqlRevisionStore",
+    "SqlScheduleStore",
+    "SqlUsageStore",
+]
+
+
+# --- key-value memory -----------------------------------------------------------------------
+
+
+class SqlMemoryStore(SqlStore, MemoryStore, store="memory"):
+    """Values stored as JSON text (table ``kv``). ``set`` returns once the value is committed."""
+
+    async def get(self, key: str) -> Any | None:
+        row = await self.db.fetchone("SELECT value FROM kv WHERE key = ?", (key,))
+        return json.loads(row[0]) if row is not None else None
+
+    async def set(self, key: str, value: Any) -> None:
+        try:
+            text = dumps(value, default=None)  # NaN/Infinity become null, lone surrogates U+FFFD
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"value for {key!r} is not JSON-serialisable: {e}") from e
+        await self.db.write(
+            "INSERT INTO kv (key, value, updated) VALUES (?, ?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated = excluded.updated",
+            (key, text, time.time()),
+        )
+
+    async def delete(self, key: str) -> None:
+        await self.db.write("DELETE FROM kv WHERE key = ?", (key,))
+
+    async def clear(self, prefix: str = "") -> None:
+        if prefix:
+            await self.db.write("DELETE FROM kv WHERE substr(key, 1, ?) = ?", (len(prefix), prefix))
+        else:
+            await self.db.write("DELETE FROM kv")
+
+    async def keys(self, prefix: str = "") -> list[str]:
+        if prefix and prefix[-1] != "\U0010ffff":
+            # a range of the primary key, not a scan of every key: the keys that start with
+            # the prefix are those from it to it with its last character the next one
+            # (code point order is SQLite's BINARY and PostgreSQL's "C" collation)
+            after = ord(prefix[-1]) + 1
+            end = prefix[:-1] + chr(0xE000 if 0xD800 <= after <= 0xDFFF else after)  # no surrogate
+            rows = await self.db.fetchall(
+                "SELECT key FROM kv WHERE key >= ? AND key < ? AND substr(key, 1, ?) = ? ORDER BY key",
+                (prefix, end, len(prefix), prefix),
+            )
+        else:
+            rows = await self.db.fetchall(
+                "SELECT key FROM kv WHERE substr(key, 1, ?) = ? ORDER BY key", (len(prefix), prefix)
+            )
+        return [r[0] for r in rows]
+
+
+# --- leases ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Row:
+    holder: str
+    expires: float
+    token: int
+
+
+# One statement decides: a free (never taken), expired or already-ours lease becomes ours;
+# a live lease of another holder is left alone (the WHERE of DO UPDATE). The token grows
+# unless the holder is extending a live holding of its own.
+_ACQUIRE = """
+INSERT INTO leases (name, holder, expires, token) VALUES (?1, ?2, ?3, 1)
+ON CONFLICT (name) DO UPDATE SET
+    holder = excluded.holder,
+    expires = excluded.expires,
+    token = CASE WHEN leases.holder = excluded.holder AND leases.expires > ?4
+                 THEN leases.token ELSE leases.token + 1 END
+WHERE leases.holder = excluded.holder OR leases.expires <= ?4
+"""
+_RENEW = "UPDATE leases SET expires = ?3 WHERE name = ?1 AND holder = ?2 AND expires > ?4"
+_RELEASE = "UPDATE leases SET holder = '', expires = 0 WHERE name = ?1 AND holder = ?2 AND expires > ?3"
+
+
+class SqlLeaseStore(SqlStore, LeaseStore, store="leases"):
+    """Leases in the hub's database (table ``leases``), shared by every worker on it: the
+    processes beside a SQLite file, or the workers of one PostgreSQL database.
+
+    Each change is one conditional statement committed through the database's writer; what
+    it did is read back (the row is then ours until it expires, so the read cannot race).
+    """
+
+    def __init__(self, db: SqlDatabase, *, clock: Clock = time.time) -> None:
+        super().__init__(db)
+        self.clock = clock
+
+    async def _row(self, name: str) -> _Row | None:
+        row = await self.db.fetchone("SELECT holder, expires, token FROM leases WHERE name = ?", (name,))
+        return _Row(str(row[0]), float(row[1]), int(row[2])) if row else None
+
+    async def _mine(self, name: str, holder: str, expires: float) -> Lease | None:
+        row = await self._row(name)
+        if row is None or row.holder != holder or row.expires != expires:
+            return None
+        return Lease(name, holder, row.expires, row.token)
+
+    async def acquire(self, name: str, holder: str, ttl: float) -> Lease | None:
+        check_lease(name, holder, ttl)
+        now = self.clock()
+        expires = now + ttl
+        await self.db.write(_ACQUIRE, (name, holder, expires, now))
+        return await self._mine(name, holder, expires)
+
+    async def renew(self, name: str, holder: str, ttl: float) -> Lease | None:
+        check_lease(name, holder, ttl)
+        now = self.clock()
+        expires = now + ttl
+        await self.db.write(_RENEW, (name, holder, expires, now))
+        return await self._mine(name, holder, expires)
+
+    async def release(self, name: str, holder: str) -> bool:
+        check_lease(name, holder)
+        before = await self.holder(name)
+        if before is None or before.holder != holder:
+            return False
+        await self.db.write(_RELEASE, (name, holder, self.clock()))
+        after = await self._row(name)
+        return after is not None and after.holder != holder
+
+    async def holder(self, name: str) -> Lease | None:
+        row = await self._row(name)
+        if row is None or not row.holder or row.expires <= self.clock():
+            return None
+        return Lease(name, row.holder, row.expires, row.token)
+
+
+# --- usage, schedules, revisions, pairings ------------------------------------------------
+
+
+class SqlUsageStore(SqlStore, UsageStore, store="usage"):
+    """Tokens per scope and day (table ``token_usage``), added up in the database, so workers
+    sharing it count into the same totals."""
+
+    def add(self, scope: str, day: str, tokens: int) -> None:
+        self.db.write_soon(
+            "INSERT INTO token_usage (scope, day, tokens) VALUES (?, ?, ?) "
+            "ON CONFLICT (scope, day) DO UPDATE SET tokens = token_usage.tokens + excluded.tokens",
+            (scope, day, tokens),
+        )
+
+    async def get(self, scope: str, day: str) -> int:
+        await self.db.flush()
+        row = await self.db.fetchone("SELECT tokens FROM token_usage WHERE scope = ? AND day = ?", (scope, day))
+        return int(row[0]) if row else 0
+
+
+class SqlScheduleStore(SqlStore, ScheduleStore, store="schedules"):
+    """Each schedule's last fire (table ``schedules``); a claim is one conditional statement,
+    so workers sharing the database fire a tick once."""
+
+    async def tick(self, name: str) -> Tick | None:
+        row = await self.db.fetchone("SELECT last_fire, done FROM schedules WHERE name = ?", (name,))
+        return Tick(float(row[0]), bool(row[1])) if row else None
+
+    async def record(self, name: str, fired: float) -> None:
+        await self.db.write(
+            "INSERT INTO schedules (name, last_fire, done) VALUES (?, ?, 1) "
+            "ON CONFLICT (name) DO UPDATE SET last_fire = excluded.last_fire, done = 1",
+            (name, fired),
+        )
+
+    async def start(self, name: str, now: float) -> Tick:
+        await self.db.write(
+            "INSERT INTO schedules (name, last_fire, done) VALUES (?, ?, 1) ON CONFLICT (name) DO NOTHING",
+            (name, now),
+        )
+        tick = await self.tick(name)
+        assert tick is not None
+        return tick
+
+    async def finish(self, name: str, fired: float) -> None:
+        await self.db.write("UPDATE schedules SET done = 1 WHERE name = ? AND last_fire = ?", (name, fired))
+
+    async def claim(self, name: str, expected: float | None, fired: float) -> bool:
+        # One conditional statement (the compare-and-set), then a read of what it left: the
+        # row carries this call's own mark only if this claim changed it.
+        mark = secrets.token_hex(8)
+        if expected is None:
+            await self.db.write(
+                "INSERT INTO schedules (name, last_fire, done, claim) VALUES (?, ?, 0, ?) "
+                "ON CONFLICT (name) DO NOTHING",
+                (name, fired, mark),
+            )
+        else:
+            await self.db.write(
+                "UPDATE schedules SET last_fire = ?, done = 0, claim = ? WHERE name = ? AND last_fire = ?",
+                (fired, mark, name, expected),
+            )
+        row = await self.db.fetchone("SELECT claim FROM schedules WHERE name = ?", (name,))
+        return row is not None and row[0] == mark
+
+
+# One statement, so numbering and de-duplication are atomic even with a second process
+# (`hub persona rollback` while the hub runs) writing to the same database.
+_INSERT = """
+INSERT INTO persona_revisions (name, rev, ts, sha, note, text)
+SELECT ?1, (SELECT COALESCE(MAX(rev), 0) + 1 FROM persona_revisions WHERE name = ?1), ?2, ?3, ?4, ?5
+WHERE COALESCE((SELECT sha FROM persona_revisions WHERE name = ?1 ORDER BY rev DESC LIMIT 1), '') != ?3
+ON CONFLICT DO NOTHING
+"""
+
+
+class SqlRevisionStore(SqlStore, RevisionStore, store="revisions"):
+    """Persona revisions (table ``persona_revisions``); ``record`` writes behind."""
+
+    def record(self, name: str, text: str, *, note: str = "") -> None:
+        self.db.write_soon(_INSERT, (name, time.time(), text_hash(text), note, text))
+
+    async def flush(self) -> None:
+        await self.db.flush()
+
+    async def history(self, name: str) -> list[Revision]:
+        await self.db.flush()
+        rows = await self.db.fetchall(
+            "SELECT name, rev, text, ts, note FROM persona_revisions WHERE name = ? ORDER BY rev", (name,)
+        )
+        return [Revision(r[0], r[1], r[2], r[3], r[4]) for r in rows]
+
+    async def names(self) -> list[str]:
+        await self.db.flush()
+        rows = await self.db.fetchall("SELECT DISTINCT name FROM persona_revisions ORDER BY name")
+        return [r[0] for r in rows]
+
+
+# "user" quoted: a reserved word in PostgreSQL (SQLite takes the quoted spelling alike)
+_COLUMNS = 'platform, "user", state, code, created, expires, approved'
+
+
+class SqlPairingStore(SqlStore, PairingStore, store="pairings"):
+    """Pairings in the hub's database (``hub pairing`` opens it beside a running hub)."""
+
+    async def get(self, platform: str, user: str) -> Pairing | None:
+        row = await self.db.fetchone(
+            f'SELECT {_COLUMNS} FROM pairings WHERE platform = ? AND "user" = ?', (platform, user)
+        )
+        return Pairing(*row) if row else None
+
+    async def put(self, pairing: Pairing) -> None:
+        await self.db.write(
+            f"INSERT INTO pairings ({_COLUMNS}) VALUES (?,?,?,?,?,?,?) "
+            'ON CONFLICT (platform, "user") DO UPDATE SET state = excluded.state, code = excluded.code, '
+            "created = excluded.created, expires = excluded.expires, approved = excluded.approved",
+            (
+                pairing.platform,
+                pairing.user,
+                pairing.state,
+                pairing.code,
+                pairing.created,
+                pairing.expires,
+                pairing.approved,
+            ),
+        )
+
+    async def by_code(self, code: str) -> Pairing | None:
+        row = await self.db.fetchone(f"SELECT {_COLUMNS} FROM pairings WHERE code = ?", (code,))
+        return Pairing(*row) if row else None
+
+    async def delete(self, user: str, *, platform: str | None = None) -> int:
+        where, params = '"user" = ?', [user]
+        if platform is not None:
+            where, params = where + " AND platform = ?", [user, platform]
+        n = await self.db.fetchone(f"SELECT COUNT(*) FROM pairings WHERE {where}", params)
+        await self.db.write(f"DELETE FROM pairings WHERE {where}", params)
+        return int(n[0]) if n else 0
+
+    async def list(self) -> list[Pairing]:
+        rows = await self.db.fetchall(f"SELECT {_COLUMNS} FROM pairings ORDER BY created")
+        return [Pairing(*r) for r in rows]
