@@ -39,15 +39,9 @@ from hub.logs import from_dict, to_dict
 from hub.media import MediaLimits, RunMedia, check, display_name, extract_text, image_for_model, placeholder, sniff
 from hub.models.openai import OpenAIModel
 from hub.store.sql import Database, SqlInbox
-from hub.testing import FakeOpenAI
+from hub.testing import FakeOpenAI, image_bytes, png, temp_config
 
 LIMITS = MediaLimits()
-
-
-def png(width: int = 64, height: int = 48, *, mode: str = "RGB", color: Any = (200, 30, 30), **save: Any) -> bytes:
-    buf = io.BytesIO()
-    Image.new(mode, (width, height), color).save(buf, format="PNG", **save)
-    return buf.getvalue()
 
 
 def forged_png(width: int, height: int) -> bytes:
@@ -130,9 +124,8 @@ def test_file_names_are_shown_never_used_as_paths() -> None:
 def test_a_picture_is_downscaled_re_encoded_and_stripped_of_metadata() -> None:
     exif = Image.Exif()
     exif[0x010F] = "SecretCam"  # Make
-    buf = io.BytesIO()
-    Image.new("RGB", (3000, 1000), (1, 2, 3)).save(buf, format="JPEG", exif=exif)
-    mime, data = image_for_model(buf.getvalue(), limits=MediaLimits(max_side=600))
+    jpeg = image_bytes(3000, 1000, format="JPEG", color=(1, 2, 3), exif=exif)
+    mime, data = image_for_model(jpeg, limits=MediaLimits(max_side=600))
     out = Image.open(io.BytesIO(data))
     assert mime == "image/jpeg" and out.size == (600, 200)
     assert b"SecretCam" not in data and not out.getexif()
@@ -246,11 +239,8 @@ def pics_extension(store: dict[str, bytes], sent: list[str], fetched: list[str])
     )
 
 
-def config(tmp_path: Path, *, vision: bool) -> HubConfig:
-    cfg = HubConfig()
-    cfg.hub.data_dir = str(tmp_path / "data")
-    cfg.hub.contexts_dir = str(tmp_path)
-    cfg.memory.episodes = False
+def config_for(tmp_path: Path, *, vision: bool) -> HubConfig:
+    cfg = temp_config(tmp_path)
     cfg.model.vision = vision
     cfg.model.api_key = SECRET  # a known secret for the redactor (the model is given, not built)
     return cfg
@@ -272,7 +262,7 @@ async def test_a_picture_without_a_caption_reaches_the_model(tmp_path: Path, vis
     async with FakeOpenAI([reply, reply]) as fake:
         model = OpenAIModel("gpt-test", base_url=fake.url, api_key="k")
         hub = Hub(
-            config(tmp_path, vision=vision),
+            config_for(tmp_path, vision=vision),
             model=model,
             load_extensions=False,
             extensions=[pics_extension(store, sent, fetched)],
@@ -306,7 +296,7 @@ async def test_an_oversized_file_and_a_bomb_get_a_clear_reply_and_reach_no_model
     store = {"bomb": png(2000, 2000, color=(255, 255, 255)), "big": b"x" * 50}
     sent: list[str] = []
     fetched: list[str] = []
-    cfg = config(tmp_path, vision=True)
+    cfg = config_for(tmp_path, vision=True)
     cfg.media.max_pixels = 1_000_000
     model = ScriptedModel([])
     async with Hub(cfg, model=model, load_extensions=False, extensions=[pics_extension(store, sent, fetched)]) as hub:
@@ -333,7 +323,7 @@ async def test_a_pdf_reaches_the_model_as_text_with_secrets_masked(tmp_path: Pat
     fetched: list[str] = []
     model = ScriptedModel(['<response><output type="pics:send">Read it.</output></response>'])
     async with Hub(
-        config(tmp_path, vision=False),
+        config_for(tmp_path, vision=False),
         model=model,
         load_extensions=False,
         extensions=[pics_extension(store, sent, fetched)],
@@ -379,7 +369,7 @@ async def test_an_action_png_is_sent_by_an_output_that_names_its_handle(tmp_path
             '<response><output type="pics:photo" src="media:1">Here</output></response>',
         ]
     )
-    async with Hub(config(tmp_path, vision=False), model=model, load_extensions=False, extensions=[ext]) as hub:
+    async with Hub(config_for(tmp_path, vision=False), model=model, load_extensions=False, extensions=[ext]) as hub:
         result = await hub.send("pics:chat", {"id": "1"}, "draw", type="pics:message")
     assert result.ok
     assert got == [("image/png", png(), "Here")]
@@ -393,7 +383,7 @@ async def test_a_failed_fetch_and_files_past_max_per_run_lose_nothing(tmp_path: 
     fetched: list[str] = []
     ext = pics_extension(store, sent, fetched)
     model = ScriptedModel(['<response><output type="pics:send">Seen.</output></response>'] * 2)
-    async with Hub(config(tmp_path, vision=True), model=model, load_extensions=False, extensions=[ext]) as hub:
+    async with Hub(config_for(tmp_path, vision=True), model=model, load_extensions=False, extensions=[ext]) as hub:
         parts = [MediaPart(kind="image", ref=f"p{i}", mime="image/png", name=f"{i}.png") for i in range(5)]
         result = await hub.send("pics:chat", {"id": "1"}, "five pictures", type="pics:message", media=parts)
         assert result.ok and fetched == ["p0", "p1", "p2", "p3"]  # [media] max_per_run = 4
@@ -412,7 +402,7 @@ async def test_an_input_resumed_after_a_restart_fetches_its_file_again(tmp_path:
     store = {"p1": png()}
     sent: list[str] = []
     fetched: list[str] = []
-    cfg = config(tmp_path, vision=True)
+    cfg = config_for(tmp_path, vision=True)
     cfg.data_dir.mkdir(parents=True)
     part = MediaPart(kind="image", ref="p1", mime="image/png", name="left.png")
     async with Database(cfg.data_dir / "hub.db") as db:  # recorded, then the process died

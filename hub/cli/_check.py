@@ -30,109 +30,168 @@ class CheckReport:
         return not self.errors
 
 
-def check_config(config: HubConfig) -> CheckReport:  # noqa: C901 - split under issue 23
+def check_config(config: HubConfig) -> CheckReport:
     """Validate extension settings, personas, persona mappings, roles, limits and the model."""
-    report = CheckReport()
-    where = f"{config.path}: " if config.path else ""
-    report.warnings.extend(config.unset_warnings())
+    return _Checker(config).run()
 
-    exts: list[Extension] = []
-    for name, table in config.enabled_extensions().items():
-        try:
-            exts.append(load_extension(name, table, config))
-        except HubError as e:
-            report.errors.append(str(e))
-    report.extensions = [e.name for e in exts]
-    context_types = {c.type for e in exts for c in e.contexts}
-    ext_names = {e.name for e in exts}
 
-    folder = config.contexts_dir
-    personas = PersonaSet(folder)
-    if not folder.is_dir():
-        report.errors.append(f"{folder}: personas folder not found ([hub] contexts_dir)")
-    else:
-        report.errors.extend(str(e) for e in personas.load_all())
-        report.warnings.extend(f"{path}: skipped: {why}" for path, why in personas.skipped().items())
-        if personas.get(personas.default) is None and f"{personas.default}.toml" not in {
-            p.name for p in folder.glob("*.toml")
-        }:
-            report.warnings.append(f"{folder}: no {personas.default}.toml: conversations with no persona get none")
-    report.personas = personas.names()
-    on_disk = {p.stem for p in folder.glob("*.toml")} if folder.is_dir() else set()
+class _Checker:
+    """One ``hub check``: each method checks one part of the config against what the enabled
+    extensions declare, and adds what it finds to the report, in the order they run."""
 
-    for scope, name in config.personas.items():
-        if name not in on_disk:
-            report.errors.append(f"{where}personas.{scope}: persona {name!r} has no file {folder / (name + '.toml')}")
-        if exts and not _scope_known(scope, context_types, ext_names):
-            report.warnings.append(
-                f"{where}personas.{scope}: no enabled extension has this context type or name "
-                f"(context types: {', '.join(sorted(context_types)) or 'none'})"
-            )
-    for pname in personas.names():
-        p = personas.get(pname)
-        if p is not None:
-            for ext_name in p.extensions:
-                if exts and ext_name not in ext_names:
-                    report.warnings.append(f"{folder / (pname + '.toml')}: extensions: {ext_name!r} is not enabled")
+    def __init__(self, config: HubConfig) -> None:
+        self.config = config
+        self.report = CheckReport()
+        self.where = f"{config.path}: " if config.path else ""
+        self.exts: list[Extension] = []
+        self.folder = config.contexts_dir
+        self.personas = PersonaSet(self.folder)
 
-    for role, by_platform in config.roles.items():
-        for platform in by_platform:
-            if exts and platform not in ext_names:
-                report.warnings.append(f"{where}roles.{role}.{platform}: no enabled extension is named {platform!r}")
-    for ext in exts:
-        for action in ext.actions:
-            for role in action.roles:
-                if role not in config.roles:
-                    report.warnings.append(
+    def run(self) -> CheckReport:
+        self.report.warnings.extend(self.config.unset_warnings())
+        self._extensions()
+        self._personas()
+        self._persona_mappings()
+        self._roles()
+        self._contexts_named()
+        self._routes()
+        self._model()
+        self._http()
+        return self.report
+
+    @property
+    def context_types(self) -> set[str]:
+        return {c.type for e in self.exts for c in e.contexts}
+
+    @property
+    def ext_names(self) -> set[str]:
+        return {e.name for e in self.exts}
+
+    def _known_types(self) -> str:
+        return ", ".join(sorted(self.context_types)) or "none"
+
+    def _extensions(self) -> None:
+        """Each enabled extension loads with its settings."""
+        for name, table in self.config.enabled_extensions().items():
+            try:
+                self.exts.append(load_extension(name, table, self.config))
+            except HubError as e:
+                self.report.errors.append(str(e))
+        self.report.extensions = [e.name for e in self.exts]
+
+    def _personas(self) -> None:
+        """The persona files load, and the default persona is there."""
+        folder, personas = self.folder, self.personas
+        if not folder.is_dir():
+            self.report.errors.append(f"{folder}: personas folder not found ([hub] contexts_dir)")
+        else:
+            self.report.errors.extend(str(e) for e in personas.load_all())
+            self.report.warnings.extend(f"{path}: skipped: {why}" for path, why in personas.skipped().items())
+            if personas.get(personas.default) is None and f"{personas.default}.toml" not in {
+                p.name for p in folder.glob("*.toml")
+            }:
+                self.report.warnings.append(
+                    f"{folder}: no {personas.default}.toml: conversations with no persona get none"
+                )
+        self.report.personas = personas.names()
+
+    def _persona_mappings(self) -> None:
+        """``[personas]`` names files that exist and scopes that an extension has; a persona's
+        ``extensions`` are enabled ones."""
+        where, folder = self.where, self.folder
+        on_disk = {p.stem for p in folder.glob("*.toml")} if folder.is_dir() else set()
+        for scope, name in self.config.personas.items():
+            if name not in on_disk:
+                self.report.errors.append(
+                    f"{where}personas.{scope}: persona {name!r} has no file {folder / (name + '.toml')}"
+                )
+            if self.exts and not _scope_known(scope, self.context_types, self.ext_names):
+                self.report.warnings.append(
+                    f"{where}personas.{scope}: no enabled extension has this context type or name "
+                    f"(context types: {self._known_types()})"
+                )
+        for pname in self.personas.names():
+            p = self.personas.get(pname)
+            for ext_name in p.extensions if p is not None else ():
+                if self.exts and ext_name not in self.ext_names:
+                    self.report.warnings.append(
+                        f"{folder / (pname + '.toml')}: extensions: {ext_name!r} is not enabled"
+                    )
+
+    def _roles(self) -> None:
+        """``[roles]`` name enabled platforms, and every role an action requires is held."""
+        for role, by_platform in self.config.roles.items():
+            for platform in by_platform:
+                if self.exts and platform not in self.ext_names:
+                    self.report.warnings.append(
+                        f"{self.where}roles.{role}.{platform}: no enabled extension is named {platform!r}"
+                    )
+        for ext in self.exts:
+            for action in ext.actions:
+                for role in (r for r in action.roles if r not in self.config.roles):
+                    self.report.warnings.append(
                         f"extension {ext.name!r}: action {action.name!r} requires role {role!r}, which no one holds "
                         f"(add [roles.{role}]): every call will be denied"
                     )
 
-    if exts and config.agent.context and config.agent.context not in context_types:
-        report.errors.append(
-            f"{where}agent.context: {config.agent.context!r} names no context type of an enabled extension "
-            f"(context types: {', '.join(sorted(context_types)) or 'none'})"
-        )
+    def _contexts_named(self) -> None:
+        """``[agent] context``, each webhook's and each schedule's context are contexts of
+        enabled extensions."""
+        if not self.exts:
+            return
+        where, types = self.where, self.context_types
+        if self.config.agent.context and self.config.agent.context not in types:
+            self.report.errors.append(
+                f"{where}agent.context: {self.config.agent.context!r} names no context type of an enabled extension "
+                f"(context types: {self._known_types()})"
+            )
+        for section in ("webhooks", "schedules"):
+            for name, item in getattr(self.config, section).items():
+                ctype, sep, _ = item.context.rpartition(":")
+                if not (sep and ctype in types) and item.context not in types:
+                    self.report.errors.append(
+                        f"{where}{section}.{name}.context: {item.context!r} names no context of an enabled extension "
+                        f"(TYPE:KEY; context types: {self._known_types()})"
+                    )
 
-    for section in ("webhooks", "schedules"):
-        for name, item in getattr(config, section).items():
-            ctype, sep, _ = item.context.rpartition(":")
-            if exts and not (sep and ctype in context_types) and item.context not in context_types:
-                report.errors.append(
-                    f"{where}{section}.{name}.context: {item.context!r} names no context of an enabled extension "
-                    f"(TYPE:KEY; context types: {', '.join(sorted(context_types)) or 'none'})"
-                )
+    def _routes(self) -> None:
+        """Extensions that mount routes (Telegram's webhook mode, say) have the [http] endpoint."""
+        routes = sorted(f"{e.name} ({r.path})" for e in self.exts for r in e.routes)
+        if routes and self.config.http is None:
+            self.report.errors.append(
+                f"{self.where}http: extension routes need the [http] endpoint, which is not configured: "
+                f"{', '.join(routes)}"
+            )
 
-    routes = sorted(f"{e.name} ({r.path})" for e in exts for r in e.routes)
-    if routes and config.http is None:  # e.g. Telegram's webhook mode
-        report.errors.append(
-            f"{where}http: extension routes need the [http] endpoint, which is not configured: {', '.join(routes)}"
-        )
+    def _model(self) -> None:
+        """The local model's file and library are there; the OpenAI provider has a key or a URL."""
+        m, where = self.config.model, self.where
+        if m.resolved_provider() == "local":
+            if m.model_path:
+                path = Path(m.model_path).expanduser()  # as the provider opens it
+                if not path.is_file():
+                    self.report.errors.append(f"{where}model.model_path: file not found: {path}")
+            else:
+                from ..models.local import default_gguf
 
-    m = config.model
-    if m.resolved_provider() == "local":
-        if m.model_path:
-            path = Path(m.model_path).expanduser()  # as the provider opens it
-            if not path.is_file():
-                report.errors.append(f"{where}model.model_path: file not found: {path}")
-        else:
-            from ..models.local import default_gguf
-
+                try:
+                    default_gguf()
+                except HubError as e:
+                    self.report.errors.append(f"{where}model: {e}")
             try:
-                default_gguf()
-            except HubError as e:
-                report.errors.append(f"{where}model: {e}")
-        try:
-            import xllamacpp  # noqa: F401
-        except ImportError:
-            report.errors.append(f"{where}model.provider: local needs xllamacpp (pip install 'hub[local]')")
-    elif m.provider == "openai" and not m.api_key and not m.base_url:
-        report.warnings.append(f"{where}model.api_key: empty (is OPENAI_API_KEY set?)")
-    if config.http is not None and not config.http.token:  # the run-event routes and the dashboard need it
-        report.warnings.append(
-            f"{where}http.token: empty: /events and /runs/{{id}} are off, the dashboard at /ui/ is off, /metrics is open"
-        )
-    return report
+                import xllamacpp  # noqa: F401
+            except ImportError:
+                self.report.errors.append(f"{where}model.provider: local needs xllamacpp (pip install 'hub[local]')")
+        elif m.provider == "openai" and not m.api_key and not m.base_url:
+            self.report.warnings.append(f"{where}model.api_key: empty (is OPENAI_API_KEY set?)")
+
+    def _http(self) -> None:
+        """An [http] endpoint without a token: the run-event routes and the dashboard are off."""
+        if self.config.http is not None and not self.config.http.token:
+            self.report.warnings.append(
+                f"{self.where}http.token: empty: /events and /runs/{{id}} are off, the dashboard at /ui/ is off, "
+                "/metrics is open"
+            )
 
 
 def _scope_known(scope: str, context_types: set[str], ext_names: set[str]) -> bool:

@@ -46,6 +46,7 @@ from ._untrusted_json import UntrustedJSONError, load_json
 
 if TYPE_CHECKING:
     from ..definitions import RunResult
+    from ..engine import Submission
 
 __all__ = ["HttpServer", "http_component", "signature", "TIMESTAMP_TOLERANCE"]
 
@@ -149,6 +150,37 @@ class _Credentials:
                 f"{TIMESTAMP_TOLERANCE:.0f}s window: a replay, or a clock to fix"
             )
         return None
+
+
+def _json_body(body: bytes) -> Any:
+    """A posted body parsed as untrusted JSON, or the 400 that says why it is refused."""
+    if not body.strip():
+        return _error(400, "empty body: send a JSON value")
+    try:
+        return load_json(body)
+    except UntrustedJSONError as e:
+        return _error(400, f"body refused: {e}")
+
+
+async def _answer(sub: Submission, timeout: float, *, wait: bool) -> web.Response:
+    """A webhook's answer once its input is recorded: 202 with the run's id when it has one
+    (200 with the run's end when the caller asked to ``wait``), 504 when that takes over
+    ``timeout`` (the run goes on), 503 when the hub stops under it."""
+    try:
+        if wait:
+            result = await asyncio.wait_for(sub.wait(), timeout)
+            return web.json_response(_run_body(result), status=200)
+        either: set[asyncio.Future[Any]] = {sub.run_id, sub.result}  # a run id, or the end before one
+        await asyncio.wait(either, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    except TimeoutError:
+        run_id = sub.run_id.result() if sub.run_id.done() else None
+        return web.json_response({"error": f"the run did not end within {timeout:g}s", "run_id": run_id}, status=504)
+    except asyncio.CancelledError:
+        if sub.result.cancelled():
+            return _error(503, "the run was cancelled: the hub is stopping")
+        raise
+    run_id = sub.run_id.result() if sub.run_id.done() else None
+    return web.json_response({"run_id": run_id, "context": sub.context}, status=202)
 
 
 def _run_body(result: RunResult) -> dict[str, Any]:
@@ -329,12 +361,40 @@ class HttpServer:
             self.hub.metrics.webhook(name, resp.status)
         return resp
 
-    async def _handle_webhook(self, name: str, request: web.Request) -> web.Response:  # noqa: C901 - split under issue 23
-        hub = self.hub
-        assert hub.config.http is not None
-        known = hub.config.webhooks.get(name)
-        hook = known or self._decoy
-        creds = _Credentials(hook, request)  # from the headers alone, before any body is read
+    async def _handle_webhook(self, name: str, request: web.Request) -> web.Response:
+        known = self.hub.config.webhooks.get(name)
+        body = await self._signed_body(known, request)
+        if isinstance(body, web.Response):
+            return body
+        assert known is not None  # an unknown name is refused as a bad signature is
+        key = request.headers.get("Idempotency-Key")
+        if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
+            return _error(400, "Idempotency-Key must be 1 to 200 printable ASCII characters, no spaces")
+        data = _json_body(body)
+        if isinstance(data, web.Response):
+            return data
+        if not self.hub.started:
+            return _error(503, "the hub is not taking input (starting or stopping)")
+        try:
+            sub = await self.hub.submit(
+                known.context,
+                data=data,
+                type="webhook",
+                platform_id=f"webhook:{name}:{key}" if key else None,
+                meta={"webhook": name},
+            )
+        except RunError as e:
+            return _error(503, str(e))
+        if sub.duplicate:
+            return web.json_response({"duplicate": True, "context": sub.context}, status=200)
+        return await _answer(sub, known.wait_timeout, wait=request.query.get("wait", "").lower() in _TRUE)
+
+    async def _signed_body(self, known: WebhookSection | None, request: web.Request) -> bytes | web.Response:
+        """The body of a POST to a webhook whose credentials hold, or the refusal: a bearer token
+        is checked from the headers before the body is read, a signature once it is. A webhook
+        that is not configured is checked against a decoy and refused like a bad signature, so
+        the answer does not tell which names exist."""
+        creds = _Credentials(known or self._decoy, request)  # from the headers alone
         if creds.refused is not None:
             return _denied(creds.refused)
         conn = self._guard.of(request) if self._guard is not None else None
@@ -352,48 +412,7 @@ class HttpServer:
             return _denied(denied or "X-Hub-Signature-256 does not match the body")
         if conn is not None:
             conn.proven = True
-        key = request.headers.get("Idempotency-Key")
-        if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
-            return _error(400, "Idempotency-Key must be 1 to 200 printable ASCII characters, no spaces")
-        if not body.strip():
-            return _error(400, "empty body: send a JSON value")
-        try:
-            data = load_json(body)
-        except UntrustedJSONError as e:
-            return _error(400, f"body refused: {e}")
-        if not hub.started:
-            return _error(503, "the hub is not taking input (starting or stopping)")
-        try:
-            sub = await hub.submit(
-                known.context,
-                data=data,
-                type="webhook",
-                platform_id=f"webhook:{name}:{key}" if key else None,
-                meta={"webhook": name},
-            )
-        except RunError as e:
-            return _error(503, str(e))
-        if sub.duplicate:
-            return web.json_response({"duplicate": True, "context": sub.context}, status=200)
-        wait = request.query.get("wait", "").lower() in _TRUE
-        try:
-            if wait:
-                result = await asyncio.wait_for(sub.wait(), known.wait_timeout)
-                return web.json_response(_run_body(result), status=200)
-            await asyncio.wait(
-                {sub.run_id, sub.result}, timeout=known.wait_timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-        except TimeoutError:
-            run_id = sub.run_id.result() if sub.run_id.done() else None
-            return web.json_response(
-                {"error": f"the run did not end within {known.wait_timeout:g}s", "run_id": run_id}, status=504
-            )
-        except asyncio.CancelledError:
-            if sub.result.cancelled():
-                return _error(503, "the run was cancelled: the hub is stopping")
-            raise
-        run_id = sub.run_id.result() if sub.run_id.done() else None
-        return web.json_response({"run_id": run_id, "context": sub.context}, status=202)
+        return body
 
     async def _route(self, route: Route, request: web.Request) -> web.Response:
         """An extension's route: its secret header checked before the body is read, the body
@@ -407,12 +426,9 @@ class HttpServer:
         body = await self._read(request)
         if isinstance(body, web.Response):
             return body
-        if not body.strip():
-            return _error(400, "empty body: send a JSON value")
-        try:
-            data = load_json(body)
-        except UntrustedJSONError as e:
-            return _error(400, f"body refused: {e}")
+        data = _json_body(body)
+        if isinstance(data, web.Response):
+            return data
         if not self.hub.started:
             return _error(503, "the hub is not taking input (starting or stopping)")
         answer = await route.handler(RouteRequest(request.path, request.headers, body, data))

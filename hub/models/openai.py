@@ -76,7 +76,34 @@ class OpenAIModel(Model):
     async def close(self) -> None:
         await self._client.close()
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage]:  # noqa: C901 - split under issue 23
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage]:
+        payload = self._payload(request)
+        chunks = _Chunks(self.name)
+        try:
+            # the client's documented raw form (cast_to the transport's Response, stream=True)
+            # has no overload of its own in the SDK's stubs
+            response = await self._client.post(  # type: ignore[call-overload]
+                "/chat/completions", cast_to=httpx2.Response, content=payload, options=_JSON, stream=True
+            )
+            async with aclosing(response):
+                async for events in _sse_events(response.aiter_bytes()):
+                    # the text of every event one network read brought, as one piece: one
+                    # trip up the generators and one parser feed per read, not one per event
+                    # (a fast server's read holds dozens of them)
+                    pieces: list[str] = []
+                    try:
+                        chunks.read(events, pieces)
+                    finally:
+                        # what came before a broken event is still the model's: handed on first
+                        if pieces:
+                            yield pieces[0] if len(pieces) == 1 else "".join(pieces)
+        except (openai.APIStatusError, openai.APIConnectionError, httpx2.TransportError) as e:
+            raise self._failure(e) from e
+        chunks.usage.finish_reason = chunks.finish_reason
+        yield chunks.usage
+
+    def _payload(self, request: ModelRequest) -> bytes:
+        """The request body, serialised once."""
         messages: list[dict[str, Any]] = [{"role": "system", "content": request.system}, *request.messages]
         body: dict[str, Any] = {"model": self.name, "messages": messages, "stream": True}
         temperature = request.temperature if request.temperature is not None else self.temperature
@@ -90,70 +117,69 @@ class OpenAIModel(Model):
         if self.extra_body:
             body.update(self.extra_body)
         try:
-            payload = orjson.dumps(body)
+            return orjson.dumps(body)
         except TypeError as e:
             raise ModelError(f"{self.name}: the request cannot be sent as JSON: {e}") from e
-        usage = Usage()
-        finish_reason: str | None = None
-        try:
-            # the client's documented raw form (cast_to the transport's Response, stream=True)
-            # has no overload of its own in the SDK's stubs
-            response = await self._client.post(  # type: ignore[call-overload]
-                "/chat/completions", cast_to=httpx2.Response, content=payload, options=_JSON, stream=True
-            )
-            async with aclosing(response):
-                done = False
-                async for events in _sse_events(response.aiter_bytes()):
-                    # the text of every event one network read brought, as one piece: one
-                    # trip up the generators and one parser feed per read, not one per event
-                    # (a fast server's read holds dozens of them)
-                    pieces: list[str] = []
-                    try:
-                        for data in events:
-                            # After [DONE], read on to the end of the body (it ends there): a
-                            # response closed unread closes its connection instead of reusing it.
-                            if done or data == b"[DONE]":
-                                done = True
-                                continue
-                            try:
-                                chunk = orjson.loads(data)
-                            except ValueError as e:
-                                raise ModelError(f"{self.name}: invalid JSON in the stream: {e}") from e
-                            if not isinstance(chunk, dict):
-                                continue
-                            if chunk.get("error"):
-                                error = chunk["error"]
-                                message = error.get("message") if isinstance(error, dict) else None
-                                raise ModelError(f"{self.name}: {message or 'an error occurred during streaming'}")
-                            u = chunk.get("usage")
-                            if u:
-                                usage = Usage(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0)
-                            for choice in chunk.get("choices") or ():
-                                if choice.get("finish_reason"):
-                                    finish_reason = choice["finish_reason"]
-                                delta = choice.get("delta")
-                                text = delta.get("content") if delta else None
-                                if text:
-                                    pieces.append(text)
-                    finally:
-                        # what came before a broken event is still the model's: handed on first
-                        if pieces:
-                            yield pieces[0] if len(pieces) == 1 else "".join(pieces)
-        except openai.BadRequestError as e:
-            if self._usage_option and "stream_options" in str(e):
+
+    def _failure(self, e: Exception) -> ModelError:
+        """The ModelError for what the client raised, retryable where another try may work."""
+        match e:
+            case openai.BadRequestError() if self._usage_option and "stream_options" in str(e):
                 self._usage_option = False  # an older server: ask again without it
-                raise _error(e, retryable=True) from e
-            raise _error(e) from e
-        except openai.APIStatusError as e:
-            raise _error(e, retryable=e.status_code == 429 or e.status_code >= 500 or e.status_code == 408) from e
-        except (openai.APITimeoutError, openai.APIConnectionError) as e:
-            raise ModelError(f"{self.name}: {type(e).__name__}: {e}", retryable=True) from e
-        except httpx2.TimeoutException as e:  # while reading the body
-            raise ModelError(f"{self.name}: timed out reading the stream: {e}", retryable=True) from e
-        except httpx2.TransportError as e:
-            raise ModelError(f"{self.name}: connection broke: {type(e).__name__}: {e}", retryable=True) from e
-        usage.finish_reason = finish_reason
-        yield usage
+                return _error(e, retryable=True)
+            case openai.APIStatusError():
+                return _error(e, retryable=e.status_code == 429 or e.status_code >= 500 or e.status_code == 408)
+            case openai.APITimeoutError() | openai.APIConnectionError():
+                return ModelError(f"{self.name}: {type(e).__name__}: {e}", retryable=True)
+            case httpx2.TimeoutException():  # while reading the body
+                return ModelError(f"{self.name}: timed out reading the stream: {e}", retryable=True)
+            case _:
+                return ModelError(f"{self.name}: connection broke: {type(e).__name__}: {e}", retryable=True)
+
+
+class _Chunks:
+    """The stream's chunks as they are read: the text they carry, and the usage and finish
+    reason the last ones report. An error chunk, or one that is not JSON, raises ModelError."""
+
+    __slots__ = ("name", "usage", "finish_reason", "done")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.usage = Usage()
+        self.finish_reason: str | None = None
+        self.done = False
+
+    def read(self, events: list[bytes], pieces: list[str]) -> None:
+        """Add the text of ``events`` (the ``data:`` of each) to ``pieces``."""
+        # one loop, no call per event: this runs for every token of every reply
+        for data in events:
+            # After [DONE], read on to the end of the body (it ends there): a response closed
+            # unread closes its connection instead of reusing it.
+            if self.done or data == b"[DONE]":
+                self.done = True
+                continue
+            try:
+                chunk = orjson.loads(data)
+            except ValueError as e:
+                raise ModelError(f"{self.name}: invalid JSON in the stream: {e}") from e
+            if not isinstance(chunk, dict):
+                continue
+            if chunk.get("error"):
+                raise self._error(chunk["error"])
+            u = chunk.get("usage")
+            if u:
+                self.usage = Usage(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0)
+            for choice in chunk.get("choices") or ():
+                if choice.get("finish_reason"):
+                    self.finish_reason = choice["finish_reason"]
+                delta = choice.get("delta")
+                text = delta.get("content") if delta else None
+                if text:
+                    pieces.append(text)
+
+    def _error(self, error: Any) -> ModelError:
+        message = error.get("message") if isinstance(error, dict) else None
+        return ModelError(f"{self.name}: {message or 'an error occurred during streaming'}")
 
 
 async def _sse_events(body: AsyncIterator[bytes]) -> AsyncIterator[list[bytes]]:

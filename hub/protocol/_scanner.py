@@ -200,14 +200,14 @@ class _Scanner:
             decoder = self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         return decoder.decode(chunk)
 
-    def _scan(self, chunk: str) -> None:  # noqa: C901 - split under issue 23
+    def _scan(self, chunk: str) -> None:
         """Scan held-back text plus `chunk`, the slow path: `<` is involved."""
-        held = self._held
         mode = self._mode
         if mode is None:  # no known tags at all
             if chunk:
                 self._text(chunk)
             return
+        held = self._held
         if held:
             text = held + chunk
             # No '>' in the chunk: no tag can complete (one ending in `held` would have
@@ -217,7 +217,10 @@ class _Scanner:
                 return
         else:
             text = chunk
+        self._scan_text(text, mode)
 
+    def _scan_text(self, text: str, mode: _Grammar) -> None:
+        """Report the tags and the text in `text`, holding back a suffix that may become a tag."""
         tag_match = mode.tag.match
         limit = self._max
         n = len(text)
@@ -233,56 +236,50 @@ class _Scanner:
                     return
                 pos = i + 1
                 continue
-            end = m.end()
-            closing = m.group(1)
-            if self._raw is not None:
-                # Only the raw element's own name matches here; inner ones are counted.
-                if closing is None:
-                    if m.group(4) is None:
-                        self._depth += 1
-                elif self._depth:
-                    self._depth -= 1
-                else:
-                    if i > start:
-                        self._text(text[start:i])
-                    start = end
-                    self._stack.pop()
-                    self._raw = None
-                    # a raw element is only ever open under a grammar of known tags
-                    assert self._normal is not None
-                    self._mode = mode = self._normal
-                    tag_match = mode.tag.match
-                    self._end(closing, True)
-                pos = end
-                continue
-            if closing is not None:
-                stack = self._stack
-                if stack and stack[-1] == closing:
-                    if i > start:
-                        self._text(text[start:i])
-                    start = end
-                    stack.pop()
-                    self._end(closing, True)
-                pos = end
-                continue
-            name = m.group(2)
-            if i > start:
-                self._text(text[start:i])
-            start = pos = end
-            source = m.group(3)
-            self._start(name, _attrs(source) if source else {})
-            if m.group(4) is not None:
-                self._end(name, True)
-            else:
-                self._stack.append(name)
-                if name in self._raw_tags:
-                    self._raw = name
-                    self._depth = 0
-                    self._mode = mode = _grammar(frozenset((name,)))
-                    tag_match = mode.tag.match
+            pos = m.end()
+            start = self._tag(m.groups(), text, start, i, pos)
+            if (now := self._mode) is not mode and now is not None:  # a raw element opened or closed
+                mode, tag_match = now, now.tag.match
         if start < n:
             self._text(text[start:] if start else text)
         self._held = ""
+
+    def _tag(self, groups: tuple[str | None, ...], text: str, start: int, i: int, end: int) -> int:
+        """Act on the tag from `i` to `end` (its pattern's `groups`), first reporting the text
+        from `start` before it; returns where the next text starts: `end`, or `start` again
+        when the tag is text after all."""
+        closing, name, source, slash = groups
+        if self._raw is not None:
+            # Only the raw element's own name matches here; inner ones are counted, as text.
+            if closing is None:
+                if slash is None:
+                    self._depth += 1
+                return start
+            if self._depth:
+                self._depth -= 1
+                return start
+        elif closing is not None and not (self._stack and self._stack[-1] == closing):
+            return start  # closes no open element: text
+        if i > start:
+            self._text(text[start:i])
+        if closing is not None:
+            self._stack.pop()
+            if self._raw is not None:
+                self._raw = None
+                self._mode = self._normal
+            self._end(closing, True)
+            return end
+        assert name is not None
+        self._start(name, _attrs(source) if source else {})
+        if slash is not None:
+            self._end(name, True)
+        else:
+            self._stack.append(name)
+            if name in self._raw_tags:
+                self._raw = name
+                self._depth = 0
+                self._mode = _grammar(frozenset((name,)))
+        return end
 
     def _finish(self) -> bool:
         """Flush everything at the end of the stream; False if already closed."""

@@ -5,6 +5,8 @@
   server on 127.0.0.1), with a request log, failure injection (``fail_next``) and waits.
 - :class:`FakeOpenAI`: OpenAI's chat completions, for the real ``openai`` client (also the
   server the benchmarks run against: ``python -m hub.testing.openai``).
+- :func:`temp_config`: a config on a test's temporary folder (data, personas), episodic memory off.
+- :func:`png` and :func:`image_bytes`: picture files to attach, drawn with Pillow.
 - ``hub.testing.fixtures``: autouse pytest fixtures (no network, logging restored) to import into
   a ``conftest.py``.
 - ``hub.testing.postgres``: a PostgreSQL schema of its own per test (``[store] url``), dropped
@@ -16,9 +18,22 @@ Nothing here talks to the network, and nothing in the core imports this package.
 from typing import Any
 
 from ..models.scripted import ScriptedModel
+from .config import temp_config
 from .fakes import Failure, FakeServer, Recorded
+from .pictures import image_bytes, png
 
-__all__ = ["Failure", "FakeOpenAI", "FakeServer", "Recorded", "Script", "ScriptedModel", "load_script"]
+__all__ = [
+    "Failure",
+    "FakeOpenAI",
+    "FakeServer",
+    "Recorded",
+    "Script",
+    "ScriptedModel",
+    "image_bytes",
+    "load_script",
+    "png",
+    "temp_config",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,6 +1,8 @@
 """Pytest fixtures for tests of the hub and its extensions; import them into a conftest.py::
 
-from hub.testing.fixtures import _no_network, _restore_logging  # noqa: F401
+    from hub.testing.fixtures import _no_network, _restore_logging  # noqa: F401  (autouse)
+
+Both are autouse: once imported, every test under that conftest.py gets them.
 """
 
 from __future__ import annotations
@@ -34,11 +36,14 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(autouse=True)
 def _restore_logging() -> Iterator[None]:
-    """Tests that set up logging leave no handler on a stream pytest closes, and no logger level."""
+    """Each test starts from the logging the one before it found: tests that set up logging
+    (``hub`` commands run in process, ``setup_logging``, ``quiet_loggers``) leave no handler on
+    a stream pytest closes, and no logger quieted, disabled or cut off from the root for the
+    tests after them (which would then miss the lines ``caplog`` expects)."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    levels = {
-        name: lg.level for name, lg in logging.Logger.manager.loggerDict.items() if isinstance(lg, logging.Logger)
+    saved = {
+        name: _state(lg) for name, lg in logging.Logger.manager.loggerDict.items() if isinstance(lg, logging.Logger)
     }
     yield
     for h in list(root.handlers):
@@ -49,5 +54,10 @@ def _restore_logging() -> Iterator[None]:
             root.addHandler(h)
     root.setLevel(level)
     for name, lg in list(logging.Logger.manager.loggerDict.items()):
-        if isinstance(lg, logging.Logger):  # levels set by setup_logging or quiet_loggers
-            lg.setLevel(levels.get(name, logging.NOTSET))
+        if isinstance(lg, logging.Logger):  # a logger made during the test gets the defaults
+            level, lg.disabled, lg.propagate = saved.get(name, (logging.NOTSET, False, True))
+            lg.setLevel(level)
+
+
+def _state(logger: logging.Logger) -> tuple[int, bool, bool]:
+    return logger.level, logger.disabled, logger.propagate

@@ -235,7 +235,7 @@ class FakeOpenAI(FakeServer):
             return (self.default(body) if callable(self.default) else self.default), "", 0
         return None, "", 0
 
-    async def _chat(self, request: web.Request) -> web.StreamResponse:  # noqa: C901 - split under issue 23
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
         try:
             body = await request.json()
             messages = body["messages"]
@@ -248,14 +248,7 @@ class FakeOpenAI(FakeServer):
             self.state.bodies.append(body)
         failure = self._take_failure("chat") if self.state.failures else None
         if failure is not None:
-            if rec is not None:
-                rec.status = failure.status
-            headers = {"retry-after": str(failure.retry_after)} if failure.retry_after is not None else {}
-            payload: dict[str, Any] = {
-                "error": {"message": failure.description or f"injected {failure.status}", "type": "fake"}
-            }
-            self._notify()
-            return web.json_response(payload, status=failure.status, headers=headers)
+            return self._failed(failure, rec)
         model = str(body.get("model", ""))
         text, client, pick = self._pick(request, body, model)
         if text is None:
@@ -263,15 +256,38 @@ class FakeOpenAI(FakeServer):
                 rec.status = 500
             self._notify()
             return web.json_response({"error": {"message": "fake: no scripted response left"}}, status=500)
+        usage = self._count(messages, text, client=client, model=model, pick=pick)
+        self._counter += 1
+        cid = f"chatcmpl-fake{self._counter}"
+        created = int(time.time())
+        if self.latency > 0:
+            await asyncio.sleep(self.latency)
+        if rec is not None:
+            rec.status = 200
+            self.state.sent.append({"text": text})
+        if not body.get("stream"):
+            self._notify()
+            return web.Response(
+                body=json.dumps(_completion(cid, created, model, text, usage)), content_type="application/json"
+            )
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return await self._stream(request, _chunk_events(cid, created, model, text, usage, self.chunk, include_usage))
+
+    def _failed(self, failure: Failure, rec: Recorded | None) -> web.Response:
+        """The answer of an injected failure (``fail_next``), as OpenAI words its errors."""
+        if rec is not None:
+            rec.status = failure.status
+        headers = {"retry-after": str(failure.retry_after)} if failure.retry_after is not None else {}
+        payload = {"error": {"message": failure.description or f"injected {failure.status}", "type": "fake"}}
+        self._notify()
+        return web.json_response(payload, status=failure.status, headers=headers)
+
+    def _count(self, messages: list[Any], text: str, *, client: str, model: str, pick: int) -> dict[str, int]:
+        """The request's usage (about 4 characters a token), and its line in :attr:`stats`."""
         texts = [content_text(m.get("content")) for m in messages]
         prompt_chars = sum(len(t) for t in texts)
         prompt_tokens = max(1, prompt_chars // 4)
         completion_tokens = max(1, len(text) // 4)
-        usage = {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        }
         self.stats.append(
             {
                 "t": time.time(),
@@ -284,52 +300,23 @@ class FakeOpenAI(FakeServer):
                 "last_chars": len(texts[-1]) if texts else 0,
             }
         )
-        self._counter += 1
-        cid = f"chatcmpl-fake{self._counter}"
-        created = int(time.time())
-        if self.latency > 0:
-            await asyncio.sleep(self.latency)
-        if rec is not None:
-            rec.status = 200
-            self.state.sent.append({"text": text})
+        return {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
 
-        if not body.get("stream"):
-            payload = {
-                "id": cid,
-                "object": "chat.completion",
-                "created": created,
-                "model": model,
-                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
-                "usage": usage,
-            }
-            self._notify()
-            return web.Response(body=json.dumps(payload), content_type="application/json")
-
+    async def _stream(self, request: web.Request, events: list[str]) -> web.StreamResponse:
+        """Send server-sent ``events``: one a write, ``chunk_delay`` apart, or (with no delay)
+        batched into writes of about ``write_bytes``, as fast as the client reads."""
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
-        head = (
-            f'data: {{"id":"{cid}","object":"chat.completion.chunk","created":{created},'
-            f'"model":{json.dumps(model)},"choices":[{{"index":0,"delta":'
-        )
-        events = [head + '{"role":"assistant","content":""},"finish_reason":null}]}\n\n']
-        for i in range(0, len(text), self.chunk):
-            events.append(head + '{"content":' + json.dumps(text[i : i + self.chunk]) + '},"finish_reason":null}]}\n\n')
-        final = head + '{},"finish_reason":"stop"}]'
-        if (body.get("stream_options") or {}).get("include_usage"):  # as OpenAI: usage in a last chunk
-            events.append(final + "}\n\n")
-            events.append(
-                f'data: {{"id":"{cid}","object":"chat.completion.chunk","created":{created},'
-                f'"model":{json.dumps(model)},"choices":[],"usage":{json.dumps(usage)}}}\n\n'
-            )
-        else:
-            events.append(final + ',"usage":' + json.dumps(usage) + "}\n\n")
-        events.append("data: [DONE]\n\n")
         try:
-            if self.chunk_delay > 0:  # paced: one event per write
+            if self.chunk_delay > 0:
                 for ev in events:
                     await resp.write(ev.encode())
                     await asyncio.sleep(self.chunk_delay)
-            else:  # as fast as possible: events batched into writes of about write_bytes
+            else:
                 buf: list[str] = []
                 size = 0
                 for ev in events:
@@ -363,6 +350,44 @@ class FakeOpenAI(FakeServer):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         await runner.cleanup()
+
+
+def _completion(cid: str, created: int, model: str, text: str, usage: dict[str, int]) -> dict[str, Any]:
+    """A whole (not streamed) chat completion."""
+    return {
+        "id": cid,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+        "usage": usage,
+    }
+
+
+def _chunk_events(
+    cid: str, created: int, model: str, text: str, usage: dict[str, int], chunk: int, include_usage: bool
+) -> list[str]:
+    """A streamed completion's server-sent events: the role, ``text`` ``chunk`` characters an
+    event, the finish reason, the usage (in a last chunk of its own when the client asked for
+    ``include_usage``, as OpenAI sends it), then ``[DONE]``."""
+    head = (
+        f'data: {{"id":"{cid}","object":"chat.completion.chunk","created":{created},'
+        f'"model":{json.dumps(model)},"choices":[{{"index":0,"delta":'
+    )
+    events = [head + '{"role":"assistant","content":""},"finish_reason":null}]}\n\n']
+    for i in range(0, len(text), chunk):
+        events.append(head + '{"content":' + json.dumps(text[i : i + chunk]) + '},"finish_reason":null}]}\n\n')
+    final = head + '{},"finish_reason":"stop"}]'
+    if include_usage:
+        events.append(final + "}\n\n")
+        events.append(
+            f'data: {{"id":"{cid}","object":"chat.completion.chunk","created":{created},'
+            f'"model":{json.dumps(model)},"choices":[],"usage":{json.dumps(usage)}}}\n\n'
+        )
+    else:
+        events.append(final + ',"usage":' + json.dumps(usage) + "}\n\n")
+    events.append("data: [DONE]\n\n")
+    return events
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -64,87 +64,96 @@ CASES: dict[str, tuple[RunState, str]] = {
 VICTIM = "ann"
 
 
-def extension(where: str, said: list[str]) -> Extension:  # noqa: C901 - split under issue 23
+class Armed:
+    """The hooks of a `t:chat` context; the one that ``where`` names raises, in Ann's
+    conversation only."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def fires(self, point: str, key: str) -> bool:
+        return self.where == point and key == VICTIM
+
+    async def on_success(self, result, ctx) -> None:  # type: ignore[no-untyped-def]
+        if self.fires("action on_success", ctx.context.key):
+            raise Boom("injected")
+
+    async def on_error(self, e, ctx) -> None:  # type: ignore[no-untyped-def]
+        if self.fires("action on_error", ctx.context.key):
+            raise Boom("injected")
+
+    def on_step(self, ctx) -> None:  # type: ignore[no-untyped-def]
+        if self.fires("on_step", ctx.context.key):
+            raise Boom("injected")
+
+    def on_run(self, ctx) -> None:  # type: ignore[no-untyped-def]
+        if self.fires("on_run", ctx.context.key):
+            raise Boom("injected")
+        if self.fires("memory not JSON", ctx.context.key):
+            ctx.memory["when"] = datetime.datetime.now()
+        else:
+            ctx.memory["runs"] = ctx.memory.get("runs", 0) + 1
+
+    def decide(self, e, ctx) -> str:  # type: ignore[no-untyped-def]
+        if self.fires("on_error", ctx.context.key):
+            raise Boom("injected")
+        return "abort"
+
+    def create(self, args, ctx) -> dict:  # type: ignore[no-untyped-def]
+        if self.fires("create", args.id):
+            raise Boom("injected")
+        return {}
+
+    def render(self, memory, ctx) -> str:  # type: ignore[no-untyped-def]
+        if self.fires("render", ctx.context.key):
+            raise Boom("injected")
+        return ""
+
+    async def load(self, cid, ctx) -> Any:  # type: ignore[no-untyped-def]
+        if self.fires("load", ctx.context.key):
+            raise Boom("injected")
+        return await ctx.hub.memory.get(f"memory:{cid}")
+
+    async def save(self, cid, memory, ctx) -> None:  # type: ignore[no-untyped-def]
+        if self.fires("save", ctx.context.key):
+            raise Boom("injected")
+        await ctx.hub.memory.set(f"memory:{cid}", memory)
+
+    def profile_create(self, args, ctx) -> dict:  # type: ignore[no-untyped-def]
+        if self.fires("use", args.id):
+            raise Boom("injected")
+        return {}
+
+
+def extension(where: str, said: list[str]) -> Extension:
     """A `t:chat` context whose hook or handler at ``where`` raises, in Ann's conversation only."""
+    armed = Armed(where)
 
-    def armed(point: str, key: str) -> bool:
-        return where == point and key == VICTIM
-
-    async def on_success(result, ctx) -> None:  # type: ignore[no-untyped-def]
-        if armed("action on_success", ctx.context.key):
-            raise Boom("injected")
-
-    async def on_error(e, ctx) -> None:  # type: ignore[no-untyped-def]
-        if armed("action on_error", ctx.context.key):
-            raise Boom("injected")
-
-    @action(name="tool", on_success=on_success, on_error=on_error)
+    @action(name="tool", on_success=armed.on_success, on_error=armed.on_error)
     async def tool(args: NoArgs, ctx) -> str:
-        if armed("action handler", ctx.context.key) or armed("action on_error", ctx.context.key):
+        if armed.fires("action handler", ctx.context.key) or armed.fires("action on_error", ctx.context.key):
             raise Boom("injected")
         return "ok"
 
     @output(type="t:say")
     async def say(content: str, ctx) -> None:
-        if armed("output handler", ctx.context.key):
+        if armed.fires("output handler", ctx.context.key):
             raise Boom("injected")
         said.append(content)
 
-    def on_step(ctx) -> None:  # type: ignore[no-untyped-def]
-        if armed("on_step", ctx.context.key):
-            raise Boom("injected")
-
-    def on_run(ctx) -> None:  # type: ignore[no-untyped-def]
-        if armed("on_run", ctx.context.key):
-            raise Boom("injected")
-        if armed("memory not JSON", ctx.context.key):
-            ctx.memory["when"] = datetime.datetime.now()
-        else:
-            ctx.memory["runs"] = ctx.memory.get("runs", 0) + 1
-
-    def decide(e, ctx) -> str:  # type: ignore[no-untyped-def]
-        if armed("on_error", ctx.context.key):
-            raise Boom("injected")
-        return "abort"
-
-    def create(args, ctx) -> dict:  # type: ignore[no-untyped-def]
-        if armed("create", args.id):
-            raise Boom("injected")
-        return {}
-
-    def render(memory, ctx) -> str:  # type: ignore[no-untyped-def]
-        if armed("render", ctx.context.key):
-            raise Boom("injected")
-        return ""
-
-    async def load(cid, ctx) -> Any:  # type: ignore[no-untyped-def]
-        if armed("load", ctx.context.key):
-            raise Boom("injected")
-        return await ctx.hub.memory.get(f"memory:{cid}")
-
-    async def save(cid, memory, ctx) -> None:  # type: ignore[no-untyped-def]
-        if armed("save", ctx.context.key):
-            raise Boom("injected")
-        await ctx.hub.memory.set(f"memory:{cid}", memory)
-
-    def profile_create(args, ctx) -> dict:  # type: ignore[no-untyped-def]
-        if armed("use", args.id):
-            raise Boom("injected")
-        return {}
-
-    profile = Context(type="t:profile", create=profile_create)
+    profile = Context(type="t:profile", create=armed.profile_create)
     chat = Context(
         type="t:chat",
         actions=[tool],
         outputs=[say],
         reply_output="t:say",
-        on_step=on_step,
-        on_run=on_run,
-        on_error=decide,
-        create=create,
-        render=render,
-        load=load,
-        save=save,
+        on_step=armed.on_step,
+        on_run=armed.on_run,
+        on_error=armed.decide,
+        create=armed.create,
+        render=armed.render,
+        load=armed.load,
+        save=armed.save,
         use=lambda args, ctx: [(profile, {"id": args.id})],
     )
     return Extension("t", contexts=[chat, profile])

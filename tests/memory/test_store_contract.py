@@ -4,7 +4,7 @@ import pytest
 
 from hub.store import InMemoryStore, MemoryStore
 from hub.store.sql import Database, SqlMemoryStore
-from tests.backends import BACKENDS, sql_database
+from tests._support.backends import BACKENDS, sql_database
 
 
 @pytest.fixture(params=BACKENDS)

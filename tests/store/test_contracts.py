@@ -3,8 +3,8 @@
 The stores come from :func:`hub.store.open_stores`, as the hub and the command line get
 them, so the contracts run on what each backend really gives. The key-value memory's, the
 leases', the pairing store's and the inbox's dead-letter contracts are in their own files
-(tests/memory/test_store_contract.py, tests/test_leases.py, tests/test_access.py,
-tests/store/test_dead_letter.py), parametrised over the same backends (tests/backends.py).
+(tests/memory/test_store_contract.py, tests/store/test_leases.py, tests/features/test_access.py,
+tests/store/test_dead_letter.py), parametrised over the same backends (tests/_support/backends.py).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from hub.store.sql import (
     SqlUsageStore,
 )
 from hub.testing.postgres import temporary_schema
-from tests.backends import BACKENDS
+from tests._support.backends import BACKENDS
 
 # what each backend gives for each seam (memory, runs, inbox, leases, usage, schedules,
 # revisions, pairings), and the database they share

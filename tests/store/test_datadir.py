@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sqlite3
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests._support.processes import hub_cmd, spawn_hub
 
 CONFIG = """
 [hub]
@@ -34,29 +32,8 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-async def _spawn(*args: str, cwd: Path) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "hub.cli",
-        *args,
-        cwd=cwd,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-
-
-async def hub_cmd(*args: str, cwd: Path, stdin: str = "") -> tuple[int, str, str]:
-    proc = await _spawn(*args, cwd=cwd)
-    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
-
-
 async def test_a_second_hub_on_the_same_data_dir_exits_2_naming_the_first(project: Path) -> None:
-    first = await _spawn("run", cwd=project)
+    first = await spawn_hub("run", cwd=project)
     try:
         lock = project / "data" / "hub.lock"
         async with asyncio.timeout(30):  # until the first hub holds the lock and has written its pid

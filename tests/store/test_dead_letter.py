@@ -12,9 +12,8 @@ from hub.logs import InputLog
 from hub.store import InboxStore, InMemoryInbox
 from hub.store.sql import PostgresInbox, SqlInbox
 from hub.testing import FakeOpenAI
-from tests.backends import BACKENDS, sql_database
-
-from .test_datadir import hub_cmd
+from tests._support.backends import BACKENDS, sql_database
+from tests._support.processes import hub_cmd
 
 
 @pytest.fixture(params=BACKENDS)

@@ -1,6 +1,6 @@
 """One bad write fails alone: the writes queued with it (other conversations' event logs,
 inbox marks, usage) are committed; a write lock held by another process is waited out.
-The tests that hold for both backends run on SQLite and PostgreSQL (tests/backends.py)."""
+The tests that hold for both backends run on SQLite and PostgreSQL (tests/_support/backends.py)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from hub.store.sql import (
     SqlRunStore,
     SqlUsageStore,
 )
-from tests.backends import SQL_BACKENDS, sql_database
+from tests._support.backends import SQL_BACKENDS, sql_database
 
 
 async def _until(cond, timeout: float = 10.0) -> None:

@@ -14,7 +14,7 @@ from hub.errors import StoreError
 from hub.logs import InputLog
 from hub.store.sql import SCHEMA_VERSION, Database, PgDatabase, SqlInbox, SqlMemoryStore, SqlRunStore
 from hub.testing.postgres import temporary_schema
-from tests.backends import SQL_BACKENDS, sql_database
+from tests._support.backends import SQL_BACKENDS, sql_database
 
 # "Version 1": the tables exactly as the stores created them before versioning (commit
 # 811bee7, each store's _SCHEMA), frozen here. Never edit this to follow a new step.

@@ -21,7 +21,7 @@ from hub.store.sql import (
     SqlRunStore,
     SqlUsageStore,
 )
-from tests.backends import SQL_BACKENDS, sql_database
+from tests._support.backends import SQL_BACKENDS, sql_database
 
 DAY = 86_400.0
 

@@ -22,6 +22,7 @@ from hub import Extension, Hub, HubConfig
 from hub.config import HttpSection
 from hub.models import Model, ModelRequest, Usage
 from hub.store import RunRecord, RunState
+from hub.testing import temp_config
 from hub_telegram import TelegramSettings
 from hub_telegram import extension as telegram_extension
 
@@ -88,13 +89,8 @@ class Dash:
 
 
 def make_config(tmp_path: Path, *, token: str = TOKEN) -> HubConfig:
-    cfg = HubConfig()
-    cfg.hub.data_dir = str(tmp_path / "data")
-    cfg.hub.contexts_dir = str(tmp_path / "contexts")
-    (tmp_path / "contexts").mkdir(exist_ok=True)
-    (tmp_path / "contexts" / "default.toml").write_text(PERSONA, encoding="utf-8")
+    cfg = temp_config(tmp_path, persona=PERSONA)  # no Chroma: forget has its own test
     cfg.hub.shutdown_grace = 1
-    cfg.memory.episodes = False  # Chroma is not what these tests are about (forget has its own test)
     cfg.http = HttpSection(port=0, token=token)
     return cfg
 

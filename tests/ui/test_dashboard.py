@@ -19,7 +19,7 @@ from yarl import URL
 from hub import Extension, action
 from hub.store import InMemoryRunStore, RunRecord, RunState, RunStore
 from hub.store.sql import PostgresRunStore, SqlRunStore
-from tests.backends import BACKENDS, sql_database
+from tests._support.backends import BACKENDS, sql_database
 
 from .conftest import PERSONA, TOKEN, HeldModel, client, dashboard, login, make_config, persona_text, seed, wait_until
 

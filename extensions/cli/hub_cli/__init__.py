@@ -105,7 +105,7 @@ def _is_terminal(stream: TextIO) -> bool:
 
 
 def extension(settings: CliSettings, *, out: TextIO | None = None) -> Extension:
-    session = Context(
+    session: Context[CliArgs, dict[str, Any]] = Context(
         type="cli:session",
         schema=CliArgs,
         key=lambda a: a.user,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from hub import Hub, HubConfig, ScriptedModel
+from hub import Hub, ScriptedModel
+from hub.testing import temp_config
 from hub_cli import CliSettings, extension
 
 
@@ -24,14 +25,6 @@ class Terminal(io.StringIO):
         return super().write(s)
 
 
-def config(tmp_path: Path) -> HubConfig:
-    cfg = HubConfig()
-    cfg.hub.data_dir = str(tmp_path / "data")
-    cfg.hub.contexts_dir = str(tmp_path)
-    cfg.memory.episodes = False
-    return cfg
-
-
 WORDS = " ".join(f"word{i}" for i in range(80))
 REPLY = f"<response><output>{WORDS}</output></response>"
 
@@ -40,7 +33,7 @@ async def test_a_terminal_sees_the_reply_as_it_is_written(tmp_path: Path) -> Non
     term = Terminal()
     model = ScriptedModel([REPLY], chunk=9, chunk_delay=0.002)
     ext = extension(CliSettings(stdin=False, prefix="bot> "), out=term)
-    async with Hub(config(tmp_path), model=model, load_extensions=False, extensions=[ext]) as hub:
+    async with Hub(temp_config(tmp_path), model=model, load_extensions=False, extensions=[ext]) as hub:
         result = await hub.send("cli:session", {"user": "ann"}, "hi", user="ann")
     assert result.ok
     assert term.getvalue() == f"bot> {WORDS}\n"
@@ -52,7 +45,7 @@ async def test_a_pipe_gets_whole_lines(tmp_path: Path) -> None:
     pipe = io.StringIO()
     model = ScriptedModel([REPLY], chunk=9)
     ext = extension(CliSettings(stdin=False), out=pipe)
-    async with Hub(config(tmp_path), model=model, load_extensions=False, extensions=[ext]) as hub:
+    async with Hub(temp_config(tmp_path), model=model, load_extensions=False, extensions=[ext]) as hub:
         await hub.send("cli:session", {"user": "ann"}, "hi", user="ann")
     assert pipe.getvalue() == f"{WORDS}\n"
     assert not any(o.live for o in ext.outputs)

@@ -67,7 +67,7 @@ def extension(settings: DiscordSettings) -> Extension:
     """The Discord extension for ``[extensions.discord]``."""
     quiet_loggers("discord")  # discord.py logs every gateway event at INFO
     bot = DiscordBot(settings)
-    channel = Context(
+    channel: Context[DiscordChannel, dict[str, Any]] = Context(
         type="discord:channel",
         schema=DiscordChannel,
         key=lambda a: str(a.channel_id),
@@ -76,17 +76,7 @@ def extension(settings: DiscordSettings) -> Extension:
         reply_output="discord:message",
     )
 
-    @output(
-        type="discord:message",
-        context="discord:channel",
-        attributes=MessageAttributes,
-        description="Send a message to this Discord channel (Markdown), with files if attach names them.",
-        instructions=(
-            "Replies to the message you are answering. Any length: it is split at 2000 "
-            'characters, code blocks kept whole. attach="media:1" sends a file an action returned.'
-        ),
-    )
-    async def message(content: str, ctx: Any) -> dict[str, Any]:
+    async def whole(content: str, ctx: Any) -> dict[str, Any]:
         attrs = ctx.attributes
         names = [s.strip() for s in (attrs.attach if attrs is not None else "").split(",") if s.strip()]
         files = [await ctx.media.resolve(name) for name in names]  # a MediaError names the file and why
@@ -95,30 +85,26 @@ def extension(settings: DiscordSettings) -> Extension:
             data["files"] = [{"name": f.name, "type": f.mime, "size": f.size} for f in files]
         return data
 
-    if settings.live:  # one message edited in place while the model writes
+    async def live(content: LiveText, ctx: Any) -> dict[str, Any]:
+        """``live = true``: one message edited in place while the model writes."""
+        attrs = ctx.attributes
+        if attrs is None or not attrs.attach.strip():
+            return await bot.send_live(content, ctx)
+        # files ride on the message itself, so a reply that attaches some is sent whole
+        # when it closes, as with live = false
+        return await whole(await content.final(), ctx)
 
-        @output(
-            type="discord:message",
-            context="discord:channel",
-            attributes=MessageAttributes,
-            description="Send a message to this Discord channel (Markdown), with files if attach names them.",
-            instructions=(
-                "Replies to the message you are answering. Any length: it is split at 2000 "
-                'characters, code blocks kept whole. attach="media:1" sends a file an action returned.'
-            ),
-            live=True,
-        )
-        async def message(content: LiveText, ctx: Any) -> dict[str, Any]:  # noqa: F811
-            attrs = ctx.attributes
-            if attrs is None or not attrs.attach.strip():
-                return await bot.send_live(content, ctx)
-            # files ride on the message itself, so a reply that attaches some is sent whole
-            # when it closes, as with live = false
-            names = [s.strip() for s in attrs.attach.split(",") if s.strip()]
-            files = [await ctx.media.resolve(name) for name in names]
-            data = await bot.send_message(await content.final(), ctx, files)
-            data["files"] = [{"name": f.name, "type": f.mime, "size": f.size} for f in files]
-            return data
+    message = output(
+        type="discord:message",
+        context="discord:channel",
+        attributes=MessageAttributes,
+        description="Send a message to this Discord channel (Markdown), with files if attach names them.",
+        instructions=(
+            "Replies to the message you are answering. Any length: it is split at 2000 "
+            'characters, code blocks kept whole. attach="media:1" sends a file an action returned.'
+        ),
+        live=settings.live,
+    )(live if settings.live else whole)
 
     return Extension(
         name="discord",

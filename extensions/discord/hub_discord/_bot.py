@@ -469,9 +469,7 @@ class DiscordBot:
                 ref = discord.MessageReference(message_id=reply_to, channel_id=channel_id, fail_if_not_exists=False)
             attach = files if i == len(parts) - 1 else []
             try:
-                sent = await self.governor.send(
-                    channel_id, lambda p=part, r=ref, a=attach: self._post(channel, p, r, a)
-                )
+                sent = await self.governor.send(channel_id, functools.partial(self._post, channel, part, ref, attach))
             except SendFailed as e:
                 if ids:
                     raise SendFailed(

@@ -21,17 +21,19 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_discord import FakeDiscord
 
-from hub import ExtensionFailed, Hub, HubConfig, OutputLog, ScriptedModel
+from hub import Extension, ExtensionFailed, Hub, HubConfig, OutputLog, ScriptedModel
 from hub.definitions import load_extension
 from hub.engine import Plugin
 from hub.errors import ConfigError
+from hub.models import Model
+from hub.testing import temp_config
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # discord imports audioop
@@ -47,7 +49,7 @@ OTHER_BOT = 1200000000000000007
 class Running:
     """A started hub with the Discord extension, its fake, and what its outputs did."""
 
-    def __init__(self, hub: Hub, dc: FakeDiscord, model: ScriptedModel) -> None:
+    def __init__(self, hub: Hub, dc: FakeDiscord, model: Any) -> None:
         self.hub = hub
         self.dc = dc
         self.model = model
@@ -102,20 +104,27 @@ async def running(
     *,
     dc: FakeDiscord | None = None,
     default: str | None = "pong",
+    model: Model | None = None,
+    config: HubConfig | None = None,
+    extensions: Sequence[Extension] = (),
     **settings: Any,
 ) -> AsyncIterator[Running]:
+    """A started hub with the Discord extension against ``dc`` (default: a fresh fake), and
+    ``extensions`` beside it.
+
+    It runs on ``config`` (default: ``temp_config(tmp_path)``), answered by ``model`` (default: a
+    ScriptedModel of ``responses``, then ``default``); ``settings`` go to DiscordSettings.
+    """
     async with contextlib.AsyncExitStack() as stack:
         if dc is None:
             dc = await stack.enter_async_context(FakeDiscord())
         dc.attach(monkeypatch)
-        cfg = HubConfig()
-        cfg.hub.data_dir = str(tmp_path)
-        cfg.hub.contexts_dir = str(tmp_path)
+        cfg = config or temp_config(tmp_path)
         cfg.hub.shutdown_grace = 1.0
-        model = ScriptedModel(responses, default=default)
+        model = model or ScriptedModel(responses, default=default)
         settings.setdefault("guild_ready_timeout", 0.05)
         ext = extension(DiscordSettings(token="fake-token", **settings))
-        hub = Hub(cfg, model=model, load_extensions=False, extensions=[ext])
+        hub = Hub(cfg, model=model, load_extensions=False, extensions=[ext, *extensions])
         async with hub:
             yield Running(hub, dc, model)
 
@@ -361,12 +370,16 @@ async def test_replayed_message_create_is_not_answered_twice(tmp_path: Path, mon
         mid = dc.push_message(dc.channel_id, f"<@{dc.bot_id}> once please")
         await dc.wait_sent(1)
         replay(dc, mid)
-        # the sentinel in another channel: had the replay been taken, it would have its own run
-        await r.sentinel(dc.dm_channel_id)
-        await asyncio.sleep(0.1)
+        # the sentinel in the same channel: a replay taken as new would be answered before it,
+        # or taken with it by the sentinel's run
+        await r.sentinel()
+        assert await r.recorded(mid) == [True]
         assert len(r.replies_to(mid)) == 1
         assert len(r.model.requests) == 2
-        assert len(await r.hub.runs.list(limit=10)) == 2
+        runs = await r.hub.runs.list(limit=10)
+        assert len(runs) == 2
+        for run in runs:
+            assert [e.kind for e in await r.hub.runs.events(run.id)].count("input") == 1
 
 
 async def test_messages_during_a_disconnect_are_answered_after_resume(
@@ -570,14 +583,17 @@ async def test_sigkill_mid_run_then_restart_loses_and_repeats_nothing(tmp_path: 
         hub = await _start_hub(config, dc)
         try:
             await dc.wait_for(lambda: len(dc.identifies) == 2 and bool(dc.live_sessions()), 15)
-            # the first message replayed (as a resumed session would): already answered; and
-            # a new message, taken after the replay, so its answer shows the replay was decided
+            await dc.wait_sent(4, timeout=10)  # the three cut off by the crash, answered now
+            # the first message replayed (as a resumed session would): already answered. Then a
+            # sentinel in each conversation: once each is answered, every message before it in
+            # that conversation was answered or refused, the replay included
             replay(dc, first)
-            # (in another channel: had the replay been taken, it would have a run of its own)
-            after = dc.push_message(dc.dm_channel_id, "after the restart")
-            await dc.wait_for(lambda: bool([s for s in dc.sent if s["reply_to"] == after]), 10)
-            await dc.wait_sent(5, timeout=5)
-            await asyncio.sleep(0.2)
+            sentinels = [
+                dc.push_message(dc.channel_id, f"<@{dc.bot_id}> after the restart"),
+                dc.push_message(dc.dm_channel_id, "after the restart"),
+                dc.push_message(other, f"<@{dc.bot_id}> after the restart"),
+            ]
+            await dc.wait_for(lambda: set(sentinels) <= {s["reply_to"] for s in dc.sent}, 10)
         finally:
             hub.send_signal(signal.SIGTERM)
             try:
@@ -585,7 +601,7 @@ async def test_sigkill_mid_run_then_restart_loses_and_repeats_nothing(tmp_path: 
             except subprocess.TimeoutExpired:
                 output = _kill(hub)
         replies = sorted(s["reply_to"] for s in dc.sent)
-        assert replies == sorted([first, second, dm, third, after]), output
+        assert replies == sorted([first, second, dm, third, *sentinels]), output
         assert hub.returncode == 0, output
 
 

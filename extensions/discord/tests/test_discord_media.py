@@ -4,29 +4,17 @@ serves, multipart uploads) and the real openai client against FakeOpenAI, vision
 from __future__ import annotations
 
 import contextlib
-import io
-import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_discord import FakeDiscord
-from PIL import Image
+from test_discord import running
 
-from hub import Extension, Hub, HubConfig, Media, RunContext, action
+from hub import Extension, Media, RunContext, action
 from hub.models.openai import OpenAIModel
-from hub.testing import FakeOpenAI
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", DeprecationWarning)  # discord imports audioop
-    from hub_discord import DiscordSettings, extension
-
-
-def png(width: int = 50, height: int = 40, color: Any = (250, 120, 0)) -> bytes:
-    buf = io.BytesIO()
-    Image.new("RGB", (width, height), color).save(buf, format="PNG")
-    return buf.getvalue()
+from hub.testing import FakeOpenAI, png, temp_config
 
 
 def answer(text: str) -> str:
@@ -34,34 +22,26 @@ def answer(text: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def running(
+async def with_model(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     ai: FakeOpenAI,
     *,
     vision: bool,
-    extra: list[Extension] = (),
+    extra: Sequence[Extension] = (),
     live: bool = False,
     **media: Any,
 ) -> AsyncIterator[FakeDiscord]:
-    async with FakeDiscord() as dc:
-        dc.attach(monkeypatch)
-        cfg = HubConfig()
-        cfg.hub.data_dir = str(tmp_path / "data")
-        cfg.hub.contexts_dir = str(tmp_path)
-        cfg.hub.shutdown_grace = 1.0
-        cfg.memory.episodes = False
-        cfg.model.vision = vision
-        for key, value in media.items():
-            setattr(cfg.media, key, value)
-        model = OpenAIModel("gpt-test", base_url=ai.url, api_key="k")
-        ext = extension(DiscordSettings(token="fake-token", guild_ready_timeout=0.05, live=live))
-        try:
-            async with Hub(cfg, model=model, load_extensions=False, extensions=[ext, *extra]):
-                await dc.wait_ready()
-                yield dc
-        finally:
-            await model.close()
+    """``running`` with the real OpenAI provider against ``ai``, once the bot is ready;
+    ``media`` sets ``[media]`` keys."""
+    cfg = temp_config(tmp_path)
+    cfg.model.vision = vision
+    for key, value in media.items():
+        setattr(cfg.media, key, value)
+    model = OpenAIModel("gpt-test", base_url=ai.url, api_key="k")
+    async with running(tmp_path, monkeypatch, model=model, config=cfg, extensions=extra, live=live) as r:
+        await r.dc.wait_ready()
+        yield r.dc
 
 
 def image_parts(body: dict[str, Any]) -> list[str]:
@@ -74,7 +54,7 @@ async def test_an_image_attachment_reaches_the_model(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, vision: bool
 ) -> None:
     async with FakeOpenAI(default=answer("An orange box.")) as ai:
-        async with running(tmp_path, monkeypatch, ai, vision=vision) as dc:
+        async with with_model(tmp_path, monkeypatch, ai, vision=vision) as dc:
             dc.push_attachments(dc.dm_channel_id, [("box.png", "image/png", png())])  # no text at all
             (sent,) = await dc.wait_sent(1)
     assert sent["content"] == "An orange box."
@@ -94,7 +74,7 @@ async def test_an_oversized_attachment_and_a_bomb_get_a_clear_reply_and_reach_no
 ) -> None:
     white = png(3000, 3000, color=(255, 255, 255))
     async with FakeOpenAI(default=answer("Hi.")) as ai:
-        async with running(tmp_path, monkeypatch, ai, vision=True, max_pixels=4_000_000) as dc:
+        async with with_model(tmp_path, monkeypatch, ai, vision=True, max_pixels=4_000_000) as dc:
             dc.push_attachments(dc.dm_channel_id, [("film.mov", "video/quicktime", b"\x00" * 10)], size=25_000_000)
             (refused,) = await dc.wait_sent(1)
             dc.push_attachments(dc.dm_channel_id, [("white.png", "image/png", white)])
@@ -124,7 +104,7 @@ async def test_an_action_png_is_sent_as_an_attachment(
         '<response><output type="discord:message" attach="media:1">Here it is</output></response>',
     ]
     async with FakeOpenAI(script) as ai:
-        async with running(
+        async with with_model(
             tmp_path, monkeypatch, ai, vision=False, extra=[Extension(name="charts", actions=[chart])], live=live
         ) as dc:
             dc.push_message(dc.dm_channel_id, "draw it")

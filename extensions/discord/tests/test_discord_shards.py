@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from fake_discord import FakeDiscord
 
-from hub import Hub, HubConfig, ScriptedModel
+from hub import Hub, ScriptedModel
+from hub.testing import temp_config
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # discord imports audioop
@@ -26,11 +27,8 @@ with warnings.catch_warnings():
 
 
 def worker(tmp_path: Path, name: str) -> Hub:
-    cfg = HubConfig()
-    cfg.hub.data_dir = str(tmp_path)
-    cfg.hub.contexts_dir = str(tmp_path)
+    cfg = temp_config(tmp_path)  # the workers share tmp_path's store
     cfg.hub.shutdown_grace = 1.0
-    cfg.memory.episodes = False
     settings = DiscordSettings(token="fake-token", shard_count=2, lease_ttl=3, guild_ready_timeout=0.05)
     model = ScriptedModel(lambda request: f'<response><output type="discord:message">{name}</output></response>')
     return Hub(cfg, model=model, load_extensions=False, extensions=[extension(settings)])
@@ -136,7 +134,7 @@ async def test_a_single_worker_connects_every_shard_and_stops_cleanly(
 async def _holder(tmp_path: Path, name: str) -> Any:
     from hub.store.sql import Database, SqlLeaseStore
 
-    async with Database(tmp_path / "hub.db") as db:
+    async with Database(tmp_path / "data" / "hub.db") as db:
         store = SqlLeaseStore(db)
         await store.open()
         return await store.holder(name)

@@ -13,8 +13,9 @@ blocks whole), paced per chat and globally, retried after 429s, and sent as plai
 Telegram refuses their markup.
 
 Modules: ``_settings`` (the config table), ``_filter`` (which messages to answer: pure),
-``_client`` (the PTB ``Bot`` and everything outbound), ``_poller`` (the polling loop),
-``_webhook`` (webhook mode: the route on the hub's ``[http]`` endpoint and setWebhook).
+``_client`` (the PTB ``Bot`` and everything outbound), ``_intake`` (an update into the hub:
+the filter, access, the loop guard, the inbox; however it arrived), ``_polling`` (the long-polling
+loop), ``_webhook`` (webhook mode: the route on the hub's ``[http]`` endpoint and setWebhook).
 
 Across workers sharing one store, one polls (the lease ``telegram:poll:<bot id>``; the
 others take over when it stops or its lease expires); in webhook mode every worker answers
@@ -30,12 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from hub import Context, Extension, Input, LiveText, RunContext, Service, output
+from hub import Context, Extension, Input, LiveText, Output, RunContext, Service, output
 from hub.platform import LiveMessage, live_drafts, quiet_loggers, reply_target, utf16_len
 
 from ._client import MAX_CAPTION_LENGTH, MAX_MESSAGE_LENGTH, TelegramClient, map_error
 from ._filter import Ignored, Inbound, classify
-from ._poller import ALLOWED_UPDATES, OFFSET_KEY, Poller
+from ._intake import ALLOWED_UPDATES, Intake
+from ._polling import OFFSET_KEY, Poller
 from ._settings import TelegramSettings
 from ._webhook import SECRET_HEADER, Webhook
 
@@ -83,12 +85,31 @@ class TelegramChat(BaseModel):
     chat_id: int
 
 
-def extension(settings: TelegramSettings) -> Extension:  # noqa: C901 - split under issue 23
+def extension(settings: TelegramSettings) -> Extension:
     """The Telegram extension for ``[extensions.telegram]``; connects nothing until the hub starts."""
     quiet_loggers("telegram")  # python-telegram-bot logs each request at INFO
     client = TelegramClient(settings)
+    webhook = Webhook(client, settings) if settings.webhook_url else None
+    return Extension(
+        name="telegram",
+        contexts=[_chat(settings)],
+        outputs=_outputs(client, settings),
+        inputs=[
+            Input(
+                type="telegram:message",
+                subscribe=_subscriber(client, settings, webhook),
+                description="Messages to the bot on Telegram.",
+                fetch=client.fetch,
+            )
+        ],
+        services=[Service(name="telegram", start=client.start, stop=client.stop)],
+        routes=[webhook.route()] if webhook is not None else [],
+        description="Telegram bot (webhook mode)." if webhook is not None else "Telegram bot (long polling).",
+    )
 
-    chat = Context(
+
+def _chat(settings: TelegramSettings) -> Context[TelegramChat, dict[str, Any]]:
+    return Context(
         type="telegram:chat",
         schema=TelegramChat,
         key=lambda a: str(a.chat_id),
@@ -100,17 +121,26 @@ def extension(settings: TelegramSettings) -> Extension:  # noqa: C901 - split un
         reply_output="telegram:send",
     )
 
-    # RunContext is imported at run time: the decorator reads the handler's type hints
-    @output(
-        type="telegram:send",
-        context="telegram:chat",
-        description="Send a message to this Telegram chat.",
-        instructions="Long messages are split into several; do not shorten what you mean to say.",
-    )
+
+def _outputs(client: TelegramClient, settings: TelegramSettings) -> list[Output]:
+    """``telegram:send`` (whole, or ``live``), ``telegram:photo`` and ``telegram:document``."""
+
+    def reply_to(ctx: RunContext, chat_id: int) -> int | None:
+        trigger = reply_target(ctx, "message_id", where={"chat_id": chat_id})
+        if trigger is not None and settings.reply_in_groups and trigger.get("chat_type") in ("group", "supergroup"):
+            return int(trigger["message_id"])
+        return None
+
+    # RunContext is imported at run time: the decorator reads the handlers' type hints
     async def send(content: str, ctx: RunContext) -> dict[str, Any]:
         chat_id = ctx.context.args.chat_id
-        ids = await client.send_text(chat_id, content, reply_to=_reply_to(ctx, chat_id), on_part=ctx.part_sent)
+        ids = await client.send_text(chat_id, content, reply_to=reply_to(ctx, chat_id), on_part=ctx.part_sent)
         return {"chat_id": chat_id, "message_ids": ids}
+
+    async def send_live(content: LiveText, ctx: RunContext) -> dict[str, Any]:
+        """``live = true``: one message edited while the model writes, continued past 4096."""
+        chat_id = ctx.context.args.chat_id
+        return await _deliver_live(client, settings, chat_id, reply_to(ctx, chat_id), content, ctx)
 
     async def send_file(content: str, ctx: RunContext, *, as_photo: bool) -> dict[str, Any]:
         chat_id = ctx.context.args.chat_id
@@ -143,56 +173,65 @@ def extension(settings: TelegramSettings) -> Extension:  # noqa: C901 - split un
     async def document(content: str, ctx: RunContext) -> dict[str, Any]:
         return await send_file(content, ctx, as_photo=False)
 
-    def _reply_to(ctx: RunContext, chat_id: int) -> int | None:
-        trigger = reply_target(ctx, "message_id", where={"chat_id": chat_id})
-        if trigger is not None and settings.reply_in_groups and trigger.get("chat_type") in ("group", "supergroup"):
-            return int(trigger["message_id"])
-        return None
+    message = output(
+        type="telegram:send",
+        context="telegram:chat",
+        description="Send a message to this Telegram chat.",
+        instructions="Long messages are split into several; do not shorten what you mean to say.",
+        live=settings.live,
+    )(send_live if settings.live else send)
+    return [message, photo, document]
 
-    async def send_live(content: LiveText, ctx: RunContext) -> dict[str, Any]:
-        """``live = true``: one message edited while the model writes, continued past 4096."""
-        chat_id = ctx.context.args.chat_id
-        quote = [_reply_to(ctx, chat_id)]  # the first message only
 
-        async def send_part(text: str) -> int:
-            reply_to, quote[0] = quote[0], None
-            return await client.send_one(chat_id, text, reply_to=reply_to)
+async def _deliver_live(
+    client: TelegramClient,
+    settings: TelegramSettings,
+    chat_id: int,
+    reply_to: int | None,
+    content: LiveText,
+    ctx: RunContext,
+) -> dict[str, Any]:
+    """One message edited as ``content`` grows, continued in new ones past 4096 characters;
+    the first one quotes ``reply_to``."""
+    quote = [reply_to]  # the first message only
 
-        async def edit(message_id: int, text: str) -> None:
-            await client.edit_text(chat_id, message_id, text)
+    async def send_part(text: str) -> int:
+        first, quote[0] = quote[0], None
+        return await client.send_one(chat_id, text, reply_to=first)
 
-        async def delete(message_id: int) -> None:
-            await client.delete_message(chat_id, message_id)
+    async def edit(message_id: int, text: str) -> None:
+        await client.edit_text(chat_id, message_id, text)
 
-        result = await LiveMessage(
-            send=send_part,
-            edit=edit,
-            delete=delete,
-            limit=MAX_MESSAGE_LENGTH,
-            length=utf16_len,
-            interval=settings.live_interval,
-            on_part=ctx.part_sent,
-            adopt=live_drafts(ctx, "telegram:send"),
-        ).deliver(content)
-        return {"chat_id": chat_id, "message_ids": result.message_ids, "edits": result.edits}
+    async def delete(message_id: int) -> None:
+        await client.delete_message(chat_id, message_id)
 
-    if settings.live:
-        send = output(
-            type="telegram:send",
-            context="telegram:chat",
-            description="Send a message to this Telegram chat.",
-            instructions="Long messages are split into several; do not shorten what you mean to say.",
-            live=True,
-        )(send_live)
-    webhook = Webhook(client, settings) if settings.webhook_url else None
+    result = await LiveMessage(
+        send=send_part,
+        edit=edit,
+        delete=delete,
+        limit=MAX_MESSAGE_LENGTH,
+        length=utf16_len,
+        interval=settings.live_interval,
+        on_part=ctx.part_sent,
+        adopt=live_drafts(ctx, "telegram:send"),
+    ).deliver(content)
+    return {"chat_id": chat_id, "message_ids": result.message_ids, "edits": result.edits}
+
+
+def _subscriber(
+    client: TelegramClient, settings: TelegramSettings, webhook: Webhook | None
+) -> Callable[[Callable[..., Awaitable[Any]], Hub], Awaitable[Callable[[], Awaitable[None]]]]:
+    """The input's subscribe: an intake for the hub, fed by the webhook on every worker (one
+    of which sets it, under a lease), or by the poller on the one worker holding its lease."""
 
     async def subscribe(send_input: Callable[..., Awaitable[Any]], hub: Hub) -> Callable[[], Awaitable[None]]:
-        poller = Poller(client, settings, hub, send_input)
+        intake = Intake(client, settings, hub, send_input)
         if webhook is not None:  # every worker answers POSTs; one sets the webhook
-            webhook.receiver = poller
+            webhook.receiver = intake
             keeper = hub.lease(f"telegram:webhook:{settings.bot_id()}", ttl=settings.lease_ttl)
             task = hub.create_task(keeper.hold(webhook.register), name="telegram:webhook")
         else:  # one worker polls
+            poller = Poller(client, settings, intake)
             keeper = hub.lease(f"telegram:poll:{settings.bot_id()}", ttl=settings.lease_ttl)
             task = hub.create_task(keeper.hold(poller.run), name="telegram:poll")
 
@@ -201,23 +240,8 @@ def extension(settings: TelegramSettings) -> Extension:  # noqa: C901 - split un
                 webhook.receiver = None
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-            await poller.stop()
+            await intake.stop()
 
         return stop
 
-    return Extension(
-        name="telegram",
-        contexts=[chat],
-        outputs=[send, photo, document],
-        inputs=[
-            Input(
-                type="telegram:message",
-                subscribe=subscribe,
-                description="Messages to the bot on Telegram.",
-                fetch=client.fetch,
-            )
-        ],
-        services=[Service(name="telegram", start=client.start, stop=client.stop)],
-        routes=[webhook.route()] if webhook is not None else [],
-        description="Telegram bot (webhook mode)." if webhook is not None else "Telegram bot (long polling).",
-    )
+    return subscribe

@@ -3,7 +3,7 @@ endpoint at that URL's path, so any worker behind a load balancer can take updat
 
 The hub checks ``X-Telegram-Bot-Api-Secret-Token`` against ``webhook_secret`` before it
 reads the body (401, nothing recorded), caps the body and parses it. An update is handled
-exactly as the poller handles one (:meth:`Poller.receive`: filters, access, the inbox) and
+exactly as a polled one, by the intake (:meth:`Intake.receive`: filters, access, the inbox) and
 the POST is answered only once the update is recorded: when recording fails the answer is
 503 and Telegram delivers it again; a redelivery is refused by the inbox (its platform id
 is known), so it is answered once.
@@ -24,7 +24,7 @@ from hub import HubError, Route, RouteAnswer, RouteRequest
 from hub.platform import Backoff
 
 from ._client import TelegramClient, retry_after_seconds
-from ._poller import ALLOWED_UPDATES, Poller
+from ._intake import ALLOWED_UPDATES, Intake
 from ._settings import TelegramSettings
 
 __all__ = ["Webhook", "SECRET_HEADER"]
@@ -40,7 +40,7 @@ class Webhook:
     def __init__(self, client: TelegramClient, settings: TelegramSettings) -> None:
         self.client = client
         self.settings = settings
-        self.receiver: Poller | None = None  # set while the input is subscribed
+        self.receiver: Intake | None = None  # set while the input is subscribed
         self.registered = asyncio.Event()  # setWebhook succeeded on this worker
 
     def route(self) -> Route:

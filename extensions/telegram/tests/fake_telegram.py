@@ -790,14 +790,93 @@ _V2_RESERVED = set("_*[]()~`>#+-=|{}.!")
 _V2_NAMES = {"*": "Bold", "_": "Italic", "__": "Underline", "~": "Strikethrough", "||": "Spoiler", "[": "TextUrl"}
 
 
-def _markdown_v2(text: str) -> str:  # noqa: C901 - split under issue 23
-    out: list[str] = []
-    stack: list[tuple[str, int]] = []
-    i, n = 0, len(text)
+def _markdown_v2(text: str) -> str:
+    return _MarkdownV2(text).plain()
 
-    def find_unescaped(needle: str, start: int) -> int:
+
+class _MarkdownV2:
+    """A MarkdownV2 text as the Bot API reads it: its plain text, or the MarkupError it gives
+    (an unescaped reserved character, an entity left open)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.out: list[str] = []
+        self.stack: list[tuple[str, int]] = []  # open entities: marker and offset
+
+    def plain(self) -> str:
+        i, n = 0, len(self.text)
+        while i < n:
+            i = self._step(i)
+        if self.stack:
+            marker, pos = self.stack[-1]
+            raise MarkupError(f"Can't find end of {_V2_NAMES[marker]} entity at byte offset {_at(self.text, pos)}")
+        return "".join(self.out)
+
+    def _step(self, i: int) -> int:
+        """Read what starts at ``i``; returns where the next thing starts."""
+        text, stack = self.text, self.stack
+        c = text[i]
+        if c == "\\":
+            if i + 1 < len(text):
+                self.out.append(text[i + 1])
+            return i + 2
+        if c == "`":
+            return self._code(i)
+        if c in "*_~" or text.startswith("||", i):
+            return self._emphasis(i)
+        if c == "[":
+            stack.append(("[", i))
+            return i + 1
+        if c == "]" and stack and stack[-1][0] == "[":
+            stack.pop()
+            return self._url(i + 1)
+        if c == ">" and (i == 0 or text[i - 1] == "\n"):
+            return i + 1  # blockquote
+        if c in _V2_RESERVED:
+            raise MarkupError(f"Character '{c}' is reserved and must be escaped with the preceding '\\'")
+        self.out.append(c)
+        return i + 1
+
+    def _code(self, i: int) -> int:
+        """Inline code or a pre block: its text as written, only \\` and \\\\ unescaped."""
+        text = self.text
+        marker = "```" if text.startswith("```", i) else "`"
+        end = self._find_unescaped(marker, i + len(marker))
+        if end < 0:
+            kind = "Pre" if marker == "```" else "Code"
+            raise MarkupError(f"Can't find end of {kind} entity at byte offset {_at(text, i)}")
+        self.out.append(text[i + len(marker) : end].replace("\\`", "`").replace("\\\\", "\\"))
+        return end + len(marker)
+
+    def _emphasis(self, i: int) -> int:
+        """A bold, italic, underline, strikethrough or spoiler marker: opens its entity, or
+        closes it (and any opened inside it)."""
+        text, stack = self.text, self.stack
+        c = text[i]
+        marker = "__" if text.startswith("__", i) else "||" if c == "|" else c
+        if stack and stack[-1][0] == marker:
+            stack.pop()
+        elif any(m == marker for m, _ in stack):
+            while stack and stack[-1][0] != marker:
+                stack.pop()
+            stack.pop()
+        else:
+            stack.append((marker, i))
+        return i + len(marker)
+
+    def _url(self, i: int) -> int:
+        """After a link's text: its ``(url)``, if there is one."""
+        if not self.text.startswith("(", i):
+            return i
+        end = self._find_unescaped(")", i + 1)
+        if end < 0:
+            raise MarkupError(f"Can't find end of a URL at byte offset {_at(self.text, i)}")
+        return end + 1
+
+    def _find_unescaped(self, needle: str, start: int) -> int:
+        text = self.text
         j = start
-        while j < n:
+        while j < len(text):
             if text[j] == "\\":
                 j += 2
                 continue
@@ -805,60 +884,6 @@ def _markdown_v2(text: str) -> str:  # noqa: C901 - split under issue 23
                 return j
             j += 1
         return -1
-
-    while i < n:
-        c = text[i]
-        if c == "\\":
-            if i + 1 < n:
-                out.append(text[i + 1])
-            i += 2
-            continue
-        if c == "`":
-            marker = "```" if text.startswith("```", i) else "`"
-            end = find_unescaped(marker, i + len(marker))
-            if end < 0:
-                kind = "Pre" if marker == "```" else "Code"
-                raise MarkupError(f"Can't find end of {kind} entity at byte offset {_at(text, i)}")
-            out.append(text[i + len(marker) : end].replace("\\`", "`").replace("\\\\", "\\"))
-            i = end + len(marker)
-            continue
-        if c in "*_~" or text.startswith("||", i):
-            marker = "__" if text.startswith("__", i) else "||" if c == "|" else c
-            if stack and stack[-1][0] == marker:
-                stack.pop()
-            elif any(m == marker for m, _ in stack):
-                while stack and stack[-1][0] != marker:
-                    stack.pop()
-                stack.pop()
-            else:
-                stack.append((marker, i))
-            i += len(marker)
-            continue
-        if c == "[":
-            stack.append(("[", i))
-            i += 1
-            continue
-        if c == "]" and stack and stack[-1][0] == "[":
-            stack.pop()
-            if text.startswith("(", i + 1):
-                end = find_unescaped(")", i + 2)
-                if end < 0:
-                    raise MarkupError(f"Can't find end of a URL at byte offset {_at(text, i + 1)}")
-                i = end + 1
-            else:
-                i += 1
-            continue
-        if c == ">" and (i == 0 or text[i - 1] == "\n"):
-            i += 1  # blockquote
-            continue
-        if c in _V2_RESERVED:
-            raise MarkupError(f"Character '{c}' is reserved and must be escaped with the preceding '\\'")
-        out.append(c)
-        i += 1
-    if stack:
-        marker, pos = stack[-1]
-        raise MarkupError(f"Can't find end of {_V2_NAMES[marker]} entity at byte offset {_at(text, pos)}")
-    return "".join(out)
 
 
 _HTML_TAGS = {

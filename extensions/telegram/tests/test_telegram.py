@@ -18,7 +18,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +26,13 @@ import pytest
 import telegram
 from fake_telegram import FakeTelegram, TelegramState
 
-from hub import ConfigError, Hub, HubConfig, HubError, RunResult, ScriptedModel
+from hub import ConfigError, Extension, Hub, HubConfig, HubError, RunResult, ScriptedModel
 from hub.config import config_from_dict
 from hub.definitions import load_extension
 from hub.engine import Plugin
+from hub.models import Model
 from hub.platform import AllowList, utf16_len
-from hub.testing import FakeOpenAI
+from hub.testing import FakeOpenAI, temp_config
 from hub_telegram import (
     OFFSET_KEY,
     Ignored,
@@ -66,7 +67,7 @@ class _Recorder(Plugin):
 class Harness:
     """A started hub with the Telegram extension, and the run results it produced."""
 
-    def __init__(self, hub: Hub, model: ScriptedModel, tg: FakeTelegram) -> None:
+    def __init__(self, hub: Hub, model: Any, tg: FakeTelegram) -> None:
         self.hub = hub
         self.model = model
         self.tg = tg
@@ -103,17 +104,23 @@ async def running(
     *,
     default: str | None = "ok",
     delay: float = 0.0,
+    model: Model | None = None,
+    config: HubConfig | None = None,
+    extensions: Sequence[Extension] = (),
     **settings: Any,
 ) -> AsyncIterator[Harness]:
-    cfg = HubConfig()
-    cfg.hub.data_dir = str(tmp_path)
-    cfg.hub.contexts_dir = str(tmp_path)
+    """A started hub with the Telegram extension against ``tg``, and ``extensions`` beside it.
+
+    It runs on ``config`` (default: ``temp_config(tmp_path)``), answered by ``model`` (default: a
+    ScriptedModel of ``responses``, then ``default``); ``settings`` go to TelegramSettings.
+    """
+    cfg = config or temp_config(tmp_path)
     cfg.hub.shutdown_grace = 2
-    model = ScriptedModel(responses or [], default=default, delay=delay)
+    model = model or ScriptedModel(responses or [], default=default, delay=delay)
     settings.setdefault("poll_timeout", 10)
     settings.setdefault("chat_rate", 20)  # pacing is the governor's, tested with the core
     ext = extension(TelegramSettings(token=TOKEN, base_url=f"{tg.base_url}/bot", **settings))
-    hub = Hub(cfg, model=model, load_extensions=False, extensions=[ext])
+    hub = Hub(cfg, model=model, load_extensions=False, extensions=[ext, *extensions])
     harness = Harness(hub, model, tg)
     hub.plugins.add(_Recorder(harness))
     async with hub:

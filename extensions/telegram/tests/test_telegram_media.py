@@ -5,73 +5,39 @@ FakeOpenAI, with ``[model] vision`` on and off."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import io
-from collections.abc import AsyncIterator
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_telegram import FakeTelegram
-from PIL import Image
+from test_telegram import Harness, running
 
-from hub import Extension, Hub, HubConfig, Media, RunContext, action
+from hub import Extension, Media, RunContext, action
 from hub.models.openai import OpenAIModel
-from hub.testing import FakeOpenAI
-from hub_telegram import TelegramSettings, extension
+from hub.testing import FakeOpenAI, image_bytes, png, temp_config
 
 pytestmark = [pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")]
 
-TOKEN = "123456:TEST-secret-token"
-
-
-def png(width: int = 40, height: int = 30, color: Any = (10, 200, 10)) -> bytes:
-    buf = io.BytesIO()
-    Image.new("RGB", (width, height), color).save(buf, format="PNG")
-    return buf.getvalue()
-
-
-def jpeg(width: int = 64, height: int = 48) -> bytes:
-    buf = io.BytesIO()
-    Image.new("RGB", (width, height), (30, 30, 220)).save(buf, format="JPEG")
-    return buf.getvalue()
-
-
-def webp() -> bytes:
-    buf = io.BytesIO()
-    Image.new("RGBA", (64, 64), (255, 200, 0, 128)).save(buf, format="WEBP")
-    return buf.getvalue()
+JPEG = image_bytes(format="JPEG", color=(30, 30, 220))
+WEBP_STICKER = image_bytes(64, 64, format="WEBP", mode="RGBA", color=(255, 200, 0, 128))  # with alpha
 
 
 def answer(text: str) -> str:
     return f'<response><output type="telegram:send">{text}</output></response>'
 
 
-@contextlib.asynccontextmanager
-async def running(
-    tmp_path: Path,
-    tg: FakeTelegram,
-    ai: FakeOpenAI,
-    *,
-    vision: bool,
-    extra: list[Extension] = (),
-    **media: Any,
-) -> AsyncIterator[Hub]:
-    cfg = HubConfig()
-    cfg.hub.data_dir = str(tmp_path / "data")
-    cfg.hub.contexts_dir = str(tmp_path)
-    cfg.hub.shutdown_grace = 2
-    cfg.memory.episodes = False
+def with_model(
+    tmp_path: Path, tg: FakeTelegram, ai: FakeOpenAI, *, vision: bool, extra: Sequence[Extension] = (), **media: Any
+) -> AbstractAsyncContextManager[Harness]:
+    """``running`` with the real OpenAI provider against ``ai``; ``media`` sets ``[media]`` keys."""
+    cfg = temp_config(tmp_path)
     cfg.model.vision = vision
     for key, value in media.items():
         setattr(cfg.media, key, value)
     model = OpenAIModel("gpt-test", base_url=ai.url, api_key="k")
-    ext = extension(TelegramSettings(token=TOKEN, base_url=f"{tg.base_url}/bot", poll_timeout=10, chat_rate=20))
-    try:
-        async with Hub(cfg, model=model, load_extensions=False, extensions=[ext, *extra]) as hub:
-            yield hub
-    finally:
-        await model.close()
+    return running(tmp_path, tg, model=model, config=cfg, extensions=extra)
 
 
 def image_parts(body: dict[str, Any]) -> list[str]:
@@ -82,10 +48,10 @@ def image_parts(body: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize("vision", [True, False], ids=["vision", "no-vision"])
 async def test_a_photo_with_and_without_a_caption_is_answered(tmp_path: Path, vision: bool) -> None:
     async with FakeTelegram() as tg, FakeOpenAI(default=answer("A blue square.")) as ai:
-        async with running(tmp_path, tg, ai, vision=vision):
-            tg.push_media(chat_id=42, photo=jpeg(), caption="what is this?")
+        async with with_model(tmp_path, tg, ai, vision=vision):
+            tg.push_media(chat_id=42, photo=JPEG, caption="what is this?")
             await tg.wait_sent(1)
-            tg.push_media(chat_id=42, photo=jpeg())  # no caption at all: answered too
+            tg.push_media(chat_id=42, photo=JPEG)  # no caption at all: answered too
             sent = await tg.wait_sent(2)
     assert [s["text"] for s in sent] == ["A blue square.", "A blue square."]
     first, second = ai.bodies
@@ -103,10 +69,10 @@ async def test_a_photo_with_and_without_a_caption_is_answered(tmp_path: Path, vi
 
 async def test_a_document_is_read_and_a_sticker_is_seen(tmp_path: Path) -> None:
     async with FakeTelegram() as tg, FakeOpenAI(default=answer("Got it.")) as ai:
-        async with running(tmp_path, tg, ai, vision=True):
+        async with with_model(tmp_path, tg, ai, vision=True):
             tg.push_media(chat_id=42, document=("notes.txt", "text/plain", b"buy milk\nfix the <bike>"))
             await tg.wait_sent(1)
-            tg.push_media(chat_id=42, sticker=webp())
+            tg.push_media(chat_id=42, sticker=WEBP_STICKER)
             await tg.wait_sent(2)
     assert "buy milk\nfix the &lt;bike&gt;" in ai.prompt(0) and '"notes.txt", text/plain' in ai.prompt(0)
     (sticker,) = image_parts(ai.bodies[1])
@@ -117,7 +83,7 @@ async def test_an_oversized_file_and_a_bomb_get_a_clear_reply_and_reach_no_model
     white = png(3000, 3000, color=(255, 255, 255))  # a few KB, 9 million pixels decoded
     assert len(white) < 50_000
     async with FakeTelegram() as tg, FakeOpenAI(default=answer("Hello.")) as ai:
-        async with running(tmp_path, tg, ai, vision=True, max_pixels=4_000_000):
+        async with with_model(tmp_path, tg, ai, vision=True, max_pixels=4_000_000):
             tg.push_media(chat_id=42, document=("video.mp4", "video/mp4", b"\x00" * 10), size=30_000_000)
             (refused,) = await tg.wait_sent(1)
             tg.push_media(chat_id=42, photo=white)
@@ -145,7 +111,7 @@ async def test_an_action_png_is_sent_as_a_photo_and_as_a_document(tmp_path: Path
         '<output type="telegram:document" src="media:1"></output></response>',
     ]
     async with FakeTelegram() as tg, FakeOpenAI(script) as ai:
-        async with running(tmp_path, tg, ai, vision=False, extra=[Extension(name="charts", actions=[chart])]):
+        async with with_model(tmp_path, tg, ai, vision=False, extra=[Extension(name="charts", actions=[chart])]):
             tg.push_message(chat_id=42, text="draw it")
             photo, document = await tg.wait_sent(2)
     assert photo["method"] == "sendPhoto" and photo["data"] == chart_png and photo["caption"] == "Your chart"
@@ -167,9 +133,9 @@ async def test_a_caption_over_1024_follows_the_photo_and_a_bad_src_is_reported(t
         '<output type="telegram:photo" src="media:7">never sent</output></response>',
     ]
     async with FakeTelegram() as tg, FakeOpenAI(script, default=answer("ok")) as ai:
-        async with running(tmp_path, tg, ai, vision=False, extra=[Extension(name="charts", actions=[chart])]) as hub:
+        async with with_model(tmp_path, tg, ai, vision=False, extra=[Extension(name="charts", actions=[chart])]) as h:
             outputs: list[Any] = []
-            events = hub.events(kinds=["output"])
+            events = h.hub.events(kinds=["output"])
             tg.push_message(chat_id=42, text="draw it")
             photo, text = await tg.wait_sent(2)
             async with asyncio.timeout(5):

@@ -21,6 +21,7 @@ from hub import ConfigError, Hub, HubConfig, ScriptedModel, StoreError
 from hub.config import HttpSection
 from hub.logs import InputLog
 from hub.store import InMemoryInbox
+from hub.testing import temp_config
 from hub_telegram import TelegramSettings, extension
 
 pytestmark = [pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")]
@@ -31,11 +32,8 @@ PUBLIC_URL = "https://bot.example.com/telegram/updates"  # what Telegram is told
 
 
 def config(tmp_path: Path, *, http: bool = True) -> HubConfig:
-    cfg = HubConfig()
-    cfg.hub.data_dir = str(tmp_path)
-    cfg.hub.contexts_dir = str(tmp_path)
+    cfg = temp_config(tmp_path)  # workers on one tmp_path share its store
     cfg.hub.shutdown_grace = 1
-    cfg.memory.episodes = False
     if http:
         cfg.http = HttpSection(port=0, max_body=10_000)
     return cfg

@@ -20,17 +20,18 @@ from typing import Any
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from tweepy.asynchronous import AsyncClient
+from yarl import URL
 
 from hub import ConfigError, Context, Extension, Input, Service, TextArgs, output
 from hub.platform import PlatformSettings, quiet_loggers
 
+from ._bot import SINCE_ID_KEY, TwitterBot
 from ._client import RateLimitState, TwitterClient, make_client
-from ._service import SINCE_ID_KEY, TwitterService
 from ._text import MAX_TWEET, split_tweets, weighted_len
 
 __all__ = [
     "TwitterSettings",
-    "TwitterService",
+    "TwitterBot",
     "TwitterClient",
     "RateLimitState",
     "extension",
@@ -103,6 +104,13 @@ class TwitterSettings(PlatformSettings):
             )
         return v
 
+    @field_validator("api_base_url")
+    @classmethod
+    def _absolute_url(cls, v: str) -> str:
+        if v and not (v.startswith(("http://", "https://")) and URL(v).host):
+            raise ValueError(f"{v!r} is not an absolute http(s) URL (https://x-proxy.example.com, say)")
+        return v
+
     @field_validator("dm_policy")
     @classmethod
     def _no_public_pairing(cls, v: str) -> str:
@@ -170,28 +178,28 @@ def extension(
     settings: TwitterSettings,
     *,
     client_factory: Callable[[TwitterSettings], AsyncClient] | None = None,
-    service: TwitterService | None = None,
+    bot: TwitterBot | None = None,
 ) -> Extension:
     """The X extension. ``client_factory`` builds the tweepy client (tests route it to a
-    fake); ``service`` lets a caller keep a handle on the running service (``poll()``).
+    fake); ``bot`` lets a caller keep a handle on the running bot (``poll()``).
 
     Raises:
         ConfigError: a credential is missing for the chosen mode.
     """
     quiet_loggers("tweepy")
     settings.check_credentials()
-    if service is not None and (client_factory is not None or service.settings is not settings):
-        raise ValueError("a given service brings its own settings and client_factory")
-    svc = service or TwitterService(settings, client_factory=client_factory)
+    if bot is not None and (client_factory is not None or bot.settings is not settings):
+        raise ValueError("a given bot brings its own settings and client_factory")
+    x = bot or TwitterBot(settings, client_factory=client_factory)
 
-    conversation = Context(
+    conversation: Context[TextArgs, dict[str, Any]] = Context(
         type="twitter:conversation",
         schema=TextArgs,
         description="A conversation on X, keyed by its conversation id; mentions of the bot come in here.",
         instructions=_CONVERSATION_INSTRUCTIONS,
         reply_output="twitter:reply",
     )
-    timeline = Context(
+    timeline: Context[TextArgs, dict[str, Any]] = Context(
         type="twitter:timeline",
         schema=TextArgs,
         description="The bot's own X timeline (key: home), for scheduled or requested posts.",
@@ -206,7 +214,7 @@ def extension(
         description="Reply on X to the post you are answering (long text becomes a thread).",
     )
     async def reply(content: str, ctx: Any) -> dict[str, Any]:
-        return await svc.reply(content, ctx)
+        return await x.reply(content, ctx)
 
     @output(
         type="twitter:post",
@@ -216,7 +224,7 @@ def extension(
         instructions='media="media:1" adds pictures an action returned (at most 4) to the first post.',
     )
     async def post(content: str, ctx: Any) -> dict[str, Any]:
-        return await svc.post(content, ctx)
+        return await x.post(content, ctx)
 
     return Extension(
         name="twitter",
@@ -225,11 +233,11 @@ def extension(
         inputs=[
             Input(
                 type="twitter:mention",
-                subscribe=svc.subscribe,
-                fetch=svc.fetch,
+                subscribe=x.subscribe,
+                fetch=x.fetch,
                 description="Posts that mention the bot, polled every poll_interval seconds.",
             )
         ],
-        services=[Service(name="twitter", start=svc.start, stop=svc.stop)],
+        services=[Service(name="twitter", start=x.start, stop=x.stop)],
         description="X (Twitter): answers mentions, posts to the timeline.",
     )

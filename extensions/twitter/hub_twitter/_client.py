@@ -93,7 +93,7 @@ class BaseURLSession:
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout))
 
     def rewrite(self, url: str | URL) -> str | URL:
-        if self._base is None:
+        if self._base is None or self._base.host is None:  # a host is checked with the settings
             return url
         u = url if isinstance(url, URL) else URL(url)
         if u.host not in self._HOSTS:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -19,13 +20,14 @@ import fake_twitter
 import pytest
 from fake_twitter import FakeTwitter, weighted_length
 
-from hub import ConfigError, Hub, HubConfig, RunResult, ScriptedModel
+from hub import ConfigError, Hub, RunResult, ScriptedModel
 from hub.config import config_from_dict
 from hub.definitions import load_extension
 from hub.engine import Plugin
+from hub.testing import temp_config
 from hub_twitter import (
     SINCE_ID_KEY,
-    TwitterService,
+    TwitterBot,
     TwitterSettings,
     extension,
     make_client,
@@ -67,9 +69,9 @@ def routed(tw: FakeTwitter) -> Callable[[TwitterSettings], Any]:
 class Bot:
     """A started hub with the X extension, and what its runs produced."""
 
-    def __init__(self, hub: Hub, service: TwitterService, model: ScriptedModel) -> None:
+    def __init__(self, hub: Hub, bot: TwitterBot, model: ScriptedModel) -> None:
         self.hub = hub
-        self.service = service
+        self.bot = bot
         self.model = model
         self.results: list[RunResult] = []
 
@@ -84,6 +86,11 @@ async def until(predicate: Callable[[], bool], timeout: float = 5) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError("condition not met in time")
         await asyncio.sleep(0.01)
+
+
+def inputs(result: RunResult) -> list[Any]:
+    """The inputs a run took."""
+    return [e for e in result.logs if e.kind == "input"]
 
 
 def numbered(prefix: str = "Thanks") -> ScriptedModel:
@@ -105,14 +112,12 @@ async def bot(
     """A hub with the X extension on ``data``; entered once the first poll is done."""
     page_size = kw.pop("page_size", 100)
     settings = settings_for(tw, **kw)
-    service = TwitterService(settings, client_factory=routed(tw), page_size=page_size)
-    cfg = HubConfig()
-    cfg.hub.data_dir = str(data)
-    cfg.hub.contexts_dir = str(data)
+    twitter = TwitterBot(settings, client_factory=routed(tw), page_size=page_size)
+    cfg = temp_config(data)
     cfg.hub.shutdown_grace = 2
     model = model or numbered()
-    hub = Hub(cfg, model=model, load_extensions=False, extensions=[extension(settings, service=service)])
-    b = Bot(hub, service, model)
+    hub = Hub(cfg, model=model, load_extensions=False, extensions=[extension(settings, bot=twitter)])
+    b = Bot(hub, twitter, model)
 
     class Collect(Plugin):
         async def after_run(self, result: RunResult, ctx: Any) -> None:
@@ -121,7 +126,7 @@ async def bot(
     hub.plugins.add(Collect())
     async with hub:
         if first_poll:
-            await until(lambda: service.polls >= 1)
+            await until(lambda: twitter.polls >= 1)
         yield b
 
 
@@ -139,7 +144,7 @@ async def test_mention_gets_a_reply_and_since_id_is_saved(tmp_path: Path) -> Non
             (out,) = result.outputs
             assert out.type == "twitter:reply" and out.sent and out.data["tweet_ids"] == [sent[0]["id"]]
             assert await b.hub.memory.get(SINCE_ID_KEY) == mid
-            assert b.service.username == "hubbot" and b.service.user_id == tw.user_id
+            assert b.bot.username == "hubbot" and b.bot.user_id == tw.user_id
             prompt = json.dumps([m for r in b.model.requests for m in r.messages])
             assert "up?" in prompt and "@alice" in prompt
         # reading with the bearer token, posting (and /users/me) as the bot
@@ -195,7 +200,7 @@ async def test_mentions_over_several_pages_are_taken_oldest_first(tmp_path: Path
             assert await b.hub.memory.get(SINCE_ID_KEY) == ids[-1]
         assert len(tw.calls(MENTIONS)) == 3  # pages of 5, 5 and 2
         assert sorted(s["in_reply_to"] for s in tw.sent) == ids
-        with sqlite3.connect(tmp_path / "hub.db") as db:
+        with sqlite3.connect(tmp_path / "data" / "hub.db") as db:
             recorded = [r[0] for r in db.execute("SELECT platform_id FROM inbox ORDER BY received")]
         assert recorded == [f"twitter:{i}" for i in ids]
 
@@ -207,9 +212,9 @@ async def test_restart_on_the_same_data_does_not_reply_again(tmp_path: Path) -> 
             await tw.wait_sent(1)
             await b.runs(1)
         async with bot(tw, tmp_path, numbered("Welcome back")) as b:
-            assert await b.service.poll() == 0  # after the start's own poll: nothing new
+            assert await b.bot.poll() == 0  # after the start's own poll: nothing new
             second = tw.push_mention("@hubbot two", author_id="43", author_username="bob")
-            assert await b.service.poll() == 1
+            assert await b.bot.poll() == 1
             await tw.wait_sent(2)
             await b.runs(1)
             assert len(b.model.requests) == 1
@@ -219,14 +224,22 @@ async def test_restart_on_the_same_data_does_not_reply_again(tmp_path: Path) -> 
 
 async def test_redelivered_mention_is_not_answered_twice(tmp_path: Path) -> None:
     async with FakeTwitter() as tw:
-        tw.push_mention("@hubbot hi", author_id="42", author_username="alice")
+        first = tw.push_mention("@hubbot hi", author_id="42", author_username="alice")
         async with bot(tw, tmp_path) as b:
             await tw.wait_sent(1)
+            await b.runs(1)
             await b.hub.memory.delete(SINCE_ID_KEY)  # the cursor is lost: X sends it again
-            assert await b.service.poll() == 0
-            await asyncio.sleep(0.1)
-            assert len(tw.sent) == 1 and len(b.model.requests) == 1
+            assert await b.bot.poll() == 0
             assert await b.hub.memory.get(SINCE_ID_KEY) is not None
+            # the sentinel, in the same conversation: a redelivery taken as new would be answered
+            # before it, or taken with it by the sentinel's run
+            sentinel = tw.push_mention(
+                "@hubbot still there?", author_id="42", author_username="alice", in_reply_to=first
+            )
+            assert await b.bot.poll() == 1
+            await b.runs(2)
+            assert [s["in_reply_to"] for s in tw.sent] == [first, sentinel]
+            assert len(b.model.requests) == 2 and [len(inputs(r)) for r in b.results] == [1, 1]
 
 
 async def test_resumed_run_does_not_post_an_answer_already_posted(tmp_path: Path) -> None:
@@ -237,7 +250,7 @@ async def test_resumed_run_does_not_post_an_answer_already_posted(tmp_path: Path
         async with bot(tw, tmp_path) as b:
             await tw.wait_sent(1)
             await b.runs(1)
-        with sqlite3.connect(tmp_path / "hub.db") as db:  # as if killed before the run's end was saved
+        with sqlite3.connect(tmp_path / "data" / "hub.db") as db:  # as if killed before the run's end was saved
             db.execute("UPDATE inbox SET state = 'taken', run_id = NULL")
         async with bot(tw, tmp_path) as b:
             (result,) = await b.runs(1)  # the input is handled again...
@@ -255,7 +268,7 @@ async def test_own_tweets_are_ignored(tmp_path: Path) -> None:
         tw.push_mention("@hubbot talking to myself", author_id=tw.user_id, author_username="hubbot")
         mid = tw.push_mention("@hubbot hi", author_id="42", author_username="alice")
         async with bot(tw, tmp_path) as b:
-            await b.service.poll()
+            await b.bot.poll()
             await tw.wait_sent(1)
             await b.runs(1)
             assert len(b.model.requests) == 1
@@ -270,7 +283,7 @@ async def test_allow_list(tmp_path: Path) -> None:
         carol = tw.push_mention("@hubbot and me", author_id="44", author_username="carol")
         async with bot(tw, tmp_path, allowed_users=["@alice", "44"]) as b:
             await b.runs(2)
-            await b.service.poll()
+            await b.bot.poll()
             assert sorted(s["in_reply_to"] for s in tw.sent) == [alice, carol]
             assert await b.hub.memory.get(SINCE_ID_KEY) == carol
             assert len(b.model.requests) == 2 and bob
@@ -279,17 +292,23 @@ async def test_allow_list(tmp_path: Path) -> None:
 async def test_loop_guard_caps_answers_per_conversation(tmp_path: Path) -> None:
     async with FakeTwitter() as tw:
         root = tw.push_mention("@hubbot hi", author_id="666", author_username="otherbot")
-        last = root
+        mentions = [root]
         for i in range(3):
-            last = tw.push_mention(f"@hubbot reply {i}", author_id="666", author_username="otherbot", in_reply_to=last)
+            mentions.append(
+                tw.push_mention(
+                    f"@hubbot reply {i}", author_id="666", author_username="otherbot", in_reply_to=mentions[-1]
+                )
+            )
         async with bot(tw, tmp_path, loop_guard_turns=2) as b:
             await b.runs(1)
-            await b.service.poll()
-            await asyncio.sleep(0.2)
-            # 4 mentions in one conversation, all taken by at most 2 runs; only 2 were let in
-            inputs = [e for r in b.results for e in r.logs if e.kind == "input"]
-            assert len(inputs) == 2
-            assert await b.hub.memory.get(SINCE_ID_KEY) == last
+            await b.bot.poll()
+            assert await b.hub.memory.get(SINCE_ID_KEY) == mentions[-1]
+            # the guard decides as a poll records each mention: the first 2 were let in, and no
+            # later poll takes the others
+            assert [await b.hub.inbox.seen(f"twitter:{m}") for m in mentions] == [True, True, False, False]
+            # 4 mentions in one conversation, taken by at most 2 runs
+            await until(lambda: sum(len(inputs(r)) for r in b.results) == 2)
+            assert len(b.results) <= 2
 
 
 # -- posting ---------------------------------------------------------------------------------
@@ -345,7 +364,7 @@ async def test_429_on_post_then_success(tmp_path: Path) -> None:
         async with bot(tw, tmp_path) as b:
             (result,) = await b.runs(1, timeout=8)
             assert result.outputs[0].sent
-            assert b.service.governor is not None and b.service.governor.rate_limited == 1
+            assert b.bot.governor is not None and b.bot.governor.rate_limited == 1
             metrics = b.hub.metrics.render().decode()
             assert 'hub_platform_rate_limited_total{platform="twitter"} 1.0' in metrics
             assert 'hub_platform_sends_total{platform="twitter",result="ok"} 1.0' in metrics
@@ -392,10 +411,10 @@ async def test_mentions_rate_limit_is_waited_out(tmp_path: Path, monkeypatch: py
     async with FakeTwitter(rate_limits={MENTIONS: 1}) as tw:
         async with bot(tw, tmp_path) as b:
             await tw.wait_calls(MENTIONS, 1)
-            await b.service.poll()  # remaining 0 after the first poll: waits for the reset
+            await b.bot.poll()  # remaining 0 after the first poll: waits for the reset
             mid = tw.push_mention("@hubbot hi", author_id="42", author_username="alice")
             tw.fail_next(MENTIONS, status=429, retry_after=0)  # and a 429 is waited out too
-            assert await b.service.poll() == 1
+            assert await b.bot.poll() == 1
             await tw.wait_sent(1)
         statuses = [r.status for r in tw.calls(MENTIONS)]
         assert statuses == [200, 200, 429, 200]  # never a request into a spent window
@@ -445,6 +464,8 @@ def test_config_is_validated_through_the_loader(tmp_path: Path) -> None:
         load({"bearer_token": "${TWITTER_BEARER_TOKEN}", "user_id": "1", "pol_interval": 90})
     with pytest.raises(ConfigError, match=r"TWITTER_API_KEY"):
         load({"bearer_token": "${TWITTER_BEARER_TOKEN}", "api_key": "${TWITTER_API_KEY}", "dry_run": False})
+    with pytest.raises(ConfigError, match=r"extensions\.twitter\.api_base_url.*not an absolute http\(s\) URL"):
+        load({"bearer_token": "${TWITTER_BEARER_TOKEN}", "user_id": "1", "api_base_url": "x-proxy.local:8080"})
     ext = load({"bearer_token": "${TWITTER_BEARER_TOKEN}", "user_id": "1"})
     assert ext.name == "twitter" and "secret-b" not in repr(ext)
 
@@ -485,6 +506,21 @@ async def _model_requests(port: int, n: int, timeout: float) -> None:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the model got fewer than {n} requests in {timeout}s")
             await asyncio.sleep(0.02)
+
+
+async def _all_handled(db: Path, timeout: float = 20) -> None:
+    """Until the hub (another process) has handled every input it recorded and no run of it
+    is going, read from its SQLite file."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+            (open_inputs,) = conn.execute("SELECT count(*) FROM inbox WHERE state IN ('received', 'taken')").fetchone()
+            (running,) = conn.execute("SELECT count(*) FROM runs WHERE state = 'running'").fetchone()
+        if open_inputs == 0 and running == 0:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{open_inputs} input(s) not handled, {running} run(s) going after {timeout}s")
+        await asyncio.sleep(0.05)
 
 
 async def _start(args: list[str], env: dict[str, str], log: Path) -> asyncio.subprocess.Process:
@@ -557,7 +593,9 @@ api_base_url = "{tw.base_url}"
                 await tw.wait_sent(n, timeout=20)
             except TimeoutError as e:
                 raise AssertionError((tmp_path / "hub.log").read_text()[-4000:]) from e
-            await asyncio.sleep(0.5)  # time for a duplicate to show up, if there were one
+            # once every input the hub recorded is handled and no run goes on, nothing is left
+            # that could answer a mention again: the next poll is poll_interval away
+            await _all_handled(tmp_path / "data" / "hub.db")
             hub_proc.send_signal(signal.SIGTERM)
             assert await asyncio.wait_for(hub_proc.wait(), 10) == 0
             replies = sorted((s["in_reply_to"], s["text"]) for s in tw.sent)
@@ -590,40 +628,37 @@ async def test_one_worker_polls_mentions_and_another_takes_over_when_it_stops(
 ) -> None:
     caplog.set_level(logging.INFO, logger="hub.store")
     async with FakeTwitter() as tw:
-        services = []
+        bots = []
         hubs = []
         for n in range(2):  # two workers on one data dir share the store, and its leases
             settings = settings_for(tw, poll_interval=15, lease_ttl=4)
-            service = TwitterService(settings, client_factory=routed(tw))
-            cfg = HubConfig()
-            cfg.hub.data_dir = str(tmp_path)
-            cfg.hub.contexts_dir = str(tmp_path)
+            twitter = TwitterBot(settings, client_factory=routed(tw))
+            cfg = temp_config(tmp_path)
             cfg.hub.shutdown_grace = 2
-            cfg.memory.episodes = False
-            services.append(service)
+            bots.append(twitter)
             hubs.append(
                 Hub(
                     cfg,
                     model=numbered(f"Worker {n}"),
                     load_extensions=False,
-                    extensions=[extension(settings, service=service)],
+                    extensions=[extension(settings, bot=twitter)],
                 )
             )
         async with hubs[0], hubs[1]:
-            await until(lambda: any(s.polls for s in services))
-            polling = next(i for i, s in enumerate(services) if s.polls)
+            await until(lambda: any(s.polls for s in bots))
+            polling = next(i for i, s in enumerate(bots) if s.polls)
             standby = 1 - polling
             # the other worker was refused the lease (it says so) and has not polled
             await until(lambda: any("standing by" in r.getMessage() for r in caplog.records))
             first = tw.push_mention("@hubbot first", author_id="42", author_username="alice")
-            await services[polling].poll()  # the holder's next poll, now rather than in 15 s
+            await bots[polling].poll()  # the holder's next poll, now rather than in 15 s
             await tw.wait_sent(1)
-            assert services[standby].polls == 0 and len(tw.calls(MENTIONS)) == 2
-            assert services[standby].keeper is not None and not services[standby].keeper.held
+            assert bots[standby].polls == 0 and len(tw.calls(MENTIONS)) == 2
+            assert bots[standby].keeper is not None and not bots[standby].keeper.held
             await hubs[polling].stop()
             second = tw.push_mention("@hubbot second", author_id="43", author_username="bob")
             sent = await tw.wait_sent(2, timeout=10)  # the standby's first poll, once it holds the lease
             assert [s["in_reply_to"] for s in sent] == [first, second]
-            assert services[standby].polls == 1
+            assert bots[standby].polls == 1
             lease = await hubs[standby].leases.holder(f"twitter:poll:{tw.user_id}")
             assert lease is not None and lease.holder == hubs[standby].worker

@@ -20,7 +20,7 @@ async def test_allowlist_answers_only_allowed_users_mentions(tmp_path: Path) -> 
         alice = tw.push_mention("@hubbot hi too", author_id="42", author_username="Alice")
         async with bot(tw, tmp_path, dm_policy="allowlist", allowed_users=["@alice"]) as b:
             await b.runs(1)
-            await b.service.poll()  # a second poll: the stranger's mention was passed over, not pending
+            await b.bot.poll()  # a second poll: the stranger's mention was passed over, not pending
             assert [s["in_reply_to"] for s in tw.sent] == [alice]
             assert len(b.model.requests) == 1
             # mentions are recorded as they are taken, in order: the stranger's never was
@@ -31,7 +31,7 @@ async def test_allowlist_with_no_users_answers_nobody(tmp_path: Path) -> None:
     async with FakeTwitter() as tw:
         stranger = tw.push_mention("@hubbot hi", author_id="43", author_username="bob")
         async with bot(tw, tmp_path, dm_policy="allowlist") as b:
-            await b.service.poll()  # the first poll (at start) decided it; this one finds nothing new
+            await b.bot.poll()  # the first poll (at start) decided it; this one finds nothing new
             assert not await b.hub.received(f"twitter:{stranger}")
             assert tw.sent == [] and b.model.requests == []
 

@@ -3,31 +3,23 @@
 
 from __future__ import annotations
 
-import io
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from fake_twitter import FakeTwitter
-from PIL import Image
 
-from hub import Extension, Hub, HubConfig, Media, RunContext, action
+from hub import Extension, Hub, Media, RunContext, action
 from hub.models.openai import OpenAIModel
-from hub.testing import FakeOpenAI
-from hub_twitter import TwitterService, TwitterSettings, extension, make_client
-
-
-def png(color: Any = (0, 90, 200)) -> bytes:
-    buf = io.BytesIO()
-    Image.new("RGB", (60, 40), color).save(buf, format="PNG")
-    return buf.getvalue()
+from hub.testing import FakeOpenAI, png, temp_config
+from hub_twitter import TwitterBot, TwitterSettings, extension, make_client
 
 
 @asynccontextmanager
 async def bot(
     tw: FakeTwitter, ai: FakeOpenAI, data: Path, *, vision: bool, extra: list[Extension] = ()
-) -> AsyncIterator[tuple[Hub, TwitterService]]:
+) -> AsyncIterator[tuple[Hub, TwitterBot]]:
     settings = TwitterSettings(
         bearer_token="app-bearer",
         api_key="ck",
@@ -44,18 +36,15 @@ async def bot(
         tw.patch_async_client(client)
         return client
 
-    service = TwitterService(settings, client_factory=factory)
-    cfg = HubConfig()
-    cfg.hub.data_dir = str(data)
-    cfg.hub.contexts_dir = str(data)
-    cfg.memory.episodes = False
+    twitter = TwitterBot(settings, client_factory=factory)
+    cfg = temp_config(data)
     cfg.model.vision = vision
     model = OpenAIModel("gpt-test", base_url=ai.url, api_key="k")
     try:
         async with Hub(
-            cfg, model=model, load_extensions=False, extensions=[extension(settings, service=service), *extra]
+            cfg, model=model, load_extensions=False, extensions=[extension(settings, bot=twitter), *extra]
         ) as hub:
-            yield hub, service
+            yield hub, twitter
     finally:
         await model.close()
 
@@ -63,9 +52,11 @@ async def bot(
 async def test_a_mentions_picture_reaches_a_vision_model(tmp_path: Path) -> None:
     reply = '<response><output type="twitter:reply">A blue flag.</output></response>'
     async with FakeTwitter() as tw, FakeOpenAI(default=reply) as ai:
-        async with bot(tw, ai, tmp_path, vision=True) as (hub, service):
-            tw.push_mention_with_media("@hubbot what is this?", "42", "ann", [("flag.png", png())])
-            await service.poll()
+        async with bot(tw, ai, tmp_path, vision=True) as (hub, twitter):
+            tw.push_mention_with_media(
+                "@hubbot what is this?", "42", "ann", [("flag.png", png(60, 40, color=(0, 90, 200)))]
+            )
+            await twitter.poll()
             await tw.wait_sent(1)
     (body,) = ai.bodies
     parts = body["messages"][-1]["content"]
@@ -75,7 +66,7 @@ async def test_a_mentions_picture_reaches_a_vision_model(tmp_path: Path) -> None
 
 
 async def test_an_action_png_is_uploaded_and_posted_with_the_post(tmp_path: Path) -> None:
-    chart_png = png((200, 0, 0))
+    chart_png = png(60, 40, color=(200, 0, 0))
 
     @action(name="chart", description="Draw the chart.")
     async def chart(args: Any, ctx: RunContext) -> dict[str, Any]:

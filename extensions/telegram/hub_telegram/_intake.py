@@ -1,0 +1,127 @@
+"""Telegram's updates into the hub, however they arrive (a poll or a webhook POST): which
+messages to answer (``_filter``), who may talk to the bot (``dm_policy``, ``allowed_users``),
+the loop guard, then the message recorded in the hub's inbox; and the typing indicator while
+its run goes on.
+
+An update is taken only once it is recorded (or deliberately ignored): the poller moves its
+offset past it, the webhook answers Telegram's POST, only then. A redelivered message is
+refused by the inbox (its platform id is known) and is not answered twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from telegram import Update
+
+from hub.platform import AllowList, SendFailed, TypingIndicator, private_access
+
+from ._client import TelegramClient
+from ._filter import Ignored, Inbound, classify
+from ._settings import TelegramSettings
+
+if TYPE_CHECKING:
+    from hub import Hub
+
+__all__ = ["Intake", "ALLOWED_UPDATES"]
+
+log = logging.getLogger("hub_telegram")
+
+ALLOWED_UPDATES = ("message",)
+"""The kinds of update the bot asks Telegram for, by polling or by webhook."""
+
+
+class Intake:
+    """Takes each update into the hub as :meth:`take` decides; one per subscribed input."""
+
+    def __init__(
+        self,
+        client: TelegramClient,
+        settings: TelegramSettings,
+        hub: Hub,
+        send: Callable[..., Awaitable[Any]],
+    ) -> None:
+        self.client = client
+        self.settings = settings
+        self.hub = hub
+        self.send = send
+        self.allowed = AllowList(settings.allowed_chats)
+        self.users = AllowList(settings.allowed_users)
+        self.guard = settings.loop_guard()
+        # Telegram clears 'typing' after 5 s: renewed every 4.5 while a run for the chat goes on
+        self.typing = TypingIndicator("telegram", client.typing, create_task=hub.create_task, interval=4.5)
+
+    async def receive(self, update: Update) -> None:
+        """Take one update that came on its own (a webhook POST); returns once it is recorded
+        (or deliberately ignored)."""
+        me = await self.client.ensure_ready()
+        await self.take(update, me)
+
+    async def take(self, update: Update, me: Any) -> None:
+        """Take ``update``, sent to the bot ``me``: recorded in the inbox, or ignored (logged why)."""
+        verdict = classify(update, me, self.settings, self.allowed)
+        if isinstance(verdict, Ignored):
+            log.debug("telegram: update %s ignored: %s", verdict.update_id, verdict.reason)
+            return
+        names = (verdict.username, f"@{verdict.username}" if verdict.username else None)
+        if verdict.chat_type == "private" and self.settings.dm_policy != "open":
+            if not await self._private_allows(verdict, names):
+                return
+        elif not self.users.allows(verdict.user_id, *names):
+            log.info("telegram: chat %s: user %s is not on allowed_users: ignored", verdict.chat_id, verdict.user_id)
+            return
+        if not self._guard_allows(verdict):
+            log.info(
+                "telegram: chat %s: loop guard: not answering bot %s (%d answers to bots in %.0fs)",
+                verdict.chat_id,
+                verdict.user_id,
+                self.settings.loop_guard_turns,
+                self.settings.loop_guard_window,
+            )
+            return
+        sub = await self.send(
+            "telegram:chat",
+            {"chat_id": verdict.chat_id},
+            verdict.text,
+            user=str(verdict.user_id),
+            platform_id=verdict.platform_id,
+            meta=verdict.meta(),
+            media=list(verdict.media),
+        )
+        if sub.duplicate:
+            log.info("telegram: message %s was recorded before: not answered again", verdict.platform_id)
+            return
+        if self.settings.typing:
+            self.typing.watch(verdict.chat_id, sub.result)
+
+    async def _private_allows(self, verdict: Inbound, names: tuple[str | None, ...]) -> bool:
+        """``dm_policy`` in a private chat; an unknown user under ``"pairing"`` is sent the code."""
+        decision = await private_access(self.hub.access, "telegram", self.settings, verdict.user_id, *names)
+        if decision.allowed:
+            return True
+        if decision.message is None:
+            log.info(
+                "telegram: user %s is not on allowed_users (dm_policy = %s): ignored",
+                verdict.user_id,
+                self.settings.dm_policy,
+            )
+            return False
+        log.info("telegram: user %s is not paired: sent them a pairing code", verdict.user_id)
+        # through the client's governor (paced, retried); a send that fails is logged, and the
+        # user gets the same code with their next message
+        try:
+            await self.client.send_text(verdict.chat_id, decision.message)
+        except SendFailed as e:
+            log.warning("telegram: the pairing code for user %s was not sent: %s", verdict.user_id, e)
+        return False
+
+    def _guard_allows(self, verdict: Inbound) -> bool:
+        if self.guard is None:
+            return True
+        return self.guard.allow(verdict.chat_id, from_bot=verdict.is_bot)
+
+    async def stop(self) -> None:
+        """Stop the typing indicators."""
+        await self.typing.stop()

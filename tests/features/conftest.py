@@ -1,0 +1,3 @@
+"""Child runs and schedules are driven through hubs whose one platform is the recording test chat."""
+
+from tests._support.chat import make_chat_hub, said  # noqa: F401  (fixtures)

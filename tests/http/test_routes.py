@@ -1,0 +1,108 @@
+"""Routes that extensions mount on the [http] endpoint (``Extension(routes=[Route(...)])``):
+authenticated by their secret header before the body is read, size-capped, JSON checked,
+and refused where they would shadow the hub's own paths."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from hub import ConfigError, Extension, ExtensionError, Hub, HubConfig, Route, RouteAnswer, RouteRequest
+from hub.config import HttpSection
+
+SECRET = "route-secret_1"
+HEADER = "X-Platform-Secret"
+
+
+class Received:
+    def __init__(self) -> None:
+        self.requests: list[RouteRequest] = []
+        self.arrived = asyncio.Event()
+
+    async def handle(self, request: RouteRequest) -> RouteAnswer | None:
+        self.requests.append(request)
+        self.arrived.set()
+        if request.data == {"refuse": True}:
+            return RouteAnswer(422, {"error": "refused by the extension"})
+        return None
+
+
+def platform(received: Received, **route: Any) -> Extension:
+    route.setdefault("path", "/platform/updates")
+    return Extension(
+        name="platform", routes=[Route(handler=received.handle, secret_header=HEADER, secret=SECRET, **route)]
+    )
+
+
+@pytest.fixture
+async def served(config: HubConfig, make_chat_hub) -> AsyncIterator[tuple[Received, aiohttp.ClientSession, str]]:
+    config.http = HttpSection(port=0, max_body=1024)
+    received = Received()
+    async with make_chat_hub(extra=[platform(received)]) as hub:
+        assert hub.http is not None and hub.http.port
+        async with aiohttp.ClientSession() as session:
+            yield received, session, f"http://127.0.0.1:{hub.http.port}/platform/updates"
+
+
+async def test_a_request_with_the_secret_reaches_the_handler(served) -> None:
+    received, session, url = served
+    async with session.post(url, json={"update_id": 1, "text": "hi"}, headers={HEADER: SECRET}) as resp:
+        assert (resp.status, await resp.json()) == (200, {"ok": True})
+    (request,) = received.requests
+    assert request.data == {"update_id": 1, "text": "hi"} and request.path == "/platform/updates"
+    async with session.post(url, json={"refuse": True}, headers={HEADER: SECRET}) as resp:
+        assert (resp.status, await resp.json()) == (422, {"error": "refused by the extension"})
+
+
+async def test_wrong_missing_or_oversized_requests_never_reach_the_handler(served) -> None:
+    received, session, url = served
+    for headers in ({}, {HEADER: "wrong"}, {HEADER: SECRET + "x"}, {"Authorization": f"Bearer {SECRET}"}):
+        async with session.post(url, json={"update_id": 1}, headers=headers) as resp:
+            assert resp.status == 401, headers
+            assert HEADER in (await resp.json())["error"]
+    async with session.post(url, data=b'{"a": "' + b"x" * 2000 + b'"}', headers={HEADER: SECRET}) as resp:
+        assert resp.status == 413
+    async with session.post(url, data=b"{not json", headers={HEADER: SECRET}) as resp:
+        assert resp.status == 400 and "body refused" in (await resp.json())["error"]
+    async with session.post(url, data=b"", headers={HEADER: SECRET}) as resp:
+        assert resp.status == 400
+    async with session.get(url, headers={HEADER: SECRET}) as resp:
+        assert resp.status == 405
+    # a good request afterwards is the first the handler sees
+    async with session.post(url, data=json.dumps({"n": 1}), headers={HEADER: SECRET}) as resp:
+        assert resp.status == 200
+    assert [r.data for r in received.requests] == [{"n": 1}]
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/webhooks/telegram", "the hub's own path"),
+        ("/healthz", "the hub's own path"),
+        ("/", "name something"),
+        ("relative", "must start with '/'"),
+    ],
+)
+def test_routes_may_not_shadow_the_hubs_paths(config: HubConfig, make_chat_hub, path: str, message: str) -> None:
+    with pytest.raises(ExtensionError, match=message):
+        make_chat_hub(extra=[platform(Received(), path=path)])
+
+
+def test_a_route_needs_a_secret_and_a_unique_path(config: HubConfig, make_chat_hub) -> None:
+    received = Received()
+    with pytest.raises(ExtensionError, match="needs a secret"):
+        make_chat_hub(extra=[Extension(name="p", routes=[Route("/p", received.handle, HEADER, "")])])
+    other = Extension(name="other", routes=[Route("/platform/updates", received.handle, HEADER, SECRET)])
+    with pytest.raises(ExtensionError, match="route '/platform/updates' is already defined by extension 'platform'"):
+        make_chat_hub(extra=[platform(received), other])
+
+
+async def test_routes_without_the_http_endpoint_stop_the_start(config: HubConfig, make_chat_hub) -> None:
+    hub: Hub = make_chat_hub(extra=[platform(Received())])
+    with pytest.raises(ConfigError, match=r"\[http\].*platform \(/platform/updates\)"):
+        await hub.start()

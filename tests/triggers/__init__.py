@@ -1,1 +1,0 @@
-"""Tests of schedules, webhooks, metrics and child runs."""
