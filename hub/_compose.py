@@ -35,7 +35,6 @@ from .platform import OutboundLimiter, RedisLimiter
 from .protocol import PromptBuilder
 from .redact import Redactor
 from .store import (
-    InboxClaims,
     RedactingRunStore,
     Retention,
     RevisionStore,
@@ -155,7 +154,6 @@ def compose(
     heartbeat: Path | None = None,
     redactor: Redactor | None = None,
     health: StoreHealth | None = None,
-    requeue: Callable[[set[str]], Awaitable[None]] | None = None,
 ) -> Features:
     """Build a hub's features from ``config``, its ``stores`` (``runs`` is the hub's run store,
     the one it records through) and the hub's own parts (see the module doc)."""
@@ -217,8 +215,6 @@ def compose(
     components: list[Component] = [PersonaWatcher(personas), scheduler]
     if db is not None:  # the database stays bounded
         components.append(Retention(db, config.hub.retention))
-    if stores.shared and requeue is not None:  # workers share the inbox: keep and take over claims
-        components.append(InboxClaims(stores.inbox, runs, requeue=requeue, interval=config.store.lease / 3))
     if http is not None:
         components.append(http)
     if episodes is not None:

@@ -8,10 +8,8 @@ process share nothing.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import logging
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from enum import Enum
 from pathlib import Path
@@ -34,11 +32,11 @@ from .definitions import (
     validation_message,
 )
 from .definitions import load_extensions as _load_extensions
-from .engine import AgentContext, Engine, EngineDeps, Runner, Submission
+from .engine import AgentContext, Engine, EngineDeps, Intake, ModelAccess, Runner, Submission
 from .errors import ConfigError, ExtensionError, ExtensionFailed, RunError
 from .events import EventBus, EventStream
 from .features import Access
-from .logs import InputLog, MediaPart, OutputLog
+from .logs import MediaPart
 from .models import Model, RetryPolicy
 from .personas import Persona, PersonaSet
 from .redact import Redactor
@@ -47,15 +45,14 @@ from .store import (
     LeaseKeeper,
     LeaseStore,
     MemoryStore,
-    RunState,
     RunStore,
     StoreHealth,
     databases,
     open_stores,
-    park_poison,
     worker_id,
 )
 from .store.sql import SqlDatabase
+from .tasks import TaskGroup
 
 __all__ = ["Hub", "Component", "make_model"]
 
@@ -117,20 +114,10 @@ class Hub:
         m = self.config.model
         self.prompt_style = m.prompt_style
         self.retry_policy = RetryPolicy(m.max_retries, m.retry_base_delay, m.retry_max_delay)
+        # every background task of the hub: runs, listeners, pollers, retries (create_task)
+        self.tasks = TaskGroup()
         # a step takes at most 3 characters of input per token of prompt (about 3/4 of it)
-        self._claiming = asyncio.Lock()
-        self._claimed_at = 0.0
-        self.runner = Runner(
-            run=lambda slot: self.engine.run(slot),
-            inbox=self.inbox,
-            concurrency=m.concurrency,
-            take_chars=3 * prompt_budget(self.config, model),
-            # workers sharing PostgreSQL: a conversation runs on one of them at a time
-            lock=self.stores.lock,
-            # a run waiting for an older input nobody holds (given back, or its worker's lease
-            # lapsed) claims it now rather than at the next sweep
-            claim=self._claim_now if self.stores.shared else None,
-        )
+        self.runner = Runner(concurrency=m.concurrency, take_chars=3 * prompt_budget(self.config, model))
 
         self.registry = Registry()
         # the registries by name, as extensions and handlers read them (the same dicts)
@@ -164,7 +151,6 @@ class Hub:
             heartbeat=heartbeat,
             redactor=self.redactor,
             health=self.store_health,
-            requeue=self._requeue,
         )
         self.features = features
         self.prompts = features.prompts
@@ -185,23 +171,37 @@ class Hub:
                 runs=self.runs,
                 inbox=self.inbox,
                 memory=self.memory,
-                prompts=self.prompts,
-                runner=self.runner,
-                plugins=self.plugins,
-                redactor=self.redactor,
-                retry_policy=self.retry_policy,
-                model=lambda: self.model,
-                model_is_local=lambda: self.model_is_local,
-                actions=self.actions,
-                outputs=self.outputs,
-                owner_of=self.owner_of,
+                model=ModelAccess(
+                    get=lambda: self.model,
+                    is_local=lambda: self.model_is_local,
+                    retry_policy=self.retry_policy,
+                    prompts=self.prompts,
+                ),
+                registry=self.registry,
                 persona_for=self.persona_for,
                 agent=lambda: self.agent,
+                limits=self.runner,
+                plugins=self.plugins,
+                redactor=self.redactor,
                 hub=self,
-                inputs=self.inputs,
                 media_limits=self.config.media_limits(),
                 bus=self.bus,
             )
+        )
+        # every input's lifecycle: recorded, queued, taken into the engine's runs, resumed
+        self.intake = Intake(
+            inbox=self.inbox,
+            runs=self.runs,
+            runner=self.runner,
+            engine=self.engine,
+            tasks=self.tasks,
+            resolve=self.resolve_context,
+            redactor=self.redactor,
+            park_after=self.config.hub.dead_letter_after,
+            # workers sharing PostgreSQL: a conversation runs on one of them at a time, and
+            # each keeps its claims on the inbox and takes over a dead one's
+            lock=self.stores.lock,
+            sweep_every=self.config.store.lease / 3,
         )
         # who may talk to the bot in private (hub/features/_access.py): dm_policy and pairings
         self.access = Access(self.stores.pairings)
@@ -255,55 +255,47 @@ class Hub:
         """True from the end of :meth:`start` to the beginning of :meth:`stop`: input is taken."""
         return self._state == _Lifecycle.STARTED
 
-    async def start(self) -> Hub:  # noqa: C901 - split under issue 23
+    async def start(self) -> Hub:
+        """Open the stores, install the extensions, start their services and the hub's
+        components, resume the inputs left unanswered, then take input. A failure stops
+        whatever had started, and is raised."""
         if self._state in (_Lifecycle.STARTED, _Lifecycle.STARTING):
             return self
         if self._state in (_Lifecycle.STOPPING, _Lifecycle.STOPPED):
             raise RunError("a stopped hub cannot start again; create a new Hub")
         self._state = _Lifecycle.STARTING
         try:
-            if self.routes and self.http is None:
-                owners = sorted({f"{self.owner_of(r)} ({path})" for path, r in self.routes.items()})
-                raise ConfigError(
-                    f"extension routes need the [http] endpoint, which is not configured: {', '.join(owners)}",
-                    path=str(self.config.path) if self.config.path else None,
-                    key="http",
-                )
+            self._check_routes()
             await self.stores.open()
             for err in self.personas.load_all():
                 log.error("%s", err)
-            killed = await self.runs.recover()
-            for run in killed:
-                log.warning("run %s of %s was cut off by a crash: killed (abnormal_exit)", run.id[:8], run.context)
+            killed = await self.intake.recover()
             for ext in self.extensions.values():
                 await self._install(ext)
             self.agent = AgentContext.resolve(self.config, self.contexts, self.extensions, self.memory, self.owner_of)
-            for ext in self.extensions.values():
-                for svc in ext.services:
-                    try:
-                        await svc.start(self)
-                    except Exception as e:
-                        raise ExtensionFailed(ext.name, e) from e
-                    self._started_services.append(svc)
+            await self._start_services()
             for comp in self.components:
                 await comp.start(self)
                 self._started_components.append(comp)
-            await self._requeue({r.id for r in killed})
-            for ext in self.extensions.values():
-                for inp in ext.inputs:
-                    if inp.enabled is not None and not inp.enabled(self):
-                        continue
-                    try:
-                        stop = await inp.subscribe(self._sender(inp), self)
-                    except Exception as e:
-                        raise ExtensionFailed(ext.name, e) from e
-                    self._stops.append(stop)
+            self.intake.start_sweeping()
+            await self.intake.resume(killed)
+            await self._subscribe_inputs()
         except BaseException:
             self._state = _Lifecycle.STARTED
             await self.stop()
             raise
         self._state = _Lifecycle.STARTED
         return self
+
+    def _check_routes(self) -> None:
+        """Extensions' routes need the ``[http]`` endpoint."""
+        if self.routes and self.http is None:
+            owners = sorted({f"{self.owner_of(r)} ({path})" for path, r in self.routes.items()})
+            raise ConfigError(
+                f"extension routes need the [http] endpoint, which is not configured: {', '.join(owners)}",
+                path=str(self.config.path) if self.config.path else None,
+                key="http",
+            )
 
     async def _install(self, ext: Extension) -> None:
         try:
@@ -315,77 +307,26 @@ class Hub:
         except Exception as e:
             raise ExtensionFailed(ext.name, e) from e
 
-    async def _claim_now(self) -> None:
-        """What the claims sweep does (runs cut off recorded, inputs nobody holds claimed and
-        queued), now, for a run waiting on an older input: at most one at a time, and not
-        more often than twice a second however many runs wait."""
-        async with self._claiming:
-            if time.monotonic() - self._claimed_at < 0.5:
-                return
-            try:
-                killed = await self.runs.recover()
-                for run in killed:
-                    log.warning("run %s of %s died with its worker: killed (abnormal_exit)", run.id[:8], run.context)
-                await self._requeue({r.id for r in killed})
-            finally:
-                self._claimed_at = time.monotonic()
+    async def _start_services(self) -> None:
+        for ext in self.extensions.values():
+            for svc in ext.services:
+                try:
+                    await svc.start(self)
+                except Exception as e:
+                    raise ExtensionFailed(ext.name, e) from e
+                self._started_services.append(svc)
 
-    async def _requeue(self, killed: set[str]) -> None:
-        """Inputs recorded but not handled before the last stop (or, with workers sharing
-        PostgreSQL, held by a worker that died): claim them and handle them now, once. An
-        input whose run was cut off after it answered is done, not answered again. A live
-        reply the last run left half-written goes with its input (``InputLog.drafts``): the
-        new run completes that message instead of sending a second copy."""
-        if not self.runner.accepting:
-            return  # stopping: claiming inputs this worker can no longer run would strand them
-        pending = await self.inbox.claim()
-        outputs: dict[str, list[OutputLog]] = {}
-        answered: dict[str, set[str]] = {}  # run id -> the inputs an answer of it came after
-        cut_off: dict[str, bool] = {}
-        carried: dict[str, list[dict[str, Any]]] = {}  # input id -> drafts the last run was handed
-        for p in pending:
-            if p.run_id is not None:
-                if p.run_id not in outputs:
-                    cut = p.run_id in killed
-                    if not cut:  # cut off earlier, or by another worker's recovery
-                        run = await self.runs.get(p.run_id)
-                        cut = run is not None and run.state == RunState.KILLED and run.reason == "abnormal_exit"
-                    cut_off[p.run_id] = cut
-                    latest: dict[str, OutputLog] = {}  # an entry is logged again as its parts go out
-                    taken: list[str] = []  # the run's inputs, in the order it took them
-                    seen_with: dict[str, int] = {}  # output id -> inputs taken when it was first logged
-                    for e in await self.runs.events(p.run_id):
-                        if isinstance(e, OutputLog):
-                            latest[e.id] = e
-                            seen_with.setdefault(e.id, len(taken))
-                        elif isinstance(e, InputLog):
-                            taken.append(e.id)
-                            if e.drafts:
-                                carried[e.id] = e.drafts
-                    outputs[p.run_id] = list(latest.values())
-                    # an answer covers the inputs the run had taken when the model wrote it,
-                    # not one the run took after it (two messages in a row, a crash between)
-                    answered[p.run_id] = {
-                        i for oid, out in latest.items() if out.answered for i in taken[: seen_with[oid]]
-                    }
-                if cut_off[p.run_id] and p.entry.id in answered[p.run_id]:
-                    await self.inbox.done([p.entry.id])
+    async def _subscribe_inputs(self) -> None:
+        """Last: the inputs that are enabled start sending (the hub takes input from here)."""
+        for ext in self.extensions.values():
+            for inp in ext.inputs:
+                if inp.enabled is not None and not inp.enabled(self):
                     continue
-                # the last run's own half-written reply (which holds the drafts it adopted), or,
-                # had it not begun one, the drafts it was handed
-                p.entry.drafts = [
-                    {"type": e.type, "parts": e.parts} for e in outputs[p.run_id] if e.live and not e.sent and e.parts
-                ] or carried.get(p.entry.id, [])
-            if await park_poison(self.inbox, self.runs, p, park_after=self.config.hub.dead_letter_after):
-                continue  # failed too often: parked for `hub inbox`, not resumed
-            try:
-                definition, args, key = self.resolve_context(p.context)
-            except RunError as e:
-                log.error("inbox: cannot resume input %s for %s: %s", p.entry.id[:8], p.context, e)
-                continue
-            log.info("inbox: resuming input %s for %s", p.entry.id[:8], p.context)
-            p.entry.processed = False
-            self.runner.submit(definition, args, key, p.entry)
+                try:
+                    stop = await inp.subscribe(self._sender(inp), self)
+                except Exception as e:
+                    raise ExtensionFailed(ext.name, e) from e
+                self._stops.append(stop)
 
     async def stop(self) -> None:
         if self._state in (_Lifecycle.NEW, _Lifecycle.STOPPED, _Lifecycle.STOPPING):
@@ -399,6 +340,7 @@ class Hub:
                 log.exception("an input failed to stop")
         self._stops.clear()
         await self.runner.stop(self.config.hub.shutdown_grace)
+        await self.tasks.close()  # the runs still going end as a shutdown, with every other task
         for comp in reversed(self._started_components):
             try:
                 await comp.stop()
@@ -451,7 +393,7 @@ class Hub:
         when the hub stops. Use it for listeners, pollers and typing indicators, never a bare
         ``asyncio.create_task``.
         """
-        return self.runner.spawn(coro, name=name)
+        return self.tasks.create(coro, name=name)
 
     def lease(self, name: str, *, ttl: float = 30.0, retry: float | None = None) -> LeaseKeeper:
         """A keeper of the lease ``name`` for this worker (see :mod:`hub.store`): run a
@@ -462,7 +404,7 @@ class Hub:
 
     async def received(self, platform_id: str) -> bool:
         """Whether an input with this platform id was already recorded (a redelivery, a replay)."""
-        return await self.inbox.seen(platform_id)
+        return await self.intake.received(platform_id)
 
     # --- sending ------------------------------------------------------------------------
 
@@ -490,27 +432,19 @@ class Hub:
         if self._state != _Lifecycle.STARTED:
             raise RunError("the hub is not started (use `async with Hub(...)` or await hub.start())")
         definition, parsed, key = self.resolve_context(context, args)
-        r = self.redactor  # a pasted secret is masked here, before anything stores or shows it
-        entry = InputLog(
+        return await self.intake.submit(
+            definition,
+            parsed,
+            key,
+            data,
             type=type,
-            content=r.redact_tree(data),
             user=user,
             platform_id=platform_id,
-            meta=dict(r.redact_tree(meta or {})),
+            meta=meta,
+            parent_id=parent_id,
+            formatted=formatted,
+            media=media,
         )
-        entry.formatted = r.redact(formatted) if formatted else formatted
-        for part in media:
-            if not isinstance(part, MediaPart):
-                raise RunError(f"media= takes hub.MediaPart references, not {type(part).__name__}")
-        entry.media = [dataclasses.replace(p, name=r.redact(p.name)) if r else p for p in media]
-        if parent_id:
-            entry.meta["parent_run"] = parent_id
-        if not await self.inbox.record(f"{definition.type}:{key}", entry):
-            log.info("input %s for %s:%s already recorded: not answered again", platform_id, definition.type, key)
-            sub = Submission(None, f"{definition.type}:{key}", duplicate=True)
-            sub.result.cancel()
-            return sub
-        return self.runner.submit(definition, parsed, key, entry, parent_id=parent_id)
 
     async def send(
         self,

@@ -6,9 +6,12 @@ round-trip them through JSON for SQLite; match on the classes (or on ``kind``) e
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel
 
 __all__ = [
     "MediaPart",
@@ -23,6 +26,7 @@ __all__ = [
     "Log",
     "to_dict",
     "from_dict",
+    "jsonable",
     "new_id",
 ]
 
@@ -208,3 +212,21 @@ def from_dict(data: dict[str, Any]) -> Log:
     if cls is InputLog and values.get("media"):
         values["media"] = [m if isinstance(m, MediaPart) else MediaPart.from_dict(m) for m in values["media"]]
     return cls(**values)
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as an entry's JSON can hold it (a model dumped, an unknown object as its
+    repr): what a handler returns, an action's result, a part a platform reports sent."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [jsonable(v) for v in value]
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)

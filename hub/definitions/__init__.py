@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 from ._decorators import action, input, output, service
+from ._hub_api import HubAPI, PlatformMetrics, Queued
 from ._loader import ENTRY_POINT_GROUP, import_extension, load_extension, load_extensions
 from ._registry import Registry
-from ._run_context import (
-    Conversation,
-    RunContext,
-    RunRejected,
-    RunResult,
-    StopRun,
-    jsonable,
-    store_reason,
-    validation_message,
-)
+from ._run_context import Conversation, RunContext
+from ._run_outcome import RunResult, StopRun, store_reason
 from ._types import (
     Action,
     Context,
@@ -31,6 +24,7 @@ from ._types import (
     TextArgs,
     load_memory,
     save_memory,
+    validation_message,
 )
 
 __all__ = [
@@ -40,16 +34,18 @@ __all__ = [
     "Conversation",
     "ENTRY_POINT_GROUP",
     "Extension",
+    "HubAPI",
     "Input",
     "NoArgs",
     "Output",
     "OutputResult",
+    "PlatformMetrics",
+    "Queued",
     "Registry",
     "Route",
     "RouteAnswer",
     "RouteRequest",
     "RunContext",
-    "RunRejected",
     "RunResult",
     "Service",
     "StopRun",
@@ -57,7 +53,6 @@ __all__ = [
     "action",
     "import_extension",
     "input",
-    "jsonable",
     "load_extension",
     "load_extensions",
     "load_memory",

@@ -1,59 +1,33 @@
-"""A run as handlers see it: the conversation, the context they get, and the result.
+"""A run as handlers see it: :class:`RunContext`, what handlers and hooks get (the hub, the
+record, the conversation and the call), and the :class:`Conversation` it holds.
 
-:class:`RunContext` is what handlers and hooks get (the hub, the record, the conversation
-and the call); :class:`RunResult` is what :meth:`Hub.send` returns. The engine's own object
-for a run is ``hub.engine``'s ``Run``.
+The engine builds one per run (``hub.engine``'s ``Run``) and derives a copy per action call
+and output (:meth:`RunContext.derive`). How a run ends (:class:`~hub.RunResult`,
+``StopRun``) is :mod:`._run_outcome`'s.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from ..errors import HubError, StoreError
-from ..logs import ActionCallLog, InputLog, Log, OutputLog
+from ..logs import ActionCallLog, InputLog, Log, OutputLog, jsonable
 from ..media import MediaLimits, RunMedia
 from ..store import RunRecord, RunState
 
 if TYPE_CHECKING:
     from ..store import RunStore
+    from ._hub_api import HubAPI
 
-__all__ = ["Conversation", "RunContext", "RunResult", "RunRejected", "StopRun", "store_reason"]
+__all__ = ["Conversation", "RunContext"]
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
 """A context's args (its ``schema``)."""
 MemoryT = TypeVar("MemoryT")
 """A context's persistent memory (its ``memory_schema``, or what ``create`` returns)."""
-
-
-class RunRejected(HubError):
-    """A guardrail denied something essential: the run ends ``rejected``."""
-
-
-class StopRun(Exception):  # noqa: N818 - a signal that steers the loop, not an error
-    """Ends a run early with a terminal state (a limit, a rejection, an orphaned child).
-
-    Raise ``StopRun(RunState.KILLED, reason)`` in a before-run hook to end the run before its
-    first step (a spent budget); inside an action it ends the whole run, not only the call.
-    """
-
-    def __init__(self, state: RunState, reason: str, *, store_failure: StoreError | None = None) -> None:
-        self.state = state
-        self.reason = reason
-        self.store_failure = store_failure  # the store failed the run (the hub's, not a handler's choice)
-        super().__init__(reason)
-
-
-def store_reason(e: StoreError) -> str:
-    """The reason a run the store failed ends with, in the words operators read (``store_error:
-    ...``); code tells such a run by :attr:`RunResult.store_failure`, not by these words."""
-    during = f" ({e.during})" if e.during else ""
-    return f"store_error: {type(e).__name__}{during}: {e}"
 
 
 class Conversation(Protocol):
@@ -103,7 +77,7 @@ class RunContext(Generic[ArgsT, MemoryT]):
     )
 
     def __init__(
-        self, hub: Any, run: RunRecord, context: Conversation, logs: list[Log], *, runs: RunStore | None = None
+        self, hub: HubAPI, run: RunRecord, context: Conversation, logs: list[Log], *, runs: RunStore | None = None
     ) -> None:
         self.hub = hub
         """The hub, for a handler that uses its public API (``ctx.hub.send``, ``ctx.hub.metrics``)."""
@@ -178,72 +152,21 @@ class RunContext(Generic[ArgsT, MemoryT]):
         return self.run.user
 
     def derive(self, **changes: Any) -> RunContext[ArgsT, MemoryT]:
-        ctx: RunContext[ArgsT, MemoryT] = RunContext(self.hub, self.run, self.context, self.logs, runs=self._runs)
-        ctx.inputs = self.inputs
-        ctx.progress = self.progress
-        ctx.episodes = self.episodes
-        ctx._stop = self._stop
-        ctx.agent = self.agent
-        ctx._media = self._media
+        """A context for one call or output of this run: what the run shares (``_SHARED``),
+        with the call's own fields empty, then ``changes`` applied."""
+        ctx: RunContext[ArgsT, MemoryT] = object.__new__(type(self))
+        for name in _SHARED:
+            setattr(ctx, name, getattr(self, name))
+        ctx.call = ctx.attributes = ctx.action_memory = ctx.output = None
         for k, v in changes.items():
             setattr(ctx, k, v)
         return ctx
 
 
+_SHARED = ("hub", "_runs", "run", "context", "logs", "inputs", "progress", "episodes", "_stop", "agent", "_media")
+"""What a derived context shares with its run's: all but the call's own fields (``call``,
+``attributes``, ``action_memory``, ``output``)."""
+
+
 def _no_progress() -> None:
     pass
-
-
-@dataclass(slots=True)
-class RunResult:
-    """What :meth:`Hub.send` returns: the terminal state and the whole chain of logs."""
-
-    run_id: str
-    context: str
-    state: RunState
-    reason: str | None
-    logs: list[Log]
-    steps: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    duration: float = 0.0
-    store_failure: StoreError | None = None
-    """The store error that failed the run (its inputs wait in the inbox and are retried), or None."""
-
-    @property
-    def ok(self) -> bool:
-        return self.state == RunState.COMPLETED
-
-    @property
-    def outputs(self) -> list[OutputLog]:
-        return [e for e in self.logs if isinstance(e, OutputLog)]
-
-    @property
-    def text(self) -> str:
-        """The text of the outputs that were sent, joined by blank lines."""
-        return "\n\n".join(str(o.content) for o in self.outputs if o.sent)
-
-
-def validation_message(e: ValidationError) -> str:
-    parts = []
-    for err in e.errors()[:5]:
-        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
-        parts.append(f"{loc}: {err['msg']}")
-    return "; ".join(parts)
-
-
-def jsonable(value: Any) -> Any:
-    """``value`` as JSON can hold it (a model dumped, an unknown object as its repr)."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set)):
-        return [jsonable(v) for v in value]
-    try:
-        json.dumps(value)
-        return value
-    except (TypeError, ValueError):
-        return repr(value)

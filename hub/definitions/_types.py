@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from ..errors import ExtensionError
 from ..logs import Log, MediaPart
@@ -28,6 +28,17 @@ HubRef = Any
 ErrorDecision = Literal["continue", "retry", "abort"]
 
 _NAME = re.compile(r"^[A-Za-z_][\w.:-]*$")
+
+
+def validation_message(e: ValidationError) -> str:
+    """Data that does not match a definition's schema (an action's arguments or result, an
+    output's content or attributes, an input's data), in one line: the first five fields
+    at fault, each with what is wrong."""
+    parts = []
+    for err in e.errors()[:5]:
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
 
 
 class NoArgs(BaseModel):

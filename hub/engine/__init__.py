@@ -1,11 +1,12 @@
-"""The engine: the step loop, a run, the runner that queues them per conversation, actions, outputs, live output, and the hook protocol through which features take part."""
+"""The engine: the step loop, a run, the intake that owns every input's lifecycle, the runner's queues and limits, actions, outputs, live output, and the hook protocol through which features take part."""
 
 from __future__ import annotations
 
 from ._agent_context import AgentContext
-from ._deps import EngineDeps
+from ._deps import EngineDeps, ModelAccess
 from ._hooks import Plugin, Plugins
-from ._live import LiveText
+from ._intake import Intake
+from ._live_output import LiveText
 from ._outputs import CUT_OFF_MARK
 from ._runner import Runner, Slot, Submission
 from ._step_loop import Engine
@@ -15,7 +16,9 @@ __all__ = [
     "CUT_OFF_MARK",
     "Engine",
     "EngineDeps",
+    "Intake",
     "LiveText",
+    "ModelAccess",
     "Plugin",
     "Plugins",
     "Runner",

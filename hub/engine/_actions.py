@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from ..definitions import RunContext, StopRun, jsonable, store_reason, validation_message
+from ..definitions import RunContext, StopRun, store_reason, validation_message
 from ..errors import ActionError, RetryAction, StoreError
-from ..logs import ActionCallLog, ActionResultLog
+from ..logs import ActionCallLog, ActionResultLog, jsonable
 from ..protocol import Element
 from ..store import RunState
 
@@ -138,39 +138,20 @@ class ActionCalls:
         entry.done.set_exception(ActionError(entry.log.name, error))
         entry.done.exception()  # retrieved: a later template reference reports it
 
-    async def _run(  # noqa: C901 - split under issue 23
+    async def _run(
         self, run: Run, action: Action, call: ActionCallLog, fut: asyncio.Future[Any], calls: list[Call]
     ) -> None:
+        """One call: its arguments, the plugins' permission, the handler (with the action's
+        memory), its result checked and recorded; ``fut`` tells later calls' templates."""
         started = time.monotonic()
         assert run.ctx is not None
         try:
-            raw = await resolve_templates(call.args, calls[: call.index], call.index)
-            try:
-                args = action.schema.model_validate(raw)
-            except ValidationError as e:
-                raise ActionError(action.name, "invalid arguments: " + validation_message(e)) from e
+            args = await self._arguments(action, call, calls)
             ctx = run.ctx.derive(call=call)
-            denial = await self.deps.plugins.authorize(action, ctx)
-            if denial is not None:
-                self.result(run, call, ok=False, error=denial, denied=True, started=started)
-                fut.set_exception(ActionError(action.name, denial))
-                fut.exception()
-                if action.critical:
-                    raise StopRun(RunState.REJECTED, f"denied: {denial}")
+            if await self._denied(run, action, call, fut, ctx, started):
                 return
-            if action.memory:
-                async with self.memory.hold(action, ctx):
-                    result = await self.invoke(action, args, ctx)
-            else:
-                result = await self.invoke(action, args, ctx)
-            try:
-                action.check_result(result)
-            except ValidationError as e:  # the model sees which field of the result is wrong
-                raise ActionError(
-                    action.name, "its result does not match its returns schema: " + validation_message(e)
-                ) from e
-            # a file it returns (hub.Media) stays with the run; its result shows a handle
-            data = jsonable(run.media.stash(result))
+            result = await self._handle(action, args, ctx)
+            data = self._result_data(run, action, result)
             self.result(run, call, ok=True, data=data, started=started)
             fut.set_result(data)
             if action.on_success is not None:
@@ -186,30 +167,81 @@ class ActionCalls:
             log.error("run %s: %s", run.id, reason)
             run.stop(RunState.FAILED, reason, store_failure=e)
         except Exception as e:
-            message = (
-                str(e) if isinstance(e, ActionError) else f"action {action.name!r} failed: {type(e).__name__}: {e}"
-            )
-            if not isinstance(e, ActionError):
-                log.warning("run %s: %s", run.id, message, exc_info=e)
-            self.result(run, call, ok=False, error=message, started=started)
-            if not fut.done():
-                fut.set_exception(e if isinstance(e, ActionError) else ActionError(action.name, message))
-                fut.exception()
-            if action.on_error is not None:
-                try:
-                    await _maybe_await(action.on_error(e, run.ctx.derive(call=call)))
-                except Exception:
-                    log.exception("on_error hook of action %s failed", action.name)
+            await self._failed(run, action, call, fut, e, started)
         finally:
             if not fut.done():  # whatever happened, a template waiting on this call is told
                 fut.set_exception(ActionError(action.name, "the call did not finish"))
                 fut.exception()
             run.progress()
 
+    @staticmethod
+    async def _arguments(action: Action, call: ActionCallLog, calls: list[Call]) -> BaseModel:
+        """The call's arguments, each ``{{calls[N]}}`` template resolved, checked against the
+        action's schema."""
+        raw = await resolve_templates(call.args, calls[: call.index], call.index)
+        try:
+            return action.schema.model_validate(raw)
+        except ValidationError as e:
+            raise ActionError(action.name, "invalid arguments: " + validation_message(e)) from e
+
+    async def _denied(
+        self, run: Run, action: Action, call: ActionCallLog, fut: asyncio.Future[Any], ctx: RunContext, started: float
+    ) -> bool:
+        """Whether a plugin (the role guard) denies the call: recorded as denied; a critical
+        action's denial ends the run as ``rejected``."""
+        denial = await self.deps.plugins.authorize(action, ctx)
+        if denial is None:
+            return False
+        self.result(run, call, ok=False, error=denial, denied=True, started=started)
+        fut.set_exception(ActionError(action.name, denial))
+        fut.exception()
+        if action.critical:
+            raise StopRun(RunState.REJECTED, f"denied: {denial}")
+        return True
+
+    async def _handle(self, action: Action, args: BaseModel, ctx: RunContext) -> Any:
+        """The handler, holding the action's memory around it when it has one."""
+        if action.memory:
+            async with self.memory.hold(action, ctx):
+                return await self.invoke(action, args, ctx)
+        return await self.invoke(action, args, ctx)
+
+    @staticmethod
+    def _result_data(run: Run, action: Action, result: Any) -> Any:
+        """The result as the model sees it, checked against the action's ``returns`` schema
+        (the model sees which field is wrong); a file it returns (hub.Media) stays with the
+        run, and its result shows a handle."""
+        try:
+            action.check_result(result)
+        except ValidationError as e:
+            raise ActionError(
+                action.name, "its result does not match its returns schema: " + validation_message(e)
+            ) from e
+        return jsonable(run.media.stash(result))
+
+    async def _failed(
+        self, run: Run, action: Action, call: ActionCallLog, fut: asyncio.Future[Any], e: Exception, started: float
+    ) -> None:
+        """The call failed (its handler, its arguments, its result): the model sees why in its
+        next step, and the action's ``on_error`` is told."""
+        message = str(e) if isinstance(e, ActionError) else f"action {action.name!r} failed: {type(e).__name__}: {e}"
+        if not isinstance(e, ActionError):
+            log.warning("run %s: %s", run.id, message, exc_info=e)
+        self.result(run, call, ok=False, error=message, started=started)
+        if not fut.done():
+            fut.set_exception(e if isinstance(e, ActionError) else ActionError(action.name, message))
+            fut.exception()
+        if action.on_error is not None:
+            assert run.ctx is not None
+            try:
+                await _maybe_await(action.on_error(e, run.ctx.derive(call=call)))
+            except Exception:
+                log.exception("on_error hook of action %s failed", action.name)
+
     async def invoke(self, action: Action, args: BaseModel, ctx: RunContext) -> Any:
         """The handler, under its queue, with its timeout and its bounded retries."""
         timeout = action.timeout or self.deps.config.agent.action_timeout
-        lock = self.deps.runner.queue_lock(action.queue) if action.queue else None
+        lock = self.deps.limits.queue_lock(action.queue) if action.queue else None
         attempt = 0
         while True:
             try:

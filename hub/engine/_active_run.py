@@ -25,6 +25,7 @@ from ._agent_context import AgentView
 if TYPE_CHECKING:
     from ..definitions import Action, Output
     from ._deps import EngineDeps
+    from ._live_output import LiveOutput
     from ._runner import Slot
 
 __all__ = ["Run"]
@@ -59,6 +60,7 @@ class Run:
         "durable_inputs",
         "media",
         "live",
+        "output_open",
     )
 
     def __init__(self, deps: EngineDeps, record: RunRecord, slot: Slot) -> None:
@@ -87,25 +89,33 @@ class Run:
         """A plugin's reason to stop the run, given after the last step (a spent budget)."""
         self.media = RunMedia(deps.media_limits)
         """The run's files: its inputs' as the prompt shows them, its actions' by handle."""
-        self.live: Any = None
-        """The open ``<output>`` of this step's stream, once its content began: a
-        :class:`~hub.engine._outputs.LiveOutput`, or False when it is not delivered live."""
+        self.live: LiveOutput | None = None
+        """The open ``<output>`` of this step's stream, when it is delivered live."""
+        self.output_open = False
+        """Whether this step's stream is inside an ``<output>`` whose content began (delivered
+        live or not): the output dispatch decided on it at its first content."""
 
     @property
     def id(self) -> str:
         return self.record.id
 
-    def attach(self, instance: ContextInstance, progress: Callable[[], None]) -> RunContext:
-        """The conversation is prepared: build what handlers see."""
-        self.instance = instance
-        self.progress = progress
-        ctx = self.ctx = RunContext(self.deps.hub, self.record, instance, self.logs, runs=self.deps.runs)
+    def context_for(self, instance: ContextInstance, progress: Callable[[], None]) -> RunContext:
+        """What handlers see of this run: the one place a run's :class:`RunContext` is built
+        (each call and output derives its own from it)."""
+        ctx: RunContext = RunContext(self.deps.hub, self.record, instance, self.logs, runs=self.deps.runs)
         ctx.progress = progress
         ctx.media = self.media
         ctx._stop = self.stop
         bot = self.deps.agent()
         ctx.agent = AgentView(bot, ctx) if bot is not None else None
         return ctx
+
+    def attach(self, instance: ContextInstance, ctx: RunContext) -> None:
+        """The conversation is prepared: the run has steps to take. Until then the run's end
+        runs no ``on_run`` hook and saves no memory (none was loaded)."""
+        self.instance = instance
+        self.ctx = ctx
+        self.progress = ctx.progress
 
     def stop(self, state: RunState, reason: str, *, store_failure: StoreError | None = None) -> None:
         """End the run with ``state`` from inside one of its tasks or from outside

@@ -85,7 +85,7 @@ class Attachments:
     @property
     def vision(self) -> bool:
         """Pictures go to the model as pictures: configured, and not the in-process local model."""
-        return self.deps.config.model.vision and not self.deps.model_is_local()
+        return self.deps.config.model.vision and not self.deps.model.is_local()
 
     async def prepare(self, run: Run) -> None:
         """Fetch and read the files of inputs this run has not prepared yet."""
@@ -145,7 +145,7 @@ class Attachments:
 
     async def _fetch(self, entry: InputLog, part: MediaPart) -> MediaFile:
         limits = self.limits
-        inp = self.deps.inputs.get(entry.type)
+        inp = self.deps.registry.inputs.get(entry.type)
         fetch = inp.fetch if inp is not None else None
         if fetch is None:
             raise MediaError(f"not opened: the input {entry.type!r} cannot fetch files")

@@ -1,8 +1,9 @@
 """A conversation as a run sees it: prepared before the run, shown each step, saved after.
 
-:func:`prepare` loads a context instance's persistent memory (or creates it), its bounded
-history and the contexts it uses; :func:`available` and :func:`prompt_parts` are what one
-step may do and what its prompt shows; :func:`save` writes the state back when the run ends.
+:func:`conversation` is the context instance a run handles; :func:`prepare` loads its
+persistent memory (or creates it), its bounded history and the contexts it uses;
+:func:`available` and :func:`prompt_parts` are what one step may do and what its prompt
+shows; :func:`save` writes the state back when the run ends.
 """
 
 from __future__ import annotations
@@ -14,24 +15,27 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from ..definitions import ContextInstance, RunContext, jsonable, load_memory, save_memory
-from ..logs import ActionCallLog, ActionResultLog, InputLog, Log, OutputLog, from_dict, to_dict
+from ..definitions import ContextInstance, RunContext, load_memory, save_memory
+from ..logs import ActionCallLog, ActionResultLog, InputLog, Log, OutputLog, from_dict, jsonable, to_dict
 from ..protocol import PromptParts, escape
-from ..store import RunRecord
 
 if TYPE_CHECKING:
     from ..definitions import Action, Context, Output
     from ._active_run import Run
     from ._deps import EngineDeps
 
-__all__ = ["prepare", "save", "available", "prompt_parts"]
+__all__ = ["conversation", "prepare", "save", "available", "prompt_parts"]
 
 
-async def prepare(
-    deps: EngineDeps, definition: Context, args: Any, key: str, run: RunRecord, logs: list[Log]
-) -> ContextInstance:
-    inst = ContextInstance(definition=definition, args=args, key=key, extension=deps.owner_of(definition))
-    ctx: RunContext[Any, Any] = RunContext(deps.hub, run, inst, logs, runs=deps.runs)
+def conversation(deps: EngineDeps, definition: Context, args: Any, key: str) -> ContextInstance:
+    """The context instance a run handles, before :func:`prepare` loads it."""
+    return ContextInstance(definition=definition, args=args, key=key, extension=deps.registry.owner_of(definition))
+
+
+async def prepare(deps: EngineDeps, inst: ContextInstance, ctx: RunContext) -> None:
+    """Load ``inst``'s memory (or create it), its history, the contexts it uses and the
+    bot's own context; ``ctx`` is the run's context, which their callbacks get."""
+    definition, args = inst.definition, inst.args
     store = deps.memory
     inst.memory = await load_memory(store, inst, ctx)
     raw = await store.get(f"working-memory:{inst.id}") or []
@@ -40,7 +44,7 @@ async def prepare(
         for sub_def, sub_args in definition.use(args, ctx):
             sub_args = sub_def.schema.model_validate(sub_args) if not isinstance(sub_args, BaseModel) else sub_args
             inst.used.append(
-                ContextInstance(sub_def, sub_args, sub_def.key_of(sub_args), extension=deps.owner_of(sub_def))
+                ContextInstance(sub_def, sub_args, sub_def.key_of(sub_args), extension=deps.registry.owner_of(sub_def))
             )
         # the seed's "prepared in parallel": each used context's load (or create) at once
         memories = await asyncio.gather(*(load_memory(store, sub, ctx) for sub in inst.used))
@@ -49,7 +53,6 @@ async def prepare(
     agent = deps.agent()
     if agent is not None:
         await agent.prepare(ctx)
-    return inst
 
 
 async def save(deps: EngineDeps, inst: ContextInstance, run_logs: list[Log], ctx: RunContext) -> None:
@@ -84,11 +87,11 @@ def available(deps: EngineDeps, run: Run) -> None:
     defs = [i.definition for i in _shown(deps, inst)]
     types = {d.type for d in defs}
     actions: dict[str, Action] = {}
-    for a in (*deps.actions.values(), *(a for d in defs for a in d.actions)):
+    for a in (*deps.registry.actions.values(), *(a for d in defs for a in d.actions)):
         if a.enabled is None or a.enabled(ctx):
             actions[a.name] = a
     outputs: dict[str, Output] = {}
-    for o in (*deps.outputs.values(), *(o for d in defs for o in d.outputs)):
+    for o in (*deps.registry.outputs.values(), *(o for d in defs for o in d.outputs)):
         if (o.context is None or o.context in types) and (o.enabled is None or o.enabled(ctx)):
             outputs[o.type] = o
     run.actions, run.outputs = actions, outputs

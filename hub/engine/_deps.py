@@ -1,19 +1,20 @@
-"""What the engine works with, handed to it by the composition root (:class:`~hub.hub.Hub`).
+"""What the engine works with, handed to it by the hub that builds it (:class:`EngineDeps`).
 
 The engine, its actions, outputs and conversation helpers take one :class:`EngineDeps`
-instead of the whole hub: the stores, the model, the prompt builder, the ordered plugins,
-the redactor and the registries, each named. ``hub`` is only passed through to handlers
-as ``ctx.hub`` (the public API an action may use); the engine never reads it.
+instead of the whole hub: the stores it writes, the model and how to ask it
+(:class:`ModelAccess`), the registry of definitions, the runner's limits, the ordered
+plugins and the redactor, each named. ``hub`` is only passed on to handlers as ``ctx.hub``
+(typed :class:`~hub.definitions.HubAPI`, the public API an action may use); the engine never
+reads it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..config import HubConfig
-from ..definitions import Action, Conversation, Input, Output
+from ..definitions import Conversation, HubAPI, Registry
 from ..events import EventBus
 from ..media import MediaLimits
 from ..models import Model, RetryPolicy
@@ -25,39 +26,43 @@ from ._agent_context import AgentContext
 from ._hooks import Plugins
 from ._runner import Runner
 
-__all__ = ["EngineDeps"]
+__all__ = ["EngineDeps", "ModelAccess"]
+
+
+@dataclass(slots=True, eq=False)
+class ModelAccess:
+    """The model and what a step needs to ask it."""
+
+    get: Callable[[], Model]
+    """The model, made on first use (a local model loads only when a run needs it)."""
+    is_local: Callable[[], bool]
+    """Whether it runs in process (``prompt_style = "auto"`` then prompts it as a chat)."""
+    retry_policy: RetryPolicy
+    prompts: PromptBuilder
 
 
 @dataclass(slots=True, eq=False)
 class EngineDeps:
     config: HubConfig
+    """Read for ``[agent]`` (limits, timeouts, history), ``[model]`` (vision, prompt style)
+    and ``[media] read_files``."""
     runs: RunStore
     inbox: InboxStore
+    """Where a run's inputs are marked taken and, when it ends, done."""
     memory: MemoryStore
-    prompts: PromptBuilder
-    runner: Runner
-    plugins: Plugins
-    redactor: Redactor
-    retry_policy: RetryPolicy
-    model: Callable[[], Model]
-    """The model, made on first use (a local model loads only when a run needs it)."""
-    model_is_local: Callable[[], bool]
-    actions: Mapping[str, Action]
-    outputs: Mapping[str, Output]
-    owner_of: Callable[[Any], str | None]
-    """The extension that registered a definition."""
+    model: ModelAccess
+    registry: Registry
+    """The actions, outputs and inputs by name, and who registered each."""
     persona_for: Callable[[Conversation], Persona | None]
     agent: Callable[[], AgentContext | None]
     """The bot's own context (resolved when the hub starts), or None."""
-    hub: Any
+    limits: Runner
+    """The model-call limit (``llm_slot``) and the actions' queue locks (``queue_lock``)."""
+    plugins: Plugins
+    redactor: Redactor
+    hub: HubAPI
     """Handed to handlers as ``ctx.hub``; the engine itself never reads it."""
-    inputs: Mapping[str, Input] = field(default_factory=dict)
-    """The inputs by type: the one that recorded a file fetches it (``Input.fetch``)."""
     media_limits: MediaLimits = field(default_factory=MediaLimits)
     """``[media]``, read once (:meth:`HubConfig.media_limits`)."""
     bus: EventBus | None = None
     """Where live outputs publish what they receive (``output_partial`` events)."""
-
-    @property
-    def prompt_style(self) -> str:
-        return self.config.model.prompt_style

@@ -16,37 +16,22 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from ..definitions import OutputResult, RunContext, jsonable, validation_message
-from ..logs import ErrorLog, OutputLog, ThoughtLog
+from ..definitions import OutputResult, RunContext, validation_message
+from ..logs import ErrorLog, OutputLog, ThoughtLog, jsonable
 from ..protocol import Element, ElementParser, Partial
-from ._live import LiveText
+from ._live_output import LiveOutput, LiveText
 
 if TYPE_CHECKING:
     from ..definitions import Output
     from ._active_run import Run
     from ._deps import EngineDeps
 
-__all__ = ["OutputDispatch", "LiveOutput", "CUT_OFF_MARK", "output_type"]
+__all__ = ["OutputDispatch", "CUT_OFF_MARK", "output_type"]
 
 log = logging.getLogger("hub.engine")
 
 CUT_OFF_MARK = " […]"
 """Appended to the text of an output the model's response ended inside (a length cut)."""
-
-
-class LiveOutput:
-    """A live output whose element is open: its handler reads ``text`` as it arrives."""
-
-    __slots__ = ("out", "entry", "text")
-
-    def __init__(self, out: Output, entry: OutputLog, text: LiveText) -> None:
-        self.out = out
-        self.entry = entry
-        self.text = text
-
-
-NOT_LIVE = False
-"""``run.live`` while an output that is not delivered live is open."""
 
 
 class OutputDispatch:
@@ -62,17 +47,20 @@ class OutputDispatch:
         (its handler starts now, in the output chain); then each is handed to its handler."""
         current = run.live
         if current is None:
-            otype, attrs = _type_of(p.attrs)
-            current = run.live = self._start_live(run, otype, attrs) or NOT_LIVE
-        if current is not NOT_LIVE:
-            assert isinstance(current, LiveOutput)
-            current.text.append(p.text)
+            if run.output_open:
+                return  # open, and not delivered live: dispatched whole when it closes
+            run.output_open = True
+            otype, attrs = output_type(p.attrs)
+            current = run.live = self._start_live(run, otype, attrs)
+            if current is None:
+                return
+        current.text.append(p.text)
 
     def close_live(self, run: Run, el: Element) -> bool:
         """The ``<output>`` that ``partial`` saw ended (closed, or cut off when the stream ended
         inside it): True if it was live, its final text now handed to its handler."""
-        current, run.live = run.live, None
-        if not isinstance(current, LiveOutput):
+        current, run.live, run.output_open = run.live, None, False
+        if current is None:
             return False
         out, entry = current.out, current.entry
         text = self.deps.redactor.redact(el.content.strip())
@@ -96,7 +84,7 @@ class OutputDispatch:
         """The run ends inside a live output (a time limit, a stalled run): what it showed is
         finished as cut off, marked as such, never left looking whole. True if there was one."""
         current = run.live
-        if not isinstance(current, LiveOutput):
+        if current is None:
             return False
         return self.close_live(run, Element("output", {}, current.text.raw, closed=False))
 
@@ -123,12 +111,7 @@ class OutputDispatch:
 
         redactor = self.deps.redactor
         text = LiveText(redact=redactor.redact, hold=redactor.unsafe_tail, on_delta=on_delta)
-        ctx = run.ctx.derive(attributes=attributes, output=entry)
-        previous = run.output_chain
-        run.output_chain = asyncio.create_task(
-            self._send(run, out, text, ctx, entry, previous), name=f"output:{out.type}"
-        )
-        run.logs.append(entry)  # persisted once its send is over, with its outcome
+        self._chain(run, out, text, run.ctx.derive(attributes=attributes, output=entry), entry)
         return LiveOutput(out, entry, text)
 
     # --- whole outputs ------------------------------------------------------------------
@@ -179,7 +162,10 @@ class OutputDispatch:
             return  # an empty reply says nothing; nothing to send (a file to send, named by an attribute, does)
         if out.format is not None:
             entry.formatted = _formatted(run, out, value)
-        ctx = run.ctx.derive(attributes=attributes, output=entry)
+        self._chain(run, out, value, run.ctx.derive(attributes=attributes, output=entry), entry)
+
+    def _chain(self, run: Run, out: Output, value: Any, ctx: RunContext, entry: OutputLog) -> None:
+        """Send ``value`` through ``out``'s handler once the run's previous output is sent."""
         previous = run.output_chain
         run.output_chain = asyncio.create_task(
             self._send(run, out, value, ctx, entry, previous), name=f"output:{out.type}"
@@ -295,12 +281,8 @@ def _formatted(run: Run, out: Output, value: Any) -> str | None:
         return None
 
 
-def output_type(el: Element) -> tuple[str | None, dict[str, str]]:
+def output_type(tag_attrs: dict[str, str]) -> tuple[str | None, dict[str, str]]:
     """An ``<output>``'s type (``name=`` is accepted for ``type=``) and its other attributes."""
-    return _type_of(el.attrs)
-
-
-def _type_of(tag_attrs: dict[str, str]) -> tuple[str | None, dict[str, str]]:
     attrs = dict(tag_attrs)
     otype = attrs.pop("type", None) or attrs.pop("name", None)
     attrs.pop("name", None)

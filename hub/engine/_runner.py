@@ -1,14 +1,10 @@
-"""The task runner: one run at a time per context instance, bounded LLM concurrency.
+"""The runner: the queues and the limits every run shares.
 
-Inputs for a context instance wait in its :class:`Slot`; the slot's run takes them at its
-next step boundary, or a new run starts when none is going. LLM calls share one semaphore;
-action calls that name the same ``queue`` run one at a time. Every task is tracked and
-awaited (or cancelled, recorded as ``killed``) on stop.
-
-Per-context serialisation is in process; with several workers sharing a PostgreSQL store
-(``[store] url``) each run also holds its conversation's advisory lock (``lock``, given by the
-composition root: :meth:`hub.store.sql.PgDatabase.lock`), so a conversation runs on one worker at
-a time, and a dead worker's lock is let go by the server with its connection.
+Inputs for a context instance wait in its :class:`Slot`, in the order received; the slot's
+run takes them at its next step boundary (:meth:`Slot.take`). At most one run of a slot goes
+at a time: :class:`~hub.engine.Intake` drives each slot and records its task here. Model
+calls share one semaphore (:meth:`Runner.llm_slot`); action calls that name the same
+``queue`` run one at a time (:meth:`Runner.queue_lock`).
 """
 
 from __future__ import annotations
@@ -17,29 +13,18 @@ import asyncio
 import bisect
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
-from ..backoff import Backoff
-from ..definitions import Context, RunResult
-from ..errors import RunError, StoreError
-from ..logs import InputLog, OutputLog, StateLog
+from ..definitions import Context, RunResult, StopRun
+from ..errors import RunError
+from ..logs import InputLog, StateLog
 from ..store import RunState
-
-if TYPE_CHECKING:
-    from ..backoff import Backoff
-    from ..store import InboxStore
-from ..definitions import StopRun
 
 __all__ = ["Runner", "Slot", "Submission"]
 
 log = logging.getLogger("hub.engine")
-
-STORE_RETRY_ATTEMPTS = 10
-"""How often the inputs of a run the store failed are handed to a new run (after the
-hub's one backoff, 1 s doubling up to 60 s); past that, they stay in the inbox for the
-next start."""
 
 
 class Submission:
@@ -115,34 +100,18 @@ class Slot:
 
 
 class Runner:
-    """Runs at most one run per context instance at a time; ``run`` is the engine's (given
-    by the composition root), ``inbox`` where answered inputs are marked done, ``lock`` (if
-    any) what each run holds across processes, by the conversation's id."""
+    """The queues and the limits: one :class:`Slot` per context instance, at most one run of
+    each at a time (whoever drives the slot, :class:`~hub.engine.Intake`, sets its
+    ``task``), the model-call limit every step shares, and the locks of actions that name the
+    same ``queue``. It never starts a run itself."""
 
-    def __init__(
-        self,
-        *,
-        run: Callable[[Slot], Awaitable[RunResult]],
-        inbox: InboxStore,
-        concurrency: int,
-        take_chars: int | None = None,
-        lock: Callable[[str], AbstractAsyncContextManager[Any]] | None = None,
-        claim: Callable[[], Awaitable[None]] | None = None,
-    ) -> None:
-        self._run = run
-        self._lock = lock
-        self._claim = claim
-        self._inbox = inbox
+    def __init__(self, *, concurrency: int, take_chars: int | None = None) -> None:
         self.take_chars = take_chars
         self.slots: dict[str, Slot] = {}
         self._llm = asyncio.Semaphore(concurrency)
         self._queues: dict[str, asyncio.Lock] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
         self.accepting = True
         self.llm_waiting = 0
-        self.store_retry = Backoff(first=1.0, most=60.0)
-        self.store_retry_attempts = STORE_RETRY_ATTEMPTS
-        self._store_retries: dict[str, int] = {}
 
     @asynccontextmanager
     async def llm_slot(self) -> AsyncIterator[None]:
@@ -170,10 +139,10 @@ class Runner:
     def queued(self) -> int:
         return sum(len(s.pending) for s in self.slots.values())
 
-    def submit(
+    def queue(
         self, definition: Context, args: Any, key: str, entry: InputLog, *, parent_id: str | None = None
-    ) -> Submission:
-        """Queue a recorded input for its context instance; start a run if none is going."""
+    ) -> tuple[Slot, Submission]:
+        """Queue a recorded input in its context instance's slot, in the order received."""
         if not self.accepting:
             raise RunError("the hub is shutting down and takes no new input")
         slot_id = f"{definition.type}:{key}"
@@ -190,172 +159,25 @@ class Runner:
         slot.waiting[entry.id] = sub
         if parent_id:
             slot.parents[entry.id] = parent_id
-        if slot.task is None or slot.task.done():
-            slot.task = self.spawn(self._drive(slot), name=f"run:{slot_id}")
-        return sub
+        return slot, sub
 
-    def spawn(self, coro: Any, *, name: str) -> asyncio.Task[Any]:
-        """A tracked background task: awaited or cancelled on stop, its errors logged."""
-        task = asyncio.create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-        return task
+    def idle(self, slot: Slot) -> bool:
+        """Whether ``slot`` has no run going (its driver must be started)."""
+        return slot.task is None or slot.task.done()
 
-    def _done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("task %s failed", task.get_name(), exc_info=task.exception())
+    def release(self, slot: Slot) -> None:
+        """Forget a slot whose driver ended with nothing queued."""
+        if not slot.pending and self.slots.get(slot.id) is slot:
+            del self.slots[slot.id]
 
-    async def _drive(self, slot: Slot) -> None:
-        try:
-            while slot.pending:
-                slot.stop_exc = None
-                try:
-                    result: RunResult | None = await self._locked_run(slot)
-                    error: BaseException | None = None
-                except asyncio.CancelledError:
-                    for sub in slot.waiting.values():
-                        if not sub.result.done():
-                            sub.result.cancel()
-                    slot.waiting.clear()
-                    raise
-                except Exception as e:  # a bug in the engine: every waiter still gets an answer
-                    log.exception("the run of %s failed outside its own handling", slot.id)
-                    result, error = None, e
-                failed = self._resolve(slot, result, error)
-                if result is not None:
-                    self._after_store_outage(slot, result)
-                if failed:
-                    try:  # answered (failed): not handled again after a restart
-                        await self._inbox.done(failed)
-                    except Exception:
-                        log.exception("inbox: marking %d input(s) of %s done failed", len(failed), slot.id)
-        finally:
-            if not slot.pending and self.slots.get(slot.id) is slot:
-                del self.slots[slot.id]
+    def abandon(self, slot: Slot) -> None:
+        """The slot's driver was cancelled: every waiter is told (cancelled), none is left pending."""
+        for sub in slot.waiting.values():
+            if not sub.result.done():
+                sub.result.cancel()
+        slot.waiting.clear()
 
-    async def _locked_run(self, slot: Slot) -> RunResult | None:
-        """The run, holding the conversation's lock across workers when there is one. The
-        lock waits while another worker runs this conversation; a store that cannot give it
-        is retried with the hub's backoff (the inputs stay queued here and in the inbox).
-        Under the lock the run starts only once no older input of the conversation is held
-        by another worker (one queued there, or a dead worker's until its lease lapses and
-        it is taken over): it lets the lock go and waits for those to be answered first."""
-        if self._lock is None:
-            return await self._run(slot)
-        attempt, wait = 0, 0.05
-        while True:
-            async with AsyncExitStack() as stack:
-                while True:
-                    try:
-                        await stack.enter_async_context(self._lock(slot.id))
-                        break
-                    except StoreError as e:
-                        delay = self.store_retry.delay(attempt)
-                        attempt += 1
-                        log.warning(
-                            "%s: cannot take the conversation's lock (%s); retrying in %.1fs", slot.id, e, delay
-                        )
-                        await asyncio.sleep(delay)
-                await self._keep_held(slot)
-                if not slot.pending:
-                    return None  # every one was another worker's: no run
-                before = await self._oldest_elsewhere(slot)
-                # equal times (two workers received at the same instant) both go: waiting on
-                # each other would be a deadlock, and their order is not defined anyway
-                if before is None or slot.pending[0].ts <= before:
-                    # the run takes only what is older than that; with nothing older elsewhere,
-                    # only what is queued now: an input that arrives after this check may have
-                    # an older one recorded on another worker in between (the next run looks)
-                    slot.before = before if before is not None else slot.pending[-1].ts
-                    slot.once, slot.closed = True, False
-                    try:
-                        return await self._run(slot)
-                    finally:
-                        slot.before, slot.once, slot.closed = None, False, False
-            if self._claim is not None and self.accepting:
-                try:  # older inputs that nobody holds are claimed here (and queued) now
-                    await self._claim()
-                except Exception as e:  # the sweep claims them later
-                    log.warning("%s: claiming older inputs failed: %s", slot.id, e)
-                if slot.pending and await self._oldest_elsewhere(slot) is None:
-                    continue  # they are ours now: run them, oldest first
-            await asyncio.sleep(wait)  # the lock is let go: the older inputs' worker takes it
-            wait = min(wait * 2, 1.0)
-
-    async def _oldest_elsewhere(self, slot: Slot) -> float | None:
-        try:
-            return await self._inbox.oldest_elsewhere(slot.id, [e.id for e in slot.pending])
-        except StoreError as e:
-            log.warning("%s: cannot check for older inputs on other workers (%s); answering", slot.id, e)
-            return None
-
-    async def _keep_held(self, slot: Slot) -> None:
-        """Under the conversation's lock, before the run: drop the queued inputs this worker
-        no longer holds. Its lease on one can lapse while it waits (stalled past ``[store]
-        lease``), and then another worker claims it and answers it, or has answered it in
-        the run that held the lock just now; answering it here too would answer it twice.
-        A store that cannot say keeps them all: the lease is renewed every third of it, so
-        the ones still queued here are this worker's in all but a stall."""
-        ids = [e.id for e in slot.pending]
-        if not ids:
-            return
-        try:
-            kept = set(await self._inbox.hold(ids))
-        except StoreError as e:
-            log.warning("%s: cannot confirm this worker still holds its inputs (%s); answering them", slot.id, e)
-            return
-        if len(kept) == len(ids):
-            return
-        slot.pending = [e for e in slot.pending if e.id in kept]
-        for entry_id in ids:
-            if entry_id not in kept:
-                log.warning("%s: input %s was taken over by another worker: not answered here", slot.id, entry_id[:8])
-                slot.parents.pop(entry_id, None)
-                sub = slot.waiting.pop(entry_id, None)
-                if sub is not None:
-                    sub.duplicate = True  # answered elsewhere, as a redelivery is
-                    sub.run_id.cancel()
-                    sub.result.cancel()
-
-    def _after_store_outage(self, slot: Slot, result: RunResult) -> None:
-        """A run the store failed, having answered nothing, left its inputs in the inbox:
-        hand them to a new run after a backoff, so they are answered once the store is back."""
-        entries = [e for e in result.logs if isinstance(e, InputLog)]
-        answered = any(isinstance(e, OutputLog) and e.answered for e in result.logs)
-        if result.state != RunState.FAILED or result.store_failure is None or answered:
-            for e in entries:
-                self._store_retries.pop(e.id, None)
-            return
-        if not entries:
-            return
-        attempt = max(self._store_retries.get(e.id, 0) for e in entries)
-        if attempt >= self.store_retry_attempts:
-            for e in entries:
-                self._store_retries.pop(e.id, None)
-            log.error(
-                "%d input(s) of %s failed by the store %d times; left in the inbox for the next start",
-                len(entries),
-                slot.id,
-                attempt,
-            )
-            return
-        for e in entries:
-            self._store_retries[e.id] = attempt + 1
-        delay = self.store_retry.delay(attempt)
-        log.warning("%d input(s) of %s: the store failed the run; retrying in %.1fs", len(entries), slot.id, delay)
-
-        async def retry() -> None:
-            await asyncio.sleep(delay)
-            if not self.accepting:
-                return  # stopping: they are still in the inbox, the next start resumes them
-            for e in entries:
-                e.processed = False
-                self.submit(slot.definition, slot.args, slot.key, e)
-
-        self.spawn(retry(), name=f"store-retry:{slot.id}")
-
-    def _resolve(self, slot: Slot, result: RunResult | None, error: BaseException | None) -> list[str]:
+    def settle(self, slot: Slot, result: RunResult | None, error: BaseException | None) -> list[str]:
         """Resolve the submissions of the inputs the run took; after an engine bug, of every
         input waiting (so that no waiter is left pending and no bug loops). Returns the ids
         of the inputs answered with a failure made here."""
@@ -391,7 +213,8 @@ class Runner:
             sub.result.set_result(result)
 
     async def stop(self, grace: float) -> None:
-        """Take no new input; give runs in flight ``grace`` seconds; cancel the rest as shutdown."""
+        """Take no new input; give runs in flight ``grace`` seconds; then mark every slot so
+        that a run cancelled from now on (by the hub's task group) is recorded as a shutdown."""
         self.accepting = False
         runs = [s.task for s in self.slots.values() if s.task is not None and not s.task.done()]
         if runs and grace > 0:
@@ -399,11 +222,6 @@ class Runner:
             await asyncio.wait(runs, timeout=grace)
         for slot in list(self.slots.values()):
             slot.cancel_reason = "shutdown"
-        tasks = list(self._tasks)
-        for t in tasks:
-            t.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _fitting(pending: list[InputLog], limit: int) -> int:

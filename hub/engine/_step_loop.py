@@ -1,8 +1,8 @@
 """The step loop: prepare, prompt, stream, act on each element as it closes, loop, finish.
 
-One :class:`Engine` per hub. :meth:`Engine.run` drives one run of one context instance;
-the :class:`~hub.engine.Runner` guarantees at most one run per instance at a time and hands
-the run the inputs that arrive meanwhile, which it takes at its next step boundary.
+One :class:`Engine` per hub. :meth:`Engine.run` drives one run of one context instance's
+slot (:class:`~hub.engine.Slot`), which the :class:`~hub.engine.Intake` hands it, one run at
+a time; the run takes the inputs that arrive in the slot meanwhile at its next step boundary.
 
 An element acts when its closing tag arrives: thoughts are logged, action calls are started
 (:mod:`hub.engine`), outputs are sent in order (:mod:`hub.engine`). Only closed elements
@@ -26,13 +26,13 @@ from ..definitions import RunResult, StopRun, store_reason
 from ..errors import ModelError, StoreError
 from ..logging_setup import context_id_var, run_id_var
 from ..logs import ActionResultLog, ErrorLog, InputLog, OutputLog, StateLog, StepLog, ThoughtLog
-from ..models import Usage, stream_with_retry
+from ..models import ModelRequest, Usage, stream_with_retry
 from ..protocol import Element, ElementParser, LiveParser, Partial
 from ..store import RunRecord, RunState
 from ._actions import ActionCalls, Call
 from ._active_run import Run
 from ._attachments import Attachments
-from ._conversation import available, prepare, prompt_parts, save
+from ._conversation import available, conversation, prepare, prompt_parts, save
 from ._outputs import OutputDispatch, output_type
 
 if TYPE_CHECKING:
@@ -49,6 +49,8 @@ LIVE_GRACE = 5.0
 
 
 class Engine:
+    """The step loop, given what it uses (:class:`~hub.engine.EngineDeps`), never the hub."""
+
     def __init__(self, deps: EngineDeps) -> None:
         self.deps = deps
         self.calls = ActionCalls(deps)
@@ -87,8 +89,10 @@ class Engine:
                         last_beat = now
                         timer.reschedule(min(deadline, now + cfg.heartbeat_timeout))
 
-                inst = await prepare(deps, slot.definition, slot.args, slot.key, record, run.logs)
-                ctx = run.attach(inst, progress)
+                inst = conversation(deps, slot.definition, slot.args, slot.key)
+                ctx = run.context_for(inst, progress)
+                await prepare(deps, inst, ctx)
+                run.attach(inst, ctx)
                 self._take_inputs(run)
                 await deps.plugins.before_run(ctx)
                 state, reason = await self._loop(run)
@@ -158,115 +162,168 @@ class Engine:
             if not (unprocessed or new_inputs or run.feedback):
                 return RunState.COMPLETED, None
 
-    async def _step(self, run: Run) -> None:  # noqa: C901 - split under issue 23
-        deps = self.deps
+    # --- one step -----------------------------------------------------------------------
+
+    async def _step(self, run: Run) -> None:
+        """One step: the new inputs made durable, the prompt built, the response streamed
+        and acted on as its elements close, what was left open reported, then the step's
+        calls and outputs awaited and the step recorded."""
+        await self._inputs_durable(run)
+        started = time.monotonic()
+        if await self._answered_refused_files(run, started):
+            return
+        request = self._request(run)
+        step_log = StepLog(step=run.step)
+        stream = await self._stream(run, request, step_log, started)
+        self._stream_ended(run, stream)
+        if stream.calls:
+            await asyncio.gather(*(c.task for c in stream.calls if c.task is not None), return_exceptions=True)
+        if run.output_chain is not None:
+            await run.output_chain
+        run.record.prompt_tokens += step_log.prompt_tokens
+        run.record.completion_tokens += step_log.completion_tokens
+        step_log.duration = time.monotonic() - started
+        run.append(step_log)
+        run.limit = self.deps.plugins.after_step(run.ctx, step_log)  # type: ignore[arg-type]
+
+    async def _inputs_durable(self, run: Run) -> None:
+        """Before the model (and any action) can act on new inputs, their `take` is on disk:
+        if the process then dies, the next start knows this run had them and counts the
+        crash against them (a poison input is parked, not resumed forever)."""
         if run.durable_inputs < len(run.input_ids) or run.creating is not None:
-            # Before the model (and any action) can act on new inputs, their `take` is on
-            # disk: if the process then dies, the next start knows this run had them and
-            # counts the crash against them (a poison input is parked, not resumed forever).
-            await deps.runs.sync()
+            await self.deps.runs.sync()
             run.durable_inputs = len(run.input_ids)
             await self._created(run)
-        started = time.monotonic()
+
+    async def _answered_refused_files(self, run: Run, started: float) -> bool:
+        """New inputs that bring nothing but files the hub refuses (too large, a bomb, an
+        archive): the user is told why, and no model is asked about them. True if so."""
         new = [e for e in run.logs if isinstance(e, InputLog) and not e.processed]
         await self.attachments.prepare(run)
         refusal = self.attachments.refusal(new, run)
-        if refusal is not None and self._refuse_files(run, refusal):
-            # nothing but files the hub refuses (too large, a bomb, an archive): the user is
-            # told why, and no model is asked about them
-            if run.output_chain is not None:
-                await run.output_chain
-            run.append(StepLog(step=run.step, duration=time.monotonic() - started))
-            return
+        if refusal is None or not self._refuse_files(run, refusal):
+            return False
+        if run.output_chain is not None:
+            await run.output_chain
+        run.append(StepLog(step=run.step, duration=time.monotonic() - started))
+        return True
+
+    def _request(self, run: Run) -> ModelRequest:
+        """This step's prompt, in the style the model takes; what it shows is seen from now on."""
+        deps = self.deps
         parts = prompt_parts(deps, run)
         parts.media = run.media.shown
-        style = deps.prompt_style
-        chat_style = style == "chat" or (style == "auto" and deps.model_is_local() and not run.actions)
+        style = deps.config.model.prompt_style
+        chat_style = style == "chat" or (style == "auto" and deps.model.is_local() and not run.actions)
         if not chat_style and self.attachments.vision:
             parts.images = run.media.images
-        request = deps.prompts.build_chat(parts) if chat_style else deps.prompts.build(parts)
-        for e in run.logs:  # what this prompt shows is seen from now on
+        prompts = deps.model.prompts
+        request = prompts.build_chat(parts) if chat_style else prompts.build(parts)
+        for e in run.logs:
             if isinstance(e, (InputLog, ActionResultLog, OutputLog)):
                 e.processed = True
-        step_log = StepLog(step=run.step)
-        policy = deps.retry_policy
-        retries = 0
+        return request
+
+    async def _stream(self, run: Run, request: ModelRequest, step_log: StepLog, started: float) -> _Stream:
+        """Stream the response, acting on each element as it closes. A stream that broke
+        after something acted stops there (what acted stays acted); one that broke before is
+        retried with a fresh parser, or handled as the context's ``on_error`` decides."""
         # the content of an open <output> is only reported when some output can use it
         live = any(o.live for o in run.outputs.values())
+        retries = 0
         while True:
             # every attempt starts clean: a retry never glues onto what a broken one said
-            parser = LiveParser() if live else ElementParser()
-            run.live = None
-            calls: list[Call] = []
-            mark = len(run.logs)
-            finish_reason: str | None = None
+            stream = _Stream(LiveParser() if live else ElementParser(), len(run.logs))
+            run.live, run.output_open = None, False
             try:
-                async with (
-                    deps.runner.llm_slot(),
-                    aclosing(stream_with_retry(deps.model(), request, policy, on_retry=self._on_retry(run))) as stream,
-                ):
-                    first_at = None
-                    async for chunk in stream:
-                        if isinstance(chunk, Usage):
-                            step_log.prompt_tokens = chunk.prompt_tokens
-                            step_log.completion_tokens = chunk.completion_tokens
-                            finish_reason = chunk.finish_reason
-                            continue
-                        if first_at is None:
-                            first_at = time.monotonic()
-                            step_log.llm_latency = first_at - started
-                        run.progress()
-                        if live:
-                            assert isinstance(parser, LiveParser)
-                            for item in parser.feed_live(chunk):
-                                if isinstance(item, Partial):
-                                    self.dispatch.partial(run, item)
-                                else:
-                                    self._element(run, item, calls)
-                        else:
-                            for el in parser.feed(chunk):
-                                self._element(run, el, calls)
-                break
+                await self._read(run, request, stream, step_log, started)
+                return stream
             except ModelError as e:
-                acted = bool(calls) or any(isinstance(x, OutputLog) and x.error is None for x in run.logs[mark:])
-                if acted:
-                    # what acted stays acted; what was still open is reported below, never run
+                if stream.acted(run):
+                    # what was still open is reported when the stream ends, never run
                     run.append(ErrorLog(message=f"model stream broke: {e}", where="model", step=run.step))
-                    break
-                dropped = len(parser.stray_text) + sum(len(el.content) for el in parser.close())
-                if e.retryable and retries < policy.max_retries:
-                    retries += 1
-                    delay = policy.delay(retries - 1)
-                    run.append(
-                        ErrorLog(
-                            message=f"model stream broke before anything acted ({e}); retrying with a fresh parser "
-                            f"in {delay:.2f}s, {dropped} characters of the broken response dropped",
-                            where="model",
-                            step=run.step,
-                        )
-                    )
-                    run.progress()
-                    await asyncio.sleep(delay)
+                    return stream
+                if not await self._after_break(run, e, stream.parser, retries):
+                    return stream
+                retries += 1
+
+    async def _read(self, run: Run, request: ModelRequest, stream: _Stream, step_log: StepLog, started: float) -> None:
+        """One attempt: the model's chunks fed to the parser, each element acted on as it
+        closes (and each piece of an open live output handed to its handler)."""
+        deps = self.deps
+        parser, calls = stream.parser, stream.calls
+        model = deps.model
+        async with (
+            deps.limits.llm_slot(),
+            aclosing(
+                stream_with_retry(model.get(), request, model.retry_policy, on_retry=self._on_retry(run))
+            ) as chunks,
+        ):
+            first_at = None
+            async for chunk in chunks:
+                if isinstance(chunk, Usage):
+                    step_log.prompt_tokens = chunk.prompt_tokens
+                    step_log.completion_tokens = chunk.completion_tokens
+                    stream.finish_reason = chunk.finish_reason
                     continue
-                decision = await self._on_error(run, e)
-                if decision == "retry" and retries < policy.max_retries:
-                    retries += 1
-                    run.append(
-                        ErrorLog(
-                            message=f"{e}; retrying as on_error decided, {dropped} characters dropped",
-                            where="model",
-                            step=run.step,
-                        )
-                    )
-                    continue
-                if decision == "continue":
-                    run.append(ErrorLog(message=f"{e}; {dropped} characters dropped", where="model", step=run.step))
-                    break
-                raise
-        if finish_reason == "length":
+                if first_at is None:
+                    first_at = time.monotonic()
+                    step_log.llm_latency = first_at - started
+                run.progress()
+                if isinstance(parser, LiveParser):
+                    for item in parser.feed_live(chunk):
+                        if isinstance(item, Partial):
+                            self.dispatch.partial(run, item)
+                        else:
+                            self._element(run, item, calls)
+                else:
+                    for el in parser.feed(chunk):
+                        self._element(run, el, calls)
+
+    async def _after_break(self, run: Run, e: ModelError, parser: ElementParser, retries: int) -> bool:
+        """A stream that broke before anything acted: True to stream again (a retryable
+        error within the policy, or ``on_error`` said retry), False to go on with what was
+        read (``on_error`` said continue); raises ``e`` to fail the run (abort)."""
+        policy = self.deps.model.retry_policy
+        dropped = len(parser.stray_text) + sum(len(el.content) for el in parser.close())
+        if e.retryable and retries < policy.max_retries:
+            delay = policy.delay(retries)
+            run.append(
+                ErrorLog(
+                    message=f"model stream broke before anything acted ({e}); retrying with a fresh parser "
+                    f"in {delay:.2f}s, {dropped} characters of the broken response dropped",
+                    where="model",
+                    step=run.step,
+                )
+            )
+            run.progress()
+            await asyncio.sleep(delay)
+            return True
+        decision = await self._on_error(run, e)
+        if decision == "retry" and retries < policy.max_retries:
+            run.append(
+                ErrorLog(
+                    message=f"{e}; retrying as on_error decided, {dropped} characters dropped",
+                    where="model",
+                    step=run.step,
+                )
+            )
+            return True
+        if decision == "continue":
+            run.append(ErrorLog(message=f"{e}; {dropped} characters dropped", where="model", step=run.step))
+            return False
+        raise e
+
+    def _stream_ended(self, run: Run, stream: _Stream) -> None:
+        """What the response left: a cut at the token limit reported, every element still
+        open reported (an action never runs, an output goes out marked as cut off), and the
+        text outside any element handled."""
+        cut_off = stream.finish_reason == "length"
+        if cut_off:
             run.append(
                 ErrorLog(message="the response was cut off at the model's token limit", where="model", step=run.step)
             )
+        parser, calls = stream.parser, stream.calls
         if isinstance(parser, LiveParser):
             for item in parser.close_live():
                 if isinstance(item, Partial):
@@ -276,16 +333,7 @@ class Engine:
         else:
             for el in parser.close():
                 self._cut_off(run, el, calls)
-        self.dispatch.stray(run, parser, answered=bool(calls), cut_off=finish_reason == "length")
-        if calls:
-            await asyncio.gather(*(c.task for c in calls if c.task is not None), return_exceptions=True)
-        if run.output_chain is not None:
-            await run.output_chain
-        run.record.prompt_tokens += step_log.prompt_tokens
-        run.record.completion_tokens += step_log.completion_tokens
-        step_log.duration = time.monotonic() - started
-        run.append(step_log)
-        run.limit = deps.plugins.after_step(run.ctx, step_log)  # type: ignore[arg-type]
+        self.dispatch.stray(run, parser, answered=bool(calls), cut_off=cut_off)
 
     def _refuse_files(self, run: Run, text: str) -> bool:
         """Answer with ``text`` through the conversation's reply output, if it has one."""
@@ -332,9 +380,9 @@ class Engine:
         elif name == "action_call":
             self.calls.start(run, el, calls)
         elif name == "output":
-            if run.live is not None and self.dispatch.close_live(run, el):
+            if run.output_open and self.dispatch.close_live(run, el):
                 return
-            otype, attrs = output_type(el)
+            otype, attrs = output_type(el.attrs)
             self.dispatch.dispatch(run, otype, el.content, attrs)
         else:
             log.info("run %s: dropped a <%s> element the engine does not act on: %r", run.id, name, el.content[:200])
@@ -349,9 +397,9 @@ class Engine:
         if el.name == "action_call":
             self.calls.cut_off(run, el, calls)
         elif el.name == "output":
-            if run.live is not None and self.dispatch.close_live(run, el):
+            if run.output_open and self.dispatch.close_live(run, el):
                 return
-            otype, attrs = output_type(el)
+            otype, attrs = output_type(el.attrs)
             self.dispatch.dispatch(run, otype, el.content, attrs, cut_off=True)
         else:
             self._element(run, el, calls)
@@ -482,6 +530,23 @@ class Engine:
                 error = e
                 reason = store_reason(e) if isinstance(e, StoreError) else f"internal error: {type(e).__name__}: {e}"
         return error, f"{reason} (while recording the end of the run)"
+
+
+class _Stream:
+    """One attempt at streaming a step's response: its parser, the action calls it started,
+    where the run's log stood when it began, and the model's finish reason once reported."""
+
+    __slots__ = ("parser", "calls", "mark", "finish_reason")
+
+    def __init__(self, parser: ElementParser, mark: int) -> None:
+        self.parser = parser
+        self.calls: list[Call] = []
+        self.mark = mark
+        self.finish_reason: str | None = None
+
+    def acted(self, run: Run) -> bool:
+        """Whether anything of it acted: an action call started, an output accepted."""
+        return bool(self.calls) or any(isinstance(x, OutputLog) and x.error is None for x in run.logs[self.mark :])
 
 
 async def _value(res: Any) -> Any:

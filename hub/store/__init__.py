@@ -1,7 +1,7 @@
 """Everything the hub keeps, as aiogram's storages are built: one base per store (its seam and
 data types), one module per backend (in memory here, SQL in :mod:`hub.store.sql`), and the
-backend chosen once (:func:`open_stores`). Besides the stores: the inbox claims between
-workers, retention, store health and the data dir's lock.
+backend chosen once (:func:`open_stores`). Besides the stores: retention, store health and
+the data dir's lock (the sweep of workers' inbox claims is :class:`hub.engine.Intake`'s).
 
 The seams: runs (``_run_records``), the inbox (``_inbox``), leases (``_leases``), key-value
 memory (``_memory``), token usage (``_usage``), schedule ticks (``_schedules``), persona
@@ -19,7 +19,6 @@ from ._backend import (
     open_stores,
     sole_worker,
 )
-from ._claims import InboxClaims
 from ._datadir import DataDirLock, check_database
 from ._health import StoreCollector, StoreHealth, databases
 from ._in_memory import (
@@ -54,7 +53,6 @@ __all__ = [
     "InMemoryScheduleStore",
     "InMemoryStore",
     "InMemoryUsageStore",
-    "InboxClaims",
     "InboxStore",
     "Lease",
     "LeaseKeeper",

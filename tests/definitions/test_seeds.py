@@ -300,7 +300,7 @@ async def test_a_store_outage_fails_runs_visibly_and_their_input_is_answered_aft
     hub = make_hub(ScriptedModel(answer))
     db = hub._db
     db.busy_timeout, db.busy_retries, db.retry_delay, db.degraded_for = 0.01, 1, 0.001, 0.0
-    hub.runner.store_retry, hub.runner.store_retry_attempts = Backoff(first=0.2, most=0.2, jitter=0), 5
+    hub.intake.store_retry, hub.intake.store_retry_attempts = Backoff(first=0.2, most=0.2, jitter=0), 5
     async with hub, aiohttp.ClientSession() as session:
         base = f"http://127.0.0.1:{hub.http.port}"
         result = await hub.send("cli:session:ann", None, "are you there?")
@@ -315,7 +315,7 @@ async def test_a_store_outage_fails_runs_visibly_and_their_input_is_answered_aft
         assert pending.entry.content == "are you there?"
         holder[0].execute("ROLLBACK")  # the store is back
         holder[0].close()
-        async with asyncio.timeout(10):  # the runner's retry answers it, once
+        async with asyncio.timeout(10):  # the intake's retry answers it, once
             while await hub.inbox.pending():
                 await asyncio.sleep(0.02)
         runs = [r for r in await hub.runs.list(limit=10) if r.context == "cli:session:ann"]

@@ -246,7 +246,7 @@ async def test_a_bug_in_the_engine_still_answers_every_waiter(make_hub) -> None:
     said: list[str] = []
     hub = make_hub(FunctionModel(script), extension("", said))
     async with hub:
-        hub.engine = BrokenEngine(hub.engine.deps)
+        hub.intake.engine = BrokenEngine(hub.engine.deps)
         results = await asyncio.gather(*(send_bounded(hub, "t:chat:ann", None, f"m{i}") for i in range(3)))
         assert all(r.state == RunState.FAILED and "Boom: a bug" in (r.reason or "") for r in results)
         # answered with that failure: not handled again after a restart

@@ -113,7 +113,7 @@ async def test_a_store_that_stays_down(faulty_hub, store: str, method: str) -> N
     """Every write of one kind fails: the run still resolves, failed with store_error, and
     its row ends in that state whenever the run store can still write it."""
     hub, faulty = faulty_hub(FunctionModel(script), Extension("t", actions=[count]))
-    hub.runner.store_retry, hub.runner.store_retry_attempts = Backoff(first=0.05, most=0.2, jitter=0), 3
+    hub.intake.store_retry, hub.intake.store_retry_attempts = Backoff(first=0.05, most=0.2, jitter=0), 3
     async with hub:
         faulty[store].arm(method, 1, down=True)
         result = await send_bounded(hub, CLI, {"user": "ann"}, "hi")
@@ -132,7 +132,7 @@ async def test_a_store_that_stays_down(faulty_hub, store: str, method: str) -> N
         assert again.state == RunState.COMPLETED, again.reason
         if store_failed(result):
             # nothing was answered: ann's input stayed in the inbox, and once the store is
-            # back a new run answers it (the runner's retry after a backoff)
+            # back a new run answers it (the intake's retry after a backoff)
             async with asyncio.timeout(SEND_BOUND):
                 while await faulty["inbox"].inner.pending():
                     await asyncio.sleep(0.02)
@@ -148,7 +148,7 @@ async def test_an_input_whose_run_the_store_failed_is_resumed_never_parked(fault
     says the store failed it; a run that failed by itself would count towards parking it."""
     config.hub.dead_letter_after = 1
     hub, faulty = faulty_hub(FunctionModel(script), Extension("t", actions=[count]))
-    hub.runner.store_retry_attempts = 0  # left in the inbox for the next start
+    hub.intake.store_retry_attempts = 0  # left in the inbox for the next start
     async with hub:
         faulty["memory"].arm("get", 1, down=True)
         result = await send_bounded(hub, CLI, {"user": "ann"}, "hi")

@@ -5,10 +5,9 @@ older inputs on another worker go first; a slot queues and takes inputs in recei
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
-from hub.engine import Runner, Slot
+from hub.engine import Runner
 from hub.logs import InputLog
 from hub.store import RunRecord, RunState
 from hub.store.sql import PgDatabase, PostgresInbox, PostgresRunStore
@@ -85,21 +84,13 @@ async def test_the_oldest_input_held_elsewhere_is_what_a_run_must_not_pass() -> 
             await db_b.close()
 
 
-class _Inbox:
-    async def done(self, ids: list[str]) -> None:
-        pass
-
-
 async def test_a_slot_queues_in_received_order_and_takes_once_and_only_older_inputs() -> None:
-    async def never(slot: Slot) -> Any:
-        await asyncio.Event().wait()
-
-    runner = Runner(run=never, inbox=_Inbox(), concurrency=1)  # type: ignore[arg-type]
+    runner = Runner(concurrency=1)
     definition: Any = type("Def", (), {"type": "chat"})()
     new, old = InputLog(type="text", content="new", ts=20.0), InputLog(type="text", content="old", ts=10.0)
-    runner.submit(definition, None, "1", new)
-    runner.submit(definition, None, "1", old)  # resumed from the inbox: received first
-    slot = runner.slots["chat:1"]
+    runner.queue(definition, None, "1", new)
+    slot, _ = runner.queue(definition, None, "1", old)  # resumed from the inbox: received first
+    assert slot is runner.slots["chat:1"]
     assert [e.content for e in slot.pending] == ["old", "new"]
     slot.before, slot.once = 15.0, True  # an input received at 15 waits on another worker
     assert [e.content for e in slot.take("run-1")] == ["old"]

@@ -121,9 +121,9 @@ class PostgresInbox(SqlInbox):
     """The inbox on PostgreSQL, shared by several workers, each holding its inputs with a lease.
 
     An input is claimed by the worker that records it (``claimed_by``, ``lease_until``, on
-    the server's clock). A live worker renews its leases every third of ``lease``
-    (:class:`hub.store.InboxClaims`); a worker that dies stops renewing, and once its
-    leases expire another worker's :meth:`claim` takes its inputs, row locks taken with
+    the server's clock). A live worker renews its leases every third of ``lease`` (the
+    claims sweep of :class:`hub.engine.Intake`); a worker that dies stops renewing, and once
+    its leases expire another worker's :meth:`claim` takes its inputs, row locks taken with
     ``FOR UPDATE SKIP LOCKED`` so that two workers claiming at once never get the same
     input. An input whose run is still ``running`` (its worker holds the conversation's
     lock) is never claimed. A clean stop gives the worker's inputs back at once.

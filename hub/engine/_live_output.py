@@ -1,11 +1,14 @@
-"""Live output content: what the handler of a live output reads while the model writes it.
+"""Live output, as the engine holds it: an open ``<output>`` delivered while the model
+writes it (:class:`LiveOutput`), and its content as the handler reads it (:class:`LiveText`).
 
 An output declared with ``live=True`` (``@output(type=..., live=True)``) is handed to its
-handler as soon as its opening tag arrives, as a :class:`LiveText`, instead of the whole
+handler as soon as its content begins, as a :class:`LiveText`, instead of the whole
 content once it closes. The engine appends what the model writes inside the open
 ``<output>`` and finishes the text when the closing tag arrives, or when the stream ends
 inside it (then ``cut_off`` is True and the final text carries the cut-off mark, as for any
 output). The handler still returns its result once it has delivered the final text.
+The engine's output dispatch decides which outputs go live and sends them in order; a
+platform's side (a message edited in place) is :mod:`hub.platform`'s ``LiveMessage``.
 
 What a reader sees while the model writes (``text``) is masked by the redactor, as the final
 text is, and leaves out an end that could be the first part of a known secret (the redactor
@@ -19,8 +22,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
-__all__ = ["LiveText"]
+if TYPE_CHECKING:
+    from ..definitions import Output
+    from ..logs import OutputLog
+
+__all__ = ["LiveOutput", "LiveText"]
 
 _WORD = 24
 """A word longer than this (or text without spaces) is shown as it arrives, not held whole."""
@@ -217,3 +225,15 @@ class LiveText:
                 yield text
             if done:
                 return
+
+
+class LiveOutput:
+    """The open ``<output>`` of a stream, delivered live: its definition, its log entry (its
+    final text is written there when it closes) and the text its handler reads."""
+
+    __slots__ = ("out", "entry", "text")
+
+    def __init__(self, out: Output, entry: OutputLog, text: LiveText) -> None:
+        self.out = out
+        self.entry = entry
+        self.text = text

@@ -1,0 +1,64 @@
+"""How a run ends: :class:`RunResult`, what :meth:`Hub.send <hub.Hub.send>` returns;
+:class:`StopRun`, the signal a hook or a handler raises to end a run early; and
+:func:`store_reason`, the words of a run the store failed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import StoreError
+from ..logs import Log, OutputLog
+from ..store import RunState
+
+__all__ = ["RunResult", "StopRun", "store_reason"]
+
+
+class StopRun(Exception):  # noqa: N818 - a signal that steers the loop, not an error
+    """Ends a run early with a terminal state (a limit, a rejection, an orphaned child).
+
+    Raise ``StopRun(RunState.KILLED, reason)`` in a before-run hook to end the run before its
+    first step (a spent budget); inside an action it ends the whole run, not only the call.
+    """
+
+    def __init__(self, state: RunState, reason: str, *, store_failure: StoreError | None = None) -> None:
+        self.state = state
+        self.reason = reason
+        self.store_failure = store_failure  # the store failed the run (the hub's, not a handler's choice)
+        super().__init__(reason)
+
+
+def store_reason(e: StoreError) -> str:
+    """The reason a run the store failed ends with, in the words operators read (``store_error:
+    ...``); code tells such a run by :attr:`RunResult.store_failure`, not by these words."""
+    during = f" ({e.during})" if e.during else ""
+    return f"store_error: {type(e).__name__}{during}: {e}"
+
+
+@dataclass(slots=True)
+class RunResult:
+    """What :meth:`Hub.send` returns: the terminal state and the whole chain of logs."""
+
+    run_id: str
+    context: str
+    state: RunState
+    reason: str | None
+    logs: list[Log]
+    steps: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    duration: float = 0.0
+    store_failure: StoreError | None = None
+    """The store error that failed the run (its inputs wait in the inbox and are retried), or None."""
+
+    @property
+    def ok(self) -> bool:
+        return self.state == RunState.COMPLETED
+
+    @property
+    def outputs(self) -> list[OutputLog]:
+        return [e for e in self.logs if isinstance(e, OutputLog)]
+
+    @property
+    def text(self) -> str:
+        """The text of the outputs that were sent, joined by blank lines."""
+        return "\n\n".join(str(o.content) for o in self.outputs if o.sent)
