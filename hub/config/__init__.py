@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ._load import MAX_FILE_BYTES, config_from_dict, format_validation_error, load_config, loads_toml, read_toml
 from ._sections import (
+    MIN_SECRET_LENGTH,
     HttpSection,
     HubConfig,
     LimitsSection,
@@ -12,6 +13,7 @@ from ._sections import (
     ScheduleSection,
     StoreSection,
     WebhookSection,
+    check_secret_length,
 )
 
 __all__ = [
@@ -19,11 +21,13 @@ __all__ = [
     "HubConfig",
     "LimitsSection",
     "MAX_FILE_BYTES",
+    "MIN_SECRET_LENGTH",
     "MemorySection",
     "RetentionSection",
     "ScheduleSection",
     "StoreSection",
     "WebhookSection",
+    "check_secret_length",
     "config_from_dict",
     "format_validation_error",
     "load_config",

@@ -4,7 +4,8 @@ Splitting long text (:func:`split_message`), an outbound :class:`Governor` (paci
 ``retry_after``, retries), the one :class:`Backoff`, a :class:`TypingIndicator`, the
 :func:`reply_target` lookup, a :class:`LoopGuard` for bot-to-bot exchanges,
 :class:`AllowList`, the base of every platform's settings (:class:`PlatformSettings`) and
-:func:`quiet_loggers` for a client library's chatter, :func:`private_access`
+:func:`quiet_loggers` for a client library's chatter, :func:`check_secret_length` (a webhook
+secret's rule: at least :data:`MIN_SECRET_LENGTH` characters), :func:`private_access`
 (``dm_policy`` applied to a private message), :class:`LiveMessage` (a reply edited in
 place while the model writes it, for ``live = true``), :class:`LeaseKeeper` (a listener that must run on one worker
 only runs while it holds the lease; get one from ``hub.lease(name)``), and for files :func:`fetch_url` (a
@@ -20,6 +21,7 @@ send that finally fails is a failed output in the run's log, never reported as s
 from __future__ import annotations
 
 from ..backoff import Backoff
+from ..config import MIN_SECRET_LENGTH, check_secret_length
 from ..logging_setup import quiet_loggers
 from ..media import display_name, fetch_url, human_size
 from ..store import Lease, LeaseKeeper
@@ -37,6 +39,8 @@ __all__ = [
     "OutboundLimiter",
     "RedisLimiter",
     "Backoff",
+    "MIN_SECRET_LENGTH",
+    "check_secret_length",
     "Lease",
     "LeaseKeeper",
     "split_message",

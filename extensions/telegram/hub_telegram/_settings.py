@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
-from hub.platform import PlatformSettings
+from hub.platform import MIN_SECRET_LENGTH, PlatformSettings, check_secret_length
 
 __all__ = ["TelegramSettings", "DEFAULT_BASE_URL", "DEFAULT_BASE_FILE_URL"]
 
@@ -61,7 +61,8 @@ class TelegramSettings(PlatformSettings):
     (every worker answers them; one calls setWebhook)."""
     webhook_secret: SecretStr = Field(SecretStr(""), validate_default=True)
     """Telegram sends it in ``X-Telegram-Bot-Api-Secret-Token``; requests without it get 401.
-    1-256 of A-Z a-z 0-9 _ -; required in webhook mode: ``"${TELEGRAM_WEBHOOK_SECRET}"``."""
+    16-256 of A-Z a-z 0-9 _ - (``openssl rand -hex 32``); required in webhook mode:
+    ``"${TELEGRAM_WEBHOOK_SECRET}"``."""
 
     @field_validator("token")
     @classmethod
@@ -98,7 +99,11 @@ class TelegramSettings(PlatformSettings):
                 'variable (webhook_secret = "${TELEGRAM_WEBHOOK_SECRET}"): without it anyone could post updates'
             )
         if secret and not _SECRET.fullmatch(secret):
-            raise ValueError("must be 1 to 256 of the characters A-Z a-z 0-9 _ - (Telegram's rule)")
+            raise ValueError(
+                f"must be {MIN_SECRET_LENGTH} to 256 of the characters A-Z a-z 0-9 _ - (Telegram allows these)"
+            )
+        if secret:
+            check_secret_length(secret)  # a short one is found by trying: anyone could post updates
         return v
 
     def webhook_path(self) -> str:
