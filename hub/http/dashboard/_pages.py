@@ -70,10 +70,6 @@ _MAX_PARAM = 300
 _STATES = tuple(str(s) for s in RunState)
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 _PLATFORM = re.compile(r"[A-Za-z0-9_-]{1,100}")
-_CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
-)
 _PUBLIC = ("/ui/login", "/ui/static/")
 # where a request keeps its session (aiohttp 3.12+ wants typed keys; older ones take a string)
 _SESSION: Any = web.RequestKey("session", Session) if hasattr(web, "RequestKey") else "hub.ui.session"
@@ -247,16 +243,9 @@ class Dashboard:
                 if not session.csrf_matches(given if isinstance(given, str) else None):
                     return self._refuse(403, "the CSRF token is missing or wrong: reload the page and try again")
         try:
-            resp = await handler(request)
+            return await handler(request)  # the security headers are the endpoint's (hub/http/_security.py)
         except BadRequest as e:
-            resp = self._refuse(400, str(e))
-        resp.headers.setdefault("Content-Security-Policy", _CSP)
-        resp.headers.setdefault("X-Frame-Options", "DENY")
-        resp.headers.setdefault("X-Content-Type-Options", "nosniff")
-        resp.headers.setdefault("Referrer-Policy", "same-origin")
-        if not request.path.startswith("/ui/static/"):
-            resp.headers.setdefault("Cache-Control", "no-store")
-        return resp
+            return self._refuse(400, str(e))
 
     @staticmethod
     def _cross_origin(request: web.Request) -> str | None:
