@@ -57,6 +57,7 @@ from ...logs import (
 from ...personas import parse_persona, rollback, write_persona
 from ...redact import MASK
 from ...store import Revision, RunRecord, RunState, collect_tree
+from .._security import client_address, parse_networks
 from ._health import SERIES, MetricsHistory, last_value, metric_total, sparkline
 from ._sessions import COOKIE, LoginThrottle, Session, Sessions, token_matches
 
@@ -159,6 +160,8 @@ class Dashboard:
         self.hub = hub
         self.sessions = sessions if sessions is not None else Sessions()
         self.throttle = LoginThrottle()
+        # whose X-Forwarded-For names the client (the login throttle counts by client)
+        self.trusted_proxies = parse_networks(hub.config.http.trusted_proxies)
         self.page_size = page_size
         self.history = MetricsHistory(
             hub.metrics.registry, lambda: (hub.runner.running, hub.runner.queued), interval=sample_interval
@@ -285,14 +288,15 @@ class Dashboard:
         return self._page(request, "login.html", error="")
 
     async def login(self, request: web.Request) -> web.StreamResponse:
-        address = request.remote or "?"
+        address = client_address(request, self.trusted_proxies)
         wait = self.throttle.wait(address)
         if wait:
+            who = "from every address" if self.throttle.everyone_waits() else f"from {address}"
             return self._page(
                 request,
                 "login.html",
                 status=429,
-                error=(f"Too many wrong tokens from {address}: try again in {wait:.0f} s."),
+                error=f"Too many wrong tokens {who}: try again in {wait:.0f} s.",
             )
         form = await request.post()
         given = form.get("token")
