@@ -180,7 +180,7 @@ class Scan:
 def _fold(c: str) -> str:
     """One character as the skeleton reads it: NFKC, case-folded, accents dropped (below
     U+2000 only: Hangul and CJK stay whole)."""
-    out = []
+    out: list[str] = []
     for ch in unicodedata.normalize("NFKC", c).casefold():
         if ord(ch) < 0x2000:
             out.extend(d for d in unicodedata.normalize("NFD", ch) if unicodedata.category(d) != "Mn")
