@@ -6,7 +6,8 @@ Splitting long text (:func:`split_message`), an outbound :class:`Governor` (paci
 :class:`AllowList`, the base of every platform's settings (:class:`PlatformSettings`) and
 :func:`quiet_loggers` for a client library's chatter, :func:`check_secret_length` (a webhook
 secret's rule: at least :data:`MIN_SECRET_LENGTH` characters), :func:`private_access`
-(``dm_policy`` applied to a private message), :class:`LiveMessage` (a reply edited in
+(``dm_policy`` applied to a private message) and :func:`send_pairing_code` (its code, once,
+off the intake path), :class:`LiveMessage` (a reply edited in
 place while the model writes it, for ``live = true``), :class:`LeaseKeeper` (a listener that must run on one worker
 only runs while it holds the lease; get one from ``hub.lease(name)``), and for files :func:`fetch_url` (a
 download capped at a size), :func:`display_name` and :func:`human_size`.
@@ -25,7 +26,7 @@ from ..config import MIN_SECRET_LENGTH, check_secret_length
 from ..logging_setup import quiet_loggers
 from ..media import display_name, fetch_url, human_size
 from ..store import Lease, LeaseKeeper
-from ._access import private_access
+from ._access import private_access, send_pairing_code
 from ._audience import AllowList, LoopGuard
 from ._live_message import LiveMessage, LiveResult, balance_fences, live_drafts
 from ._reply import reply_target
@@ -58,6 +59,7 @@ __all__ = [
     "PlatformSettings",
     "quiet_loggers",
     "private_access",
+    "send_pairing_code",
     "fetch_url",
     "display_name",
     "human_size",

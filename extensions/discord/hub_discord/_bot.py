@@ -37,6 +37,7 @@ from hub.platform import (
     live_drafts,
     private_access,
     reply_target,
+    send_pairing_code,
     split_message,
 )
 
@@ -395,29 +396,31 @@ class DiscordBot:
             self.typing.watch(channel_id, sub.result)
 
     async def _private_allows(self, message: discord.Message) -> bool:
-        """``dm_policy`` in a DM; an unknown user under ``"pairing"`` is sent the code."""
-        if self._hub is None:
+        """``dm_policy`` in a DM; an unknown user under ``"pairing"`` is sent the code, once,
+        in the background (the gateway's events go on meanwhile)."""
+        hub = self._hub
+        if hub is None:
             return False
         author = message.author.id
-        decision = await private_access(self._hub.access, "discord", self.settings, author)
+        decision = await private_access(hub.access, "discord", self.settings, author)
         if decision.allowed:
             return True
-        if decision.message is None:
+        client = self.client
+        if decision.verdict != "pair":
             log.info(
                 "discord: user %s is not on allowed_users (dm_policy = %s): DM ignored", author, self.settings.dm_policy
             )
-            return False
-        log.info("discord: user %s is not paired: sent them a pairing code", author)
-        client = self.client
-        if client is None:
-            return False
-        channel = client.get_partial_messageable(message.channel.id)
-        text = decision.message
-        # through the governor (paced, retried); the user gets the same code with their next DM
-        try:
-            await self.governor.send(message.channel.id, lambda: self._post(channel, text, None))
-        except SendFailed as e:
-            log.warning("discord: the pairing code for user %s was not sent: %s", author, e)
+        elif decision.message is None:
+            log.info("discord: user %s is not paired and was told their code already: DM ignored", author)
+        elif client is not None:
+            log.info("discord: user %s is not paired: sending them a pairing code", author)
+            channel_id = message.channel.id
+            channel = client.get_partial_messageable(channel_id)
+
+            async def send(text: str) -> Any:  # through the governor: paced, retried
+                return await self.governor.send(channel_id, lambda: self._post(channel, text, None))
+
+            send_pairing_code(hub.access, hub.create_task, "discord", author, decision, send)
         return False
 
     # --- typing -------------------------------------------------------------------------
