@@ -69,6 +69,7 @@ async def test_the_code_is_sent_off_the_intake_path(tmp_path: Path) -> None:
             sent = await tg.wait_sent(2, timeout=10)
             assert sent[0]["chat_id"] == -100 and sent[0]["text"] == "ok"
             assert sent[1]["chat_id"] == 42 and CODE.search(sent[1]["text"])
+            assert len(h.model.requests) == 1  # the group's message; the stranger's reached no model
 
 
 async def test_pairing_is_for_private_chats_allowed_users_need_none(tmp_path: Path) -> None:
