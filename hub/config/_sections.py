@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from ..errors import ConfigError
-from ..media import MediaLimits
+from ..media import MediaLimits, host_name
 
 MIN_SECRET_LENGTH = 16
 """``[http] token`` and webhook secrets shorter than this are refused: they can be guessed."""
@@ -368,13 +368,7 @@ class MediaSection(_Section):
     @field_validator("url_hosts")
     @classmethod
     def _hosts(cls, v: list[str]) -> list[str]:
-        out = []
-        for host in v:
-            h = host.strip().lower().rstrip(".")
-            if not h or "/" in h or ":" in h or " " in h:
-                raise ValueError(f"{host!r} is not a host name (write example.com, not a URL)")
-            out.append(h)
-        return out
+        return [host_name(h) for h in v]
 
 
 # user ids are strings (as platforms give them); a bare TOML integer is accepted too

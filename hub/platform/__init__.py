@@ -10,7 +10,8 @@ secret's rule: at least :data:`MIN_SECRET_LENGTH` characters), :func:`private_ac
 off the intake path), :class:`LiveMessage` (a reply edited in
 place while the model writes it, for ``live = true``), :class:`LeaseKeeper` (a listener that must run on one worker
 only runs while it holds the lease; get one from ``hub.lease(name)``), and for files :func:`fetch_url` (a
-download capped at a size), :func:`display_name` and :func:`human_size`.
+download capped at a size while it is read; with :class:`MediaHosts`, only from the platform's
+media hosts at public addresses), :func:`read_capped` (a local file, capped), :func:`display_name` and :func:`human_size`.
 
 The core never names a platform; extensions map their client's errors onto
 :class:`RateLimited`, :class:`TransientSendError` and :class:`PermanentSendError` and send
@@ -24,7 +25,7 @@ from __future__ import annotations
 from ..backoff import Backoff
 from ..config import MIN_SECRET_LENGTH, check_secret_length
 from ..logging_setup import quiet_loggers
-from ..media import display_name, fetch_url, human_size
+from ..media import MediaHosts, Resolve, display_name, fetch_url, host_name, human_size, read_capped
 from ..store import Lease, LeaseKeeper
 from ._access import private_access, send_pairing_code
 from ._audience import AllowList, LoopGuard
@@ -61,6 +62,10 @@ __all__ = [
     "private_access",
     "send_pairing_code",
     "fetch_url",
+    "read_capped",
+    "MediaHosts",
+    "Resolve",
+    "host_name",
     "display_name",
     "human_size",
     "LiveMessage",

@@ -26,9 +26,11 @@ from hub.platform import (
     Backoff,
     Governor,
     LiveMessage,
+    MediaHosts,
     PermanentSendError,
     RateLimit,
     RateLimited,
+    Resolve,
     SendFailed,
     TransientSendError,
     TypingIndicator,
@@ -54,7 +56,7 @@ from ._messages import (
     media_of,
     message_text,
 )
-from ._settings import DiscordSettings
+from ._settings import MEDIA_HOSTS, DiscordSettings
 
 if TYPE_CHECKING:
     from hub import Hub, LiveText, RunContext, Submission
@@ -102,9 +104,13 @@ class _Client(discord.Client):
 class DiscordBot:
     """The service, the listener and the sender of the Discord extension."""
 
-    def __init__(self, settings: DiscordSettings) -> None:
+    def __init__(self, settings: DiscordSettings, *, resolve: Resolve | None = None) -> None:
         self.settings = settings
         self.client: _Client | None = None
+        # attachments come only from Discord's media hosts (and the config's), at public
+        # addresses; ``resolve`` is a test's way to its loopback fake
+        hosts = (*MEDIA_HOSTS, *settings.media_hosts)
+        self.media_hosts = MediaHosts(hosts) if resolve is None else MediaHosts(hosts, resolve)
         self.governor = Governor(
             "discord",
             per_chat=RateLimit(*settings.channel_rate),
@@ -432,8 +438,10 @@ class DiscordBot:
     # --- the output -----------------------------------------------------------------------
 
     async def fetch(self, part: MediaPart, max_bytes: int) -> bytes:
-        """An attachment's bytes from its CDN URL, at most ``max_bytes`` (read in chunks)."""
-        return await fetch_url(part.ref, max_bytes=max_bytes, name=part.name)
+        """An attachment's bytes from its CDN URL, at most ``max_bytes`` (capped while read),
+        only from Discord's media hosts: a message cannot make the hub fetch from elsewhere
+        (the loopback, a cloud's metadata address)."""
+        return await fetch_url(part.ref, max_bytes=max_bytes, name=part.name, hosts=self.media_hosts)
 
     async def send_message(self, content: str, ctx: RunContext, files: list[MediaFile] | None = None) -> dict[str, Any]:
         """Send ``content`` to the run's channel: split at 2000 characters with code fences
