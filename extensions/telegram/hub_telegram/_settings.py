@@ -30,6 +30,10 @@ class TelegramSettings(PlatformSettings):
     """Bot API root as python-telegram-bot takes it ("": https://api.telegram.org/bot)."""
     base_file_url: str = ""
     """File API root ("": derived from base_url, or https://api.telegram.org/file/bot)."""
+    local_mode: bool = False
+    """True only with a local Bot API server (``telegram-bot-api --local``) that names files by
+    their path on its disk: they are read from there. Otherwise every file is fetched over
+    HTTP from the file API, and a file path that is not one of its relative paths is refused."""
     poll_timeout: int = Field(30, ge=1, le=50)
     """Seconds one getUpdates long poll may wait for news."""
     allowed_chats: list[int | str] = Field(default_factory=list)
