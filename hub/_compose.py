@@ -24,7 +24,7 @@ from typing import Any, Protocol, cast
 
 from .config import HubConfig
 from .definitions import Context, Conversation, Output
-from .engine import Plugins, Runner
+from .engine import Decoder, Plugins, Runner
 from .events import EventBus, PublishingRunStore
 from .features import Budgets, ChildRuns, Heartbeat, Metrics, RoleGuard, Scheduler
 from .http import HttpServer, http_component
@@ -85,6 +85,7 @@ class Features:
     scheduler: Scheduler
     revisions: RevisionStore
     usage: UsageStore
+    decoder: Decoder
     http: HttpServer | None = None
     episodes: EpisodicMemory | None = None
     outbound: OutboundLimiter | None = None  # [store] redis_url: platforms' rate limits across workers
@@ -212,7 +213,9 @@ def compose(
         config_path=config.path,
     )
     http = http_component(config)
-    components: list[Component] = [PersonaWatcher(personas), scheduler]
+    # inbound pictures and PDFs: worker processes of their own, bounded (hub/engine/_decoding.py)
+    decoder = Decoder(config.media_limits())
+    components: list[Component] = [PersonaWatcher(personas), scheduler, decoder]
     if db is not None:  # the database stays bounded
         components.append(Retention(db, config.hub.retention))
     if http is not None:
@@ -235,6 +238,7 @@ def compose(
         scheduler=scheduler,
         revisions=revisions,
         usage=usage,
+        decoder=decoder,
         http=http,
         episodes=episodes,
         outbound=RedisLimiter(config.store.redis_url) if config.store.redis_url else None,

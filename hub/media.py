@@ -27,6 +27,7 @@ import io
 import ipaddress
 import re
 import socket
+import time
 import unicodedata
 import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -87,6 +88,10 @@ class MediaLimits:
     fetch_timeout: float = 30.0
     url_hosts: tuple[str, ...] = ()
     allowed_paths: tuple[str, ...] = ()
+    decode_workers: int = 2
+    decode_timeout: float = 20.0
+    decode_memory: int = 512_000_000
+    decode_pixels: int = 40_000_000
 
 
 # --- types by content -----------------------------------------------------------------------
@@ -352,13 +357,20 @@ def human_size(n: int | None) -> str:
 # --- images ---------------------------------------------------------------------------------
 
 
-def image_for_model(data: bytes, *, limits: MediaLimits, name: str = "") -> tuple[str, bytes]:
+def image_for_model(
+    data: bytes, *, limits: MediaLimits, name: str = "", admit: Callable[[int], None] | None = None
+) -> tuple[str, bytes]:
     """Decode a picture safely and re-encode it for a model: ``(mime, bytes)``, its longest
     side at most ``max_side``, the first frame of an animation, metadata dropped.
 
     The pixel count is read from the header and checked *before* decoding; Pillow's own
-    ``DecompressionBombError`` (and its warning, made an error here) is a second guard.
-    CPU-bound: call it in a thread (:func:`asyncio.to_thread`).
+    ``DecompressionBombError`` (and its warning, made an error here) is a second guard. The
+    picture is made small while it is decoded, not after: a JPEG is decoded at a reduced scale
+    (``draft``), any other is reduced by a whole factor (``reduce``) as soon as it is loaded,
+    and the full-size decode is dropped before the final resampling. ``admit(pixels)``, if
+    given, is called with the pixels the decode will hold, before it starts (a budget of
+    pixels decoded at once may make it wait). CPU-bound: the engine runs it in a worker
+    process of its own (``hub.engine``'s decoder).
 
     Raises:
         MediaRefused: a decompression bomb, or not a picture Pillow can read.
@@ -366,6 +378,7 @@ def image_for_model(data: bytes, *, limits: MediaLimits, name: str = "") -> tupl
     from PIL import Image, UnidentifiedImageError
 
     shown = display_name(name)
+    side = limits.max_side
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -379,23 +392,50 @@ def image_for_model(data: bytes, *, limits: MediaLimits, name: str = "") -> tupl
                     )
                 if img.format not in _IMAGE_FORMATS:
                     raise MediaRefused(f"{img.format or 'this'} pictures are not accepted", name=shown)
-                img.draft("RGB", (limits.max_side, limits.max_side))  # JPEG: decode at a reduced scale
+                img.draft("RGB", (side, side))  # JPEG: decode at a reduced scale
+                if admit is not None:
+                    admit(img.size[0] * img.size[1])
                 img.seek(0)
                 img.load()
-                frame = img.convert("RGBA" if _has_alpha(img) else "RGB")
+                mode = "RGBA" if _has_alpha(img) else "RGB"
+                frame = _reduced(img, side, mode)  # the full-size decode goes with the `with`
+        frame = frame.convert(mode) if frame.mode != mode else frame
     except MediaError:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
         raise MediaRefused(f"it is refused as a decompression bomb ({e})", name=shown) from e
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as e:
         raise MediaRefused(f"it is not a picture that can be read ({type(e).__name__})", name=shown) from e
-    frame.thumbnail((limits.max_side, limits.max_side), Image.Resampling.LANCZOS)
+    frame.thumbnail((side, side), Image.Resampling.LANCZOS)
     out = io.BytesIO()
     if frame.mode == "RGBA":
         frame.save(out, format="PNG", optimize=True)
         return "image/png", out.getvalue()
     frame.save(out, format="JPEG", quality=85)
     return "image/jpeg", out.getvalue()
+
+
+def _reduced(img: Any, side: int, mode: str) -> Any:
+    """``img`` in ``mode``, made smaller by the largest whole factor that keeps its longest side
+    at least ``side`` (a box filter; the final resampling is done on the small copy). It is
+    reduced a band of rows at a time, so that beside the decoded picture only a band and the
+    result are held, never a second full-size copy (Pillow premultiplies RGBA, a copy, to reduce)."""
+    from PIL import Image
+
+    factor = max(img.size) // side
+    if factor < 2:
+        return img.convert(mode)
+    width, height = (img.size[0] // factor) * factor, (img.size[1] // factor) * factor
+    out = Image.new(mode, (width // factor, height // factor))
+    rows = factor * max(1, _BAND_PIXELS // (width * factor))  # a whole number of boxes per band
+    for top in range(0, height, rows):
+        band = img.crop((0, top, width, min(top + rows, height)))
+        out.paste((band if band.mode == mode else band.convert(mode)).reduce(factor), (0, top // factor))
+    return out
+
+
+_BAND_PIXELS = 1_000_000
+"""Pixels of the full-size picture reduced at a time."""
 
 
 def _has_alpha(img: Any) -> bool:
@@ -410,9 +450,11 @@ def data_url(mime: str, data: bytes) -> str:
 # --- text -----------------------------------------------------------------------------------
 
 
-def extract_text(file: MediaFile, *, limits: MediaLimits) -> str:
+def extract_text(file: MediaFile, *, limits: MediaLimits, deadline: float | None = None) -> str:
     """The text of a text file or a PDF, cut at ``max_text_chars`` with a visible marker.
-    CPU-bound for PDFs: call it in a thread.
+    A PDF is read page by page until the cap is filled, ``max_pdf_pages`` are read, or the
+    clock (:func:`time.monotonic`) passes ``deadline``; then a marker says what was left.
+    CPU-bound for PDFs: the engine runs it in a worker process of its own.
 
     Raises:
         MediaRefused: not a readable type, or a PDF that cannot be read (encrypted, broken).
@@ -421,7 +463,7 @@ def extract_text(file: MediaFile, *, limits: MediaLimits) -> str:
     if is_text(file.mime):
         text = file.data.decode("utf-8", errors="replace")
     elif file.mime == "application/pdf":
-        text = _pdf_text(file, limits)
+        text = _pdf_text(file, limits, deadline)
     else:
         raise MediaRefused(f"{file.mime} files cannot be read as text", name=file.name)
     text = text.replace("\x00", "")
@@ -430,7 +472,7 @@ def extract_text(file: MediaFile, *, limits: MediaLimits) -> str:
     return text
 
 
-def _pdf_text(file: MediaFile, limits: MediaLimits) -> str:
+def _pdf_text(file: MediaFile, limits: MediaLimits, deadline: float | None) -> str:
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
@@ -444,6 +486,9 @@ def _pdf_text(file: MediaFile, limits: MediaLimits) -> str:
         for i, page in enumerate(pages):
             if i >= limits.max_pdf_pages:
                 out.append(f"[... {len(pages) - i} more pages not read]")
+                break
+            if deadline is not None and i and time.monotonic() > deadline:
+                out.append(f"[... stopped after {i} of {len(pages)} pages: this PDF is slow to read]")
                 break
             text = page.extract_text() or ""
             out.append(text)

@@ -364,6 +364,18 @@ class MediaSection(_Section):
     allowed_paths: list[str] = Field(
         default_factory=list, description="directories an action may return files from by path"
     )
+    decode_workers: int = Field(
+        2, ge=1, le=64, description="pictures and PDFs decoded at once, each in a worker process of its own"
+    )
+    decode_timeout: float = Field(
+        20.0, gt=0, le=600, description="seconds of wall clock, and of CPU, one file may take to decode (then stopped)"
+    )
+    decode_memory: int = Field(
+        512_000_000, ge=64_000_000, description="bytes of memory one decoding worker may take beyond its start"
+    )
+    decode_pixels: int = Field(
+        40_000_000, ge=1, description="pixels being decoded at once across all runs (a larger picture waits its turn)"
+    )
 
     @field_validator("url_hosts")
     @classmethod
@@ -462,6 +474,10 @@ class HubConfig(BaseModel):
             fetch_timeout=m.fetch_timeout,
             url_hosts=tuple(m.url_hosts),
             allowed_paths=tuple(str(self.resolve(p)) for p in m.allowed_paths),
+            decode_workers=m.decode_workers,
+            decode_timeout=m.decode_timeout,
+            decode_memory=m.decode_memory,
+            decode_pixels=m.decode_pixels,
         )
 
     def enabled_extensions(self) -> dict[str, dict[str, Any]]:

@@ -1,8 +1,9 @@
-"""The engine: the step loop, a run, the intake that owns every input's lifecycle, the runner's queues and limits, actions, outputs, live output, and the hook protocol through which features take part."""
+"""The engine: the step loop, a run, the intake that owns every input's lifecycle, the runner's queues and limits, actions, outputs, live output, the decoding of inbound files in bounded worker processes, and the hook protocol through which features take part."""
 
 from __future__ import annotations
 
 from ._agent_context import AgentContext
+from ._decoding import Decoder
 from ._deps import EngineDeps, ModelAccess
 from ._hooks import Plugin, Plugins
 from ._intake import Intake
@@ -14,6 +15,7 @@ from ._step_loop import Engine
 __all__ = [
     "AgentContext",
     "CUT_OFF_MARK",
+    "Decoder",
     "Engine",
     "EngineDeps",
     "Intake",
