@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ._load import MAX_FILE_BYTES, config_from_dict, format_validation_error, load_config, loads_toml, read_toml
 from ._sections import (
+    CommandsSection,
     HttpSection,
     HubConfig,
     LimitsSection,
@@ -15,6 +16,7 @@ from ._sections import (
 )
 
 __all__ = [
+    "CommandsSection",
     "HttpSection",
     "HubConfig",
     "LimitsSection",
