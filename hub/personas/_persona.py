@@ -47,6 +47,12 @@ class Persona(BaseModel):
         default_factory=list,
         description="TYPE:KEY instances (globs allowed) this persona's runs may start child runs in (hub/features/_children.py)",
     )
+    greeting: str | None = Field(
+        None, description="the answer to /start (default: a line made from the persona's name)"
+    )
+    failure_reply: str | None = Field(
+        None, description='what the user gets when a run fails (default: [agent] failure_reply; "": nothing)'
+    )
 
     @field_validator("instructions")
     @classmethod
