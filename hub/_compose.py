@@ -5,9 +5,10 @@ the hub's ``submit`` or output registry, never the hub itself), and returns them
 :class:`Features`: the ordered :class:`~hub.engine.Plugins` through which they take part in
 runs, and the components the hub starts and stops. Nothing is attached or replaced later.
 
-Plugin order is the order of the hooks: the daily budgets (``limits``) first, so a spent
-budget stops a run before anything else sees it; then the role guard, the metrics, child
-runs and episodic memory.
+Plugin order is the order of the hooks: the run stops first (a run is known to be in flight,
+and so can be stopped, from its first hook on); then the daily budgets (``limits``), so a
+spent budget stops a run before anything else sees it; the failure reply; then the role
+guard, the metrics, child runs and episodic memory.
 
 Where a new feature goes: a class in its own module that subclasses
 :class:`~hub.engine.Plugin` (and has ``start``/``stop`` if it runs in the background),
@@ -26,7 +27,7 @@ from .config import HubConfig
 from .definitions import Context, Conversation, Output
 from .engine import Plugins, Runner
 from .events import EventBus, PublishingRunStore
-from .features import Budgets, ChildRuns, Heartbeat, Metrics, RoleGuard, Scheduler
+from .features import Budgets, ChildRuns, FailureReply, Heartbeat, Metrics, RoleGuard, RunStops, Scheduler
 from .http import HttpServer, http_component
 from .memory import EpisodicMemory, TrainingExport, local_store_path, open_episode_store, shared_embedder
 from .models import Model, RetryPolicy
@@ -85,6 +86,7 @@ class Features:
     scheduler: Scheduler
     revisions: RevisionStore
     usage: UsageStore
+    stops: RunStops
     http: HttpServer | None = None
     episodes: EpisodicMemory | None = None
     outbound: OutboundLimiter | None = None  # [store] redis_url: platforms' rate limits across workers
@@ -166,6 +168,8 @@ def compose(
         personas.on_change = lambda name, persona, text: revisions.record(name, text)
 
     budgets = Budgets(config.limits, usage, outputs=outputs, runs=runs)
+    stops = RunStops(runs, stores.stops)
+    failure_reply = FailureReply(config, outputs=outputs, runs=runs, persona_for=persona_for)
     guard = RoleGuard(config.roles)
     health = health if health is not None else StoreHealth([db] if db is not None else [])
     metrics = Metrics(runner, health=health)
@@ -192,7 +196,9 @@ def compose(
     training = TrainingExport(config, redactor) if config.memory.export_training else None
     plugins = Plugins(
         [
+            stops,
             budgets,
+            failure_reply,
             guard,
             metrics,
             children,
@@ -212,7 +218,7 @@ def compose(
         config_path=config.path,
     )
     http = http_component(config)
-    components: list[Component] = [PersonaWatcher(personas), scheduler]
+    components: list[Component] = [PersonaWatcher(personas), scheduler, stops]
     if db is not None:  # the database stays bounded
         components.append(Retention(db, config.hub.retention))
     if http is not None:
@@ -235,6 +241,7 @@ def compose(
         scheduler=scheduler,
         revisions=revisions,
         usage=usage,
+        stops=stops,
         http=http,
         episodes=episodes,
         outbound=RedisLimiter(config.store.redis_url) if config.store.redis_url else None,
