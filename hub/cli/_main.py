@@ -147,7 +147,7 @@ async def cmd_chat(config: HubConfig, args: argparse.Namespace) -> int:
     # the terminal is an extension like any other (hub-cli), found through its entry point
     terminal = import_extension("cli")
     CliSettings, os_user, read_lines = terminal.CliSettings, terminal.os_user, terminal.read_lines
-    cli_extension = terminal.extension
+    cli_extension, converse = terminal.extension, terminal.converse
 
     # the terminal only: keep tool extensions, leave platform listeners to `hub run`
     config.extensions = {k: v for k, v in config.extensions.items() if k != "cli"}
@@ -158,18 +158,19 @@ async def cmd_chat(config: HubConfig, args: argparse.Namespace) -> int:
     hub = Hub(config, extensions=[cli, *tools], load_extensions=False)
     hub.scheduler.enabled = False
     user = os_user()
+
+    def answered(result: Any) -> None:
+        if result is not None and not result.ok:
+            print(f"[run {result.run_id[:8]} {result.state}: {result.reason}]", file=sys.stderr)
+        if interactive:
+            print("you> ", end="", flush=True)
+
     async with hub:
         if interactive:
-            print(f"Talking to the hub as {user}. Ctrl-D to leave.", file=sys.stderr)
+            print(f"Talking to the hub as {user}. Ctrl-D to leave; /help for the commands.", file=sys.stderr)
             print("you> ", end="", flush=True)
-        async for line in read_lines():
-            text = line.strip()
-            if text:
-                result = await hub.send("cli:session", {"user": user}, text, user=user)
-                if result is not None and not result.ok:
-                    print(f"[run {result.run_id[:8]} {result.state}: {result.reason}]", file=sys.stderr)
-            if interactive:
-                print("you> ", end="", flush=True)
+        # a line at a time, in order; the chat commands (/help, /new, /stop) answered by the hub
+        await converse(hub.submit, hub.commands.names, user, read_lines(), answered=answered)
         if interactive:
             print(file=sys.stderr)
     return 0
