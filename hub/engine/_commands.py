@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -81,10 +81,10 @@ class Stopper(Protocol):
     """What ``/stop`` and ``/new`` stop runs with (:class:`hub.features.RunStops`)."""
 
     async def stop_conversation(
-        self, conversation: str, reason: str, *, wait: float, exclude: str | None = None
+        self, conversation: str, reason: str, *, wait: float, exclude: Collection[str] = ()
     ) -> list[str]:
-        """Stop the conversation's runs in progress (but ``exclude``, the command's own), on
-        whichever worker holds them, waiting up to ``wait`` seconds for them to end; their ids."""
+        """Stop the conversation's runs in progress (but ``exclude``: commands being answered),
+        on whichever worker holds them, waiting up to ``wait`` seconds for them to end; their ids."""
         ...
 
 
@@ -108,6 +108,7 @@ class Commands:
         self.settings = settings
         self.roles_of = roles_of
         self.stopper = stopper
+        self._answering: set[str] = set()  # the runs of the commands being answered here
         self._built_in: dict[str, Callable[[CommandContext], Awaitable[str | None]]] = {
             "start": self._start,
             "help": self._help,
@@ -200,6 +201,7 @@ class Commands:
         ctx.inputs = [entry]
         state, reason = RunState.COMPLETED, None
         store_failure: StoreError | None = None
+        self._answering.add(record.id)
         try:
             await deps.runs.create(record)
             deps.runs.append(record, entry)
@@ -218,6 +220,8 @@ class Commands:
             text = failure_text(deps.config, deps.persona_for(inst))
             if text:
                 await self._reply(ctx, logs, text, {"failure_reply": reason})
+        finally:
+            self._answering.discard(record.id)
         return await self._finish(ctx, logs, state, reason, store_failure)
 
     async def _reply(self, ctx: RunContext, logs: list[Any], text: str, data: dict[str, Any]) -> None:
@@ -299,8 +303,8 @@ class Commands:
         persona = self.deps.persona_for(cmd.context)
         if persona is not None and persona.greeting is not None:
             return persona.greeting
-        name = f"I'm {persona.name}! " if persona is not None else ""
-        return f"Hi, {name}Send me a message, or /help to see what I can do."
+        hello = f"Hi, I'm {persona.name}!" if persona is not None else "Hi!"
+        return f"{hello} Send me a message, or /help to see what I can do."
 
     async def _help(self, cmd: CommandContext) -> str:
         lines = [f"{i.usage()} — {i.description}" for i in self.menu(cmd.platform or "", cmd.user)]
@@ -322,6 +326,7 @@ class Commands:
     async def _stop_runs(self, cmd: CommandContext) -> list[str]:
         if self.stopper is None:
             return []
+        # not the runs of commands (this one's, or a /help sent with it): they have nothing to stop
         return await self.stopper.stop_conversation(
-            cmd.conversation, STOPPED_BY_USER, wait=STOP_WAIT, exclude=cmd.run_id
+            cmd.conversation, STOPPED_BY_USER, wait=STOP_WAIT, exclude=frozenset(self._answering)
         )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Collection
 from typing import Any
 
 from ..definitions import RunContext, RunResult
@@ -119,7 +120,7 @@ class RunStops(Plugin):
         return ended[0] if ended else record
 
     async def stop_conversation(
-        self, conversation: str, reason: str, *, wait: float, exclude: str | None = None
+        self, conversation: str, reason: str, *, wait: float, exclude: Collection[str] = ()
     ) -> list[str]:
         """Stop the conversation's runs in progress, here and on other workers (all but
         ``exclude``), waiting up to ``wait`` seconds for them to end; their ids."""
@@ -127,7 +128,7 @@ class RunStops(Plugin):
         elsewhere = [
             r.id
             for r in await self.runs.list(limit=100, state=str(RunState.RUNNING), context=conversation)
-            if r.id not in here and r.id != exclude
+            if r.id not in here and r.id not in exclude
         ]
         for run_id in here:
             self._stop_here(run_id, reason)
