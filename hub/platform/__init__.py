@@ -9,8 +9,8 @@ Splitting long text (:func:`split_message`), an outbound :class:`Governor` (paci
 place while the model writes it, for ``live = true``), :class:`LeaseKeeper` (a listener that must run on one worker
 only runs while it holds the lease; get one from ``hub.lease(name)``), and for files :func:`fetch_url` (a
 download capped at a size), :func:`display_name` and :func:`human_size`; for chat commands
-:func:`parse_command` (``/name args`` in a message's text; the commands and their menu are
-``hub.commands``'s).
+:func:`parse_command` (``/name args`` in a message's text) and :class:`CommandInfo` (a command
+as ``hub.commands.menu(...)`` lists it).
 
 The core never names a platform; extensions map their client's errors onto
 :class:`RateLimited`, :class:`TransientSendError` and :class:`PermanentSendError` and send
@@ -22,6 +22,7 @@ send that finally fails is a failed output in the run's log, never reported as s
 from __future__ import annotations
 
 from ..backoff import Backoff
+from ..engine import CommandInfo
 from ..logging_setup import quiet_loggers
 from ..media import display_name, fetch_url, human_size
 from ..store import Lease, LeaseKeeper
@@ -65,4 +66,5 @@ __all__ = [
     "balance_fences",
     "live_drafts",
     "parse_command",
+    "CommandInfo",
 ]
