@@ -135,6 +135,12 @@ class _Checker:
                         f"extension {ext.name!r}: action {action.name!r} requires role {role!r}, which no one holds "
                         f"(add [roles.{role}]): every call will be denied"
                     )
+            for cmd in ext.commands:
+                if cmd.roles and not set(cmd.roles) & set(self.config.roles):
+                    self.report.warnings.append(
+                        f"extension {ext.name!r}: command /{cmd.name} requires the role {' or '.join(cmd.roles)}, "
+                        "which no one holds: nobody may use it"
+                    )
 
     def _contexts_named(self) -> None:
         """``[agent] context``, each webhook's and each schedule's context are contexts of

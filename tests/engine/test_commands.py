@@ -228,3 +228,12 @@ async def test_a_command_recorded_before_a_crash_is_answered_as_a_command(config
             while await inbox.pending():  # done once answered
                 await asyncio.sleep(0.01)
     assert model.requests == []
+
+
+def test_two_extensions_may_not_declare_one_command() -> None:
+    from hub.definitions import Registry
+
+    registry = Registry()
+    registry.register(Extension("a", commands=[weather]))
+    with pytest.raises(ExtensionError, match="command 'weather' is already defined by extension 'a'"):
+        registry.register(Extension("b", commands=[weather]))
