@@ -151,6 +151,7 @@ class Hub:
             heartbeat=heartbeat,
             redactor=self.redactor,
             health=self.store_health,
+            publish_actions=self.registry.replace_actions,
         )
         self.features = features
         self.prompts = features.prompts
@@ -163,6 +164,7 @@ class Hub:
         self.http = features.http
         self.children = features.children
         self.episodes = features.episodes
+        self.mcp = features.mcp  # [mcp.*] servers and their tools (hub/mcp), or None
         # the platforms' governors take it at start (Governor.report_to): rate limits across workers
         self.outbound_limiter = features.outbound
         self.engine = Engine(

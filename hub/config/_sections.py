@@ -346,7 +346,7 @@ class MediaSection(_Section):
         return out
 
 
-_MCP_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+_MCP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 
 
 class McpServerSection(_Section):
@@ -366,6 +366,7 @@ class McpServerSection(_Section):
     max_result_chars: int = Field(
         20_000, ge=100, le=10_000_000, description="characters of a result the model gets (then cut, with a marker)"
     )
+    roles: list[str] = Field(default_factory=list, description="roles a user needs to call its tools ([roles])")
     enabled: bool = True
 
     @field_validator("command")
@@ -452,7 +453,7 @@ class HubConfig(BaseModel):
         for name in v:
             if not _MCP_NAME.match(name) or "__" in name:
                 raise ValueError(
-                    f"[mcp.{name}]: a server's name is 1-32 letters, digits, _ and - without '__' "
+                    f"[mcp.{name}]: a server's name is a letter then up to 31 letters, digits, _ and -, without '__' "
                     "(its tools are named NAME__TOOL)"
                 )
         return v
