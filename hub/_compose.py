@@ -24,14 +24,14 @@ from typing import Any, Protocol, cast
 
 from .config import HubConfig
 from .definitions import Action, Context, Conversation, Output
-from .errors import ConfigError
 from .engine import Plugins, Runner
+from .errors import ConfigError
 from .events import EventBus, PublishingRunStore
 from .features import Budgets, ChildRuns, Heartbeat, Metrics, RoleGuard, Scheduler
 from .http import HttpServer, http_component
 from .memory import EpisodicMemory, TrainingExport, local_store_path, open_episode_store, shared_embedder
 from .models import Model, RetryPolicy
-from .personas import Persona, PersonaSet, PersonaWatcher
+from .personas import REVISION_PREFIX, Persona, PersonaSet, PersonaWatcher, SkillSet
 from .platform import OutboundLimiter, RedisLimiter
 from .protocol import PromptBuilder
 from .redact import Redactor
@@ -90,6 +90,7 @@ class Features:
     episodes: EpisodicMemory | None = None
     outbound: OutboundLimiter | None = None  # [store] redis_url: platforms' rate limits across workers
     mcp: Any = None  # [mcp.*]: hub.mcp.McpServers, whose tools are actions (None: no server configured)
+    skills: SkillSet | None = None  # [agent] skills_dir, when the folder exists
 
 
 def make_model(config: HubConfig) -> Model:
@@ -217,7 +218,11 @@ def compose(
     )
     http = http_component(config)
     mcp = mcp_servers(config, publish_actions)
-    components: list[Component] = [PersonaWatcher(personas), scheduler]
+    skills = None
+    skills_dir = config.resolve(config.agent.skills_dir) if config.agent.skills_dir else None
+    if skills_dir is not None and skills_dir.is_dir():  # versioned like personas: the same store and watcher
+        skills = SkillSet(skills_dir, on_change=lambda name, text: revisions.record(REVISION_PREFIX + name, text))
+    components: list[Component] = [PersonaWatcher(personas, skills=skills), scheduler]
     if mcp is not None:  # first: their tools are there before the first input is taken
         components.insert(0, mcp)
     if db is not None:  # the database stays bounded
@@ -246,6 +251,7 @@ def compose(
         episodes=episodes,
         outbound=RedisLimiter(config.store.redis_url) if config.store.redis_url else None,
         mcp=mcp,
+        skills=skills,
     )
 
 

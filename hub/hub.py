@@ -165,6 +165,7 @@ class Hub:
         self.children = features.children
         self.episodes = features.episodes
         self.mcp = features.mcp  # [mcp.*] servers and their tools (hub/mcp), or None
+        self.skills = features.skills  # skills/NAME/SKILL.md (hub/personas), or None
         # the platforms' governors take it at start (Governor.report_to): rate limits across workers
         self.outbound_limiter = features.outbound
         self.engine = Engine(
@@ -188,6 +189,7 @@ class Hub:
                 hub=self,
                 media_limits=self.config.media_limits(),
                 bus=self.bus,
+                skills=self.skills,
             )
         )
         # every input's lifecycle: recorded, queued, taken into the engine's runs, resumed
@@ -208,6 +210,8 @@ class Hub:
         # who may talk to the bot in private (hub/features/_access.py): dm_policy and pairings
         self.access = Access(self.stores.pairings)
         self.register(self.children.extension())
+        if self.skills is not None:  # load_skill
+            self.register(self.skills.extension())
 
         # the bot's own context (hub/engine/_agent_context.py), resolved at start once extensions are in
         self.agent: AgentContext | None = None

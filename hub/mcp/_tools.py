@@ -125,7 +125,7 @@ def result_for_model(action: str, result: Any, *, max_chars: int) -> Any:
         elif dumped == json.dumps({"result": text}, ensure_ascii=False) or _same(structured, text):
             structured = None  # the text already says it
     if not extra and structured is None:
-        return text
+        return _parsed(text)
     out: dict[str, Any] = {}
     if text:
         out["text"] = text
@@ -133,6 +133,17 @@ def result_for_model(action: str, result: Any, *, max_chars: int) -> Any:
         out["structured"] = structured
     out.update(extra)
     return out
+
+
+def _parsed(text: str) -> Any:
+    """A text that is a JSON object or array, as that structure (templates can then reach into
+    it: ``{{calls[0].datetime}}``); any other text as it is."""
+    if text[:1] in ("{", "[") and not text.endswith("cut]"):
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _same(structured: Any, text: str) -> bool:

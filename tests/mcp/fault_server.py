@@ -2,7 +2,8 @@
 ``python fault_server.py [MODE]``. Its tools misbehave on request (crash, hang, fail, answer
 huge, write garbage, change the tool list); MODE makes the whole server misbehave:
 ``nostart`` exits at once, ``garbage`` writes lines that are not JSON-RPC before serving,
-``badschema`` lists a tool whose input schema is not a valid JSON schema."""
+``badschema`` lists a tool whose input schema is not a valid JSON schema; ``http PORT`` serves
+over streamable HTTP on 127.0.0.1:PORT instead of stdio."""
 
 from __future__ import annotations
 
@@ -88,7 +89,15 @@ if MODE == "badschema":
 
     server._tool_manager._tools["broken"].parameters = {"type": "object", "properties": {"x": {"type": 12}}}
 
+@server.tool(description="The Authorization header the request came with (HTTP).")
+def whoami(ctx: Context) -> str:
+    return (ctx.headers or {}).get("authorization", "")
+
+
 if MODE == "garbage":
     os.write(1, b"hello from a server that talks before it should\n")
 
-server.run()
+if MODE == "http":
+    server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+else:
+    server.run()
