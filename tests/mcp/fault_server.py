@@ -89,6 +89,7 @@ if MODE == "badschema":
 
     server._tool_manager._tools["broken"].parameters = {"type": "object", "properties": {"x": {"type": 12}}}
 
+
 @server.tool(description="The Authorization header the request came with (HTTP).")
 def whoami(ctx: Context) -> str:
     return (ctx.headers or {}).get("authorization", "")
