@@ -153,6 +153,7 @@ class Hub:
             heartbeat=heartbeat,
             redactor=self.redactor,
             health=self.store_health,
+            publish_actions=self.registry.replace_actions,
         )
         self.features = features
         self.prompts = features.prompts
@@ -165,6 +166,8 @@ class Hub:
         self.http = features.http
         self.children = features.children
         self.episodes = features.episodes
+        self.mcp = features.mcp  # [mcp.*] servers and their tools (hub/mcp), or None
+        self.skills = features.skills  # skills/NAME/SKILL.md (hub/personas), or None
         # the platforms' governors take it at start (Governor.report_to): rate limits across workers
         self.outbound_limiter = features.outbound
         deps = EngineDeps(
@@ -187,6 +190,7 @@ class Hub:
             hub=self,
             media_limits=self.config.media_limits(),
             bus=self.bus,
+            skills=self.skills,
         )
         self.engine = Engine(deps)
         # chat commands (/start, /help, /new, /stop and the extensions'), answered by the intake
@@ -213,6 +217,8 @@ class Hub:
         # who may talk to the bot in private (hub/features/_access.py): dm_policy and pairings
         self.access = Access(self.stores.pairings)
         self.register(self.children.extension())
+        if self.skills is not None:  # load_skill
+            self.register(self.skills.extension())
 
         # the bot's own context (hub/engine/_agent_context.py), resolved at start once extensions are in
         self.agent: AgentContext | None = None

@@ -13,9 +13,10 @@ from pathlib import Path
 from ..config import HubConfig
 from ..definitions import Extension, load_extension
 from ..errors import HubError
-from ..personas import PersonaSet
+from ..personas import PersonaSet, SkillSet
+from ._tools import mcp_lines, probe_mcp
 
-__all__ = ["CheckReport", "check_config"]
+__all__ = ["CheckReport", "check_config", "check_mcp"]
 
 
 @dataclass(slots=True)
@@ -24,6 +25,7 @@ class CheckReport:
     warnings: list[str] = field(default_factory=list)
     extensions: list[str] = field(default_factory=list)
     personas: list[str] = field(default_factory=list)
+    skills: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -59,6 +61,7 @@ class _Checker:
         self._http()
         self._costs()
         self._commands()
+        self._skills()
         return self.report
 
     @property
@@ -230,6 +233,29 @@ class _Checker:
                     f"extension {ext!r}: command /{name} is built in: add {name!r} to [commands] disabled "
                     "to answer it yourself"
                 )
+
+    def _skills(self) -> None:
+        """Each ``skills/NAME/SKILL.md`` validates (front matter, name, description)."""
+        if not self.config.agent.skills_dir:
+            return
+        skills = SkillSet(self.config.resolve(self.config.agent.skills_dir))
+        skills.refresh()
+        self.report.errors.extend(skills.errors().values())
+        self.report.skills = skills.names()
+
+
+async def check_mcp(config: HubConfig, report: CheckReport) -> list[str]:
+    """Start each ``[mcp.*]`` server and ask it for its tools: the lines ``hub check`` prints;
+    a server that will not start is an error of ``report``, naming it."""
+    try:
+        statuses = await probe_mcp(config)
+    except HubError as e:
+        report.errors.append(str(e))
+        return []
+    lines, errors = mcp_lines(statuses)
+    where = f"{config.path}: " if config.path else ""
+    report.errors.extend(where + e for e in errors)
+    return lines
 
 
 def _scope_known(scope: str, context_types: set[str], ext_names: set[str]) -> bool:

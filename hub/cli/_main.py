@@ -22,6 +22,7 @@ from ..logging_setup import setup_logging
 from ._memory import MEMORY_COMMANDS, add_memory_commands
 from ._pairing import ACCESS_COMMANDS, add_access_commands
 from ._store import STORE_COMMANDS, add_store_commands
+from ._tools import TOOLS_COMMANDS, add_tools_commands
 
 __all__ = ["main"]
 
@@ -75,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     add_memory_commands(sub, common)
     add_store_commands(sub, common)
     add_access_commands(sub, common)
+    add_tools_commands(sub, common)
     return p
 
 
@@ -107,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.update(MEMORY_COMMANDS)
     commands.update(STORE_COMMANDS)
     commands.update(ACCESS_COMMANDS)
+    commands.update(TOOLS_COMMANDS)
     lock = None
     try:
         if args.command in ("run", "chat"):  # one process per data dir, and a database worth opening
@@ -299,9 +302,10 @@ async def cmd_trace(config: HubConfig, args: argparse.Namespace) -> int:
 
 
 async def cmd_check(config: HubConfig, args: argparse.Namespace) -> int:
-    from ._check import check_config
+    from ._check import check_config, check_mcp
 
     report = check_config(config)
+    mcp = await check_mcp(config, report)
     for w in report.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if report.errors:
@@ -324,6 +328,9 @@ async def cmd_check(config: HubConfig, args: argparse.Namespace) -> int:
     print(f"  model: {provider} {config.model.name if provider == 'openai' else ''}".rstrip())
     print(f"  extensions: {', '.join(report.extensions) or 'none'}")
     print(f"  personas: {', '.join(report.personas) or 'none'}")
+    print(f"  skills: {', '.join(report.skills) or 'none'}")
+    for line in mcp:
+        print(line)
     return 0
 
 
@@ -379,7 +386,8 @@ async def cmd_persona(config: HubConfig, args: argparse.Namespace) -> int:
     async with open_stores(config) as stores:
         store = stores.revisions
         if args.persona_command == "list":
-            names = sorted({p.stem for p in folder.glob("*.toml")} | set(await store.names()))
+            stored = {n for n in await store.names() if not n.startswith("skill:")}  # skills' are `hub skill`'s
+            names = sorted({p.stem for p in folder.glob("*.toml")} | stored)
             counts = {n: len(await store.history(n)) for n in names}
             for n in names:
                 file = folder / f"{n}.toml"

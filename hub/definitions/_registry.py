@@ -3,6 +3,7 @@ they declare (:class:`Registry`), and the resolution of a ``TYPE:KEY`` name to a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -60,6 +61,24 @@ class Registry:
                 registry[getattr(item, attr)] = item
                 self._owners[id(item)] = ext.name
         self.extensions[ext.name] = ext
+
+    def replace_actions(self, owner: str, actions: Sequence[Action]) -> list[str]:
+        """Put ``actions`` in place of those ``owner`` contributed before: tools that come and go
+        while the hub runs (an MCP server's, as it lists them). Returns why each one that was
+        left out was (a name another owner has); the next step of every run sees the change."""
+        for name, a in list(self.actions.items()):
+            if self._owners.get(id(a)) == owner:
+                del self.actions[name]
+                del self._owners[id(a)]
+        refused = []
+        for a in actions:
+            other = self.actions.get(a.name)
+            if other is not None:
+                refused.append(f"action {a.name!r} is already defined by {self._owners.get(id(other), '?')!r}")
+                continue
+            self.actions[a.name] = a
+            self._owners[id(a)] = owner
+        return refused
 
     def owner_of(self, item: Any) -> str | None:
         return self._owners.get(id(item))

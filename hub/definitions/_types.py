@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
-from ..errors import ExtensionError
+from ..errors import ActionError, ExtensionError
 from ..logs import Log, MediaPart
 from ._commands import Command
 from ._run_context import ArgsT, MemoryT, RunContext
@@ -98,6 +98,17 @@ class Action:
 
     def json_schema(self) -> dict[str, Any]:
         return self.schema.model_json_schema()
+
+    def parse_arguments(self, raw: Any) -> Any:
+        """A call's arguments checked against the action's schema: what the handler gets.
+
+        Raises:
+            ActionError: They do not match; the message names the fields at fault.
+        """
+        try:
+            return self.schema.model_validate(raw)
+        except ValidationError as e:
+            raise ActionError(self.name, "invalid arguments: " + validation_message(e)) from e
 
     def returns_schema(self) -> dict[str, Any] | None:
         if self.returns is None:

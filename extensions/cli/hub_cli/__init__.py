@@ -131,8 +131,12 @@ async def converse(
         if answered is not None:
             answered(result)
 
+    at_once: set[asyncio.Task[None]] = set()
+
     async def in_order() -> None:
         while (item := await queue.get()) is not None:
+            if at_once:  # a /stop typed before this line is answered before it
+                await asyncio.wait(set(at_once))
             await one(*item)
 
     async with asyncio.TaskGroup() as tasks:  # every answer awaited, all cancelled together
@@ -143,7 +147,9 @@ async def converse(
                 continue
             call = parse_command(text, commands())
             if call is not None and call.name in AT_ONCE:
-                tasks.create_task(one(text, call))
+                task = tasks.create_task(one(text, call))
+                at_once.add(task)
+                task.add_done_callback(at_once.discard)
             else:
                 queue.put_nowait((text, call))
         queue.put_nowait(None)

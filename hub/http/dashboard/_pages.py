@@ -13,6 +13,7 @@ polling: the runs list and a running run's trace. No Node step, no script of our
 - **Personas**: the file edited in the browser, validated as the persona watcher validates,
   shown as a diff against the revision in force before it is saved (atomically, so the
   watcher records it); history and rollback, as ``hub persona``.
+- **Tools**: the MCP servers (up or down, and why), their tools, and the skills.
 - **Access**: pending pairing codes to approve, paired users to revoke, as ``hub pairing``.
 - **Health**: platforms, queue depth, model latency, 429s, budgets used today, as sparklines
   from :class:`~hub.http.dashboard._health.MetricsHistory`.
@@ -213,6 +214,7 @@ class Dashboard:
         r.add_get("/access", self.access_page)
         r.add_post("/access/approve", self.approve)
         r.add_post("/access/revoke", self.revoke)
+        r.add_get("/tools", self.tools_page)
         r.add_get("/health", self.health_page)
         r.add_get("/health/charts", self.health_charts)
         r.add_static("/static/", HERE / "static", name="static")
@@ -496,7 +498,8 @@ class Dashboard:
 
     async def personas_page(self, request: web.Request) -> web.Response:
         personas = self.hub.personas
-        names = sorted(set(personas.names()) | set(await self.hub.revisions.names()) | set(personas.errors()))
+        stored = {n for n in await self.hub.revisions.names() if not n.startswith("skill:")}  # skills' are on /ui/tools
+        names = sorted(set(personas.names()) | stored | set(personas.errors()))
         return self._page(
             request,
             "personas.html",
@@ -719,6 +722,21 @@ class Dashboard:
             "interval": self.history.interval,
             "size": self.history.samples.maxlen,
         }
+
+    # --- tools ------------------------------------------------------------------------------
+
+    async def tools_page(self, request: web.Request) -> web.Response:
+        """The MCP servers and their tools, and the skills, as the running hub has them now."""
+        mcp = getattr(self.hub, "mcp", None)
+        skills = getattr(self.hub, "skills", None)
+        return self._page(
+            request,
+            "tools.html",
+            nav="tools",
+            servers=mcp.statuses() if mcp is not None else [],
+            skills=skills.summaries() if skills is not None else [],
+            skill_errors=skills.errors() if skills is not None else {},
+        )
 
     async def health_page(self, request: web.Request) -> web.Response:
         return self._page(request, "health.html", nav="health", **await self._health())
