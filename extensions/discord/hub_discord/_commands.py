@@ -46,6 +46,7 @@ DEFER_AFTER = 1.5
 TOKEN_LIFETIME = 14 * 60.0
 """Seconds an interaction's token is used for answers (Discord's lives 15 minutes)."""
 DONE = "Done."
+NOT_TAKEN = "Sorry, that did not go through. Please try again in a moment."
 
 
 @dataclass(eq=False)
@@ -137,6 +138,7 @@ class DiscordCommands:
         pending = self._pending[interaction.id] = _Pending(interaction)
         pending.timer = hub.create_task(self._defer_later(pending), name=f"discord:defer:{interaction.id}")
         channel_id = interaction.channel_id or 0
+        done = DONE
         try:
             sub = await send(
                 CONTEXT,
@@ -156,8 +158,11 @@ class DiscordCommands:
             )
             if not sub.duplicate:
                 await sub.wait()
+        except Exception:  # not taken (the store failed, the hub is stopping): the user is told
+            done = NOT_TAKEN
+            raise
         finally:
-            await self._settle(pending)
+            await self._settle(pending, done)
 
     async def _refusal(self, interaction: discord.Interaction) -> str | None:
         """Why this user may not use the bot here (None: they may), as the bot's messages are
@@ -192,8 +197,8 @@ class DiscordCommands:
                 except discord.HTTPException as e:
                     log.warning("discord: deferring interaction %s failed: %s", pending.interaction.id, e)
 
-    async def _settle(self, pending: _Pending) -> None:
-        """The command is done: an interaction nothing answered is told so (to its user only)."""
+    async def _settle(self, pending: _Pending, text: str = DONE) -> None:
+        """The command is done: an interaction nothing answered is told ``text`` (to its user only)."""
         if pending.timer is not None:
             pending.timer.cancel()
         async with pending.lock:
@@ -203,9 +208,9 @@ class DiscordCommands:
             interaction = pending.interaction
             try:
                 if not interaction.response.is_done():
-                    await interaction.response.send_message(DONE, ephemeral=True)
+                    await interaction.response.send_message(text, ephemeral=True)
                 elif pending.deferred and not pending.original_used:
-                    await interaction.edit_original_response(content=DONE)
+                    await interaction.edit_original_response(content=text)
                     pending.original_used = True
             except discord.HTTPException as e:
                 log.warning("discord: interaction %s was left unanswered: %s", interaction.id, e)

@@ -29,7 +29,7 @@ from telegram.error import TelegramError
 from telegram.ext import CommandHandler
 
 from hub import CommandCall, ExtensionError
-from hub.platform import Backoff
+from hub.platform import Backoff, parse_command
 
 from ._client import TelegramClient
 
@@ -65,7 +65,13 @@ class TelegramCommands:
         msg = update.message
         if msg is None or not msg.text or not msg.entities:
             return None
-        for name in sorted(self.hub.commands.names()):
+        names = self.hub.commands.names()
+        try:
+            msg.get_bot()
+        except RuntimeError:  # an update made without the bot (CommandHandler needs its name)
+            me = self.client.me
+            return parse_command(msg.text, names, bot_name=me.username if me is not None else None)
+        for name in sorted(names):
             handler = self._handlers.get(name)
             if handler is None:
                 handler = self._handlers[name] = CommandHandler(name, _never_called)

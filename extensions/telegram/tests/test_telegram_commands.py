@@ -196,3 +196,30 @@ async def test_a_second_command_arrives_while_the_first_is_answered(tmp_path: Pa
         ["Commands:", "Hi! Send me a message, or /help to see what I can do.", "Nothing to stop."]
     )
     assert h.model.requests == []
+
+
+def test_an_update_made_without_the_bot_is_still_parsed() -> None:
+    from types import SimpleNamespace
+
+    from telegram import Update
+
+    from hub import CommandCall
+    from hub_telegram import TelegramClient, TelegramSettings
+    from hub_telegram._commands import TelegramCommands
+
+    hub = SimpleNamespace(commands=SimpleNamespace(names=lambda: {"help", "weather"}))
+    parser = TelegramCommands(TelegramClient(TelegramSettings(token=TOKEN)), hub)  # type: ignore[arg-type]
+
+    def update(text: str) -> Update:
+        message = {
+            "message_id": 1,
+            "date": 0,
+            "chat": {"id": 42, "type": "private"},
+            "from": {"id": 42, "is_bot": False, "first_name": "Ada"},
+            "text": text,
+            "entities": [{"type": "bot_command", "offset": 0, "length": len(text.split()[0])}],
+        }
+        return Update.de_json({"update_id": 1, "message": message}, None)
+
+    assert parser.parse(update("/weather Paris")) == CommandCall("weather", "Paris")
+    assert parser.parse(update("/frobnicate")) is None
