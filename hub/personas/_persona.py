@@ -1,8 +1,9 @@
 """Personas: one TOML file per persona under ``contexts/``, read again when edited.
 
 A persona file holds ``name``, ``instructions`` (the text that reaches the prompt), optional
-``examples`` and which conversations use it (``contexts``: context types or instance ids,
-``extensions``: extension names). An edit that does not validate keeps the previous version
+``examples``, which conversations use it (``contexts``: context types or instance ids,
+``extensions``: extension names), and what it says outside the model: ``greeting`` (the
+answer to ``/start``) and ``failure_reply`` (when a run fails). An edit that does not validate keeps the previous version
 in force and logs why; nothing is lost.
 
 Only regular files inside the folder are read: a symlink leading outside it, or a special
