@@ -453,6 +453,7 @@ async def test_the_stop_button_stops_a_running_run(tmp_path: Path) -> None:
 async def test_the_runs_list_shows_what_each_run_cost(tmp_path: Path) -> None:
     cfg = make_config(tmp_path)
     cfg.model.price_input, cfg.model.price_output = 2.0, 8.0
+    cfg.limits.cost_per_day = 5.0
     async with dashboard(tmp_path, config=cfg) as d, client() as s:
         d.tg.push_message(chat_id=42, text="hello")
         await d.tg.wait_sent(1)
@@ -464,5 +465,8 @@ async def test_the_runs_list_shows_what_each_run_cost(tmp_path: Path) -> None:
             page = await resp.text()
         async with s.get(f"{d.base}/ui/runs/{run.id}") as resp:
             trace = await resp.text()
+        async with s.get(f"{d.base}/ui/health") as resp:
+            health = await resp.text()
     assert record.cost > 0 and "<th>cost</th>" in page and f"<td>{record.cost:.4f}</td>" in page
+    assert "the whole bot: <meter" in health and f"{round(record.cost, 4)} of 5.0 spent" in health
     assert f"<dt>cost</dt><dd>{record.cost:.4f}</dd>" in trace

@@ -43,7 +43,7 @@ from markupsafe import Markup
 from yarl import URL
 
 from ...errors import ConfigError, HubError
-from ...features import PairingError, utc_day
+from ...features import BOT_SCOPE, PairingError, utc_day
 from ...logs import (
     ActionCallLog,
     ActionResultLog,
@@ -709,7 +709,10 @@ class Dashboard:
         if limits.conversation_tokens_per_day:
             for context, _, _ in await hub.runs.recent_contexts(limit=10):
                 used = await hub.budgets.store.get(f"conversation:{context}", day)
-                budgets.append({"scope": context, "used": used, "limit": limits.conversation_tokens_per_day})
+                budgets.append(
+                    {"scope": context, "used": used, "limit": limits.conversation_tokens_per_day, "unit": "tokens"}
+                )
+        budgets += await self._money_budgets(day)
         return {
             "charts": charts,
             "platforms": platforms,
@@ -737,6 +740,28 @@ class Dashboard:
             skills=skills.summaries() if skills is not None else [],
             skill_errors=skills.errors() if skills is not None else {},
         )
+
+    async def _money_budgets(self, day: str) -> list[dict[str, Any]]:
+        """The budgets in money used today: per recent conversation, and the whole bot's."""
+        hub, limits = self.hub, self.hub.config.limits
+        store, budgets = hub.budgets.store, []
+        if limits.conversation_cost_per_day:
+            for context, _, _ in await hub.runs.recent_contexts(limit=10):
+                spent = await store.cost(f"conversation:{context}", day)
+                budgets.append(
+                    {
+                        "scope": context,
+                        "used": round(spent, 4),
+                        "limit": limits.conversation_cost_per_day,
+                        "unit": "spent",
+                    }
+                )
+        if limits.cost_per_day:
+            spent = await store.cost(BOT_SCOPE, day)
+            budgets.append(
+                {"scope": "the whole bot", "used": round(spent, 4), "limit": limits.cost_per_day, "unit": "spent"}
+            )
+        return budgets
 
     async def health_page(self, request: web.Request) -> web.Response:
         return self._page(request, "health.html", nav="health", **await self._health())
