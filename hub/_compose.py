@@ -5,9 +5,10 @@ the hub's ``submit`` or output registry, never the hub itself), and returns them
 :class:`Features`: the ordered :class:`~hub.engine.Plugins` through which they take part in
 runs, and the components the hub starts and stops. Nothing is attached or replaced later.
 
-Plugin order is the order of the hooks: the daily budgets (``limits``) first, so a spent
-budget stops a run before anything else sees it; then the role guard, the metrics, child
-runs and episodic memory.
+Plugin order is the order of the hooks: the run stops first (a run is known to be in flight,
+and so can be stopped, from its first hook on); then the daily budgets (``limits``), so a
+spent budget stops a run before anything else sees it; the failure reply; then the role
+guard, the metrics, child runs and episodic memory.
 
 Where a new feature goes: a class in its own module that subclasses
 :class:`~hub.engine.Plugin` (and has ``start``/``stop`` if it runs in the background),
@@ -27,7 +28,7 @@ from .definitions import Action, Context, Conversation, Output
 from .engine import Plugins, Runner
 from .errors import ConfigError
 from .events import EventBus, PublishingRunStore
-from .features import Budgets, ChildRuns, Heartbeat, Metrics, RoleGuard, Scheduler
+from .features import Budgets, ChildRuns, FailureReply, Heartbeat, Metrics, RoleGuard, RunStops, Scheduler
 from .http import HttpServer, http_component
 from .memory import EpisodicMemory, TrainingExport, local_store_path, open_episode_store, shared_embedder
 from .models import Model, RetryPolicy
@@ -86,6 +87,7 @@ class Features:
     scheduler: Scheduler
     revisions: RevisionStore
     usage: UsageStore
+    stops: RunStops
     http: HttpServer | None = None
     episodes: EpisodicMemory | None = None
     outbound: OutboundLimiter | None = None  # [store] redis_url: platforms' rate limits across workers
@@ -171,6 +173,8 @@ def compose(
         personas.on_change = lambda name, persona, text: revisions.record(name, text)
 
     budgets = Budgets(config.limits, usage, outputs=outputs, runs=runs)
+    stops = RunStops(runs, stores.stops)
+    failure_reply = FailureReply(config, outputs=outputs, runs=runs, persona_for=persona_for)
     guard = RoleGuard(config.roles)
     health = health if health is not None else StoreHealth([db] if db is not None else [])
     metrics = Metrics(runner, health=health)
@@ -197,7 +201,9 @@ def compose(
     training = TrainingExport(config, redactor) if config.memory.export_training else None
     plugins = Plugins(
         [
+            stops,
             budgets,
+            failure_reply,
             guard,
             metrics,
             children,
@@ -222,7 +228,7 @@ def compose(
     skills_dir = config.resolve(config.agent.skills_dir) if config.agent.skills_dir else None
     if skills_dir is not None and skills_dir.is_dir():  # versioned like personas: the same store and watcher
         skills = SkillSet(skills_dir, on_change=lambda name, text: revisions.record(REVISION_PREFIX + name, text))
-    components: list[Component] = [PersonaWatcher(personas, skills=skills), scheduler]
+    components: list[Component] = [PersonaWatcher(personas, skills=skills), scheduler, stops]
     if mcp is not None:  # first: their tools are there before the first input is taken
         components.insert(0, mcp)
     if db is not None:  # the database stays bounded
@@ -247,6 +253,7 @@ def compose(
         scheduler=scheduler,
         revisions=revisions,
         usage=usage,
+        stops=stops,
         http=http,
         episodes=episodes,
         outbound=RedisLimiter(config.store.redis_url) if config.store.redis_url else None,

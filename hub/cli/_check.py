@@ -59,6 +59,8 @@ class _Checker:
         self._routes()
         self._model()
         self._http()
+        self._costs()
+        self._commands()
         self._skills()
         return self.report
 
@@ -136,6 +138,12 @@ class _Checker:
                         f"extension {ext.name!r}: action {action.name!r} requires role {role!r}, which no one holds "
                         f"(add [roles.{role}]): every call will be denied"
                     )
+            for cmd in ext.commands:
+                if cmd.roles and not set(cmd.roles) & set(self.config.roles):
+                    self.report.warnings.append(
+                        f"extension {ext.name!r}: command /{cmd.name} requires the role {' or '.join(cmd.roles)}, "
+                        "which no one holds: nobody may use it"
+                    )
 
     def _contexts_named(self) -> None:
         """``[agent] context``, each webhook's and each schedule's context are contexts of
@@ -195,6 +203,36 @@ class _Checker:
                 f"{self.where}http.token: empty: /events and /runs/{{id}} are off, the dashboard at /ui/ is off, "
                 "/metrics is open"
             )
+
+    def _costs(self) -> None:
+        """A budget in money needs the model's prices: without them nothing is counted."""
+        limits, model = self.config.limits, self.config.model
+        for key in ("conversation_cost_per_day", "user_cost_per_day", "cost_per_day"):
+            if getattr(limits, key) and not model.priced:
+                self.report.warnings.append(
+                    f"{self.where}limits.{key}: set, but [model] price_input and price_output are 0 (unknown): "
+                    "no cost is counted, so this budget never stops anything"
+                )
+
+    def _commands(self) -> None:
+        """``[commands] disabled`` names commands that exist; an extension's command does not
+        take a built-in's name that is on (the hub would refuse to start)."""
+        from ..engine import BUILT_IN
+
+        off = set(self.config.commands.disabled)
+        declared = {c.name: e.name for e in self.exts for c in e.commands}
+        for name in sorted(off - set(BUILT_IN) - set(declared)):
+            if self.exts:
+                self.report.warnings.append(
+                    f"{self.where}commands.disabled: {name!r} is no command (built in: {', '.join(BUILT_IN)}; "
+                    f"the extensions': {', '.join(sorted(declared)) or 'none'})"
+                )
+        for name, ext in sorted(declared.items()):
+            if name in BUILT_IN and name not in off:
+                self.report.errors.append(
+                    f"extension {ext!r}: command /{name} is built in: add {name!r} to [commands] disabled "
+                    "to answer it yourself"
+                )
 
     def _skills(self) -> None:
         """Each ``skills/NAME/SKILL.md`` validates (front matter, name, description)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ._load import MAX_FILE_BYTES, config_from_dict, format_validation_error, load_config, loads_toml, read_toml
 from ._sections import (
+    CommandsSection,
     HttpSection,
     HubConfig,
     LimitsSection,
@@ -16,6 +17,7 @@ from ._sections import (
 )
 
 __all__ = [
+    "CommandsSection",
     "HttpSection",
     "HubConfig",
     "LimitsSection",

@@ -76,6 +76,19 @@ class ModelSection(_Section):
     vision: bool = Field(
         False, description="pictures reach the model as image_url parts (an OpenAI-compatible server that takes them)"
     )
+    price_input: float = Field(
+        0.0, ge=0, description="per million prompt tokens, in the operator's currency (0: unknown, costs count 0)"
+    )
+    price_output: float = Field(0.0, ge=0, description="per million completion tokens (0: unknown)")
+
+    @property
+    def priced(self) -> bool:
+        """Whether the model's prices are known (a cost budget can only count with them)."""
+        return bool(self.price_input or self.price_output)
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """What a model call with these token counts costs, at ``price_input``/``price_output``."""
+        return (prompt_tokens * self.price_input + completion_tokens * self.price_output) / 1_000_000
 
     def resolved_provider(self) -> Literal["openai", "local"]:
         if self.provider == "auto":
@@ -94,20 +107,54 @@ class AgentSection(_Section):
     context: str = Field(
         "", description="the bot's own context: a context type whose one instance every run shares (empty: none)"
     )
+    failure_reply: str = Field(
+        "Sorry, something went wrong on my side. Please try again in a moment.",
+        description="what the user gets when a run fails or is killed other than by a limit or a shutdown "
+        "(empty: nothing); a persona's failure_reply wins",
+    )
     skills_dir: str = Field(
         "skills", description="skills: skills/NAME/SKILL.md, loaded by the model with load_skill (hub/personas)"
     )
 
 
 class LimitsSection(_Section):
-    """Budgets per conversation and per user (per-run limits are in [agent])."""
+    """Budgets per conversation, per user and for the whole bot (per-run limits are in [agent])."""
 
     conversation_tokens_per_day: int = Field(0, ge=0, description="0: no limit")
     user_tokens_per_day: int = Field(0, ge=0, description="0: no limit")
+    conversation_cost_per_day: float = Field(
+        0.0, ge=0, description="money per conversation and UTC day, at [model] prices (0: no limit)"
+    )
+    user_cost_per_day: float = Field(0.0, ge=0, description="money per user and UTC day (0: no limit)")
+    cost_per_day: float = Field(0.0, ge=0, description="money the whole bot may spend per UTC day (0: no limit)")
     reply: str = Field(
         "Sorry, I have reached my limit for now. Please try again later.",
         description="what the user gets when a limit stops a run (empty: nothing)",
     )
+
+
+_COMMAND_NAME = re.compile(r"[a-z0-9_]{1,32}")
+
+
+class CommandsSection(_Section):
+    """``[commands]``: the chat commands (``/start``, ``/help``, ``/new``, ``/stop`` and the
+    extensions' own) on every platform that has commands."""
+
+    enabled: bool = Field(True, description="false: no command at all; /words reach the model as text")
+    disabled: list[str] = Field(
+        default_factory=list, description='commands turned off, by name without the slash (e.g. ["new"])'
+    )
+
+    @field_validator("disabled")
+    @classmethod
+    def _names(cls, v: list[str]) -> list[str]:
+        out = []
+        for name in v:
+            bare = name.strip().removeprefix("/").lower()
+            if not _COMMAND_NAME.fullmatch(bare):
+                raise ValueError(f"{name!r} is not a command name (1-32 of a-z, 0-9 and _, without the slash)")
+            out.append(bare)
+        return out
 
 
 class MemorySection(_Section):
@@ -416,6 +463,7 @@ class HubConfig(BaseModel):
         default_factory=dict, description="context type, TYPE:KEY instance or extension name -> persona name"
     )
     limits: LimitsSection = Field(default_factory=LimitsSection)
+    commands: CommandsSection = Field(default_factory=CommandsSection)
     roles: dict[str, dict[str, list[_UserId]]] = Field(
         default_factory=dict,
         description="role -> platform (extension name) -> user ids, e.g. [roles.admin] telegram = ['42']; '*': everyone",

@@ -9,13 +9,14 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ..errors import ExtensionError, RunError
+from ._commands import Command
 from ._types import Action, Context, Extension, Input, Output, Route
 
 __all__ = ["Registry"]
 
 
 class Registry:
-    """One hub's registries. Names are unique across extensions; each item remembers the
+    """One hub's registries (contexts, actions, outputs, inputs, routes, commands). Names are unique across extensions; each item remembers the
     extension that registered it (for personas per extension and error messages)."""
 
     def __init__(self) -> None:
@@ -25,6 +26,7 @@ class Registry:
         self.outputs: dict[str, Output] = {}
         self.inputs: dict[str, Input] = {}
         self.routes: dict[str, Route] = {}  # by path, served on [http]
+        self.commands: dict[str, Command] = {}  # chat commands by name (hub.engine answers them)
         self._owners: dict[int, str] = {}
 
     def register(self, ext: Extension) -> None:
@@ -40,6 +42,7 @@ class Registry:
             (self.outputs, ext.outputs, "type", "output"),
             (self.inputs, ext.inputs, "type", "input"),
             (self.routes, ext.routes, "path", "route"),
+            (self.commands, ext.commands, "name", "command"),
         ):
             for item in items:
                 name = getattr(item, attr)
@@ -52,6 +55,7 @@ class Registry:
             (self.outputs, ext.outputs, "type"),
             (self.inputs, ext.inputs, "type"),
             (self.routes, ext.routes, "path"),
+            (self.commands, ext.commands, "name"),
         ):
             for item in items:
                 registry[getattr(item, attr)] = item

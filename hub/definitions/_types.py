@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from ..errors import ActionError, ExtensionError
 from ..logs import Log, MediaPart
+from ._commands import Command
 from ._run_context import ArgsT, MemoryT, RunContext
 
 if TYPE_CHECKING:
@@ -390,9 +391,11 @@ class Extension:
     """The bot's own context (see :mod:`hub.engine`), registered with ``contexts``."""
     routes: Sequence[Route] = ()
     """HTTP routes served on the hub's ``[http]`` endpoint (a platform's webhook)."""
+    commands: Sequence[Command] = ()
+    """Chat commands (``@command``), answered without the model on every platform with commands."""
 
     def __post_init__(self) -> None:
-        for seq_name in ("actions", "outputs", "inputs", "contexts", "services", "routes"):
+        for seq_name in ("actions", "outputs", "inputs", "contexts", "services", "routes", "commands"):
             items = getattr(self, seq_name)
             if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
                 raise ExtensionError(self.name, f"{seq_name} must be a list")

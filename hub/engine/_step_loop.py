@@ -121,6 +121,7 @@ class Engine:
         except Exception as e:  # a failing hook, a bug: recorded, never swallowed silently
             log.exception("run %s of %s failed", record.id, slot.id)
             state, reason = RunState.FAILED, f"internal error: {type(e).__name__}: {e}"
+        slot.ending = True  # a stop arriving from now on must not cancel the run's end
         if not run.input_ids:
             try:  # a run that failed before its first step still answers the inputs it was for
                 self._take_inputs(run)
@@ -190,6 +191,8 @@ class Engine:
             await run.output_chain
         run.record.prompt_tokens += step_log.prompt_tokens
         run.record.completion_tokens += step_log.completion_tokens
+        step_log.cost = self.deps.config.model.cost(step_log.prompt_tokens, step_log.completion_tokens)
+        run.record.cost += step_log.cost
         step_log.duration = time.monotonic() - started
         run.append(step_log)
         run.limit = self.deps.plugins.after_step(run.ctx, step_log)  # type: ignore[arg-type]

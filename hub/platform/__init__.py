@@ -8,7 +8,9 @@ Splitting long text (:func:`split_message`), an outbound :class:`Governor` (paci
 (``dm_policy`` applied to a private message), :class:`LiveMessage` (a reply edited in
 place while the model writes it, for ``live = true``), :class:`LeaseKeeper` (a listener that must run on one worker
 only runs while it holds the lease; get one from ``hub.lease(name)``), and for files :func:`fetch_url` (a
-download capped at a size), :func:`display_name` and :func:`human_size`.
+download capped at a size), :func:`display_name` and :func:`human_size`; for chat commands
+:func:`parse_command` (``/name args`` in a message's text) and :class:`CommandInfo` (a command
+as ``hub.commands.menu(...)`` lists it).
 
 The core never names a platform; extensions map their client's errors onto
 :class:`RateLimited`, :class:`TransientSendError` and :class:`PermanentSendError` and send
@@ -20,11 +22,13 @@ send that finally fails is a failed output in the run's log, never reported as s
 from __future__ import annotations
 
 from ..backoff import Backoff
+from ..engine import CommandInfo
 from ..logging_setup import quiet_loggers
 from ..media import display_name, fetch_url, human_size
 from ..store import Lease, LeaseKeeper
 from ._access import private_access
 from ._audience import AllowList, LoopGuard
+from ._commands import parse_command
 from ._live_message import LiveMessage, LiveResult, balance_fences, live_drafts
 from ._reply import reply_target
 from ._send import Governor, PermanentSendError, RateLimit, RateLimited, SendFailed, TransientSendError
@@ -61,4 +65,6 @@ __all__ = [
     "LiveResult",
     "balance_fences",
     "live_drafts",
+    "parse_command",
+    "CommandInfo",
 ]
