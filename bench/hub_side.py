@@ -107,6 +107,7 @@ def make_hub(
     in_memory: bool = False,
     concurrency: int = 16,
     client: Any = None,
+    prompt_style: str = "auto",
 ) -> Any:
     from hub import Hub, HubConfig, InMemoryStore
     from hub.models.openai import OpenAIModel
@@ -122,6 +123,7 @@ def make_hub(
                 "api_key": "x",
                 "concurrency": concurrency,
                 "max_retries": 0,
+                "prompt_style": prompt_style,
             },
             # Daydreams' agent has no vector memory in these turns: neither do we (recall and
             # its embedding have their own figures in recall_bench.py)
@@ -275,11 +277,21 @@ def turn(base_url: str, turns: int, warmup: int) -> dict:
     ``in_memory``. Asserts that each turn ran the action and the output handler once and
     that the fake saw responses 0,1 per turn (``GET /stats``).
     """
+    return _turns(base_url, turns, warmup, "xml")
 
+
+def tool_turn(base_url: str, turns: int, warmup: int) -> dict:
+    """The same turns with ``prompt_style = "tools"``: getWeather is an OpenAI tool, the
+    fake streams its call as ``tool_calls`` deltas (``scripts/tool_turn.json``), step 2's
+    plain text is the reply. The hub only (Daydreams has no such style)."""
+    return {**_turns(base_url, turns, warmup, "tools"), "bench": "tool_turn"}
+
+
+def _turns(base_url: str, turns: int, warmup: int, style: str) -> dict:
     async def measure(in_memory: bool) -> dict:
         counters = Counters()
         with tempfile.TemporaryDirectory(prefix="hub-bench-") as data:
-            async with make_hub(base_url, data, counters, in_memory=in_memory) as hub:
+            async with make_hub(base_url, data, counters, in_memory=in_memory, prompt_style=style) as hub:
                 for i in range(warmup):
                     await one_turn(hub, counters, f"warm-{i}")
 
@@ -568,7 +580,7 @@ def startup(base_url: str, reps: int = 3) -> dict:
     }
 
 
-FUNCTIONS = {f.__name__: f for f in (parser, turn, longout, many, latency, prompt_growth, startup)}
+FUNCTIONS = {f.__name__: f for f in (parser, turn, tool_turn, longout, many, latency, prompt_growth, startup)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -167,6 +167,20 @@ def figures(chunks: list[int], n_many: int, turns_growth: int) -> list[Figure]:
             "turn",
             lambda r: r["in_memory"]["one"]["turns_per_s"] if "in_memory" in r else r["turns_per_s_one_conversation"],
         ),
+        Figure(
+            "tool turn, prompt_style tools, new conversation each (hub: SQLite stores)",
+            "turns/s",
+            "higher",
+            "tool_turn",
+            lambda r: r["turns_per_s"],
+        ),
+        Figure(
+            "tool turn: CPU per turn (hub: SQLite stores)",
+            "ms",
+            "lower",
+            "tool_turn",
+            lambda r: r["sqlite"]["distinct"]["cpu_ms_per_turn"],
+        ),
         # CPU time of the hub's process per turn (aiosqlite's thread included): steadier than
         # turns/s on a shared machine. Daydreams' side does not report it.
         Figure(
@@ -220,6 +234,8 @@ def measure(node: str, only: set[str] | None, quick: bool) -> tuple[dict, dict]:
             dict(fixture=str(FIXTURE), chunks=s["chunks"], reps=s["parser_reps"], warmup=3),
         ),
         "turn": (dict(script="turn.json"), dict(turns=s["turns"], warmup=10), dict(turns=s["turns"], warmup=10)),
+        # the same turn in the native tool-calling style: the hub only (Daydreams has none)
+        "tool_turn": (dict(script="tool_turn.json"), dict(turns=s["turns"], warmup=10), None),
         "longout": (dict(script="longout.json", chunk=8), {}, {}),
         "many": (dict(script="turn.json", latency=1), dict(n=s["many"]), dict(n=s["many"])),
         "latency": (

@@ -5,9 +5,10 @@ the hub's ``submit`` or output registry, never the hub itself), and returns them
 :class:`Features`: the ordered :class:`~hub.engine.Plugins` through which they take part in
 runs, and the components the hub starts and stops. Nothing is attached or replaced later.
 
-Plugin order is the order of the hooks: the daily budgets (``limits``) first, so a spent
-budget stops a run before anything else sees it; then the role guard, the metrics, child
-runs and episodic memory.
+Plugin order is the order of the hooks: the run stops first (a run is known to be in flight,
+and so can be stopped, from its first hook on); then the daily budgets (``limits``), so a
+spent budget stops a run before anything else sees it; the failure reply; then the role
+guard, the metrics, child runs and episodic memory.
 
 Where a new feature goes: a class in its own module that subclasses
 :class:`~hub.engine.Plugin` (and has ``start``/``stop`` if it runs in the background),
@@ -17,20 +18,21 @@ built here with its dependencies and added to the plugins (and components).
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
 from .config import HubConfig
-from .definitions import Context, Conversation, Output
+from .definitions import Action, Context, Conversation, Output
 from .engine import Decoder, Plugins, Runner
+from .errors import ConfigError
 from .events import EventBus, PublishingRunStore
-from .features import Budgets, ChildRuns, Heartbeat, Metrics, RoleGuard, Scheduler
+from .features import Budgets, ChildRuns, FailureReply, Heartbeat, Metrics, RoleGuard, RunStops, Scheduler
 from .http import HttpServer, http_component
 from .memory import EpisodicMemory, TrainingExport, local_store_path, open_episode_store, shared_embedder
 from .models import Model, RetryPolicy
-from .personas import Persona, PersonaSet, PersonaWatcher
+from .personas import REVISION_PREFIX, Persona, PersonaSet, PersonaWatcher, SkillSet
 from .platform import OutboundLimiter, RedisLimiter
 from .protocol import PromptBuilder
 from .redact import Redactor
@@ -44,7 +46,7 @@ from .store import (
     UsageStore,
 )
 
-__all__ = ["Component", "Features", "compose", "make_model", "prompt_budget", "recorded_runs"]
+__all__ = ["Component", "Features", "compose", "make_model", "mcp_servers", "prompt_budget", "recorded_runs"]
 
 LOCAL_MARGIN = 64
 """Tokens of the local model's context window kept free of the prompt (template, rounding)."""
@@ -86,9 +88,12 @@ class Features:
     revisions: RevisionStore
     usage: UsageStore
     decoder: Decoder
+    stops: RunStops
     http: HttpServer | None = None
     episodes: EpisodicMemory | None = None
     outbound: OutboundLimiter | None = None  # [store] redis_url: platforms' rate limits across workers
+    mcp: Any = None  # [mcp.*]: hub.mcp.McpServers, whose tools are actions (None: no server configured)
+    skills: SkillSet | None = None  # [agent] skills_dir, when the folder exists
 
 
 def make_model(config: HubConfig) -> Model:
@@ -155,9 +160,11 @@ def compose(
     heartbeat: Path | None = None,
     redactor: Redactor | None = None,
     health: StoreHealth | None = None,
+    publish_actions: Callable[[str, Sequence[Action]], list[str]] | None = None,
 ) -> Features:
     """Build a hub's features from ``config``, its ``stores`` (``runs`` is the hub's run store,
-    the one it records through) and the hub's own parts (see the module doc)."""
+    the one it records through) and the hub's own parts (see the module doc).
+    ``publish_actions(owner, actions)``: how tools that come and go (MCP servers') reach the registry."""
     redactor = redactor if redactor is not None else Redactor.from_config(config)
     prompts = PromptBuilder(budget=prompt_budget(config, given_model), redactor=redactor)
 
@@ -167,6 +174,8 @@ def compose(
         personas.on_change = lambda name, persona, text: revisions.record(name, text)
 
     budgets = Budgets(config.limits, usage, outputs=outputs, runs=runs)
+    stops = RunStops(runs, stores.stops)
+    failure_reply = FailureReply(config, outputs=outputs, runs=runs, persona_for=persona_for)
     guard = RoleGuard(config.roles)
     health = health if health is not None else StoreHealth([db] if db is not None else [])
     metrics = Metrics(runner, health=health)
@@ -193,7 +202,9 @@ def compose(
     training = TrainingExport(config, redactor) if config.memory.export_training else None
     plugins = Plugins(
         [
+            stops,
             budgets,
+            failure_reply,
             guard,
             metrics,
             children,
@@ -215,7 +226,14 @@ def compose(
     http = http_component(config)
     # inbound pictures and PDFs: worker processes of their own, bounded (hub/engine/_decoding.py)
     decoder = Decoder(config.media_limits())
-    components: list[Component] = [PersonaWatcher(personas), scheduler, decoder]
+    mcp = mcp_servers(config, publish_actions)
+    skills = None
+    skills_dir = config.resolve(config.agent.skills_dir) if config.agent.skills_dir else None
+    if skills_dir is not None and skills_dir.is_dir():  # versioned like personas: the same store and watcher
+        skills = SkillSet(skills_dir, on_change=lambda name, text: revisions.record(REVISION_PREFIX + name, text))
+    components: list[Component] = [PersonaWatcher(personas, skills=skills), scheduler, stops, decoder]
+    if mcp is not None:  # first: their tools are there before the first input is taken
+        components.insert(0, mcp)
     if db is not None:  # the database stays bounded
         components.append(Retention(db, config.hub.retention))
     if http is not None:
@@ -239,10 +257,33 @@ def compose(
         revisions=revisions,
         usage=usage,
         decoder=decoder,
+        stops=stops,
         http=http,
         episodes=episodes,
         outbound=RedisLimiter(config.store.redis_url) if config.store.redis_url else None,
+        mcp=mcp,
+        skills=skills,
     )
+
+
+def mcp_servers(config: HubConfig, publish: Callable[[str, Sequence[Action]], list[str]] | None) -> Any:
+    """``[mcp.*]``'s servers (hub.mcp), or None when none is enabled. The SDK is the ``mcp``
+    extra: imported only when a server is configured.
+
+    Raises:
+        ConfigError: a server is configured and the extra is not installed.
+    """
+    if not any(s.enabled for s in config.mcp.values()):
+        return None
+    try:
+        from .mcp import McpServers
+    except ImportError as e:
+        raise ConfigError(
+            f"[mcp.*] servers need the mcp extra: pip install 'hub[mcp]' ({e})",
+            path=str(config.path) if config.path else None,
+            key="mcp",
+        ) from e
+    return McpServers(config, publish=publish, log_dir=config.data_dir / "mcp")
 
 
 def _open_episodes(config: HubConfig, embedder: Any) -> Any:

@@ -21,6 +21,7 @@ from ._compose import Component, compose, make_model, prompt_budget, recorded_ru
 from .config import HubConfig
 from .definitions import (
     Action,
+    CommandCall,
     Context,
     Conversation,
     Extension,
@@ -32,10 +33,10 @@ from .definitions import (
     validation_message,
 )
 from .definitions import load_extensions as _load_extensions
-from .engine import AgentContext, Engine, EngineDeps, Intake, ModelAccess, Runner, Submission
+from .engine import AgentContext, Commands, Engine, EngineDeps, Intake, ModelAccess, Runner, Submission
 from .errors import ConfigError, ExtensionError, ExtensionFailed, RunError
 from .events import EventBus, EventStream
-from .features import Access
+from .features import STOPPED_BY_OPERATOR, Access
 from .logs import MediaPart
 from .models import Model, RetryPolicy
 from .personas import Persona, PersonaSet
@@ -45,6 +46,7 @@ from .store import (
     LeaseKeeper,
     LeaseStore,
     MemoryStore,
+    RunRecord,
     RunStore,
     StoreHealth,
     databases,
@@ -151,6 +153,7 @@ class Hub:
             heartbeat=heartbeat,
             redactor=self.redactor,
             health=self.store_health,
+            publish_actions=self.registry.replace_actions,
         )
         self.features = features
         self.prompts = features.prompts
@@ -163,32 +166,39 @@ class Hub:
         self.http = features.http
         self.children = features.children
         self.episodes = features.episodes
+        self.mcp = features.mcp  # [mcp.*] servers and their tools (hub/mcp), or None
+        self.skills = features.skills  # skills/NAME/SKILL.md (hub/personas), or None
         # the platforms' governors take it at start (Governor.report_to): rate limits across workers
         self.outbound_limiter = features.outbound
-        self.engine = Engine(
-            EngineDeps(
-                config=self.config,
-                runs=self.runs,
-                inbox=self.inbox,
-                memory=self.memory,
-                model=ModelAccess(
-                    get=lambda: self.model,
-                    is_local=lambda: self.model_is_local,
-                    retry_policy=self.retry_policy,
-                    prompts=self.prompts,
-                ),
-                registry=self.registry,
-                persona_for=self.persona_for,
-                agent=lambda: self.agent,
-                limits=self.runner,
-                plugins=self.plugins,
-                redactor=self.redactor,
-                hub=self,
-                decoder=features.decoder,
-                media_limits=self.config.media_limits(),
-                bus=self.bus,
-            )
+        deps = EngineDeps(
+            config=self.config,
+            runs=self.runs,
+            inbox=self.inbox,
+            memory=self.memory,
+            model=ModelAccess(
+                get=lambda: self.model,
+                is_local=lambda: self.model_is_local,
+                retry_policy=self.retry_policy,
+                prompts=self.prompts,
+            ),
+            registry=self.registry,
+            persona_for=self.persona_for,
+            agent=lambda: self.agent,
+            limits=self.runner,
+            plugins=self.plugins,
+            redactor=self.redactor,
+            hub=self,
+            decoder=features.decoder,
+            media_limits=self.config.media_limits(),
+            bus=self.bus,
+            skills=self.skills,
         )
+        self.engine = Engine(deps)
+        # chat commands (/start, /help, /new, /stop and the extensions'), answered by the intake
+        self.commands = Commands(
+            deps, settings=self.config.commands, roles_of=features.guard.roles_of, stopper=features.stops
+        )
+        self.stops = features.stops
         # every input's lifecycle: recorded, queued, taken into the engine's runs, resumed
         self.intake = Intake(
             inbox=self.inbox,
@@ -203,10 +213,13 @@ class Hub:
             # each keeps its claims on the inbox and takes over a dead one's
             lock=self.stores.lock,
             sweep_every=self.config.store.lease / 3,
+            commands=self.commands,
         )
         # who may talk to the bot in private (hub/features/_access.py): dm_policy and pairings
         self.access = Access(self.stores.pairings)
         self.register(self.children.extension())
+        if self.skills is not None:  # load_skill
+            self.register(self.skills.extension())
 
         # the bot's own context (hub/engine/_agent_context.py), resolved at start once extensions are in
         self.agent: AgentContext | None = None
@@ -267,6 +280,7 @@ class Hub:
         self._state = _Lifecycle.STARTING
         try:
             self._check_routes()
+            self.commands.check()
             await self.stores.open()
             for err in self.personas.load_all():
                 log.error("%s", err)
@@ -426,10 +440,13 @@ class Hub:
         parent_id: str | None = None,
         formatted: str | None = None,
         media: Sequence[MediaPart] = (),
+        command: CommandCall | None = None,
     ) -> Submission:
         """Record an input and queue it; returns at once (see :meth:`send` to wait).
         ``formatted`` is how the log shows it (an input's ``format``); ``media``: the
-        pictures and files that came with it, as references (fetched when a run needs them)."""
+        pictures and files that came with it, as references (fetched when a run needs them);
+        ``command``: the chat command it is (a platform parsed ``/name args``), answered
+        without the model when that command is on (:attr:`commands`), else it is text."""
         if self._state != _Lifecycle.STARTED:
             raise RunError("the hub is not started (use `async with Hub(...)` or await hub.start())")
         definition, parsed, key = self.resolve_context(context, args)
@@ -445,7 +462,18 @@ class Hub:
             parent_id=parent_id,
             formatted=formatted,
             media=media,
+            command=command,
         )
+
+    async def stop_run(self, run_id: str, *, reason: str = STOPPED_BY_OPERATOR, wait: float = 5.0) -> RunRecord:
+        """Stop the run ``run_id`` (an id or a unique prefix) in progress, on whichever worker
+        holds it: it ends ``killed`` with ``reason``. Waits up to ``wait`` seconds for the end;
+        the run's record then.
+
+        Raises:
+            RunError: no such run, or it is not running.
+        """
+        return await self.stops.stop_run(run_id, reason, wait=wait)
 
     async def send(
         self,

@@ -163,6 +163,8 @@ class StepLog:
     duration: float = 0.0
     llm_latency: float = 0.0
     ts: float = field(default_factory=time.time)
+    cost: float = 0.0
+    """What the step's model call cost, at ``[model]`` prices (0: unknown prices, or no call)."""
 
 
 @dataclass(slots=True)

@@ -14,7 +14,15 @@ def test_features_are_plugins_in_one_order_and_none_holds_the_hub(make_rig, conf
     config.memory.episodes = True
     rig = make_rig()
     hub = rig.hub
-    assert [p.name for p in hub.plugins] == ["limits", "roles", "metrics", "child_runs", "episodes"]
+    assert [p.name for p in hub.plugins] == [
+        "stops",
+        "limits",
+        "failure_reply",
+        "roles",
+        "metrics",
+        "child_runs",
+        "episodes",
+    ]
     assert all(isinstance(p, Plugin) for p in hub.plugins)
     for attr in (
         "before_run_hooks",

@@ -13,9 +13,10 @@ from pathlib import Path
 from ..config import HubConfig
 from ..definitions import Extension, load_extension
 from ..errors import HubError
-from ..personas import PersonaSet
+from ..personas import PersonaSet, SkillSet
+from ._tools import mcp_lines, probe_mcp
 
-__all__ = ["CheckReport", "check_config"]
+__all__ = ["CheckReport", "check_config", "check_mcp"]
 
 
 @dataclass(slots=True)
@@ -24,6 +25,7 @@ class CheckReport:
     warnings: list[str] = field(default_factory=list)
     extensions: list[str] = field(default_factory=list)
     personas: list[str] = field(default_factory=list)
+    skills: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -58,6 +60,9 @@ class _Checker:
         self._model()
         self._http()
         self._pairing()
+        self._costs()
+        self._commands()
+        self._skills()
         return self.report
 
     @property
@@ -134,6 +139,12 @@ class _Checker:
                         f"extension {ext.name!r}: action {action.name!r} requires role {role!r}, which no one holds "
                         f"(add [roles.{role}]): every call will be denied"
                     )
+            for cmd in ext.commands:
+                if cmd.roles and not set(cmd.roles) & set(self.config.roles):
+                    self.report.warnings.append(
+                        f"extension {ext.name!r}: command /{cmd.name} requires the role {' or '.join(cmd.roles)}, "
+                        "which no one holds: nobody may use it"
+                    )
 
     def _contexts_named(self) -> None:
         """``[agent] context``, each webhook's and each schedule's context are contexts of
@@ -207,6 +218,59 @@ class _Checker:
                 'without a code: list who may talk to it in allowed_users (or close groups: groups = "off", '
                 "where the platform has it)"
             )
+
+    def _costs(self) -> None:
+        """A budget in money needs the model's prices: without them nothing is counted."""
+        limits, model = self.config.limits, self.config.model
+        for key in ("conversation_cost_per_day", "user_cost_per_day", "cost_per_day"):
+            if getattr(limits, key) and not model.priced:
+                self.report.warnings.append(
+                    f"{self.where}limits.{key}: set, but [model] price_input and price_output are 0 (unknown): "
+                    "no cost is counted, so this budget never stops anything"
+                )
+
+    def _commands(self) -> None:
+        """``[commands] disabled`` names commands that exist; an extension's command does not
+        take a built-in's name that is on (the hub would refuse to start)."""
+        from ..engine import BUILT_IN
+
+        off = set(self.config.commands.disabled)
+        declared = {c.name: e.name for e in self.exts for c in e.commands}
+        for name in sorted(off - set(BUILT_IN) - set(declared)):
+            if self.exts:
+                self.report.warnings.append(
+                    f"{self.where}commands.disabled: {name!r} is no command (built in: {', '.join(BUILT_IN)}; "
+                    f"the extensions': {', '.join(sorted(declared)) or 'none'})"
+                )
+        for name, ext in sorted(declared.items()):
+            if name in BUILT_IN and name not in off:
+                self.report.errors.append(
+                    f"extension {ext!r}: command /{name} is built in: add {name!r} to [commands] disabled "
+                    "to answer it yourself"
+                )
+
+    def _skills(self) -> None:
+        """Each ``skills/NAME/SKILL.md`` validates (front matter, name, description)."""
+        if not self.config.agent.skills_dir:
+            return
+        skills = SkillSet(self.config.resolve(self.config.agent.skills_dir))
+        skills.refresh()
+        self.report.errors.extend(skills.errors().values())
+        self.report.skills = skills.names()
+
+
+async def check_mcp(config: HubConfig, report: CheckReport) -> list[str]:
+    """Start each ``[mcp.*]`` server and ask it for its tools: the lines ``hub check`` prints;
+    a server that will not start is an error of ``report``, naming it."""
+    try:
+        statuses = await probe_mcp(config)
+    except HubError as e:
+        report.errors.append(str(e))
+        return []
+    lines, errors = mcp_lines(statuses)
+    where = f"{config.path}: " if config.path else ""
+    report.errors.extend(where + e for e in errors)
+    return lines
 
 
 def _scope_known(scope: str, context_types: set[str], ext_names: set[str]) -> bool:

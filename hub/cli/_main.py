@@ -22,6 +22,7 @@ from ..logging_setup import setup_logging
 from ._memory import MEMORY_COMMANDS, add_memory_commands
 from ._pairing import ACCESS_COMMANDS, add_access_commands
 from ._store import STORE_COMMANDS, add_store_commands
+from ._tools import TOOLS_COMMANDS, add_tools_commands
 
 __all__ = ["main"]
 
@@ -57,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     trace.add_argument("--json", action="store_true")
     trace.add_argument("--raw", action="store_true", help="print control characters as they are (not escaped)")
     trace.add_argument("--follow", action="store_true", help="print the run's events as they arrive, until it ends")
+    stop = sub.add_parser("stop", parents=[common], help="stop a run in progress, on whichever worker holds it")
+    stop.add_argument("run_id", help="a run id or a unique prefix of one")
+    stop.add_argument("--wait", type=float, default=10.0, help="seconds to wait for the run to end (default 10)")
     sub.add_parser("check", parents=[common], help="validate config, personas and extension settings")
     health = sub.add_parser("health", parents=[common], help="exit 0 if a running hub is alive (container healthcheck)")
     health.add_argument("--max-age", type=float, default=60.0, help="seconds since the last heartbeat (no [http])")
@@ -72,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     add_memory_commands(sub, common)
     add_store_commands(sub, common)
     add_access_commands(sub, common)
+    add_tools_commands(sub, common)
     return p
 
 
@@ -96,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "chat": cmd_chat,
         "runs": cmd_runs,
         "trace": cmd_trace,
+        "stop": cmd_stop,
         "check": cmd_check,
         "persona": cmd_persona,
         "health": cmd_health,
@@ -103,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.update(MEMORY_COMMANDS)
     commands.update(STORE_COMMANDS)
     commands.update(ACCESS_COMMANDS)
+    commands.update(TOOLS_COMMANDS)
     lock = None
     try:
         if args.command in ("run", "chat"):  # one process per data dir, and a database worth opening
@@ -147,7 +154,7 @@ async def cmd_chat(config: HubConfig, args: argparse.Namespace) -> int:
     # the terminal is an extension like any other (hub-cli), found through its entry point
     terminal = import_extension("cli")
     CliSettings, os_user, read_lines = terminal.CliSettings, terminal.os_user, terminal.read_lines
-    cli_extension = terminal.extension
+    cli_extension, converse = terminal.extension, terminal.converse
 
     # the terminal only: keep tool extensions, leave platform listeners to `hub run`
     config.extensions = {k: v for k, v in config.extensions.items() if k != "cli"}
@@ -158,18 +165,19 @@ async def cmd_chat(config: HubConfig, args: argparse.Namespace) -> int:
     hub = Hub(config, extensions=[cli, *tools], load_extensions=False)
     hub.scheduler.enabled = False
     user = os_user()
+
+    def answered(result: Any) -> None:
+        if result is not None and not result.ok:
+            print(f"[run {result.run_id[:8]} {result.state}: {result.reason}]", file=sys.stderr)
+        if interactive:
+            print("you> ", end="", flush=True)
+
     async with hub:
         if interactive:
-            print(f"Talking to the hub as {user}. Ctrl-D to leave.", file=sys.stderr)
+            print(f"Talking to the hub as {user}. Ctrl-D to leave; /help for the commands.", file=sys.stderr)
             print("you> ", end="", flush=True)
-        async for line in read_lines():
-            text = line.strip()
-            if text:
-                result = await hub.send("cli:session", {"user": user}, text, user=user)
-                if result is not None and not result.ok:
-                    print(f"[run {result.run_id[:8]} {result.state}: {result.reason}]", file=sys.stderr)
-            if interactive:
-                print("you> ", end="", flush=True)
+        # a line at a time, in order; the chat commands (/help, /new, /stop) answered by the hub
+        await converse(hub.submit, hub.commands.names, user, read_lines(), answered=answered)
         if interactive:
             print(file=sys.stderr)
     return 0
@@ -205,14 +213,21 @@ async def cmd_runs(config: HubConfig, args: argparse.Namespace) -> int:
     def safe(text: str) -> str:  # a context id or a reason may hold user text
         return text if args.raw else escape_terminal(text, newlines=False)
 
-    print(f"{'id':10} {'started':19} {'context':28} {'state':10} {'steps':>5} {'tokens':>7} {'secs':>6}  reason")
+    print(
+        f"{'id':10} {'started':19} {'context':28} {'state':10} {'steps':>5} {'tokens':>7} {'cost':>8} {'secs':>6}  reason"
+    )
     for r in runs:
         dur = f"{r.duration:.1f}" if r.duration is not None else "-"
         print(
             f"{r.id[:10]:10} {_fmt_time(r.started):19} {safe(r.context)[:28]:28} {r.state!s:10} {r.steps:>5} "
-            f"{r.tokens:>7} {dur:>6}  {safe(r.reason or '')}"
+            f"{r.tokens:>7} {format_cost(r.cost):>8} {dur:>6}  {safe(r.reason or '')}"
         )
     return 0
+
+
+def format_cost(cost: float) -> str:
+    """A run's cost as the command line shows it: ``-`` when nothing was priced."""
+    return f"{cost:.4f}" if cost > 0 else "-"
 
 
 def _run_dict(r: Any) -> dict[str, Any]:
@@ -229,7 +244,27 @@ def _run_dict(r: Any) -> dict[str, Any]:
         "duration": r.duration,
         "parent_id": r.parent_id,
         "user": r.user,
+        "cost": r.cost,
     }
+
+
+async def cmd_stop(config: HubConfig, args: argparse.Namespace) -> int:
+    """Ask whichever process holds the run (a ``hub run`` beside this one on SQLite, or any
+    worker on PostgreSQL) to stop it, and wait for its end."""
+    from ..features import request_stop
+    from ..store import RunState
+
+    async with _stores(config) as stores:
+        record = await request_stop(stores.runs, stores.stops, args.run_id, wait=args.wait)
+    if record.state == RunState.RUNNING:
+        print(
+            f"hub: run {record.id[:10]}: stop requested, but it is still running after {args.wait:g}s "
+            "(is the hub that runs it alive? a run cut off by a crash is recorded at its next start)",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"run {record.id[:10]} {record.context}: {record.state}" + (f" ({record.reason})" if record.reason else ""))
+    return 0
 
 
 async def cmd_trace(config: HubConfig, args: argparse.Namespace) -> int:
@@ -267,9 +302,10 @@ async def cmd_trace(config: HubConfig, args: argparse.Namespace) -> int:
 
 
 async def cmd_check(config: HubConfig, args: argparse.Namespace) -> int:
-    from ._check import check_config
+    from ._check import check_config, check_mcp
 
     report = check_config(config)
+    mcp = await check_mcp(config, report)
     for w in report.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if report.errors:
@@ -292,6 +328,9 @@ async def cmd_check(config: HubConfig, args: argparse.Namespace) -> int:
     print(f"  model: {provider} {config.model.name if provider == 'openai' else ''}".rstrip())
     print(f"  extensions: {', '.join(report.extensions) or 'none'}")
     print(f"  personas: {', '.join(report.personas) or 'none'}")
+    print(f"  skills: {', '.join(report.skills) or 'none'}")
+    for line in mcp:
+        print(line)
     return 0
 
 
@@ -347,7 +386,8 @@ async def cmd_persona(config: HubConfig, args: argparse.Namespace) -> int:
     async with open_stores(config) as stores:
         store = stores.revisions
         if args.persona_command == "list":
-            names = sorted({p.stem for p in folder.glob("*.toml")} | set(await store.names()))
+            stored = {n for n in await store.names() if not n.startswith("skill:")}  # skills' are `hub skill`'s
+            names = sorted({p.stem for p in folder.glob("*.toml")} | stored)
             counts = {n: len(await store.history(n)) for n in names}
             for n in names:
                 file = folder / f"{n}.toml"

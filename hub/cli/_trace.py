@@ -74,6 +74,7 @@ def render_trace(
         f"started {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(run.started))}"
         + (f"  took {run.duration:.2f}s" if run.duration is not None else "")
         + f"  steps {run.steps}  tokens {run.prompt_tokens}+{run.completion_tokens}"
+        + (f"  cost {run.cost:.4f}" if run.cost > 0 else "")
         + (f"  parent {run.parent_id}" if run.parent_id else ""),
     ]
     # an output is logged when queued and again when sent (or failed): show its last state
@@ -104,6 +105,7 @@ def render_trace(
                 lines.append(
                     f"{at}  step {e.step}   {e.duration * 1000:.0f}ms (first token {e.llm_latency * 1000:.0f}ms), "
                     f"tokens {e.prompt_tokens} prompt + {e.completion_tokens} completion"
+                    + (f", cost {e.cost:.6f}" if e.cost > 0 else "")
                 )
             case ErrorLog():
                 lines.append(f"{at}  error    [{e.where}] {e.message}")

@@ -5,9 +5,11 @@ from __future__ import annotations
 from ._load import MAX_FILE_BYTES, config_from_dict, format_validation_error, load_config, loads_toml, read_toml
 from ._sections import (
     MIN_SECRET_LENGTH,
+    CommandsSection,
     HttpSection,
     HubConfig,
     LimitsSection,
+    McpServerSection,
     MemorySection,
     RetentionSection,
     ScheduleSection,
@@ -17,11 +19,13 @@ from ._sections import (
 )
 
 __all__ = [
+    "CommandsSection",
     "HttpSection",
     "HubConfig",
     "LimitsSection",
     "MAX_FILE_BYTES",
     "MIN_SECRET_LENGTH",
+    "McpServerSection",
     "MemorySection",
     "RetentionSection",
     "ScheduleSection",

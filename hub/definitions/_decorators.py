@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, create_model
 
+from ._commands import Command, CommandContext
 from ._types import (
     Action,
     Input,
@@ -29,7 +30,7 @@ from ._types import (
 if TYPE_CHECKING:
     from ._run_context import RunContext
 
-__all__ = ["action", "output", "input", "service"]
+__all__ = ["action", "output", "input", "service", "command"]
 
 
 def _first_param_annotation(fn: Callable[..., Any], what: str) -> Any:
@@ -189,3 +190,30 @@ def input(  # noqa: A001 - the contract's name
 
 def service(name: str, *, start: Callable[..., Awaitable[None]], stop: Callable[[], Awaitable[None]]) -> Service:
     return Service(name=name, start=start, stop=stop)
+
+
+def command(
+    name: str,
+    *,
+    description: str = "",
+    arguments: str = "",
+    roles: Sequence[str] = (),
+) -> Callable[[Callable[[CommandContext], Awaitable[str | None]]], Command]:
+    """Declare a chat command ``/name``: the handler gets a :class:`~hub.CommandContext` and
+    returns the answer's text (or None). ``description`` (default: the docstring's first
+    line) is shown in ``/help`` and the platforms' command menus; ``arguments`` describes the
+    text it takes after its name; ``roles`` limits it to users holding one of those roles."""
+
+    def wrap(f: Callable[[CommandContext], Awaitable[str | None]]) -> Command:
+        if not inspect.iscoroutinefunction(f):
+            raise TypeError(f"command {f.__qualname__} must be an async function")
+        doc = (inspect.getdoc(f) or "").strip().splitlines()
+        return Command(
+            name=name,
+            handler=f,
+            description=description or (doc[0] if doc else ""),
+            arguments=arguments,
+            roles=tuple(roles),
+        )
+
+    return wrap

@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypeVar
 from ..config import HubConfig
 from ..logs import MediaPart
 from ..store import LeaseKeeper, MemoryStore, RunStore
+from ._command_call import CommandCall
 from ._run_outcome import RunResult
 
 __all__ = ["HubAPI", "PlatformMetrics", "Queued"]
@@ -72,6 +73,7 @@ class HubAPI(Protocol):
         parent_id: str | None = None,
         formatted: str | None = None,
         media: Sequence[MediaPart] = (),
+        command: CommandCall | None = None,
     ) -> Queued: ...
 
     async def received(self, platform_id: str) -> bool: ...

@@ -3,18 +3,20 @@ they declare (:class:`Registry`), and the resolution of a ``TYPE:KEY`` name to a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from ..errors import ExtensionError, RunError
+from ._commands import Command
 from ._types import Action, Context, Extension, Input, Output, Route
 
 __all__ = ["Registry"]
 
 
 class Registry:
-    """One hub's registries. Names are unique across extensions; each item remembers the
+    """One hub's registries (contexts, actions, outputs, inputs, routes, commands). Names are unique across extensions; each item remembers the
     extension that registered it (for personas per extension and error messages)."""
 
     def __init__(self) -> None:
@@ -24,6 +26,7 @@ class Registry:
         self.outputs: dict[str, Output] = {}
         self.inputs: dict[str, Input] = {}
         self.routes: dict[str, Route] = {}  # by path, served on [http]
+        self.commands: dict[str, Command] = {}  # chat commands by name (hub.engine answers them)
         self._owners: dict[int, str] = {}
 
     def register(self, ext: Extension) -> None:
@@ -39,6 +42,7 @@ class Registry:
             (self.outputs, ext.outputs, "type", "output"),
             (self.inputs, ext.inputs, "type", "input"),
             (self.routes, ext.routes, "path", "route"),
+            (self.commands, ext.commands, "name", "command"),
         ):
             for item in items:
                 name = getattr(item, attr)
@@ -51,11 +55,30 @@ class Registry:
             (self.outputs, ext.outputs, "type"),
             (self.inputs, ext.inputs, "type"),
             (self.routes, ext.routes, "path"),
+            (self.commands, ext.commands, "name"),
         ):
             for item in items:
                 registry[getattr(item, attr)] = item
                 self._owners[id(item)] = ext.name
         self.extensions[ext.name] = ext
+
+    def replace_actions(self, owner: str, actions: Sequence[Action]) -> list[str]:
+        """Put ``actions`` in place of those ``owner`` contributed before: tools that come and go
+        while the hub runs (an MCP server's, as it lists them). Returns why each one that was
+        left out was (a name another owner has); the next step of every run sees the change."""
+        for name, a in list(self.actions.items()):
+            if self._owners.get(id(a)) == owner:
+                del self.actions[name]
+                del self._owners[id(a)]
+        refused = []
+        for a in actions:
+            other = self.actions.get(a.name)
+            if other is not None:
+                refused.append(f"action {a.name!r} is already defined by {self._owners.get(id(other), '?')!r}")
+                continue
+            self.actions[a.name] = a
+            self._owners[id(a)] = owner
+        return refused
 
     def owner_of(self, item: Any) -> str | None:
         return self._owners.get(id(item))

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, Generic, Literal
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from ..config import MIN_SECRET_LENGTH
-from ..errors import ExtensionError
+from ..errors import ActionError, ExtensionError
 from ..logs import Log, MediaPart
+from ._commands import Command
 from ._run_context import ArgsT, MemoryT, RunContext
 
 if TYPE_CHECKING:
@@ -98,6 +99,17 @@ class Action:
 
     def json_schema(self) -> dict[str, Any]:
         return self.schema.model_json_schema()
+
+    def parse_arguments(self, raw: Any) -> Any:
+        """A call's arguments checked against the action's schema: what the handler gets.
+
+        Raises:
+            ActionError: They do not match; the message names the fields at fault.
+        """
+        try:
+            return self.schema.model_validate(raw)
+        except ValidationError as e:
+            raise ActionError(self.name, "invalid arguments: " + validation_message(e)) from e
 
     def returns_schema(self) -> dict[str, Any] | None:
         if self.returns is None:
@@ -386,9 +398,11 @@ class Extension:
     """The bot's own context (see :mod:`hub.engine`), registered with ``contexts``."""
     routes: Sequence[Route] = ()
     """HTTP routes served on the hub's ``[http]`` endpoint (a platform's webhook)."""
+    commands: Sequence[Command] = ()
+    """Chat commands (``@command``), answered without the model on every platform with commands."""
 
     def __post_init__(self) -> None:
-        for seq_name in ("actions", "outputs", "inputs", "contexts", "services", "routes"):
+        for seq_name in ("actions", "outputs", "inputs", "contexts", "services", "routes", "commands"):
             items = getattr(self, seq_name)
             if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
                 raise ExtensionError(self.name, f"{seq_name} must be a list")

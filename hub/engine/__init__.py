@@ -1,20 +1,25 @@
-"""The engine: the step loop, a run, the intake that owns every input's lifecycle, the runner's queues and limits, actions, outputs, live output, the decoding of inbound files in bounded worker processes, and the hook protocol through which features take part."""
+"""The engine: the step loop, a run, the intake that owns every input's lifecycle, the runner's queues and limits, actions, outputs, live output, chat commands, replies outside the step loop, the decoding of inbound files in bounded worker processes, and the hook protocol through which features take part."""
 
 from __future__ import annotations
 
 from ._agent_context import AgentContext
+from ._commands import BUILT_IN, STOPPED_BY_USER, CommandInfo, Commands, Stopper
 from ._decoding import Decoder
 from ._deps import EngineDeps, ModelAccess
 from ._hooks import Plugin, Plugins
 from ._intake import Intake
 from ._live_output import LiveText
 from ._outputs import CUT_OFF_MARK
+from ._replies import failure_text, reply_output, send_reply
 from ._runner import Runner, Slot, Submission
 from ._step_loop import Engine
 
 __all__ = [
     "AgentContext",
+    "BUILT_IN",
     "CUT_OFF_MARK",
+    "CommandInfo",
+    "Commands",
     "Decoder",
     "Engine",
     "EngineDeps",
@@ -24,6 +29,11 @@ __all__ = [
     "Plugin",
     "Plugins",
     "Runner",
+    "STOPPED_BY_USER",
     "Slot",
+    "Stopper",
     "Submission",
+    "failure_text",
+    "reply_output",
+    "send_reply",
 ]

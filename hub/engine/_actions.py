@@ -175,14 +175,11 @@ class ActionCalls:
             run.progress()
 
     @staticmethod
-    async def _arguments(action: Action, call: ActionCallLog, calls: list[Call]) -> BaseModel:
+    async def _arguments(action: Action, call: ActionCallLog, calls: list[Call]) -> Any:
         """The call's arguments, each ``{{calls[N]}}`` template resolved, checked against the
-        action's schema."""
+        action's schema (:meth:`Action.parse_arguments`: a JSON schema for an MCP tool)."""
         raw = await resolve_templates(call.args, calls[: call.index], call.index)
-        try:
-            return action.schema.model_validate(raw)
-        except ValidationError as e:
-            raise ActionError(action.name, "invalid arguments: " + validation_message(e)) from e
+        return action.parse_arguments(raw)
 
     async def _denied(
         self, run: Run, action: Action, call: ActionCallLog, fut: asyncio.Future[Any], ctx: RunContext, started: float

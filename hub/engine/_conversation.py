@@ -124,6 +124,7 @@ def prompt_parts(deps: EngineDeps, run: Run) -> PromptParts:
         history=inst.history,
         run=run.logs,
         episodes=ctx.episodes,
+        skills=deps.skills.summaries() if deps.skills is not None and "load_skill" in run.actions else (),
     )
 
 

@@ -18,7 +18,7 @@ from ..definitions import Conversation, HubAPI, Registry
 from ..events import EventBus
 from ..media import MediaLimits
 from ..models import Model, RetryPolicy
-from ..personas import Persona
+from ..personas import Persona, SkillSet
 from ..protocol import PromptBuilder
 from ..redact import Redactor
 from ..store import InboxStore, MemoryStore, RunStore
@@ -70,3 +70,5 @@ class EngineDeps:
     """``[media]``, read once (:meth:`HubConfig.media_limits`)."""
     bus: EventBus | None = None
     """Where live outputs publish what they receive (``output_partial`` events)."""
+    skills: SkillSet | None = None
+    """The skills whose names and descriptions every prompt shows (``load_skill`` reads one)."""

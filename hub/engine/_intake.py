@@ -20,7 +20,10 @@ and the :class:`~hub.engine.Runner`'s queues:
   before the last stop (or held by a worker that died) are claimed and queued again, once;
   an input the cut-off run had answered is done, one that failed too often is parked;
 - **claimed from dead workers** (with ``lock``): every ``sweep_every`` seconds this worker
-  renews its claims, records the runs that died with their worker, and resumes their inputs.
+  renews its claims, records the runs that died with their worker, and resumes their inputs;
+- **a command** (``command=``, a ``/word`` the hub answers itself): recorded like any input,
+  then answered at once by :class:`~hub.engine.Commands`, before any model call and without
+  waiting behind the conversation's run (``/stop`` must reach the run it stops).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..backoff import Backoff
-from ..definitions import Context, RunResult
+from ..definitions import CommandCall, Context, RunResult
 from ..errors import RunError, StoreError
 from ..logs import InputLog, MediaPart, OutputLog
 from ..store import ConversationLock, InboxStore, Pending, RunState, RunStore, park_poison
@@ -44,11 +47,17 @@ from ._runner import Runner, Slot, Submission
 if TYPE_CHECKING:
     from ..redact import Redactor
     from ..tasks import TaskGroup
+    from ._commands import Commands
     from ._step_loop import Engine
 
-__all__ = ["Intake", "STORE_RETRY_ATTEMPTS"]
+__all__ = ["COMMAND_KEY", "Intake", "STORE_RETRY_ATTEMPTS"]
 
 log = logging.getLogger("hub.engine")
+
+COMMAND_KEY = "command"
+"""The key of an input's ``meta`` that marks it as a command (``{"name", "args"}``): the
+hub's own, set only by :meth:`Intake.submit`, so an input resumed after a crash is answered
+as the command it was."""
 
 STORE_RETRY_ATTEMPTS = 10
 """How often the inputs of a run the store failed are handed to a new run (after the
@@ -74,6 +83,7 @@ class Intake:
         park_after: int,
         lock: ConversationLock | None = None,
         sweep_every: float = 0.0,
+        commands: Commands | None = None,
     ) -> None:
         self.inbox = inbox
         self.runs = runs
@@ -85,6 +95,7 @@ class Intake:
         self._park_after = park_after
         self._lock = lock
         self._sweep_every = sweep_every
+        self.commands = commands
         self.store_retry = Backoff(first=1.0, most=60.0)
         self.store_retry_attempts = STORE_RETRY_ATTEMPTS
         self._store_retries: dict[str, int] = {}
@@ -108,8 +119,10 @@ class Intake:
         parent_id: str | None = None,
         formatted: str | None = None,
         media: Sequence[MediaPart] = (),
+        command: CommandCall | None = None,
     ) -> Submission:
-        """Record an input (masked) and queue it; a redelivered ``platform_id`` is a duplicate."""
+        """Record an input (masked) and queue it; a redelivered ``platform_id`` is a duplicate.
+        With ``command`` (one that is on), it is answered as a command, not queued for the model."""
         r = self._redactor  # a pasted secret is masked here, before anything stores or shows it
         entry = InputLog(
             type=type,
@@ -125,12 +138,17 @@ class Intake:
         entry.media = [dataclasses.replace(p, name=r.redact(p.name)) if r else p for p in media]
         if parent_id:
             entry.meta["parent_run"] = parent_id
+        entry.meta.pop(COMMAND_KEY, None)  # the hub's own mark, never a platform's
+        if command is not None and self.commands is not None and self.commands.takes(command.name):
+            entry.meta[COMMAND_KEY] = {"name": command.name, "args": r.redact(command.args)}
         conversation = f"{definition.type}:{key}"
         if not await self.inbox.record(conversation, entry):
             log.info("input %s for %s already recorded: not answered again", platform_id, conversation)
             sub = Submission(None, conversation, duplicate=True)
             sub.result.cancel()
             return sub
+        if COMMAND_KEY in entry.meta:
+            return self._command(definition, args, key, entry)
         return self._queue(definition, args, key, entry, parent_id=parent_id)
 
     async def received(self, platform_id: str) -> bool:
@@ -146,13 +164,41 @@ class Intake:
             slot.task = self.tasks.create(self._drive(slot), name=f"run:{slot.id}")
         return sub
 
+    # --- a command, answered at once -----------------------------------------------------
+
+    def _command(self, definition: Context, args: Any, key: str, entry: InputLog) -> Submission:
+        """Answer a recorded command input in a task of its own (not the conversation's slot)."""
+        if not self.runner.accepting:
+            raise RunError("the hub is shutting down and takes no new input")
+        sub = Submission(entry, f"{definition.type}:{key}")
+        self.tasks.create(self._answer_command(sub, definition, args, key, entry), name=f"command:{sub.context}")
+        return sub
+
+    async def _answer_command(self, sub: Submission, definition: Context, args: Any, key: str, entry: InputLog) -> None:
+        assert self.commands is not None
+        mark = entry.meta[COMMAND_KEY]
+        call = CommandCall(str(mark.get("name", "")), str(mark.get("args", "")))
+
+        def started(run_id: str) -> None:
+            if not sub.run_id.done():
+                sub.run_id.set_result(run_id)
+
+        try:
+            result = await self.commands.answer(definition, args, key, entry, call, submit=self.submit, started=started)
+        except BaseException:
+            sub.run_id.cancel()
+            sub.result.cancel()
+            raise
+        sub.run_id.cancel()  # its row was never written: a waiter is told (a no-op once set)
+        sub.result.set_result(result)
+
     # --- taken into runs ----------------------------------------------------------------
 
     async def _drive(self, slot: Slot) -> None:
         """Hand ``slot`` to the engine, run after run, until nothing waits in it."""
         try:
             while slot.pending:
-                slot.stop_exc = None
+                slot.stop_exc, slot.ending = None, False
                 try:
                     result: RunResult | None = await self._run(slot)
                     error: BaseException | None = None
@@ -385,6 +431,9 @@ class Intake:
             return
         log.info("inbox: resuming input %s for %s", p.entry.id[:8], p.context)
         p.entry.processed = False
+        if COMMAND_KEY in p.entry.meta and self.commands is not None:
+            self._command(definition, args, key, p.entry)
+            return
         self._queue(definition, args, key, p.entry)
 
     # --- claimed from dead workers ------------------------------------------------------

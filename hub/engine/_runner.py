@@ -59,6 +59,7 @@ class Slot:
         self.task: asyncio.Task[None] | None = None
         self.cancel_reason: str | None = None
         self.stop_exc: StopRun | None = None
+        self.ending = False  # the run in progress has decided how it ends: nothing left to stop
         # with workers: when the oldest input of this conversation held by another worker
         # was received; the run in progress takes only inputs older than it
         self.before: float | None = None
@@ -92,8 +93,9 @@ class Slot:
         return taken
 
     def stop_with(self, stop: StopRun) -> None:
-        """End the run in progress with a terminal state decided inside one of its tasks."""
-        if self.stop_exc is None:
+        """End the run in progress with a terminal state decided inside one of its tasks, or
+        from outside (a user's /stop, an operator's stop); a no-op once the run is ending."""
+        if self.stop_exc is None and not self.ending:
             self.stop_exc = stop
             if self.task is not None:
                 self.task.cancel()

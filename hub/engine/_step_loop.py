@@ -27,13 +27,14 @@ from ..errors import ModelError, StoreError
 from ..logging_setup import context_id_var, run_id_var
 from ..logs import ActionResultLog, ErrorLog, InputLog, OutputLog, StateLog, StepLog, ThoughtLog
 from ..models import ModelRequest, Usage, stream_with_retry
-from ..protocol import Element, ElementParser, LiveParser, Partial
+from ..protocol import Element, ElementParser, LiveParser, Partial, ToolsPrompt
 from ..store import RunRecord, RunState
 from ._actions import ActionCalls, Call
 from ._active_run import Run
 from ._attachments import Attachments
 from ._conversation import available, conversation, prepare, prompt_parts, save
 from ._outputs import OutputDispatch, output_type
+from ._tool_step import ToolStep
 
 if TYPE_CHECKING:
     from ._deps import EngineDeps
@@ -56,6 +57,9 @@ class Engine:
         self.calls = ActionCalls(deps)
         self.dispatch = OutputDispatch(deps)
         self.attachments = Attachments(deps)
+        # prompt_style = "tools": the model's native tool calls, a path of its own beside the XML one
+        self.tools_prompt = ToolsPrompt(deps.model.prompts)
+        self.tool_step = ToolStep(deps, self.calls, self.dispatch, on_error=self._on_error, on_retry=self._on_retry)
 
     # --- the run ------------------------------------------------------------------------
 
@@ -117,6 +121,7 @@ class Engine:
         except Exception as e:  # a failing hook, a bug: recorded, never swallowed silently
             log.exception("run %s of %s failed", record.id, slot.id)
             state, reason = RunState.FAILED, f"internal error: {type(e).__name__}: {e}"
+        slot.ending = True  # a stop arriving from now on must not cancel the run's end
         if not run.input_ids:
             try:  # a run that failed before its first step still answers the inputs it was for
                 self._take_inputs(run)
@@ -174,14 +179,20 @@ class Engine:
             return
         request = self._request(run)
         step_log = StepLog(step=run.step)
-        stream = await self._stream(run, request, step_log, started)
-        self._stream_ended(run, stream)
-        if stream.calls:
-            await asyncio.gather(*(c.task for c in stream.calls if c.task is not None), return_exceptions=True)
+        if self.deps.config.model.prompt_style == "tools":
+            calls = await self.tool_step.run(run, request, step_log, started)
+        else:
+            stream = await self._stream(run, request, step_log, started)
+            self._stream_ended(run, stream)
+            calls = stream.calls
+        if calls:
+            await asyncio.gather(*(c.task for c in calls if c.task is not None), return_exceptions=True)
         if run.output_chain is not None:
             await run.output_chain
         run.record.prompt_tokens += step_log.prompt_tokens
         run.record.completion_tokens += step_log.completion_tokens
+        step_log.cost = self.deps.config.model.cost(step_log.prompt_tokens, step_log.completion_tokens)
+        run.record.cost += step_log.cost
         step_log.duration = time.monotonic() - started
         run.append(step_log)
         run.limit = self.deps.plugins.after_step(run.ctx, step_log)  # type: ignore[arg-type]
@@ -218,7 +229,10 @@ class Engine:
         if not chat_style and self.attachments.vision:
             parts.images = run.media.images
         prompts = deps.model.prompts
-        request = prompts.build_chat(parts) if chat_style else prompts.build(parts)
+        if style == "tools":
+            request = self.tools_prompt.build(parts)
+        else:
+            request = prompts.build_chat(parts) if chat_style else prompts.build(parts)
         for e in run.logs:
             if isinstance(e, (InputLog, ActionResultLog, OutputLog)):
                 e.processed = True
@@ -265,6 +279,8 @@ class Engine:
                     step_log.prompt_tokens = chunk.prompt_tokens
                     step_log.completion_tokens = chunk.completion_tokens
                     stream.finish_reason = chunk.finish_reason
+                    continue
+                if not isinstance(chunk, str):  # a tool call's piece: only a tools request gets them
                     continue
                 if first_at is None:
                     first_at = time.monotonic()

@@ -1,29 +1,36 @@
-"""Features that take part in runs through the hook protocol: budgets, roles, metrics, child runs, schedules, the heartbeat and private access."""
+"""Features that take part in runs through the hook protocol: budgets, the failure reply, stopping a run, roles, metrics, child runs, schedules, the heartbeat and private access."""
 
 from __future__ import annotations
 
 from ._access import POLICIES, Access, Decision, PairingError
-from ._budgets import Budgets, utc_day
+from ._budgets import BOT_SCOPE, Budgets, utc_day
 from ._children import ORPHANED, ChildRuns
+from ._failure_reply import FailureReply
 from ._heartbeat import Heartbeat
 from ._metrics import CONTENT_TYPE, Metrics
 from ._roles import RoleGuard
 from ._schedules import Scheduler, next_fire, tick_id
+from ._stops import STOPPED_BY_OPERATOR, RunStops, request_stop
 
 __all__ = [
     "Access",
+    "BOT_SCOPE",
     "Budgets",
     "CONTENT_TYPE",
     "ChildRuns",
     "Decision",
+    "FailureReply",
     "Heartbeat",
     "Metrics",
     "ORPHANED",
     "POLICIES",
     "PairingError",
     "RoleGuard",
+    "RunStops",
+    "STOPPED_BY_OPERATOR",
     "Scheduler",
     "next_fire",
+    "request_stop",
     "tick_id",
     "utc_day",
 ]

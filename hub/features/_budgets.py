@@ -1,14 +1,18 @@
-"""Daily token budgets per conversation and per user, and the reply a killed run leaves.
+"""Daily budgets, in tokens and in money, and the reply a killed run leaves.
 
 Per-run limits (steps, tokens, seconds) are the engine's (``[agent]``). This module adds
 what spans runs (``[limits]``):
 
 - ``conversation_tokens_per_day`` and ``user_tokens_per_day``: tokens are counted after
-  every step, per UTC day, in a :class:`~hub.store.UsageStore`. A run over budget is ``killed`` with
-  the budget as its reason: before its first step when the budget was already spent, or
-  after the step that spent it.
-- ``reply``: when a limit kills a run, the user gets this text through the conversation's
-  reply output instead of silence.
+  every step, per UTC day, in a :class:`~hub.store.UsageStore`;
+- ``conversation_cost_per_day``, ``user_cost_per_day`` and ``cost_per_day`` (the whole bot):
+  money, each step's cost at ``[model] price_input``/``price_output`` (0 = unknown: nothing
+  is counted), in the same store.
+
+A run over a budget is ``killed`` with the budget as its reason: before its first step when
+the budget was already spent (no model call at all), or after the step that spent it.
+``reply``: when a limit kills a run, the user gets this text through the conversation's
+reply output instead of silence.
 
 A user is counted per platform: ``cli:alice`` and ``telegram:42``, the platform being the
 extension that owns the conversation's context.
@@ -19,17 +23,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any
-
-from pydantic import ValidationError
 
 from ..config import LimitsSection
 from ..definitions import Output, RunContext, RunResult, StopRun
-from ..engine import LiveText, Plugin
-from ..logs import OutputLog, StepLog
+from ..engine import Plugin, send_reply
+from ..logs import StepLog
 from ..store import RunState, RunStore, UsageStore
 
-__all__ = ["Budgets", "LIMIT_REASONS", "utc_day"]
+__all__ = ["BOT_SCOPE", "Budgets", "LIMIT_REASONS", "is_limit", "utc_day"]
 
 log = logging.getLogger("hub.features")
 
@@ -40,9 +41,16 @@ LIMIT_REASONS = (
     "stalled",
     "conversation_tokens_per_day",
     "user_tokens_per_day",
+    "conversation_cost_per_day",
+    "user_cost_per_day",
+    "cost_per_day",
 )
 """Kill reasons (prefixes) that are limits: the user gets the limit reply. Shutdown, an
 operator's stop and a crash are not limits: their input is handled again, not refused."""
+
+
+BOT_SCOPE = "bot"
+"""The usage scope of the whole bot (``cost_per_day``)."""
 
 
 def utc_day(ts: float | None = None) -> str:
@@ -69,25 +77,39 @@ class Budgets(Plugin):
         self.runs = runs
         self._today = utc_day()
         self._used: dict[str, int] = {}
+        self._spent: dict[str, float] = {}
 
     # --- scopes and totals --------------------------------------------------------------
 
     def _scopes(self, ctx: RunContext) -> list[tuple[str, int, str]]:
-        """(scope, budget, name of the limit) for each budget that applies to this run."""
+        """(scope, budget, name of the limit) for each token budget that applies to this run."""
         limits = self.limits
         out = []
         if limits.conversation_tokens_per_day:
             budget = limits.conversation_tokens_per_day
             out.append((f"conversation:{ctx.context.id}", budget, "conversation_tokens_per_day"))
         if limits.user_tokens_per_day and ctx.user:
-            platform = ctx.context.extension or ctx.context.type.split(":", 1)[0]
-            out.append((f"user:{platform}:{ctx.user}", limits.user_tokens_per_day, "user_tokens_per_day"))
+            out.append((_user_scope(ctx), limits.user_tokens_per_day, "user_tokens_per_day"))
+        return out
+
+    def _cost_scopes(self, ctx: RunContext) -> list[tuple[str, float, str]]:
+        """(scope, budget, name of the limit) for each money budget that applies to this run."""
+        limits = self.limits
+        out = []
+        if limits.conversation_cost_per_day:
+            out.append(
+                (f"conversation:{ctx.context.id}", limits.conversation_cost_per_day, "conversation_cost_per_day")
+            )
+        if limits.user_cost_per_day and ctx.user:
+            out.append((_user_scope(ctx), limits.user_cost_per_day, "user_cost_per_day"))
+        if limits.cost_per_day:
+            out.append((BOT_SCOPE, limits.cost_per_day, "cost_per_day"))
         return out
 
     def _roll(self) -> str:
         day = utc_day()
         if day != self._today:
-            self._today, self._used = day, {}
+            self._today, self._used, self._spent = day, {}, {}
         return day
 
     def used(self, scope: str) -> int:
@@ -95,10 +117,18 @@ class Budgets(Plugin):
         self._roll()
         return self._used.get(scope, 0)
 
+    def spent(self, scope: str) -> float:
+        """Money counted today for a scope (as far as this process knows)."""
+        self._roll()
+        return self._spent.get(scope, 0.0)
+
     def _over(self, ctx: RunContext) -> str | None:
         for scope, budget, name in self._scopes(ctx):
             if self._used.get(scope, 0) >= budget:
                 return f"{name} ({budget})"
+        for scope, money, name in self._cost_scopes(ctx):
+            if self._spent.get(scope, 0.0) >= money:
+                return f"{name} ({money:g})"
         return None
 
     # --- hooks --------------------------------------------------------------------------
@@ -107,58 +137,45 @@ class Budgets(Plugin):
         day = self._roll()
         for scope, _, _ in self._scopes(ctx):
             self._used[scope] = max(self._used.get(scope, 0), await self.store.get(scope, day))
+        for scope, _, _ in self._cost_scopes(ctx):
+            self._spent[scope] = max(self._spent.get(scope, 0.0), await self.store.cost(scope, day))
         reason = self._over(ctx)
         if reason:
             raise StopRun(RunState.KILLED, reason)
 
     def after_step(self, ctx: RunContext, step: StepLog) -> str | None:
-        """Count the step's tokens; the budget it spent, if any, stops the run."""
+        """Count the step's tokens and cost; the budget it spent, if any, stops the run."""
         tokens = step.prompt_tokens + step.completion_tokens
         day = self._roll()
         if tokens:
             for scope, _, _ in self._scopes(ctx):
                 self._used[scope] = self._used.get(scope, 0) + tokens
                 self.store.add(scope, day, tokens)
+        if step.cost:
+            for scope, _, _ in self._cost_scopes(ctx):
+                self._spent[scope] = self._spent.get(scope, 0.0) + step.cost
+                self.store.add_cost(scope, day, step.cost)
         return self._over(ctx)
 
     async def after_run(self, result: RunResult, ctx: RunContext | None) -> None:
         """Tell the user when a limit ended their run (instead of leaving them in silence)."""
         text = self.limits.reply
-        if ctx is None or not text or result.state != RunState.KILLED or not _is_limit(result.reason):
+        if ctx is None or not text or result.state != RunState.KILLED or not is_limit(result.reason):
             return
-        definition = ctx.context.definition
-        otype = definition.reply_output
-        out = next((o for o in definition.outputs if o.type == otype), None) or self.outputs.get(otype or "")
-        if out is None or not out.is_text:
-            log.warning(
-                "run %s killed (%s): context %s has no text reply output for the limit reply",
-                result.run_id[:8],
-                result.reason,
-                ctx.context.type,
-            )
-            return
-        entry = OutputLog(type=out.type, content=text, step=result.steps, data={"limit_reply": result.reason})
-        try:
-            attributes = out.attributes.model_validate({})
-            content: Any = LiveText.whole(text) if out.live else text  # a live output's handler reads a LiveText
-            data: Any = await out.handler(content, ctx.derive(attributes=attributes))
-        except ValidationError as e:
-            entry.error = f"the reply output needs attributes: {e.errors()[0]['loc']}"
-        except Exception as e:
-            entry.error = f"{type(e).__name__}: {e}"
-            log.error("run %s: the limit reply failed: %s", result.run_id[:8], entry.error)
-        else:
-            entry.sent = True
-            if data is not None:
-                entry.data = {"limit_reply": result.reason, "result": data}
-        result.logs.append(entry)
-        try:
-            self.runs.append(ctx.run, entry)
-        except Exception:
-            log.exception("run %s: recording the limit reply failed", result.run_id[:8])
+        entry = await send_reply(
+            ctx, text, outputs=self.outputs, runs=self.runs, data={"limit_reply": result.reason}, step=result.steps
+        )
+        if entry is not None:
+            result.logs.append(entry)
 
 
-def _is_limit(reason: str | None) -> bool:
+def _user_scope(ctx: RunContext) -> str:
+    platform = ctx.context.extension or ctx.context.type.split(":", 1)[0]
+    return f"user:{platform}:{ctx.user}"
+
+
+def is_limit(reason: str | None) -> bool:
+    """Whether a kill reason is one of the limits (whose reply is ``[limits] reply``)."""
     if not reason:
         return False
     return any(reason == p or reason.startswith(p + " ") for p in LIMIT_REASONS)

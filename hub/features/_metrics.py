@@ -41,6 +41,9 @@ class Metrics(Plugin):
         )
         self.steps = Counter("hub_run_steps", "Steps taken by runs", ["context_type"], registry=r)
         self.tokens = Counter("hub_tokens", "LLM tokens used, by kind (prompt, completion)", ["kind"], registry=r)
+        self.cost = Counter(
+            "hub_cost", "What the LLM calls cost, at [model] price_input and price_output (0: unknown)", registry=r
+        )
         self.llm_latency = Histogram(
             "hub_llm_latency_seconds",
             "Time from a step's request to the model's first chunk",
@@ -109,6 +112,8 @@ class Metrics(Plugin):
         self.steps.labels(ctx.context.type).inc()
         self.tokens.labels("prompt").inc(step.prompt_tokens)
         self.tokens.labels("completion").inc(step.completion_tokens)
+        if step.cost > 0:
+            self.cost.inc(step.cost)
         if step.llm_latency > 0:
             self.llm_latency.observe(step.llm_latency)
         return None

@@ -1,6 +1,7 @@
-"""``GET /events`` (Server-Sent Events) and ``GET /runs/{id}`` (JSON) on the hub's endpoint.
+"""``GET /events`` (Server-Sent Events), ``GET /runs/{id}`` (JSON) and ``POST /runs/{id}/stop``
+on the hub's endpoint.
 
-Both need ``Authorization: Bearer TOKEN``, the ``[http] token``; with no token configured
+All need ``Authorization: Bearer TOKEN``, the ``[http] token``; with no token configured
 they are off and answer ``404`` with a JSON reason (a run's log is the conversation itself).
 
 ``/events?context=TYPE:KEY&run=ID&kinds=output,run_ended`` streams events from the moment of
@@ -16,6 +17,12 @@ too slowly loses events (a ``dropped`` event says how many); it never slows a ru
 comment line every ``keepalive`` seconds finds clients that went away. What is streamed is
 redacted as the run store's records are. ``/runs/{id}`` (an id or a unique prefix) answers
 the run's record and its whole event log so far.
+
+``POST /runs/{id}/stop`` is the operator's stop (as ``hub stop RUN_ID``): the run ends
+``killed``, reason ``stopped by operator``, on whichever worker holds it. It answers ``200``
+with the run's record once it has ended (within ``STOP_WAIT`` seconds), ``202`` with the
+record when the stop is requested but the run has not ended yet, ``404`` for no such run and
+``409`` for a run that is not running.
 """
 
 from __future__ import annotations
@@ -28,15 +35,19 @@ from typing import Any
 
 from aiohttp import web
 
+from ..errors import RunError
 from ..events import KINDS, EventStream, RunEnded, RunEvent, RunStarted, event_dict
 from ..logs import to_dict
+from ..store import RunState
 
-__all__ = ["EventRoutes", "run_dict", "REPLAY_RUNS"]
+__all__ = ["EventRoutes", "run_dict", "REPLAY_RUNS", "STOP_WAIT"]
 
 _MAX_PARAM = 300
 REPLAY_RUNS = 100
 """The most runs a reconnecting client is sent from the run store."""
 _ALL = 1 << 62  # replayed up to its end: no live event of that run is sent again
+STOP_WAIT = 5.0
+"""Seconds ``POST /runs/{id}/stop`` waits for the run to end before it answers 202."""
 
 
 def run_dict(r: Any) -> dict[str, Any]:
@@ -53,6 +64,7 @@ def run_dict(r: Any) -> dict[str, Any]:
         "duration": r.duration,
         "parent_id": r.parent_id,
         "user": r.user,
+        "cost": r.cost,
     }
 
 
@@ -71,6 +83,7 @@ class EventRoutes:
     def add_to(self, app: web.Application) -> None:
         app.router.add_get("/events", self.events)
         app.router.add_get("/runs/{id}", self.run)
+        app.router.add_post("/runs/{id}/stop", self.stop)
 
     def close(self) -> None:
         for stream in tuple(self._streams):
@@ -113,6 +126,25 @@ class EventRoutes:
         events: Any = await store.events(record.id)  # (RunStore.list shadows list in its annotations)
         body = {"run": run_dict(record), "events": [to_dict(e) for e in events]}
         return web.json_response(self._clean(json.loads(json.dumps(body, default=str))))
+
+    async def stop(self, request: web.Request) -> web.Response:
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
+        run_id = request.match_info["id"]
+        if len(run_id) > _MAX_PARAM:
+            return _json_error(400, f"run id is longer than {_MAX_PARAM} characters")
+        store = self.hub.runs
+        record = await store.get(run_id) or await store.find(run_id)
+        if record is None:
+            return _json_error(404, f"no run matches {run_id!r} (give more characters if several do)")
+        try:
+            record = await self.hub.stop_run(record.id, wait=STOP_WAIT)
+        except RunError as e:  # it ended meanwhile, or had ended
+            return web.json_response({"error": str(e), "run": self._clean(run_dict(record))}, status=409)
+        ended = record.state != RunState.RUNNING
+        body = {"run": run_dict(record)} if ended else {"stop": "requested", "run": run_dict(record)}
+        return web.json_response(self._clean(body), status=200 if ended else 202)
 
     async def events(self, request: web.Request) -> web.StreamResponse:
         refused = self._refusal(request)

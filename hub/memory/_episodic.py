@@ -32,7 +32,7 @@ from ..definitions import RunContext, RunResult
 from ..engine import Plugin, Runner
 from ..errors import HubError
 from ..logs import InputLog
-from ..models import Model, ModelRequest, RetryPolicy, Usage, stream_with_retry
+from ..models import Model, ModelRequest, RetryPolicy, stream_with_retry
 from ..protocol import EPISODE_CAP, scan_all
 from ._episode_store import (
     IDS_COMPLETE,
@@ -327,7 +327,7 @@ class EpisodicMemory(Plugin):
         try:
             async with asyncio.timeout(self._model_timeout), self._runner.llm_slot():
                 async for chunk in stream_with_retry(self._model(), request, self._retry_policy):
-                    if not isinstance(chunk, Usage):
+                    if isinstance(chunk, str):
                         chunks.append(chunk)
         except Exception as e:  # the model's failure, whatever its type, costs only the summary
             log.warning("episode summary of run %s failed, keeping the digest: %s", episode.run_id[:8], e)

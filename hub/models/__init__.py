@@ -1,6 +1,7 @@
 """The model seam: a request in, text chunks out.
 
-``Model.stream(request)`` is an async iterator of text chunks that ends with one
+``Model.stream(request)`` is an async iterator of text chunks (and, for a request that offers
+``tools``, :class:`ToolCallDelta` pieces of the model's native tool calls) that ends with one
 :class:`Usage`, which also says why the model stopped (``finish_reason``: ``"length"`` when
 the response was cut at the token limit). Providers raise :class:`~hub.errors.ModelError` with ``retryable`` set for
 429, 5xx, timeouts and connection failures; :func:`stream_with_retry` retries those with
@@ -18,7 +19,7 @@ from typing import Any
 from ..backoff import Backoff
 from ..errors import ModelError, ModelUnavailable
 
-__all__ = ["Model", "ModelRequest", "Usage", "RetryPolicy", "stream_with_retry"]
+__all__ = ["Model", "ModelRequest", "ToolCallDelta", "Usage", "RetryPolicy", "stream_with_retry"]
 
 
 @dataclass(slots=True)
@@ -30,6 +31,21 @@ class ModelRequest:
     max_tokens: int | None = None
     temperature: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    tools: list[dict[str, Any]] | None = None
+    """OpenAI ``tools`` (``{"type": "function", "function": {name, description, parameters}}``)
+    for the model's native tool calling (``prompt_style = "tools"``); None: none offered."""
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCallDelta:
+    """A piece of a streamed tool call, as OpenAI streams it: the call's ``index`` in the
+    response; its ``id`` and function ``name`` in its first piece; then fragments of its
+    JSON ``arguments``, to be joined in order."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
 
 
 @dataclass(slots=True)
@@ -46,8 +62,8 @@ class Model(ABC):
     name: str = "model"
 
     @abstractmethod
-    def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage]:
-        """Text chunks as they arrive, then one Usage."""
+    def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage | ToolCallDelta]:
+        """Text chunks as they arrive (and tool-call pieces when ``request.tools`` is set), then one Usage."""
 
     async def start(self) -> None:  # noqa: B027 - optional hook
         """Start resources (a local server); idempotent."""
@@ -69,7 +85,7 @@ class RetryPolicy:
 
 async def stream_with_retry(
     model: Model, request: ModelRequest, policy: RetryPolicy, *, on_retry: Any = None
-) -> AsyncGenerator[str | Usage, None]:
+) -> AsyncGenerator[str | Usage | ToolCallDelta, None]:
     """Stream, retrying retryable errors that happen before the first chunk.
 
     A failure after chunks were yielded is not retried (those chunks were already acted

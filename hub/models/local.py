@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelError
-from . import Model, ModelRequest, Usage
+from . import Model, ModelRequest, ToolCallDelta, Usage
 from .openai import OpenAIModel
 
 __all__ = ["LocalModel", "default_gguf"]
@@ -97,7 +97,7 @@ class LocalModel(Model):
                 extra_body={"repeat_penalty": 1.3, "repeat_last_n": 128},  # tiny models loop without it
             )
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage]:
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage | ToolCallDelta]:
         await self.start()
         assert self._inner is not None
         async for chunk in self._inner.stream(request):

@@ -16,7 +16,7 @@ except ImportError:  # pragma: no cover
     import httpx as httpx2  # type: ignore[no-redef]
 
 from ..errors import ModelError
-from . import Model, ModelRequest, Usage
+from . import Model, ModelRequest, ToolCallDelta, Usage
 
 __all__ = ["OpenAIModel"]
 
@@ -76,9 +76,9 @@ class OpenAIModel(Model):
     async def close(self) -> None:
         await self._client.close()
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage]:
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage | ToolCallDelta]:
         payload = self._payload(request)
-        chunks = _Chunks(self.name)
+        chunks = _Chunks(self.name, tools=bool(request.tools))
         try:
             # the client's documented raw form (cast_to the transport's Response, stream=True)
             # has no overload of its own in the SDK's stubs
@@ -97,6 +97,10 @@ class OpenAIModel(Model):
                         # what came before a broken event is still the model's: handed on first
                         if pieces:
                             yield pieces[0] if len(pieces) == 1 else "".join(pieces)
+                        if chunks.calls:  # a tool call's pieces follow the text they came after
+                            calls, chunks.calls = chunks.calls, []
+                            for call in calls:
+                                yield call
         except (openai.APIStatusError, openai.APIConnectionError, httpx2.TransportError) as e:
             raise self._failure(e) from e
         chunks.usage.finish_reason = chunks.finish_reason
@@ -114,6 +118,8 @@ class OpenAIModel(Model):
             body["max_tokens"] = max_tokens
         if self._usage_option:
             body["stream_options"] = {"include_usage": True}
+        if request.tools:
+            body["tools"] = request.tools
         if self.extra_body:
             body.update(self.extra_body)
         try:
@@ -141,13 +147,17 @@ class _Chunks:
     """The stream's chunks as they are read: the text they carry, and the usage and finish
     reason the last ones report. An error chunk, or one that is not JSON, raises ModelError."""
 
-    __slots__ = ("name", "usage", "finish_reason", "done")
+    __slots__ = ("name", "usage", "finish_reason", "done", "tools", "calls")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, tools: bool = False) -> None:
         self.name = name
         self.usage = Usage()
         self.finish_reason: str | None = None
         self.done = False
+        self.tools = tools
+        """Whether the request offered tools: only then are ``tool_calls`` deltas read."""
+        self.calls: list[ToolCallDelta] = []
+        """Tool-call pieces read and not yet handed on."""
 
     def read(self, events: list[bytes], pieces: list[str]) -> None:
         """Add the text of ``events`` (the ``data:`` of each) to ``pieces``."""
@@ -176,6 +186,25 @@ class _Chunks:
                 text = delta.get("content") if delta else None
                 if text:
                     pieces.append(text)
+                if self.tools and delta and delta.get("tool_calls"):
+                    self._tool_calls(delta["tool_calls"])
+
+    def _tool_calls(self, calls: Any) -> None:
+        """The ``tool_calls`` of one delta, as :class:`ToolCallDelta` pieces."""
+        for call in calls if isinstance(calls, list) else ():
+            if not isinstance(call, dict) or not isinstance(call.get("index"), int):
+                raise ModelError(f"{self.name}: a tool call in the stream has no index: {str(call)[:200]}")
+            fn = call.get("function") or {}
+            args = fn.get("arguments") if isinstance(fn, dict) else None
+            name = fn.get("name") if isinstance(fn, dict) else None
+            self.calls.append(
+                ToolCallDelta(
+                    index=call["index"],
+                    id=call.get("id") if isinstance(call.get("id"), str) else None,
+                    name=name if isinstance(name, str) else None,
+                    arguments=args if isinstance(args, str) else "",
+                )
+            )
 
     def _error(self, error: Any) -> ModelError:
         message = error.get("message") if isinstance(error, dict) else None

@@ -1,7 +1,8 @@
 """A scripted model for tests and benchmarks, like pydantic-ai's FunctionModel.
 
-Give it responses (strings, exceptions to raise, or functions of the request); it streams
-each in chunks split at awkward places: inside tags, attributes and between the surrogate-free
+Give it responses (strings, exceptions to raise, functions of the request, or a native tool
+turn: a list of text pieces and :class:`~hub.models.ToolCallDelta` pieces, streamed as they
+are); it streams each string in chunks split at awkward places: inside tags, attributes and between the surrogate-free
 code points of multi-byte characters, with a seeded random generator so failures replay.
 """
 
@@ -13,11 +14,13 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from ..errors import ModelError
-from . import Model, ModelRequest, Usage
+from . import Model, ModelRequest, ToolCallDelta, Usage
 
-__all__ = ["ScriptedModel", "Script"]
+__all__ = ["ScriptedModel", "Script", "Turn"]
 
-Script = str | BaseException | Callable[[ModelRequest], "str | BaseException"]
+Turn = list[str | ToolCallDelta]
+"""A native tool turn: text pieces and tool-call pieces, streamed in this order."""
+Script = str | Turn | BaseException | Callable[[ModelRequest], "str | Turn | BaseException"]
 
 
 class ScriptedModel(Model):
@@ -52,7 +55,7 @@ class ScriptedModel(Model):
     def add(self, *responses: Script) -> None:
         self._queue.extend(responses)
 
-    def _next(self, request: ModelRequest) -> str | BaseException:
+    def _next(self, request: ModelRequest) -> str | Turn | BaseException:
         if self._fn is not None:
             return self._fn(request)
         if self._queue:
@@ -73,23 +76,32 @@ class ScriptedModel(Model):
             i += n
         return out
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage]:
+    async def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage | ToolCallDelta]:
         self.requests.append(request)
         item = self._next(request)
         if self.delay:
             await asyncio.sleep(self.delay)
         if isinstance(item, BaseException):
             raise item
-        for piece in self.split(item):
+        pieces: list[str | ToolCallDelta] = list(self.split(item)) if isinstance(item, str) else list(item)
+        for piece in pieces:
             if self.chunk_delay:
                 await asyncio.sleep(self.chunk_delay)
             yield piece
         prompt_chars = len(request.system) + sum(len(_text(m["content"])) for m in request.messages)
-        yield Usage(prompt_tokens=prompt_chars // 4 + 1, completion_tokens=len(item) // 4 + 1, finish_reason="stop")
+        written = sum(len(p) if isinstance(p, str) else len(p.arguments) for p in pieces)
+        called = any(isinstance(p, ToolCallDelta) for p in pieces)
+        yield Usage(
+            prompt_tokens=prompt_chars // 4 + 1,
+            completion_tokens=written // 4 + 1,
+            finish_reason="tool_calls" if called else "stop",
+        )
 
 
 def _text(content: Any) -> str:
-    """A message's text (a vision request's content is a list of parts)."""
+    """A message's text (a vision request's content is a list of parts; a tool turn's may be None)."""
+    if content is None:
+        return ""
     if isinstance(content, str):
         return content
     return "".join(p.get("text", "") for p in content if isinstance(p, dict))

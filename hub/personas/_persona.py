@@ -1,8 +1,9 @@
 """Personas: one TOML file per persona under ``contexts/``, read again when edited.
 
 A persona file holds ``name``, ``instructions`` (the text that reaches the prompt), optional
-``examples`` and which conversations use it (``contexts``: context types or instance ids,
-``extensions``: extension names). An edit that does not validate keeps the previous version
+``examples``, which conversations use it (``contexts``: context types or instance ids,
+``extensions``: extension names), and what it says outside the model: ``greeting`` (the
+answer to ``/start``) and ``failure_reply`` (when a run fails). An edit that does not validate keeps the previous version
 in force and logs why; nothing is lost.
 
 Only regular files inside the folder are read: a symlink leading outside it, or a special
@@ -46,6 +47,12 @@ class Persona(BaseModel):
     child_runs: list[str] = Field(
         default_factory=list,
         description="TYPE:KEY instances (globs allowed) this persona's runs may start child runs in (hub/features/_children.py)",
+    )
+    greeting: str | None = Field(
+        None, description="the answer to /start (default: a line made from the persona's name)"
+    )
+    failure_reply: str | None = Field(
+        None, description='what the user gets when a run fails (default: [agent] failure_reply; "": nothing)'
     )
 
     @field_validator("instructions")

@@ -24,12 +24,15 @@ class PersonaWatcher:
     """Re-reads edited persona files every ``interval`` seconds, so an edit is validated,
     logged and recorded as a revision when it is saved, not only when a message needs it."""
 
-    def __init__(self, personas: PersonaSet, *, interval: float | None = None) -> None:
+    def __init__(self, personas: PersonaSet, *, interval: float | None = None, skills: Any = None) -> None:
         self.personas = personas
+        self.skills = skills  # a SkillSet: skills are versioned like personas, watched with them
         self.interval = interval or personas.interval or 1.0
         self._task: asyncio.Task[None] | None = None
 
     async def start(self, hub: Any = None) -> None:
+        if self.skills is not None:  # the skills are there for the first message
+            self.skills.refresh()
         if self._task is None:
             self._task = asyncio.create_task(self._watch(), name="persona-watcher")
 
@@ -38,6 +41,8 @@ class PersonaWatcher:
             await asyncio.sleep(self.interval)
             try:
                 self.personas.refresh()
+                if self.skills is not None:
+                    self.skills.refresh()
             except Exception:  # a watcher that dies would silently freeze personas
                 log.exception("persona watcher: refresh failed")
 

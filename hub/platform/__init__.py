@@ -11,7 +11,9 @@ off the intake path), :class:`LiveMessage` (a reply edited in
 place while the model writes it, for ``live = true``), :class:`LeaseKeeper` (a listener that must run on one worker
 only runs while it holds the lease; get one from ``hub.lease(name)``), and for files :func:`fetch_url` (a
 download capped at a size while it is read; with :class:`MediaHosts`, only from the platform's
-media hosts at public addresses), :func:`read_capped` (a local file, capped), :func:`display_name` and :func:`human_size`.
+media hosts at public addresses), :func:`read_capped` (a local file, capped), :func:`display_name`
+and :func:`human_size`; for chat commands :func:`parse_command` (``/name args`` in a message's
+text) and :class:`CommandInfo` (a command as ``hub.commands.menu(...)`` lists it).
 
 The core never names a platform; extensions map their client's errors onto
 :class:`RateLimited`, :class:`TransientSendError` and :class:`PermanentSendError` and send
@@ -24,11 +26,13 @@ from __future__ import annotations
 
 from ..backoff import Backoff
 from ..config import MIN_SECRET_LENGTH, check_secret_length
+from ..engine import CommandInfo
 from ..logging_setup import quiet_loggers
 from ..media import MediaHosts, Resolve, display_name, fetch_url, host_name, human_size, read_capped
 from ..store import Lease, LeaseKeeper
 from ._access import private_access, send_pairing_code
 from ._audience import AllowList, LoopGuard
+from ._commands import parse_command
 from ._live_message import LiveMessage, LiveResult, balance_fences, live_drafts
 from ._reply import reply_target
 from ._send import Governor, PermanentSendError, RateLimit, RateLimited, SendFailed, TransientSendError
@@ -72,4 +76,6 @@ __all__ = [
     "LiveResult",
     "balance_fences",
     "live_drafts",
+    "parse_command",
+    "CommandInfo",
 ]

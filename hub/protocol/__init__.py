@@ -1,4 +1,4 @@
-"""The XML protocol: the streaming parser and its scanner, the prompt builder, and the injection scan of trusted text."""
+"""The XML protocol: the streaming parser and its scanner, the prompt builder (with the native tool-calling style), and the injection scan of trusted text."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from ._injection import EPISODE_CAP, NEUTRALISED, PERSONA_CAP, scan, scan_all
 from ._parser import ElementParser, LiveParser, StreamParser, parse
 from ._prompt import PromptBuilder, PromptParts, count_tokens, escape
 from ._scanner import DEFAULT_TAGS, RAW_TAGS, Element, EndEvent, Partial, StartEvent, TextEvent
+from ._tools_prompt import ToolNames, ToolsPrompt, ToolTarget, output_tool_name
 
 __all__ = [
     "DEFAULT_TAGS",
@@ -23,8 +24,12 @@ __all__ = [
     "StartEvent",
     "StreamParser",
     "TextEvent",
+    "ToolNames",
+    "ToolTarget",
+    "ToolsPrompt",
     "count_tokens",
     "escape",
+    "output_tool_name",
     "parse",
     "scan",
     "scan_all",

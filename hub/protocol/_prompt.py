@@ -4,7 +4,8 @@ Text from users (inputs, action results, memory) is escaped with :func:`escape`,
 message can close a tag or forge an ``<action_call>``. The system part is stable across the
 steps of a run (it caches well on the provider's side); the user part carries the state.
 
-Both prompt styles (:meth:`PromptBuilder.build`, :meth:`PromptBuilder.build_chat`) fit the
+Every prompt style (:meth:`PromptBuilder.build`, :meth:`PromptBuilder.build_chat`, and
+``_tools_prompt``'s :class:`ToolsPrompt` for native tool calling) fits the
 whole prompt into ``budget`` tokens, the current run included: an entry too large for its
 share is cut with a visible marker, and older entries of the run give way to newer ones.
 Both pass the finished request through the redactor, so no known secret reaches a model.
@@ -89,6 +90,8 @@ class PromptParts:
     not); inputs not in it (history) show placeholders (:func:`hub.media.placeholders`)."""
     images: Sequence[str] = ()
     """``data:`` URLs of the current run's pictures, sent as ``image_url`` parts (vision)."""
+    skills: Sequence[tuple[str, str]] = ()
+    """(name, description) of each skill the model may load with ``load_skill``."""
 
 
 class PromptBuilder:
@@ -159,6 +162,12 @@ class PromptBuilder:
             if text:
                 out.append(f"<context_instructions>\n{text.strip()}\n</context_instructions>")
         out.append(f"<protocol>\n{PROTOCOL}\n</protocol>")
+        if p.skills:
+            out.append(
+                "<available_skills>"
+                + "".join(f'<skill name="{_attr(n)}">{escape(d)}</skill>' for n, d in p.skills)
+                + "</available_skills>\nCall the load_skill action to read a skill's instructions when it fits the task."
+            )
         out.append("<available_actions>" + "".join(self._action_block(a) for a in p.actions) + "</available_actions>")
         out.append(
             "<available_outputs>"

@@ -4,8 +4,8 @@ backend chosen once (:func:`open_stores`). Besides the stores: retention, store 
 the data dir's lock (the sweep of workers' inbox claims is :class:`hub.engine.Intake`'s).
 
 The seams: runs (``_run_records``), the inbox (``_inbox``), leases (``_leases``), key-value
-memory (``_memory``), token usage (``_usage``), schedule ticks (``_schedules``), persona
-revisions (``_revisions``) and pairings (``_pairings``).
+memory (``_memory``), usage in tokens and money (``_usage``), stop requests (``_stops``),
+schedule ticks (``_schedules``), persona revisions (``_revisions``) and pairings (``_pairings``).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from ._in_memory import (
     InMemoryRevisionStore,
     InMemoryRunStore,
     InMemoryScheduleStore,
+    InMemoryStopStore,
     InMemoryStore,
     InMemoryUsageStore,
 )
@@ -40,6 +41,7 @@ from ._retention import Retention, prune
 from ._revisions import Revision, RevisionStore
 from ._run_records import RunRecord, RunState, RunStore, collect_tree
 from ._schedules import ScheduleStore, Tick
+from ._stops import StopStore
 from ._usage import UsageStore
 
 __all__ = [
@@ -51,6 +53,7 @@ __all__ = [
     "InMemoryRevisionStore",
     "InMemoryRunStore",
     "InMemoryScheduleStore",
+    "InMemoryStopStore",
     "InMemoryStore",
     "InMemoryUsageStore",
     "InboxStore",
@@ -71,6 +74,7 @@ __all__ = [
     "RunStore",
     "ScheduleStore",
     "StoreCollector",
+    "StopStore",
     "StoreHealth",
     "Stores",
     "Tick",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import HubError
@@ -20,6 +20,7 @@ from ._in_memory import (
     InMemoryPairingStore,
     InMemoryRevisionStore,
     InMemoryScheduleStore,
+    InMemoryStopStore,
     InMemoryUsageStore,
 )
 from ._inbox import InboxStore
@@ -29,6 +30,7 @@ from ._pairings import PairingStore
 from ._revisions import RevisionStore
 from ._run_records import RunStore
 from ._schedules import ScheduleStore
+from ._stops import StopStore
 from ._usage import UsageStore
 from .sql import (
     Database,
@@ -43,6 +45,7 @@ from .sql import (
     SqlRevisionStore,
     SqlRunStore,
     SqlScheduleStore,
+    SqlStopStore,
     SqlUsageStore,
     inspect,
 )
@@ -84,6 +87,8 @@ class Stores:
     revisions: RevisionStore
     pairings: PairingStore
     lock: ConversationLock | None = None
+    stops: StopStore = field(default_factory=InMemoryStopStore)
+    """Stop requests, polled by the worker holding each run (hub/features/_stops.py)."""
 
     @property
     def shared(self) -> bool:
@@ -100,6 +105,7 @@ class Stores:
             self.schedules,
             self.revisions,
             self.pairings,
+            self.stops,
         )
 
     async def open(self) -> Stores:
@@ -191,6 +197,7 @@ def open_stores(
         revisions=SqlRevisionStore(db),
         pairings=SqlPairingStore(db),
         lock=lock,
+        stops=SqlStopStore(db),
     )
 
 

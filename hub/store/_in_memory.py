@@ -20,6 +20,7 @@ from ._pairings import Pairing, PairingStore
 from ._revisions import Revision, RevisionStore
 from ._run_records import RunRecord, RunState, RunStore
 from ._schedules import ScheduleStore, Tick
+from ._stops import StopStore
 from ._usage import UsageStore
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "InMemoryRevisionStore",
     "InMemoryRunStore",
     "InMemoryScheduleStore",
+    "InMemoryStopStore",
     "InMemoryStore",
     "InMemoryUsageStore",
 ]
@@ -298,12 +300,39 @@ class InMemoryLeaseStore(LeaseStore):
 class InMemoryUsageStore(UsageStore):
     def __init__(self) -> None:
         self._used: dict[tuple[str, str], int] = {}
+        self._spent: dict[tuple[str, str], float] = {}
 
     def add(self, scope: str, day: str, tokens: int) -> None:
         self._used[(scope, day)] = self._used.get((scope, day), 0) + tokens
 
     async def get(self, scope: str, day: str) -> int:
         return self._used.get((scope, day), 0)
+
+    def add_cost(self, scope: str, day: str, cost: float) -> None:
+        self._spent[(scope, day)] = self._spent.get((scope, day), 0.0) + cost
+
+    async def cost(self, scope: str, day: str) -> float:
+        return self._spent.get((scope, day), 0.0)
+
+
+class InMemoryStopStore(StopStore):
+    def __init__(self) -> None:
+        self._requests: dict[str, tuple[str, float]] = {}
+
+    async def request(self, run_id: str, reason: str) -> None:
+        self._requests.setdefault(run_id, (reason, time.time()))
+
+    async def requested(self) -> dict[str, str]:
+        return {run_id: reason for run_id, (reason, _) in self._requests.items()}
+
+    async def clear(self, run_ids: list[str]) -> None:
+        for run_id in run_ids:
+            self._requests.pop(run_id, None)
+
+    async def prune(self, before: float) -> int:
+        old = [run_id for run_id, (_, at) in self._requests.items() if at < before]
+        await self.clear(old)
+        return len(old)
 
 
 class InMemoryScheduleStore(ScheduleStore):

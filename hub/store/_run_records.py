@@ -51,6 +51,8 @@ class RunRecord:
     # the store failed the run (an outage, not its input's fault): its inputs are retried,
     # never counted towards parking them; kept as a flag, so nothing reads it from the reason
     store_failed: bool = False
+    cost: float = 0.0
+    """What its model calls cost, at ``[model] price_input``/``price_output`` (0: none, or unknown prices)."""
 
     @property
     def tokens(self) -> int:

@@ -1,4 +1,5 @@
-"""Token usage: the :class:`UsageStore` seam the daily budgets count in (hub/features/_budgets.py).
+"""Usage, in tokens and in money: the :class:`UsageStore` seam the daily budgets count in
+(hub/features/_budgets.py).
 
 The backends: :class:`hub.store.InMemoryUsageStore` (hub/store/_in_memory.py) and
 :class:`hub.store.sql.SqlUsageStore` (hub/store/sql/_stores.py).
@@ -12,7 +13,7 @@ __all__ = ["UsageStore"]
 
 
 class UsageStore(ABC):
-    """Tokens used per scope (``conversation:ID``, ``user:PLATFORM:ID``) and UTC day."""
+    """Tokens and money used per scope (``conversation:ID``, ``user:PLATFORM:ID``, ``bot``) and UTC day."""
 
     @abstractmethod
     def add(self, scope: str, day: str, tokens: int) -> None:
@@ -20,6 +21,13 @@ class UsageStore(ABC):
 
     @abstractmethod
     async def get(self, scope: str, day: str) -> int: ...
+
+    @abstractmethod
+    def add_cost(self, scope: str, day: str, cost: float) -> None:
+        """Count money, at the model's prices (without waiting; committed within milliseconds)."""
+
+    @abstractmethod
+    async def cost(self, scope: str, day: str) -> float: ...
 
     async def open(self) -> None:  # noqa: B027
         pass

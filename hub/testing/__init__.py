@@ -5,7 +5,8 @@
   server on 127.0.0.1), with a request log, failure injection (``fail_next``) and waits;
   :func:`loopback_resolver` points a platform's media host names at such a fake.
 - :class:`FakeOpenAI`: OpenAI's chat completions, for the real ``openai`` client (also the
-  server the benchmarks run against: ``python -m hub.testing.openai``).
+  server the benchmarks run against: ``python -m hub.testing.openai``); :func:`tool_turn`
+  scripts an answer of native tool calls, streamed as the API streams them.
 - :func:`temp_config`: a config on a test's temporary folder (data, personas), episodic memory off.
 - :func:`png` and :func:`image_bytes`: picture files to attach, drawn with Pillow.
 - ``hub.testing.fixtures``: autouse pytest fixtures (no network, logging restored) to import into
@@ -30,18 +31,20 @@ __all__ = [
     "Recorded",
     "Script",
     "ScriptedModel",
+    "ToolTurn",
     "image_bytes",
     "load_script",
     "loopback_resolver",
     "png",
     "temp_config",
+    "tool_turn",
 ]
 
 
 def __getattr__(name: str) -> Any:
     # hub.testing.openai is also a program (python -m hub.testing.openai): imported when
     # asked for, so that running it does not import it twice
-    if name in ("FakeOpenAI", "Script", "load_script"):
+    if name in ("FakeOpenAI", "Script", "ToolTurn", "load_script", "tool_turn"):
         from . import openai
 
         return getattr(openai, name)

@@ -1,7 +1,8 @@
 """A loopback fake of OpenAI's chat-completions API: one server for the tests and ``bench/``.
 
 In tests, ``FakeOpenAI(responses)`` answers ``POST /v1/chat/completions`` with the next
-scripted response (a string, or a callable of the request body returning one);
+scripted response (a string, a native tool turn built by :func:`tool_turn`, or a callable of
+the request body returning either);
 ``fail_next("chat", status=429, count=N)`` injects errors, and ``requests`` / ``bodies``
 record what came in. For benchmarks (the hub and a peer talking to the same process, so
 that neither gets a faster model) it runs as a process::
@@ -16,6 +17,12 @@ Endpoints
     events of ``chunk`` characters of content each, then a chunk with ``finish_reason``
     and ``usage``, then ``data: [DONE]``. ``latency`` seconds pass before the first byte
     of the body (the model's time to first token).
+    A tool turn streams as OpenAI streams it (the shape of the streams openai-python's own
+    tests recorded from the API): a first chunk with the role and ``content: null``, the text
+    if any, then for each call one chunk with its ``index``, ``id``, ``type`` and function
+    ``name`` (``arguments: ""``) followed by chunks of ``arguments`` fragments, then
+    ``finish_reason: "tool_calls"`` (or the turn's own, e.g. ``"length"``), the usage and
+    ``[DONE]``. A turn with ``drop=True`` closes the connection after its last fragment.
 ``GET /stats``        ``{"count": n, "requests": [{client, model, response,
     prompt_chars, prompt_tokens, messages, last_chars}, ...]}`` in arrival order.
 ``POST /stats/reset`` forgets them.
@@ -61,18 +68,60 @@ from aiohttp import web
 
 from .fakes import Failure, FakeServer, Recorded
 
-__all__ = ["FakeOpenAI", "Script", "load_script", "build_response", "content_text", "main"]
+__all__ = [
+    "FakeOpenAI",
+    "Script",
+    "ToolTurn",
+    "load_script",
+    "build_response",
+    "content_text",
+    "main",
+    "tool_turn",
+]
 
-Response = str | Callable[[dict[str, Any]], str]
+
+@dataclass(slots=True)
+class ToolTurn:
+    """A native tool-calling answer: ``content`` (text, or None) and ``calls`` (``{"name",
+    "arguments", "id"}``; arguments a JSON string, or an object that is serialised), streamed
+    as OpenAI streams them. ``finish_reason``: ``"tool_calls"`` when there are calls, else
+    ``"stop"``, unless given (``"length"`` for a cut). ``drop``: the connection is closed after
+    the last fragment, with no finish reason, usage or ``[DONE]`` (a broken stream)."""
+
+    content: str | None = None
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    finish_reason: str | None = None
+    drop: bool = False
+
+    def text(self) -> str:
+        """What the turn writes, for the usage count and ``sent``."""
+        return (self.content or "") + "".join(_arguments(c) for c in self.calls)
 
 
-def build_response(item: Any) -> str:
-    """A script's response: a string, or ``{"repeat", "times", "prefix", "suffix"}``."""
+def tool_turn(content: str | None = None, *calls: tuple[str, Any], **kw: Any) -> ToolTurn:
+    """A :class:`ToolTurn`: ``tool_turn(None, ("get_weather", {"city": "Paris"}))``."""
+    return ToolTurn(content, [{"name": n, "arguments": a} for n, a in calls], **kw)
+
+
+def _arguments(call: dict[str, Any]) -> str:
+    args = call.get("arguments", "")
+    return args if isinstance(args, str) else json.dumps(args)
+
+
+Reply = str | ToolTurn
+Response = Reply | Callable[[dict[str, Any]], Reply]
+
+
+def build_response(item: Any) -> Reply:
+    """A script's response: a string, ``{"repeat", "times", "prefix", "suffix"}``, or a tool
+    turn ``{"content": ..., "tool_calls": [{"name", "arguments"}], "finish_reason": ...}``."""
     if isinstance(item, str):
         return item
     if isinstance(item, dict) and "repeat" in item:
         return item.get("prefix", "") + item["repeat"] * int(item["times"]) + item.get("suffix", "")
-    raise ValueError(f"a response must be a string or a repeat object, not {item!r}")
+    if isinstance(item, dict) and "tool_calls" in item:
+        return ToolTurn(item.get("content"), list(item["tool_calls"]), item.get("finish_reason"))
+    raise ValueError(f"a response must be a string, a repeat object or a tool turn, not {item!r}")
 
 
 def content_text(content: Any) -> str:
@@ -92,7 +141,7 @@ class Script:
         self.name = name
         if isinstance(spec, list):
             spec = {"responses": spec}
-        self.responses = [build_response(r) for r in spec["responses"]]
+        self.responses: list[Reply] = [build_response(r) for r in spec["responses"]]
         if not self.responses:
             raise ValueError(f"client {name!r} has no responses")
         self.rules: list[tuple[str, Callable[[str], Any], bool, int]] = []
@@ -221,7 +270,7 @@ class FakeOpenAI(FakeServer):
         self.stats = []
         return web.Response(body=b'{"ok": true}', content_type="application/json")
 
-    def _pick(self, request: web.Request, body: dict[str, Any], model: str) -> tuple[str | None, str, int]:
+    def _pick(self, request: web.Request, body: dict[str, Any], model: str) -> tuple[Reply | None, str, int]:
         """(text, client name, response index); text None when nothing is left to answer."""
         if self.responses:
             item = self.responses.pop(0)
@@ -256,7 +305,8 @@ class FakeOpenAI(FakeServer):
                 rec.status = 500
             self._notify()
             return web.json_response({"error": {"message": "fake: no scripted response left"}}, status=500)
-        usage = self._count(messages, text, client=client, model=model, pick=pick)
+        written = text.text() if isinstance(text, ToolTurn) else text
+        usage = self._count(messages, written, client=client, model=model, pick=pick)
         self._counter += 1
         cid = f"chatcmpl-fake{self._counter}"
         created = int(time.time())
@@ -264,13 +314,16 @@ class FakeOpenAI(FakeServer):
             await asyncio.sleep(self.latency)
         if rec is not None:
             rec.status = 200
-            self.state.sent.append({"text": text})
+            self.state.sent.append({"text": written})
         if not body.get("stream"):
             self._notify()
             return web.Response(
                 body=json.dumps(_completion(cid, created, model, text, usage)), content_type="application/json"
             )
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        if isinstance(text, ToolTurn):
+            events = _tool_events(cid, created, model, text, usage, self.chunk, include_usage)
+            return await self._stream(request, events, drop=text.drop)
         return await self._stream(request, _chunk_events(cid, created, model, text, usage, self.chunk, include_usage))
 
     def _failed(self, failure: Failure, rec: Recorded | None) -> web.Response:
@@ -306,9 +359,10 @@ class FakeOpenAI(FakeServer):
             "total_tokens": prompt_tokens + completion_tokens,
         }
 
-    async def _stream(self, request: web.Request, events: list[str]) -> web.StreamResponse:
+    async def _stream(self, request: web.Request, events: list[str], *, drop: bool = False) -> web.StreamResponse:
         """Send server-sent ``events``: one a write, ``chunk_delay`` apart, or (with no delay)
-        batched into writes of about ``write_bytes``, as fast as the client reads."""
+        batched into writes of about ``write_bytes``, as fast as the client reads. ``drop``:
+        close the connection after them, mid-body (a broken stream)."""
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         try:
@@ -327,6 +381,10 @@ class FakeOpenAI(FakeServer):
                         buf, size = [], 0
                 if buf:
                     await resp.write("".join(buf).encode())
+            if drop and request.transport is not None:
+                await asyncio.sleep(0.05)  # what was written reaches the client before the cut
+                request.transport.close()
+                return resp
             await resp.write_eof()
         except ConnectionResetError:
             pass
@@ -352,16 +410,67 @@ class FakeOpenAI(FakeServer):
         await runner.cleanup()
 
 
-def _completion(cid: str, created: int, model: str, text: str, usage: dict[str, int]) -> dict[str, Any]:
+def _completion(cid: str, created: int, model: str, text: Reply, usage: dict[str, int]) -> dict[str, Any]:
     """A whole (not streamed) chat completion."""
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    finish = "stop"
+    if isinstance(text, ToolTurn):
+        message = {"role": "assistant", "content": text.content, "tool_calls": _whole_calls(text, cid)}
+        finish = text.finish_reason or ("tool_calls" if text.calls else "stop")
     return {
         "id": cid,
         "object": "chat.completion",
         "created": created,
         "model": model,
-        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+        "choices": [{"index": 0, "finish_reason": finish, "message": message}],
         "usage": usage,
     }
+
+
+def _call_id(turn: ToolTurn, i: int, cid: str) -> str:
+    return str(turn.calls[i].get("id") or f"call_{cid.removeprefix('chatcmpl-')}_{i}")
+
+
+def _whole_calls(turn: ToolTurn, cid: str) -> list[dict[str, Any]]:
+    return [
+        {"id": _call_id(turn, i, cid), "type": "function", "function": {"name": c["name"], "arguments": _arguments(c)}}
+        for i, c in enumerate(turn.calls)
+    ]
+
+
+def _tool_events(
+    cid: str, created: int, model: str, turn: ToolTurn, usage: dict[str, int], chunk: int, include_usage: bool
+) -> list[str]:
+    """A streamed tool turn's server-sent events, in the shape the API streams them (see the
+    module docstring): role, text, each call's head then its argument fragments, finish, usage."""
+    head = f'data: {{"id":"{cid}","object":"chat.completion.chunk","created":{created},"model":{json.dumps(model)},'
+
+    def event(delta: dict[str, Any], finish: str | None = None) -> str:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return head + '"choices":[' + json.dumps(choice, separators=(",", ":")) + "]}\n\n"
+
+    events = [event({"role": "assistant", "content": None})]
+    text = turn.content or ""
+    for i in range(0, len(text), chunk):
+        events.append(event({"content": text[i : i + chunk]}))
+    for i, call in enumerate(turn.calls):
+        fn = {"name": call["name"], "arguments": ""}
+        events.append(
+            event({"tool_calls": [{"index": i, "id": _call_id(turn, i, cid), "type": "function", "function": fn}]})
+        )
+        args = _arguments(call)
+        for j in range(0, len(args), chunk):
+            events.append(event({"tool_calls": [{"index": i, "function": {"arguments": args[j : j + chunk]}}]}))
+    if turn.drop:
+        return events
+    events.append(event({}, turn.finish_reason or ("tool_calls" if turn.calls else "stop")))
+    tail = json.dumps(usage)
+    if include_usage:
+        events.append(head + '"choices":[],"usage":' + tail + "}\n\n")
+    else:  # the finish chunk carries it
+        events[-1] = events[-1][: -len("}\n\n")] + ',"usage":' + tail + "}\n\n"
+    events.append("data: [DONE]\n\n")
+    return events
 
 
 def _chunk_events(

@@ -119,6 +119,30 @@ def test_runs_and_trace(project, capsys):
     assert rc == 2 and "no run matches 'nope'" in err
 
 
+def test_runs_and_trace_show_what_a_run_cost(project, capsys):
+    project.write_text(project.read_text() + "[model]\nprice_input = 2.5\nprice_output = 10\n")
+    (answered,) = run_hub(project, [], [("ann", "hello")])
+    cfg = str(project)
+    rc, out, _ = cli(capsys, "runs", "--config", cfg, "--json")
+    (row,) = [json.loads(line) for line in out.splitlines()]
+    cost = (row["prompt_tokens"] * 2.5 + row["completion_tokens"] * 10) / 1e6
+    assert rc == 0 and row["cost"] == pytest.approx(cost) and cost > 0
+    rc, out, _ = cli(capsys, "runs", "--config", cfg)
+    header, line = out.splitlines()
+    assert header.split()[5:7] == ["tokens", "cost"] and f" {cost:.4f} " in line
+    rc, out, _ = cli(capsys, "trace", answered.run_id, "--config", cfg)
+    assert f"cost {cost:.4f}" in out and f"cost {cost:.6f}" in out  # the run's, and its one step's
+
+
+def test_check_warns_of_a_cost_budget_without_prices_and_unknown_commands(project, capsys):
+    project.write_text(project.read_text() + '[limits]\ncost_per_day = 5\n[commands]\ndisabled = ["new", "nope"]\n')
+    rc, _, err = cli(capsys, "check", "--config", str(project))
+    assert rc == 0
+    assert "limits.cost_per_day: set, but [model] price_input and price_output are 0 (unknown)" in err
+    assert "commands.disabled: 'nope' is no command (built in: start, help, new, stop" in err
+    assert "'new'" not in err
+
+
 def test_check_says_what_is_wrong_where(project, capsys):
     rc, out, _ = cli(capsys, "check", "--config", str(project))
     assert rc == 0 and "ok:" in out and "personas: default" in out

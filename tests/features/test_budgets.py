@@ -143,3 +143,75 @@ async def test_concurrent_conversations_share_nothing(make_rig, config):
     async with rig.hub:
         results = await asyncio.gather(*(rig.say("hi", user=f"u{i}") for i in range(5)))
     assert all(r.ok for r in results)
+
+
+# --- budgets in money ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def priced(config):
+    config.model.price_input = 3.0  # per million prompt tokens
+    config.model.price_output = 15.0  # per million completion tokens
+    return config
+
+
+async def test_each_step_and_run_costs_what_its_tokens_cost(make_rig, priced):
+    rig = make_rig(default=LOOP, extensions=[TOOLS])
+    priced.agent.max_steps = 2
+    async with rig.hub:
+        result = await rig.say("loop twice")
+        run = await rig.hub.runs.get(result.run_id)
+        steps = [e for e in await rig.hub.runs.events(result.run_id) if e.kind == "step"]
+        metric = rig.hub.metrics.registry.get_sample_value("hub_cost_total")
+    assert len(steps) == 2
+    for s in steps:
+        assert s.cost == pytest.approx((s.prompt_tokens * 3.0 + s.completion_tokens * 15.0) / 1e6) and s.cost > 0
+    assert run.cost == pytest.approx(sum(s.cost for s in steps))
+    assert metric == pytest.approx(run.cost)
+
+
+async def test_unknown_prices_cost_nothing_and_count_nothing(make_rig, config):
+    config.limits.cost_per_day = 0.000001  # set, but the model's prices are unknown (0)
+    rig = make_rig()
+    async with rig.hub:
+        results = [await rig.say("one"), await rig.say("two")]
+        runs = [await rig.hub.runs.get(r.run_id) for r in results]
+    assert all(r.ok for r in results) and [r.cost for r in runs] == [0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("limit", "scope", "other_user_too"),
+    [
+        ("conversation_cost_per_day", "conversation:cli:session:ann", False),
+        ("user_cost_per_day", "user:cli:ann", False),
+        ("cost_per_day", "bot", True),
+    ],
+)
+async def test_a_spent_cost_budget_gets_the_limit_reply_and_costs_no_model_call(
+    make_rig, priced, limit, scope, other_user_too
+):
+    setattr(priced.limits, limit, 0.002)
+    rig = make_rig()  # each answer costs about 0.0012 (350 prompt tokens at 3, 11 at 15 per million)
+    async with rig.hub:
+        assert (await rig.say("one")).ok
+        second = await rig.say("two")  # crosses the budget during its step
+        assert_killed_with_reply(rig, second, f"{limit} (0.002)")
+        assert second.steps == 1
+        asked = len(rig.model.requests)
+        third = await rig.say("three")  # spent: killed before any model call
+        assert_killed_with_reply(rig, third, f"{limit} (0.002)")
+        assert third.steps == 0 and len(rig.model.requests) == asked
+        other = await rig.say("hello", user="bob")  # another conversation and another user
+        assert (other.state == RunState.KILLED) is other_user_too  # the whole bot's budget is everyone's
+        assert rig.hub.budgets.spent(scope) > 0.002
+
+
+async def test_the_bots_cost_budget_survives_a_restart(make_rig, priced):
+    priced.limits.cost_per_day = 0.001
+    rig = make_rig()
+    async with rig.hub:
+        assert (await rig.say("one")).reason == "cost_per_day (0.001)"  # spent by its one step
+    rig2 = make_rig()
+    async with rig2.hub:
+        again = await rig2.say("after a restart", user="bob")
+    assert again.reason == "cost_per_day (0.001)" and again.steps == 0 and rig2.model.requests == []

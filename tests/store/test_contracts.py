@@ -9,6 +9,7 @@ tests/store/test_dead_letter.py), parametrised over the same backends (tests/_su
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,6 +26,7 @@ from hub.store import (
     InMemoryRevisionStore,
     InMemoryRunStore,
     InMemoryScheduleStore,
+    InMemoryStopStore,
     InMemoryStore,
     InMemoryUsageStore,
     Pairing,
@@ -45,13 +47,14 @@ from hub.store.sql import (
     SqlRevisionStore,
     SqlRunStore,
     SqlScheduleStore,
+    SqlStopStore,
     SqlUsageStore,
 )
 from hub.testing.postgres import temporary_schema
 from tests._support.backends import BACKENDS
 
 # what each backend gives for each seam (memory, runs, inbox, leases, usage, schedules,
-# revisions, pairings), and the database they share
+# revisions, pairings, stops), and the database they share
 _GIVEN: dict[str, tuple[type | None, tuple[type, ...]]] = {
     "memory": (
         None,
@@ -64,6 +67,7 @@ _GIVEN: dict[str, tuple[type | None, tuple[type, ...]]] = {
             InMemoryScheduleStore,
             InMemoryRevisionStore,
             InMemoryPairingStore,
+            InMemoryStopStore,
         ),
     ),
     "sqlite": (
@@ -77,6 +81,7 @@ _GIVEN: dict[str, tuple[type | None, tuple[type, ...]]] = {
             SqlScheduleStore,
             SqlRevisionStore,
             SqlPairingStore,
+            SqlStopStore,
         ),
     ),
     "postgres": (
@@ -90,6 +95,7 @@ _GIVEN: dict[str, tuple[type | None, tuple[type, ...]]] = {
             SqlScheduleStore,
             SqlRevisionStore,
             SqlPairingStore,
+            SqlStopStore,
         ),
     ),
 }
@@ -248,6 +254,46 @@ async def test_usage_adds_up_per_scope_and_day(backend: str, tmp_path: Path) -> 
         assert await store.get("user:x", "2026-01-01") == 0
 
 
+async def test_usage_adds_up_money_beside_tokens(backend: str, tmp_path: Path) -> None:
+    async with _open("usage", backend, tmp_path) as store:
+        store.add("conversation:a", "2026-01-01", 10)
+        store.add_cost("conversation:a", "2026-01-01", 0.25)
+        store.add_cost("conversation:a", "2026-01-01", 0.125)
+        store.add_cost("bot", "2026-01-01", 1.5)
+        assert await store.cost("conversation:a", "2026-01-01") == pytest.approx(0.375)
+        assert await store.get("conversation:a", "2026-01-01") == 10  # the tokens are untouched
+        assert await store.cost("bot", "2026-01-01") == pytest.approx(1.5)
+        assert await store.cost("bot", "2026-01-02") == 0.0
+        assert await store.get("bot", "2026-01-01") == 0
+
+
+async def test_runs_keep_their_cost(backend: str, tmp_path: Path) -> None:
+    async with _open("runs", backend, tmp_path) as runs:
+        run = RunRecord(context="chat:1")
+        await runs.create(run)
+        run.cost = 0.0125
+        runs.update(run)
+        await runs.sync()
+        assert (await runs.get(run.id)).cost == pytest.approx(0.0125)  # type: ignore[union-attr]
+        run.cost, run.state, run.ended = 0.02, RunState.COMPLETED, run.started + 1
+        await runs.finish(run)
+        assert (await runs.get(run.id)).cost == pytest.approx(0.02)  # type: ignore[union-attr]
+
+
+async def test_stop_requests_are_kept_until_taken_or_pruned(backend: str, tmp_path: Path) -> None:
+    async with _open("stops", backend, tmp_path) as stops:
+        assert await stops.requested() == {}
+        await stops.request("run-1", "stopped by operator")
+        await stops.request("run-1", "stopped by user")  # the first request's reason stays
+        await stops.request("run-2", "stopped by user")
+        assert await stops.requested() == {"run-1": "stopped by operator", "run-2": "stopped by user"}
+        await stops.clear(["run-1", "nope"])
+        assert await stops.requested() == {"run-2": "stopped by user"}
+        assert await stops.prune(time.time() - 60) == 0  # recent: kept
+        assert await stops.prune(time.time() + 1) == 1
+        assert await stops.requested() == {}
+
+
 async def test_open_stores_chooses_the_backend_once_for_every_store(backend: str, tmp_path: Path) -> None:
     database, classes = _GIVEN[backend]
     async with _stores(backend, tmp_path) as stores:
@@ -260,6 +306,7 @@ async def test_open_stores_chooses_the_backend_once_for_every_store(backend: str
             stores.schedules,
             stores.revisions,
             stores.pairings,
+            stores.stops,
         )
         assert [type(s) for s in got] == list(classes)
         assert type(stores.db) is database if database is not None else stores.db is None

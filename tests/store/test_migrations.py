@@ -135,12 +135,21 @@ async def test_postgres_workers_opening_together_migrate_once() -> None:
             await asyncio.gather(*(db.close() for db in dbs))
 
 
+_UNDO_AFTER_V4 = (
+    "ALTER TABLE runs DROP COLUMN cost",  # v5
+    "ALTER TABLE token_usage DROP COLUMN cost",
+    "DROP TABLE run_stops",
+)
+
+
 @pytest.mark.parametrize("backend", SQL_BACKENDS)
 async def test_runs_the_store_failed_before_the_flag_existed_are_flagged_once(backend: str, tmp_path: Path) -> None:
     # a database at version 3: runs had no store_failed column, only the reason's words said it
     async with sql_database(backend, tmp_path) as db:
         await db.write("ALTER TABLE runs DROP COLUMN store_failed")
-        await db.write("DELETE FROM schema_version WHERE version = 4")
+        for statement in _UNDO_AFTER_V4:  # the steps after it, undone: a database at version 3
+            await db.write(statement)
+        await db.write("DELETE FROM schema_version WHERE version >= 4")
         for run_id, state, reason in (
             ("outage", "failed", "store_error: StoreError: SQLite table 'inbox': write failed: disk I/O error"),
             ("bug", "failed", "internal error: ValueError: boom"),

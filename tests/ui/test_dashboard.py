@@ -424,3 +424,49 @@ async def test_forget_deletes_the_conversations_episodes_as_hub_memory_forget_do
 async def _episodes(d, context: str, n: int) -> bool:
     await d.hub.episodes.flush()
     return len(await d.hub.episodes.episodes(context=context)) >= n
+
+
+async def test_the_stop_button_stops_a_running_run(tmp_path: Path) -> None:
+    async with dashboard(tmp_path, model=HeldModel(hold=True)) as d, client() as s:
+        d.tg.push_message(chat_id=42, text="think about it for a long time")
+        await d.model.waiting.wait()  # the run is waiting on the model
+        (run,) = await d.hub.runs.page(limit=5)
+        csrf = await login(s, d.base)
+        async with s.get(f"{d.base}/ui/runs/{run.id}") as resp:
+            page = await resp.text()
+        assert f'action="/ui/runs/{run.id}/stop"' in page and ">Stop</button>" in page
+        async with s.post(f"{d.base}/ui/runs/{run.id}/stop", allow_redirects=False) as resp:
+            assert resp.status == 403  # without the CSRF token: refused, nothing stopped
+        assert (await d.hub.runs.get(run.id)).state == RunState.RUNNING
+        async with s.post(f"{d.base}/ui/runs/{run.id}/stop", data={"csrf": csrf}) as resp:
+            page = await resp.text()
+        assert "stopped: killed (stopped by operator)" in page
+        assert ">Stop</button>" not in page  # an ended run has nothing to stop
+        got = await d.hub.runs.get(run.id)
+        assert (got.state, got.reason) == (RunState.KILLED, "stopped by operator")
+        sent = await d.tg.wait_sent(1)
+        assert sent[0]["text"] == "Sorry, something went wrong on my side. Please try again in a moment."
+        async with s.post(f"{d.base}/ui/runs/{run.id}/stop", data={"csrf": csrf}) as resp:
+            assert "not stopped: run" in await resp.text() and "is not running" in await resp.text()
+
+
+async def test_the_runs_list_shows_what_each_run_cost(tmp_path: Path) -> None:
+    cfg = make_config(tmp_path)
+    cfg.model.price_input, cfg.model.price_output = 2.0, 8.0
+    cfg.limits.cost_per_day = 5.0
+    async with dashboard(tmp_path, config=cfg) as d, client() as s:
+        d.tg.push_message(chat_id=42, text="hello")
+        await d.tg.wait_sent(1)
+        (run,) = await d.hub.runs.page(limit=5)
+        await wait_until(lambda: _ended(d, run.id))
+        record = await d.hub.runs.get(run.id)
+        await login(s, d.base)
+        async with s.get(d.base + "/ui/") as resp:
+            page = await resp.text()
+        async with s.get(f"{d.base}/ui/runs/{run.id}") as resp:
+            trace = await resp.text()
+        async with s.get(f"{d.base}/ui/health") as resp:
+            health = await resp.text()
+    assert record.cost > 0 and "<th>cost</th>" in page and f"<td>{record.cost:.4f}</td>" in page
+    assert "the whole bot: <meter" in health and f"{round(record.cost, 4)} of 5.0 spent" in health
+    assert f"<dt>cost</dt><dd>{record.cost:.4f}</dd>" in trace

@@ -4,6 +4,11 @@
 ``stdin = true`` (and stops quietly at EOF, e.g. in a container with no terminal).
 When standard output is a terminal, a reply is printed as the model writes it (a live
 output); to a pipe or a file, whole replies are written, a line each, as before.
+
+The hub's chat commands work here as on every platform (``/help`` lists them): a line
+``/name args`` that names one is answered without the model (:func:`converse`). Lines are
+answered one at a time, in order, but ``/stop`` goes at once, while an answer is still
+being written, and ends it.
 """
 
 from __future__ import annotations
@@ -20,9 +25,14 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel, ConfigDict
 
-from hub import Context, Extension, Input, LiveText, output
+from hub import CommandCall, Context, Extension, Input, LiveText, RunResult, output
+from hub.platform import parse_command
 
-__all__ = ["CliSettings", "CliArgs", "extension", "read_lines", "os_user"]
+__all__ = ["CliSettings", "CliArgs", "CONTEXT", "extension", "read_lines", "os_user", "converse"]
+
+CONTEXT = "cli:session"
+AT_ONCE = frozenset({"stop"})
+"""Commands sent as soon as they are typed, not after the answer being written (which they end)."""
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +107,54 @@ async def read_lines(stream: TextIO | None = None) -> AsyncIterator[str]:
         transport.close()
 
 
+Send = Callable[..., Awaitable[Any]]
+
+
+async def converse(
+    send: Send,
+    commands: Callable[[], set[str]],
+    user: str,
+    lines: AsyncIterator[str],
+    *,
+    answered: Callable[[RunResult | None], None] | None = None,
+) -> None:
+    """Hand each line to the hub as ``user``'s message in ``cli:session``, one answer at a
+    time and in order; a line naming a command (``commands()``: the hub's) goes as that
+    command, and ``/stop`` at once, even while an answer is being written. ``send`` is
+    ``hub.submit`` or an input's sender; ``answered(result)`` is called after each answer.
+    Returns at the end of ``lines``, once every line is answered."""
+    queue: asyncio.Queue[tuple[str, CommandCall | None] | None] = asyncio.Queue()
+
+    async def one(text: str, call: CommandCall | None) -> None:
+        sub = await send(CONTEXT, {"user": user}, text, user=user, command=call)
+        result = None if sub.duplicate else await sub.wait()
+        if answered is not None:
+            answered(result)
+
+    at_once: set[asyncio.Task[None]] = set()
+
+    async def in_order() -> None:
+        while (item := await queue.get()) is not None:
+            if at_once:  # a /stop typed before this line is answered before it
+                await asyncio.wait(set(at_once))
+            await one(*item)
+
+    async with asyncio.TaskGroup() as tasks:  # every answer awaited, all cancelled together
+        tasks.create_task(in_order())
+        async for line in lines:
+            text = line.strip()
+            if not text:
+                continue
+            call = parse_command(text, commands())
+            if call is not None and call.name in AT_ONCE:
+                task = tasks.create_task(one(text, call))
+                at_once.add(task)
+                task.add_done_callback(at_once.discard)
+            else:
+                queue.put_nowait((text, call))
+        queue.put_nowait(None)
+
+
 def _is_terminal(stream: TextIO) -> bool:
     try:
         return bool(stream.isatty())
@@ -106,7 +164,7 @@ def _is_terminal(stream: TextIO) -> bool:
 
 def extension(settings: CliSettings, *, out: TextIO | None = None) -> Extension:
     session: Context[CliArgs, dict[str, Any]] = Context(
-        type="cli:session",
+        type=CONTEXT,
         schema=CliArgs,
         key=lambda a: a.user,
         description="A conversation in the terminal with the operator.",
@@ -149,11 +207,7 @@ def extension(settings: CliSettings, *, out: TextIO | None = None) -> Extension:
         user = os_user()
 
         async def pump() -> None:
-            async for line in read_lines():
-                text = line.strip()
-                if text:
-                    sub = await send("cli:session", {"user": user}, text, user=user)
-                    await sub.wait()
+            await converse(send, hub.commands.names, user, read_lines())
             log.info("cli: end of standard input; the terminal input stops")
 
         task = hub.create_task(pump(), name="cli:stdin")

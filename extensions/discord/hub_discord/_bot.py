@@ -43,6 +43,7 @@ from hub.platform import (
     split_message,
 )
 
+from ._commands import DiscordCommands
 from ._errors import DiscordStartError, _retry_after, start_error
 from ._messages import (
     CONTEXT,
@@ -137,6 +138,8 @@ class DiscordBot:
         self.typing: TypingIndicator | None = None
         self._shards: list[asyncio.Task[None]] = []  # shard_count > 0: each under its lease
         self.shards: dict[int, _Client] = {}  # the shards this worker has connected, by id
+        self.commands = DiscordCommands(self)  # the hub's commands as slash commands
+        self._sync: asyncio.Task[None] | None = None
 
     # --- the service ----------------------------------------------------------------------
 
@@ -167,11 +170,13 @@ class DiscordBot:
             allowed_mentions=SAFE_MENTIONS,
             chunk_guilds_at_startup=False,
         )
+        tree = self.commands.tree(client)  # before the gateway: an interaction may come with READY
         try:
             await self._login(client)
             if self.settings.shard_count:
-                # this client only sends (REST); the gateway is in shards, each connected by
-                # the worker that holds its lease
+                # this client only sends (REST) and syncs the commands; the gateway is in
+                # shards, each connected by the worker that holds its lease
+                self._sync = hub.create_task(self.commands.sync(tree), name="discord:commands")
                 self._start_shards(hub, client)
                 return
             self._gateway = hub.create_task(self._run_gateway(client), name="discord:gateway")
@@ -190,6 +195,7 @@ class DiscordBot:
                 raise DiscordStartError(
                     f"the Discord gateway was not ready within {self.settings.ready_timeout:g}s (ready_timeout)"
                 )
+            self._sync = hub.create_task(self.commands.sync(tree), name="discord:commands")
         except BaseException:
             await self.stop()
             raise
@@ -241,6 +247,7 @@ class DiscordBot:
                 shard_id=shard,
                 shard_count=count,
             )
+            self.commands.tree(client)  # this shard's interactions are dispatched by its own tree
             try:
                 await self._login(client)
                 self.shards[shard] = client
@@ -302,8 +309,8 @@ class DiscordBot:
             self._up(client, False)
         if self.typing is not None:
             await self.typing.stop()
-        tasks = [t for t in (self._gateway, *self._shards) if t is not None]
-        self._gateway = None
+        tasks = [t for t in (self._gateway, self._sync, *self._shards) if t is not None]
+        self._gateway = self._sync = None
         self._shards = []
         for t in tasks:
             t.cancel()
@@ -453,6 +460,9 @@ class DiscordBot:
         """
         channel_id = int(ctx.context.args.channel_id)
         files = files or []
+        pending = self.commands.pending_for(ctx)
+        if pending is not None and not files:  # the answer to a slash command goes back through it
+            return await self.commands.answer(pending, content, ctx)
         if len(files) > MAX_FILES:
             raise SendFailed("discord", channel_id, f"{len(files)} files: a message takes at most {MAX_FILES}")
         for f in files:
@@ -504,6 +514,9 @@ class DiscordBot:
             SendFailed: the first message could not be sent.
         """
         channel_id = int(ctx.context.args.channel_id)
+        pending = self.commands.pending_for(ctx)
+        if pending is not None:  # a slash command's answer: whole, through the interaction
+            return await self.commands.answer(pending, await content.final(), ctx)
         client = self.client
         if client is None or client.is_closed():
             raise SendFailed("discord", channel_id, "the Discord client is not connected")

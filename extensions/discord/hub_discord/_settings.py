@@ -49,6 +49,9 @@ class DiscordSettings(PlatformSettings):
     """0: one gateway connection. N: the gateway in N shards (Discord requires them from
     2,500 guilds); each worker sharing the store connects the shards whose lease
     (``discord:shard:<bot id>:<i>``) it holds, and takes over those of a worker that died."""
+    guild_ids: list[int] = Field(default_factory=list)
+    """Guilds the slash commands are registered in (they appear at once); empty: globally
+    (Discord may take a while to show new global commands everywhere)."""
     lease_ttl: float = Field(30.0, ge=1, le=3600)
     """Seconds a shard's lease lasts unrenewed: how long a dead worker's shards stay
     disconnected before another worker sharing the store takes them over."""

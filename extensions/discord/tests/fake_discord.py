@@ -16,7 +16,17 @@ exactly ``application/json`` (discord.py parses nothing else).
 Endpoint names for ``fail_next`` and ``calls``: ``GET /users/@me``,
 ``GET /oauth2/applications/@me``, ``GET /gateway``, ``GET /gateway/bot``,
 ``GET /channels/{channel_id}``, ``POST /channels/{channel_id}/messages``,
-``POST /channels/{channel_id}/typing``, ``POST /users/@me/channels``.
+``POST /channels/{channel_id}/typing``, ``POST /users/@me/channels``, and for application
+commands and interactions ``PUT``/``GET /applications/{application_id}/commands``,
+``PUT``/``GET /applications/{application_id}/guilds/{guild_id}/commands``,
+``POST /interactions/{interaction_id}/{token}/callback``,
+``POST /webhooks/{application_id}/{token}`` (a followup),
+``PATCH``/``GET``/``DELETE /webhooks/{application_id}/{token}/messages/@original``.
+
+Interactions are as Discord has them: ``push_interaction(name, ...)`` dispatches an
+INTERACTION_CREATE for a registered command; its callback must come within 3 seconds (later:
+``404 Unknown interaction``), once (again: ``400 already acknowledged``); a deferred one
+(type 5) is completed by editing the original response or with followups, within 15 minutes.
 """
 
 from __future__ import annotations
@@ -94,6 +104,29 @@ class DiscordState:
     edits: list[dict[str, Any]] = field(default_factory=list)
     """Each edit of a bot message: ``channel_id``, ``id``, ``content`` after it."""
     deleted: list[int] = field(default_factory=list)
+    commands: dict[int | None, list[dict[str, Any]]] = field(default_factory=dict)
+    """Registered application commands: guild id (None: global) → the list the last bulk
+    overwrite left."""
+    interactions: dict[int, Interaction] = field(default_factory=dict)
+
+
+@dataclass
+class Interaction:
+    """One interaction the fake dispatched, and how the bot answered it: ``callbacks`` (each
+    callback's ``type`` and ``data``), the response message's id, and the followups' ids."""
+
+    id: int
+    token: str
+    channel_id: int
+    name: str
+    created: float
+    callbacks: list[dict[str, Any]] = field(default_factory=list)
+    original: int | None = None
+    followups: list[int] = field(default_factory=list)
+
+    @property
+    def deferred(self) -> bool:
+        return any(c["type"] == 5 for c in self.callbacks)
 
 
 class FakeDiscord(FakeServer):
@@ -102,6 +135,7 @@ class FakeDiscord(FakeServer):
     client sent: op, d), ``identifies``, ``connections`` (gateway URLs the client opened).
 
     Helpers: ``attach(monkeypatch)`` / ``patched()``, ``push_message(...)``,
+    ``push_interaction(name, ...)``, ``answers(interaction_id)``,
     ``dispatch(event, data)``, ``disconnect(code)``, ``send_reconnect()``,
     ``invalidate_session(resumable)``, ``fail_next(name, ...)``, ``wait_sent(n)``,
     ``wait_ready()``.
@@ -452,9 +486,11 @@ class FakeDiscord(FakeServer):
             ("POST", "/channels/{channel_id}/typing", self._typing),
             ("POST", "/users/@me/channels", self._create_dm),
             *self._edit_routes(),
+            *self._command_routes(),
         ]
         for method, path, handler in routes:
-            app.router.add_route(method, API_PREFIX + path, self._rest(f"{method} {path}", handler))
+            authed = not path.startswith(("/interactions/", "/webhooks/"))  # the token is the credential
+            app.router.add_route(method, API_PREFIX + path, self._rest(f"{method} {path}", handler, authed=authed))
         app.router.add_route("*", API_PREFIX + "/{tail:.*}", self._rest("unknown", self._unknown))
         return app
 
@@ -464,11 +500,15 @@ class FakeDiscord(FakeServer):
         for ws in list(self._sockets):
             await ws.close(code=1001, message=b"server shutting down")
 
-    def _rest(self, name: str, handler: Any) -> Any:
+    def _rest(self, name: str, handler: Any, *, authed: bool = True) -> Any:
         async def wrapped(request: web.Request) -> web.Response:
             params: dict[str, Any] = dict(request.query)
             if request.content_type == "application/json":
-                params.update(await request.json())
+                body = await request.json()
+                if isinstance(body, list):  # a bulk overwrite sends a list
+                    params["_list"] = body
+                else:
+                    params.update(body)
             elif request.content_type == "multipart/form-data":
                 form = await request.post()
                 if "payload_json" in form:
@@ -485,7 +525,7 @@ class FakeDiscord(FakeServer):
             self.state.requests.append(rec)
             bucket = _bucket(name)
             try:
-                if self.token is not None and request.headers.get("Authorization") != (f"Bot {self.token}"):
+                if authed and self.token is not None and request.headers.get("Authorization") != f"Bot {self.token}":
                     response = _json({"message": "401: Unauthorized", "code": 0}, 401)
                 elif (failure := self._take_failure(name)) is not None:
                     response = _failure_response(failure, bucket)
@@ -698,6 +738,252 @@ class FakeDiscord(FakeServer):
             for mid, m in sorted(self.state.messages.items())
             if int(m["channel_id"]) == channel_id and int(m["author"]["id"]) == self.bot_id
         ]
+
+    # -- application commands and interactions --------------------------------------------
+
+    def _command_routes(self) -> list[tuple[str, str, Any]]:
+        return [
+            ("PUT", "/applications/{application_id}/commands", self._put_commands),
+            ("GET", "/applications/{application_id}/commands", self._get_commands),
+            ("PUT", "/applications/{application_id}/guilds/{guild_id}/commands", self._put_commands),
+            ("GET", "/applications/{application_id}/guilds/{guild_id}/commands", self._get_commands),
+            ("POST", "/interactions/{interaction_id}/{token}/callback", self._callback),
+            ("POST", "/webhooks/{application_id}/{token}", self._followup),
+            ("GET", "/webhooks/{application_id}/{token}/messages/@original", self._get_original),
+            ("PATCH", "/webhooks/{application_id}/{token}/messages/@original", self._edit_original),
+            ("DELETE", "/webhooks/{application_id}/{token}/messages/@original", self._delete_original),
+        ]
+
+    def command_names(self, guild_id: int | None = None) -> list[str]:
+        """The names of the commands registered globally (or in ``guild_id``), in order."""
+        return [c["name"] for c in self.state.commands.get(guild_id, [])]
+
+    def _app_id(self, request: web.Request) -> int:
+        if int(request.match_info["application_id"]) != self.bot_id:  # the application is the bot's
+            raise _ApiError(_json({"message": "Unknown Application", "code": 10002}, 404))
+        return self.bot_id
+
+    async def _put_commands(self, request: web.Request, params: dict[str, Any]) -> web.Response:
+        """A bulk overwrite: the list given replaces the scope's commands."""
+        self._app_id(request)
+        gid = int(request.match_info["guild_id"]) if "guild_id" in request.match_info else None
+        if gid is not None and gid not in self.state.guilds:
+            return _json({"message": "Missing Access", "code": 50001}, 403)
+        body = params.get("_list")
+        if not isinstance(body, list):
+            return _json({"message": "Invalid Form Body", "code": 50035}, 400)
+        registered = []
+        for c in body:
+            name, description = str(c.get("name", "")), str(c.get("description", ""))
+            if not re.fullmatch(r"[-_\w]{1,32}", name) or name != name.lower() or not 1 <= len(description) <= 100:
+                return _json({"message": "Invalid Form Body", "code": 50035, "errors": {"name": name}}, 400)
+            registered.append(
+                {
+                    "id": str(self._snowflake()),
+                    "application_id": str(self.bot_id),
+                    "version": str(self._snowflake()),
+                    "type": c.get("type", 1),
+                    "name": name,
+                    "description": description,
+                    "options": c.get("options", []),
+                    "default_member_permissions": c.get("default_member_permissions"),
+                    "dm_permission": c.get("dm_permission", True),
+                    "nsfw": c.get("nsfw", False),
+                    "contexts": c.get("contexts"),
+                    "integration_types": c.get("integration_types", [0]),
+                    **({"guild_id": str(gid)} if gid is not None else {}),
+                }
+            )
+        self.state.commands[gid] = registered
+        return _json(registered)
+
+    async def _get_commands(self, request: web.Request, params: dict[str, Any]) -> web.Response:
+        self._app_id(request)
+        gid = int(request.match_info["guild_id"]) if "guild_id" in request.match_info else None
+        return _json(self.state.commands.get(gid, []))
+
+    def push_interaction(
+        self,
+        name: str,
+        *,
+        text: str | None = None,
+        channel_id: int | None = None,
+        user_id: int | None = None,
+    ) -> int:
+        """A user (default: alice) runs the slash command ``/name`` in ``channel_id`` (default:
+        the guild's text channel; a DM channel is a DM), with ``text`` as its one option:
+        an INTERACTION_CREATE, as Discord sends it. The command must be registered (in that
+        guild, or globally). Returns the interaction's id."""
+        user_id = self.user_id if user_id is None else user_id
+        cid = self.channel_id if channel_id is None else channel_id
+        channel = self.state.channels[cid]
+        gid = int(channel["guild_id"]) if "guild_id" in channel else None
+        scope = gid if gid is not None and any(c["name"] == name for c in self.state.commands.get(gid, [])) else None
+        registered = next((c for c in self.state.commands.get(scope, []) if c["name"] == name), None)
+        if registered is None:
+            raise KeyError(f"no registered command {name!r} (guild {gid} or global)")
+        iid = self._snowflake()
+        token = f"aW50ZXJhY3Rpb246{uuid.uuid4().hex}"
+        data: dict[str, Any] = {"id": registered["id"], "name": name, "type": 1}
+        if scope is not None:
+            data["guild_id"] = str(scope)
+        if text is not None:
+            data["options"] = [{"name": "text", "type": 3, "value": text}]
+        payload: dict[str, Any] = {
+            "id": str(iid),
+            "application_id": str(self.bot_id),
+            "type": 2,
+            "data": data,
+            "channel_id": str(cid),
+            "channel": {k: v for k, v in channel.items() if k != "recipients"} | {"id": str(cid)},
+            "token": token,
+            "version": 1,
+            "locale": "en-US",
+            "app_permissions": EVERYONE_PERMISSIONS,
+            "entitlements": [],
+            "attachment_size_limit": 10485760,
+            "authorizing_integration_owners": {"0": str(gid)} if gid is not None else {"1": str(user_id)},
+            "context": 0 if gid is not None else 1,
+        }
+        if gid is not None:
+            payload["guild_id"] = str(gid)
+            payload["guild_locale"] = "en-US"
+            payload["member"] = {**_member(self.state.users[user_id]), "permissions": EVERYONE_PERMISSIONS}
+        else:
+            payload["user"] = self.state.users[user_id]
+        self.state.interactions[iid] = Interaction(iid, token, cid, name, time.monotonic())
+        self.dispatch("INTERACTION_CREATE", payload)
+        return iid
+
+    def answers(self, interaction_id: int) -> list[str]:
+        """What the user sees of an interaction's answer: the response's text (once a
+        deferred response is edited), then each followup's, in order."""
+        it = self.state.interactions[interaction_id]
+        ids = ([it.original] if it.original is not None else []) + it.followups
+        return [self.state.messages[i]["content"] for i in ids if i in self.state.messages]
+
+    def _interaction(self, request: web.Request) -> Interaction:
+        token = request.match_info["token"]
+        found = next((i for i in self.state.interactions.values() if i.token == token), None)
+        if found is None or (
+            "interaction_id" in request.match_info and found.id != int(request.match_info["interaction_id"])
+        ):
+            raise _ApiError(_json({"message": "Unknown interaction", "code": 10062}, 404))
+        if time.monotonic() - found.created > 15 * 60:  # the token lives 15 minutes
+            raise _ApiError(_json({"message": "Invalid Webhook Token", "code": 50027}, 401))
+        return found
+
+    def _interaction_message(self, it: Interaction, content: str, *, loading: bool = False) -> dict[str, Any]:
+        channel = self.state.channels[it.channel_id]
+        gid = int(channel["guild_id"]) if "guild_id" in channel else None
+        msg = self._message_payload(it.channel_id, content, self.bot_id, guild_id=gid, mentions=[])
+        msg.update({"type": 20, "webhook_id": str(self.bot_id), "application_id": str(self.bot_id)})
+        msg["interaction_metadata"] = {
+            "id": str(it.id),
+            "type": 2,
+            "name": it.name,
+            "user": self.state.users[self.user_id],
+        }
+        msg["flags"] = 128 if loading else 0
+        msg.pop("member", None)
+        self.state.messages[int(msg["id"])].update(msg)
+        return msg
+
+    async def _callback(self, request: web.Request, params: dict[str, Any]) -> web.Response:
+        it = self._interaction(request)
+        if it.callbacks:
+            return _json({"message": "Interaction has already been acknowledged.", "code": 40060}, 400)
+        if time.monotonic() - it.created > 3.0:  # Discord's window for the first answer
+            return _json({"message": "Unknown interaction", "code": 10062}, 404)
+        kind = int(params.get("type", 0))
+        data = params.get("data") or {}
+        if kind not in (4, 5):
+            return _json({"message": "Invalid Form Body", "code": 50035, "errors": {"type": kind}}, 400)
+        content = str(data.get("content") or "")
+        if kind == 4 and (not content.strip() or len(content) > MAX_CONTENT):
+            return _json({"message": "Invalid Form Body", "code": 50035, "errors": {"data": "content"}}, 400)
+        it.callbacks.append({"type": kind, "data": data})
+        msg = self._interaction_message(it, content if kind == 4 else "", loading=kind == 5)
+        it.original = int(msg["id"])
+        if kind == 4:
+            self.state.sent.append(
+                {
+                    "channel_id": it.channel_id,
+                    "content": content,
+                    "reply_to": None,
+                    "id": it.original,
+                    "payload": params,
+                    "files": {},
+                    "interaction": it.id,
+                }
+            )
+        if request.query.get("with_response") not in ("1", "true", "True"):
+            return web.Response(status=204)
+        flags = int(data.get("flags") or 0)
+        return _json(
+            {
+                "interaction": {
+                    "id": str(it.id),
+                    "type": 2,
+                    "response_message_id": msg["id"],
+                    "response_message_loading": kind == 5,
+                    "response_message_ephemeral": bool(flags & 64),
+                },
+                "resource": {"type": kind, "message": msg},
+            }
+        )
+
+    async def _followup(self, request: web.Request, params: dict[str, Any]) -> web.Response:
+        it = self._interaction(request)
+        if not it.callbacks:
+            return _json({"message": "Unknown Webhook", "code": 10015}, 404)
+        content = str(params.get("content") or "")
+        if not content.strip() or len(content) > MAX_CONTENT:
+            return _json({"message": "Invalid Form Body", "code": 50035, "errors": {"content": content[:20]}}, 400)
+        msg = self._interaction_message(it, content)
+        it.followups.append(int(msg["id"]))
+        self.state.sent.append(
+            {
+                "channel_id": it.channel_id,
+                "content": content,
+                "reply_to": None,
+                "id": int(msg["id"]),
+                "payload": params,
+                "files": {},
+                "interaction": it.id,
+            }
+        )
+        if request.query.get("wait") in ("true", "1", "True"):
+            return _json(msg)
+        return web.Response(status=204)
+
+    def _original(self, request: web.Request) -> tuple[Interaction, dict[str, Any]]:
+        it = self._interaction(request)
+        if it.original is None or it.original not in self.state.messages:
+            raise _ApiError(_json({"message": "Unknown Message", "code": 10008}, 404))
+        return it, self.state.messages[it.original]
+
+    async def _get_original(self, request: web.Request, params: dict[str, Any]) -> web.Response:
+        return _json(self._original(request)[1])
+
+    async def _edit_original(self, request: web.Request, params: dict[str, Any]) -> web.Response:
+        it, msg = self._original(request)
+        content = params.get("content")
+        if content is not None:
+            if len(content) > MAX_CONTENT:
+                return _json({"message": "Invalid Form Body", "code": 50035, "errors": {"content": "too long"}}, 400)
+            msg["content"] = content
+        msg["flags"] = int(msg.get("flags", 0)) & ~128  # no longer "thinking"
+        msg["edited_timestamp"] = _now_iso()
+        self.state.edits.append({"channel_id": it.channel_id, "id": it.original, "content": msg["content"]})
+        return _json(msg)
+
+    async def _delete_original(self, request: web.Request, params: dict[str, Any]) -> web.Response:
+        it, _ = self._original(request)
+        assert it.original is not None
+        del self.state.messages[it.original]
+        self.state.deleted.append(it.original)
+        return web.Response(status=204)
 
     # -- gateway ------------------------------------------------------------------------------
 

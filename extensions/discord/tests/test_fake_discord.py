@@ -12,6 +12,7 @@ import time
 import warnings
 from collections.abc import AsyncIterator
 
+import aiohttp
 import pytest
 from fake_discord import FakeDiscord
 
@@ -106,3 +107,43 @@ async def test_discord_resumes_and_replays_missed_events(
 
             # (FakeDiscord.invalidate_session(resumable=False) works too, but discord.py
             # sleeps 5 s before any non-initial IDENTIFY: too slow for this suite.)
+
+
+async def test_interactions_as_discord_has_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """discord.py's own CommandTree against the fake: a global command synced, an interaction
+    dispatched to it and answered in its callback; a second answer is refused, and a first
+    one after Discord's 3-second window finds the interaction gone."""
+    from discord import app_commands
+
+    async with FakeDiscord() as dc, discord_client(dc, monkeypatch) as client:
+        tree = app_commands.CommandTree(client)
+        answered = asyncio.Event()
+        errors: list[BaseException] = []
+
+        @tree.command(name="ping", description="Answers pong")
+        async def ping(interaction: discord.Interaction, text: str | None = None) -> None:
+            response = await interaction.response.send_message(f"pong {text or ''}".strip())
+            assert response.message_id is not None
+            try:
+                await interaction.response.send_message("twice")  # discord.py refuses it itself
+            except discord.InteractionResponded as e:
+                errors.append(e)
+            await interaction.followup.send("and a followup", wait=True)
+            answered.set()
+
+        synced = await tree.sync()
+        assert [c.name for c in synced] == ["ping"] and dc.command_names() == ["ping"]
+        iid = dc.push_interaction("ping", text="there")
+        await asyncio.wait_for(answered.wait(), 5)
+        assert dc.answers(iid) == ["pong there", "and a followup"] and len(errors) == 1
+
+        late = dc.push_interaction("ping")
+        dc.state.interactions[late].created -= 4  # as if it arrived four seconds ago
+        token = dc.state.interactions[late].token
+        async with aiohttp.ClientSession() as s:
+            url = f"{dc.api_base}/interactions/{late}/{token}/callback"
+            async with s.post(url, json={"type": 4, "data": {"content": "too late"}}) as resp:
+                assert resp.status == 404 and (await resp.json())["code"] == 10062
+            url = f"{dc.api_base}/interactions/{iid}/{dc.state.interactions[iid].token}/callback"
+            async with s.post(url, json={"type": 4, "data": {"content": "again"}}) as resp:
+                assert resp.status == 400 and (await resp.json())["code"] == 40060

@@ -14,8 +14,10 @@ Telegram refuses their markup.
 
 Modules: ``_settings`` (the config table), ``_filter`` (which messages to answer: pure),
 ``_client`` (the PTB ``Bot`` and everything outbound), ``_intake`` (an update into the hub:
-the filter, access, the loop guard, the inbox; however it arrived), ``_polling`` (the long-polling
-loop), ``_webhook`` (webhook mode: the route on the hub's ``[http]`` endpoint and setWebhook).
+the filter, access, the loop guard, the inbox; however it arrived), ``_commands`` (the hub's
+chat commands: setMyCommands at start, ``/cmd@bot`` through PTB's ``CommandHandler``),
+``_polling`` (the long-polling loop), ``_webhook`` (webhook mode: the route on the hub's
+``[http]`` endpoint and setWebhook).
 
 Across workers sharing one store, one polls (the lease ``telegram:poll:<bot id>``; the
 others take over when it stops or its lease expires); in webhook mode every worker answers
@@ -226,6 +228,8 @@ def _subscriber(
 
     async def subscribe(send_input: Callable[..., Awaitable[Any]], hub: Hub) -> Callable[[], Awaitable[None]]:
         intake = Intake(client, settings, hub, send_input)
+        # the command menus, set at start by every worker (the same menus: harmless)
+        menus = hub.create_task(intake.commands.keep_registering(), name="telegram:commands")
         if webhook is not None:  # every worker answers POSTs; one sets the webhook
             webhook.receiver = intake
             keeper = hub.lease(f"telegram:webhook:{settings.bot_id()}", ttl=settings.lease_ttl)
@@ -239,7 +243,8 @@ def _subscriber(
             if webhook is not None:
                 webhook.receiver = None
             task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            menus.cancel()
+            await asyncio.gather(task, menus, return_exceptions=True)
             await intake.stop()
 
         return stop

@@ -1,7 +1,7 @@
 """Telegram's updates into the hub, however they arrive (a poll or a webhook POST): which
 messages to answer (``_filter``), who may talk to the bot (``dm_policy``, ``allowed_users``),
-the loop guard, then the message recorded in the hub's inbox; and the typing indicator while
-its run goes on.
+the loop guard, whether it is one of the hub's commands (``_commands``), then the message
+recorded in the hub's inbox; and the typing indicator while its run goes on.
 
 An update is taken only once it is recorded (or deliberately ignored): the poller moves its
 offset past it, the webhook answers Telegram's POST, only then. A redelivered message is
@@ -19,6 +19,7 @@ from telegram import Update
 from hub.platform import AllowList, TypingIndicator, private_access, send_pairing_code
 
 from ._client import TelegramClient
+from ._commands import TelegramCommands
 from ._filter import Ignored, Inbound, classify
 from ._settings import TelegramSettings
 
@@ -50,6 +51,7 @@ class Intake:
         self.allowed = AllowList(settings.allowed_chats)
         self.users = AllowList(settings.allowed_users)
         self.guard = settings.loop_guard()
+        self.commands = TelegramCommands(client, hub)
         # Telegram clears 'typing' after 5 s: renewed every 4.5 while a run for the chat goes on
         self.typing = TypingIndicator("telegram", client.typing, create_task=hub.create_task, interval=4.5)
 
@@ -89,6 +91,7 @@ class Intake:
             platform_id=verdict.platform_id,
             meta=verdict.meta(),
             media=list(verdict.media),
+            command=self.commands.parse(update),  # /start, /cmd@thisbot: answered without the model
         )
         if sub.duplicate:
             log.info("telegram: message %s was recorded before: not answered again", verdict.platform_id)

@@ -60,6 +60,8 @@ class TelegramState:
     sent: list[dict[str, Any]] = field(default_factory=list)
     chat_actions: list[tuple[int, str]] = field(default_factory=list)
     commands: list[dict[str, Any]] = field(default_factory=list)
+    command_menus: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    """``(scope as canonical JSON, language_code)`` → the commands ``setMyCommands`` set for it."""
     requests: list[Recorded] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     webhook_deleted: int = 0
@@ -85,7 +87,7 @@ class FakeTelegram(FakeServer):
 
     Helpers: ``push_message(...)``, ``push_update(dict)``, ``fail_next(method, ...)``,
     ``wait_sent(n)``, ``wait_calls(method, n)``; state: ``sent``, ``requests``,
-    ``confirmed_offset``, ``pending_updates``, ``chat_actions``, ``commands``, ``state``.
+    ``confirmed_offset``, ``pending_updates``, ``chat_actions``, ``commands``, ``menu(scope)``, ``state``.
     """
 
     def __init__(self, state: TelegramState | None = None, **bot: Any) -> None:
@@ -648,11 +650,30 @@ class FakeTelegram(FakeServer):
         return True
 
     def _m_setmycommands(self, params: dict[str, Any]) -> bool:
-        self.state.commands = list(params.get("commands") or [])
+        commands = list(params.get("commands") or [])
+        if len(commands) > 100:
+            raise _ApiError(_error(400, "Bad Request: BOT_COMMANDS_TOO_MUCH"))
+        for c in commands:
+            if not isinstance(c, dict) or not re.fullmatch(r"[a-z0-9_]{1,32}", str(c.get("command", ""))):
+                raise _ApiError(_error(400, "Bad Request: BOT_COMMAND_INVALID"))
+            if not 1 <= len(str(c.get("description", ""))) <= 256:
+                raise _ApiError(_error(400, "Bad Request: BOT_COMMAND_DESCRIPTION_INVALID"))
+        self.state.commands = commands
+        self.state.command_menus[_scope_key(params)] = commands
         return True
 
     def _m_getmycommands(self, params: dict[str, Any]) -> list[dict[str, Any]]:
-        return self.state.commands
+        return self.state.command_menus.get(_scope_key(params), [])
+
+    def _m_deletemycommands(self, params: dict[str, Any]) -> bool:
+        self.state.command_menus.pop(_scope_key(params), None)
+        return True
+
+    def menu(self, scope: str = "default", chat_id: int | None = None) -> list[str]:
+        """The command names of one scope's menu (``all_private_chats``, ``all_group_chats``,
+        ``chat`` with ``chat_id``, ...), as the last ``setMyCommands`` for it left it."""
+        key = json.dumps({"type": scope, **({"chat_id": chat_id} if chat_id is not None else {})}, sort_keys=True)
+        return [c["command"] for c in self.state.command_menus.get((key, ""), [])]
 
     def _reply_target(self, chat_id: int, params: dict[str, Any]) -> int | None:
         reply = params.get("reply_parameters")
@@ -735,6 +756,14 @@ def _check_text(text: str, parse_mode: str | None) -> None:
         raise _ApiError(_error(400, "Bad Request: message text is empty"))
     if len(plain.encode("utf-16-le")) // 2 > MAX_MESSAGE_LENGTH:
         raise _ApiError(_error(400, "Bad Request: message is too long"))
+
+
+def _scope_key(params: dict[str, Any]) -> tuple[str, str]:
+    """Where Telegram keeps a menu: its scope (default: ``default``) and language."""
+    scope = params.get("scope") or {"type": "default"}
+    if isinstance(scope, str):
+        scope = json.loads(scope)
+    return json.dumps(scope, sort_keys=True), str(params.get("language_code") or "")
 
 
 def _auto_entities(text: str) -> list[dict[str, Any]]:

@@ -6,12 +6,14 @@ polling: the runs list and a running run's trace. No Node step, no script of our
 
 - **Runs** (``/ui/``): newest first, filtered by state, context and platform, paged by keyset
   (``before=STARTED:ID``), 50 a page; the first page refreshes every second.
-- **A run** (``/ui/runs/ID``): its trace as it happens, and its child runs as a tree.
+- **A run** (``/ui/runs/ID``): its trace as it happens, and its child runs as a tree; a run
+  in progress has a Stop button (the operator's stop, as ``hub stop RUN_ID``).
 - **Conversations**: the recent ones per platform, their history (working memory), memory
   and episodes; *forget* deletes the episodes and the working memory, as ``hub memory forget``.
 - **Personas**: the file edited in the browser, validated as the persona watcher validates,
   shown as a diff against the revision in force before it is saved (atomically, so the
   watcher records it); history and rollback, as ``hub persona``.
+- **Tools**: the MCP servers (up or down, and why), their tools, and the skills.
 - **Access**: pending pairing codes to approve, paired users to revoke, as ``hub pairing``.
 - **Health**: platforms, queue depth, model latency, 429s, budgets used today, as sparklines
   from :class:`~hub.http.dashboard._health.MetricsHistory`.
@@ -41,7 +43,7 @@ from markupsafe import Markup
 from yarl import URL
 
 from ...errors import ConfigError, HubError
-from ...features import PairingError, utc_day
+from ...features import BOT_SCOPE, PairingError, utc_day
 from ...logs import (
     ActionCallLog,
     ActionResultLog,
@@ -127,7 +129,8 @@ def trace_items(run: RunRecord, events: Sequence[Log]) -> list[TraceItem]:
                         "step",
                         at,
                         f"step {e.step}: {e.duration * 1000:.0f} ms (first token {e.llm_latency * 1000:.0f} ms), "
-                        f"tokens {e.prompt_tokens} prompt + {e.completion_tokens} completion",
+                        f"tokens {e.prompt_tokens} prompt + {e.completion_tokens} completion"
+                        + (f", cost {e.cost:.6f}" if e.cost > 0 else ""),
                     )
                 )
             case ErrorLog():
@@ -198,6 +201,7 @@ class Dashboard:
         r.add_get("/runs/rows", self.runs_rows)
         r.add_get("/runs/{id}", self.run_page)
         r.add_get("/runs/{id}/trace", self.run_trace)
+        r.add_post("/runs/{id}/stop", self.run_stop)
         r.add_get("/conversations", self.conversations_page)
         r.add_get("/conversation", self.conversation_page)
         r.add_post("/conversation/forget", self.forget)
@@ -209,6 +213,7 @@ class Dashboard:
         r.add_get("/access", self.access_page)
         r.add_post("/access/approve", self.approve)
         r.add_post("/access/revoke", self.revoke)
+        r.add_get("/tools", self.tools_page)
         r.add_get("/health", self.health_page)
         r.add_get("/health/charts", self.health_charts)
         r.add_static("/static/", HERE / "static", name="static")
@@ -405,6 +410,18 @@ class Dashboard:
         record = await self._run(request)
         return self._page(request, "_trace.html", **await self._trace(record))
 
+    async def run_stop(self, request: web.Request) -> web.StreamResponse:
+        """The operator's stop: the run ends ``killed`` (``stopped by operator``) wherever it runs."""
+        record = await self._run(request)
+        try:
+            stopped = await self.hub.stop_run(record.id)
+        except HubError as e:
+            raise self._done(request, f"/ui/runs/{record.id}", f"not stopped: {e}") from None
+        log.info("dashboard: stopped run %s", record.id)
+        how = f"{stopped.state}" + (f" ({stopped.reason})" if stopped.reason else "")
+        msg = f"stop requested: run {record.id[:10]} is still running" if stopped.ended is None else f"stopped: {how}"
+        raise self._done(request, f"/ui/runs/{record.id}", msg)
+
     # --- conversations ------------------------------------------------------------------
 
     @staticmethod
@@ -474,7 +491,8 @@ class Dashboard:
 
     async def personas_page(self, request: web.Request) -> web.Response:
         personas = self.hub.personas
-        names = sorted(set(personas.names()) | set(await self.hub.revisions.names()) | set(personas.errors()))
+        stored = {n for n in await self.hub.revisions.names() if not n.startswith("skill:")}  # skills' are on /ui/tools
+        names = sorted(set(personas.names()) | stored | set(personas.errors()))
         return self._page(
             request,
             "personas.html",
@@ -684,7 +702,10 @@ class Dashboard:
         if limits.conversation_tokens_per_day:
             for context, _, _ in await hub.runs.recent_contexts(limit=10):
                 used = await hub.budgets.store.get(f"conversation:{context}", day)
-                budgets.append({"scope": context, "used": used, "limit": limits.conversation_tokens_per_day})
+                budgets.append(
+                    {"scope": context, "used": used, "limit": limits.conversation_tokens_per_day, "unit": "tokens"}
+                )
+        budgets += await self._money_budgets(day)
         return {
             "charts": charts,
             "platforms": platforms,
@@ -697,6 +718,43 @@ class Dashboard:
             "interval": self.history.interval,
             "size": self.history.samples.maxlen,
         }
+
+    # --- tools ------------------------------------------------------------------------------
+
+    async def tools_page(self, request: web.Request) -> web.Response:
+        """The MCP servers and their tools, and the skills, as the running hub has them now."""
+        mcp = getattr(self.hub, "mcp", None)
+        skills = getattr(self.hub, "skills", None)
+        return self._page(
+            request,
+            "tools.html",
+            nav="tools",
+            servers=mcp.statuses() if mcp is not None else [],
+            skills=skills.summaries() if skills is not None else [],
+            skill_errors=skills.errors() if skills is not None else {},
+        )
+
+    async def _money_budgets(self, day: str) -> list[dict[str, Any]]:
+        """The budgets in money used today: per recent conversation, and the whole bot's."""
+        hub, limits = self.hub, self.hub.config.limits
+        store, budgets = hub.budgets.store, []
+        if limits.conversation_cost_per_day:
+            for context, _, _ in await hub.runs.recent_contexts(limit=10):
+                spent = await store.cost(f"conversation:{context}", day)
+                budgets.append(
+                    {
+                        "scope": context,
+                        "used": round(spent, 4),
+                        "limit": limits.conversation_cost_per_day,
+                        "unit": "spent",
+                    }
+                )
+        if limits.cost_per_day:
+            spent = await store.cost(BOT_SCOPE, day)
+            budgets.append(
+                {"scope": "the whole bot", "used": round(spent, 4), "limit": limits.cost_per_day, "unit": "spent"}
+            )
+        return budgets
 
     async def health_page(self, request: web.Request) -> web.Response:
         return self._page(request, "health.html", nav="health", **await self._health())

@@ -16,6 +16,7 @@ from ._stores import (
     SqlPairingStore,
     SqlRevisionStore,
     SqlScheduleStore,
+    SqlStopStore,
     SqlUsageStore,
 )
 from ._values import dumps
@@ -35,6 +36,7 @@ __all__ = [
     "SqlRevisionStore",
     "SqlRunStore",
     "SqlScheduleStore",
+    "SqlStopStore",
     "SqlStore",
     "SqlUsageStore",
     "dumps",

@@ -158,11 +158,25 @@ ALTER TABLE runs ADD COLUMN store_failed INTEGER NOT NULL DEFAULT 0;
 UPDATE runs SET store_failed = 1 WHERE state = 'failed' AND substr(reason, 1, 11) = 'store_error'
 """
 
+# v5: money. What a run's model calls cost (runs.cost) and what each budget scope spent per
+# day (token_usage.cost), at [model] prices; and the stop requests a worker's runs are
+# polled against (an operator's stop, a user's /stop, reaching whichever worker holds the run)
+_SQLITE_V5 = """
+ALTER TABLE runs ADD COLUMN cost REAL NOT NULL DEFAULT 0;
+ALTER TABLE token_usage ADD COLUMN cost REAL NOT NULL DEFAULT 0;
+CREATE TABLE IF NOT EXISTS run_stops (
+    run_id TEXT PRIMARY KEY,
+    reason TEXT NOT NULL,
+    requested REAL NOT NULL
+)
+"""
+
 SQLITE_STEPS: tuple[Step, ...] = (
     Step(1, "the tables of the releases before versioning", _SQLITE_V1, _sqlite_inbox_columns),
     Step(2, "inbox leases (claimed_by, lease_until)", _SQLITE_V2),
     Step(3, "schedule tick claims (done, claim) and leases", _SQLITE_V3),
     Step(4, "runs failed by the store (store_failed)", _V4),
+    Step(5, "cost of runs and budgets (runs.cost, token_usage.cost), stop requests (run_stops)", _SQLITE_V5),
 )
 
 # --- PostgreSQL -----------------------------------------------------------------------
@@ -260,11 +274,22 @@ CREATE TABLE IF NOT EXISTS leases (
 )
 """
 
+_PG_V5 = """
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS cost DOUBLE PRECISION NOT NULL DEFAULT 0;
+ALTER TABLE token_usage ADD COLUMN IF NOT EXISTS cost DOUBLE PRECISION NOT NULL DEFAULT 0;
+CREATE TABLE IF NOT EXISTS run_stops (
+    run_id TEXT COLLATE "C" PRIMARY KEY,
+    reason TEXT NOT NULL,
+    requested DOUBLE PRECISION NOT NULL
+)
+"""
+
 POSTGRES_STEPS: tuple[Step, ...] = (
     Step(1, "the tables of the first release", _PG_V1),
     Step(2, "inbox leases (claimed_by, lease_until)", _PG_V2),
     Step(3, "schedule tick claims (done, claim) and leases", _PG_V3),
     Step(4, "runs failed by the store (store_failed)", _V4.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS")),
+    Step(5, "cost of runs and budgets (runs.cost, token_usage.cost), stop requests (run_stops)", _PG_V5),
 )
 
 SCHEMA_VERSION = SQLITE_STEPS[-1].version

@@ -28,7 +28,7 @@ def _prefix_range(prefix: str) -> tuple[str, str]:
 # "user" quoted: a reserved word in PostgreSQL (SQLite takes the quoted spelling alike)
 _COLUMNS = (
     'id, context, state, reason, steps, prompt_tokens, completion_tokens, started, ended, parent_id, "user", '
-    "store_failed"
+    "store_failed, cost"
 )
 
 
@@ -46,6 +46,7 @@ def _row(run: RunRecord) -> tuple[Any, ...]:
         run.parent_id,
         run.user,
         int(run.store_failed),
+        run.cost,
     )
 
 
@@ -63,6 +64,7 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         parent_id=row[9],
         user=row[10],
         store_failed=bool(row[11]),
+        cost=float(row[12] or 0.0),
     )
 
 
@@ -75,7 +77,7 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
         await self.create_soon(run)
 
     def create_soon(self, run: RunRecord) -> Awaitable[None]:
-        return self.db.submit(f"INSERT INTO runs ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", _row(run))
+        return self.db.submit(f"INSERT INTO runs ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", _row(run))
 
     def append(self, run: RunRecord, entry: Log) -> None:
         run.seq += 1
@@ -86,8 +88,8 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
 
     def update(self, run: RunRecord) -> None:
         self.db.write_soon(
-            "UPDATE runs SET steps = ?, prompt_tokens = ?, completion_tokens = ? WHERE id = ?",
-            (run.steps, run.prompt_tokens, run.completion_tokens, run.id),
+            "UPDATE runs SET steps = ?, prompt_tokens = ?, completion_tokens = ?, cost = ? WHERE id = ?",
+            (run.steps, run.prompt_tokens, run.completion_tokens, run.cost, run.id),
         )
 
     async def sync(self) -> None:
@@ -96,7 +98,7 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
     async def finish(self, run: RunRecord) -> None:
         await self.db.write(
             "UPDATE runs SET state = ?, reason = ?, steps = ?, prompt_tokens = ?, completion_tokens = ?, ended = ?, "
-            "store_failed = ? WHERE id = ?",
+            "store_failed = ?, cost = ? WHERE id = ?",
             (
                 str(run.state),
                 run.reason,
@@ -105,6 +107,7 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
                 run.completion_tokens,
                 run.ended,
                 int(run.store_failed),
+                run.cost,
                 run.id,
             ),
         )

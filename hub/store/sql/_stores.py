@@ -1,5 +1,5 @@
-"""The SQL of the smaller stores: key-value memory, leases, token usage, schedule ticks, persona
-revisions and pairings. Each is one class for SQLite and PostgreSQL alike: the statements are
+"""The SQL of the smaller stores: key-value memory, leases, usage (tokens and money), stop
+requests, schedule ticks, persona revisions and pairings. Each is one class for SQLite and PostgreSQL alike: the statements are
 the same (``?`` placeholders, ``ON CONFLICT`` upserts), and the database translates them. The
 seams are hub/store's modules of the same names.
 """
@@ -17,6 +17,7 @@ from .._memory import MemoryStore
 from .._pairings import Pairing, PairingStore
 from .._revisions import Revision, RevisionStore, text_hash
 from .._schedules import ScheduleStore, Tick
+from .._stops import StopStore
 from .._usage import UsageStore
 from ._sql_store import SqlStore
 from ._sqlite import SqlDatabase
@@ -28,6 +29,7 @@ __all__ = [
     "SqlPairingStore",
     "SqlRevisionStore",
     "SqlScheduleStore",
+    "SqlStopStore",
     "SqlUsageStore",
 ]
 
@@ -176,6 +178,41 @@ class SqlUsageStore(SqlStore, UsageStore, store="usage"):
         await self.db.flush()
         row = await self.db.fetchone("SELECT tokens FROM token_usage WHERE scope = ? AND day = ?", (scope, day))
         return int(row[0]) if row else 0
+
+    def add_cost(self, scope: str, day: str, cost: float) -> None:
+        self.db.write_soon(
+            "INSERT INTO token_usage (scope, day, tokens, cost) VALUES (?, ?, 0, ?) "
+            "ON CONFLICT (scope, day) DO UPDATE SET cost = token_usage.cost + excluded.cost",
+            (scope, day, cost),
+        )
+
+    async def cost(self, scope: str, day: str) -> float:
+        await self.db.flush()
+        row = await self.db.fetchone("SELECT cost FROM token_usage WHERE scope = ? AND day = ?", (scope, day))
+        return float(row[0]) if row else 0.0
+
+
+class SqlStopStore(SqlStore, StopStore, store="stops"):
+    """Stop requests (table ``run_stops``), in the database every worker polls."""
+
+    async def request(self, run_id: str, reason: str) -> None:
+        await self.db.write(
+            "INSERT INTO run_stops (run_id, reason, requested) VALUES (?, ?, ?) ON CONFLICT (run_id) DO NOTHING",
+            (run_id, reason, time.time()),
+        )
+
+    async def requested(self) -> dict[str, str]:
+        rows = await self.db.fetchall("SELECT run_id, reason FROM run_stops")
+        return {str(r[0]): str(r[1]) for r in rows}
+
+    async def clear(self, run_ids: list[str]) -> None:
+        for run_id in run_ids:
+            await self.db.write("DELETE FROM run_stops WHERE run_id = ?", (run_id,))
+
+    async def prune(self, before: float) -> int:
+        old = await self.db.fetchall("SELECT run_id FROM run_stops WHERE requested < ?", (before,))
+        await self.clear([str(r[0]) for r in old])
+        return len(old)
 
 
 class SqlScheduleStore(SqlStore, ScheduleStore, store="schedules"):

@@ -1,0 +1,19 @@
+"""A command someone sent, as the platform parsed it (:class:`CommandCall`): what a platform
+hands ``send(..., command=...)``. Its own module: the hub API's signature names it, and the
+commands' module needs that API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["CommandCall"]
+
+
+@dataclass(frozen=True, slots=True)
+class CommandCall:
+    """A command someone sent, as the platform parsed it: ``/weather Paris`` is
+    ``CommandCall("weather", "Paris")``. A platform passes it to ``send(..., command=...)``
+    with the message's text as the data."""
+
+    name: str
+    args: str = ""

@@ -1,0 +1,332 @@
+"""Chat commands, answered before any model call: the built-in ``/start``, ``/help``, ``/new``
+and ``/stop``, and the extensions' own (``@command``).
+
+A platform that recognises a command (Telegram's ``/cmd@bot``, a Discord application
+command, a line typed in the terminal) hands it to ``send(..., command=CommandCall(...))``.
+The intake (:mod:`hub.engine`) records it in the inbox like any input (a redelivery is
+not answered twice), and instead of queueing it behind the conversation's run it has
+:meth:`Commands.answer` answer it at once: a ``/stop`` must not wait for the run it stops.
+
+Each command is a run of its own, with no step: its input, the answer sent through the
+conversation's reply output, its end, all in the run's log (``hub trace``). It loads no
+memory and writes no history, so the model never sees it. ``[commands] enabled = false``
+or a name in ``[commands] disabled`` makes it plain text again, for the model to read.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..config import CommandsSection
+from ..definitions import (
+    Command,
+    CommandCall,
+    CommandContext,
+    Context,
+    ContextInstance,
+    Queued,
+    RunContext,
+    RunResult,
+    command_handler_result,
+    store_reason,
+)
+from ..errors import ExtensionError, StoreError
+from ..logs import InputLog, OutputLog, StateLog
+from ..store import RunRecord, RunState
+from ._conversation import conversation
+from ._replies import failure_text, send_reply
+
+if TYPE_CHECKING:
+    from ._deps import EngineDeps
+
+__all__ = ["BUILT_IN", "CommandInfo", "Commands", "Stopper", "STOPPED_BY_USER"]
+
+log = logging.getLogger("hub.engine")
+
+STOPPED_BY_USER = "stopped by user"
+"""The reason a run ``/stop`` (or ``/new``) ends ``killed`` with."""
+
+BUILT_IN: Mapping[str, str] = {
+    "start": "Say hello and what I am",
+    "help": "The commands you can use",
+    "new": "Start a new conversation (I forget this one's history)",
+    "stop": "Stop the answer I am writing",
+}
+"""The built-in commands and their descriptions, in the order ``/help`` lists them."""
+
+STOP_WAIT = 5.0
+"""Seconds ``/stop`` and ``/new`` wait for the stopped run to end before they answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandInfo:
+    """A command as menus and ``/help`` show it."""
+
+    name: str
+    description: str
+    arguments: str = ""
+    roles: tuple[str, ...] = ()
+    built_in: bool = False
+
+    def usage(self) -> str:
+        """``/name [arguments]``."""
+        return f"/{self.name} [{self.arguments}]" if self.arguments else f"/{self.name}"
+
+
+class Stopper(Protocol):
+    """What ``/stop`` and ``/new`` stop runs with (:class:`hub.features.RunStops`)."""
+
+    async def stop_conversation(
+        self, conversation: str, reason: str, *, wait: float, exclude: Collection[str] = ()
+    ) -> list[str]:
+        """Stop the conversation's runs in progress (but ``exclude``: commands being answered),
+        on whichever worker holds them, waiting up to ``wait`` seconds for them to end; their ids."""
+        ...
+
+
+Submit = Callable[..., Awaitable[Queued]]
+
+
+class Commands:
+    """The commands of one hub: which are on (``[commands]``), who may use which (``roles_of``:
+    the ``[roles]`` a user holds on a platform), and answering one (:meth:`answer`).
+    ``stopper`` stops runs for ``/stop`` and ``/new`` (None: nothing is ever stopped)."""
+
+    def __init__(
+        self,
+        deps: EngineDeps,
+        *,
+        settings: CommandsSection,
+        roles_of: Callable[[str, str | None], set[str]],
+        stopper: Stopper | None = None,
+    ) -> None:
+        self.deps = deps
+        self.settings = settings
+        self.roles_of = roles_of
+        self.stopper = stopper
+        self._answering: set[str] = set()  # the runs of the commands being answered here
+        self._built_in: dict[str, Callable[[CommandContext], Awaitable[str | None]]] = {
+            "start": self._start,
+            "help": self._help,
+            "new": self._new,
+            "stop": self._stop,
+        }
+
+    # --- which commands there are ---------------------------------------------------------
+
+    @property
+    def extensions(self) -> Mapping[str, Command]:
+        return self.deps.registry.commands
+
+    def available(self) -> list[CommandInfo]:
+        """Every command that is on: the built-in ones first, then the extensions'. A name in
+        ``[commands] disabled`` turns off the built-in or the extension's command of that name;
+        an extension may then answer a built-in's name with its own."""
+        if not self.settings.enabled:
+            return []
+        off = set(self.settings.disabled)
+        infos = [CommandInfo(n, d, built_in=True) for n, d in BUILT_IN.items() if n not in off]
+        for c in self.extensions.values():
+            # a disabled built-in's name is free for an extension's own (check() refuses the others)
+            if c.name in BUILT_IN or c.name not in off:
+                infos.append(CommandInfo(c.name, c.description, c.arguments, tuple(c.roles)))
+        return infos
+
+    def names(self) -> set[str]:
+        """The names of the commands that are on (what a platform treats as a command)."""
+        return {i.name for i in self.available()}
+
+    def takes(self, name: str) -> bool:
+        return name in self.names()
+
+    def menu(self, platform: str, user: str | None = None) -> list[CommandInfo]:
+        """The commands ``user`` may use on ``platform`` (None: anyone, so only commands
+        without roles, and those whose role every user holds); ``/help`` lists these."""
+        held = self.roles_of(platform, user)
+        return [i for i in self.available() if not i.roles or held & set(i.roles)]
+
+    def menus(self, platform: str) -> tuple[list[CommandInfo], dict[str, list[CommandInfo]]]:
+        """What a platform registers in its command menus: everyone's (:meth:`menu` with no
+        user), and for each user ``[roles]`` names on ``platform`` whose menu differs (a
+        role's commands added), that user's own."""
+        everyone = self.menu(platform)
+        users: set[str] = set()
+        for by_platform in self.deps.config.roles.values():
+            users.update(u for u in by_platform.get(platform, ()) if u != "*")
+        own = {u: m for u in sorted(users) if (m := self.menu(platform, u)) != everyone}
+        return everyone, own
+
+    def check(self) -> None:
+        """At start: an extension's command named like a built-in one that is on is refused
+        (``[commands] disabled`` frees the name).
+
+        Raises:
+            ExtensionError: naming the extension and the command.
+        """
+        off = set(self.settings.disabled)
+        for name, c in self.extensions.items():
+            if name in BUILT_IN and name not in off:
+                owner = self.deps.registry.owner_of(c) or "?"
+                raise ExtensionError(
+                    owner,
+                    f"command /{name} is built in: add {name!r} to [commands] disabled to answer it yourself",
+                )
+
+    # --- answering one ----------------------------------------------------------------------
+
+    async def answer(
+        self,
+        definition: Context,
+        args: Any,
+        key: str,
+        entry: InputLog,
+        call: CommandCall,
+        *,
+        submit: Submit,
+        started: Callable[[str], None] | None = None,
+    ) -> RunResult:
+        """Answer the command ``call`` that ``entry`` (recorded in the inbox) carries, as a run
+        of its own with no step; ``started(run_id)`` once its row is written. ``submit`` is how
+        a handler's :meth:`CommandContext.run` hands text to the model. Never raises but for
+        a cancellation."""
+        deps = self.deps
+        inst = conversation(deps, definition, args, key)
+        record = RunRecord(context=inst.id, user=entry.user)
+        logs: list[Any] = [entry]
+        ctx: RunContext = RunContext(deps.hub, record, inst, logs, runs=deps.runs)
+        ctx.inputs = [entry]
+        state, reason = RunState.COMPLETED, None
+        store_failure: StoreError | None = None
+        self._answering.add(record.id)
+        try:
+            await deps.runs.create(record)
+            deps.runs.append(record, entry)
+            deps.inbox.take([entry.id], record.id)
+            if started is not None:
+                started(record.id)
+            text = await self._dispatch(call, ctx, inst, entry, submit)
+            if text:
+                await self._reply(ctx, logs, text, {"command": call.name})
+        except StoreError as e:
+            state, reason, store_failure = RunState.FAILED, store_reason(e), e
+            log.error("command /%s in %s: %s", call.name, inst.id, reason)
+        except Exception as e:  # a handler's bug: the user is told something went wrong
+            state, reason = RunState.FAILED, f"command /{call.name} failed: {type(e).__name__}: {e}"
+            log.exception("command /%s in %s failed", call.name, inst.id)
+            text = failure_text(deps.config, deps.persona_for(inst))
+            if text:
+                await self._reply(ctx, logs, text, {"failure_reply": reason})
+        finally:
+            self._answering.discard(record.id)
+        return await self._finish(ctx, logs, state, reason, store_failure)
+
+    async def _reply(self, ctx: RunContext, logs: list[Any], text: str, data: dict[str, Any]) -> None:
+        entry = await send_reply(ctx, text, outputs=self.deps.registry.outputs, runs=self.deps.runs, data=data)
+        if entry is not None:
+            logs.append(entry)
+
+    async def _finish(
+        self, ctx: RunContext, logs: list[Any], state: RunState, reason: str | None, store_failure: StoreError | None
+    ) -> RunResult:
+        deps, record = self.deps, ctx.run
+        answered = any(isinstance(e, OutputLog) and e.answered for e in logs)
+        if answered or store_failure is None:  # a store that failed before any answer: the input waits
+            try:
+                await deps.inbox.done([e.id for e in ctx.inputs])
+            except Exception as e:
+                log.error("command in %s: marking its input done failed: %s", record.context, e)
+        if reason:
+            reason = deps.redactor.redact(reason)
+        record.state, record.reason, record.ended = state, reason, time.time()
+        record.store_failed = store_failure is not None
+        end = StateLog(state=str(state), reason=reason)
+        logs.append(end)
+        try:
+            deps.runs.append(record, end)
+            await deps.runs.finish(record)
+        except Exception as e:
+            log.error("command in %s: recording its end failed: %s", record.context, e)
+        return RunResult(
+            run_id=record.id,
+            context=record.context,
+            state=state,
+            reason=reason,
+            logs=logs,
+            duration=record.ended - record.started,
+            store_failure=store_failure,
+        )
+
+    async def _dispatch(
+        self, call: CommandCall, ctx: RunContext, inst: ContextInstance, entry: InputLog, submit: Submit
+    ) -> str | None:
+        """Run the command's handler; the answer's text (or None)."""
+        platform = inst.extension or inst.type.split(":", 1)[0]
+        held = frozenset(self.roles_of(platform, entry.user))
+        meta = {k: v for k, v in entry.meta.items() if k != "command"}
+
+        async def reply(text: str) -> None:
+            await self._reply(ctx, ctx.logs, text, {"command": call.name})
+
+        async def run(text: str) -> Queued:
+            return await submit(inst.definition, inst.args, inst.key, text, type=entry.type, user=entry.user, meta=meta)
+
+        cmd = CommandContext(
+            name=call.name,
+            args=call.args.strip(),
+            context=inst,
+            user=entry.user,
+            platform=platform,
+            roles=held,
+            run_id=ctx.run.id,
+            hub=self.deps.hub,
+            reply=reply,
+            run=run,
+        )
+        built_in = self._built_in.get(call.name) if call.name in BUILT_IN else None
+        if built_in is not None and call.name not in self.extensions:
+            return await built_in(cmd)
+        command = self.extensions.get(call.name)
+        if command is None:  # turned off since it was recorded (a restart, a config change)
+            return f"/{call.name} is not available."
+        if command.roles and not held & set(command.roles):
+            log.info("command /%s in %s: user %s holds none of %s", call.name, inst.id, entry.user, command.roles)
+            return f"You may not use /{call.name}."
+        return command_handler_result(await command.handler(cmd))
+
+    # --- the built-in commands ------------------------------------------------------------
+
+    async def _start(self, cmd: CommandContext) -> str:
+        persona = self.deps.persona_for(cmd.context)
+        if persona is not None and persona.greeting is not None:
+            return persona.greeting
+        hello = f"Hi, I'm {persona.name}!" if persona is not None else "Hi!"
+        return f"{hello} Send me a message, or /help to see what I can do."
+
+    async def _help(self, cmd: CommandContext) -> str:
+        lines = [f"{i.usage()} — {i.description}" for i in self.menu(cmd.platform or "", cmd.user)]
+        return "Commands:\n" + "\n".join(lines)
+
+    async def _stop(self, cmd: CommandContext) -> str:
+        stopped = await self._stop_runs(cmd)
+        return "Stopped." if stopped else "Nothing to stop."
+
+    async def _new(self, cmd: CommandContext) -> str:
+        """Its run in progress stopped first, so that its end does not save the old history back."""
+        await self._stop_runs(cmd)
+        memory = self.deps.memory
+        for key in (f"working-memory:{cmd.conversation}", f"memory:{cmd.conversation}"):
+            await memory.delete(key)
+        log.info("command /new in %s: history and memory cleared", cmd.conversation)
+        return "Started a new conversation: what we said before is forgotten."
+
+    async def _stop_runs(self, cmd: CommandContext) -> list[str]:
+        if self.stopper is None:
+            return []
+        # not the runs of commands (this one's, or a /help sent with it): they have nothing to stop
+        return await self.stopper.stop_conversation(
+            cmd.conversation, STOPPED_BY_USER, wait=STOP_WAIT, exclude=frozenset(self._answering)
+        )

@@ -1,0 +1,104 @@
+"""An MCP server built with the official SDK, for the hub's fault tests: run over stdio as
+``python fault_server.py [MODE]``. Its tools misbehave on request (crash, hang, fail, answer
+huge, write garbage, change the tool list); MODE makes the whole server misbehave:
+``nostart`` exits at once, ``garbage`` writes lines that are not JSON-RPC before serving,
+``badschema`` lists a tool whose input schema is not a valid JSON schema; ``http PORT`` serves
+over streamable HTTP on 127.0.0.1:PORT instead of stdio."""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+
+import anyio
+from mcp.types import ImageContent, TextContent
+
+try:  # the SDK's server class is MCPServer from 2.x on; FastMCP before
+    from mcp.server.mcpserver import Context, MCPServer
+except ImportError:  # pragma: no cover
+    from mcp.server.fastmcp import Context
+    from mcp.server.fastmcp import FastMCP as MCPServer
+
+MODE = sys.argv[1] if len(sys.argv) > 1 else "ok"
+if MODE == "nostart":
+    print("fault server: refusing to start", file=sys.stderr)
+    sys.exit(3)
+
+server = MCPServer("faults")
+PNG = base64.b64encode(bytes.fromhex(os.environ.get("FAULT_PNG_HEX", ""))).decode()
+
+
+@server.tool(description="Echo the text back.")
+def echo(text: str) -> str:
+    return text
+
+
+@server.tool(description="The server process dies.")
+def crash() -> str:
+    os._exit(7)
+
+
+@server.tool(description="Never answers.")
+async def hang(seconds: float = 3600.0) -> str:
+    await anyio.sleep(seconds)
+    return "late"
+
+
+@server.tool(description="An answer of SIZE characters.")
+def huge(size: int) -> str:
+    return "x" * size
+
+
+@server.tool(description="Fails as a tool error (isError).")
+def fail() -> str:
+    raise ValueError("the tool went wrong")
+
+
+@server.tool(description="A picture and a caption.")
+def picture() -> list:
+    return [TextContent(type="text", text="a red square"), ImageContent(type="image", data=PNG, mime_type="image/png")]
+
+
+@server.tool(description="The server's process id.")
+def pid() -> int:
+    return os.getpid()
+
+
+@server.tool(description="Writes a line that is not JSON-RPC, then answers.")
+def garbage() -> str:
+    os.write(1, b"}}} not json at all {{{\n")
+    return "still here"
+
+
+@server.tool(description="Adds a tool named NAME and tells the client the list changed.")
+async def add_tool(name: str, ctx: Context) -> str:
+    def added() -> str:
+        return f"{name} was added"
+
+    server.add_tool(added, name=name, description=f"Added at run time: {name}.")
+    await ctx.session.send_tool_list_changed()
+    return "added"
+
+
+if MODE == "badschema":
+
+    @server.tool(description="Its schema is broken.")
+    def broken(x: int) -> int:
+        return x
+
+    server._tool_manager._tools["broken"].parameters = {"type": "object", "properties": {"x": {"type": 12}}}
+
+
+@server.tool(description="The Authorization header the request came with (HTTP).")
+def whoami(ctx: Context) -> str:
+    return (ctx.headers or {}).get("authorization", "")
+
+
+if MODE == "garbage":
+    os.write(1, b"hello from a server that talks before it should\n")
+
+if MODE == "http":
+    server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+else:
+    server.run()
