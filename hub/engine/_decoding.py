@@ -281,7 +281,10 @@ class Decoder:
             job = _Job(self._ctx, kind, payload, self.limits)
             self._jobs.add(job)
             try:
-                await asyncio.get_running_loop().run_in_executor(threads, job.start)
+                try:
+                    await asyncio.get_running_loop().run_in_executor(threads, job.start)
+                except OSError as e:  # no process could be made (a limit on processes, a sandbox)
+                    raise MediaError(f"it could not be decoded now (no worker: {e.strerror or e})", name=name) from e
                 return await self._converse(job, name)
             except asyncio.CancelledError:
                 self.killed += 1  # the run ended (killed, stopped) or the hub stops: so does its decoding
