@@ -25,7 +25,7 @@ from typing import Any, Protocol, cast
 
 from .config import HubConfig
 from .definitions import Action, Context, Conversation, Output
-from .engine import Plugins, Runner
+from .engine import Decoder, Plugins, Runner
 from .errors import ConfigError
 from .events import EventBus, PublishingRunStore
 from .features import Budgets, ChildRuns, FailureReply, Heartbeat, Metrics, RoleGuard, RunStops, Scheduler
@@ -87,6 +87,7 @@ class Features:
     scheduler: Scheduler
     revisions: RevisionStore
     usage: UsageStore
+    decoder: Decoder
     stops: RunStops
     http: HttpServer | None = None
     episodes: EpisodicMemory | None = None
@@ -223,12 +224,14 @@ def compose(
         config_path=config.path,
     )
     http = http_component(config)
+    # inbound pictures and PDFs: worker processes of their own, bounded (hub/engine/_decoding.py)
+    decoder = Decoder(config.media_limits())
     mcp = mcp_servers(config, publish_actions)
     skills = None
     skills_dir = config.resolve(config.agent.skills_dir) if config.agent.skills_dir else None
     if skills_dir is not None and skills_dir.is_dir():  # versioned like personas: the same store and watcher
         skills = SkillSet(skills_dir, on_change=lambda name, text: revisions.record(REVISION_PREFIX + name, text))
-    components: list[Component] = [PersonaWatcher(personas, skills=skills), scheduler, stops]
+    components: list[Component] = [PersonaWatcher(personas, skills=skills), scheduler, stops, decoder]
     if mcp is not None:  # first: their tools are there before the first input is taken
         components.insert(0, mcp)
     if db is not None:  # the database stays bounded
@@ -253,6 +256,7 @@ def compose(
         scheduler=scheduler,
         revisions=revisions,
         usage=usage,
+        decoder=decoder,
         stops=stops,
         http=http,
         episodes=episodes,

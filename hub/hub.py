@@ -188,6 +188,7 @@ class Hub:
             plugins=self.plugins,
             redactor=self.redactor,
             hub=self,
+            decoder=features.decoder,
             media_limits=self.config.media_limits(),
             bus=self.bus,
             skills=self.skills,

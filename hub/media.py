@@ -21,16 +21,22 @@ operator allowed; :class:`RunMedia` keeps a run's files and resolves those names
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
+import ipaddress
 import re
+import socket
+import time
 import unicodedata
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any
 from urllib.parse import urlsplit
+
+from aiohttp.abc import AbstractResolver
 
 from .errors import MediaError, MediaRefused, MediaTooLarge
 from .logs import MediaPart
@@ -54,6 +60,12 @@ __all__ = [
     "placeholder",
     "placeholders",
     "fetch_url",
+    "read_capped",
+    "MediaHosts",
+    "Resolve",
+    "public_addresses",
+    "is_public",
+    "host_name",
     "is_image",
     "is_text",
     "readable",
@@ -76,6 +88,10 @@ class MediaLimits:
     fetch_timeout: float = 30.0
     url_hosts: tuple[str, ...] = ()
     allowed_paths: tuple[str, ...] = ()
+    decode_workers: int = 2
+    decode_timeout: float = 20.0
+    decode_memory: int = 512_000_000
+    decode_pixels: int = 40_000_000
 
 
 # --- types by content -----------------------------------------------------------------------
@@ -341,13 +357,20 @@ def human_size(n: int | None) -> str:
 # --- images ---------------------------------------------------------------------------------
 
 
-def image_for_model(data: bytes, *, limits: MediaLimits, name: str = "") -> tuple[str, bytes]:
+def image_for_model(
+    data: bytes, *, limits: MediaLimits, name: str = "", admit: Callable[[int], None] | None = None
+) -> tuple[str, bytes]:
     """Decode a picture safely and re-encode it for a model: ``(mime, bytes)``, its longest
     side at most ``max_side``, the first frame of an animation, metadata dropped.
 
     The pixel count is read from the header and checked *before* decoding; Pillow's own
-    ``DecompressionBombError`` (and its warning, made an error here) is a second guard.
-    CPU-bound: call it in a thread (:func:`asyncio.to_thread`).
+    ``DecompressionBombError`` (and its warning, made an error here) is a second guard. The
+    picture is made small while it is decoded, not after: a JPEG is decoded at a reduced scale
+    (``draft``), any other is reduced by a whole factor (``reduce``) as soon as it is loaded,
+    and the full-size decode is dropped before the final resampling. ``admit(pixels)``, if
+    given, is called with the pixels the decode will hold, before it starts (a budget of
+    pixels decoded at once may make it wait). CPU-bound: the engine runs it in a worker
+    process of its own (``hub.engine``'s decoder).
 
     Raises:
         MediaRefused: a decompression bomb, or not a picture Pillow can read.
@@ -355,6 +378,7 @@ def image_for_model(data: bytes, *, limits: MediaLimits, name: str = "") -> tupl
     from PIL import Image, UnidentifiedImageError
 
     shown = display_name(name)
+    side = limits.max_side
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -368,23 +392,50 @@ def image_for_model(data: bytes, *, limits: MediaLimits, name: str = "") -> tupl
                     )
                 if img.format not in _IMAGE_FORMATS:
                     raise MediaRefused(f"{img.format or 'this'} pictures are not accepted", name=shown)
-                img.draft("RGB", (limits.max_side, limits.max_side))  # JPEG: decode at a reduced scale
+                img.draft("RGB", (side, side))  # JPEG: decode at a reduced scale
+                if admit is not None:
+                    admit(img.size[0] * img.size[1])
                 img.seek(0)
                 img.load()
-                frame = img.convert("RGBA" if _has_alpha(img) else "RGB")
+                mode = "RGBA" if _has_alpha(img) else "RGB"
+                frame = _reduced(img, side, mode)  # the full-size decode goes with the `with`
+        frame = frame.convert(mode) if frame.mode != mode else frame
     except MediaError:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
         raise MediaRefused(f"it is refused as a decompression bomb ({e})", name=shown) from e
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError) as e:
         raise MediaRefused(f"it is not a picture that can be read ({type(e).__name__})", name=shown) from e
-    frame.thumbnail((limits.max_side, limits.max_side), Image.Resampling.LANCZOS)
+    frame.thumbnail((side, side), Image.Resampling.LANCZOS)
     out = io.BytesIO()
     if frame.mode == "RGBA":
         frame.save(out, format="PNG", optimize=True)
         return "image/png", out.getvalue()
     frame.save(out, format="JPEG", quality=85)
     return "image/jpeg", out.getvalue()
+
+
+def _reduced(img: Any, side: int, mode: str) -> Any:
+    """``img`` in ``mode``, made smaller by the largest whole factor that keeps its longest side
+    at least ``side`` (a box filter; the final resampling is done on the small copy). It is
+    reduced a band of rows at a time, so that beside the decoded picture only a band and the
+    result are held, never a second full-size copy (Pillow premultiplies RGBA, a copy, to reduce)."""
+    from PIL import Image
+
+    factor = max(img.size) // side
+    if factor < 2:
+        return img.convert(mode)
+    width, height = (img.size[0] // factor) * factor, (img.size[1] // factor) * factor
+    out = Image.new(mode, (width // factor, height // factor))
+    rows = factor * max(1, _BAND_PIXELS // (width * factor))  # a whole number of boxes per band
+    for top in range(0, height, rows):
+        band = img.crop((0, top, width, min(top + rows, height)))
+        out.paste((band if band.mode == mode else band.convert(mode)).reduce(factor), (0, top // factor))
+    return out
+
+
+_BAND_PIXELS = 1_000_000
+"""Pixels of the full-size picture reduced at a time."""
 
 
 def _has_alpha(img: Any) -> bool:
@@ -399,9 +450,11 @@ def data_url(mime: str, data: bytes) -> str:
 # --- text -----------------------------------------------------------------------------------
 
 
-def extract_text(file: MediaFile, *, limits: MediaLimits) -> str:
+def extract_text(file: MediaFile, *, limits: MediaLimits, deadline: float | None = None) -> str:
     """The text of a text file or a PDF, cut at ``max_text_chars`` with a visible marker.
-    CPU-bound for PDFs: call it in a thread.
+    A PDF is read page by page until the cap is filled, ``max_pdf_pages`` are read, or the
+    clock (:func:`time.monotonic`) passes ``deadline``; then a marker says what was left.
+    CPU-bound for PDFs: the engine runs it in a worker process of its own.
 
     Raises:
         MediaRefused: not a readable type, or a PDF that cannot be read (encrypted, broken).
@@ -410,7 +463,7 @@ def extract_text(file: MediaFile, *, limits: MediaLimits) -> str:
     if is_text(file.mime):
         text = file.data.decode("utf-8", errors="replace")
     elif file.mime == "application/pdf":
-        text = _pdf_text(file, limits)
+        text = _pdf_text(file, limits, deadline)
     else:
         raise MediaRefused(f"{file.mime} files cannot be read as text", name=file.name)
     text = text.replace("\x00", "")
@@ -419,7 +472,7 @@ def extract_text(file: MediaFile, *, limits: MediaLimits) -> str:
     return text
 
 
-def _pdf_text(file: MediaFile, limits: MediaLimits) -> str:
+def _pdf_text(file: MediaFile, limits: MediaLimits, deadline: float | None) -> str:
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
@@ -433,6 +486,9 @@ def _pdf_text(file: MediaFile, limits: MediaLimits) -> str:
         for i, page in enumerate(pages):
             if i >= limits.max_pdf_pages:
                 out.append(f"[... {len(pages) - i} more pages not read]")
+                break
+            if deadline is not None and i and time.monotonic() > deadline:
+                out.append(f"[... stopped after {i} of {len(pages)} pages: this PDF is slow to read]")
                 break
             text = page.extract_text() or ""
             out.append(text)
@@ -469,6 +525,96 @@ def placeholders(parts: Sequence[MediaPart]) -> str:
 
 # --- fetching -------------------------------------------------------------------------------
 
+Resolve = Callable[[str, int], Awaitable[Sequence[str]]]
+"""``resolve(host, port)``: the IP addresses a download from ``host`` may connect to."""
+
+
+def is_public(address: str) -> bool:
+    """Whether ``address`` is on the public internet: not loopback, private, link-local,
+    shared (CGNAT), multicast, reserved or unspecified (an IPv4-mapped IPv6 address is judged
+    as the IPv4 one it maps)."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    if mapped is not None:
+        ip = mapped
+    return ip.is_global and not ip.is_multicast
+
+
+async def public_addresses(host: str, port: int) -> list[str]:
+    """``host``'s addresses from the system's resolver, when every one of them is public.
+
+    Raises:
+        MediaRefused: ``host`` resolves to a loopback, private or link-local address (or any
+            other that is not public): the file is not fetched.
+        MediaError: ``host`` does not resolve.
+    """
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as e:
+        raise MediaError(f"its host {host!r} does not resolve ({e.strerror or e})") from e
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    private = [a for a in addresses if not is_public(a)]
+    if private or not addresses:
+        raise MediaRefused(
+            f"its host {host!r} resolves to {private[0] if private else 'nothing'}, not a public address"
+        )
+    return addresses
+
+
+def host_name(entry: str) -> str:
+    """A host name as a list of hosts takes it: lower case, no trailing dot.
+
+    Raises:
+        ValueError: a URL, a port or a path instead of a name.
+    """
+    h = entry.strip().lower().rstrip(".")
+    if not h or "/" in h or ":" in h or " " in h:
+        raise ValueError(f"{entry!r} is not a host name (write example.com, not a URL)")
+    return h
+
+
+@dataclass(frozen=True, slots=True)
+class MediaHosts:
+    """Where files named by URL may be fetched from: ``names`` (a host, or any host under it:
+    ``discordapp.net`` takes ``media.discordapp.net``), each connected at the addresses
+    ``resolve`` gives, which by default refuses any that is not public. A platform builds one
+    from its documented list and its config's additions; a test points ``resolve`` at its
+    loopback fake for its fake's names, and only those."""
+
+    names: tuple[str, ...]
+    resolve: Resolve = public_addresses
+
+    def allows(self, host: str) -> bool:
+        host = host.lower().rstrip(".")
+        return any(host == n or host.endswith("." + n) for n in self.names)
+
+
+class _Pinned(AbstractResolver):
+    """aiohttp's resolver for one download: the addresses already checked, so the connection
+    goes where the check looked (a second lookup could answer otherwise)."""
+
+    def __init__(self, addresses: Sequence[str]) -> None:
+        self.addresses = addresses
+
+    async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET) -> list[Any]:
+        return [
+            {
+                "hostname": host,
+                "host": a,
+                "port": port,
+                "family": socket.AF_INET6 if ":" in a else socket.AF_INET,
+                "proto": 0,
+                "flags": socket.AI_NUMERICHOST,
+            }
+            for a in self.addresses
+        ]
+
+    async def close(self) -> None:
+        return None
+
 
 async def fetch_url(
     url: str,
@@ -477,24 +623,50 @@ async def fetch_url(
     timeout: float = 30.0,
     headers: Mapping[str, str] | None = None,
     name: str = "",
+    hosts: MediaHosts | None = None,
 ) -> bytes:
-    """GET ``url`` into memory, refusing more than ``max_bytes`` (read in chunks: an oversized
-    body is never held whole). Redirects are not followed, so an allow-listed host cannot
-    send the hub elsewhere.
+    """GET ``url`` into memory, refusing more than ``max_bytes``: the cap is enforced while
+    reading, whatever size the server declares, so an oversized body is never held whole.
+    The body is taken as sent (no gzip inflated here: a compressed file is sniffed as the
+    archive it is). Redirects are not followed, so an allowed host cannot send the hub elsewhere.
+
+    With ``hosts`` (a URL a platform's message named: an attachment), the URL's host must be
+    one of ``hosts``' names and the connection goes only to the addresses its ``resolve``
+    vouches for (by default: public ones, never loopback, private or link-local). Without
+    it, the URL is the operator's own (a configured API), fetched as it is.
 
     Raises:
         MediaTooLarge: the body is over ``max_bytes``.
-        MediaError: not http(s), an HTTP error, a timeout or a broken connection.
+        MediaRefused: not http(s), or a host or an address ``hosts`` does not allow.
+        MediaError: an HTTP error, a timeout or a broken connection.
     """
     import aiohttp
 
-    shown = display_name(name) or display_name(urlsplit(url).path)
-    if urlsplit(url).scheme not in ("http", "https"):
+    parts = urlsplit(url)
+    shown = display_name(name) or display_name(parts.path)
+    if parts.scheme not in ("http", "https"):
         raise MediaRefused("only http and https URLs are fetched", name=shown)
+    connector = None
+    if hosts is not None:
+        host = (parts.hostname or "").lower().rstrip(".")
+        if not hosts.allows(host):
+            raise MediaRefused(f"its host {host!r} is not one of the platform's media hosts", name=shown)
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            raise MediaRefused("its URL has a bad port", name=shown) from None
+        try:
+            addresses = await hosts.resolve(host, port)
+        except MediaError as e:
+            raise type(e)(e.reason, name=shown) from e
+        connector = aiohttp.TCPConnector(resolver=_Pinned(addresses), use_dns_cache=False)
+    sent = {**dict(headers or {}), "Accept-Encoding": "identity"}
     too_large = f"it is over the {human_size(max_bytes)} limit per file"
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
-            async with session.get(url, headers=dict(headers or {}), allow_redirects=False) as r:
+        async with aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=timeout), auto_decompress=False, connector=connector
+        ) as session:
+            async with session.get(url, headers=sent, allow_redirects=False) as r:
                 if r.status != 200:
                     raise MediaError(f"it could not be fetched (HTTP {r.status})", name=shown)
                 if r.content_length is not None and r.content_length > max_bytes:
@@ -512,6 +684,24 @@ async def fetch_url(
         raise
     except (TimeoutError, aiohttp.ClientError) as e:
         raise MediaError(f"it could not be fetched ({type(e).__name__})", name=shown) from e
+
+
+def read_capped(path: str, *, max_bytes: int, name: str = "") -> bytes:
+    """A local file's bytes, reading at most ``max_bytes`` + 1 of them (blocking: call it in a thread).
+
+    Raises:
+        MediaTooLarge: the file is larger than ``max_bytes``.
+        MediaError: it cannot be read.
+    """
+    shown = display_name(name) or display_name(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(max_bytes + 1)
+    except OSError as e:
+        raise MediaError(f"it could not be read ({e.strerror or type(e).__name__})", name=shown) from e
+    if len(data) > max_bytes:
+        raise MediaTooLarge(f"it is over the {human_size(max_bytes)} limit per file", name=shown)
+    return data
 
 
 # --- outbound -------------------------------------------------------------------------------
@@ -605,10 +795,13 @@ class RunMedia:
         parts = urlsplit(src)
         if parts.scheme in ("http", "https"):
             host = (parts.hostname or "").lower()
-            if not any(host == h or host.endswith("." + h) for h in self.limits.url_hosts):
+            allowed = MediaHosts(self.limits.url_hosts)  # and at public addresses only: the model chose this URL
+            if not allowed.allows(host):
                 raise MediaRefused(f"the host {host!r} is not in [media] url_hosts")
             name = PurePath(parts.path).name
-            data = await fetch_url(src, max_bytes=self.limits.max_bytes, timeout=self.limits.fetch_timeout, name=name)
+            data = await fetch_url(
+                src, max_bytes=self.limits.max_bytes, timeout=self.limits.fetch_timeout, name=name, hosts=allowed
+            )
             return check(data, name=name, limits=self.limits)
         raise MediaError(f"{src!r} is neither a file of this run (media:N) nor an http(s) URL")
 

@@ -445,3 +445,140 @@ def test_media_config_errors_name_the_key() -> None:
     ):
         with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
             config_from_dict(raw)
+
+
+# -- downloads: capped while read, only from allowed hosts at public addresses (issue 24, finding 7) --
+
+
+class Serving:
+    """A loopback server whose one route answers as the test says, counting what it wrote."""
+
+    def __init__(self, handler: Any) -> None:
+        self.handler = handler
+        self.written = 0
+        self.hits = 0
+
+    async def __aenter__(self) -> str:
+        from aiohttp import web
+
+        async def route(request: web.Request) -> web.StreamResponse:
+            self.hits += 1
+            return await self.handler(self, request)
+
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", route)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        port = self.runner.addresses[0][1]
+        return f"127.0.0.1:{port}"
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.runner.cleanup()
+
+
+async def endless(server: Serving, request: Any) -> Any:
+    """60 MB in chunks, no Content-Length: the size is unknown until it ends."""
+    from aiohttp import web
+
+    resp = web.StreamResponse(headers={"Content-Type": "text/plain"})
+    await resp.prepare(request)
+    try:
+        while server.written < 60_000_000:
+            await resp.write(b"x" * 65536)
+            server.written += 65536
+    except ConnectionError:
+        pass
+    return resp
+
+
+async def test_a_download_is_cut_at_max_bytes_while_it_is_read() -> None:
+    from hub.media import fetch_url
+
+    server = Serving(endless)
+    async with server as where:
+        with pytest.raises(MediaTooLarge, match="over the 1 MB limit"):
+            await fetch_url(f"http://{where}/big.txt", max_bytes=1_000_000)
+    assert server.written < 20_000_000  # the rest was never sent: it was not read
+
+
+async def test_a_compressed_body_is_not_inflated() -> None:
+    """A 60 MB body sent as 60 KB of gzip is taken as the 60 KB it is (then sniffed as an archive)."""
+    import gzip
+
+    from aiohttp import web
+
+    from hub.media import fetch_url
+
+    packed = gzip.compress(b"\x00" * 60_000_000)
+
+    async def bomb(server: Serving, request: Any) -> Any:
+        return web.Response(body=packed, headers={"Content-Encoding": "gzip", "Content-Type": "text/plain"})
+
+    async with Serving(bomb) as where:
+        data = await fetch_url(f"http://{where}/b.txt", max_bytes=1_000_000)
+    assert data == packed and sniff(data) == "application/gzip"
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "127.0.0.1",
+        "10.1.2.3",
+        "172.16.0.1",
+        "192.168.1.1",
+        "169.254.169.254",
+        "100.64.0.1",
+        "0.0.0.0",
+        "::1",
+        "fe80::1",
+        "fc00::1",
+        "::ffff:127.0.0.1",
+        "224.0.0.1",
+        "not an address",
+    ],
+)
+def test_private_loopback_and_link_local_addresses_are_not_public(address: str) -> None:
+    from hub.media import is_public
+
+    assert not is_public(address)
+
+
+def test_public_addresses_are() -> None:
+    from hub.media import is_public
+
+    assert is_public("93.184.216.34") and is_public("2606:2800:220:1:248:1893:25c8:1946")
+
+
+async def test_media_hosts_refuse_other_hosts_and_private_addresses_before_connecting() -> None:
+    from hub.media import MediaHosts, fetch_url
+    from hub.testing import loopback_resolver
+
+    server = Serving(endless)
+    async with server as where:
+        port = where.rsplit(":", 1)[1]
+        cdn = MediaHosts(("cdn.example",))
+        for url, why in [
+            (f"http://{where}/x", "not one of the platform's media hosts"),  # an IP literal
+            (f"http://localhost:{port}/x", "not one of the platform's media hosts"),
+            (f"http://cdn.example.evil.test:{port}/x", "not one of the platform's media hosts"),
+        ]:
+            with pytest.raises(MediaRefused, match=why):
+                await fetch_url(url, max_bytes=1000, hosts=cdn)
+        with pytest.raises(MediaRefused, match="'localhost' resolves to 127.0.0.1, not a public address"):
+            await fetch_url(f"http://localhost:{port}/x", max_bytes=1000, hosts=MediaHosts(("localhost",)))
+        # the test seam: only the fake's name is pointed at the loopback; the rule holds for the rest
+        faked = MediaHosts(("img.cdn.example", "localhost"), loopback_resolver("img.cdn.example"))
+        with pytest.raises(MediaRefused, match="not a public address"):
+            await fetch_url(f"http://localhost:{port}/x", max_bytes=1000, hosts=faked)
+        assert server.hits == 0  # nothing above connected
+        with pytest.raises(MediaTooLarge):
+            await fetch_url(f"http://img.cdn.example:{port}/x", max_bytes=1000, hosts=faked)
+        assert server.hits == 1
+
+
+async def test_an_output_url_on_url_hosts_must_resolve_to_a_public_address() -> None:
+    media = RunMedia(MediaLimits(url_hosts=("localhost",)))
+    with pytest.raises(MediaRefused, match="not a public address"):
+        await media.resolve("http://localhost:9/chart.png")

@@ -59,6 +59,7 @@ class _Checker:
         self._routes()
         self._model()
         self._http()
+        self._pairing()
         self._costs()
         self._commands()
         self._skills()
@@ -202,6 +203,20 @@ class _Checker:
             self.report.warnings.append(
                 f"{self.where}http.token: empty: /events and /runs/{{id}} are off, the dashboard at /ui/ is off, "
                 "/metrics is open"
+            )
+
+    def _pairing(self) -> None:
+        """``dm_policy = "pairing"`` (or ``"allowlist"``) guards private messages only: with
+        ``allowed_users`` empty, anyone who mentions the bot in a group is still answered."""
+        for name, table in self.config.enabled_extensions().items():
+            policy = table.get("dm_policy")
+            if policy not in ("pairing", "allowlist") or table.get("allowed_users") or table.get("groups") == "off":
+                continue
+            self.report.warnings.append(
+                f'{self.where}extensions.{name}.dm_policy: "{policy}" applies to private messages only; with '
+                "allowed_users empty, anyone who mentions the bot in a group or server channel is answered "
+                'without a code: list who may talk to it in allowed_users (or close groups: groups = "off", '
+                "where the platform has it)"
             )
 
     def _costs(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ._load import MAX_FILE_BYTES, config_from_dict, format_validation_error, load_config, loads_toml, read_toml
 from ._sections import (
+    MIN_SECRET_LENGTH,
     CommandsSection,
     HttpSection,
     HubConfig,
@@ -14,6 +15,7 @@ from ._sections import (
     ScheduleSection,
     StoreSection,
     WebhookSection,
+    check_secret_length,
 )
 
 __all__ = [
@@ -22,12 +24,14 @@ __all__ = [
     "HubConfig",
     "LimitsSection",
     "MAX_FILE_BYTES",
+    "MIN_SECRET_LENGTH",
     "McpServerSection",
     "MemorySection",
     "RetentionSection",
     "ScheduleSection",
     "StoreSection",
     "WebhookSection",
+    "check_secret_length",
     "config_from_dict",
     "format_validation_error",
     "load_config",

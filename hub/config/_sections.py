@@ -4,6 +4,7 @@ the whole file. Reading the file and ``${VAR}`` substitution are in ``_load``.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -20,10 +21,24 @@ from pydantic import (
 )
 
 from ..errors import ConfigError
-from ..media import MediaLimits
+from ..media import MediaLimits, host_name
 
 MIN_SECRET_LENGTH = 16
-"""Webhook secrets shorter than this are refused: they can be guessed."""
+"""``[http] token`` and webhook secrets shorter than this are refused: they can be guessed."""
+
+
+def check_secret_length(value: str, *, what: str = "") -> str:
+    """``value`` when it has at least :data:`MIN_SECRET_LENGTH` characters.
+
+    Raises:
+        ValueError: it is shorter; the message says how long it is and what to do, never the value.
+    """
+    if len(value) < MIN_SECRET_LENGTH:
+        raise ValueError(
+            f"{what}is {len(value)} characters: use at least {MIN_SECRET_LENGTH} "
+            "(e.g. `openssl rand -hex 32`), or the hub refuses to start"
+        )
+    return value
 
 
 class _Section(BaseModel):
@@ -246,7 +261,29 @@ class HttpSection(_Section):
         256, ge=1, description="connections at once; when full, the oldest one still sending its request is dropped"
     )
     header_timeout: float = Field(10.0, gt=0, description="seconds a client has to send a request's headers")
-    body_timeout: float = Field(30.0, gt=0, description="seconds a client has to send a webhook's body")
+    body_timeout: float = Field(
+        30.0, gt=0, description="seconds a client has to send a request's body (a webhook's, a login's)"
+    )
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="addresses or networks (10.0.0.0/8) whose X-Forwarded-For is believed (login throttle, logs)",
+    )
+
+    @field_validator("token")
+    @classmethod
+    def _token(cls, v: str) -> str:
+        # empty: no token (the dashboard and the run events are off); else long enough to resist guessing
+        return check_secret_length(v) if v else v
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies(cls, v: list[str]) -> list[str]:
+        for entry in v:
+            try:
+                ipaddress.ip_network(entry.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address or a network like 10.0.0.0/8") from None
+        return [entry.strip() for entry in v]
 
 
 class WebhookSection(_Section):
@@ -269,9 +306,7 @@ class WebhookSection(_Section):
     def _secret(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("must not be empty (an unset ${VAR} gives an empty string)")
-        if len(v) < MIN_SECRET_LENGTH:
-            raise ValueError(f"is {len(v)} characters: use at least {MIN_SECRET_LENGTH} (e.g. `openssl rand -hex 32`)")
-        return v
+        return check_secret_length(v)
 
 
 _EVERY = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
@@ -380,17 +415,23 @@ class MediaSection(_Section):
     allowed_paths: list[str] = Field(
         default_factory=list, description="directories an action may return files from by path"
     )
+    decode_workers: int = Field(
+        2, ge=1, le=64, description="pictures and PDFs decoded at once, each in a worker process of its own"
+    )
+    decode_timeout: float = Field(
+        20.0, gt=0, le=600, description="seconds of wall clock, and of CPU, one file may take to decode (then stopped)"
+    )
+    decode_memory: int = Field(
+        512_000_000, ge=64_000_000, description="bytes of memory one decoding worker may take beyond its start"
+    )
+    decode_pixels: int = Field(
+        40_000_000, ge=1, description="pixels being decoded at once across all runs (a larger picture waits its turn)"
+    )
 
     @field_validator("url_hosts")
     @classmethod
     def _hosts(cls, v: list[str]) -> list[str]:
-        out = []
-        for host in v:
-            h = host.strip().lower().rstrip(".")
-            if not h or "/" in h or ":" in h or " " in h:
-                raise ValueError(f"{host!r} is not a host name (write example.com, not a URL)")
-            out.append(h)
-        return out
+        return [host_name(h) for h in v]
 
 
 _MCP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
@@ -550,6 +591,10 @@ class HubConfig(BaseModel):
             fetch_timeout=m.fetch_timeout,
             url_hosts=tuple(m.url_hosts),
             allowed_paths=tuple(str(self.resolve(p)) for p in m.allowed_paths),
+            decode_workers=m.decode_workers,
+            decode_timeout=m.decode_timeout,
+            decode_memory=m.decode_memory,
+            decode_pixels=m.decode_pixels,
         )
 
     def enabled_extensions(self) -> dict[str, dict[str, Any]]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
+from ..config import MIN_SECRET_LENGTH
 from ..errors import ActionError, ExtensionError
 from ..logs import Log, MediaPart
 from ._commands import Command
@@ -371,6 +372,12 @@ class Route:
             raise ExtensionError(extension, f"route {self.path!r}: {self.secret_header!r} is not a header name")
         if not self.secret:
             raise ExtensionError(extension, f"route {self.path!r}: needs a secret (requests are authenticated)")
+        if len(self.secret) < MIN_SECRET_LENGTH:
+            raise ExtensionError(
+                extension,
+                f"route {self.path!r}: its secret is {len(self.secret)} characters: it needs at least "
+                f"{MIN_SECRET_LENGTH}, or it can be guessed",
+            )
         if self.method not in ("POST", "PUT"):
             raise ExtensionError(extension, f"route {self.path!r}: method must be POST or PUT, not {self.method!r}")
 

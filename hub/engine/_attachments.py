@@ -7,8 +7,9 @@ the input that recorded it, only when the model can use it: a picture for a visi
 is a placeholder: kind, name, type, size. The bytes live in the run's
 :class:`~hub.media.RunMedia` until it ends; the stored logs and history keep references.
 
-A file over ``[media] max_bytes``, a decompression bomb, an archive or an executable is
-refused: the prompt says so, and when a message brought nothing but refused files,
+Pictures are decoded and PDFs read by the engine's :class:`~hub.engine.Decoder`, in worker
+processes bounded in time, CPU and memory. A file over ``[media] max_bytes``, a
+decompression bomb, one that takes too long to decode, an archive or an executable is refused: the prompt says so, and when a message brought nothing but refused files,
 :meth:`Attachments.refusal` is the reply the user gets without asking the model.
 """
 
@@ -28,9 +29,7 @@ from ..media import (
     check,
     data_url,
     display_name,
-    extract_text,
     human_size,
-    image_for_model,
     is_image,
     placeholder,
     readable,
@@ -161,16 +160,16 @@ class Attachments:
         return check(data, name=part.name, limits=limits)
 
     async def _read(self, run: Run, part: MediaPart, file: MediaFile) -> tuple[str, str | None]:
-        limits, media = self.limits, run.media
+        media = run.media
         seen = dataclasses.replace(part, mime=file.mime, size=file.size)  # what the content says
         if is_image(file.mime):
             if not self.vision:
                 return placeholder(seen, "a picture; this model does not see pictures"), None
-            mime, data = await asyncio.to_thread(image_for_model, file.data, limits=limits, name=file.name)
+            mime, data = await self.deps.decoder.image(file.data, name=file.name)
             media.images.append(data_url(mime, data))
             return placeholder(seen, f"picture {len(media.images)} of this run, attached"), None
         if readable(file.mime) and self.deps.config.media.read_files:
-            text = await asyncio.to_thread(extract_text, file, limits=limits)
+            text = await self.deps.decoder.text(file)
             text = self.deps.redactor.redact(text)  # a secret in a file is masked like one in a message
             return f"{placeholder(seen, 'its text follows')}\n{text}\n[end of {file.name}]", None
         return placeholder(seen, "shown by name only"), None

@@ -23,6 +23,7 @@ from ..protocol import PromptBuilder
 from ..redact import Redactor
 from ..store import InboxStore, MemoryStore, RunStore
 from ._agent_context import AgentContext
+from ._decoding import Decoder
 from ._hooks import Plugins
 from ._runner import Runner
 
@@ -62,6 +63,9 @@ class EngineDeps:
     redactor: Redactor
     hub: HubAPI
     """Handed to handlers as ``ctx.hub``; the engine itself never reads it."""
+    decoder: Decoder
+    """Where inbound pictures are decoded and PDFs read: worker processes, bounded (a component
+    of the hub's, built by the composition root)."""
     media_limits: MediaLimits = field(default_factory=MediaLimits)
     """``[media]``, read once (:meth:`HubConfig.media_limits`)."""
     bus: EventBus | None = None

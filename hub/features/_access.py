@@ -3,8 +3,11 @@
 A platform extension asks, for each direct message, ``await hub.access.check(platform, user,
 policy, allowed_users)`` and acts on the :class:`Decision`: ``allow`` (hand the message to
 the hub), ``pair`` (send ``decision.message``, which carries a one-time code, and nothing
-else: the message never reaches the model) or ``deny`` (drop it). The operator approves a
-code with ``hub pairing approve CODE``; approvals are kept by a :class:`~hub.store.PairingStore`
+else: the message never reaches the model) or ``deny`` (drop it). An unknown user is told a
+code once per code lifetime: ``decision.message`` is None while the code they were given is
+still valid, so unpaired users cannot make the bot send for them; a platform that could not
+deliver the code calls :meth:`Access.retract`, and the next message draws a new one. The
+operator approves a code with ``hub pairing approve CODE``; approvals are kept by a :class:`~hub.store.PairingStore`
 (SQLite in ``data/hub.db`` by default), so they survive restarts, and codes expire.
 """
 
@@ -52,6 +55,8 @@ class PairingError(HubError):
 class Decision:
     verdict: Literal["allow", "pair", "deny"]
     code: str | None = None
+    fresh: bool = False
+    """For ``pair``: the code was drawn for this message; the user has not been told it yet."""
 
     @property
     def allowed(self) -> bool:
@@ -59,8 +64,9 @@ class Decision:
 
     @property
     def message(self) -> str | None:
-        """What the platform sends back to a user who must pair (None otherwise)."""
-        if self.verdict != "pair":
+        """What the platform sends back to a user who must pair: once per code, with the
+        message that drew it (None otherwise: the user was told it already)."""
+        if self.verdict != "pair" or not self.fresh:
             return None
         return f"I don't know you yet. Ask my operator to run: hub pairing approve {self.code}"
 
@@ -77,7 +83,8 @@ class Access:
     ) -> Decision:
         """Whether ``user`` of ``platform`` may talk to the bot under ``policy``.
 
-        Under ``pairing`` an unknown user gets a code (the same one until it expires).
+        Under ``pairing`` an unknown user gets a code (the same one until it expires), and a
+        message to send only with the message that drew it.
 
         Raises:
             ConfigError: ``policy`` is not one of :data:`POLICIES`.
@@ -93,13 +100,20 @@ class Access:
         if known is not None and known.state == "approved":
             return Decision("allow")
         if known is not None and not known.expired(now) and known.code:
-            return Decision("pair", known.code)
+            return Decision("pair", known.code)  # told already: nothing to send
         for _ in range(5):  # a clash with another pending code is rare; draw again
             code = new_code()
             if await self.store.by_code(code) is None:
                 break
         await self.store.put(Pairing(platform, str(user), "pending", code, now, now + self.code_ttl))
-        return Decision("pair", code)
+        return Decision("pair", code, fresh=True)
+
+    async def retract(self, platform: str, user: str, code: str) -> None:
+        """The code could not be delivered: it expires now, so the user's next message draws
+        (and is told) a new one. Nothing changes if the user was approved meanwhile."""
+        known = await self.store.get(platform, str(user))
+        if known is not None and known.state == "pending" and known.code == code:
+            await self.store.put(replace(known, expires=time.time()))
 
     async def approve(self, code: str) -> Pairing:
         """Approve the pending pairing with ``code``.

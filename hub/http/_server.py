@@ -16,10 +16,12 @@ terminal state and outputs once it ends. An ``Idempotency-Key`` header makes a r
 answer ``200 {"duplicate": true}`` instead of running again. Nothing runs on a 4xx.
 
 Slow clients cannot hold the endpoint: each request's headers must arrive within
-``header_timeout`` and a webhook's body within ``body_timeout``, and at most
-``max_connections`` are open at once; when full, the oldest connection that has not yet
-proven anything (waiting for its headers, or sending an unverified body) is dropped. Those
-connection defences are in :mod:`hub.http`; this module holds the listener and the routes.
+``header_timeout`` and its body, whatever the route, within ``body_timeout`` and under a cap
+(``max_body``; 4 KB for a dashboard login), and at most ``max_connections`` are open at once;
+when full, the oldest connection that has not yet proven anything (waiting for its headers,
+or sending a body not yet read whole or verified) is dropped. The connection guard is in
+``_connections``, the security headers and the bearer check in ``_security``; this module
+holds the listener and the routes.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from ..config import HubConfig, WebhookSection
 from ..definitions import Route, RouteAnswer, RouteRequest
 from ..errors import ConfigError, RunError, StoreError
 from ..features import CONTENT_TYPE
-from ._connections import _Guard, _ProtocolLog
+from ._connections import _Connection, _Guard, _ProtocolLog
+from ._security import add_security_headers, bearer_matches
 from ._untrusted_json import UntrustedJSONError, load_json
 
 if TYPE_CHECKING:
@@ -55,6 +58,8 @@ log = logging.getLogger("hub.http")
 _TRUE = frozenset({"1", "true", "yes"})
 TIMESTAMP_TOLERANCE = 300.0
 """Seconds an ``X-Hub-Timestamp`` may differ from the hub's clock (as Slack and Stripe allow)."""
+LOGIN_MAX_BODY = 4096
+"""Bytes a dashboard login's body may have: a form with the token, nothing more."""
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 _IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,200}")
 
@@ -79,6 +84,14 @@ def http_component(config: HubConfig) -> HttpServer | None:
 
 def _error(status: int, message: str, **headers: str) -> web.Response:
     return web.json_response({"error": message}, status=status, headers=headers or None)
+
+
+def _unread(status: int, message: str) -> web.Response:
+    """An error answered before the body was read: the connection closes after it, rather
+    than wait (aiohttp's lingering) for a body its client may never send."""
+    resp = _error(status, message)
+    resp.force_close()
+    return resp
 
 
 def _denied(message: str) -> web.Response:
@@ -223,6 +236,7 @@ class HttpServer:
                 path = str(hub.config.path) if hub.config.path else None
                 raise ConfigError(str(e), path=path, key=f"webhooks.{name}.context") from e
         app = web.Application(client_max_size=cfg.max_body + 1, middlewares=[self._guarded])
+        app.on_response_prepare.append(add_security_headers)  # every response, raised ones too
         app.router.add_get("/healthz", self._healthz)
         if cfg.metrics:
             app.router.add_get("/metrics", self._metrics)
@@ -236,7 +250,11 @@ class HttpServer:
         self._events = EventRoutes(hub)
         self._events.add_to(app)
         self._add_dashboard(app, hub)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=_ProtocolLog(log, {}))
+        # lingering: after an answer given before its body was read (401, 408, 413), a client
+        # still sending gets a second to take it, not aiohttp's ten (the hub's stop waits on it)
+        runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, logger=_ProtocolLog(log, {}), lingering_time=1.0
+        )
         await runner.setup()
         assert runner.server is not None
         guard = _Guard(runner.server, limit=cfg.max_connections, header_timeout=cfg.header_timeout)
@@ -299,15 +317,17 @@ class HttpServer:
     async def _guarded(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
-        """Headers are in: stop the header deadline (a webhook proves itself later), and turn
-        failures into JSON answers: a failing store is 503, anything else a logged 500."""
+        """Headers are in: stop the header deadline; a body is read under its deadline and cap
+        before anything else looks at the request (see :meth:`_prove`); failures become JSON
+        answers: a failing store is 503, anything else a logged 500."""
         conn = self._guard.of(request) if self._guard is not None else None
         if conn is not None:
             conn.disarm()
-            # a webhook (ours or an extension's) proves itself with its secret, later
-            conn.proven = not (request.path.startswith("/webhooks/") or request.path in self._routes)
         try:
-            return await handler(request)
+            proven = await self._prove(request, conn)
+            if isinstance(proven, web.Response):
+                return proven
+            return await handler(proven)
         except web.HTTPException:
             raise
         except StoreError as e:
@@ -322,34 +342,65 @@ class HttpServer:
             if conn is not None and conn.transport is not None and not conn.transport.is_closing():
                 conn.wait_for_request()
 
+    async def _prove(self, request: web.Request, conn: _Connection | None) -> web.Request | web.Response:
+        """The request once it has shown what it is, or the refusal (408, 413).
+
+        A connection stays unproven, the first to be dropped when the endpoint is full, while
+        a body is still coming, whatever the route: a webhook (ours or an extension's) proves
+        itself with its secret and reads its own body under ``body_timeout``; every other body
+        (a dashboard login, a form) is read here, whole, under the same deadline and a cap
+        (:data:`LOGIN_MAX_BODY` for a login, ``max_body`` else), before its handler runs."""
+        signed = request.path.startswith("/webhooks/") or request.path in self._routes
+        if conn is not None:
+            conn.proven = not (signed or request.body_exists)
+        if signed or not request.body_exists:
+            return request
+        refused = request.match_info.http_exception
+        if refused is not None:  # a 404 or a 405: answered at once, its body unread, and the connection closed
+            answer = web.Response(status=refused.status, text=refused.text, headers=refused.headers)
+            answer.force_close()
+            return answer
+        cfg = self.hub.config.http
+        cap = LOGIN_MAX_BODY if request.path == "/ui/login" else cfg.max_body
+        if request.content_length is not None and request.content_length > cap:
+            return _unread(413, f"body is larger than {cap} bytes")
+        capped = request.clone(client_max_size=cap)
+        try:
+            async with asyncio.timeout(cfg.body_timeout):
+                await capped.read()  # kept: the handler's post() and read() answer from it
+        except TimeoutError:
+            return _unread(408, f"the body did not arrive within {cfg.body_timeout:g}s")
+        except web.HTTPRequestEntityTooLarge:
+            return _unread(413, f"body is larger than {cap} bytes")
+        if conn is not None:
+            conn.proven = True
+        return capped
+
     async def _healthz(self, request: web.Request) -> web.Response:
+        """``ok``, ``degraded`` or ``down``, to anyone (a load balancer's probe); the runs, the
+        queue and where the database is (its URL, the server's version) only with the
+        ``[http] token``, as ``/metrics`` and the run events need it."""
         hub = self.hub
         ok = hub.started
         databases, unreachable = await hub.store_health.databases() if ok else ([], None)
         degraded = "; ".join(p for p in (hub.store_health.problem() if ok else None, unreachable) if p) or None
-        body: dict[str, Any] = {
-            "status": ("degraded" if degraded else "ok") if ok else "unavailable",
-            "runs_running": hub.runner.running,
-            "queue_depth": hub.runner.queued,
-        }
+        status = 200 if ok and not degraded else 503
+        body: dict[str, Any] = {"status": ("degraded" if degraded else "ok") if ok else "down"}
+        assert hub.config.http is not None
+        if not bearer_matches(request, hub.config.http.token):
+            return web.json_response(body, status=status)
+        body.update(runs_running=hub.runner.running, queue_depth=hub.runner.queued)
         if databases:  # usually one: the database every store shares
             body["database"] = databases[0] if len(databases) == 1 else databases
         if degraded:
             body["store"] = degraded
-        return web.json_response(body, status=200 if ok and not degraded else 503)
+        return web.json_response(body, status=status)
 
     async def _metrics(self, request: web.Request) -> web.Response:
         assert self.hub.config.http is not None
         token = self.hub.config.http.token
-        if token:
-            auth = request.headers.get("Authorization", "")
-            scheme, _, given = auth.partition(" ")
-            if not (
-                auth.isascii()
-                and scheme.lower() == "bearer"
-                and hmac.compare_digest(given.strip().encode(), token.encode())
-            ):
-                return _denied("/metrics needs Authorization: Bearer TOKEN (the [http] token)")
+        if token and not bearer_matches(request, token):
+            return _denied("/metrics needs Authorization: Bearer TOKEN (the [http] token)")
         resp = web.Response(body=self.hub.metrics.render())
         resp.headers["Content-Type"] = CONTENT_TYPE
         return resp
@@ -453,5 +504,5 @@ class HttpServer:
                         return too_large
                     chunks.append(chunk)
         except TimeoutError:
-            return _error(408, f"the body did not arrive within {cfg.body_timeout:g}s", Connection="close")
+            return _unread(408, f"the body did not arrive within {cfg.body_timeout:g}s")
         return b"".join(chunks)

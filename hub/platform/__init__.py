@@ -4,13 +4,16 @@ Splitting long text (:func:`split_message`), an outbound :class:`Governor` (paci
 ``retry_after``, retries), the one :class:`Backoff`, a :class:`TypingIndicator`, the
 :func:`reply_target` lookup, a :class:`LoopGuard` for bot-to-bot exchanges,
 :class:`AllowList`, the base of every platform's settings (:class:`PlatformSettings`) and
-:func:`quiet_loggers` for a client library's chatter, :func:`private_access`
-(``dm_policy`` applied to a private message), :class:`LiveMessage` (a reply edited in
+:func:`quiet_loggers` for a client library's chatter, :func:`check_secret_length` (a webhook
+secret's rule: at least :data:`MIN_SECRET_LENGTH` characters), :func:`private_access`
+(``dm_policy`` applied to a private message) and :func:`send_pairing_code` (its code, once,
+off the intake path), :class:`LiveMessage` (a reply edited in
 place while the model writes it, for ``live = true``), :class:`LeaseKeeper` (a listener that must run on one worker
 only runs while it holds the lease; get one from ``hub.lease(name)``), and for files :func:`fetch_url` (a
-download capped at a size), :func:`display_name` and :func:`human_size`; for chat commands
-:func:`parse_command` (``/name args`` in a message's text) and :class:`CommandInfo` (a command
-as ``hub.commands.menu(...)`` lists it).
+download capped at a size while it is read; with :class:`MediaHosts`, only from the platform's
+media hosts at public addresses), :func:`read_capped` (a local file, capped), :func:`display_name`
+and :func:`human_size`; for chat commands :func:`parse_command` (``/name args`` in a message's
+text) and :class:`CommandInfo` (a command as ``hub.commands.menu(...)`` lists it).
 
 The core never names a platform; extensions map their client's errors onto
 :class:`RateLimited`, :class:`TransientSendError` and :class:`PermanentSendError` and send
@@ -22,11 +25,12 @@ send that finally fails is a failed output in the run's log, never reported as s
 from __future__ import annotations
 
 from ..backoff import Backoff
+from ..config import MIN_SECRET_LENGTH, check_secret_length
 from ..engine import CommandInfo
 from ..logging_setup import quiet_loggers
-from ..media import display_name, fetch_url, human_size
+from ..media import MediaHosts, Resolve, display_name, fetch_url, host_name, human_size, read_capped
 from ..store import Lease, LeaseKeeper
-from ._access import private_access
+from ._access import private_access, send_pairing_code
 from ._audience import AllowList, LoopGuard
 from ._commands import parse_command
 from ._live_message import LiveMessage, LiveResult, balance_fences, live_drafts
@@ -41,6 +45,8 @@ __all__ = [
     "OutboundLimiter",
     "RedisLimiter",
     "Backoff",
+    "MIN_SECRET_LENGTH",
+    "check_secret_length",
     "Lease",
     "LeaseKeeper",
     "split_message",
@@ -58,7 +64,12 @@ __all__ = [
     "PlatformSettings",
     "quiet_loggers",
     "private_access",
+    "send_pairing_code",
     "fetch_url",
+    "read_capped",
+    "MediaHosts",
+    "Resolve",
+    "host_name",
     "display_name",
     "human_size",
     "LiveMessage",

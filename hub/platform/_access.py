@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from ..features import Access, Decision
 from ._audience import AllowList
+from ._send import SendFailed
 
 if TYPE_CHECKING:
     from ._settings import PlatformSettings
 
-__all__ = ["private_access"]
+__all__ = ["private_access", "send_pairing_code"]
+
+log = logging.getLogger("hub.platform")
 
 
 async def private_access(
@@ -33,3 +38,35 @@ async def private_access(
     if listed and listed.allows(user, *aliases):
         return Decision("allow")
     return await access.check(platform, str(user), policy, ())
+
+
+def send_pairing_code(
+    access: Access,
+    create_task: Callable[..., Any],
+    platform: str,
+    user: Any,
+    decision: Decision,
+    send: Callable[[str], Awaitable[Any]],
+) -> None:
+    """Send ``decision.message`` (a pairing code, once per code) in the background through
+    ``send`` (the platform's paced, retried sender), never on the intake path: a poller or a
+    webhook is not held up by the pacing of replies to strangers. A code that cannot be
+    delivered is retracted, so the user's next message draws a new one.
+
+    ``create_task`` is the hub's (``hub.create_task``): the send is tracked and ends with the hub.
+    """
+    text, code = decision.message, decision.code
+    if text is None or code is None:
+        return
+
+    async def deliver() -> None:
+        try:
+            await send(text)
+        except SendFailed as e:
+            log.warning(
+                "%s: the pairing code for user %s was not sent (%s): the next message draws another", platform, user, e
+            )
+            await access.retract(platform, str(user), code)
+
+    task: Coroutine[Any, Any, None] = deliver()
+    create_task(task, name=f"{platform}: pairing code for user {user}")

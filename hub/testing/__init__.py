@@ -2,7 +2,8 @@
 
 - :class:`ScriptedModel`: the model, scripted; streams its responses in awkward chunks.
 - :class:`FakeServer`: the base of every loopback fake of a remote API (a real aiohttp
-  server on 127.0.0.1), with a request log, failure injection (``fail_next``) and waits.
+  server on 127.0.0.1), with a request log, failure injection (``fail_next``) and waits;
+  :func:`loopback_resolver` points a platform's media host names at such a fake.
 - :class:`FakeOpenAI`: OpenAI's chat completions, for the real ``openai`` client (also the
   server the benchmarks run against: ``python -m hub.testing.openai``); :func:`tool_turn`
   scripts an answer of native tool calls, streamed as the API streams them.
@@ -20,7 +21,7 @@ from typing import Any
 
 from ..models.scripted import ScriptedModel
 from .config import temp_config
-from .fakes import Failure, FakeServer, Recorded
+from .fakes import Failure, FakeServer, Recorded, loopback_resolver
 from .pictures import image_bytes, png
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "ToolTurn",
     "image_bytes",
     "load_script",
+    "loopback_resolver",
     "png",
     "temp_config",
     "tool_turn",

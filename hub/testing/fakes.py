@@ -10,19 +10,40 @@ Shared by all of them (``FakeServer``): ``requests`` (every request received, in
 ``sent`` (every message the bot sent), ``fail_next(name, status=..., count=...)`` to make
 the next calls of an endpoint fail, ``failures`` (the injected failures actually served),
 ``await wait_sent(n)`` / ``await wait_for(predicate)`` and ``calls(name)``.
+
+A fake that serves files at a platform's media host (Discord's CDN, X's pictures) serves
+them under that host's real name on its loopback port, and the extension under test is
+given :func:`loopback_resolver` for those names: its downloads go through the real host and
+address rules (``hub.platform.MediaHosts``), with only the lookup of those names pointed here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
-__all__ = ["FakeServer", "Failure", "Recorded"]
+from ..media import Resolve, public_addresses
+
+__all__ = ["FakeServer", "Failure", "Recorded", "loopback_resolver"]
+
+
+def loopback_resolver(*names: str) -> Resolve:
+    """A resolver that answers 127.0.0.1 for ``names`` (a fake's stand-ins for a platform's
+    media hosts) and resolves every other host as the hub does, public addresses only: a
+    test's URL to anything else (``localhost``, an IP of a private network) is still refused."""
+    faked = {n.lower().rstrip(".") for n in names}
+
+    async def resolve(host: str, port: int) -> Sequence[str]:
+        if host.lower().rstrip(".") in faked:
+            return ["127.0.0.1"]
+        return await public_addresses(host, port)
+
+    return resolve
 
 
 @dataclass

@@ -15,7 +15,7 @@ import pytest
 from hub import ConfigError, Extension, ExtensionError, Hub, HubConfig, Route, RouteAnswer, RouteRequest
 from hub.config import HttpSection
 
-SECRET = "route-secret_1"
+SECRET = "route-secret_0123456789"  # 16 characters at least, as every webhook secret
 HEADER = "X-Platform-Secret"
 
 
@@ -97,6 +97,10 @@ def test_a_route_needs_a_secret_and_a_unique_path(config: HubConfig, make_chat_h
     received = Received()
     with pytest.raises(ExtensionError, match="needs a secret"):
         make_chat_hub(extra=[Extension(name="p", routes=[Route("/p", received.handle, HEADER, "")])])
+    short = "q7" * 7  # 14 characters: found by trying
+    with pytest.raises(ExtensionError, match="its secret is 14 characters: it needs at least 16") as e:
+        make_chat_hub(extra=[Extension(name="p", routes=[Route("/p", received.handle, HEADER, short)])])
+    assert short not in str(e.value)
     other = Extension(name="other", routes=[Route("/platform/updates", received.handle, HEADER, SECRET)])
     with pytest.raises(ExtensionError, match="route '/platform/updates' is already defined by extension 'platform'"):
         make_chat_hub(extra=[platform(received), other])

@@ -14,13 +14,16 @@ from hub import HubConfig
 from hub.config import HttpSection
 from hub.errors import StoreError
 
+TOKEN = "outage-token-0123456789"
+BEARER = {"Authorization": f"Bearer {TOKEN}"}  # /healthz tells why it is degraded to the token only
+
 
 def _samples(text: str) -> dict[str, float]:
     return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
 
 
 async def test_an_outage_turns_healthz_degraded_and_is_counted(config: HubConfig, make_hub) -> None:
-    config.http = HttpSection(port=0)
+    config.http = HttpSection(port=0, token=TOKEN)
     hub = make_hub()
     db = hub._db
     assert db is not None
@@ -36,10 +39,12 @@ async def test_an_outage_turns_healthz_degraded_and_is_counted(config: HubConfig
                 await hub.memory.set("memory:cli:session:x", {"n": 1})
             assert ei.value.store == "sqlite" and ei.value.operation == "write"
             async with session.get(f"{base}/healthz") as resp:
+                assert resp.status == 503 and await resp.json() == {"status": "degraded"}  # no detail without the token
+            async with session.get(f"{base}/healthz", headers=BEARER) as resp:
                 body = await resp.json()
                 assert resp.status == 503 and body["status"] == "degraded"
                 assert "database is locked" in body["store"]
-            async with session.get(f"{base}/metrics") as resp:
+            async with session.get(f"{base}/metrics", headers=BEARER) as resp:
                 got = _samples(await resp.text())
             assert got["hub_store_failed_writes_total"] >= 1
             assert got["hub_store_errors_total"] >= 1
@@ -51,7 +56,7 @@ async def test_an_outage_turns_healthz_degraded_and_is_counted(config: HubConfig
         assert await hub.memory.get("memory:cli:session:x") == {"n": 2}
         async with session.get(f"{base}/healthz") as resp:
             assert resp.status == 200 and (await resp.json())["status"] == "ok"
-        async with session.get(f"{base}/metrics") as resp:
+        async with session.get(f"{base}/metrics", headers=BEARER) as resp:
             assert _samples(await resp.text())["hub_store_degraded"] == 0
 
 

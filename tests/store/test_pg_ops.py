@@ -41,11 +41,15 @@ async def test_check_says_in_one_line_why_it_cannot_connect(config: HubConfig, c
 
 
 async def test_healthz_reports_the_database(config: HubConfig, make_hub) -> None:
-    config.http = HttpSection(port=0)
+    token = "pg-ops-token-0123456789"
+    config.http = HttpSection(port=0, token=token)
     async with temporary_schema() as url:
         config.store.url = url
         async with make_hub() as hub, aiohttp.ClientSession() as session:
-            async with session.get(f"http://127.0.0.1:{hub.http.port}/healthz") as resp:
+            url = f"http://127.0.0.1:{hub.http.port}/healthz"
+            async with session.get(url) as resp:  # anyone: the status, nothing of the database
+                assert resp.status == 200 and await resp.json() == {"status": "ok"}
+            async with session.get(url, headers={"Authorization": f"Bearer {token}"}) as resp:
                 body = await resp.json()
     assert resp.status == 200 and body["status"] == "ok"
     db = body["database"]

@@ -71,6 +71,20 @@ def test_wrong_tokens_are_throttled_per_address() -> None:
     assert len(throttle._failures) == 2 and "a" not in throttle._failures
 
 
+def test_wrong_tokens_are_also_counted_across_all_addresses() -> None:
+    """Rotating source addresses buys no more guesses: past ``global_limit`` failures from
+    anyone within the window, every address waits, a fresh one too."""
+    clock = Clock()
+    throttle = LoginThrottle(limit=3, global_limit=5, window=60, clock=clock)
+    for i in range(5):
+        assert throttle.wait(f"10.0.0.{i}") == 0
+        throttle.failed(f"10.0.0.{i}")
+        clock.now += 1
+    assert throttle.wait("10.9.9.9") == 55 and throttle.everyone_waits()  # until the first failure leaves
+    clock.now += 55
+    assert throttle.wait("10.9.9.9") == 0 and not throttle.everyone_waits()
+
+
 def test_sparklines_scale_to_their_maximum_and_leave_gaps() -> None:
     from hub.http.dashboard import sparkline
 

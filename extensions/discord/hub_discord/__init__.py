@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from hub import Context, Extension, Input, LiveText, Service, output
-from hub.platform import quiet_loggers
+from hub.platform import Resolve, quiet_loggers
 
 from ._bot import (
     MAX_LENGTH,
@@ -30,7 +30,7 @@ from ._bot import (
     intents,
     start_error,
 )
-from ._settings import DiscordChannel, DiscordSettings
+from ._settings import MEDIA_HOSTS, DiscordChannel, DiscordSettings
 
 __all__ = [
     "DiscordSettings",
@@ -42,6 +42,7 @@ __all__ = [
     "intents",
     "start_error",
     "MAX_LENGTH",
+    "MEDIA_HOSTS",
     "SAFE_MENTIONS",
     "MessageAttributes",
 ]
@@ -63,10 +64,12 @@ class MessageAttributes(BaseModel):
     )
 
 
-def extension(settings: DiscordSettings) -> Extension:
-    """The Discord extension for ``[extensions.discord]``."""
+def extension(settings: DiscordSettings, *, resolve: Resolve | None = None) -> Extension:
+    """The Discord extension for ``[extensions.discord]``. ``resolve`` finds the addresses of
+    attachment hosts (default: the system's resolver, public addresses only; tests route
+    their fake CDN's name to it)."""
     quiet_loggers("discord")  # discord.py logs every gateway event at INFO
-    bot = DiscordBot(settings)
+    bot = DiscordBot(settings, resolve=resolve)
     channel: Context[DiscordChannel, dict[str, Any]] = Context(
         type="discord:channel",
         schema=DiscordChannel,

@@ -26,9 +26,11 @@ from hub.platform import (
     Backoff,
     Governor,
     LiveMessage,
+    MediaHosts,
     PermanentSendError,
     RateLimit,
     RateLimited,
+    Resolve,
     SendFailed,
     TransientSendError,
     TypingIndicator,
@@ -37,6 +39,7 @@ from hub.platform import (
     live_drafts,
     private_access,
     reply_target,
+    send_pairing_code,
     split_message,
 )
 
@@ -54,7 +57,7 @@ from ._messages import (
     media_of,
     message_text,
 )
-from ._settings import DiscordSettings
+from ._settings import MEDIA_HOSTS, DiscordSettings
 
 if TYPE_CHECKING:
     from hub import Hub, LiveText, RunContext, Submission
@@ -102,9 +105,13 @@ class _Client(discord.Client):
 class DiscordBot:
     """The service, the listener and the sender of the Discord extension."""
 
-    def __init__(self, settings: DiscordSettings) -> None:
+    def __init__(self, settings: DiscordSettings, *, resolve: Resolve | None = None) -> None:
         self.settings = settings
         self.client: _Client | None = None
+        # attachments come only from Discord's media hosts (and the config's), at public
+        # addresses; ``resolve`` is a test's way to its loopback fake
+        hosts = (*MEDIA_HOSTS, *settings.media_hosts)
+        self.media_hosts = MediaHosts(hosts) if resolve is None else MediaHosts(hosts, resolve)
         self.governor = Governor(
             "discord",
             per_chat=RateLimit(*settings.channel_rate),
@@ -402,29 +409,31 @@ class DiscordBot:
             self.typing.watch(channel_id, sub.result)
 
     async def _private_allows(self, message: discord.Message) -> bool:
-        """``dm_policy`` in a DM; an unknown user under ``"pairing"`` is sent the code."""
-        if self._hub is None:
+        """``dm_policy`` in a DM; an unknown user under ``"pairing"`` is sent the code, once,
+        in the background (the gateway's events go on meanwhile)."""
+        hub = self._hub
+        if hub is None:
             return False
         author = message.author.id
-        decision = await private_access(self._hub.access, "discord", self.settings, author)
+        decision = await private_access(hub.access, "discord", self.settings, author)
         if decision.allowed:
             return True
-        if decision.message is None:
+        client = self.client
+        if decision.verdict != "pair":
             log.info(
                 "discord: user %s is not on allowed_users (dm_policy = %s): DM ignored", author, self.settings.dm_policy
             )
-            return False
-        log.info("discord: user %s is not paired: sent them a pairing code", author)
-        client = self.client
-        if client is None:
-            return False
-        channel = client.get_partial_messageable(message.channel.id)
-        text = decision.message
-        # through the governor (paced, retried); the user gets the same code with their next DM
-        try:
-            await self.governor.send(message.channel.id, lambda: self._post(channel, text, None))
-        except SendFailed as e:
-            log.warning("discord: the pairing code for user %s was not sent: %s", author, e)
+        elif decision.message is None:
+            log.info("discord: user %s is not paired and was told their code already: DM ignored", author)
+        elif client is not None:
+            log.info("discord: user %s is not paired: sending them a pairing code", author)
+            channel_id = message.channel.id
+            channel = client.get_partial_messageable(channel_id)
+
+            async def send(text: str) -> Any:  # through the governor: paced, retried
+                return await self.governor.send(channel_id, lambda: self._post(channel, text, None))
+
+            send_pairing_code(hub.access, hub.create_task, "discord", author, decision, send)
         return False
 
     # --- typing -------------------------------------------------------------------------
@@ -436,8 +445,10 @@ class DiscordBot:
     # --- the output -----------------------------------------------------------------------
 
     async def fetch(self, part: MediaPart, max_bytes: int) -> bytes:
-        """An attachment's bytes from its CDN URL, at most ``max_bytes`` (read in chunks)."""
-        return await fetch_url(part.ref, max_bytes=max_bytes, name=part.name)
+        """An attachment's bytes from its CDN URL, at most ``max_bytes`` (capped while read),
+        only from Discord's media hosts: a message cannot make the hub fetch from elsewhere
+        (the loopback, a cloud's metadata address)."""
+        return await fetch_url(part.ref, max_bytes=max_bytes, name=part.name, hosts=self.media_hosts)
 
     async def send_message(self, content: str, ctx: RunContext, files: list[MediaFile] | None = None) -> dict[str, Any]:
         """Send ``content`` to the run's channel: split at 2000 characters with code fences

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 
-from hub.platform import PlatformSettings
+from hub.platform import PlatformSettings, host_name
 
-__all__ = ["DiscordSettings", "DiscordChannel"]
+__all__ = ["DiscordSettings", "DiscordChannel", "MEDIA_HOSTS"]
+
+MEDIA_HOSTS = ("cdn.discordapp.com", "media.discordapp.net")
+"""Where Discord serves attachments: an attachment's URL elsewhere is never fetched."""
 
 
 class DiscordSettings(PlatformSettings):
@@ -52,6 +55,14 @@ class DiscordSettings(PlatformSettings):
     lease_ttl: float = Field(30.0, ge=1, le=3600)
     """Seconds a shard's lease lasts unrenewed: how long a dead worker's shards stay
     disconnected before another worker sharing the store takes them over."""
+    media_hosts: list[str] = Field(default_factory=list)
+    """Hosts added to :data:`MEDIA_HOSTS` that attachments may be fetched from (a host, or
+    any host under it); an attachment is fetched only from them, and only at public addresses."""
+
+    @field_validator("media_hosts")
+    @classmethod
+    def _media_hosts(cls, v: list[str]) -> list[str]:
+        return [host_name(h) for h in v]
 
     @field_validator("token")
     @classmethod

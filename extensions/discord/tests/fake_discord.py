@@ -45,7 +45,11 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from hub.testing import Failure, FakeServer, Recorded
+from hub.testing import Failure, FakeServer, Recorded, loopback_resolver
+
+CDN_HOST = "cdn.discordapp.com"
+"""Attachments are served under Discord's own CDN name, on this fake's port: the extension
+under test gets ``FakeDiscord.resolve`` (that name, and only it, is 127.0.0.1)."""
 
 __all__ = ["FakeDiscord", "DiscordState", "GatewaySession"]
 
@@ -94,6 +98,9 @@ class DiscordState:
     """Attachment id → the bytes its CDN URL serves."""
     downloads: list[int] = field(default_factory=list)
     """Attachment ids fetched from the CDN, in order."""
+    metadata_reads: list[str] = field(default_factory=list)
+    """Paths read under ``/latest/meta-data/``: a cloud's metadata service, which no
+    attachment URL may reach."""
     edits: list[dict[str, Any]] = field(default_factory=list)
     """Each edit of a bot message: ``channel_id``, ``id``, ``content`` after it."""
     deleted: list[int] = field(default_factory=list)
@@ -156,6 +163,11 @@ class FakeDiscord(FakeServer):
         self.guild_id = self.add_guild("Test Guild")
         self.channel_id = self.add_text_channel(self.guild_id, "general")
         self.dm_channel_id = self.add_dm_channel(self.user_id)
+        self.resolve = loopback_resolver(CDN_HOST)
+
+    @property
+    def cdn_url(self) -> str:
+        return f"http://{CDN_HOST}:{self.port}"
 
     # -- world building -----------------------------------------------------------------------
 
@@ -324,10 +336,11 @@ class FakeDiscord(FakeServer):
         author_id: int | None = None,
         *,
         size: int | None = None,
+        url: str | None = None,
     ) -> int:
         """A MESSAGE_CREATE carrying ``files`` (``(name, content_type, bytes)``), served at
-        their CDN URLs on this fake; ``size`` overrides the size Discord reports. Returns the
-        message id."""
+        their CDN URLs on this fake; ``size`` overrides the size Discord reports, ``url`` the
+        URL (a hostile one). Returns the message id."""
         author_id = self.user_id if author_id is None else author_id
         if author_id not in self.state.users:
             self.add_user(author_id, f"user{author_id}")
@@ -341,14 +354,14 @@ class FakeDiscord(FakeServer):
         for name, content_type, data in files:
             aid = self._snowflake()
             self.state.attachments[aid] = data
-            url = f"{self.base_url}/attachments/{channel_id}/{aid}/{name}"
+            where = url or f"{self.cdn_url}/attachments/{channel_id}/{aid}/{name}"
             attachments.append(
                 {
                     "id": str(aid),
                     "filename": name,
                     "size": len(data) if size is None else size,
-                    "url": url,
-                    "proxy_url": url,
+                    "url": where,
+                    "proxy_url": where,
                     "content_type": content_type,
                 }
             )
@@ -364,6 +377,11 @@ class FakeDiscord(FakeServer):
         if aid not in self.state.attachments:
             return web.Response(status=404, text="Not Found")
         return web.Response(body=self.state.attachments[aid], content_type="application/octet-stream")
+
+    async def _metadata(self, request: web.Request) -> web.Response:
+        self.state.metadata_reads.append(request.match_info["tail"])
+        self._notify()
+        return web.Response(text="AccessKeyId=AKIAFAKEMETADATA SecretAccessKey=metadata-secret-0123")
 
     def _message_payload(
         self,
@@ -457,6 +475,7 @@ class FakeDiscord(FakeServer):
         app.router.add_get("/gateway", self._gateway)
         app.router.add_get("/resume", self._gateway)
         app.router.add_get("/attachments/{channel_id}/{attachment_id}/{filename}", self._attachment)
+        app.router.add_get("/latest/meta-data/{tail:.*}", self._metadata)
         routes = [
             ("GET", "/users/@me", self._get_me),
             ("GET", "/oauth2/applications/@me", self._get_application),

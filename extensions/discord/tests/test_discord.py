@@ -123,7 +123,7 @@ async def running(
         cfg.hub.shutdown_grace = 1.0
         model = model or ScriptedModel(responses, default=default)
         settings.setdefault("guild_ready_timeout", 0.05)
-        ext = extension(DiscordSettings(token="fake-token", **settings))
+        ext = extension(DiscordSettings(token="fake-token", **settings), resolve=dc.resolve)
         hub = Hub(cfg, model=model, load_extensions=False, extensions=[ext, *extensions])
         async with hub:
             yield Running(hub, dc, model)

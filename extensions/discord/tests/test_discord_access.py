@@ -34,9 +34,11 @@ async def test_pairing_sends_a_code_and_nothing_reaches_the_model_until_approved
             match = CODE.search(sent["content"])
             assert match is not None, sent["content"]
             code = match.group(1)
+            again = dc.push_message(dm, "hello? hello?", author_id=stranger)  # told already: no second code
             # guild channels are not private: a mention there is answered as before
             sentinel = await r.sentinel()
-            assert await r.recorded(first, sentinel) == [False, True]
+            assert await r.recorded(first, again, sentinel) == [False, False, True]
+            assert [s["channel_id"] for s in dc.sent].count(dm) == 1
             assert len(r.model.requests) == 1
             (pending,) = await r.hub.access.list()
             assert (pending.platform, pending.user, pending.state) == ("discord", str(stranger), "pending")

@@ -110,3 +110,44 @@ async def test_an_action_png_is_sent_as_an_attachment(
             dc.push_message(dc.dm_channel_id, "draw it")
             (sent,) = await dc.wait_sent(1)
     assert sent["content"] == "Here it is" and sent["files"] == {"chart.png": chart_png}
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "http://127.0.0.1:{port}/latest/meta-data/iam/security-credentials/role",  # the probe's
+        "http://localhost:{port}/latest/meta-data/x",
+        "http://169.254.169.254/latest/meta-data/x",
+        "http://[::1]:{port}/latest/meta-data/x",
+        "http://cdn.discordapp.com.evil.example:{port}/latest/meta-data/x",
+    ],
+)
+async def test_an_attachment_off_discords_media_hosts_is_never_fetched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Issue 24, finding 7: an attachment whose URL pointed at 127.0.0.1 was fetched and its
+    body (a cloud's metadata) reached the prompt. Now only Discord's media hosts are fetched
+    from, at public addresses."""
+    async with FakeOpenAI(default=answer("Hm.")) as ai:
+        async with with_model(tmp_path, monkeypatch, ai, vision=False) as dc:
+            url = where.format(port=dc.port)
+            dc.push_attachments(dc.dm_channel_id, [("notes.txt", "text/plain", b"")], "read this", url=url)
+            (sent,) = await dc.wait_sent(1)
+    assert sent["content"] == "Hm."
+    assert dc.state.metadata_reads == []
+    prompt = ai.prompt(0)
+    assert "metadata-secret" not in prompt and "AKIA" not in prompt
+    assert "notes.txt" in prompt and "not one of the platform's media hosts" in prompt
+
+
+async def test_a_media_host_that_resolves_to_a_private_address_is_refused(tmp_path: Path) -> None:
+    """The address rule holds whatever the name: a host added to media_hosts that resolves
+    to the loopback (the system's resolver, no test seam) is not connected to."""
+    from hub import MediaRefused
+    from hub.platform import MediaHosts, fetch_url
+
+    async with FakeDiscord() as dc:
+        hosts = MediaHosts(("localhost",))  # the default resolver: public addresses only
+        with pytest.raises(MediaRefused, match="not a public address"):
+            await fetch_url(f"http://localhost:{dc.port}/latest/meta-data/x", max_bytes=1000, hosts=hosts)
+        assert dc.state.metadata_reads == []

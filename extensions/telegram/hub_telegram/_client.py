@@ -8,11 +8,14 @@ sent again as plain text. The token never reaches a log line.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 import warnings
 from collections.abc import Awaitable, Callable
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import telegram
 from telegram import ReplyParameters, User
@@ -27,7 +30,7 @@ from telegram.error import (
 )
 from telegram.request import HTTPXRequest
 
-from hub import ExtensionError, MediaError, MediaFile, MediaPart, MediaTooLarge
+from hub import ExtensionError, MediaError, MediaFile, MediaPart, MediaRefused, MediaTooLarge
 from hub.platform import (
     Governor,
     PermanentSendError,
@@ -35,7 +38,9 @@ from hub.platform import (
     RateLimited,
     SendFailed,
     TransientSendError,
+    fetch_url,
     human_size,
+    read_capped,
     split_message,
     utf16_len,
 )
@@ -86,6 +91,16 @@ def map_error(e: TelegramError) -> Exception:
     if isinstance(e, NetworkError):  # TimedOut, 5xx, refused connections
         return TransientSendError(f"{type(e).__name__}: {e}")
     return PermanentSendError(f"{type(e).__name__}: {e}")  # Forbidden, ChatMigrated, InvalidToken, ...
+
+
+def _file_api_path(path: str) -> bool:
+    """Whether ``path`` is a file API path as Telegram gives them (``photos/file_7.jpg``):
+    relative, without ``..``, a scheme, a backslash or a control character."""
+    if not path or path.startswith("/") or "://" in path or "\\" in path:
+        return False
+    if any(ord(c) < 0x20 or c == "\x7f" for c in path):
+        return False
+    return ".." not in PurePosixPath(path).parts
 
 
 def _rate(per_second: float) -> RateLimit:
@@ -161,6 +176,7 @@ class TelegramClient:
             # replies to many chats at once; the long poll gets its own connection
             request=HTTPXRequest(connection_pool_size=32, read_timeout=15.0),
             get_updates_request=HTTPXRequest(connection_pool_size=1),
+            local_mode=self.settings.local_mode,
         )
         try:
             await self.ensure_ready()
@@ -313,19 +329,21 @@ class TelegramClient:
     async def fetch(self, part: MediaPart, max_bytes: int) -> bytes:
         """The bytes of a file a message carried (``getFile``, then its download), in memory.
 
+        The download is ours, not python-telegram-bot's, which reads any ``file_path`` that
+        exists on the local disk: the path comes from the Bot API server, which is not trusted
+        with the disk. It is fetched over HTTP from the file API, streamed under ``max_bytes``
+        whatever size ``getFile`` claimed; only with ``local_mode = true`` is an absolute path
+        read from the disk (a local Bot API server's own files), capped as well.
+
         Raises:
-            MediaTooLarge: over ``max_bytes`` (told by getFile, before any download), or over
-                the 20 MB the Bot API serves to bots.
+            MediaTooLarge: over ``max_bytes`` (told by getFile, before any download, or found
+                while reading), or over the 20 MB the Bot API serves to bots.
+            MediaRefused: a file path that is neither the file API's nor, in local mode, a local one.
             MediaError: Telegram refused or could not be reached.
         """
         name = part.name
         try:
             file = await self.bot.get_file(part.ref)
-            if file.file_size is not None and file.file_size > max_bytes:
-                raise MediaTooLarge(
-                    f"it is {human_size(file.file_size)}, over the {human_size(max_bytes)} limit per file", name=name
-                )
-            data = bytes(await file.download_as_bytearray())
         except BadRequest as e:
             if "too big" in str(e).lower():
                 raise MediaTooLarge(
@@ -334,11 +352,23 @@ class TelegramClient:
             raise MediaError(f"Telegram refused it ({e})", name=name) from e
         except TelegramError as e:
             raise MediaError(f"it could not be fetched from Telegram ({type(e).__name__}: {e})", name=name) from e
-        if len(data) > max_bytes:
+        if file.file_size is not None and file.file_size > max_bytes:
             raise MediaTooLarge(
-                f"it is {human_size(len(data))}, over the {human_size(max_bytes)} limit per file", name=name
+                f"it is {human_size(file.file_size)}, over the {human_size(max_bytes)} limit per file", name=name
             )
-        return data
+        # PTB prefixes the file API's URL unless the path exists on this disk: take it off again
+        files = self.bot.base_file_url + "/"
+        given = file.file_path or ""
+        path = given[len(files) :] if given.startswith(files) else given
+        if self.settings.local_mode and PurePosixPath(path).is_absolute():
+            return await asyncio.to_thread(read_capped, path, max_bytes=max_bytes, name=name)
+        if not _file_api_path(path):
+            raise MediaRefused(
+                "Telegram named it by a path outside its file API, which is not read"
+                + ("" if self.settings.local_mode else " (a local Bot API server needs local_mode = true)"),
+                name=name,
+            )
+        return await fetch_url(files + quote(path), max_bytes=max_bytes, name=name)
 
     async def send_file(
         self,

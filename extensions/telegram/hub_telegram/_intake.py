@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from telegram import Update
 
-from hub.platform import AllowList, SendFailed, TypingIndicator, private_access
+from hub.platform import AllowList, TypingIndicator, private_access, send_pairing_code
 
 from ._client import TelegramClient
 from ._commands import TelegramCommands
@@ -100,24 +100,30 @@ class Intake:
             self.typing.watch(verdict.chat_id, sub.result)
 
     async def _private_allows(self, verdict: Inbound, names: tuple[str | None, ...]) -> bool:
-        """``dm_policy`` in a private chat; an unknown user under ``"pairing"`` is sent the code."""
+        """``dm_policy`` in a private chat; an unknown user under ``"pairing"`` is sent the
+        code, once, in the background (the poller or the webhook goes on meanwhile)."""
         decision = await private_access(self.hub.access, "telegram", self.settings, verdict.user_id, *names)
         if decision.allowed:
             return True
-        if decision.message is None:
+        if decision.verdict != "pair":
             log.info(
                 "telegram: user %s is not on allowed_users (dm_policy = %s): ignored",
                 verdict.user_id,
                 self.settings.dm_policy,
             )
-            return False
-        log.info("telegram: user %s is not paired: sent them a pairing code", verdict.user_id)
-        # through the client's governor (paced, retried); a send that fails is logged, and the
-        # user gets the same code with their next message
-        try:
-            await self.client.send_text(verdict.chat_id, decision.message)
-        except SendFailed as e:
-            log.warning("telegram: the pairing code for user %s was not sent: %s", verdict.user_id, e)
+        elif decision.message is None:
+            log.info("telegram: user %s is not paired and was told their code already: ignored", verdict.user_id)
+        else:
+            log.info("telegram: user %s is not paired: sending them a pairing code", verdict.user_id)
+            chat_id = verdict.chat_id
+            send_pairing_code(
+                self.hub.access,
+                self.hub.create_task,
+                "telegram",
+                verdict.user_id,
+                decision,
+                lambda text: self.client.send_text(chat_id, text),  # through the governor: paced, retried
+            )
         return False
 
     def _guard_allows(self, verdict: Inbound) -> bool:

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
-from hub.platform import PlatformSettings
+from hub.platform import MIN_SECRET_LENGTH, PlatformSettings, check_secret_length
 
 __all__ = ["TelegramSettings", "DEFAULT_BASE_URL", "DEFAULT_BASE_FILE_URL"]
 
@@ -30,6 +30,10 @@ class TelegramSettings(PlatformSettings):
     """Bot API root as python-telegram-bot takes it ("": https://api.telegram.org/bot)."""
     base_file_url: str = ""
     """File API root ("": derived from base_url, or https://api.telegram.org/file/bot)."""
+    local_mode: bool = False
+    """True only with a local Bot API server (``telegram-bot-api --local``) that names files by
+    their path on its disk: they are read from there. Otherwise every file is fetched over
+    HTTP from the file API, and a file path that is not one of its relative paths is refused."""
     poll_timeout: int = Field(30, ge=1, le=50)
     """Seconds one getUpdates long poll may wait for news."""
     allowed_chats: list[int | str] = Field(default_factory=list)
@@ -61,7 +65,8 @@ class TelegramSettings(PlatformSettings):
     (every worker answers them; one calls setWebhook)."""
     webhook_secret: SecretStr = Field(SecretStr(""), validate_default=True)
     """Telegram sends it in ``X-Telegram-Bot-Api-Secret-Token``; requests without it get 401.
-    1-256 of A-Z a-z 0-9 _ -; required in webhook mode: ``"${TELEGRAM_WEBHOOK_SECRET}"``."""
+    16-256 of A-Z a-z 0-9 _ - (``openssl rand -hex 32``); required in webhook mode:
+    ``"${TELEGRAM_WEBHOOK_SECRET}"``."""
 
     @field_validator("token")
     @classmethod
@@ -98,7 +103,11 @@ class TelegramSettings(PlatformSettings):
                 'variable (webhook_secret = "${TELEGRAM_WEBHOOK_SECRET}"): without it anyone could post updates'
             )
         if secret and not _SECRET.fullmatch(secret):
-            raise ValueError("must be 1 to 256 of the characters A-Z a-z 0-9 _ - (Telegram's rule)")
+            raise ValueError(
+                f"must be {MIN_SECRET_LENGTH} to 256 of the characters A-Z a-z 0-9 _ - (Telegram allows these)"
+            )
+        if secret:
+            check_secret_length(secret)  # a short one is found by trying: anyone could post updates
         return v
 
     def webhook_path(self) -> str:

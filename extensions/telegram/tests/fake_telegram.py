@@ -69,6 +69,8 @@ class TelegramState:
     """file_id → ``{"data", "path", "size"}``: what ``getFile`` and downloads serve."""
     downloads: list[str] = field(default_factory=list)
     """The file paths downloaded from ``/file/bot{token}/...``, in order."""
+    streamed: int = 0
+    """Bytes of streamed files (``add_file(stream=N)``) the client took before it hung up."""
     # webhook mode: what the last setWebhook registered (url "" = none), and how often it was called
     webhook_url: str = ""
     webhook_secret: str | None = None
@@ -520,17 +522,35 @@ class FakeTelegram(FakeServer):
         self._notify()
         for found in self.state.files.values():
             if found["path"] == path:
+                if found.get("stream"):
+                    return await self._stream(request, found["stream"])
                 return web.Response(body=found["data"], content_type="application/octet-stream")
         return _error(404, "Not Found")
 
-    def add_file(self, data: bytes, *, path: str | None = None, size: int | None = None) -> str:
+    async def _stream(self, request: web.Request, total: int) -> web.StreamResponse:
+        """``total`` bytes of text, chunked (no Content-Length), for as long as the client reads."""
+        resp = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        await resp.prepare(request)
+        chunk = b"x" * 65536
+        try:
+            while self.state.streamed < total:
+                await resp.write(chunk)
+                self.state.streamed += len(chunk)
+        except ConnectionError:
+            return resp
+        await resp.write_eof()
+        return resp
+
+    def add_file(self, data: bytes, *, path: str | None = None, size: int | None = None, stream: int = 0) -> str:
         """Store a file ``getFile`` will serve; returns its file_id. ``size`` overrides the
-        size getFile reports (a file Telegram would refuse, without holding its bytes)."""
+        size getFile reports (a file Telegram would refuse, without holding its bytes; or a
+        lie); ``stream`` serves that many bytes instead of ``data``, as fast as they are read."""
         file_id = f"FILE{len(self.state.files) + 1}"
         self.state.files[file_id] = {
             "data": data,
             "path": path or f"documents/{file_id}",
             "size": len(data) if size is None else size,
+            "stream": stream,
         }
         return file_id
 
@@ -543,11 +563,15 @@ class FakeTelegram(FakeServer):
         sticker: bytes | None = None,
         caption: str | None = None,
         size: int | None = None,
+        file_path: str | None = None,
+        stream: int = 0,
         **message: Any,
     ) -> tuple[int, int]:
         """A message carrying a photo (``bytes``), a document (``(name, mime, bytes)``) or a
         static sticker, with an optional caption; the other keywords as ``push_message``.
-        ``size`` is the file size the message claims (default: the real one)."""
+        ``size`` is the file size the message and getFile claim (default: the real one);
+        a document's ``file_path`` is what getFile names it by, ``stream`` (bytes) what its
+        download serves instead (a hostile server's)."""
         update_id, message_id = self.push_message(chat_id=chat_id, text=caption or "", **message)
         msg = self.state.messages[(chat_id, message_id)]
         msg.pop("text", None)
@@ -571,7 +595,7 @@ class FakeTelegram(FakeServer):
             ]
         if document is not None:
             name, mime, data = document
-            fid = self.add_file(data, path=f"documents/file_{message_id}", size=size)
+            fid = self.add_file(data, path=file_path or f"documents/file_{message_id}", size=size, stream=stream)
             msg["document"] = {
                 "file_id": fid,
                 "file_unique_id": f"u{fid}",

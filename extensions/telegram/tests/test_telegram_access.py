@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 from typing import Any
@@ -28,10 +29,8 @@ async def test_pairing_sends_a_code_and_nothing_reaches_the_model_until_approved
             match = CODE.search(sent["text"])
             assert match is not None, sent["text"]
             code = match.group(1)
-            tg.push_message(chat_id=42, text="still me")
-            await tg.wait_sent(2)
-            assert CODE.search(tg.sent[1]["text"]).group(1) == code  # type: ignore[union-attr]
-            # the sentinel: a paired user's message, taken after the stranger's two
+            tg.push_message(chat_id=42, text="still me")  # told the code already: no second reply
+            await h.idle()
             pending = await h.hub.access.list()
             assert [(p.platform, p.user, p.state) for p in pending] == [("telegram", "42", "pending")]
             approved = await h.hub.access.approve(code)
@@ -42,7 +41,35 @@ async def test_pairing_sends_a_code_and_nothing_reaches_the_model_until_approved
             # the two messages before the approval never became inputs, nor model requests
             assert [e.content for e in h.inputs()] == ["and now?"]
             assert len(h.model.requests) == 1 and result.ok
-            assert [s["text"] for s in tg.sent[2:]] == ["ok"]
+            assert [s["text"] for s in tg.sent[1:]] == ["ok"]
+
+
+async def test_an_unknown_user_is_told_the_code_once_however_often_they_write(tmp_path: Path) -> None:
+    """Issue 24, finding 9: every message from an unknown user got its own reply, so strangers
+    could make the bot send as fast as chat_rate allows. Now: once per code lifetime."""
+    async with FakeTelegram() as tg:
+        async with running(tmp_path, tg, default="ok", dm_policy="pairing") as h:
+            for i in range(20):
+                tg.push_message(chat_id=42, text=f"spam {i}")
+            await h.idle()  # all twenty decided
+            (sent,) = await tg.wait_sent(1)
+            (pending,) = await h.hub.access.list()
+            assert CODE.search(sent["text"]).group(1) == pending.code  # type: ignore[union-attr]
+            assert len(tg.calls("sendMessage")) == 1 and h.model.requests == [] and h.inputs() == []
+
+
+async def test_the_code_is_sent_off_the_intake_path(tmp_path: Path) -> None:
+    """A code whose send waits (a 429's retry_after) does not hold up the poller: a message
+    that came after it is answered first."""
+    async with FakeTelegram() as tg:
+        async with running(tmp_path, tg, default="ok", dm_policy="pairing") as h:
+            tg.fail_next("sendMessage", status=429, retry_after=3)
+            tg.push_message(chat_id=42, text="who are you?")
+            tg.push_message(chat_id=-100, text="@test_bot hello", from_id=7, chat_type="supergroup")
+            sent = await tg.wait_sent(2, timeout=10)
+            assert sent[0]["chat_id"] == -100 and sent[0]["text"] == "ok"
+            assert sent[1]["chat_id"] == 42 and CODE.search(sent[1]["text"])
+            assert len(h.model.requests) == 1  # the group's message; the stranger's reached no model
 
 
 async def test_pairing_is_for_private_chats_allowed_users_need_none(tmp_path: Path) -> None:
@@ -94,16 +121,21 @@ async def test_open_is_todays_behaviour(tmp_path: Path) -> None:
             assert await h.hub.access.list() == []
 
 
-async def test_a_pairing_code_that_cannot_be_sent_is_sent_again_with_the_next_message(tmp_path: Path) -> None:
+async def test_a_pairing_code_that_cannot_be_sent_is_drawn_again_with_the_next_message(tmp_path: Path) -> None:
     async with FakeTelegram() as tg:
         async with running(tmp_path, tg, default="ok", dm_policy="pairing", send_attempts=1) as h:
             tg.fail_next("sendMessage", status=403)  # given up on: no retry
             tg.push_message(chat_id=42, text="first")
+            await tg.wait_for(lambda: len(tg.calls("sendMessage")) == 1)
+            (lost,) = await h.hub.access.list()
+            async with asyncio.timeout(5):  # the undelivered code is retracted
+                while not (await h.hub.access.list())[0].expired():
+                    await asyncio.sleep(0.01)
             tg.push_message(chat_id=42, text="second")
             (sent,) = await tg.wait_sent(1)
             await h.idle()
             (pending,) = await h.hub.access.list()
-            assert CODE.search(sent["text"]).group(1) == pending.code  # type: ignore[union-attr]
+            assert CODE.search(sent["text"]).group(1) == pending.code != lost.code  # type: ignore[union-attr]
             assert [c.status for c in tg.calls("sendMessage")] == [403, 200]
             assert h.model.requests == [] and h.inputs() == []
 
@@ -139,3 +171,30 @@ async def test_a_pairing_store_that_fails_loses_no_message(tmp_path: Path) -> No
             assert CODE.search(sent["text"]).group(1) == pending.code  # type: ignore[union-attr]
             assert tg.confirmed_offset == update_id + 1
             assert h.model.requests == [] and h.inputs() == []
+
+
+@pytest.mark.parametrize(
+    ("table", "warned"),
+    [
+        ({"dm_policy": "pairing"}, True),  # the issue's case: groups bypass pairing
+        ({"dm_policy": "allowlist"}, True),
+        ({"dm_policy": "pairing", "allowed_users": ["@me"]}, False),
+        ({"dm_policy": "pairing", "groups": "off"}, False),
+        ({"dm_policy": "open"}, False),
+    ],
+)
+def test_hub_check_warns_when_groups_bypass_a_pairing_policy(
+    tmp_path: Path, table: dict[str, Any], warned: bool
+) -> None:
+    from hub.cli import check_config
+
+    (tmp_path / "contexts").mkdir()
+    cfg = config_from_dict(
+        {"hub": {"contexts_dir": str(tmp_path / "contexts")}, "extensions": {"telegram": {"token": "1:x", **table}}}
+    )
+    report = check_config(cfg)
+    found = [w for w in report.warnings if "extensions.telegram.dm_policy" in w]
+    assert bool(found) == warned, report.warnings
+    if warned:
+        assert "anyone who mentions the bot in a group" in found[0] and "allowed_users" in found[0]
+    assert not report.errors

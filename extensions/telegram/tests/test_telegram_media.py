@@ -148,3 +148,50 @@ async def test_a_caption_over_1024_follows_the_photo_and_a_bad_src_is_reported(t
     assert photo["method"] == "sendPhoto" and photo["caption"] is None
     assert text["method"] == "sendMessage" and text["text"] == long.strip()
     assert "no file 'media:7' in this run" in outputs[0].error
+
+
+# -- a hostile Bot API server (issue 24, finding 7) ----------------------------------------------
+
+
+async def test_a_file_path_on_the_local_disk_is_never_read(tmp_path: Path) -> None:
+    """python-telegram-bot reads any getFile file_path that exists on the local disk, so a
+    hostile Bot API server (a base_url the operator set) could put a local file's text into
+    the prompt. Now files come over HTTP from the file API, and a path outside it is refused."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("DB_PASSWORD=local-disk-secret-0123")
+    async with FakeTelegram() as tg, FakeOpenAI(default=answer("Hm.")) as ai:
+        async with with_model(tmp_path / "hub", tg, ai, vision=False):
+            tg.push_media(chat_id=42, document=("notes.txt", "text/plain", b""), file_path=str(secret), caption="read")
+            await tg.wait_sent(1)
+    prompt = ai.prompt(0)
+    assert "local-disk-secret" not in prompt
+    assert "notes.txt" in prompt and "a path outside its file API" in prompt and "local_mode = true" in prompt
+
+
+async def test_with_local_mode_a_local_bot_api_servers_files_are_read_from_its_disk(tmp_path: Path) -> None:
+    on_disk = tmp_path / "srv" / "documents" / "file_1.txt"
+    on_disk.parent.mkdir(parents=True)
+    on_disk.write_text("minutes of the meeting")
+    async with FakeTelegram() as tg, FakeOpenAI(default=answer("Read.")) as ai:
+        cfg = temp_config(tmp_path / "hub")
+        model = OpenAIModel("gpt-test", base_url=ai.url, api_key="k")
+        async with running(tmp_path / "hub", tg, model=model, config=cfg, local_mode=True):
+            tg.push_media(chat_id=42, document=("m.txt", "text/plain", b""), file_path=str(on_disk), caption="read")
+            await tg.wait_sent(1)
+            tg.push_media(chat_id=42, document=("n.txt", "text/plain", b"served over HTTP"), caption="and")
+            await tg.wait_sent(2)
+    assert "minutes of the meeting" in ai.prompt(0)
+    assert "served over HTTP" in ai.prompt(1)  # a relative path is still the file API's
+
+
+async def test_a_file_that_claims_1_kb_but_serves_60_mb_is_cut_while_it_downloads(tmp_path: Path) -> None:
+    """getFile said 1 KB; the download never ends. The cap is enforced while reading: the hub
+    stops at max_bytes, and the server never gets to send the whole 60 MB."""
+    async with FakeTelegram() as tg, FakeOpenAI(default=answer("Hm.")) as ai:
+        async with with_model(tmp_path, tg, ai, vision=False, max_bytes=1_000_000):
+            tg.push_media(
+                chat_id=42, document=("log.txt", "text/plain", b""), size=1000, stream=60_000_000, caption="read"
+            )
+            await tg.wait_sent(1)
+    assert "over the 1 MB limit per file" in ai.prompt(0)
+    assert tg.state.streamed < 20_000_000, tg.state.streamed  # kernel buffers aside, nowhere near 60 MB

@@ -27,7 +27,7 @@ from hub_telegram import TelegramSettings, extension
 pytestmark = [pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")]
 
 TOKEN = "123456:TEST-secret-token"
-SECRET = "s3cret_-webhook"
+SECRET = "s3cret_-webhook-0123"  # 16 characters at least, as every webhook secret
 PUBLIC_URL = "https://bot.example.com/telegram/updates"  # what Telegram is told; the LB forwards the path
 
 
@@ -208,6 +208,28 @@ def test_webhook_settings_are_checked_with_the_key_named() -> None:
         TelegramSettings(token=TOKEN, webhook_url=PUBLIC_URL, webhook_secret="has spaces")
     ok = TelegramSettings(token=TOKEN, webhook_url=PUBLIC_URL, webhook_secret=SECRET)
     assert ok.webhook_path() == "/telegram/updates" and ok.bot_id() == "123456"
+
+
+@pytest.mark.parametrize("short", ["x", "q7", "s3cret_-webhook"])  # 1, 2 and 15 characters: found by trying
+def test_a_short_webhook_secret_stops_the_hub_and_hub_check_names_the_key(tmp_path: Path, short: str) -> None:
+    """Issue 24, finding 5: a one-character secret was found in 43 POSTs, and a forged update
+    "from user 42" (an admin, by user id) was answered."""
+    from hub.cli import check_config
+    from hub.config import config_from_dict
+    from hub.definitions import load_extension
+
+    (tmp_path / "contexts").mkdir()
+    table = {"token": TOKEN, "webhook_url": PUBLIC_URL, "webhook_secret": short}
+    cfg = config_from_dict(
+        {"hub": {"contexts_dir": str(tmp_path / "contexts")}, "http": {}, "extensions": {"telegram": table}}
+    )
+    with pytest.raises(ConfigError, match="extensions.telegram.webhook_secret") as e:
+        load_extension("telegram", table, cfg)  # what the hub does at start
+    assert f"is {len(short)} characters: use at least 16" in str(e.value)
+    report = check_config(cfg)
+    (error,) = [e for e in report.errors if "webhook_secret" in e]
+    assert "extensions.telegram.webhook_secret" in error and "use at least 16" in error
+    assert repr(short) not in error and f"got '{short}'" not in error  # the secret is never echoed
 
 
 async def test_webhook_mode_without_the_http_endpoint_is_a_config_error(tmp_path: Path) -> None:

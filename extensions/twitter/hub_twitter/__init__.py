@@ -23,9 +23,9 @@ from tweepy.asynchronous import AsyncClient
 from yarl import URL
 
 from hub import ConfigError, Context, Extension, Input, Service, TextArgs, output
-from hub.platform import PlatformSettings, quiet_loggers
+from hub.platform import PlatformSettings, Resolve, host_name, quiet_loggers
 
-from ._bot import SINCE_ID_KEY, TwitterBot
+from ._bot import MEDIA_HOSTS, SINCE_ID_KEY, TwitterBot
 from ._client import RateLimitState, TwitterClient, make_client
 from ._text import MAX_TWEET, split_tweets, weighted_len
 
@@ -40,6 +40,7 @@ __all__ = [
     "split_tweets",
     "MAX_TWEET",
     "SINCE_ID_KEY",
+    "MEDIA_HOSTS",
     "ENV_VARS",
     "MIN_POLL_INTERVAL",
 ]
@@ -93,6 +94,14 @@ class TwitterSettings(PlatformSettings):
     lease_ttl: float = Field(30.0, ge=1, le=3600)
     """Seconds the mention poller's lease lasts unrenewed: how long a dead worker's poller
     stays unowned before another worker sharing the store takes over."""
+    media_hosts: list[str] = Field(default_factory=list)
+    """Hosts added to :data:`MEDIA_HOSTS` that a mention's pictures may be fetched from (a
+    host, or any host under it); pictures come only from them, and only at public addresses."""
+
+    @field_validator("media_hosts")
+    @classmethod
+    def _media_hosts(cls, v: list[str]) -> list[str]:
+        return [host_name(h) for h in v]
 
     @field_validator("poll_interval")
     @classmethod
@@ -179,18 +188,21 @@ def extension(
     *,
     client_factory: Callable[[TwitterSettings], AsyncClient] | None = None,
     bot: TwitterBot | None = None,
+    resolve: Resolve | None = None,
 ) -> Extension:
     """The X extension. ``client_factory`` builds the tweepy client (tests route it to a
-    fake); ``bot`` lets a caller keep a handle on the running bot (``poll()``).
+    fake); ``bot`` lets a caller keep a handle on the running bot (``poll()``); ``resolve``
+    finds the addresses of media hosts (default: the system's resolver, public addresses
+    only; tests route their fake's names to it).
 
     Raises:
         ConfigError: a credential is missing for the chosen mode.
     """
     quiet_loggers("tweepy")
     settings.check_credentials()
-    if bot is not None and (client_factory is not None or bot.settings is not settings):
-        raise ValueError("a given bot brings its own settings and client_factory")
-    x = bot or TwitterBot(settings, client_factory=client_factory)
+    if bot is not None and (client_factory is not None or resolve is not None or bot.settings is not settings):
+        raise ValueError("a given bot brings its own settings, client_factory and resolve")
+    x = bot or TwitterBot(settings, client_factory=client_factory, resolve=resolve)
 
     conversation: Context[TextArgs, dict[str, Any]] = Context(
         type="twitter:conversation",

@@ -33,7 +33,9 @@ from hub.platform import (
     Backoff,
     Governor,
     LeaseKeeper,
+    MediaHosts,
     RateLimit,
+    Resolve,
     SendFailed,
     fetch_url,
     human_size,
@@ -75,6 +77,9 @@ MAX_IMAGE_BYTES = 5_000_000  # X's limit for a picture (GIFs: 15 MB)
 _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/webp", "image/gif"})
 
 ClientFactory = Callable[["TwitterSettings"], AsyncClient]
+
+MEDIA_HOSTS = ("pbs.twimg.com",)
+"""Where X serves a mention's pictures (and a video's preview): a URL elsewhere is never fetched."""
 Send = Callable[..., Awaitable[Any]]
 
 
@@ -87,9 +92,18 @@ class TwitterBot:
     """
 
     def __init__(
-        self, settings: TwitterSettings, *, client_factory: ClientFactory | None = None, page_size: int = 100
+        self,
+        settings: TwitterSettings,
+        *,
+        client_factory: ClientFactory | None = None,
+        page_size: int = 100,
+        resolve: Resolve | None = None,
     ) -> None:
         self.settings = settings
+        # pictures come only from X's media hosts (and the config's), at public addresses;
+        # ``resolve`` is a test's way to its loopback fake
+        hosts = (*MEDIA_HOSTS, *settings.media_hosts)
+        self.media_hosts = MediaHosts(hosts) if resolve is None else MediaHosts(hosts, resolve)
         self.page_size = page_size  # mentions per request: X allows 5 to 100
         self._factory = client_factory or make_client
         self.client: AsyncClient | None = None
@@ -373,8 +387,8 @@ class TwitterBot:
         return parts
 
     async def fetch(self, part: MediaPart, max_bytes: int) -> bytes:
-        """A mention's picture from its URL (public on X's CDN), at most ``max_bytes``."""
-        return await fetch_url(part.ref, max_bytes=max_bytes, name=part.name)
+        """A mention's picture from its URL on X's media hosts, at most ``max_bytes`` (capped while read)."""
+        return await fetch_url(part.ref, max_bytes=max_bytes, name=part.name, hosts=self.media_hosts)
 
     # --- posting ------------------------------------------------------------------------
 

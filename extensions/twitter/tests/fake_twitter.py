@@ -30,7 +30,11 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
-from hub.testing import Failure, FakeServer, Recorded
+from hub.testing import Failure, FakeServer, Recorded, loopback_resolver
+
+MEDIA_HOST = "pbs.twimg.com"
+"""Pictures are served under X's own media host name, on this fake's port: the extension
+under test gets ``FakeTwitter.resolve`` (that name, and only it, is 127.0.0.1)."""
 
 __all__ = ["FakeTwitter", "TwitterState", "weighted_length"]
 
@@ -105,6 +109,7 @@ class FakeTwitter(FakeServer):
         self.bearer_is_app_only = bearer_is_app_only
         self.rate_limits = {**DEFAULT_RATE_LIMITS, **(rate_limits or {})}
         self._sessions: list[_RewritingSession] = []
+        self.resolve = loopback_resolver(MEDIA_HOST)
 
     @property
     def user_id(self) -> str:
@@ -377,7 +382,7 @@ class FakeTwitter(FakeServer):
                 "type": "photo",
                 "width": 10,
                 "height": 10,
-                "url": f"{self.base_url}/media/{key}?name={name}",
+                "url": f"http://{MEDIA_HOST}:{self.port}/media/{key}?name={name}",
             }
             self.state.media_bytes[key] = data
             keys.append(key)

@@ -112,7 +112,7 @@ async def bot(
     """A hub with the X extension on ``data``; entered once the first poll is done."""
     page_size = kw.pop("page_size", 100)
     settings = settings_for(tw, **kw)
-    twitter = TwitterBot(settings, client_factory=routed(tw), page_size=page_size)
+    twitter = TwitterBot(settings, client_factory=routed(tw), page_size=page_size, resolve=tw.resolve)
     cfg = temp_config(data)
     cfg.hub.shutdown_grace = 2
     model = model or numbered()
@@ -632,7 +632,7 @@ async def test_one_worker_polls_mentions_and_another_takes_over_when_it_stops(
         hubs = []
         for n in range(2):  # two workers on one data dir share the store, and its leases
             settings = settings_for(tw, poll_interval=15, lease_ttl=4)
-            twitter = TwitterBot(settings, client_factory=routed(tw))
+            twitter = TwitterBot(settings, client_factory=routed(tw), resolve=tw.resolve)
             cfg = temp_config(tmp_path)
             cfg.hub.shutdown_grace = 2
             bots.append(twitter)

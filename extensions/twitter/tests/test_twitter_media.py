@@ -36,7 +36,7 @@ async def bot(
         tw.patch_async_client(client)
         return client
 
-    twitter = TwitterBot(settings, client_factory=factory)
+    twitter = TwitterBot(settings, client_factory=factory, resolve=tw.resolve)
     cfg = temp_config(data)
     cfg.model.vision = vision
     model = OpenAIModel("gpt-test", base_url=ai.url, api_key="k")

@@ -59,6 +59,7 @@ from ...logs import (
 from ...personas import parse_persona, rollback, write_persona
 from ...redact import MASK
 from ...store import Revision, RunRecord, RunState, collect_tree
+from .._security import client_address, parse_networks
 from ._health import SERIES, MetricsHistory, last_value, metric_total, sparkline
 from ._sessions import COOKIE, LoginThrottle, Session, Sessions, token_matches
 
@@ -72,10 +73,6 @@ _MAX_PARAM = 300
 _STATES = tuple(str(s) for s in RunState)
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 _PLATFORM = re.compile(r"[A-Za-z0-9_-]{1,100}")
-_CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
-)
 _PUBLIC = ("/ui/login", "/ui/static/")
 # where a request keeps its session (aiohttp 3.12+ wants typed keys; older ones take a string)
 _SESSION: Any = web.RequestKey("session", Session) if hasattr(web, "RequestKey") else "hub.ui.session"
@@ -166,6 +163,8 @@ class Dashboard:
         self.hub = hub
         self.sessions = sessions if sessions is not None else Sessions()
         self.throttle = LoginThrottle()
+        # whose X-Forwarded-For names the client (the login throttle counts by client)
+        self.trusted_proxies = parse_networks(hub.config.http.trusted_proxies)
         self.page_size = page_size
         self.history = MetricsHistory(
             hub.metrics.registry, lambda: (hub.runner.running, hub.runner.queued), interval=sample_interval
@@ -252,16 +251,9 @@ class Dashboard:
                 if not session.csrf_matches(given if isinstance(given, str) else None):
                     return self._refuse(403, "the CSRF token is missing or wrong: reload the page and try again")
         try:
-            resp = await handler(request)
+            return await handler(request)  # the security headers are the endpoint's (hub/http/_security.py)
         except BadRequest as e:
-            resp = self._refuse(400, str(e))
-        resp.headers.setdefault("Content-Security-Policy", _CSP)
-        resp.headers.setdefault("X-Frame-Options", "DENY")
-        resp.headers.setdefault("X-Content-Type-Options", "nosniff")
-        resp.headers.setdefault("Referrer-Policy", "same-origin")
-        if not request.path.startswith("/ui/static/"):
-            resp.headers.setdefault("Cache-Control", "no-store")
-        return resp
+            return self._refuse(400, str(e))
 
     @staticmethod
     def _cross_origin(request: web.Request) -> str | None:
@@ -301,14 +293,15 @@ class Dashboard:
         return self._page(request, "login.html", error="")
 
     async def login(self, request: web.Request) -> web.StreamResponse:
-        address = request.remote or "?"
+        address = client_address(request, self.trusted_proxies)
         wait = self.throttle.wait(address)
         if wait:
+            who = "from every address" if self.throttle.everyone_waits() else f"from {address}"
             return self._page(
                 request,
                 "login.html",
                 status=429,
-                error=(f"Too many wrong tokens from {address}: try again in {wait:.0f} s."),
+                error=f"Too many wrong tokens {who}: try again in {wait:.0f} s.",
             )
         form = await request.post()
         given = form.get("token")

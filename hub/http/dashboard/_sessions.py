@@ -3,8 +3,10 @@
 An operator logs in by posting the token (compared in constant time); the browser then holds
 only a random session id in a cookie (HttpOnly, SameSite=Strict, Path=/ui, Secure over
 https). Each session has its own CSRF token, which every change (a POST) must carry, in the
-form or in the ``X-CSRF-Token`` header that htmx sends. Wrong tokens are counted per client address: after ``limit`` within ``window`` seconds, that
-address is refused for the rest of the window (:class:`LoginThrottle`). Sessions end on logout, after
+form or in the ``X-CSRF-Token`` header that htmx sends. Wrong tokens are counted per client
+address and across all of them (:class:`LoginThrottle`): after ``limit`` from one address within
+``window`` seconds, that address is refused for the rest of the window; after ``global_limit``
+from all addresses together, every login is, so rotating source addresses buys no more guesses. Sessions end on logout, after
 ``idle`` seconds without a request, and ``lifetime`` seconds after login whatever happens;
 at most ``max_sessions`` are kept (the oldest goes first), so a flood of logins cannot grow
 memory. They live on the dashboard of one hub (no global state) and do not survive a restart:
@@ -99,22 +101,27 @@ class Sessions:
 
 
 class LoginThrottle:
-    """At most ``limit`` wrong tokens per client address within ``window`` seconds; then that
-    address waits until its oldest failure leaves the window. Bounded to ``max_addresses``."""
+    """At most ``limit`` wrong tokens per client address within ``window`` seconds, and at most
+    ``global_limit`` from all addresses together; past either, logins from that address (or
+    from all) wait until the oldest failure counted leaves the window. Bounded to
+    ``max_addresses`` addresses."""
 
     def __init__(
         self,
         *,
         limit: int = 10,
+        global_limit: int = 60,
         window: float = 60.0,
         max_addresses: int = 1024,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.limit = limit
+        self.global_limit = global_limit
         self.window = window
         self.max_addresses = max_addresses
         self._clock = clock
         self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+        self._all: deque[float] = deque(maxlen=global_limit)  # the latest failures, from anyone
 
     def _recent(self, address: str) -> deque[float]:
         times = self._failures.get(address)
@@ -127,16 +134,27 @@ class LoginThrottle:
             del self._failures[address]
         return times
 
+    def _until(self, times: deque[float], limit: int) -> float:
+        """Seconds until fewer than ``limit`` of ``times`` are in the window."""
+        cutoff = self._clock() - self.window
+        recent = [t for t in times if t > cutoff]
+        if len(recent) < limit:
+            return 0.0
+        return max(0.0, recent[-limit] + self.window - self._clock())
+
     def wait(self, address: str) -> float:
         """Seconds ``address`` must wait before it may try a token again (0: it may now)."""
-        times = self._recent(address)
-        if len(times) < self.limit:
-            return 0.0
-        return max(0.0, times[0] + self.window - self._clock())
+        return max(self._until(self._recent(address), self.limit), self._until(self._all, self.global_limit))
+
+    def everyone_waits(self) -> bool:
+        """Whether the failures of all addresses together have closed the login for now."""
+        return self._until(self._all, self.global_limit) > 0
 
     def failed(self, address: str) -> None:
+        now = self._clock()
+        self._all.append(now)
         times = self._failures.pop(address, None) or deque()
-        times.append(self._clock())
+        times.append(now)
         self._failures[address] = times  # the most recent last: the stalest address goes first
         while len(self._failures) > self.max_addresses:
             self._failures.popitem(last=False)
