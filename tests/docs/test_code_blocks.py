@@ -82,7 +82,8 @@ class Block:
 
 
 def doc_files() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    readmes = [ROOT / "README.md", ROOT / "bench" / "README.md", *sorted(ROOT.glob("extensions/*/README.md"))]
+    return [*readmes, *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def blocks(path: Path) -> list[Block]:

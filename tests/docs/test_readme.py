@@ -5,6 +5,7 @@ The before-stop hook and .ci/run rely on the README's test command being ``make 
 from __future__ import annotations
 
 import re
+import tomllib
 
 from tests.docs.test_code_blocks import ROOT, blocks
 
@@ -31,3 +32,14 @@ def test_every_relative_link_of_the_readme_lands() -> None:
     assert local, "the README links into the docs"
     missing = [link for link in local if not (ROOT / link).exists()]
     assert not missing, f"README.md links to files that do not exist: {missing}"
+
+
+def test_each_extension_distribution_has_its_own_readme() -> None:
+    """What a package index shows for hub-NAME is extensions/NAME/README.md."""
+    projects = sorted(ROOT.glob("extensions/*/pyproject.toml"))
+    assert projects
+    for project in projects:
+        meta = tomllib.loads(project.read_text())["project"]
+        assert meta.get("readme") == "README.md", f"{project.relative_to(ROOT)}: readme is not README.md"
+        text = (project.parent / "README.md").read_text()
+        assert text.startswith(f"# {meta['name']}\n"), f"{project.parent.name}/README.md: title is not {meta['name']}"
