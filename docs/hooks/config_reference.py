@@ -123,6 +123,9 @@ def section_table(title: str, model: type[BaseModel], intro: str = "") -> str:
             continue
         key = field.alias or name
         meaning = field.description or docs.get(name, "")
+        inner = _nested(field.annotation)
+        if not meaning and inner is not None:
+            meaning = f"the table `[{title.strip('[]')}.{key}{inner[0]}]`, below"
         rows.append(
             f"| `{key}` | {_type_name(field.annotation)}{_limits(field)} | {_default(field)} | {_cell(meaning)} |"
         )
