@@ -7,11 +7,14 @@ block is checked against the code by test_code_blocks.py.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+import yaml
 
 from hub import Hub, HubConfig, RunState, ScriptedModel
 from hub.definitions import load_extension
@@ -72,3 +75,17 @@ async def test_the_backup_command_copies_a_running_hubs_database(
     finally:
         conn.close()
     assert runs == 1
+
+
+async def test_the_alert_rules_name_metrics_the_hub_exports(make_hub: Callable[..., Hub]) -> None:
+    """docs/operating/metrics.md: every hub_* series in the alerting rules is one /metrics serves."""
+    (block,) = page_blocks("operating/metrics.md", "yaml")
+    rules = [r for g in yaml.safe_load(block.text)["groups"] for r in g["rules"]]
+    used = {name for r in rules for name in re.findall(r"\bhub_\w+", r["expr"])}
+    assert len(used) >= 6
+    async with make_hub() as hub:
+        families = list(hub.metrics.registry.collect())
+    # a labelled series has no sample until it is observed: the families say what it will be
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
+    exported = {f.name + end for f in families for end in suffixes.get(f.type, ("",))}
+    assert used <= exported, f"not exported: {sorted(used - exported)}"
