@@ -1,7 +1,7 @@
 """The docs' examples that are whole programs or procedures, run as a reader would run them.
 
 The platform example is run in tests/platform/test_readme_extension.py and the README's
-quick starts beside each platform (extensions/NAME/tests/test_readme_quickstart.py); every other
+quick starts beside each platform (extensions/NAME/tests/test_NAME_quickstart.py); every other
 block is checked against the code by test_code_blocks.py.
 """
 
