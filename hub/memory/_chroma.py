@@ -3,9 +3,9 @@ Chroma server through its HttpClient (``[memory] chroma_url``, for several worke
 
 One Chroma collection per index, HNSW in cosine space. A query filtered by ``where`` that
 selects at most `EXACT_CAP` records is ranked exactly instead, with numpy over the
-matches' vectors: Chroma's HNSW search with a small allow-list cost 80 to 120 ms at
-100,000 episodes where reading one conversation's vectors costs 15 to 25 ms (Chroma's
-filter, a scan of the whole collection's metadata, is most of that), and HNSW is
+matches' vectors: Chroma's HNSW search with a small allow-list costs several times more
+than reading one conversation's vectors (Chroma's filter, a scan of the whole collection's
+metadata, is most of either; the figures are on the docs' benchmarks page), and HNSW is
 approximate. A query given the candidates' ``ids`` (the hub's index of a conversation's
 episodes) reads them by id instead, without Chroma's filter: at most `EXACT_CAP` are
 ranked exactly, the ``where`` checked on the best; more go to HNSW restricted to them.
@@ -16,7 +16,7 @@ collection also records the embedder (``hub_embedder`` metadata, and
 process, or a plain Chroma client, embeds queries the same way, and a store with a
 different embedder is refused instead of comparing unrelated vectors.
 
-chromadb is imported on first use (it costs most of a second), and every Chroma call
+chromadb is imported on first use (its import is slow), and every Chroma call
 runs in a worker thread. On a server the hub still embeds every text itself (the server
 is handed vectors, so it never needs, or downloads, a model).
 """
@@ -76,7 +76,7 @@ _PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{1,200}[A-Za-z0-9]")
 _MAPPED_PREFIX = "hub-"
 #: A filtered query that selects at most this many records is ranked exactly (numpy over
 #: the records' vectors); above it, Chroma's HNSW search, which costs less from about 600
-#: matches on (bench/recall_cap.py; bench/README.md, "Episodic memory", 2026-11-26).
+#: matches on (bench/recall_cap.py; the docs' benchmark history, "Episodic memory").
 EXACT_CAP = 500
 
 
@@ -495,7 +495,7 @@ _Matches = tuple[list[str], Any]
 
 def _read_ids(collection: Collection, ids: list[str]) -> _Matches:
     """The vectors of the records of `ids` that exist: a lookup by id, without their
-    metadata (reading 14 metadata rows each cost 15 ms against 6 at 100,000 episodes); a
+    metadata (reading the metadata too costs more than twice as much at 100,000 episodes); a
     where is checked by `_rank_exactly` on the few that rank."""
     found = collection.get(ids=ids, include=["embeddings"])
     return found["ids"], found["embeddings"]

@@ -254,8 +254,8 @@ def default_store_path(config: HubConfig) -> Path:
 @functools.cache
 def shared_embedder() -> Embedder:
     """The default embedder, one per process: it is read-only and thread-safe, and each
-    load costs about half a second and tens of MB, which several hubs (tests) need not pay
-    again. Loaded on its first `embed`, not here."""
+    load costs time and memory (the figures are on the docs' benchmarks page), which several
+    hubs (tests) need not pay again. Loaded on its first `embed`, not here."""
     from ._embedder import default_embedder
 
     return default_embedder()

@@ -31,7 +31,7 @@ class OpenAIModel(Model):
     Requests go through the client's generic ``post(..., stream=True)`` (the SDK's path for
     custom requests): the body is serialised once with orjson and the SSE body decoded
     here, skipping the SDK's per-request parameter transform and per-chunk models, which
-    were most of the CPU of a turn (bench/README.md). Auth, ``base_url``, errors, Azure
+    were most of the CPU of a turn (the docs' benchmarks page). Auth, ``base_url``, errors, Azure
     and proxies stay the client's.
 
     Args:
@@ -62,7 +62,7 @@ class OpenAIModel(Model):
             timeout=timeout,
             max_retries=0,
             # the SDK's aiohttp transport: at a thousand streams at once the default httpx2
-            # pool costs several times the CPU (bench/README.md, "1000 conversations")
+            # pool costs several times the CPU (the docs' benchmarks, "1000 conversations")
             http_client=openai.DefaultAioHttpClient(
                 timeout=timeout,
                 limits=httpx2.Limits(

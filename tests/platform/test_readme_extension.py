@@ -1,5 +1,6 @@
-"""The README's "Writing a platform extension" block is a working platform: run it as
-written against a loopback fake of its chat service, through ``module =`` in config."""
+"""The docs' "Writing a platform extension" example (docs/extending/platform.md, once the
+README's) is a working platform: run it as written against a loopback fake of its chat
+service, through ``module =`` in config."""
 
 from __future__ import annotations
 
@@ -17,11 +18,14 @@ from hub.testing import Failure, FakeServer, Recorded, ScriptedModel
 ROOT = Path(__file__).resolve().parents[2]
 
 
+PAGE = ROOT / "docs" / "extending" / "platform.md"
+
+
 def readme_block() -> str:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("### Writing a platform extension", 1)[1]
+    text = PAGE.read_text()
+    section = text.split("# Writing a platform extension", 1)[1]
     match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match, "the README's platform example is missing"
+    assert match, f"the platform example is missing from {PAGE.relative_to(ROOT)}"
     return match.group(1)
 
 

@@ -68,8 +68,11 @@ class TwitterSettings(PlatformSettings):
     api_key: SecretStr = SecretStr("")
     """OAuth 1.0a consumer key: with the three below, posts as the bot's account."""
     api_secret: SecretStr = SecretStr("")
+    """OAuth 1.0a consumer secret (the API Key's secret)."""
     access_token: SecretStr = SecretStr("")
+    """OAuth 1.0a access token of the bot's account (it starts with the account's numeric id)."""
     access_token_secret: SecretStr = SecretStr("")
+    """OAuth 1.0a access token secret of the bot's account."""
     poll_interval: float = 90.0
     """Seconds between mention polls; the first poll is at start. At least 15."""
     dry_run: bool = True

@@ -9,9 +9,10 @@ logs): a batch of such writes alone waits up to ``linger`` (5 ms) for more to sh
 commit, and any awaited write ends that wait. WAL mode with ``synchronous=NORMAL``: a crash
 may lose the last commits' worth of event log, never corrupt the file.
 
-Small work runs on the event loop's thread. A turn's handful of commits and point reads take
-10 to 60 µs each in SQLite (WAL, no fsync on commit), while a trip to aiosqlite's thread and
-back costs about 80 µs of CPU and lets the two threads contend for the GIL. So a batch of up to
+Small work runs on the event loop's thread. A turn's handful of commits and point reads cost
+less in SQLite (WAL, no fsync on commit) than a trip to aiosqlite's thread and back, which
+also lets the two threads contend for the GIL (the figures are on the docs' benchmarks
+page). So a batch of up to
 :data:`INLINE_MAX` writes (and :data:`INLINE_BYTES`) that someone waits for, and
 :meth:`Database.fetchone`, run inline whenever aiosqlite's thread is idle; everything else (a
 batch of ``write_soon`` writes alone, which nobody waits for, so the loop goes on beside it;
@@ -62,8 +63,8 @@ log = logging.getLogger("hub.store.sql")
 T = TypeVar("T")
 
 INLINE_MAX = 64
-"""The largest batch committed on the event loop's thread (about 10 µs a write); a larger
-one goes to aiosqlite's thread, where SQLite runs without the GIL beside the loop."""
+"""The largest batch committed on the event loop's thread; a larger one goes to aiosqlite's
+thread, where SQLite runs without the GIL beside the loop."""
 
 INLINE_BYTES = 1 << 20
 """The most text and bytes a batch committed on the loop's thread may carry (a large memory
