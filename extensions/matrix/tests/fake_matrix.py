@@ -300,6 +300,7 @@ class FakeMatrix(FakeServer):
     async def _sync(self, request: web.Request) -> web.Response:
         since = self._since(request)
         self.state.syncs.append(request.query.get("since"))
+        self._notify()
         timeout = int(request.query.get("timeout", "0")) / 1000
         if since >= 0 and timeout > 0 and not self._news(since):
             async with self._changed:
@@ -395,8 +396,11 @@ class FakeMatrix(FakeServer):
             members.append(self.state.user_id)
         self.state.invites.pop(room_id, None)
         self.state.joined.append(room_id)
-        self.state.position += 1  # the room shows in the next sync's joined rooms
-        self._changed_now()
+        # the join is in the room's timeline: the room shows in the next sync's joined rooms
+        me = self.state.user_id
+        self.push_event(
+            room_id, {"type": "m.room.member", "state_key": me, "sender": me, "content": {"membership": "join"}}
+        )
         return web.json_response({"room_id": room_id})
 
     async def _leave(self, request: web.Request) -> web.Response:

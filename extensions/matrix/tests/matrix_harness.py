@@ -50,6 +50,14 @@ class Harness:
                 await self.changed.wait()
         return self.results
 
+    async def wait_inputs(self, n: int, timeout: float = 10) -> list[Any]:
+        """Until runs that ended took ``n`` inputs in all (a run may take several of a room)."""
+        async with asyncio.timeout(timeout):
+            while len(self.inputs()) < n:
+                self.changed.clear()
+                await self.changed.wait()
+        return self.inputs()
+
     async def synced(self, timeout: float = 10) -> None:
         """Until the bot has synced past everything pushed so far."""
         await self.hs.wait_for(lambda: f"s{self.hs.state.position}" in self.hs.state.syncs, timeout)
