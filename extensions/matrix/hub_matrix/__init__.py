@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from hub import Context, Extension, Input, LiveText, RunContext, Service, output
+from hub import Context, Extension, Input, LiveText, MediaFile, RunContext, Service, output
 from hub.platform import LiveMessage, live_drafts, quiet_loggers, reply_target
 
 from ._client import MatrixClient, map_error
@@ -86,6 +86,9 @@ class MessageAttributes(BaseModel):
 def extension(settings: MatrixSettings) -> Extension:
     """The Matrix extension for ``[extensions.matrix]``; connects nothing until the hub starts."""
     quiet_loggers("nio")  # matrix-nio logs each request and each 429 it hands back
+    # and each event it cannot parse, with its schema: _events judges them (debug lines)
+    for name in ("nio.events", "nio.responses"):
+        logging.getLogger(name).setLevel(logging.ERROR)
     client = MatrixClient(settings)
     room: Context[MatrixRoom, dict[str, Any]] = Context(
         type="matrix:room",
@@ -103,28 +106,32 @@ def extension(settings: MatrixSettings) -> Extension:
             return None, None
         return str(target["event_id"]), target.get("sender")
 
-    async def send_files(ctx: RunContext, room_id: str, first_reply: str | None) -> list[dict[str, Any]]:
+    async def files_of(ctx: RunContext, room_id: str) -> list[MediaFile]:
+        """The files ``attach`` names, read and checked against the homeserver's upload
+        limit before anything is sent: a reply is not half sent for a file that cannot go."""
         attrs = ctx.attributes
         attach = attrs.attach if isinstance(attrs, MessageAttributes) else ""
-        names = [s.strip() for s in attach.split(",") if s.strip()]
-        sent = []
-        for name in names:
-            file = await ctx.media.resolve(name)  # a MediaError names the file and why
-            event_id = await client.send_file(room_id, file, reply_to=first_reply)
-            first_reply = None
-            sent.append({"event_id": event_id, "name": file.name, "type": file.mime, "size": file.size})
-        return sent
+        files = [await ctx.media.resolve(n.strip()) for n in attach.split(",") if n.strip()]  # MediaError: which, why
+        for file in files:
+            await client.check_upload(room_id, file)
+        return files
 
     async def whole(content: str, ctx: RunContext) -> dict[str, Any]:
         room_id = ctx.context.args.room_id
+        files = await files_of(ctx, room_id)
         quoted, sender = reply_to(ctx, room_id)
         ids: list[str] = []
         if content.strip():
             ids = await client.send_text(room_id, content, reply_to=quoted, mention=sender, on_part=ctx.part_sent)
-        files = await send_files(ctx, room_id, None if ids else quoted)
         data: dict[str, Any] = {"room_id": room_id, "event_ids": ids, "reply_to": quoted}
-        if files:
-            data["files"] = files
+        first_reply = None if ids else quoted
+        sent = []
+        for file in files:
+            event_id = await client.send_file(room_id, file, reply_to=first_reply)
+            first_reply = None
+            sent.append({"event_id": event_id, "name": file.name, "type": file.mime, "size": file.size})
+        if sent:
+            data["files"] = sent
         return data
 
     async def live(content: LiveText, ctx: RunContext) -> dict[str, Any]:

@@ -380,6 +380,14 @@ class MatrixClient:
     def _auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.nio.access_token}"}
 
+    async def check_upload(self, room_id: str, file: MediaFile) -> None:
+        """Raises SendFailed when ``file`` is over the homeserver's upload limit."""
+        limit = await self.upload_limit()
+        if file.size > limit:
+            raise SendFailed(
+                "matrix", room_id, f"{file.name} is {human_size(file.size)}, over the homeserver's {human_size(limit)}"
+            )
+
     async def send_file(self, room_id: str, file: MediaFile, *, reply_to: str | None = None) -> str:
         """Upload ``file`` to the content repository and post it (``m.image`` for a picture,
         else ``m.file``/``m.audio``/``m.video``); returns the event id.
@@ -387,11 +395,7 @@ class MatrixClient:
         Raises:
             SendFailed: over the homeserver's upload limit, refused, or given up after retries.
         """
-        limit = await self.upload_limit()
-        if file.size > limit:
-            raise SendFailed(
-                "matrix", room_id, f"{file.name} is {human_size(file.size)}, over the homeserver's {human_size(limit)}"
-            )
+        await self.check_upload(room_id, file)
 
         async def upload() -> str:
             resp, _ = await self._call(

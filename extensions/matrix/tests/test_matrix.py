@@ -220,3 +220,29 @@ async def test_a_command_is_answered_without_the_model(tmp_path: Path) -> None:
             await hs.wait_sent(1)
             assert "/new" in hs.texts(room)[0]
             assert h.model.requests == []
+
+
+async def test_malformed_events_are_passed_over_and_never_wedge_the_sync(tmp_path: Path) -> None:
+    async with FakeMatrix() as hs:
+        room = hs.create_room([ANN])
+        async with running(tmp_path, hs, default="fine") as h:
+            for event in (
+                {"type": "m.room.message", "sender": ANN, "content": "not an object"},
+                {"type": "m.room.message", "sender": ANN, "content": {"msgtype": "m.text", "body": 5}},
+                {"type": "m.room.message", "content": {"msgtype": "m.text", "body": "no sender"}},
+                {"type": "m.room.message", "sender": ANN, "content": {"msgtype": "m.image", "body": "x.png"}},
+                {
+                    "type": "m.room.message",
+                    "sender": ANN,
+                    "content": {"msgtype": "m.text", "body": "x", "m.relates_to": 7},
+                },
+                {"type": "m.room.message", "sender": ANN, "content": {"msgtype": "m.location", "body": "geo:1,2"}},
+                {"type": "m.room.message", "sender": ANN, "content": {"msgtype": "m.text", "body": "   "}},
+            ):
+                hs.push_event(room, event)
+            hs.push_text(room, ANN, "a real question")
+            inputs = await h.wait_inputs(2)
+            assert [e.content for e in inputs] == ["x", "a real question"]  # the odd relation is no reply
+            await h.synced()
+            assert await h.hub.memory.get(TOKEN_KEY + BOT) == f"s{hs.state.position}"
+        assert hs.texts(room) in (["fine"], ["fine", "fine"])  # one run or two
