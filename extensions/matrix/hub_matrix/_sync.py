@@ -127,8 +127,10 @@ def _invite_of(state: list[Any], me: str) -> tuple[str | None, bool]:
         source = getattr(event, "source", None)
         if not isinstance(source, dict) or source.get("type") != "m.room.member" or source.get("state_key") != me:
             continue
-        content = source.get("content") if isinstance(source.get("content"), dict) else {}
-        assert isinstance(content, dict)
+        # nio keeps an invite event's content on the event, not in its source
+        parsed = getattr(event, "content", None)
+        content = parsed if isinstance(parsed, dict) else source.get("content")
+        content = content if isinstance(content, dict) else {}
         sender = source.get("sender")
         return (sender if isinstance(sender, str) else None), bool(content.get("is_direct"))
     return None, False
