@@ -135,8 +135,9 @@ class MatrixClient:
         try:
             async with asyncio.timeout(self.settings.ready_timeout):
                 await self.ensure_ready()
-        except _CONNECTION_ERRORS as e:
-            log.warning("matrix: the homeserver is not reachable yet (%s); retrying in the background", e)
+        except (*_CONNECTION_ERRORS, TransientSendError, RateLimited) as e:
+            # unreachable, busy (5xx) or rate limiting logins: the sync loop logs in when it can
+            log.warning("matrix: cannot log in yet (%s); retrying in the background", e)
 
     async def ensure_ready(self) -> None:
         """Log in once (see the module doc).

@@ -246,3 +246,15 @@ async def test_malformed_events_are_passed_over_and_never_wedge_the_sync(tmp_pat
             await h.synced()
             assert await h.hub.memory.get(TOKEN_KEY + BOT) == f"s{hs.state.position}"
         assert hs.texts(room) in (["fine"], ["fine", "fine"])  # one run or two
+
+
+async def test_a_homeserver_that_is_down_at_start_is_waited_for(tmp_path: Path) -> None:
+    async with FakeMatrix() as hs:
+        room = hs.create_room([ANN])
+        hs.fail_next("whoami", status=502, count=1)
+        hs.fail_next("whoami", status=429, retry_after=0.1, count=1)
+        async with running(tmp_path, hs, default="up again") as h:
+            hs.push_text(room, ANN, "are you there?")
+            await h.wait_results(1)
+        assert [r.status for r in hs.calls("whoami")][:3] == [502, 429, 200]
+        assert hs.texts(room) == ["up again"]
