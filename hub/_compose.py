@@ -161,6 +161,7 @@ def compose(
     redactor: Redactor | None = None,
     health: StoreHealth | None = None,
     publish_actions: Callable[[str, Sequence[Action]], list[str]] | None = None,
+    context_type_of: Callable[[str], str] | None = None,
 ) -> Features:
     """Build a hub's features from ``config``, its ``stores`` (``runs`` is the hub's run store,
     the one it records through) and the hub's own parts (see the module doc).
@@ -178,7 +179,7 @@ def compose(
     failure_reply = FailureReply(config, outputs=outputs, runs=runs, persona_for=persona_for)
     guard = RoleGuard(config.roles)
     health = health if health is not None else StoreHealth([db] if db is not None else [])
-    metrics = Metrics(runner, health=health)
+    metrics = Metrics(runner, health=health, context_type_of=context_type_of)
     children = ChildRuns(
         submit=submit,
         resolve=resolve,

@@ -154,6 +154,7 @@ class Hub:
             redactor=self.redactor,
             health=self.store_health,
             publish_actions=self.registry.replace_actions,
+            context_type_of=self.registry.context_type_of,
         )
         self.features = features
         self.prompts = features.prompts

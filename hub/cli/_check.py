@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import HubConfig
-from ..definitions import Extension, load_extension
+from ..definitions import Extension, load_extension, split_context_name
 from ..errors import HubError
 from ..personas import PersonaSet, SkillSet
 from ._tools import mcp_lines, probe_mcp
@@ -159,8 +159,7 @@ class _Checker:
             )
         for section in ("webhooks", "schedules"):
             for name, item in getattr(self.config, section).items():
-                ctype, sep, _ = item.context.rpartition(":")
-                if not (sep and ctype in types) and item.context not in types:
+                if split_context_name(item.context, types) is None and item.context not in types:
                     self.report.errors.append(
                         f"{where}{section}.{name}.context: {item.context!r} names no context of an enabled extension "
                         f"(TYPE:KEY; context types: {self._known_types()})"
@@ -276,5 +275,4 @@ async def check_mcp(config: HubConfig, report: CheckReport) -> list[str]:
 def _scope_known(scope: str, context_types: set[str], ext_names: set[str]) -> bool:
     if scope in context_types or scope in ext_names:
         return True
-    ctype, sep, _ = scope.rpartition(":")
-    return bool(sep) and ctype in context_types
+    return split_context_name(scope, context_types) is not None

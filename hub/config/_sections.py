@@ -332,7 +332,9 @@ def parse_every(text: str) -> float:
 
 
 def _check_instance(v: str) -> str:
-    ctype, sep, key = v.rpartition(":")
+    # only the shape here: where TYPE ends is known once the extensions are loaded (a key
+    # may hold colons, a Matrix room id); hub check and the registry split it by the types
+    ctype, sep, key = v.partition(":")
     if not sep or not ctype or not key:
         raise ValueError(f"{v!r} is not a context instance TYPE:KEY (e.g. 'telegram:chat:42')")
     return v

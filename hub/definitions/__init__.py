@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._commands import COMMAND_NAME, Command, CommandCall, CommandContext, command_handler_result
+from ._context_names import split_context_name
 from ._decorators import action, command, input, output, service
 from ._hub_api import HubAPI, PlatformMetrics, Queued
 from ._loader import ENTRY_POINT_GROUP, import_extension, load_extension, load_extensions
@@ -29,6 +30,7 @@ from ._types import (
 )
 
 __all__ = [
+    "split_context_name",
     "COMMAND_NAME",
     "Action",
     "Command",

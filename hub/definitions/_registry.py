@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import ExtensionError, RunError
 from ._commands import Command
+from ._context_names import split_context_name
 from ._types import Action, Context, Extension, Input, Output, Route
 
 __all__ = ["Registry"]
@@ -83,6 +84,18 @@ class Registry:
     def owner_of(self, item: Any) -> str | None:
         return self._owners.get(id(item))
 
+    def split(self, name: str) -> tuple[str, str] | None:
+        """``(TYPE, KEY)`` of an instance name by the registered context types (the longest
+        that prefixes it), so that a key may hold colons; None when no type does."""
+        return split_context_name(name, self.contexts)
+
+    def context_type_of(self, name: str) -> str:
+        """The context type of a type or instance name; "" when no registered type names it."""
+        if name in self.contexts:
+            return name
+        split = self.split(name)
+        return split[0] if split is not None else ""
+
     def resolve(self, context: str | Context, args: Any = None) -> tuple[Context, Any, str]:
         """A context type (with args) or a ``TYPE:KEY`` instance name → (definition, args, key)."""
         if isinstance(context, Context):
@@ -91,10 +104,11 @@ class Registry:
         elif context in self.contexts:
             definition, key = self.contexts[context], None
         else:
-            ctype, sep, key = context.rpartition(":")
-            if not sep or ctype not in self.contexts:
+            split = self.split(context)
+            if split is None:
                 known = ", ".join(sorted(self.contexts)) or "none"
                 raise RunError(f"unknown context {context!r}; known context types: {known}")
+            ctype, key = split
             definition = self.contexts[ctype]
         try:
             if args is None:

@@ -10,6 +10,8 @@ never a chat id or a user.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from ..definitions import RunContext, RunResult
@@ -29,11 +31,20 @@ class Metrics(Plugin):
     """Counters, gauges and histograms of one hub. Created by the hub; use ``hub.metrics``.
 
     ``runner`` feeds the gauges (runs in progress, queue depth, steps waiting for the LLM).
+    ``context_type_of`` names the context type of a run that ended before its context was
+    made (the registry's: a key may hold colons, so no colon says where the type ends).
     """
 
     name = "metrics"
 
-    def __init__(self, runner: Runner, *, health: StoreHealth | None = None) -> None:
+    def __init__(
+        self,
+        runner: Runner,
+        *,
+        health: StoreHealth | None = None,
+        context_type_of: Callable[[str], str] | None = None,
+    ) -> None:
+        self._context_type_of = context_type_of
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.runs = Counter(
@@ -122,7 +133,10 @@ class Metrics(Plugin):
         self.outputs.labels(out.type, "sent" if out.sent else "failed").inc()
 
     async def after_run(self, result: RunResult, ctx: RunContext | None) -> None:
-        ctype = ctx.context.type if ctx is not None else result.context.rpartition(":")[0]
+        if ctx is not None:
+            ctype = ctx.context.type
+        else:
+            ctype = self._context_type_of(result.context) if self._context_type_of is not None else ""
         self.runs.labels(str(result.state), ctype).inc()
         self.run_duration.observe(max(0.0, result.duration))
 

@@ -101,10 +101,9 @@ class Episode:
     summary: str = ""
     input_ids: tuple[str, ...] = ()
     score: float | None = None
-
-    @property
-    def context_type(self) -> str:
-        return self.context.rpartition(":")[0] if ":" in self.context else self.context
+    #: the conversation's context type, as the run knew it (a key may hold colons: never
+    #: cut from ``context``); "" when the run ended before its context was made
+    context_type: str = ""
 
     @property
     def platform(self) -> str:
@@ -166,6 +165,7 @@ class Episode:
             summary=s("summary"),
             input_ids=tuple(i for i in s("inputs").split(",") if i),
             score=score,
+            context_type=s("context_type"),
         )
 
 
@@ -186,7 +186,7 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def episode_from_run(result: RunResult, *, user: str | None = None) -> Episode | None:
+def episode_from_run(result: RunResult, *, user: str | None = None, context_type: str = "") -> Episode | None:
     """The episode of a finished run; None when nothing with text came in (nothing to
     remember, e.g. a run that failed before taking its input)."""
     logs = result.logs
@@ -240,6 +240,7 @@ def episode_from_run(result: RunResult, *, user: str | None = None) -> Episode |
         completion=_clip_block("\n\n".join(answers), MAX_TEXT),
         digest=digest,
         input_ids=tuple(e.id for e in inputs),
+        context_type=context_type,
     )
 
 

@@ -283,7 +283,11 @@ class EpisodicMemory(Plugin):
         """Write the run's episode in the background, after the conversation's earlier ones."""
         if not self._started or self.error is not None:
             return
-        episode = episode_from_run(result, user=ctx.user if ctx is not None else None)
+        episode = episode_from_run(
+            result,
+            user=ctx.user if ctx is not None else None,
+            context_type=ctx.context.type if ctx is not None else "",
+        )
         if episode is None:
             return
         previous = self._writes.get(episode.context)

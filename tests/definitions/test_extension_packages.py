@@ -15,7 +15,7 @@ from hub.cli import main
 from hub.definitions import ENTRY_POINT_GROUP, import_extension
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILT_IN = ("cli", "telegram", "discord", "twitter")
+BUILT_IN = ("cli", "telegram", "discord", "twitter", "matrix")
 
 
 @pytest.mark.parametrize("name", BUILT_IN)

@@ -171,7 +171,7 @@ def test_an_episode_holds_what_came_in_what_the_agent_did_and_how_it_ended() -> 
         StateLog(state="completed", ts=1_800_000_000.0),
     ]
     result = RunResult("run1", "telegram:chat:42", RunState.COMPLETED, None, logs)
-    ep = episode_from_run(result)
+    ep = episode_from_run(result, context_type="telegram:chat")
     assert ep is not None
     assert ep.digest == (
         "User ann asked: What's the weather in NYC? / Agent thought: The user wants the weather. / "

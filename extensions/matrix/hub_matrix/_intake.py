@@ -1,0 +1,189 @@
+"""Room events and invites into the hub, as the sync loop hands them over: which events to
+answer (``_events``), who may talk to the bot (``allowed_users``, ``allowed_rooms``,
+``dm_policy``), the loop guard, whether it is one of the hub's commands, then the message
+recorded in the hub's inbox (``platform_id = "matrix:<event id>"``: a redelivery is not
+answered twice); and the typing indicator while its run goes on.
+
+An encrypted room is told once, in the room and in the log, that the bot cannot read it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from hub.platform import AllowList, SendFailed, TypingIndicator, parse_command, private_access, send_pairing_code
+
+from ._client import MatrixClient
+from ._events import Encrypted, Ignored, Inbound, classify
+from ._settings import MatrixSettings
+
+if TYPE_CHECKING:
+    from hub import Hub
+
+__all__ = ["Intake", "ENCRYPTED_NOTICE", "REFUSED_KEY"]
+
+log = logging.getLogger("hub_matrix")
+
+ENCRYPTED_NOTICE = (
+    "This room is end-to-end encrypted, and this bot cannot read encrypted messages. "
+    "Talk to it in a room without encryption (encryption cannot be turned off in a room: "
+    "start a new one, or a direct chat with encryption off)."
+)
+REFUSED_KEY = "matrix:encrypted-told:"
+"""Memory key prefix of the rooms told already that their encryption is not supported."""
+
+
+class Intake:
+    """Takes each room event and invite into the hub as :meth:`take` and :meth:`invited` decide."""
+
+    def __init__(
+        self, client: MatrixClient, settings: MatrixSettings, hub: Hub, send: Callable[..., Awaitable[Any]]
+    ) -> None:
+        self.client = client
+        self.settings = settings
+        self.hub = hub
+        self.send = send
+        self.rooms = AllowList(settings.allowed_rooms)
+        self.users = AllowList(settings.allowed_users)
+        self.bots = frozenset(settings.bots)
+        self.guard = settings.loop_guard()
+        self._told: set[str] = set()
+        # a homeserver shows "typing" for the timeout given; renewed every 20 s while a run goes on
+        self.typing = TypingIndicator("matrix", client.typing, create_task=hub.create_task, interval=20.0)
+
+    def is_direct(self, room_id: str) -> bool:
+        """A room of the bot and one other member (a direct chat)."""
+        room = self.client.nio.rooms.get(room_id)
+        return room is not None and 0 < room.member_count <= 2
+
+    def display_name(self) -> str:
+        for room in self.client.nio.rooms.values():
+            user = room.users.get(self.client.user_id)
+            if user is not None and user.display_name:
+                return str(user.display_name)
+        return ""
+
+    async def take(self, room_id: str, event: Any) -> None:
+        """Take one timeline event: recorded in the inbox, refused, or ignored (logged why)."""
+        verdict = classify(
+            room_id,
+            event,
+            me=self.client.user_id,
+            settings=self.settings,
+            direct=self.is_direct(room_id),
+            display_name=self.display_name(),
+        )
+        if isinstance(verdict, Ignored):
+            log.debug("matrix: event %s in %s ignored: %s", verdict.event_id, room_id, verdict.reason)
+            return
+        if not self.rooms.allows(room_id):
+            log.info("matrix: room %s is not on allowed_rooms: ignored", room_id)
+            return
+        if isinstance(verdict, Encrypted):
+            await self._refuse_encrypted(room_id, verdict.sender)
+            return
+        if verdict.direct and self.settings.dm_policy != "open":
+            if not await self._private_allows(verdict):
+                return
+        elif not self.users.allows(verdict.sender):
+            log.info("matrix: room %s: user %s is not on allowed_users: ignored", room_id, verdict.sender)
+            return
+        if self.guard is not None and not self.guard.allow(room_id, from_bot=verdict.sender in self.bots):
+            log.info(
+                "matrix: room %s: loop guard: not answering bot %s (%d answers to bots in %.0fs)",
+                room_id,
+                verdict.sender,
+                self.settings.loop_guard_turns,
+                self.settings.loop_guard_window,
+            )
+            return
+        sub = await self.send(
+            "matrix:room",
+            {"room_id": room_id},
+            verdict.text,
+            user=verdict.sender,
+            platform_id=verdict.platform_id,
+            meta=verdict.meta(),
+            media=list(verdict.media),
+            command=parse_command(verdict.text, self.hub.commands.names(), bot_name=self.settings.localpart()),
+        )
+        if sub.duplicate:
+            log.info("matrix: event %s was recorded before: not answered again", verdict.event_id)
+            return
+        if self.settings.typing:
+            self.typing.watch(room_id, sub.result)
+
+    async def invited(self, room_id: str, inviter: str | None, direct: bool) -> None:
+        """An invite to ``room_id`` by ``inviter``: joined, declined, or left (logged why)."""
+        if not self.settings.autojoin:
+            log.info("matrix: invited to %s by %s; autojoin = false: left pending", room_id, inviter)
+            return
+        reason = None
+        if not self.rooms.allows(room_id):
+            reason = "the room is not on allowed_rooms"
+        elif inviter is None:
+            reason = "the invite names no inviter"
+        elif not self.users.allows(inviter) and not (direct and self.settings.dm_policy == "pairing"):
+            reason = f"{inviter} is not on allowed_users"
+        if reason is not None:
+            log.info("matrix: invite to %s declined: %s", room_id, reason)
+            await self.client.decline(room_id)
+            return
+        try:
+            await self.client.join(room_id)
+        except SendFailed as e:
+            log.warning("matrix: joining %s (invited by %s) failed: %s", room_id, inviter, e.reason)
+            return
+        log.info("matrix: joined %s, invited by %s", room_id, inviter)
+
+    async def _refuse_encrypted(self, room_id: str, sender: str) -> None:
+        """Say once (per room, across restarts) that encrypted messages cannot be read."""
+        if room_id in self._told:
+            return
+        self._told.add(room_id)
+        key = REFUSED_KEY + room_id
+        if await self.hub.memory.get(key):
+            return
+        log.warning(
+            "matrix: room %s is end-to-end encrypted (a message from %s): encrypted rooms are not "
+            "supported; telling the room once",
+            room_id,
+            sender,
+        )
+        try:
+            await self.client.send_text(room_id, ENCRYPTED_NOTICE)
+        except SendFailed as e:
+            self._told.discard(room_id)
+            log.warning("matrix: could not tell %s that it is not supported: %s", room_id, e.reason)
+            return
+        await self.hub.memory.set(key, True)
+
+    async def _private_allows(self, verdict: Inbound) -> bool:
+        decision = await private_access(self.hub.access, "matrix", self.settings, verdict.sender)
+        if decision.allowed:
+            return True
+        if decision.verdict != "pair":
+            log.info(
+                "matrix: user %s is not on allowed_users (dm_policy = %s): ignored",
+                verdict.sender,
+                self.settings.dm_policy,
+            )
+        elif decision.message is None:
+            log.info("matrix: user %s is not paired and was told their code already: ignored", verdict.sender)
+        else:
+            log.info("matrix: user %s is not paired: sending them a pairing code", verdict.sender)
+            room_id = verdict.room_id
+            send_pairing_code(
+                self.hub.access,
+                self.hub.create_task,
+                "matrix",
+                verdict.sender,
+                decision,
+                lambda text: self.client.send_text(room_id, text),
+            )
+        return False
+
+    async def stop(self) -> None:
+        await self.typing.stop()
