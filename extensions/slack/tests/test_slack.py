@@ -1,0 +1,147 @@
+"""The Slack extension with the real slack-bolt and slack-sdk against the loopback fake
+(``fake_slack.FakeSlack``: the Web API and the Socket Mode websocket); only the model is
+scripted. Negative cases ("this message is ignored") are proven with a sentinel: the intake
+takes events one at a time, so once a later message is answered the earlier one was decided.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
+
+from hub import Extension, Hub, HubConfig, OutputLog, ScriptedModel
+from hub.engine import Plugin
+from hub.models import Model
+from hub.testing import loopback_resolver, temp_config
+from hub_slack import SlackSettings, extension
+
+
+class Running:
+    """A started hub with the Slack extension, its fake, and what its outputs did."""
+
+    def __init__(self, hub: Hub, sl: FakeSlack, model: Any) -> None:
+        self.hub = hub
+        self.sl = sl
+        self.model = model
+        self.outputs: list[OutputLog] = []
+        outputs = self.outputs
+
+        class Observe(Plugin):
+            def on_output(self, run: Any, out: OutputLog) -> None:
+                outputs.append(out)
+
+        hub.plugins.add(Observe())
+
+    async def wait_outputs(self, n: int, timeout: float = 5) -> list[OutputLog]:
+        deadline = time.monotonic() + timeout
+        while len(self.outputs) < n:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(self.outputs)} of {n} outputs: {self.outputs!r}")
+            await asyncio.sleep(0.01)
+        return self.outputs
+
+    async def sentinel(self, channel: str | None = None) -> str:
+        """A mention that must be answered; returns its ts once it is."""
+        sl = self.sl
+        ts = sl.push_message(channel, f"<@{sl.state.bot_user}> sentinel")
+        await sl.wait_for(lambda: any(s["thread_ts"] == ts for s in sl.sent))
+        return ts
+
+
+def settings_for(sl: FakeSlack, **settings: Any) -> SlackSettings:
+    settings.setdefault("app_token", APP_TOKEN)
+    return SlackSettings(bot_token=BOT_TOKEN, base_url=sl.api_url, **settings)
+
+
+@contextlib.asynccontextmanager
+async def running(
+    tmp_path: Path,
+    responses: Any = (),
+    *,
+    sl: FakeSlack | None = None,
+    default: str | None = "pong",
+    model: Model | None = None,
+    config: HubConfig | None = None,
+    extensions: Sequence[Extension] = (),
+    connected: bool = True,
+    **settings: Any,
+) -> AsyncIterator[Running]:
+    """A started hub with the Slack extension against ``sl`` (default: a fresh fake), answered
+    by ``model`` (default: a ScriptedModel of ``responses``, then ``default``); ``settings`` go
+    to SlackSettings. With ``connected``, it yields once Socket Mode is connected."""
+    async with contextlib.AsyncExitStack() as stack:
+        if sl is None:
+            sl = await stack.enter_async_context(FakeSlack())
+        cfg = config or temp_config(tmp_path)
+        cfg.hub.shutdown_grace = 1.0
+        model = model or ScriptedModel(responses, default=default)
+        ext = extension(settings_for(sl, **settings), resolve=loopback_resolver("files.slack.com"))
+        hub = Hub(cfg, model=model, load_extensions=False, extensions=[ext, *extensions])
+        before = sl.state.connections
+        async with hub:
+            if connected and settings_for(sl, **settings).socket_mode:
+                await sl.wait_for(lambda: sl.state.connections > before, timeout=10)
+            yield Running(hub, sl, model)
+
+
+# --- in and out -------------------------------------------------------------------------
+
+
+async def test_a_mention_in_a_channel_is_answered_in_a_thread_under_it(tmp_path: Path) -> None:
+    async with running(
+        tmp_path, ['<response><output type="slack:message">**hello** <!channel></output></response>']
+    ) as r:
+        sl, st = r.sl, r.sl.state
+        ts = sl.push_message(text=f"<@{st.bot_user}> hi there")
+        sent = await sl.wait_sent(1)
+        assert sent[0]["channel"] == st.channel and sent[0]["thread_ts"] == ts
+        assert sent[0]["mrkdwn"] == "*hello* &lt;!channel&gt;"  # mrkdwn, and no @channel ping
+        assert sent[0]["text"] == "hello &lt;!channel&gt;"  # the plain fallback beside it
+        outs = await r.wait_outputs(1)
+        assert outs[0].sent and outs[0].type == "slack:message"
+        request = r.model.requests[0]
+        assert "hi there" in request.messages[-1]["content"]
+        assert f"<@{st.bot_user}>" not in request.messages[-1]["content"]
+        runs = await r.hub.runs.list(limit=5)
+        assert [run.context for run in runs] == [f"slack:thread:{st.channel}/{ts}"]
+        # the message came as `message` and `app_mention` both; the bot's reply came back as
+        # an event too: each envelope acknowledged, one answer
+        await sl.wait_for(lambda: len(sl.acked()) == len(st.envelopes))
+        await r.sentinel()
+        assert len(sl.sent) == 2
+
+
+async def test_a_direct_message_is_answered_in_the_channel_and_a_thread_reply_in_its_thread(tmp_path: Path) -> None:
+    async with running(tmp_path) as r:
+        sl, st = r.sl, r.sl.state
+        sl.push_message(st.dm, "hello in private")
+        await sl.wait_sent(1)
+        assert sl.sent[0]["channel"] == st.dm and sl.sent[0]["thread_ts"] is None
+        # a reply in a thread of the DM: answered in that thread, the same conversation
+        parent = sl.sent[0]["ts"]
+        sl.push_message(st.dm, "and in a thread", thread_ts=parent)
+        await sl.wait_sent(2)
+        assert sl.sent[1]["thread_ts"] == parent
+        runs = await r.hub.runs.list(limit=5)
+        assert {run.context for run in runs} == {f"slack:channel:{st.dm}"}
+
+
+async def test_replies_in_its_thread_need_no_mention_and_other_chatter_is_ignored(tmp_path: Path) -> None:
+    async with running(tmp_path) as r:
+        sl, st = r.sl, r.sl.state
+        ts = sl.push_message(text=f"<@{st.bot_user}> start")
+        await sl.wait_sent(1)
+        sl.push_message(text="chatter at the top, not for the bot")
+        follow = sl.push_message(text="a follow-up in the thread", thread_ts=ts)
+        await sl.wait_sent(2)
+        assert sl.sent[1]["thread_ts"] == ts
+        runs = await r.hub.runs.list(limit=5)
+        assert {run.context for run in runs} == {f"slack:thread:{st.channel}/{ts}"}
+        assert not await r.hub.received(f"slack:{st.channel}:{follow}x")
+        assert len(sl.sent) == 2
