@@ -145,3 +145,50 @@ async def test_replies_in_its_thread_need_no_mention_and_other_chatter_is_ignore
         assert {run.context for run in runs} == {f"slack:thread:{st.channel}/{ts}"}
         assert not await r.hub.received(f"slack:{st.channel}:{follow}x")
         assert len(sl.sent) == 2
+
+
+# --- long replies, rate limits ---------------------------------------------------------------
+
+
+async def test_a_long_reply_is_split_at_slacks_limit_in_order_in_the_thread(tmp_path: Path) -> None:
+    prose = " ".join(f"word{i} & more" for i in range(700))  # escapes make it longer in mrkdwn
+    code = "```\n" + "\n".join(f"line {i} < {i + 1}" for i in range(150)) + "\n```"
+    long = f"{prose}\n\n{code}\n\nThe end."
+    async with running(tmp_path, [f'<response><output type="slack:message">{long}</output></response>']) as r:
+        sl, st = r.sl, r.sl.state
+        ts = sl.push_message(text=f"<@{st.bot_user}> tell me everything")
+        outs = await r.wait_outputs(1, timeout=20)
+        assert outs[0].sent, outs[0]
+        parts = sl.thread(st.channel, ts)
+        assert len(parts) >= 3
+        assert all(len(p["mrkdwn"]) <= 3000 for p in parts)
+        assert outs[0].data["message_ts"] == [p["ts"] for p in parts]
+        joined = "".join(p["mrkdwn"] for p in parts)
+        assert "word0 &amp; more" in joined and "word699 &amp; more" in joined and joined.endswith("The end.")
+        # each part that holds code opens and closes its block
+        assert all(p["mrkdwn"].count("```") % 2 == 0 for p in parts)
+
+
+async def test_a_429_storm_is_waited_out_as_retry_after_asks_and_the_reply_sent_once(tmp_path: Path) -> None:
+    async with running(tmp_path) as r:
+        sl, st = r.sl, r.sl.state
+        sl.fail_next("chat.postMessage", status=429, retry_after=1, count=3)
+        ts = sl.push_message(text=f"<@{st.bot_user}> hi")
+        outs = await r.wait_outputs(1, timeout=15)
+        assert outs[0].sent
+        calls = sl.calls("chat.postMessage")
+        assert [c.status for c in calls] == [429, 429, 429, 200]
+        gaps = [b.at - a.at for a, b in zip(calls, calls[1:], strict=False)]
+        assert all(g >= 0.95 for g in gaps), gaps  # Retry-After: 1, honoured each time
+        assert [s["thread_ts"] for s in sl.sent] == [ts]
+
+
+async def test_a_refused_block_is_sent_again_as_plain_text(tmp_path: Path) -> None:
+    async with running(tmp_path, ['<response><output type="slack:message">**bold** move</output></response>']) as r:
+        sl, st = r.sl, r.sl.state
+        sl.fail_next("chat.postMessage", status=200, retry_after=None, description="invalid_blocks")
+        sl.push_message(st.dm, "hi")
+        (sent,) = await sl.wait_sent(1)
+        assert sent["mrkdwn"] is None and sent["text"] == "bold move"
+        last = sl.calls("chat.postMessage")[-1]
+        assert last.params.get("mrkdwn") in (False, "0", "false") and not last.params.get("blocks")
