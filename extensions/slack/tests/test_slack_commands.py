@@ -1,0 +1,91 @@
+"""The hub's chat commands as Slack slash commands: acknowledged within Slack's 3 seconds,
+the answer on the ack (or on the response_url when it comes later), a redelivered envelope
+answered once; the real slack-bolt against the loopback fake (``fake_slack``)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from test_slack import running
+
+from hub import CommandContext, Extension, command
+from hub_slack._commands import ACK_WITHIN
+
+
+@command("slow", description="Takes its time")
+async def slow(cmd: CommandContext) -> str:
+    await asyncio.sleep(ACK_WITHIN + 0.5)
+    return "Done **slowly**."
+
+
+TOOLS = Extension("tools", commands=[slow])
+
+
+async def test_help_is_acknowledged_within_three_seconds_with_its_answer(tmp_path: Path) -> None:
+    async with running(tmp_path) as r:
+        sl = r.sl
+        started = time.monotonic()
+        trigger = sl.push_command("/help")
+        await sl.wait_for(lambda: bool(sl.acked("slash_commands")))
+        assert time.monotonic() - started < 3.0
+        (env,) = sl.acked("slash_commands")
+        ack = env["ack"]
+        assert ack["response_type"] == "in_channel"
+        assert "/new" in ack["text"] and "/stop" in ack["text"]
+        assert ack["blocks"][0]["text"]["type"] == "mrkdwn"
+        assert not r.model.requests, "answered without the model"
+        assert await r.hub.received(f"slack:command:{trigger}")
+        assert sl.sent == []  # nothing posted beside the ack
+
+
+async def test_new_starts_the_conversation_over(tmp_path: Path) -> None:
+    async with running(tmp_path) as r:
+        sl, st = r.sl, r.sl.state
+        sl.push_message(st.dm, "remember the word kumquat")
+        await sl.wait_sent(1)
+        sl.push_command("/new", channel=st.dm)
+        await sl.wait_for(lambda: bool(sl.acked("slash_commands")))
+        assert sl.acked("slash_commands")[0]["ack"]["text"]
+        sl.push_message(st.dm, "what was the word?")
+        await sl.wait_sent(2)
+        last = r.model.requests[-1]
+        assert "kumquat" not in str(last.messages), "history started over"
+
+
+async def test_a_slow_answer_is_acked_empty_in_time_then_posted_to_the_response_url(tmp_path: Path) -> None:
+    async with running(tmp_path, extensions=[TOOLS]) as r:
+        sl = r.sl
+        started = time.monotonic()
+        trigger = sl.push_command("/slow")
+        await sl.wait_for(lambda: bool(sl.acked("slash_commands")))
+        assert time.monotonic() - started < 3.0
+        assert not sl.acked("slash_commands")[0]["ack"]  # an empty ack: Slack shows the command
+        await sl.wait_for(lambda: bool(sl.state.responses), timeout=10)
+        (response,) = sl.state.responses
+        assert response["trigger"] == trigger and response["response_type"] == "in_channel"
+        assert response["text"] == "Done slowly." and response["blocks"][0]["text"]["text"] == "Done *slowly*."
+
+
+async def test_a_redelivered_command_is_answered_once(tmp_path: Path) -> None:
+    async with running(tmp_path) as r:
+        sl = r.sl
+        trigger = sl.push_command("/help")
+        await sl.wait_for(lambda: bool(sl.acked("slash_commands")))
+        (env,) = sl.acked("slash_commands")
+        sl.push_envelope("slash_commands", dict(env["payload"]), accepts_response_payload=True)
+        await sl.wait_for(lambda: len(sl.acked("slash_commands")) == 2)
+        assert not sl.acked("slash_commands")[1]["ack"]  # acknowledged, nothing answered again
+        assert sl.state.responses == [] and sl.sent == []
+        assert await r.hub.received(f"slack:command:{trigger}")
+
+
+async def test_a_user_the_access_rules_leave_out_is_told_so_privately(tmp_path: Path) -> None:
+    async with running(tmp_path, dm_policy="allowlist", allowed_users=["UFRIEND1"]) as r:
+        sl, st = r.sl, r.sl.state
+        trigger = sl.push_command("/help", channel=st.dm)
+        await sl.wait_for(lambda: bool(sl.acked("slash_commands")))
+        ack = sl.acked("slash_commands")[0]["ack"]
+        assert ack["response_type"] == "ephemeral" and "may not" in ack["text"].lower()
+        assert not await r.hub.received(f"slack:command:{trigger}")
