@@ -89,3 +89,25 @@ async def test_a_user_the_access_rules_leave_out_is_told_so_privately(tmp_path: 
         ack = sl.acked("slash_commands")[0]["ack"]
         assert ack["response_type"] == "ephemeral" and "may not" in ack["text"].lower()
         assert not await r.hub.received(f"slack:command:{trigger}")
+
+
+async def test_stop_during_a_slow_answer_kills_the_run_and_sends_nothing_more(tmp_path: Path) -> None:
+    from hub import ScriptedModel
+
+    slow = '<response><output type="slack:message">On it.</output><output type="slack:message">' + (
+        "and then " * 400 + "</output></response>"
+    )
+    model = ScriptedModel([slow], chunk=4, chunk_delay=0.01)
+    async with running(tmp_path, model=model) as r:
+        sl, st = r.sl, r.sl.state
+        sl.push_message(st.dm, "tell me a long story")
+        await sl.wait_sent(1)  # the first output is out; the second is being written
+        sl.push_command("/stop", channel=st.dm)
+        await sl.wait_for(lambda: bool(sl.acked("slash_commands")))
+        assert sl.acked("slash_commands")[0]["ack"]["text"] == "Stopped."
+        sl.push_command("/help", channel=st.dm)  # a sentinel: once it is answered, nothing else is coming
+        await sl.wait_for(lambda: len(sl.acked("slash_commands")) == 2)
+        (story,) = [run for run in await r.hub.runs.list(limit=10) if run.state == "killed"]
+        assert story.reason == "stopped by user"
+        assert [s["text"] for s in sl.sent] == ["On it."]
+        assert len(model.requests) == 1
