@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, SecretStr, ValidationInfo, field_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 
 from hub.platform import MIN_SECRET_LENGTH, PlatformSettings, host_name
 
@@ -91,19 +91,19 @@ class SlackSettings(PlatformSettings):
             raise ValueError(f"the signing secret is {len(value)} characters: Slack's has 32; copy it whole")
         return SecretStr(value)
 
-    @field_validator("app_token")
-    @classmethod
-    def _app_token(cls, v: SecretStr, info: ValidationInfo) -> SecretStr:
-        value = v.get_secret_value().strip()
-        if not info.data.get("signing_secret", SecretStr("")).get_secret_value():
+    @model_validator(mode="after")
+    def _app_token(self) -> SlackSettings:
+        value = self.app_token.get_secret_value().strip()
+        if self.socket_mode:
             if not value:
                 raise ValueError(
                     "Socket Mode needs the app-level token: set SLACK_APP_TOKEN to an xapp-... token "
                     '(app_token = "${SLACK_APP_TOKEN}"), or set signing_secret to use the Events API'
                 )
             if not value.startswith("xapp-"):
-                raise ValueError("the app token must be an app-level token, which starts with xapp-")
-        return SecretStr(value)
+                raise ValueError("app_token must be an app-level token, which starts with xapp-")
+        self.app_token = SecretStr(value)
+        return self
 
     @field_validator("events_path")
     @classmethod
