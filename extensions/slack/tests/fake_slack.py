@@ -213,6 +213,12 @@ class FakeSlack(FakeServer):
         frame["retry_attempt"], frame["retry_reason"] = env["retry_attempt"], env["retry_reason"]
         asyncio.ensure_future(live[-1].send_str(json.dumps(frame)))
 
+    def refresh(self) -> None:
+        """Ask the connected app to reconnect (Slack's ``disconnect`` message, ``refresh_requested``)."""
+        for ws in [ws for ws in self._sockets if not ws.closed]:
+            frame = {"type": "disconnect", "reason": "refresh_requested", "debug_info": {"host": "fake"}}
+            asyncio.ensure_future(ws.send_str(json.dumps(frame)))
+
     def acked(self, kind: str | None = None) -> list[dict[str, Any]]:
         return [e for e in self.state.envelopes if e["acked"] and (kind is None or e["type"] == kind)]
 

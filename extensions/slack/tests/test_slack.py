@@ -15,9 +15,11 @@ from typing import Any
 
 from fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 
-from hub import Extension, Hub, HubConfig, OutputLog, ScriptedModel
+from hub import Extension, Hub, HubConfig, OutputLog, ScriptedModel, StoreError
 from hub.engine import Plugin
+from hub.logs import InputLog
 from hub.models import Model
+from hub.store import InMemoryInbox
 from hub.testing import loopback_resolver, temp_config
 from hub_slack import SlackSettings, extension
 
@@ -70,6 +72,7 @@ async def running(
     config: HubConfig | None = None,
     extensions: Sequence[Extension] = (),
     connected: bool = True,
+    inbox: Any = None,
     **settings: Any,
 ) -> AsyncIterator[Running]:
     """A started hub with the Slack extension against ``sl`` (default: a fresh fake), answered
@@ -82,7 +85,7 @@ async def running(
         cfg.hub.shutdown_grace = 1.0
         model = model or ScriptedModel(responses, default=default)
         ext = extension(settings_for(sl, **settings), resolve=loopback_resolver("files.slack.com"))
-        hub = Hub(cfg, model=model, load_extensions=False, extensions=[ext, *extensions])
+        hub = Hub(cfg, model=model, load_extensions=False, extensions=[ext, *extensions], inbox=inbox)
         before = sl.state.connections
         async with hub:
             if connected and settings_for(sl, **settings).socket_mode:
@@ -192,3 +195,38 @@ async def test_a_refused_block_is_sent_again_as_plain_text(tmp_path: Path) -> No
         assert sent["mrkdwn"] is None and sent["text"] == "bold move"
         last = sl.calls("chat.postMessage")[-1]
         assert last.params.get("mrkdwn") in (False, "0", "false") and not last.params.get("blocks")
+
+
+# --- acknowledged only once recorded -------------------------------------------------------------
+
+
+class FailingInbox(InMemoryInbox):
+    """An inbox whose next ``failures`` records fail, as a store outage does."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    async def record(self, context: str, entry: InputLog) -> bool:
+        if self.failures:
+            self.failures -= 1
+            raise StoreError("the inbox is down (injected)", store="inbox", operation="write")
+        return await super().record(context, entry)
+
+
+async def test_an_event_the_store_could_not_record_is_not_acked_and_slack_delivers_it_again(tmp_path: Path) -> None:
+    async with running(tmp_path, inbox=FailingInbox(1)) as r:
+        sl, st = r.sl, r.sl.state
+        ts = sl.push_message(st.dm, "keep me")
+        (env,) = st.envelopes
+        # the intake raised: bolt answered 500, and Socket Mode sends no ack for it
+        r.sl.push_message(st.dm, "a sentinel")
+        await sl.wait_sent(1)
+        assert not env["acked"] and st.envelopes[1]["acked"]
+        sl.refresh()  # a new connection: Slack delivers what was never acknowledged
+        await sl.wait_for(lambda: env["acked"], timeout=10)
+        assert env["retry_attempt"] == 1
+        await r.wait_outputs(2, timeout=10)
+        assert await r.hub.received(f"slack:{st.dm}:{ts}")
+        assert "keep me" in str(r.model.requests[-1].messages[-1])
+        assert len(sl.sent) == 2

@@ -139,3 +139,18 @@ async def test_a_slash_command_posted_as_a_form_is_acked_with_its_answer_within_
         assert time.monotonic() - started < 3.0
         assert answer["response_type"] == "in_channel" and "/new" in answer["text"]
         assert await r.hub.received("slack:command:trig.http.1")
+
+
+async def test_an_event_the_store_could_not_record_is_answered_503_and_taken_when_sent_again(tmp_path: Path) -> None:
+    from test_slack import FailingInbox
+
+    async with served(tmp_path, inbox=FailingInbox(1)) as (r, session, url):
+        sl = r.sl
+        body, ts = event_body(sl, "keep me")
+        status, answer = await post(session, url, body, sl.signed(body))
+        assert status == 503 and "delivers it again" in answer["error"]
+        assert not await r.hub.received(f"slack:{sl.state.dm}:{ts}")
+        retry = sl.signed(body, at=int(time.time()) + 1)  # Slack's retry, signed anew
+        assert (await post(session, url, body, {**retry, "X-Slack-Retry-Num": "1"}))[0] == 200
+        (sent,) = await sl.wait_sent(1)
+        assert sent["text"] == "pong"
