@@ -103,7 +103,8 @@ class Intake:
             media=list(verdict.media),
         )
         if sub.duplicate:
-            log.info("slack: message %s was recorded before: not answered again", verdict.platform_id)
+            # a mention comes as `message` and `app_mention` both; a redelivery comes again
+            log.debug("slack: message %s was recorded before: not answered again", verdict.platform_id)
 
     async def _private_allows(self, verdict: Inbound) -> bool:
         """``dm_policy`` in a DM; an unknown user under ``"pairing"`` is sent the code, once, in

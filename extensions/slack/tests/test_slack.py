@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 
 from hub import Extension, Hub, HubConfig, OutputLog, ScriptedModel, StoreError
@@ -230,3 +231,21 @@ async def test_an_event_the_store_could_not_record_is_not_acked_and_slack_delive
         assert await r.hub.received(f"slack:{st.dm}:{ts}")
         assert "keep me" in str(r.model.requests[-1].messages[-1])
         assert len(sl.sent) == 2
+
+
+async def test_a_refused_bot_token_stops_the_start_with_one_clear_line(tmp_path: Path) -> None:
+    from hub import ExtensionFailed
+    from hub_slack import SlackSettings
+
+    async with FakeSlack() as sl:
+        settings = SlackSettings(bot_token="xoxb-a-wrong-token", app_token=APP_TOKEN, base_url=sl.api_url)
+        hub = Hub(
+            temp_config(tmp_path), model=ScriptedModel([]), load_extensions=False, extensions=[extension(settings)]
+        )
+        with pytest.raises(ExtensionFailed) as caught:
+            async with hub:
+                pass
+        message = str(caught.value)
+        assert "Slack refused the bot token (invalid_auth)" in message and "SLACK_BOT_TOKEN" in message
+        assert "xoxb-a-wrong-token" not in message
+        assert sl.state.connections == 0
