@@ -59,8 +59,8 @@ class SlackSettings(PlatformSettings):
     long a dead worker's connection stays down before another worker sharing the store connects."""
     ready_timeout: float = Field(30.0, gt=0)
     """Seconds ``hub run`` waits for ``auth.test`` before it gives up."""
-    max_request_age: float = Field(300.0, ge=10, le=3600)
-    """Events API: seconds a signed request stays valid; an older timestamp is a replay."""
+    max_request_age: float = Field(300.0, ge=10, le=300)
+    """Events API: seconds a signed request stays valid (at most Slack's 300); an older timestamp is a replay."""
     media_hosts: list[str] = Field(default_factory=list)
     """Hosts added to :data:`MEDIA_HOSTS` that files may be downloaded from (a host, or any
     host under it), only at public addresses."""
