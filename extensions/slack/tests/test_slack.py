@@ -249,3 +249,21 @@ async def test_a_refused_bot_token_stops_the_start_with_one_clear_line(tmp_path:
         assert "Slack refused the bot token (invalid_auth)" in message and "SLACK_BOT_TOKEN" in message
         assert "xoxb-a-wrong-token" not in message
         assert sl.state.connections == 0
+
+
+async def test_an_event_that_breaks_the_intake_is_acked_and_logged_and_the_next_is_answered(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with running(tmp_path) as r:
+        sl, st = r.sl, r.sl.state
+        ts = st.next_ts()
+        broken = {"type": "message", "channel": st.dm, "channel_type": "im", "user": st.user, "ts": ts}
+        broken["text"] = {"not": "a string"}  # no Slack client sends this; the intake cannot read it
+        sl._push_event(broken)
+        sl.push_message(st.dm, "a sentinel")
+        await sl.wait_sent(1)
+        env = st.envelopes[0]
+        await sl.wait_for(lambda: env["acked"])  # acked: redelivering it would fail the same way
+        assert not await r.hub.received(f"slack:{st.dm}:{ts}")
+        assert any("could not be taken and is dropped" in rec.getMessage() for rec in caplog.records)
+        assert "a sentinel" in str(r.model.requests[-1].messages[-1]) and len(sl.sent) == 1
