@@ -110,9 +110,13 @@ class _Slack:
             async with asyncio.timeout(self.settings.ready_timeout):
                 me = await self.client.sign_in()
         except TimeoutError as e:
+            await self.client.close()
             raise SlackStartError(
                 f"Slack's auth.test did not answer within {self.settings.ready_timeout:g}s (ready_timeout)"
             ) from e
+        except BaseException:
+            await self.client.close()
+            raise
         self.bolt.build(hub)
         log.info("slack: signed in as %s (%s) in team %s", me.name, me.user_id, me.team_id)
 

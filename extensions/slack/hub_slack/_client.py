@@ -142,6 +142,9 @@ class SlackClient:
         Raises:
             SlackStartError: the token was refused, or Slack could not be reached.
         """
+        if self.web.session is None or self.web.session.closed:
+            # one connection pool for the bot's life (slack-sdk opens a session per call without it)
+            self.web.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.web.timeout))
         try:
             auth = await self.web.auth_test()
         except SlackApiError as e:
@@ -254,7 +257,7 @@ class SlackClient:
         )
 
     async def close(self) -> None:
-        session = getattr(self.web, "session", None)
+        session, self.web.session = self.web.session, None
         if session is not None and not session.closed:
             await session.close()
 
