@@ -163,6 +163,10 @@ class SlackClient:
             team_id=auth.get("team_id"),
             name=str(auth.get("user") or ""),
         )
+        # with a limiter shared across workers ([store] redis_url): this bot's windows, and
+        # chat.update's own (Slack counts each method's tier apart)
+        self.governor.bot = self.identity.user_id
+        self.edits.bot = f"{self.identity.user_id}:chat.update"
         return self.identity
 
     # --- messages -------------------------------------------------------------------------
