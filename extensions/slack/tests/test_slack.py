@@ -267,3 +267,17 @@ async def test_an_event_that_breaks_the_intake_is_acked_and_logged_and_the_next_
         assert not await r.hub.received(f"slack:{st.dm}:{ts}")
         assert any("could not be taken and is dropped" in rec.getMessage() for rec in caplog.records)
         assert "a sentinel" in str(r.model.requests[-1].messages[-1]) and len(sl.sent) == 1
+
+
+async def test_a_conversation_named_by_its_instance_name_is_answered_where_it_is(tmp_path: Path) -> None:
+    """A schedule or a webhook names a conversation TYPE:KEY: a thread's key holds no colon."""
+    async with running(tmp_path) as r:
+        sl, st = r.sl, r.sl.state
+        ts = sl.push_message(text=f"<@{st.bot_user}> start a thread")
+        await sl.wait_sent(1)
+        await r.hub.send(f"slack:thread:{st.channel}/{ts}", None, "the morning post")  # returns once answered
+        await r.hub.send(f"slack:channel:{st.dm}", None, "a note in the DM")
+        await sl.wait_sent(3)
+        assert [(s["channel"], s["thread_ts"]) for s in sl.sent] == [(st.channel, ts), (st.channel, ts), (st.dm, None)]
+        with pytest.raises(Exception, match="CHANNEL/THREAD_TS"):
+            await r.hub.send("slack:thread:C0000001", None, "no thread")
