@@ -103,12 +103,15 @@ class _Slack:
     # --- the service ----------------------------------------------------------------------
 
     async def start(self, hub: Hub) -> None:
-        """``auth.test``, within ``ready_timeout``: a refused token stops ``hub run`` with one line."""
+        """``auth.test`` (and in Socket Mode the app token), within ``ready_timeout``: a refused
+        token stops ``hub run`` with one line."""
         self.hub = hub
         self.client.report_to(hub)
         try:
             async with asyncio.timeout(self.settings.ready_timeout):
                 me = await self.client.sign_in()
+                if self.settings.socket_mode:
+                    await self.client.check_app_token(self.settings.app_token.get_secret_value())
         except TimeoutError as e:
             await self.client.close()
             raise SlackStartError(

@@ -169,6 +169,27 @@ class SlackClient:
         self.edits.bot = f"{self.identity.user_id}:chat.update"
         return self.identity
 
+    async def check_app_token(self, app_token: str) -> None:
+        """``apps.connections.open`` once: Socket Mode's token works (the URL it gives is left
+        to expire), so a wrong one stops the start instead of a reconnect loop.
+
+        Raises:
+            SlackStartError: the app token was refused, or Slack could not be reached.
+        """
+        try:
+            await self.web.apps_connections_open(app_token=app_token)
+        except SlackApiError as e:
+            code = _error_code(e)
+            if code in ("invalid_auth", "not_authed", "not_allowed_token_type", "token_revoked", "missing_scope"):
+                raise SlackStartError(
+                    f"Slack refused the app token ({code}): set SLACK_APP_TOKEN to an app-level token with the "
+                    "connections:write scope (Basic Information > App-Level Tokens, xapp-...), and turn "
+                    "Socket Mode on for the app"
+                ) from e
+            raise SlackStartError(f"Slack refused apps.connections.open: {code or e}") from e
+        except (TimeoutError, aiohttp.ClientError, OSError, SlackClientError) as e:
+            raise SlackStartError(f"cannot reach Slack's Web API at {self.settings.api_url()}: {e}") from e
+
     # --- messages -------------------------------------------------------------------------
 
     async def post(self, channel: str, text: str, *, thread_ts: str | None = None) -> str:

@@ -97,9 +97,10 @@ class SlackCommands:
                 meta={"command_id": trigger, "channel_id": channel, "team_id": command.get("team_id")},
                 command=CommandCall(name, text),
             )
-        except Exception:
+        except Exception:  # not recorded (the store failed, the hub is stopping): the user is told
+            log.exception("slack: /%s from %s was not taken", name, command.get("user_id"))
             await ack(text=NOT_TAKEN, response_type="ephemeral")
-            raise
+            return
         answer = None
         if not sub.duplicate:
             done = asyncio.ensure_future(sub.wait())

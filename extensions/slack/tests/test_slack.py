@@ -281,3 +281,20 @@ async def test_a_conversation_named_by_its_instance_name_is_answered_where_it_is
         assert [(s["channel"], s["thread_ts"]) for s in sl.sent] == [(st.channel, ts), (st.channel, ts), (st.dm, None)]
         with pytest.raises(Exception, match="CHANNEL/THREAD_TS"):
             await r.hub.send("slack:thread:C0000001", None, "no thread")
+
+
+async def test_a_refused_app_token_stops_the_start_with_one_clear_line(tmp_path: Path) -> None:
+    from hub import ExtensionFailed
+    from hub_slack import SlackSettings
+
+    async with FakeSlack() as sl:
+        settings = SlackSettings(bot_token=BOT_TOKEN, app_token="xapp-a-wrong-token", base_url=sl.api_url)
+        hub = Hub(
+            temp_config(tmp_path), model=ScriptedModel([]), load_extensions=False, extensions=[extension(settings)]
+        )
+        with pytest.raises(ExtensionFailed) as caught:
+            async with hub:
+                pass
+        message = str(caught.value)
+        assert "Slack refused the app token (invalid_auth)" in message and "SLACK_APP_TOKEN" in message
+        assert "xapp-a-wrong-token" not in message and sl.state.connections == 0

@@ -111,3 +111,17 @@ async def test_stop_during_a_slow_answer_kills_the_run_and_sends_nothing_more(tm
         assert story.reason == "stopped by user"
         assert [s["text"] for s in sl.sent] == ["On it."]
         assert len(model.requests) == 1
+
+
+async def test_a_command_the_store_could_not_record_is_acked_telling_the_user_to_try_again(tmp_path: Path) -> None:
+    from test_slack import FailingInbox
+
+    async with running(tmp_path, inbox=FailingInbox(1)) as r:
+        sl = r.sl
+        sl.push_command("/help")
+        await sl.wait_for(lambda: bool(sl.acked("slash_commands")))
+        ack = sl.acked("slash_commands")[0]["ack"]
+        assert ack["response_type"] == "ephemeral" and "try again" in ack["text"]
+        sl.push_command("/help")  # the store is back
+        await sl.wait_for(lambda: len(sl.acked("slash_commands")) == 2)
+        assert "/new" in sl.acked("slash_commands")[1]["ack"]["text"]
