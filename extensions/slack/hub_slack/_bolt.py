@@ -125,8 +125,8 @@ class Bolt:
         )
 
     async def handle(self, request: RouteRequest) -> RouteAnswer:
-        app = self.app
-        if app is None or self.intake is None:  # `hub chat`, or the input is stopping: Slack retries
+        app, intake = self.app, self.intake
+        if app is None or intake is None:  # `hub chat`, or the input is stopping: Slack retries
             return RouteAnswer(503, {"error": "Slack events are not taken by this hub now"})
         headers: dict[str, str | Sequence[str]] = {k.lower(): v for k, v in request.headers.items()}
         response = await app.async_dispatch(
@@ -134,6 +134,7 @@ class Bolt:
         )
         if response.status >= 500:
             return RouteAnswer(503, {"error": "the event was not recorded: Slack delivers it again"})
+        intake.hub.metrics.platform_connected("slack", True)  # Slack reaches this worker
         body: Any = {}
         if response.body:
             try:
