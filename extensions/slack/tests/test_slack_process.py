@@ -212,3 +212,40 @@ async def test_a_poison_message_that_kills_every_run_is_parked_and_the_conversat
         (parked,) = [json.loads(line) for line in out.decode().splitlines()]
         assert parked["content"] == "POISON" and parked["failures"] == 2
         assert parked["context"] == f"slack:channel:{st.dm}" and "abnormal_exit" in parked["error"]
+
+
+async def test_sigkill_mid_live_reply_then_restart_completes_the_message_without_a_second_copy(tmp_path: Path) -> None:
+    from hub_slack import to_mrkdwn
+
+    body = "\n\n".join(f"Paragraph {i}: " + " ".join(f"word{i}.{j}" for j in range(30)) for i in range(8))
+    answer = f'<response><output type="slack:message">{body}</output></response>'
+    async with (
+        FakeSlack() as sl,
+        FakeOpenAI(responses=[answer, answer], default=ANSWER, chunk=20, chunk_delay=0.05) as ai,
+    ):
+        st = sl.state
+        config = _write_config(tmp_path, sl, ai.url)
+        config.write_text(config.read_text() + "live = true\nlive_interval = 0.5\n")
+        hub = _start_hub(tmp_path, config)
+        try:
+            await sl.wait_for(lambda: st.connections == 1, timeout=30)
+            asked = sl.push_message(text=f"<@{st.bot_user}> tell me a long story")
+            # the reply is on screen and growing: its ts is in the ledger (before the first edit)
+            await sl.wait_for(lambda: len(st.edits) >= 2, timeout=30)
+        finally:
+            output = _output(hub)
+        (half,) = sl.thread(st.channel, asked)
+        assert half["mrkdwn"] != to_mrkdwn(body), f"killed mid-reply\n{output}"
+
+        ai.chunk_delay = 0.0
+        hub = _start_hub(tmp_path, config)
+        try:
+            await sl.wait_for(
+                lambda: [m["mrkdwn"] for m in sl.thread(st.channel, asked)] == [to_mrkdwn(body)], timeout=30
+            )
+            sl.push_message(st.dm, "a last one")  # everything before it is done by now
+            await sl.wait_for(lambda: any(s["channel"] == st.dm for s in sl.sent), timeout=30)
+        finally:
+            output = _output(hub, signal.SIGTERM)
+        assert hub.returncode == 0, output
+        assert [s["ts"] for s in sl.thread(st.channel, asked)] == [half["ts"]], f"a second copy was sent\n{output}"
