@@ -110,10 +110,15 @@ class SlackCommands:
                 done.cancel()
             answer = pending.answer.result() if pending.answer.done() else None
         pending.acked = True
-        if answer:
+        if answer and mrkdwn_len(answer) <= MAX_LENGTH:
             await ack(text=to_plain(answer), blocks=[_section(answer)], response_type="in_channel")
-        else:
-            await ack()
+            return
+        await ack()
+        if answer:  # longer than one block: in parts, on the response_url
+            try:
+                await self.answer(pending, answer, channel)
+            except (SendFailed, OSError, TimeoutError) as e:
+                log.warning("slack: the answer to /%s could not be posted: %s", name, e)
 
     async def _refusal(self, command: dict[str, Any]) -> str | None:
         """Why this user may not use the bot here (None: they may), as messages are filtered."""
@@ -167,4 +172,4 @@ class SlackCommands:
 
 
 def _section(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": to_mrkdwn(text)[:MAX_LENGTH] or " "}}
+    return {"type": "section", "text": {"type": "mrkdwn", "text": to_mrkdwn(text) or " "}}

@@ -125,3 +125,20 @@ async def test_a_command_the_store_could_not_record_is_acked_telling_the_user_to
         sl.push_command("/help")  # the store is back
         await sl.wait_for(lambda: len(sl.acked("slash_commands")) == 2)
         assert "/new" in sl.acked("slash_commands")[1]["ack"]["text"]
+
+
+@command("essay", description="A long answer")
+async def essay(cmd: CommandContext) -> str:
+    return "\n\n".join(f"Paragraph {i}: " + "words " * 60 for i in range(20))
+
+
+async def test_an_answer_longer_than_a_block_is_acked_then_posted_in_parts(tmp_path: Path) -> None:
+    async with running(tmp_path, extensions=[Extension("essays", commands=[essay])]) as r:
+        sl = r.sl
+        sl.push_command("/essay")
+        await sl.wait_for(lambda: bool(sl.acked("slash_commands")))
+        assert not sl.acked("slash_commands")[0]["ack"]
+        await sl.wait_for(lambda: len(sl.state.responses) >= 3, timeout=10)
+        parts = sl.state.responses
+        assert all(len(p["blocks"][0]["text"]["text"]) <= 3000 for p in parts)
+        assert parts[0]["text"].startswith("Paragraph 0:") and "Paragraph 19:" in parts[-1]["text"]
