@@ -10,7 +10,7 @@ import builtins
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
@@ -334,6 +334,16 @@ class RouteRequest:
     data: Any
 
 
+class RouteVerifier(Protocol):
+    """How a route whose requests are signed proves them (see :class:`Route`)."""
+
+    def headers(self, headers: Mapping[str, str]) -> str | None:
+        """Why the request is refused from its headers alone (missing, stale), or None."""
+
+    def body(self, headers: Mapping[str, str], body: bytes) -> str | None:
+        """Why the request is refused once its body is read (the signature), or None."""
+
+
 @dataclass(frozen=True, slots=True)
 class RouteAnswer:
     """What a route handler answers: a status and a JSON body (default ``{"ok": true}``)."""
@@ -352,14 +362,23 @@ class Route:
     is not taking input. ``handler`` gets a :class:`RouteRequest` and returns a
     :class:`RouteAnswer` (None: 200). A ``StoreError`` it raises answers 503, so the sender
     delivers again; answer only once what came in is recorded.
+
+    A platform that signs each request instead (an HMAC of the body, as Slack does) gives
+    ``verify`` in place of the secret: ``verify.headers`` is asked from the headers alone
+    before the body is read (a stale timestamp: a replay), ``verify.body`` once the capped
+    body is read and before it is parsed; each returns why it refuses (401), or None.
+    ``forms``: an ``application/x-www-form-urlencoded`` body is taken too, ``data`` then a
+    dict of its fields (Slack's slash commands).
     """
 
     path: str
     handler: Callable[[RouteRequest], Awaitable[RouteAnswer | None]]
-    secret_header: str
-    secret: str
+    secret_header: str = ""
+    secret: str = ""
     method: str = "POST"
     description: str = ""
+    verify: RouteVerifier | None = None
+    forms: bool = False
 
     def check(self, extension: str) -> None:
         """Raises ExtensionError naming what is wrong with this route."""
@@ -368,18 +387,28 @@ class Route:
         for reserved in RESERVED_PATHS:
             if self.path == reserved or self.path.startswith(reserved + "/"):
                 raise ExtensionError(extension, f"route {self.path!r}: {reserved} is the hub's own path")
+        if self.verify is None or self.secret_header or self.secret:  # else: proven by its signature
+            self._check_secret(extension)
+        if self.method not in ("POST", "PUT"):
+            raise ExtensionError(extension, f"route {self.path!r}: method must be POST or PUT, not {self.method!r}")
+
+    def _check_secret(self, extension: str) -> None:
+        if not self.secret_header and not self.secret:
+            raise ExtensionError(
+                extension, f"route {self.path!r}: needs a secret or a verify (requests are authenticated)"
+            )
         if not _HEADER_NAME.fullmatch(self.secret_header):
             raise ExtensionError(extension, f"route {self.path!r}: {self.secret_header!r} is not a header name")
         if not self.secret:
-            raise ExtensionError(extension, f"route {self.path!r}: needs a secret (requests are authenticated)")
+            raise ExtensionError(
+                extension, f"route {self.path!r}: needs a secret or a verify (requests are authenticated)"
+            )
         if len(self.secret) < MIN_SECRET_LENGTH:
             raise ExtensionError(
                 extension,
                 f"route {self.path!r}: its secret is {len(self.secret)} characters: it needs at least "
                 f"{MIN_SECRET_LENGTH}, or it can be guessed",
             )
-        if self.method not in ("POST", "PUT"):
-            raise ExtensionError(extension, f"route {self.path!r}: method must be POST or PUT, not {self.method!r}")
 
 
 @dataclass(slots=True, eq=False)

@@ -36,6 +36,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl
 
 from aiohttp import web
 
@@ -173,6 +174,16 @@ def _json_body(body: bytes) -> Any:
         return load_json(body)
     except UntrustedJSONError as e:
         return _error(400, f"body refused: {e}")
+
+
+def _form_body(body: bytes) -> dict[str, str] | web.Response:
+    """A posted form (``a=1&b=2``) as a dict of its fields (the last of a repeated one), or the 400."""
+    try:
+        return dict(
+            parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=bool(body), max_num_fields=1000)
+        )
+    except (UnicodeDecodeError, ValueError) as e:
+        return _error(400, f"body refused: not a form ({e})")
 
 
 async def _answer(sub: Submission, timeout: float, *, wait: bool) -> web.Response:
@@ -466,18 +477,31 @@ class HttpServer:
         return body
 
     async def _route(self, route: Route, request: web.Request) -> web.Response:
-        """An extension's route: its secret header checked before the body is read, the body
-        capped and parsed as JSON, then the extension's handler (see :class:`hub.Route`)."""
-        given = request.headers.get(route.secret_header, "")
-        if not (given.isascii() and hmac.compare_digest(given.encode(), route.secret.encode())):
-            return _denied(f"{route.secret_header} is missing or does not match")
+        """An extension's route: its secret header (or its verifier's look at the headers)
+        checked before the body is read, the body capped, a signature checked against it,
+        then parsed as JSON (or a form), then the extension's handler (see :class:`hub.Route`)."""
+        verify = route.verify
+        if route.secret_header or route.secret or verify is None:
+            given = request.headers.get(route.secret_header, "")
+            if not (given.isascii() and hmac.compare_digest(given.encode(), route.secret.encode())):
+                return _denied(f"{route.secret_header} is missing or does not match")
+        if verify is not None and (refused := verify.headers(request.headers)) is not None:
+            return _denied(refused)
         conn = self._guard.of(request) if self._guard is not None else None
-        if conn is not None:
+        if conn is not None and verify is None:
             conn.proven = True
         body = await self._read(request)
         if isinstance(body, web.Response):
             return body
-        data = _json_body(body)
+        if verify is not None:
+            if (refused := verify.body(request.headers, body)) is not None:
+                return _denied(refused)
+            if conn is not None:
+                conn.proven = True
+        if route.forms and request.content_type == "application/x-www-form-urlencoded":
+            data = _form_body(body)
+        else:
+            data = _json_body(body)
         if isinstance(data, web.Response):
             return data
         if not self.hub.started:

@@ -15,7 +15,7 @@ from hub.cli import main
 from hub.definitions import ENTRY_POINT_GROUP, import_extension
 
 ROOT = Path(__file__).resolve().parents[2]
-BUILT_IN = ("cli", "telegram", "discord", "twitter", "matrix")
+BUILT_IN = ("cli", "telegram", "discord", "twitter", "matrix", "slack")
 
 
 @pytest.mark.parametrize("name", BUILT_IN)
@@ -96,5 +96,5 @@ def test_loader_logging_and_cli_name_no_platform_in_code() -> None:
         }
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-                for name in ("telegram", "discord", "twitter", "tweepy"):
+                for name in ("telegram", "discord", "twitter", "tweepy", "slack"):
                     assert name not in node.value, f"{rel}:{node.lineno} names {name!r}: {node.value!r}"

@@ -1,10 +1,11 @@
 """Routes that extensions mount on the [http] endpoint (``Extension(routes=[Route(...)])``):
-authenticated by their secret header before the body is read, size-capped, JSON checked,
-and refused where they would shadow the hub's own paths."""
+authenticated by their secret header (or a verifier of their signature) before the body is
+read, size-capped, JSON (or form) checked, and refused where they would shadow the hub's own paths."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -110,3 +111,68 @@ async def test_routes_without_the_http_endpoint_stop_the_start(config: HubConfig
     hub: Hub = make_chat_hub(extra=[platform(Received())])
     with pytest.raises(ConfigError, match=r"\[http\].*platform \(/platform/updates\)"):
         await hub.start()
+
+
+# --- routes proven by a signature of the body (Slack's Events API), and form bodies -----------
+
+
+class Signed:
+    """A verifier: the header ``X-Stamp`` must be "fresh" before the body is read, and
+    ``X-Sig`` must be the body's SHA-256 once it is."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+
+    def headers(self, headers: Any) -> str | None:
+        return None if headers.get("X-Stamp") == "fresh" else "X-Stamp is stale: a replay"
+
+    def body(self, headers: Any, body: bytes) -> str | None:
+        self.bodies.append(body)
+        return None if headers.get("X-Sig") == hashlib.sha256(body).hexdigest() else "X-Sig does not match"
+
+
+def _sig(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+async def test_a_signed_route_checks_the_headers_before_the_body_and_the_signature_before_parsing(
+    config: HubConfig, make_chat_hub
+) -> None:
+    config.http = HttpSection(port=0, max_body=1024, body_timeout=5)
+    received, signed = Received(), Signed()
+    route = Route("/signed/events", received.handle, verify=signed, forms=True)
+    async with make_chat_hub(extra=[Extension(name="signed", routes=[route])]) as hub:
+        assert hub.http is not None
+        url = f"http://127.0.0.1:{hub.http.port}/signed/events"
+        # a stale stamp is refused from the headers alone: the body that never comes is not waited for
+        reader, writer = await asyncio.open_connection("127.0.0.1", hub.http.port)
+        writer.write(b"POST /signed/events HTTP/1.1\r\nHost: x\r\nX-Stamp: old\r\nContent-Length: 100\r\n\r\n")
+        await writer.drain()
+        status = await asyncio.wait_for(reader.readline(), 2)
+        assert b" 401 " in status
+        writer.close()
+        assert signed.bodies == []
+        async with aiohttp.ClientSession() as session:
+            form = b"command=%2Fhelp&text=a+b&empty="
+            for headers, expected in (
+                ({"X-Stamp": "fresh", "X-Sig": "forged"}, 401),
+                ({"X-Sig": _sig(form)}, 401),
+                ({"X-Stamp": "fresh", "X-Sig": _sig(form)}, 200),
+            ):
+                headers["Content-Type"] = "application/x-www-form-urlencoded"
+                async with session.post(url, data=form, headers=headers) as resp:
+                    assert resp.status == expected, await resp.text()
+            body = json.dumps({"type": "event_callback"}).encode()
+            async with session.post(url, data=body, headers={"X-Stamp": "fresh", "X-Sig": _sig(body)}) as resp:
+                assert resp.status == 200
+    assert [r.data for r in received.requests] == [
+        {"command": "/help", "text": "a b", "empty": ""},
+        {"type": "event_callback"},
+    ]
+
+
+def test_a_route_without_a_secret_needs_a_verifier(config: HubConfig, make_chat_hub) -> None:
+    received = Received()
+    with pytest.raises(ExtensionError, match="needs a secret or a verify"):
+        make_chat_hub(extra=[Extension(name="p", routes=[Route("/p", received.handle)])])
+    make_chat_hub(extra=[Extension(name="p", routes=[Route("/p", received.handle, verify=Signed())])])

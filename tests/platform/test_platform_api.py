@@ -166,10 +166,11 @@ def test_platform_settings_declare_the_shared_keys_once() -> None:
 def test_every_platform_shares_the_base() -> None:
     from hub_discord import DiscordSettings
     from hub_matrix import MatrixSettings
+    from hub_slack import SlackSettings
     from hub_telegram import TelegramSettings
     from hub_twitter import TwitterSettings
 
-    for cls in (DiscordSettings, TelegramSettings, TwitterSettings, MatrixSettings):
+    for cls in (DiscordSettings, TelegramSettings, TwitterSettings, MatrixSettings, SlackSettings):
         assert issubclass(cls, PlatformSettings)
         for key in ("send_attempts", "send_max_wait", "loop_guard_turns", "loop_guard_window", "allowed_users"):
             assert cls.model_fields[key] is PlatformSettings.model_fields[key] or (

@@ -1,0 +1,175 @@
+"""The hub's chat commands (``/help``, ``/new``, ``/stop``, and any other the hub has on) as
+Slack slash commands, each acknowledged within Slack's 3-second window.
+
+A slash command is recorded in the hub like a message (``slack:command:<trigger id>``, so a
+redelivered envelope is answered once) and answered without the model. Its answer rides on
+the acknowledgement itself when it comes within :data:`ACK_WITHIN` seconds (the usual case:
+commands take milliseconds); else the command is acknowledged empty and the answer is posted
+to its ``response_url`` (which Slack keeps for 30 minutes). Someone the access rules leave
+out is told so in the acknowledgement, to them only.
+
+Slack does not register slash commands through the API: the app's manifest (or its
+settings page) lists them, each with the request URL in Events API mode (see the docs page).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from slack_sdk.webhook.async_client import AsyncWebhookClient
+
+from hub import CommandCall
+from hub.platform import SendFailed, private_access, split_message
+
+from ._client import MAX_LENGTH, mrkdwn_len
+from ._events import CHANNEL
+from ._mrkdwn import to_mrkdwn, to_plain
+
+if TYPE_CHECKING:
+    from hub import Hub, RunContext
+
+    from ._intake import Intake
+
+__all__ = ["SlackCommands", "ACK_WITHIN"]
+
+log = logging.getLogger("hub_slack")
+
+ACK_WITHIN = 2.0
+"""Seconds a command's answer may take to ride on its acknowledgement (Slack waits 3)."""
+RESPONSE_URL_LIFETIME = 29 * 60.0
+"""Seconds a command's ``response_url`` is used for answers (Slack keeps it 30 minutes)."""
+RESPONSE_HOSTS = ("hooks.slack.com",)
+NOT_TAKEN = "Sorry, that did not go through. Please try again in a moment."
+
+
+@dataclass(eq=False)
+class _Pending:
+    """A slash command being answered: the answer for its ack, or its response_url after."""
+
+    trigger_id: str
+    response_url: str
+    received: float = field(default_factory=time.monotonic)
+    answer: asyncio.Future[str] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    acked: bool = False
+
+
+class SlackCommands:
+    """The slash commands of one app: each taken into the hub, and its answer sent back."""
+
+    def __init__(self, settings: Any, hub: Hub) -> None:
+        self.settings = settings
+        self.hub = hub
+        self.intake: Intake | None = None  # set while the input is subscribed
+        self._pending: dict[str, _Pending] = {}
+
+    def names(self) -> list[str]:
+        return sorted(self.hub.commands.names())
+
+    async def invoked(self, ack: Any, command: dict[str, Any]) -> None:
+        """Bolt's listener for one slash command: record it, ack it within the window."""
+        name = str(command.get("command") or "").lstrip("/")
+        text = str(command.get("text") or "").strip()
+        intake = self.intake
+        if intake is None or name not in self.hub.commands.names():
+            await ack(text=f"/{name} is not available now.", response_type="ephemeral")
+            return
+        refusal = await self._refusal(command)
+        if refusal is not None:
+            log.info("slack: /%s from %s refused: %s", name, command.get("user_id"), refusal)
+            await ack(text=refusal, response_type="ephemeral")
+            return
+        self._forget_old()
+        trigger = str(command.get("trigger_id") or "")
+        pending = self._pending[trigger] = _Pending(trigger, str(command.get("response_url") or ""))
+        channel = str(command.get("channel_id") or "")
+        try:
+            sub = await intake.send(
+                CHANNEL,
+                {"channel_id": channel},
+                f"/{name} {text}".strip(),
+                user=str(command.get("user_id") or ""),
+                platform_id=f"slack:command:{trigger}",
+                meta={"command_id": trigger, "channel_id": channel, "team_id": command.get("team_id")},
+                command=CommandCall(name, text),
+            )
+        except Exception:  # not recorded (the store failed, the hub is stopping): the user is told
+            log.exception("slack: /%s from %s was not taken", name, command.get("user_id"))
+            await ack(text=NOT_TAKEN, response_type="ephemeral")
+            return
+        answer = None
+        if not sub.duplicate:
+            done = asyncio.ensure_future(sub.wait())
+            try:
+                await asyncio.wait({pending.answer, done}, timeout=ACK_WITHIN, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                done.cancel()
+            answer = pending.answer.result() if pending.answer.done() else None
+        pending.acked = True
+        if answer and mrkdwn_len(answer) <= MAX_LENGTH:
+            await ack(text=to_plain(answer), blocks=[_section(answer)], response_type="in_channel")
+            return
+        await ack()
+        if answer:  # longer than one block: in parts, on the response_url
+            try:
+                await self.answer(pending, answer, channel)
+            except (SendFailed, OSError, TimeoutError) as e:
+                log.warning("slack: the answer to /%s could not be posted: %s", name, e)
+
+    async def _refusal(self, command: dict[str, Any]) -> str | None:
+        """Why this user may not use the bot here (None: they may), as messages are filtered."""
+        settings, user, channel = self.settings, str(command.get("user_id") or ""), str(command.get("channel_id"))
+        if channel.startswith("D"):
+            if not settings.dms:
+                return "This bot does not answer direct messages."
+            decision = await private_access(self.hub.access, "slack", settings, user)
+            return None if decision.allowed else (decision.message or "You may not use this bot.")
+        intake = self.intake
+        if intake is None or not intake.channels.allows(channel) or not intake.users.allows(user):
+            return "This bot does not answer here."
+        return None
+
+    def _forget_old(self) -> None:
+        now = time.monotonic()
+        for trigger in [t for t, p in self._pending.items() if now - p.received > RESPONSE_URL_LIFETIME]:
+            del self._pending[trigger]
+
+    # --- answers going back ---------------------------------------------------------------
+
+    def pending_for(self, ctx: RunContext) -> _Pending | None:
+        """The slash command a run's reply answers: its newest input's, while its response_url lives."""
+        for entry in reversed(ctx.inputs):
+            trigger = (entry.meta or {}).get("command_id")
+            pending = self._pending.get(str(trigger)) if trigger else None
+            if pending is not None and time.monotonic() - pending.received < RESPONSE_URL_LIFETIME:
+                return pending
+        return None
+
+    async def answer(self, pending: _Pending, content: str, channel: str) -> dict[str, Any]:
+        """The answer on the command's ack when it is still open, else through its response_url.
+
+        Raises:
+            SendFailed: the response_url refused it, or is not Slack's.
+        """
+        if not pending.acked and not pending.answer.done():
+            pending.answer.set_result(content)
+            return {"message_ids": [], "command": pending.trigger_id}
+        url = pending.response_url
+        host = (urlsplit(url).hostname or "").lower()
+        if not self.settings.base_url and host not in RESPONSE_HOSTS:
+            raise SendFailed("slack", channel, f"the command's response_url is not Slack's ({host or 'none'})")
+        hook = AsyncWebhookClient(url, timeout=15)
+        parts = split_message(content, MAX_LENGTH, length=mrkdwn_len)
+        for part in parts:
+            resp = await hook.send(text=to_plain(part), blocks=[_section(part)], response_type="in_channel")
+            if resp.status_code != 200:
+                raise SendFailed("slack", channel, f"response_url answered {resp.status_code} {resp.body}")
+        return {"message_ids": [], "command": pending.trigger_id, "parts": len(parts)}
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": to_mrkdwn(text) or " "}}
