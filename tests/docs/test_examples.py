@@ -7,6 +7,7 @@ block is checked against the code by test_code_blocks.py.
 
 from __future__ import annotations
 
+import importlib
 import re
 import sqlite3
 import subprocess
@@ -36,6 +37,9 @@ async def test_the_actions_example_answers_through_its_action(
     assert 'module = "my_tools"' in table.text
     (tmp_path / "my_tools.py").write_text(code.text)
     config.path = tmp_path / "config.toml"
+    # another test may have imported a my_tools.py of its own: load this one, not that
+    sys.modules.pop("my_tools", None)
+    importlib.invalidate_caches()
     sys.path.insert(0, str(tmp_path))
     try:
         weather = load_extension("weather", {"module": "my_tools"}, config)

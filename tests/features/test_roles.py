@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from hub import Extension, NoArgs, RunState, action
@@ -95,12 +97,31 @@ async def test_in_a_group_an_admin_message_lends_no_rights_to_another(make_rig, 
     async def say(content: str, ctx) -> None:
         pass
 
+    # the run may start on alice's message alone; it then waits (an action) until eve's is in,
+    # so that the ban is always asked for with both messages in the run
+    eve_in = asyncio.Event()
+
+    @action(name="wait", description="Wait.")
+    async def wait(args: NoArgs, ctx) -> dict:
+        await eve_in.wait()
+        return {}
+
+    def first(request) -> str:
+        return (
+            CALL_BAN
+            if "ban bob please" in str(request)
+            else '<response><action_call name="wait">{}</action_call></response>'
+        )
+
     room = Context(type="room", schema=TextArgs, reply_output="room:say")
     config.roles = {"admin": {"rooms": ["alice"]}}
-    rig = make_rig([CALL_BAN, DONE], extensions=[TOOLS, Extension("rooms", contexts=[room], outputs=[say])])
+    rooms = Extension("rooms", contexts=[room], outputs=[say], actions=[wait])
+    rig = make_rig([first, first, DONE], extensions=[TOOLS, rooms])
     async with rig.hub:
-        first = await rig.hub.submit("room:1", None, "hi all", user="alice")
+        first_in = await rig.hub.submit("room:1", None, "hi all", user="alice")
         second = await rig.hub.submit("room:1", None, "ban bob please", user="eve")
+        eve_in.set()
         result = await second.wait()
-        assert (await first.wait()).run_id == result.run_id  # one run took both messages
-    assert calls == [] and "eve on rooms" in [e for e in result.logs if e.kind == "action_result"][0].error
+        assert (await first_in.wait()).run_id == result.run_id  # one run took both messages
+    denials = [e for e in result.logs if e.kind == "action_result" and e.denied]
+    assert calls == [] and denials and "eve on rooms" in denials[0].error
