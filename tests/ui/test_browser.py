@@ -171,6 +171,8 @@ async def test_edit_the_persona_the_next_reply_follows_it_then_roll_back(browser
         assert sent[0]["text"] == "Hello from BRAVO"
         await page.screenshot(path=SHOTS / "persona.png", full_page=True)
         await page.click("text=Roll back to rev 1")
+        await expect(page.locator("h1")).to_have_text("Roll persona default back to rev 1?")
+        await page.click("#confirm")
         await expect(page.locator(".msg")).to_contain_text("rolled back to rev 1")
         d.tg.push_message(chat_id=42, text="and now?")
         sent = await d.tg.wait_sent(2)

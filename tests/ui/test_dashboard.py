@@ -224,7 +224,7 @@ async def test_trace_shows_the_whole_run_and_no_secret(tmp_path: Path, monkeypat
         assert await d.hub.memory.get("working-memory:telegram:chat:42")
         csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
         async with s.post(
-            d.base + "/ui/conversation/forget", data={"csrf": csrf, "context": "telegram:chat:42"}
+            d.base + "/ui/conversation/forget", data={"csrf": csrf, "context": "telegram:chat:42", "confirm": "yes"}
         ) as resp:
             assert "forgot telegram:chat:42: 0 episodes, working-memory:telegram:chat:42" in await resp.text()
         assert await d.hub.memory.get("working-memory:telegram:chat:42") is None
@@ -280,7 +280,7 @@ async def test_trace_shows_action_calls_results_errors_and_child_runs(tmp_path: 
         async with s.get(f"{d.base}/ui/runs/{grandchild.id}") as resp:
             assert f'href="/ui/runs/{child.id}"' in await resp.text()  # a link up to its parent
         async with s.get(f"{d.base}/ui/runs/nosuchrun") as resp:
-            assert resp.status == 404 and "no run matches" in await resp.text()
+            assert resp.status == 404 and "No run has the id" in await resp.text()
 
 
 async def _ended(d, run_id: str) -> bool:
@@ -325,11 +325,11 @@ async def test_persona_edit_is_validated_diffed_saved_and_rolled_back(tmp_path: 
         async with s.get(url) as resp:
             assert "Sign every reply as DELTA" in await resp.text()
         await wait_until(lambda: _revs(d, 3))
-        async with s.post(url + "/rollback", data={"csrf": csrf, "rev": "1"}) as resp:
+        async with s.post(url + "/rollback", data={"csrf": csrf, "rev": "1", "confirm": "yes"}) as resp:
             assert "rolled back to rev 1" in await resp.text()
         assert path.read_text() == PERSONA
         assert d.hub.personas.get("default").instructions == "Sign every reply as ALPHA."
-        async with s.post(url + "/rollback", data={"csrf": csrf, "rev": "99"}) as resp:
+        async with s.post(url + "/rollback", data={"csrf": csrf, "rev": "99", "confirm": "yes"}) as resp:
             assert "has no revision 99" in await resp.text()
         async with s.get(d.base + "/ui/personas/..%2Fsecrets") as resp:
             assert resp.status in (400, 404)
@@ -374,7 +374,7 @@ async def test_access_lists_approves_and_revokes(tmp_path: Path) -> None:
         async with s.get(d.base + "/ui/access?msg=Your+token+expired") as resp:
             assert "Your token expired" not in await resp.text()  # no link can make it say things
         async with s.post(
-            d.base + "/ui/access/revoke", data={"csrf": csrf, "user": "501", "platform": "telegram"}
+            d.base + "/ui/access/revoke", data={"csrf": csrf, "user": "501", "platform": "telegram", "confirm": "yes"}
         ) as resp:
             assert "revoked 1 pairing of user 501" in await resp.text()
         assert not (await d.hub.access.check("telegram", "501", "pairing")).allowed
@@ -414,7 +414,7 @@ async def test_forget_deletes_the_conversations_episodes_as_hub_memory_forget_do
         async with s.get(d.base + "/ui/conversation?context=telegram:chat:42") as resp:
             assert "remember me, chat 42" in html.unescape(await resp.text())
         async with s.post(
-            d.base + "/ui/conversation/forget", data={"csrf": csrf, "context": "telegram:chat:42"}
+            d.base + "/ui/conversation/forget", data={"csrf": csrf, "context": "telegram:chat:42", "confirm": "yes"}
         ) as resp:
             assert "forgot telegram:chat:42: 1 episode, working-memory:telegram:chat:42" in await resp.text()
         assert await d.hub.episodes.episodes(context="telegram:chat:42") == []

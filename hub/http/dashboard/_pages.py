@@ -61,6 +61,7 @@ from ...redact import MASK
 from ...store import Revision, RunRecord, RunState, collect_tree
 from .._security import client_address, parse_networks
 from ._health import SERIES, MetricsHistory, last_value, metric_total, sparkline
+from ._paths import PathScrubber
 from ._sessions import COOKIE, LoginThrottle, Session, Sessions, token_matches
 
 __all__ = ["Dashboard", "PAGE_SIZE"]
@@ -73,7 +74,7 @@ _MAX_PARAM = 300
 _STATES = tuple(str(s) for s in RunState)
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 _PLATFORM = re.compile(r"[A-Za-z0-9_-]{1,100}")
-_PUBLIC = ("/ui/login", "/ui/static/")
+_PUBLIC = ("/ui/login", "/ui/static/", "/ui/favicon.ico")
 # where a request keeps its session (aiohttp 3.12+ wants typed keys; older ones take a string)
 _SESSION: Any = web.RequestKey("session", Session) if hasattr(web, "RequestKey") else "hub.ui.session"
 
@@ -169,12 +170,16 @@ class Dashboard:
         self.history = MetricsHistory(
             hub.metrics.registry, lambda: (hub.runner.running, hub.runner.queued), interval=sample_interval
         )
-        redactor = hub.redactor
+        cfg = hub.config
+        folders = [cfg.contexts_dir, cfg.data_dir, Path(hub.personas.folder)]
+        if cfg.agent.skills_dir:
+            folders.append(cfg.resolve(cfg.agent.skills_dir))
+        self.scrub_paths = PathScrubber(folders, base=cfg.base_dir)
         self.env = Environment(
             loader=FileSystemLoader(HERE / "templates"),
             autoescape=select_autoescape(default=True, default_for_string=True),
             undefined=StrictUndefined,
-            finalize=self._finalize if redactor else None,
+            finalize=self._finalize,
             trim_blocks=True,
             lstrip_blocks=True,
         )
@@ -182,12 +187,17 @@ class Dashboard:
         self.env.globals.update(urlencode=urlencode)
 
     def _finalize(self, value: Any) -> Any:
-        """Every value a template prints passes here: a secret the hub knows is masked."""
+        """Every value a template prints passes here: a secret the hub knows is masked, and a
+        path on the server is shown by its folder's name (hub/http/dashboard/_paths.py)."""
         if isinstance(value, Markup):
-            return Markup(self.hub.redactor.redact(str(value)))
+            return Markup(self._clean(str(value)))
         if isinstance(value, str):
-            return self.hub.redactor.redact(value)
+            return self._clean(value)
         return value
+
+    def _clean(self, text: str) -> str:
+        redactor = self.hub.redactor
+        return self.scrub_paths(redactor.redact(text) if redactor else text)
 
     # --- the application ----------------------------------------------------------------
 
@@ -216,7 +226,9 @@ class Dashboard:
         r.add_get("/tools", self.tools_page)
         r.add_get("/health", self.health_page)
         r.add_get("/health/charts", self.health_charts)
+        r.add_get("/favicon.ico", self.favicon)
         r.add_static("/static/", HERE / "static", name="static")
+        r.add_route("*", "/{tail:.*}", self.not_found)  # last: any other path is a page of ours saying so
         return app
 
     async def start(self) -> None:
@@ -253,7 +265,16 @@ class Dashboard:
         try:
             return await handler(request)  # the security headers are the endpoint's (hub/http/_security.py)
         except BadRequest as e:
-            return self._refuse(400, str(e))
+            return self._refuse(400, str(e), request)
+        except web.HTTPException as e:
+            if e.status < 400 or e.status == 401 or public and request.path.startswith("/ui/static/"):
+                raise  # redirects; a static file's 404 needs no page around it
+            return self._refuse(e.status, e.text or e.reason, request)
+        except Exception:  # an operator gets a page in the layout; the details go to the log only
+            log.exception("dashboard: %s %s failed", request.method, request.path)
+            return self._refuse(
+                500, "Something went wrong on the hub's side while making this page: the hub's log says what.", request
+            )
 
     @staticmethod
     def _cross_origin(request: web.Request) -> str | None:
@@ -275,9 +296,38 @@ class Dashboard:
         request[_SESSION].flash = msg[:1000]
         return web.HTTPSeeOther(location)
 
-    def _refuse(self, status: int, message: str) -> web.Response:
-        text = self.env.get_template("error.html").render(message=message, status=status, csrf="", nav="", msg="")
+    def _refuse(self, status: int, message: str, request: web.Request | None = None) -> web.Response:
+        """An error as a page in the layout (with the navigation when logged in)."""
+        session: Session | None = request.get(_SESSION) if request is not None else None
+        text = self.env.get_template("error.html").render(
+            message=message, status=status, csrf=session.csrf if session else "", nav="", msg=""
+        )
         return web.Response(text=text, status=status, content_type="text/html")
+
+    async def not_found(self, request: web.Request) -> web.Response:
+        raise web.HTTPNotFound(text=f"There is no page {request.path[:200]!r} in the dashboard.")
+
+    async def favicon(self, request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(HERE / "static" / "favicon.svg", headers={"Content-Type": "image/svg+xml"})
+
+    def _confirm(
+        self, request: web.Request, form: Mapping[str, Any], *, title: str, what: str, button: str, back: str
+    ) -> web.Response | None:
+        """The confirmation step of a destructive action: None once the form says ``confirm=yes``;
+        before, a page that says what will go and posts the same fields again with it."""
+        if form.get("confirm") == "yes":
+            return None
+        fields = [(k, str(v)) for k, v in form.items() if k not in ("csrf", "confirm") and isinstance(v, str)]
+        return self._page(
+            request,
+            "confirm.html",
+            title=title,
+            what=what,
+            button=button,
+            action=request.path,
+            fields=fields,
+            back=back,
+        )
 
     def _page(self, request: web.Request, template: str, *, status: int = 200, **context: Any) -> web.Response:
         session: Session | None = request.get(_SESSION)
@@ -394,7 +444,7 @@ class Dashboard:
         runs = self.hub.runs
         record = await runs.get(run_id) or await runs.find(run_id)
         if record is None:
-            raise web.HTTPNotFound(text=f"no run matches {run_id!r}")
+            raise web.HTTPNotFound(text=f"No run has the id {run_id!r} (or an id that begins so, and only one).")
         return record
 
     async def _trace(self, record: RunRecord) -> dict[str, Any]:
@@ -475,7 +525,20 @@ class Dashboard:
 
     async def forget(self, request: web.Request) -> web.StreamResponse:
         """As ``hub memory forget --context``: its episodes and its working memory go."""
-        context = self._context((await request.post()).get("context"))
+        form = await request.post()
+        context = self._context(form.get("context"))
+        back = "/ui/conversation?" + urlencode({"context": context})
+        asked = self._confirm(
+            request,
+            form,
+            title=f"Forget {context}?",
+            what="Its episodes and its working memory are deleted, as hub memory forget --context does. "
+            "The runs and their traces stay. This cannot be undone.",
+            button="Yes, forget it",
+            back=back,
+        )
+        if asked is not None:
+            return asked
         deleted = 0
         if self.hub.episodes is not None:
             deleted = await self.hub.episodes.forget(context=context)
@@ -485,7 +548,7 @@ class Dashboard:
             await self.hub.memory.delete(key)
         log.info("dashboard: forgot %s: %d episodes%s", context, deleted, f", {key}" if had else "")
         msg = f"forgot {context}: {deleted} episode{'s' if deleted != 1 else ''}" + (f", {key}" if had else "")
-        raise self._done(request, "/ui/conversation?" + urlencode({"context": context}), msg)
+        raise self._done(request, back, msg)
 
     # --- personas -----------------------------------------------------------------------
 
@@ -524,7 +587,7 @@ class Dashboard:
         revisions: list[Revision] = await self.hub.revisions.history(name)
         on_disk = self._on_disk(name)
         if on_disk is None and not revisions:
-            raise web.HTTPNotFound(text=f"no persona {name!r}")
+            raise web.HTTPNotFound(text=f"There is no persona {name!r}: no file {name}.toml, no revision recorded.")
         in_force = revisions[-1] if revisions else None
         history = []
         prev: Revision | None = None
@@ -626,6 +689,17 @@ class Dashboard:
             rev = int(str(form.get("rev", "")))
         except ValueError:
             raise BadRequest("rev must be a revision number") from None
+        asked = self._confirm(
+            request,
+            form,
+            title=f"Roll persona {name} back to rev {rev}?",
+            what=f"The file {name}.toml is rewritten with rev {rev}'s text, which is in force from the next "
+            "message. The revisions after it stay in the history: you can roll forward again.",
+            button=f"Yes, roll back to rev {rev}",
+            back=f"/ui/personas/{name}",
+        )
+        if asked is not None:
+            return asked
         try:
             await rollback(self.hub.revisions, self.hub.personas.folder, name, rev)
         except HubError as e:  # ConfigError too: the revision no longer validates
@@ -659,6 +733,17 @@ class Dashboard:
         platform = str(form.get("platform", ""))[:_MAX_PARAM] or None
         if not user:
             raise BadRequest("revoke needs the user id (field 'user')")
+        asked = self._confirm(
+            request,
+            form,
+            title=f"Revoke user {user}" + (f" on {platform}?" if platform else "?"),
+            what="Their pairing is deleted: the bot no longer answers them in direct messages until they pair "
+            "again with a new code. A user of the config's allow-list keeps access.",
+            button="Yes, revoke",
+            back="/ui/access",
+        )
+        if asked is not None:
+            return asked
         n = await self.hub.access.revoke(user, platform=platform)
         msg = f"revoked {n} pairing{'s' if n != 1 else ''} of user {user}" if n else f"no pairing of user {user}"
         raise self._done(request, "/ui/access", msg)
