@@ -467,6 +467,10 @@ async def test_the_runs_list_shows_what_each_run_cost(tmp_path: Path) -> None:
             trace = await resp.text()
         async with s.get(f"{d.base}/ui/health") as resp:
             health = await resp.text()
-    assert record.cost > 0 and "<th>cost</th>" in page and f"<td>{record.cost:.4f}</td>" in page
+    assert (
+        record.cost > 0
+        and "<th>cost</th>" in page
+        and f'<td class="num" data-label="cost">{record.cost:.4f}</td>' in page
+    )
     assert "the whole bot: <meter" in health and f"{round(record.cost, 4)} of 5.0 spent" in health
     assert f"<dt>cost</dt><dd>{record.cost:.4f}</dd>" in trace

@@ -399,6 +399,7 @@ class DiscordBot:
                 "guild_id": str(message.guild.id) if message.guild else None,
                 "author_name": message.author.display_name,
                 "user_name": message.author.display_name,
+                "user_handle": message.author.name,
                 "author_bot": from_bot,
             },
             media=media,

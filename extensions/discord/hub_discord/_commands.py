@@ -152,6 +152,7 @@ class DiscordCommands:
                     "guild_id": str(interaction.guild_id) if interaction.guild_id else None,
                     "author_name": interaction.user.display_name,
                     "user_name": interaction.user.display_name,
+                    "user_handle": interaction.user.name,
                     "author_bot": False,
                 },
                 command=CommandCall(name, text),

@@ -387,7 +387,7 @@ class Dashboard:
 
     def _filters(self, request: web.Request) -> dict[str, str]:
         q = request.query
-        f = {name: q.get(name, "").strip() for name in ("state", "context", "platform", "before")}
+        f = {name: q.get(name, "").strip() for name in ("state", "context", "platform", "before", "q")}
         for name, value in f.items():
             if len(value) > _MAX_PARAM:
                 raise BadRequest(f"{name} is longer than {_MAX_PARAM} characters")
@@ -408,13 +408,14 @@ class Dashboard:
             raise BadRequest(f"before must be STARTED:ID as the 'older' link gives it, not {value!r}") from None
 
     async def _rows(self, f: Mapping[str, str]) -> dict[str, Any]:
-        runs = await self.hub.runs.page(
-            limit=self.page_size + 1,
-            before=self._cursor(f["before"]),
-            state=f["state"] or None,
-            context=f["context"] or None,
-            platform=f["platform"] or None,
-        )
+        where: dict[str, Any] = {
+            "limit": self.page_size + 1,
+            "before": self._cursor(f["before"]),
+            "state": f["state"] or None,
+            "context": f["context"] or None,
+            "platform": f["platform"] or None,
+        }
+        runs = await (self.hub.runs.search(f["q"], **where) if f["q"] else self.hub.runs.page(**where))
         more = len(runs) > self.page_size
         runs = runs[: self.page_size]
         query = {k: v for k, v in f.items() if v and k != "before"}
@@ -423,6 +424,7 @@ class Dashboard:
             older = urlencode({**query, "before": f"{runs[-1].started!r}:{runs[-1].id}"})
         return {
             "runs": runs,
+            "q": f["q"],
             "older": older,
             "live": not f["before"],
             "rows_url": "/ui/runs/rows?" + urlencode({**query, **({"before": f["before"]} if f["before"] else {})}),
@@ -485,13 +487,17 @@ class Dashboard:
         platform = request.query.get("platform", "").strip()
         if platform and not _PLATFORM.fullmatch(platform):
             raise BadRequest(f"platform must be a platform's name, not {platform[:80]!r}")
-        rows = await self.hub.runs.recent_contexts(limit=100, platform=platform or None)
+        text = request.query.get("q", "").strip()
+        if len(text) > _MAX_PARAM:
+            raise BadRequest(f"q is longer than {_MAX_PARAM} characters")
+        rows = await self.hub.runs.conversations(limit=100, platform=platform or None, text=text or None)
         return self._page(
             request,
             "conversations.html",
             nav="conversations",
             rows=rows,
             platform=platform,
+            q=text,
             platforms=self._platforms(),
         )
 
