@@ -62,6 +62,7 @@ from ...store import Revision, RunRecord, RunState, collect_tree
 from .._security import client_address, parse_networks
 from ._health import SERIES, MetricsHistory, last_value, metric_total, sparkline
 from ._paths import PathScrubber
+from ._persona_use import persona_of
 from ._sessions import COOKIE, LoginThrottle, Session, Sessions, token_matches
 
 __all__ = ["Dashboard", "PAGE_SIZE"]
@@ -70,6 +71,10 @@ log = logging.getLogger("hub.http.dashboard")
 
 HERE = Path(__file__).parent
 PAGE_SIZE = 50
+USES_SCANNED = 200
+"""The recent conversations looked at for the ones that use each persona."""
+NEW_PERSONA = 'name = "NAME"\ninstructions = """\nYou are ... Answer briefly.\n"""\n# contexts = ["telegram:chat"]  # which conversations use it (types, TYPE:KEY ids, globs)\n'
+
 _MAX_PARAM = 300
 _STATES = tuple(str(s) for s in RunState)
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
@@ -216,6 +221,8 @@ class Dashboard:
         r.add_get("/conversation", self.conversation_page)
         r.add_post("/conversation/forget", self.forget)
         r.add_get("/personas", self.personas_page)
+        r.add_get("/personas/new", self.persona_new_page)
+        r.add_post("/personas/new", self.persona_create)
         r.add_get("/personas/{name}", self.persona_page)
         r.add_post("/personas/{name}/preview", self.persona_preview)
         r.add_post("/personas/{name}/save", self.persona_save)
@@ -522,6 +529,7 @@ class Dashboard:
             "conversation.html",
             nav="conversations",
             context=context,
+            persona=persona_of(self.hub, context),
             items=items,
             memory=await memory.get(f"memory:{context}"),
             info=await memory.get(f"context:{context}"),
@@ -562,6 +570,7 @@ class Dashboard:
         personas = self.hub.personas
         stored = {n for n in await self.hub.revisions.names() if not n.startswith("skill:")}  # skills' are on /ui/tools
         names = sorted(set(personas.names()) | stored | set(personas.errors()))
+        uses = await self._persona_uses()
         return self._page(
             request,
             "personas.html",
@@ -569,7 +578,47 @@ class Dashboard:
             names=names,
             errors=personas.errors(),
             default=personas.default,
+            uses={name: len(contexts) for name, contexts in uses.items()},
         )
+
+    async def _persona_uses(self) -> dict[str, list[RunRecord]]:
+        """The recent conversations (their latest run) by the persona each uses now."""
+        uses: dict[str, list[RunRecord]] = {}
+        for latest, _ in await self.hub.runs.conversations(limit=USES_SCANNED):
+            name = persona_of(self.hub, latest.context)
+            if name is not None:
+                uses.setdefault(name, []).append(latest)
+        return uses
+
+    async def persona_new_page(self, request: web.Request) -> web.Response:
+        return self._page(request, "persona_new.html", nav="personas", name="", text=NEW_PERSONA, problem="")
+
+    async def persona_create(self, request: web.Request) -> web.StreamResponse:
+        """A new persona file, validated as an edit is; the form comes back as typed when it is refused."""
+        form = await request.post()
+        name = str(form.get("name", "")).strip()[:_MAX_PARAM]
+        text = str(form.get("text", "")).replace("\r\n", "\n")
+        problem = ""
+        if not _NAME.fullmatch(name) or name.startswith("."):
+            problem = "a persona's name is its file's name: letters, digits, _ . - (at most 100), not starting with ."
+        elif (
+            self._on_disk(name) is not None
+            or name in self.hub.personas.names()
+            or await self.hub.revisions.history(name)
+        ):
+            problem = f"there is a persona {name!r} already: open it from the list to edit it"
+        else:
+            problem = self._check_edit(name, text)
+        if problem:
+            return self._page(
+                request, "persona_new.html", nav="personas", name=name, text=text, problem=problem, status=400
+            )
+        write_persona(self.hub.personas.folder, name, text)
+        self.hub.revisions.record(name, text, note="created in the dashboard")
+        self.hub.personas.refresh(force=True)
+        await self.hub.revisions.flush()
+        log.info("dashboard: persona %s created", name)
+        raise self._done(request, f"/ui/personas/{name}", f"created persona {name}: rev 1 is in force")
 
     def _persona_name(self, request: web.Request) -> str:
         name = request.match_info["name"]
@@ -604,6 +653,7 @@ class Dashboard:
         history.reverse()
         return {
             "name": name,
+            "uses": await self._uses_of(name),
             "in_force": in_force,
             "on_disk": on_disk,
             "history": history,
@@ -616,6 +666,9 @@ class Dashboard:
         p = await self._persona(name)
         text = p["on_disk"] if p["on_disk"] is not None else p["in_force"].text
         return self._page(request, "persona.html", nav="personas", text=text, preview=None, problem="", **p)
+
+    async def _uses_of(self, name: str) -> list[RunRecord]:
+        return (await self._persona_uses()).get(name, [])
 
     def _check_edit(self, name: str, text: str) -> str:
         """Why ``text`` cannot be saved as persona ``name`` ("" when it can)."""
