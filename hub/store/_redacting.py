@@ -9,7 +9,7 @@ from typing import Any
 
 from ..logs import Log
 from ..redact import Redactor
-from ._run_records import RunRecord, RunStore
+from ._run_records import RunRecord, RunStore, RunTotals
 
 __all__ = ["RedactingRunStore"]
 
@@ -105,6 +105,12 @@ class RedactingRunStore(RunStore):
         self, *, limit: int = 50, platform: str | None = None, text: str | None = None
     ) -> builtins.list[tuple[RunRecord, int]]:
         return await self.inner.conversations(limit=limit, platform=platform, text=text)
+
+    async def totals(self, *, since: float) -> RunTotals:
+        return await self.inner.totals(since=since)
+
+    async def histogram(self, *, since: float, width: float, buckets: int) -> builtins.list[RunTotals]:
+        return await self.inner.histogram(since=since, width=width, buckets=buckets)
 
     async def recent_contexts(
         self, *, limit: int = 50, platform: str | None = None

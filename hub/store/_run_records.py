@@ -21,7 +21,16 @@ from enum import StrEnum
 
 from ..logs import Log, new_id
 
-__all__ = ["RunState", "RunRecord", "RunStore", "TERMINAL_STATES", "collect_tree", "preview", "search_needle"]
+__all__ = [
+    "RunState",
+    "RunRecord",
+    "RunStore",
+    "RunTotals",
+    "TERMINAL_STATES",
+    "collect_tree",
+    "preview",
+    "search_needle",
+]
 
 
 class RunState(StrEnum):
@@ -70,6 +79,21 @@ class RunRecord:
     @property
     def duration(self) -> float | None:
         return None if self.ended is None else self.ended - self.started
+
+
+@dataclass(frozen=True, slots=True)
+class RunTotals:
+    """What the runs started in a span of time add up to (the dashboard's health page)."""
+
+    runs: int = 0
+    failed: int = 0
+    tokens: int = 0
+    cost: float = 0.0
+
+    @property
+    def error_rate(self) -> float | None:
+        """The share of the runs that failed; None when there were none."""
+        return self.failed / self.runs if self.runs else None
 
 
 class RunStore(ABC):
@@ -163,6 +187,30 @@ class RunStore(ABC):
             latest.setdefault(r.context, r)
             count[r.context] = count.get(r.context, 0) + 1
         return [(r, count[c]) for c, r in latest.items()][:limit]
+
+    async def totals(self, *, since: float) -> RunTotals:
+        """The runs started at ``since`` or later: how many, how many failed, their tokens and cost."""
+        runs = [r for r in await self.list(limit=1_000_000) if r.started >= since]
+        return RunTotals(
+            len(runs),
+            sum(1 for r in runs if r.state == RunState.FAILED),
+            sum(r.tokens for r in runs),
+            sum(r.cost for r in runs),
+        )
+
+    async def histogram(self, *, since: float, width: float, buckets: int) -> builtins.list[RunTotals]:
+        """The runs started from ``since`` on, in ``buckets`` spans of ``width`` seconds each,
+        oldest first (a chart's bars: runs, failures, tokens, cost per span)."""
+        out = [[0, 0, 0, 0.0] for _ in range(buckets)]
+        for r in await self.list(limit=1_000_000):
+            i = int((r.started - since) // width)
+            if 0 <= i < buckets:
+                b = out[i]
+                b[0] += 1
+                b[1] += r.state == RunState.FAILED
+                b[2] += r.tokens
+                b[3] += r.cost
+        return [RunTotals(int(a), int(f), int(t), float(c)) for a, f, t, c in out]
 
     async def recent_contexts(
         self, *, limit: int = 50, platform: str | None = None

@@ -396,8 +396,9 @@ async def test_health_draws_the_metrics_history(tmp_path: Path) -> None:
         await wait_until(lambda: connected() == 1, timeout=10)  # the poller reached the fake
         async with s.get(d.base + "/ui/health") as resp:
             page = await resp.text()
-        assert page.count('<svg class="spark"') == 6 and "<polyline" in page
-        assert "model latency (first token): <strong>750ms</strong>" in page
+        assert page.count('<svg class="plot"') == 8 and ("<polyline" in page or "<circle" in page)
+        assert "model latency (first token): <strong>now 750 ms, mean 500 ms</strong>" in page
+        assert "429s from platforms: <strong>2 in the last 1h</strong>" in page
         assert re.search(r"<td>telegram</td><td>yes</td><td>yes</td><td>0</td><td>0</td><td>2</td>", page)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._chat import web_chat_extension
 from ._health import sparkline
 from ._pages import Dashboard
 from ._sessions import LoginThrottle, Sessions, token_matches
@@ -12,4 +13,5 @@ __all__ = [
     "Sessions",
     "sparkline",
     "token_matches",
+    "web_chat_extension",
 ]

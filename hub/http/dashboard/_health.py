@@ -35,15 +35,15 @@ class Sample:
     tokens: float
 
 
-SERIES: dict[str, tuple[str, str]] = {
-    "running": ("runs in progress", ""),
-    "queued": ("queue depth", ""),
-    "llm_latency_ms": ("model latency (first token)", "ms"),
-    "rate_limited": ("429s from platforms", ""),
-    "send_errors": ("sends that failed", ""),
-    "tokens": ("tokens used", ""),
+SERIES: dict[str, tuple[str, str, str]] = {
+    "running": ("runs in progress", "", "max"),
+    "queued": ("queue depth", "", "max"),
+    "llm_latency_ms": ("model latency (first token)", "ms", "mean"),
+    "rate_limited": ("429s from platforms", "", "sum"),
+    "send_errors": ("sends that failed", "", "sum"),
 }
-"""Each charted field of :class:`Sample`: its title and unit."""
+"""Each charted field of :class:`Sample`: its title, unit, and how a span of samples adds up
+(the tokens are charted from the run store, which also holds the runs before this process)."""
 
 
 def metric_total(registry: Any, name: str, **labels: str) -> float:
@@ -120,6 +120,30 @@ class MetricsHistory:
 
     def series(self, name: str) -> list[float | None]:
         return [getattr(s, name) for s in self.samples]
+
+    def buckets(self, name: str, *, start: float, width: float, n: int, how: str) -> list[float | None]:
+        """Series ``name`` in ``n`` spans of ``width`` seconds from ``start``: per span its
+        ``how`` ("max" for a level, "mean" for a latency, "sum" for a count), None where no
+        sample falls (the hub was not running, or the span is in the future)."""
+        acc: list[list[float]] = [[] for _ in range(n)]
+        for s in reversed(self.samples):  # newest first: a short window reads only its end
+            if s.ts < start:
+                break
+            i = int((s.ts - start) // width)
+            v = getattr(s, name)
+            if i < n and v is not None:
+                acc[i].append(v)
+        out: list[float | None] = []
+        for vals in acc:
+            if not vals:
+                out.append(None)
+            elif how == "max":
+                out.append(max(vals))
+            elif how == "mean":
+                out.append(sum(vals) / len(vals))
+            else:
+                out.append(sum(vals))
+        return out
 
 
 def sparkline(values: Sequence[float | None], *, width: int = 240, height: int = 40, label: str = "") -> str:

@@ -27,6 +27,7 @@ browser sends one, an ``Origin`` of this host. The routes use the hub's public a
 from __future__ import annotations
 
 import difflib
+import importlib.metadata
 import json
 import logging
 import re
@@ -60,7 +61,9 @@ from ...personas import parse_persona, rollback, write_persona
 from ...redact import MASK
 from ...store import Revision, RunRecord, RunState, collect_tree
 from .._security import client_address, parse_networks
-from ._health import SERIES, MetricsHistory, last_value, metric_total, sparkline
+from ._charts import BUCKETS, WINDOWS, amount, chart
+from ._chat import MAX_MESSAGE, ChatPanel
+from ._health import SERIES, MetricsHistory, last_value, metric_total
 from ._paths import PathScrubber
 from ._persona_use import persona_of
 from ._sessions import COOKIE, LoginThrottle, Session, Sessions, token_matches
@@ -71,6 +74,7 @@ log = logging.getLogger("hub.http.dashboard")
 
 HERE = Path(__file__).parent
 PAGE_SIZE = 50
+DEFAULT_WINDOW = "1h"
 USES_SCANNED = 200
 """The recent conversations looked at for the ones that use each persona."""
 NEW_PERSONA = 'name = "NAME"\ninstructions = """\nYou are ... Answer briefly.\n"""\n# contexts = ["telegram:chat"]  # which conversations use it (types, TYPE:KEY ids, globs)\n'
@@ -173,8 +177,12 @@ class Dashboard:
         self.trusted_proxies = parse_networks(hub.config.http.trusted_proxies)
         self.page_size = page_size
         self.history = MetricsHistory(
-            hub.metrics.registry, lambda: (hub.runner.running, hub.runner.queued), interval=sample_interval
+            hub.metrics.registry,
+            lambda: (hub.runner.running, hub.runner.queued),
+            interval=sample_interval,
+            size=int(max(WINDOWS.values()) / sample_interval) + 1,  # the widest window's samples
         )
+        self.started_at = time.time()
         cfg = hub.config
         folders = [cfg.contexts_dir, cfg.data_dir, Path(hub.personas.folder)]
         if cfg.agent.skills_dir:
@@ -188,6 +196,7 @@ class Dashboard:
             trim_blocks=True,
             lstrip_blocks=True,
         )
+        self.chat = ChatPanel(hub, self._clean)
         self.env.filters.update(when=_when, duration=_duration, pretty=_pretty, q=lambda v: urlencode({"context": v}))
         self.env.globals.update(urlencode=urlencode)
 
@@ -217,6 +226,9 @@ class Dashboard:
         r.add_get("/runs/{id}", self.run_page)
         r.add_get("/runs/{id}/trace", self.run_trace)
         r.add_post("/runs/{id}/stop", self.run_stop)
+        r.add_get("/chat", self.chat_page)
+        r.add_post("/chat", self.chat_send)
+        r.add_get("/chat/events", self.chat_events)
         r.add_get("/conversations", self.conversations_page)
         r.add_get("/conversation", self.conversation_page)
         r.add_post("/conversation/forget", self.forget)
@@ -239,11 +251,13 @@ class Dashboard:
         return app
 
     async def start(self) -> None:
+        self.started_at = time.time()
         for name in self.env.list_templates():  # compiled now, so no operator's first page waits on it
             self.env.get_template(name)
         await self.history.start()
 
     async def stop(self) -> None:
+        self.chat.close()
         await self.history.stop()
 
     # --- sessions, CSRF and headers -----------------------------------------------------
@@ -277,6 +291,8 @@ class Dashboard:
             if e.status < 400 or e.status == 401 or public and request.path.startswith("/ui/static/"):
                 raise  # redirects; a static file's 404 needs no page around it
             return self._refuse(e.status, e.text or e.reason, request)
+        except ConnectionError:  # the client went away: nobody to show a page to
+            raise
         except Exception:  # an operator gets a page in the layout; the details go to the log only
             log.exception("dashboard: %s %s failed", request.method, request.path)
             return self._refuse(
@@ -480,6 +496,65 @@ class Dashboard:
         how = f"{stopped.state}" + (f" ({stopped.reason})" if stopped.reason else "")
         msg = f"stop requested: run {record.id[:10]} is still running" if stopped.ended is None else f"stopped: {how}"
         raise self._done(request, f"/ui/runs/{record.id}", msg)
+
+    # --- the chat panel (hub/http/dashboard/_chat.py) -------------------------------------
+
+    def _chat_on(self) -> None:
+        if not self.chat.available:
+            raise web.HTTPNotFound(text="The chat panel's conversation (web:chat) is not registered in this hub.")
+
+    async def chat_page(self, request: web.Request) -> web.Response:
+        self._chat_on()
+        chat_id = request[_SESSION].chat
+        return self._page(
+            request,
+            "chat.html",
+            nav="chat",
+            context=self.chat.context_of(chat_id),
+            lines=await self.chat.transcript(chat_id),
+            text="",
+            problem="",
+        )
+
+    async def chat_send(self, request: web.Request) -> web.StreamResponse:
+        """A message to the bot; a script's post (``Accept: application/json``) gets 202 at once,
+        a form's a redirect to the page."""
+        self._chat_on()
+        form = await request.post()
+        text = form.get("text")
+        text = text.strip() if isinstance(text, str) else ""
+        problem = ""
+        if not text:
+            problem = "the message is empty: write something to send"
+        elif len(text) > MAX_MESSAGE:
+            problem = f"the message is {len(text)} characters long; the chat panel takes at most {MAX_MESSAGE}"
+        if problem:
+            if request.headers.get("Accept") == "application/json":
+                return web.json_response({"error": problem}, status=400)
+            chat_id = request[_SESSION].chat
+            return self._page(
+                request,
+                "chat.html",
+                nav="chat",
+                status=400,
+                context=self.chat.context_of(chat_id),
+                lines=await self.chat.transcript(chat_id),
+                text=text,
+                problem=problem,
+            )
+        try:
+            await self.chat.send(request[_SESSION].chat, text)
+        except HubError as e:
+            if request.headers.get("Accept") == "application/json":
+                return web.json_response({"error": f"not sent: {self._clean(str(e))}"}, status=503)
+            raise self._done(request, "/ui/chat", f"not sent: {e}") from None
+        if request.headers.get("Accept") == "application/json":
+            return web.json_response({"sent": True}, status=202)
+        raise web.HTTPSeeOther("/ui/chat")
+
+    async def chat_events(self, request: web.Request) -> web.StreamResponse:
+        self._chat_on()
+        return await self.chat.events(request, request[_SESSION].chat)
 
     # --- conversations ------------------------------------------------------------------
 
@@ -809,25 +884,65 @@ class Dashboard:
 
     # --- health -------------------------------------------------------------------------
 
-    async def _health(self) -> dict[str, Any]:
+    def _window(self, request: web.Request) -> str:
+        window = request.query.get("window", DEFAULT_WINDOW)
+        if window not in WINDOWS:
+            raise BadRequest(f"window must be one of {', '.join(WINDOWS)}, not {window[:20]!r}")
+        return window
+
+    async def _health(self, window: str = DEFAULT_WINDOW) -> dict[str, Any]:
         hub = self.hub
+        now = time.time()
+        span = WINDOWS[window]
+        width = span / BUCKETS
+        start = now - span
         charts = []
-        for name, (title, unit) in SERIES.items():
-            values = self.history.series(name)
-            last = last_value(values)
+        # from the run store: every run of the window, this process's or not
+        per_span = await hub.runs.histogram(since=start, width=width, buckets=BUCKETS)
+        for name, title, unit, pick in (
+            ("runs", "runs started", "", lambda t: t.runs),
+            ("failed", "runs failed", "", lambda t: t.failed),
+            ("tokens", "tokens used", "", lambda t: t.tokens),
+        ):
+            counts = [float(pick(t)) for t in per_span]
             charts.append(
                 {
                     "name": name,
                     "title": title,
-                    "unit": unit,
-                    "last": last,
-                    "svg": Markup(sparkline(values, label=title)),
+                    "summary": f"{amount(sum(counts), unit)} in the last {window}",
+                    "svg": Markup(chart(counts, start=start, step=width, unit=unit, label=title, bars=True)),
+                    "link": "/ui/?state=failed" if name == "failed" else "",
+                }
+            )
+        # from this process's samples of its metrics
+        for name, (title, unit, how) in SERIES.items():
+            values = self.history.buckets(name, start=start, width=width, n=BUCKETS, how=how)
+            seen = [v for v in values if v is not None]
+            if not seen:
+                summary = "no samples yet"
+            elif how == "sum":
+                summary = f"{amount(sum(seen), unit)} in the last {window}"
+            elif how == "mean":
+                latest = last_value(self.history.series(name))
+                summary = "now " + (amount(round(latest), unit) if latest is not None else "–")
+                summary += f", mean {amount(round(sum(seen) / len(seen)), unit)}"
+            else:
+                summary = (
+                    f"now {amount(last_value(self.history.series(name)) or 0, unit)}, peak {amount(max(seen), unit)}"
+                )
+            charts.append(
+                {
+                    "name": name,
+                    "title": title,
+                    "summary": summary,
+                    "svg": Markup(chart(values, start=start, step=width, unit=unit, label=title, bars=how == "sum")),
+                    "link": "",
                 }
             )
         registry = hub.metrics.registry
         platforms = []
         for name, ext in sorted(hub.extensions.items()):
-            if not ext.inputs and not ext.outputs:
+            if not ext.inputs and not ext.outputs or name == "web":  # the chat panel is no platform
                 continue
             platforms.append(
                 {
@@ -850,8 +965,18 @@ class Dashboard:
                     {"scope": context, "used": used, "limit": limits.conversation_tokens_per_day, "unit": "tokens"}
                 )
         budgets += await self._money_budgets(day)
+        midnight = now - now % 86400
         return {
             "charts": charts,
+            "window": window,
+            "windows": list(WINDOWS),
+            "today": await hub.runs.totals(since=midnight),
+            "hour": await hub.runs.totals(since=now - 3600),
+            "failures": (await hub.runs.page(limit=5, state=str(RunState.FAILED))),
+            "up_since": self.started_at,
+            "uptime": _uptime(now - self.started_at),
+            "version": _VERSION,
+            "model": self._model_name(),
             "platforms": platforms,
             "budgets": budgets,
             "limits": limits,
@@ -900,11 +1025,41 @@ class Dashboard:
             )
         return budgets
 
+    def _model_name(self) -> str:
+        cfg = self.hub.config.model
+        try:
+            given = getattr(self.hub.model, "name", "")
+        except Exception:  # no model could be made: the config says which was asked for
+            given = ""
+        return str(given or cfg.name)
+
     async def health_page(self, request: web.Request) -> web.Response:
-        return self._page(request, "health.html", nav="health", **await self._health())
+        return self._page(request, "health.html", nav="health", **await self._health(self._window(request)))
 
     async def health_charts(self, request: web.Request) -> web.Response:
-        return self._page(request, "_charts.html", **await self._health())
+        return self._page(request, "_charts.html", **await self._health(self._window(request)))
+
+
+def _uptime(seconds: float) -> str:
+    s = int(max(0.0, seconds))
+    days, s = divmod(s, 86400)
+    hours, s = divmod(s, 3600)
+    minutes, s = divmod(s, 60)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min {s} s"
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("hub")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that was not installed
+        return "unknown"
+
+
+_VERSION = _version()
 
 
 def _total(registry: Any, name: str, **labels: str) -> int:

@@ -12,7 +12,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from ...logs import Log, from_dict, to_dict
-from .._run_records import RunRecord, RunState, RunStore, search_needle
+from .._run_records import RunRecord, RunState, RunStore, RunTotals, search_needle
 from ._postgres import PgDatabase
 from ._sql_store import SqlStore
 from ._values import dumps
@@ -90,6 +90,9 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
     """Runs in the hub's database, for one process (SQLite): every run found ``running`` at
     start was cut off by a crash. Event entries and progress are written behind (committed
     within milliseconds, in order); a run's start and end are durable when awaited."""
+
+    # a histogram's bucket of a run (never negative: the rows start at ``since``), truncated
+    _BUCKET = "CAST((started - ?) / ? AS INTEGER)"
 
     async def create(self, run: RunRecord) -> None:
         await self.create_soon(run)
@@ -220,6 +223,28 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
                 out.append((record, int(row[-1])))
         return out
 
+    async def totals(self, *, since: float) -> RunTotals:
+        row = await self.db.fetchone(
+            "SELECT COUNT(*), COALESCE(SUM(CASE WHEN state = ? THEN 1 ELSE 0 END), 0), "
+            "COALESCE(SUM(prompt_tokens + completion_tokens), 0), COALESCE(SUM(cost), 0) FROM runs WHERE started >= ?",
+            (str(RunState.FAILED), since),
+        )
+        return RunTotals(int(row[0]), int(row[1]), int(row[2]), float(row[3])) if row else RunTotals()
+
+    async def histogram(self, *, since: float, width: float, buckets: int) -> builtins.list[RunTotals]:
+        # by the started index; a bucket's number is worked out here, in SQL, so one row per bucket comes back
+        rows = await self.db.fetchall(
+            f"SELECT {self._BUCKET} AS b, COUNT(*), "
+            "SUM(CASE WHEN state = ? THEN 1 ELSE 0 END), SUM(prompt_tokens + completion_tokens), SUM(cost) "
+            "FROM runs WHERE started >= ? AND started < ? GROUP BY b",
+            (float(since), float(width), str(RunState.FAILED), float(since), float(since + width * buckets)),
+        )
+        out = [RunTotals() for _ in range(buckets)]
+        for b, n, failed, tokens, cost in rows:
+            if 0 <= int(b) < buckets:
+                out[int(b)] = RunTotals(int(n), int(failed or 0), int(tokens or 0), float(cost or 0.0))
+        return out
+
     async def recent_contexts(
         self, *, limit: int = 50, platform: str | None = None
     ) -> builtins.list[tuple[str, float, int]]:
@@ -289,6 +314,7 @@ class PostgresRunStore(SqlRunStore):
     """
 
     db: PgDatabase
+    _BUCKET = "FLOOR((started - ?) / ?)::BIGINT"  # PostgreSQL's CAST rounds
 
     def __init__(self, db: PgDatabase) -> None:
         super().__init__(db)
