@@ -240,6 +240,7 @@ class Dashboard:
         r.add_post("/personas/{name}/save", self.persona_save)
         r.add_post("/personas/{name}/rollback", self.persona_rollback)
         r.add_get("/access", self.access_page)
+        r.add_get("/access/rows", self.access_rows)
         r.add_post("/access/approve", self.approve)
         r.add_post("/access/revoke", self.revoke)
         r.add_get("/tools", self.tools_page)
@@ -844,10 +845,33 @@ class Dashboard:
 
     # --- access -------------------------------------------------------------------------
 
-    async def access_page(self, request: web.Request) -> web.Response:
+    async def _pairings(self) -> list[tuple[Any, str]]:
         now = time.time()
-        rows = [(p, "expired" if p.expired(now) else p.state) for p in await self.hub.access.list()]
-        return self._page(request, "access.html", nav="access", rows=rows)
+        return [(p, "expired" if p.expired(now) else p.state) for p in await self.hub.access.list()]
+
+    def _allow_lists(self) -> list[dict[str, Any]]:
+        """Each enabled platform's dm_policy and its lists of the config (allowed_users,
+        allowed_chats, ignored_users, ...), as ``[extensions.NAME]`` sets them."""
+        out = []
+        for name, table in sorted(self.hub.config.enabled_extensions().items()):
+            lists = {
+                key: [str(v) for v in value]
+                for key, value in sorted(table.items())
+                if key.startswith(("allowed_", "ignored_")) and isinstance(value, list)
+            }
+            policy = table.get("dm_policy")
+            if lists or policy is not None:
+                out.append({"platform": name, "dm_policy": str(policy or "open"), "lists": lists})
+        return out
+
+    async def access_page(self, request: web.Request) -> web.Response:
+        return self._page(
+            request, "access.html", nav="access", rows=await self._pairings(), allow_lists=self._allow_lists()
+        )
+
+    async def access_rows(self, request: web.Request) -> web.Response:
+        """The pairings' rows, polled by the page: a new code shows up without a reload."""
+        return self._page(request, "_pairings.html", rows=await self._pairings())
 
     async def approve(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()
