@@ -153,7 +153,7 @@ async def test_edit_the_persona_the_next_reply_follows_it_then_roll_back(browser
     async with dashboard(tmp_path) as d:
         page = await new_page(browser, d.base)
         await log_in(page)
-        await page.click("nav >> text=Personas")
+        await page.click("nav.desktop >> text=Personas")
         await page.click("text=default")
         await page.fill("#persona-text", 'name = "default"\ninstructions = ""\n')
         await page.click("#review")
@@ -189,7 +189,7 @@ async def test_approve_a_pairing_code(browser: Browser, tmp_path: Path) -> None:
         code = sent["text"].rsplit(" ", 1)[-1]
         page = await new_page(browser, d.base)
         await log_in(page)
-        await page.click("nav >> text=Access")
+        await page.click("nav.desktop >> text=Access")
         row = page.locator("tr.pairing", has_text="901")
         await expect(row).to_contain_text(code)
         await page.screenshot(path=SHOTS / "access.png", full_page=True)
@@ -232,7 +232,8 @@ async def test_phone_viewport_and_a_thousand_runs_paged_fast(browser: Browser, t
             ("Access", "Access"),
             ("Health", "Health"),
         ):
-            await page.click(f"nav >> text={nav}")
+            await page.click(".phone-nav summary")  # the phone's compact bar: a menu
+            await page.click(f".phone-nav .menu >> text={nav}")
             await expect(page.locator("h1")).to_have_text(title)
             await page.screenshot(path=SHOTS / f"{title.lower()}-phone.png", full_page=True)
         await wait_until(lambda: len(timings) >= 8)

@@ -399,7 +399,11 @@ async def test_health_draws_the_metrics_history(tmp_path: Path) -> None:
         assert page.count('<svg class="plot"') == 8 and ("<polyline" in page or "<circle" in page)
         assert "model latency (first token): <strong>now 750 ms, mean 500 ms</strong>" in page
         assert "429s from platforms: <strong>2 in the last 1h</strong>" in page
-        assert re.search(r"<td>telegram</td><td>yes</td><td>yes</td><td>0</td><td>0</td><td>2</td>", page)
+        assert re.search(
+            r'<td>telegram</td><td data-label="listening">yes</td><td data-label="connected">yes</td>'
+            r'<td data-label="sent">0</td><td data-label="failed">0</td><td data-label="429s">2</td>',
+            page,
+        )
 
 
 async def test_forget_deletes_the_conversations_episodes_as_hub_memory_forget_does(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
-from markupsafe import Markup
+from markupsafe import Markup, escape
 from yarl import URL
 
 from ...errors import ConfigError, HubError
@@ -154,6 +154,11 @@ def _diff(old: str, new: str, old_name: str, new_name: str) -> list[str]:
     return list(difflib.unified_diff(old.splitlines(), new.splitlines(), old_name, new_name, n=2, lineterm=""))
 
 
+def _breakable(value: Any) -> Markup:
+    """An id (``telegram:chat:1001``) that a narrow screen wraps after a ``:``, never mid-word."""
+    return Markup(str(escape(str(value))).replace(":", ":<wbr>"))
+
+
 def _when(ts: float | None) -> str:
     return "" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts))
 
@@ -197,7 +202,9 @@ class Dashboard:
             lstrip_blocks=True,
         )
         self.chat = ChatPanel(hub, self._clean)
-        self.env.filters.update(when=_when, duration=_duration, pretty=_pretty, q=lambda v: urlencode({"context": v}))
+        self.env.filters.update(
+            ids=_breakable, when=_when, duration=_duration, pretty=_pretty, q=lambda v: urlencode({"context": v})
+        )
         self.env.globals.update(urlencode=urlencode)
 
     def _finalize(self, value: Any) -> Any:

@@ -64,7 +64,7 @@
     e.preventDefault();
     var message = box.value.trim();
     if (!message) return;
-    var body = new FormData(form);
+    var body = new URLSearchParams(new FormData(form)); // urlencoded, as the page's forms post
     box.value = "";
     status.textContent = "Sending…";
     fetch(form.action, { method: "POST", body: body, headers: { Accept: "application/json" }, credentials: "same-origin" })
