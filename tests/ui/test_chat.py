@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from yarl import URL
 
 from hub.models import ModelRequest
@@ -51,7 +52,11 @@ async def _sse(resp: Any, n_until: str) -> list[tuple[str, dict[str, Any]]]:
     return got
 
 
-async def test_a_message_from_the_panel_is_answered_and_the_reply_streams_in(tmp_path: Path) -> None:
+async def test_a_message_from_the_panel_is_answered_and_the_reply_streams_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-live-chatpanel-0123456789abcdef"
+    monkeypatch.setenv("UI_TEST_API_KEY", secret)
     model = WritingModel(chat_reply, hold=True)
     async with dashboard(tmp_path, model=model) as d, client() as s:
         csrf = await login(s, d.base)
@@ -64,7 +69,9 @@ async def test_a_message_from_the_panel_is_answered_and_the_reply_streams_in(tmp
             assert events.headers["Content-Type"] == "text/event-stream"
             reading = asyncio.create_task(_sse(events, "run_ended"))
             async with s.post(
-                d.base + "/ui/chat", data={"csrf": csrf, "text": "ping"}, headers={"Accept": "application/json"}
+                d.base + "/ui/chat",
+                data={"csrf": csrf, "text": f"ping, my key is {secret}"},
+                headers={"Accept": "application/json"},
             ) as resp:
                 assert resp.status == 202 and await resp.json() == {"sent": True}
             await asyncio.wait_for(model.waiting.wait(), 5)
@@ -72,7 +79,8 @@ async def test_a_message_from_the_panel_is_answered_and_the_reply_streams_in(tmp
             got = await asyncio.wait_for(reading, 10)
         kinds = [k for k, _ in got]
         assert kinds[0] == "input" and kinds[-1] == "run_ended"
-        assert got[0][1]["entry"]["content"] == "ping" and got[-1][1]["state"] == "completed"
+        assert got[0][1]["entry"]["content"] == "ping, my key is [REDACTED]" and got[-1][1]["state"] == "completed"
+        assert secret not in json.dumps(got)  # what streams is redacted as the run store is
         partials = [e["text"] for k, e in got if k == "output_partial"]
         assert len(partials) >= 3, "the reply came in pieces, as written"
         whole = f"{LONG} (ping, ALPHA)"
@@ -80,10 +88,14 @@ async def test_a_message_from_the_panel_is_answered_and_the_reply_streams_in(tmp
         (final,) = [e["entry"] for k, e in got if k == "output" and e["entry"]["sent"]]
         assert final["content"] == whole and final["type"] == "web:reply"
         (run,) = await d.hub.runs.page(limit=5, context=context)
-        assert (run.user, run.user_name, run.message, run.reply) == ("operator", "Operator (dashboard)", "ping", whole)
+        assert (run.user, run.user_name, run.reply) == ("operator", "Operator (dashboard)", whole)
+        assert run.message == "ping, my key is [REDACTED]"
         async with s.get(d.base + "/ui/chat") as resp:  # the transcript, from the run store
             page = html.unescape(await resp.text())
-        assert '<li class="line user"' in page and ">ping</li>" in page and f">{whole}</li>" in page
+        assert (
+            '<li class="line user"' in page and ">ping, my key is [REDACTED]</li>" in page and f">{whole}</li>" in page
+        )
+        assert secret not in page
 
 
 async def test_a_form_post_without_script_and_bad_messages(tmp_path: Path) -> None:
@@ -116,3 +128,17 @@ async def test_a_form_post_without_script_and_bad_messages(tmp_path: Path) -> No
 async def test_without_a_dashboard_there_is_no_web_chat_context(tmp_path: Path) -> None:
     async with dashboard(tmp_path, config=make_config(tmp_path, token="")) as d:
         assert "web:chat" not in d.hub.contexts
+
+
+async def test_a_chat_command_is_answered_without_the_model(tmp_path: Path) -> None:
+    model = HeldModel(chat_reply)
+    async with dashboard(tmp_path, model=model) as d, client() as s:
+        csrf = await login(s, d.base)
+        async with s.post(d.base + "/ui/chat", data={"csrf": csrf, "text": "/help"}) as resp:
+            assert resp.status == 200
+        for _ in range(100):
+            runs = await d.hub.runs.page(limit=5, platform="web")
+            if runs and runs[0].reply:
+                break
+            await asyncio.sleep(0.05)
+        assert "/new" in runs[0].reply and model.requests == []  # the hub's own answer

@@ -213,6 +213,12 @@ async def test_trace_shows_the_whole_run_and_no_secret(tmp_path: Path, monkeypat
             "/ui/access",
             "/ui/health",
             "/ui/health/charts",
+            "/ui/health?window=24h",
+            "/ui/?q=key",
+            "/ui/conversations?q=key",
+            "/ui/chat",
+            "/ui/access/rows",
+            "/ui/personas/new",
         ):
             async with s.get(d.base + path) as resp:
                 body = await resp.text()

@@ -23,7 +23,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, Field
 
-from ...definitions import Context, Extension, output
+from ...definitions import CommandCall, Context, Extension, output
 from ...engine import LiveText
 from ...events import event_dict
 from ...logs import InputLog, OutputLog, StateLog
@@ -104,6 +104,10 @@ class ChatPanel:
         return lines
 
     async def send(self, chat_id: str, text: str) -> None:
+        """Hand ``text`` to the hub as the operator's message; ``/name args`` naming one of the
+        hub's chat commands goes as that command, as a platform sends it."""
+        name, _, rest = text[1:].partition(" ") if text.startswith("/") else ("", "", "")
+        command = CommandCall(name.lower(), rest.strip()) if name.lower() in self.hub.commands.names() else None
         await self.hub.submit(
             CHAT,
             {"session": chat_id},
@@ -111,6 +115,7 @@ class ChatPanel:
             type="web:message",
             user=OPERATOR,
             meta={"user_name": "Operator (dashboard)", "user_handle": None},
+            command=command,
         )
 
     async def events(self, request: web.Request, chat_id: str) -> web.StreamResponse:
