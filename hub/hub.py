@@ -217,7 +217,7 @@ class Hub:
             commands=self.commands,
         )
         # who may talk to the bot in private (hub/features/_access.py): dm_policy and pairings
-        self.access = Access(self.stores.pairings)
+        self.access = Access(self.stores.pairings, redact=self.redactor.redact if self.redactor else None)
         self.register(self.children.extension())
         if self.config.http is not None and self.config.http.token:  # the dashboard's chat panel
             self.register(web_chat_extension())

@@ -144,6 +144,8 @@ _UNDO_AFTER_V4 = (
     "ALTER TABLE runs DROP COLUMN user_handle",
     "ALTER TABLE runs DROP COLUMN message",
     "ALTER TABLE runs DROP COLUMN reply",
+    "ALTER TABLE pairings DROP COLUMN user_name",
+    "ALTER TABLE pairings DROP COLUMN user_handle",
 )
 
 

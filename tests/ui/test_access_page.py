@@ -38,8 +38,9 @@ async def test_a_new_pairing_code_is_in_the_polled_rows(tmp_path: Path) -> None:
         assert 'hx-get="/ui/access/rows" hx-trigger="every 2s"' in page
         async with s.get(d.base + "/ui/access/rows") as resp:
             assert "No pairings" in await resp.text()
-        pending = await d.hub.access.check("telegram", "2002", "pairing")
+        pending = await d.hub.access.check("telegram", "2002", "pairing", user_name="Bea", user_handle="bea_b")
         async with s.get(d.base + "/ui/access/rows") as resp:
             rows = await resp.text()
         assert rows.startswith('<tbody id="pairings"') and "<html" not in rows
         assert f'<code class="code">{pending.code}</code>' in rows and 'name="csrf"' in rows
+        assert '<span class="name">Bea</span> <span class="handle">@bea_b</span> <code class="uid">2002</code>' in rows

@@ -384,6 +384,7 @@ async def test_access_shows_the_allow_lists_and_new_codes_live(browser: Browser,
         row = page.locator("tr.pairing", has_text="2002")
         await expect(row.locator("code.code")).to_have_text(code, timeout=6000)  # polled in, no reload
         assert await page.evaluate("window.notReloaded") is True
+        await expect(row.locator("td.user .name")).to_have_text("Bea")  # who asked, not only an id
         await op.within(row.locator("button", has_text="Approve"))
         await op.fits()
         await op.shot("access-live")

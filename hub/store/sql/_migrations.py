@@ -173,12 +173,14 @@ CREATE TABLE IF NOT EXISTS run_stops (
 
 # v8: who and what, on the run's row: the sender's display name and @username, and one-line
 # previews of the message and of the reply, so that the dashboard lists and searches runs
-# and conversations without reading their logs
+# and conversations without reading their logs; and who asked for each pairing code
 _V8 = """
 ALTER TABLE runs ADD COLUMN user_name TEXT;
 ALTER TABLE runs ADD COLUMN user_handle TEXT;
 ALTER TABLE runs ADD COLUMN message TEXT NOT NULL DEFAULT '';
-ALTER TABLE runs ADD COLUMN reply TEXT NOT NULL DEFAULT ''
+ALTER TABLE runs ADD COLUMN reply TEXT NOT NULL DEFAULT '';
+ALTER TABLE pairings ADD COLUMN user_name TEXT;
+ALTER TABLE pairings ADD COLUMN user_handle TEXT
 """
 
 SQLITE_STEPS: tuple[Step, ...] = (
@@ -187,7 +189,7 @@ SQLITE_STEPS: tuple[Step, ...] = (
     Step(3, "schedule tick claims (done, claim) and leases", _SQLITE_V3),
     Step(4, "runs failed by the store (store_failed)", _V4),
     Step(5, "cost of runs and budgets (runs.cost, token_usage.cost), stop requests (run_stops)", _SQLITE_V5),
-    Step(8, "who and what of runs (user_name, user_handle, message, reply)", _V8),
+    Step(8, "who and what of runs (user_name, user_handle, message, reply) and of pairings", _V8),
 )
 
 # --- PostgreSQL -----------------------------------------------------------------------
@@ -303,7 +305,7 @@ POSTGRES_STEPS: tuple[Step, ...] = (
     Step(5, "cost of runs and budgets (runs.cost, token_usage.cost), stop requests (run_stops)", _PG_V5),
     Step(
         8,
-        "who and what of runs (user_name, user_handle, message, reply)",
+        "who and what of runs (user_name, user_handle, message, reply) and of pairings",
         _V8.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS"),
     ),
 )
