@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from ._chat import web_chat_extension
-from ._health import sparkline
 from ._pages import Dashboard
 from ._sessions import LoginThrottle, Sessions, token_matches
 
@@ -11,7 +10,6 @@ __all__ = [
     "Dashboard",
     "LoginThrottle",
     "Sessions",
-    "sparkline",
     "token_matches",
     "web_chat_extension",
 ]

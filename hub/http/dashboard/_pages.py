@@ -1,22 +1,34 @@
 """The operators' dashboard at ``/ui/`` on the hub's HTTP endpoint (on when ``[http] token`` is set).
 
-Server-side pages (Jinja2, autoescaped, every string passed through the hub's redactor on
-its way out) with htmx, vendored in ``hub/http/dashboard/static/``, for the parts that update live by
-polling: the runs list and a running run's trace. No Node step, no script of ours.
+Server-side pages (Jinja2, autoescaped, every string passed through the hub's redactor and
+with server paths shortened on its way out) with htmx, vendored in
+``hub/http/dashboard/static/``, for the parts that update live by polling (the runs list, a
+running run's trace, the pairings, the health figures), and one small script of ours,
+``static/chat.js``, for the chat panel's streamed reply. No Node step.
 
-- **Runs** (``/ui/``): newest first, filtered by state, context and platform, paged by keyset
-  (``before=STARTED:ID``), 50 a page; the first page refreshes every second.
-- **A run** (``/ui/runs/ID``): its trace as it happens, and its child runs as a tree; a run
-  in progress has a Stop button (the operator's stop, as ``hub stop RUN_ID``).
-- **Conversations**: the recent ones per platform, their history (working memory), memory
-  and episodes; *forget* deletes the episodes and the working memory, as ``hub memory forget``.
-- **Personas**: the file edited in the browser, validated as the persona watcher validates,
-  shown as a diff against the revision in force before it is saved (atomically, so the
-  watcher records it); history and rollback, as ``hub persona``.
+- **Runs** (``/ui/``): newest first, with who sent each (name, @handle) and what (previews of
+  the message and the reply); filtered by state, context and platform, or searched (``q``);
+  paged by keyset (``before=STARTED:ID``), 50 a page; the first page refreshes every second.
+- **A run** (``/ui/runs/ID``): its trace as it happens, who and what at the top, and its child
+  runs as a tree; a run in progress has a Stop button (the operator's stop, as ``hub stop``).
+- **Conversations**: the recent ones (searchable) with their latest run's who and what; one
+  conversation's persona, history (working memory), memory and episodes; *forget* deletes
+  the episodes and the working memory, as ``hub memory forget``.
+- **Chat**: the operator talks to the bot in ``web:chat:<session>`` (hub/http/dashboard/_chat.py).
+- **Personas**: a new one, or the file edited in the browser, validated as the persona watcher
+  validates, shown as a diff against the revision in force before it is saved (atomically,
+  so the watcher records it); history and rollback, as ``hub persona``; the conversations
+  that use each (hub/http/dashboard/_persona_use.py).
 - **Tools**: the MCP servers (up or down, and why), their tools, and the skills.
-- **Access**: pending pairing codes to approve, paired users to revoke, as ``hub pairing``.
-- **Health**: platforms, queue depth, model latency, 429s, budgets used today, as sparklines
-  from :class:`~hub.http.dashboard._health.MetricsHistory`.
+- **Access**: pending pairing codes (who asked) to approve, paired users to revoke, as
+  ``hub pairing``; the config's allow-lists beside them.
+- **Health**: totals for today and the last hour, uptime, version, model, the failed runs;
+  charts over a chosen window with axes and units (hub/http/dashboard/_charts.py) of the run
+  store's runs, failures and tokens and of :class:`~hub.http.dashboard._health.MetricsHistory`'s
+  samples; platforms and budgets used today.
+
+Destructive changes (forget, revoke, rollback) take a confirmation step first; errors are
+pages of the layout (404, 400, 500 with the details in the log only).
 
 Log in by posting the token; sessions and CSRF are :mod:`hub.http.dashboard`'s. Every POST needs
 the session's CSRF token (form field ``csrf`` or header ``X-CSRF-Token``) and, when the
