@@ -121,7 +121,7 @@ async def test_a_telegram_message_shows_running_then_completed_live_and_its_trac
         await row.locator("a").first.click()
         await expect(page.locator("#run-state")).to_have_text("completed")
         trace = page.locator("ol.trace")
-        await expect(trace).to_contain_text("input telegram:message from 42")
+        await expect(trace).to_contain_text("input telegram:message from Ada @user42 (42)")
         await expect(trace).to_contain_text("hello from telegram")
         await expect(trace).to_contain_text("The persona says sign as ALPHA.")
         await expect(trace).to_contain_text("Hello from ALPHA")

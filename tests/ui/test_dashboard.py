@@ -198,7 +198,7 @@ async def test_trace_shows_the_whole_run_and_no_secret(tmp_path: Path, monkeypat
         async with s.get(f"{d.base}/ui/runs/{run.id}") as resp:
             page = await resp.text()
         assert secret not in page and "[REDACTED]" in page
-        assert "input telegram:message from 42" in page and "The persona says sign as ALPHA." in page
+        assert "input telegram:message from User42 @user42 (42)" in page and "The persona says sign as ALPHA." in page
         assert "output telegram:send" in page and "Hello from ALPHA" in page and ">sent<" in page
         assert re.search(r"step 1: \d+ ms \(first token \d+ ms\), tokens \d+ prompt \+ \d+ completion", page)
         assert 'hx-trigger="every 1s"' not in page  # an ended run's trace stops polling

@@ -129,7 +129,7 @@ def trace_items(run: RunRecord, events: Sequence[Log]) -> list[TraceItem]:
         at = max(0.0, e.ts - run.started)
         match e:
             case InputLog():
-                who = f" from {e.user}" if e.user else ""
+                who = _sender(e)
                 items.append(TraceItem("input", at, f"input {e.type}{who}", _pretty(e.formatted or e.content)))
             case ThoughtLog():
                 items.append(TraceItem("thought", at, f"thought (step {e.step})", e.content))
@@ -160,6 +160,18 @@ def trace_items(run: RunRecord, events: Sequence[Log]) -> list[TraceItem]:
             case StateLog():
                 items.append(TraceItem("state", at, f"state {e.state}" + (f" ({e.reason})" if e.reason else "")))
     return items
+
+
+def _sender(e: InputLog) -> str:
+    """`` from Ada Lovelace @ada_l (1001)``: who sent an input, as its meta names them."""
+    meta = e.meta if isinstance(e.meta, dict) else {}
+    name, handle = meta.get("user_name"), meta.get("user_handle")
+    names = " ".join(
+        str(x) for x in (name if isinstance(name, str) and name else None, f"@{handle}" if handle else None) if x
+    )
+    if names and e.user:
+        return f" from {names} ({e.user})"
+    return f" from {names or e.user}" if names or e.user else ""
 
 
 def _diff(old: str, new: str, old_name: str, new_name: str) -> list[str]:
