@@ -121,6 +121,14 @@ class MetricsHistory:
     def series(self, name: str) -> list[float | None]:
         return [getattr(s, name) for s in self.samples]
 
+    def latest(self, name: str) -> float | None:
+        """The newest value of series ``name`` (None: no sample has one), read from the end."""
+        for s in reversed(self.samples):
+            v = getattr(s, name)
+            if v is not None:
+                return float(v)
+        return None
+
     def buckets(self, name: str, *, start: float, width: float, n: int, how: str) -> list[float | None]:
         """Series ``name`` in ``n`` spans of ``width`` seconds from ``start``: per span its
         ``how`` ("max" for a level, "mean" for a latency, "sum" for a count), None where no

@@ -75,7 +75,7 @@ from ...store import Revision, RunRecord, RunState, collect_tree
 from .._security import client_address, parse_networks
 from ._charts import BUCKETS, WINDOWS, amount, chart
 from ._chat import MAX_MESSAGE, ChatPanel
-from ._health import SERIES, MetricsHistory, last_value, metric_total
+from ._health import SERIES, MetricsHistory, metric_total
 from ._paths import PathScrubber
 from ._persona_use import persona_of
 from ._sessions import COOKIE, LoginThrottle, Session, Sessions, token_matches
@@ -978,12 +978,12 @@ class Dashboard:
             elif how == "sum":
                 summary = f"{amount(sum(seen), unit)} in the last {window}"
             elif how == "mean":
-                latest = last_value(self.history.series(name))
+                latest = self.history.latest(name)
                 summary = "now " + (amount(round(latest), unit) if latest is not None else "–")
                 summary += f", mean {amount(round(sum(seen) / len(seen)), unit)}"
             else:
                 summary = (
-                    f"now {amount(last_value(self.history.series(name)) or 0, unit)}, peak {amount(max(seen), unit)}"
+                    f"now {amount(self.history.latest(name) or 0, unit)}, peak {amount(max(seen), unit)}"
                 )
             charts.append(
                 {
