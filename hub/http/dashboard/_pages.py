@@ -982,9 +982,7 @@ class Dashboard:
                 summary = "now " + (amount(round(latest), unit) if latest is not None else "–")
                 summary += f", mean {amount(round(sum(seen) / len(seen)), unit)}"
             else:
-                summary = (
-                    f"now {amount(self.history.latest(name) or 0, unit)}, peak {amount(max(seen), unit)}"
-                )
+                summary = f"now {amount(self.history.latest(name) or 0, unit)}, peak {amount(max(seen), unit)}"
             charts.append(
                 {
                     "name": name,
