@@ -7,7 +7,8 @@ ended runs (three platforms, a few conversations, one event each), its endpoint 
 port 0 with ``[http] token``, and one logged-in client asks each dashboard page
 ``--requests`` times, in turn: the runs list (first page), a deep page (keyset, the last
 one), a filtered page (state and platform), the rows fragment the list polls, a run's trace,
-the conversations, a persona, access and health. Times are from sending the request to
+the searches (text, @handle, conversations), the conversations, the personas and a persona,
+access, the chat panel and health (1 h and 24 h windows). Times are from sending the request to
 the whole body read, on loopback; the median, the 95th percentile and the maximum are kept.
 """
 
@@ -49,6 +50,11 @@ async def seed(hub: Hub, n: int) -> list[RunRecord]:
                 started=t0 + i,
                 state=(RunState.COMPLETED, RunState.FAILED)[i % 7 == 0],
                 steps=1,
+                user=str(i % 50),
+                user_name=f"User {i % 50}",
+                user_handle=f"user_{i % 50}",
+                message=f"message number {i} about the weather",
+                reply=f"reply {i}: sunny",
             )
         )
     for b in range(0, n, 200):
@@ -84,10 +90,17 @@ async def measure(n: int, requests: int) -> dict[str, dict[str, float]]:
                     "runs, failed on telegram": "/ui/?state=failed&platform=telegram",
                     "rows fragment (polled)": "/ui/runs/rows",
                     "a run's trace": f"/ui/runs/{oldest.id}",
+                    "runs, searched (text)": "/ui/?q=number+4242",
+                    "runs, searched (@handle)": "/ui/?q=%40user_7",
                     "conversations": "/ui/conversations",
+                    "conversations, searched": "/ui/conversations?q=User+12",
+                    "personas (who uses each)": "/ui/personas",
                     "a persona": "/ui/personas/default",
                     "access": "/ui/access",
+                    "access rows (polled)": "/ui/access/rows",
+                    "chat": "/ui/chat",
                     "health": "/ui/health",
+                    "health, 24 h window": "/ui/health?window=24h",
                 }
                 times: dict[str, list[float]] = {name: [] for name in pages}
                 for _ in range(requests):

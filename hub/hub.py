@@ -37,6 +37,7 @@ from .engine import AgentContext, Commands, Engine, EngineDeps, Intake, ModelAcc
 from .errors import ConfigError, ExtensionError, ExtensionFailed, RunError
 from .events import EventBus, EventStream
 from .features import STOPPED_BY_OPERATOR, Access
+from .http import web_chat_extension
 from .logs import MediaPart
 from .models import Model, RetryPolicy
 from .personas import Persona, PersonaSet
@@ -217,8 +218,10 @@ class Hub:
             commands=self.commands,
         )
         # who may talk to the bot in private (hub/features/_access.py): dm_policy and pairings
-        self.access = Access(self.stores.pairings)
+        self.access = Access(self.stores.pairings, redact=self.redactor.redact if self.redactor else None)
         self.register(self.children.extension())
+        if self.config.http is not None and self.config.http.token:  # the dashboard's chat panel
+            self.register(web_chat_extension())
         if self.skills is not None:  # load_skill
             self.register(self.skills.extension())
 

@@ -68,6 +68,8 @@ async def cmd_pairing(config: HubConfig, args: argparse.Namespace) -> int:
                         "created": p.created,
                         "expires": p.expires,
                         "approved": p.approved,
+                        "user_name": p.user_name,
+                        "user_handle": p.user_handle,
                     }
                 )
             )
@@ -79,7 +81,10 @@ async def cmd_pairing(config: HubConfig, args: argparse.Namespace) -> int:
             if state == "pending"
             else ""
         )
-        print(f"{platform:12} {user:24} {state:9} {detail}".rstrip())
+        who = " ".join(x for x in (p.user_name, f"@{p.user_handle}" if p.user_handle else None) if x)
+        if who and not args.raw:
+            who = escape_terminal(who, newlines=False)
+        print(f"{platform:12} {user:24} {state:9} {detail}{f' ({who})' if who else ''}".rstrip())
     if not pairings and not args.json:
         print("no pairings")
     return 0

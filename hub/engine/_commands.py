@@ -39,6 +39,7 @@ from ..logs import InputLog, OutputLog, StateLog
 from ..store import RunRecord, RunState
 from ._conversation import conversation
 from ._replies import failure_text, send_reply
+from ._run_summary import describe_input, note_reply
 
 if TYPE_CHECKING:
     from ._deps import EngineDeps
@@ -195,7 +196,7 @@ class Commands:
         a cancellation."""
         deps = self.deps
         inst = conversation(deps, definition, args, key)
-        record = RunRecord(context=inst.id, user=entry.user)
+        record = describe_input(RunRecord(context=inst.id, user=entry.user), entry)
         logs: list[Any] = [entry]
         ctx: RunContext = RunContext(deps.hub, record, inst, logs, runs=deps.runs)
         ctx.inputs = [entry]
@@ -243,6 +244,7 @@ class Commands:
             reason = deps.redactor.redact(reason)
         record.state, record.reason, record.ended = state, reason, time.time()
         record.store_failed = store_failure is not None
+        note_reply(record, logs)
         end = StateLog(state=str(state), reason=reason)
         logs.append(end)
         try:

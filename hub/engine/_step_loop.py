@@ -34,6 +34,7 @@ from ._active_run import Run
 from ._attachments import Attachments
 from ._conversation import available, conversation, prepare, prompt_parts, save
 from ._outputs import OutputDispatch, output_type
+from ._run_summary import describe_input, note_reply
 from ._tool_step import ToolStep
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ class Engine:
         cfg = deps.config.agent
         first = slot.peek()
         record = RunRecord(context=slot.id, parent_id=slot.parent_of(first), user=first.user if first else None)
+        describe_input(record, first)
         run = Run(deps, record, slot)
         run_id_var.set(record.id)
         context_id_var.set(slot.id)
@@ -156,6 +158,7 @@ class Engine:
             available(self.deps, run)
             await _hook(run.instance.definition.on_step, run.ctx)
             await self._step(run)
+            note_reply(run.record, run.logs)
             self.deps.runs.update(run.record)
             if cfg.max_run_tokens and run.record.tokens > cfg.max_run_tokens:
                 return RunState.KILLED, f"max_tokens ({cfg.max_run_tokens})"
@@ -461,6 +464,7 @@ class Engine:
             state, (store_failure, reason) = RunState.FAILED, failure
         record.state, record.reason, record.ended = state, reason, time.time()
         record.store_failed = store_failure is not None
+        note_reply(record, logs)
         end = StateLog(state=str(state), reason=reason)
         logs.append(end)
         unrecorded = await self._record_end(run, end)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -74,17 +74,29 @@ class Decision:
 class Access:
     """Decides who may talk to the bot in private (``dm_policy``), over a pairing store."""
 
-    def __init__(self, store: PairingStore, *, code_ttl: float = 3600.0) -> None:
+    def __init__(
+        self, store: PairingStore, *, code_ttl: float = 3600.0, redact: Callable[[str], str] | None = None
+    ) -> None:
         self.store = store
         self.code_ttl = code_ttl
+        self.redact = redact  # who asked is kept redacted, as a run's log is
 
     async def check(
-        self, platform: str, user: str, policy: str = "open", allowed_users: Iterable[str] = ()
+        self,
+        platform: str,
+        user: str,
+        policy: str = "open",
+        allowed_users: Iterable[str] = (),
+        *,
+        user_name: str | None = None,
+        user_handle: str | None = None,
     ) -> Decision:
         """Whether ``user`` of ``platform`` may talk to the bot under ``policy``.
 
         Under ``pairing`` an unknown user gets a code (the same one until it expires), and a
-        message to send only with the message that drew it.
+        message to send only with the message that drew it. ``user_name`` and ``user_handle``
+        (the display name and @username the platform gave) are kept with the code, so the
+        operator approving it sees who asked.
 
         Raises:
             ConfigError: ``policy`` is not one of :data:`POLICIES`.
@@ -105,8 +117,17 @@ class Access:
             code = new_code()
             if await self.store.by_code(code) is None:
                 break
-        await self.store.put(Pairing(platform, str(user), "pending", code, now, now + self.code_ttl))
+        name, handle = self._clean(user_name), self._clean(user_handle)
+        await self.store.put(
+            Pairing(platform, str(user), "pending", code, now, now + self.code_ttl, None, name, handle)
+        )
         return Decision("pair", code, fresh=True)
+
+    def _clean(self, value: str | None) -> str | None:
+        if not value or not value.strip():
+            return None
+        value = value.strip().removeprefix("@")[:100]
+        return self.redact(value) if self.redact is not None else value
 
     async def retract(self, platform: str, user: str, code: str) -> None:
         """The code could not be delivered: it expires now, so the user's next message draws

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from ._server import HttpServer, http_component, signature
+from .dashboard import web_chat_extension
 
 __all__ = [
     "HttpServer",
+    "web_chat_extension",
     "http_component",
     "signature",
 ]

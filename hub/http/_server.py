@@ -307,6 +307,8 @@ class HttpServer:
             server.close()  # no new connections
         if self._events is not None:
             self._events.close()  # open /events streams end
+        if self._ui is not None:
+            self._ui.chat.close()  # and the dashboard's chat panel's
         if runner is not None:
             await runner.cleanup()
         if self._ui is not None:

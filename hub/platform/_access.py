@@ -19,7 +19,13 @@ log = logging.getLogger("hub.platform")
 
 
 async def private_access(
-    access: Access, platform: str, settings: PlatformSettings, user: Any, *aliases: Any
+    access: Access,
+    platform: str,
+    settings: PlatformSettings,
+    user: Any,
+    *aliases: Any,
+    user_name: str | None = None,
+    user_handle: str | None = None,
 ) -> Decision:
     """Whether the author of a private message may reach the model, under ``settings.dm_policy``.
 
@@ -30,6 +36,8 @@ async def private_access(
     ``"allowlist"`` and ``"pairing"`` it replaces that filter in private: ``allowed_users``
     are allowed, and the rest are denied (``"allowlist"``) or asked to pair (``"pairing"``:
     the platform sends ``decision.message``, with its one-time code, and nothing else).
+    ``user_name`` and ``user_handle`` (the display name and @username) are kept with a new
+    code, so the operator approving it sees who asked (the dashboard's Access page).
     """
     policy = settings.dm_policy
     if policy == "open":
@@ -37,7 +45,7 @@ async def private_access(
     listed = AllowList(settings.allowed_users)
     if listed and listed.allows(user, *aliases):
         return Decision("allow")
-    return await access.check(platform, str(user), policy, ())
+    return await access.check(platform, str(user), policy, (), user_name=user_name, user_handle=user_handle)
 
 
 def send_pairing_code(

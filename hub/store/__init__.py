@@ -39,7 +39,7 @@ from ._pairings import Pairing, PairingStore
 from ._redacting import RedactingRunStore
 from ._retention import Retention, prune
 from ._revisions import Revision, RevisionStore
-from ._run_records import RunRecord, RunState, RunStore, collect_tree
+from ._run_records import RunRecord, RunState, RunStore, RunTotals, collect_tree, preview, search_needle
 from ._schedules import ScheduleStore, Tick
 from ._stops import StopStore
 from ._usage import UsageStore
@@ -70,6 +70,9 @@ __all__ = [
     "Revision",
     "RevisionStore",
     "RunRecord",
+    "RunTotals",
+    "preview",
+    "search_needle",
     "RunState",
     "RunStore",
     "ScheduleStore",

@@ -26,6 +26,10 @@ class Pairing:
     created: float
     expires: float | None = None
     approved: float | None = None
+    user_name: str | None = None
+    """The user's display name when the code was given, as the platform had it (redacted)."""
+    user_handle: str | None = None
+    """The user's @username then, without the ``@`` (redacted)."""
 
     def expired(self, now: float | None = None) -> bool:
         return self.state == "pending" and self.expires is not None and self.expires <= (now or time.time())

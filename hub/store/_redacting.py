@@ -1,4 +1,4 @@
-"""A run store that keeps secrets out of what it records: event logs and reasons."""
+"""A run store that keeps secrets out of what it records: event logs, reasons, who and what."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ from typing import Any
 
 from ..logs import Log
 from ..redact import Redactor
-from ._run_records import RunRecord, RunStore
+from ._run_records import RunRecord, RunStore, RunTotals
 
 __all__ = ["RedactingRunStore"]
+
+_TEXTS = ("reason", "user_name", "user_handle", "message", "reply")
+"""The texts of a run's row that may carry what a user or a model wrote."""
 
 
 class RedactingRunStore(RunStore):
@@ -29,11 +32,17 @@ class RedactingRunStore(RunStore):
         return getattr(self.inner, name)
 
     def _record(self, run: RunRecord) -> RunRecord:
-        if run.reason and self.redactor:
-            clean = self.redactor.redact(run.reason)
-            if clean != run.reason:
-                return dataclasses.replace(run, reason=clean)
-        return run
+        """``run`` with its texts (reason, who and what) redacted: a copy when one changes."""
+        if not self.redactor:
+            return run
+        changes: dict[str, Any] = {}
+        for name in _TEXTS:
+            value = getattr(run, name)
+            if value:
+                clean = self.redactor.redact(value)
+                if clean != value:
+                    changes[name] = clean
+        return dataclasses.replace(run, **changes) if changes else run
 
     async def open(self) -> None:
         await self.inner.open()
@@ -42,16 +51,16 @@ class RedactingRunStore(RunStore):
         await self.inner.close()
 
     async def create(self, run: RunRecord) -> None:
-        await self.inner.create(run)
+        await self.inner.create(self._record(run))
 
     def create_soon(self, run: RunRecord) -> Awaitable[None]:
-        return self.inner.create_soon(run)
+        return self.inner.create_soon(self._record(run))
 
     def append(self, run: RunRecord, entry: Log) -> None:
         self.inner.append(run, self.redactor.redact_log(entry))
 
     def update(self, run: RunRecord) -> None:
-        self.inner.update(run)
+        self.inner.update(self._record(run))
 
     async def sync(self) -> None:
         await self.inner.sync()
@@ -77,6 +86,31 @@ class RedactingRunStore(RunStore):
         platform: str | None = None,
     ) -> builtins.list[RunRecord]:
         return await self.inner.page(limit=limit, before=before, state=state, context=context, platform=platform)
+
+    async def search(
+        self,
+        text: str,
+        *,
+        limit: int = 50,
+        before: tuple[float, str] | None = None,
+        state: str | None = None,
+        context: str | None = None,
+        platform: str | None = None,
+    ) -> builtins.list[RunRecord]:
+        return await self.inner.search(
+            text, limit=limit, before=before, state=state, context=context, platform=platform
+        )
+
+    async def conversations(
+        self, *, limit: int = 50, platform: str | None = None, text: str | None = None
+    ) -> builtins.list[tuple[RunRecord, int]]:
+        return await self.inner.conversations(limit=limit, platform=platform, text=text)
+
+    async def totals(self, *, since: float) -> RunTotals:
+        return await self.inner.totals(since=since)
+
+    async def histogram(self, *, since: float, width: float, buckets: int) -> builtins.list[RunTotals]:
+        return await self.inner.histogram(since=since, width=width, buckets=buckets)
 
     async def recent_contexts(
         self, *, limit: int = 50, platform: str | None = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable
@@ -20,7 +21,16 @@ from enum import StrEnum
 
 from ..logs import Log, new_id
 
-__all__ = ["RunState", "RunRecord", "RunStore", "TERMINAL_STATES", "collect_tree"]
+__all__ = [
+    "RunState",
+    "RunRecord",
+    "RunStore",
+    "RunTotals",
+    "TERMINAL_STATES",
+    "collect_tree",
+    "preview",
+    "search_needle",
+]
 
 
 class RunState(StrEnum):
@@ -53,6 +63,14 @@ class RunRecord:
     store_failed: bool = False
     cost: float = 0.0
     """What its model calls cost, at ``[model] price_input``/``price_output`` (0: none, or unknown prices)."""
+    user_name: str | None = None
+    """The sender's display name, as the platform gave it with the input (``meta["user_name"]``)."""
+    user_handle: str | None = None
+    """The sender's @username, without the ``@`` (``meta["user_handle"]``)."""
+    message: str = ""
+    """A one-line preview of the input the run was started for (see :func:`preview`)."""
+    reply: str = ""
+    """A one-line preview of the run's last reply sent, once it sent one."""
 
     @property
     def tokens(self) -> int:
@@ -61,6 +79,21 @@ class RunRecord:
     @property
     def duration(self) -> float | None:
         return None if self.ended is None else self.ended - self.started
+
+
+@dataclass(frozen=True, slots=True)
+class RunTotals:
+    """What the runs started in a span of time add up to (the dashboard's health page)."""
+
+    runs: int = 0
+    failed: int = 0
+    tokens: int = 0
+    cost: float = 0.0
+
+    @property
+    def error_rate(self) -> float | None:
+        """The share of the runs that failed; None when there were none."""
+        return self.failed / self.runs if self.runs else None
 
 
 class RunStore(ABC):
@@ -121,6 +154,64 @@ class RunStore(ABC):
         runs.sort(key=lambda r: (r.started, r.id), reverse=True)
         return runs[:limit]
 
+    async def search(
+        self,
+        text: str,
+        *,
+        limit: int = 50,
+        before: tuple[float, str] | None = None,
+        state: str | None = None,
+        context: str | None = None,
+        platform: str | None = None,
+    ) -> builtins.list[RunRecord]:
+        """One page of the runs whose context, user, name, handle, message or reply contains
+        ``text`` (case-insensitive; a leading ``@`` is dropped), most recent first, as :meth:`page`."""
+        runs = await self.page(limit=1_000_000, before=before, state=state, context=context, platform=platform)
+        needle = search_needle(text)
+        return [r for r in runs if any(needle in (v or "").lower() for v in _searched(r))][:limit]
+
+    async def conversations(
+        self, *, limit: int = 50, platform: str | None = None, text: str | None = None
+    ) -> builtins.list[tuple[RunRecord, int]]:
+        """Conversations by their latest run, newest first: ``(that run, runs in the conversation)``.
+        With ``text``, the conversations that have runs matching it (as :meth:`search`), each
+        with its latest matching run and the number of them."""
+        runs = await (
+            self.search(text, limit=1_000_000, platform=platform)
+            if text
+            else self.page(limit=1_000_000, platform=platform)
+        )
+        latest: dict[str, RunRecord] = {}
+        count: dict[str, int] = {}
+        for r in runs:  # most recent first
+            latest.setdefault(r.context, r)
+            count[r.context] = count.get(r.context, 0) + 1
+        return [(r, count[c]) for c, r in latest.items()][:limit]
+
+    async def totals(self, *, since: float) -> RunTotals:
+        """The runs started at ``since`` or later: how many, how many failed, their tokens and cost."""
+        runs = [r for r in await self.list(limit=1_000_000) if r.started >= since]
+        return RunTotals(
+            len(runs),
+            sum(1 for r in runs if r.state == RunState.FAILED),
+            sum(r.tokens for r in runs),
+            sum(r.cost for r in runs),
+        )
+
+    async def histogram(self, *, since: float, width: float, buckets: int) -> builtins.list[RunTotals]:
+        """The runs started from ``since`` on, in ``buckets`` spans of ``width`` seconds each,
+        oldest first (a chart's bars: runs, failures, tokens, cost per span)."""
+        out = [[0, 0, 0, 0.0] for _ in range(buckets)]
+        for r in await self.list(limit=1_000_000):
+            i = int((r.started - since) // width)
+            if 0 <= i < buckets:
+                b = out[i]
+                b[0] += 1
+                b[1] += r.state == RunState.FAILED
+                b[2] += r.tokens
+                b[3] += r.cost
+        return [RunTotals(int(a), int(f), int(t), float(c)) for a, f, t, c in out]
+
     async def recent_contexts(
         self, *, limit: int = 50, platform: str | None = None
     ) -> builtins.list[tuple[str, float, int]]:
@@ -163,6 +254,22 @@ class RunStore(ABC):
 
     async def close(self) -> None:  # noqa: B027
         pass
+
+
+def search_needle(text: str) -> str:
+    """What a search looks for: ``text`` lowercased, without a leading ``@`` (a handle as typed)."""
+    return text.strip().removeprefix("@").lower()
+
+
+def _searched(r: RunRecord) -> tuple[str | None, ...]:
+    return (r.context, r.user, r.user_name, r.user_handle, r.message, r.reply)
+
+
+def preview(value: object, limit: int = 200) -> str:
+    """``value`` (a message's text, or its JSON) as one line of at most ``limit`` characters."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
 def _in_page(r: RunRecord, before: tuple[float, str] | None, platform: str | None) -> bool:

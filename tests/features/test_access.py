@@ -45,6 +45,18 @@ async def test_pairing_gives_one_code_until_approved_then_allows(store) -> None:
     assert not (await access.check("fake", "u1", "pairing")).allowed
 
 
+async def test_who_asked_for_a_code_is_kept_with_it_redacted_through_approval(store) -> None:
+    access = Access(store, redact=lambda t: t.replace("sk-secret", "[REDACTED]"))
+    d = await access.check("fake", "u9", "pairing", user_name="Ada sk-secret", user_handle="@ada_l")
+    (p,) = await access.list()
+    assert (p.user_name, p.user_handle) == ("Ada [REDACTED]", "ada_l")
+    approved = await access.approve(d.code)
+    assert (approved.user_name, approved.user_handle) == ("Ada [REDACTED]", "ada_l")
+    assert (await store.get("fake", "u9")).user_handle == "ada_l"
+    await access.check("fake", "u10", "pairing", user_name="  ", user_handle=None)
+    assert (await store.get("fake", "u10")).user_name is None
+
+
 async def test_codes_expire(store) -> None:
     access = Access(store, code_ttl=3600)
     old = Pairing("fake", "u1", "pending", "ABCDEFGH", time.time() - 7200, time.time() - 3600)

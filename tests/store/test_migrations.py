@@ -13,6 +13,7 @@ import pytest
 from hub.errors import StoreError
 from hub.logs import InputLog
 from hub.store.sql import SCHEMA_VERSION, Database, PgDatabase, SqlInbox, SqlMemoryStore, SqlRunStore
+from hub.store.sql._migrations import POSTGRES_STEPS, SQLITE_STEPS
 from hub.testing.postgres import temporary_schema
 from tests._support.backends import SQL_BACKENDS, sql_database
 
@@ -82,7 +83,7 @@ async def test_a_database_of_the_releases_before_versioning_upgrades_with_its_ro
     async with Database(path) as db:
         assert db.schema_found == 0  # no schema_version table: the releases before versioning
         versions = [r[0] for r in await db.fetchall("SELECT version FROM schema_version ORDER BY version")]
-        assert versions == list(range(1, SCHEMA_VERSION + 1))
+        assert versions == [s.version for s in SQLITE_STEPS]  # each step once (a gap in the numbers is fine)
         runs, inbox, kv = SqlRunStore(db), SqlInbox(db), SqlMemoryStore(db)
         for s in (runs, inbox, kv):
             await s.open()
@@ -98,7 +99,7 @@ async def test_a_database_of_the_releases_before_versioning_upgrades_with_its_ro
     async with Database(path) as db:  # opened again: nothing to do
         assert db.schema_found == SCHEMA_VERSION
         row = await db.fetchone("SELECT COUNT(*) FROM schema_version")
-        assert row == (SCHEMA_VERSION,)
+        assert row == (len(SQLITE_STEPS),)
 
 
 async def test_an_inbox_older_than_its_dead_letter_columns_gets_them(tmp_path: Path) -> None:
@@ -130,7 +131,7 @@ async def test_postgres_workers_opening_together_migrate_once() -> None:
         try:
             assert sorted(db.schema_found for db in dbs) == [0, SCHEMA_VERSION, SCHEMA_VERSION, SCHEMA_VERSION]
             rows = await dbs[0].fetchall("SELECT version FROM schema_version ORDER BY version")
-            assert [r[0] for r in rows] == list(range(1, SCHEMA_VERSION + 1))
+            assert [r[0] for r in rows] == [s.version for s in POSTGRES_STEPS]
         finally:
             await asyncio.gather(*(db.close() for db in dbs))
 
@@ -139,6 +140,12 @@ _UNDO_AFTER_V4 = (
     "ALTER TABLE runs DROP COLUMN cost",  # v5
     "ALTER TABLE token_usage DROP COLUMN cost",
     "DROP TABLE run_stops",
+    "ALTER TABLE runs DROP COLUMN user_name",  # v8
+    "ALTER TABLE runs DROP COLUMN user_handle",
+    "ALTER TABLE runs DROP COLUMN message",
+    "ALTER TABLE runs DROP COLUMN reply",
+    "ALTER TABLE pairings DROP COLUMN user_name",
+    "ALTER TABLE pairings DROP COLUMN user_handle",
 )
 
 

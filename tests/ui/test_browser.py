@@ -121,7 +121,7 @@ async def test_a_telegram_message_shows_running_then_completed_live_and_its_trac
         await row.locator("a").first.click()
         await expect(page.locator("#run-state")).to_have_text("completed")
         trace = page.locator("ol.trace")
-        await expect(trace).to_contain_text("input telegram:message from 42")
+        await expect(trace).to_contain_text("input telegram:message from Ada @user42 (42)")
         await expect(trace).to_contain_text("hello from telegram")
         await expect(trace).to_contain_text("The persona says sign as ALPHA.")
         await expect(trace).to_contain_text("Hello from ALPHA")
@@ -153,7 +153,7 @@ async def test_edit_the_persona_the_next_reply_follows_it_then_roll_back(browser
     async with dashboard(tmp_path) as d:
         page = await new_page(browser, d.base)
         await log_in(page)
-        await page.click("nav >> text=Personas")
+        await page.click("nav.desktop >> text=Personas")
         await page.click("text=default")
         await page.fill("#persona-text", 'name = "default"\ninstructions = ""\n')
         await page.click("#review")
@@ -171,6 +171,8 @@ async def test_edit_the_persona_the_next_reply_follows_it_then_roll_back(browser
         assert sent[0]["text"] == "Hello from BRAVO"
         await page.screenshot(path=SHOTS / "persona.png", full_page=True)
         await page.click("text=Roll back to rev 1")
+        await expect(page.locator("h1")).to_have_text("Roll persona default back to rev 1?")
+        await page.click("#confirm")
         await expect(page.locator(".msg")).to_contain_text("rolled back to rev 1")
         d.tg.push_message(chat_id=42, text="and now?")
         sent = await d.tg.wait_sent(2)
@@ -187,7 +189,7 @@ async def test_approve_a_pairing_code(browser: Browser, tmp_path: Path) -> None:
         code = sent["text"].rsplit(" ", 1)[-1]
         page = await new_page(browser, d.base)
         await log_in(page)
-        await page.click("nav >> text=Access")
+        await page.click("nav.desktop >> text=Access")
         row = page.locator("tr.pairing", has_text="901")
         await expect(row).to_contain_text(code)
         await page.screenshot(path=SHOTS / "access.png", full_page=True)
@@ -230,7 +232,8 @@ async def test_phone_viewport_and_a_thousand_runs_paged_fast(browser: Browser, t
             ("Access", "Access"),
             ("Health", "Health"),
         ):
-            await page.click(f"nav >> text={nav}")
+            await page.click(".phone-nav summary")  # the phone's compact bar: a menu
+            await page.click(f".phone-nav .menu >> text={nav}")
             await expect(page.locator("h1")).to_have_text(title)
             await page.screenshot(path=SHOTS / f"{title.lower()}-phone.png", full_page=True)
         await wait_until(lambda: len(timings) >= 8)

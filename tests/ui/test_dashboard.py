@@ -198,7 +198,7 @@ async def test_trace_shows_the_whole_run_and_no_secret(tmp_path: Path, monkeypat
         async with s.get(f"{d.base}/ui/runs/{run.id}") as resp:
             page = await resp.text()
         assert secret not in page and "[REDACTED]" in page
-        assert "input telegram:message from 42" in page and "The persona says sign as ALPHA." in page
+        assert "input telegram:message from User42 @user42 (42)" in page and "The persona says sign as ALPHA." in page
         assert "output telegram:send" in page and "Hello from ALPHA" in page and ">sent<" in page
         assert re.search(r"step 1: \d+ ms \(first token \d+ ms\), tokens \d+ prompt \+ \d+ completion", page)
         assert 'hx-trigger="every 1s"' not in page  # an ended run's trace stops polling
@@ -213,6 +213,12 @@ async def test_trace_shows_the_whole_run_and_no_secret(tmp_path: Path, monkeypat
             "/ui/access",
             "/ui/health",
             "/ui/health/charts",
+            "/ui/health?window=24h",
+            "/ui/?q=key",
+            "/ui/conversations?q=key",
+            "/ui/chat",
+            "/ui/access/rows",
+            "/ui/personas/new",
         ):
             async with s.get(d.base + path) as resp:
                 body = await resp.text()
@@ -224,7 +230,7 @@ async def test_trace_shows_the_whole_run_and_no_secret(tmp_path: Path, monkeypat
         assert await d.hub.memory.get("working-memory:telegram:chat:42")
         csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
         async with s.post(
-            d.base + "/ui/conversation/forget", data={"csrf": csrf, "context": "telegram:chat:42"}
+            d.base + "/ui/conversation/forget", data={"csrf": csrf, "context": "telegram:chat:42", "confirm": "yes"}
         ) as resp:
             assert "forgot telegram:chat:42: 0 episodes, working-memory:telegram:chat:42" in await resp.text()
         assert await d.hub.memory.get("working-memory:telegram:chat:42") is None
@@ -280,7 +286,7 @@ async def test_trace_shows_action_calls_results_errors_and_child_runs(tmp_path: 
         async with s.get(f"{d.base}/ui/runs/{grandchild.id}") as resp:
             assert f'href="/ui/runs/{child.id}"' in await resp.text()  # a link up to its parent
         async with s.get(f"{d.base}/ui/runs/nosuchrun") as resp:
-            assert resp.status == 404 and "no run matches" in await resp.text()
+            assert resp.status == 404 and "No run has the id" in await resp.text()
 
 
 async def _ended(d, run_id: str) -> bool:
@@ -325,11 +331,11 @@ async def test_persona_edit_is_validated_diffed_saved_and_rolled_back(tmp_path: 
         async with s.get(url) as resp:
             assert "Sign every reply as DELTA" in await resp.text()
         await wait_until(lambda: _revs(d, 3))
-        async with s.post(url + "/rollback", data={"csrf": csrf, "rev": "1"}) as resp:
+        async with s.post(url + "/rollback", data={"csrf": csrf, "rev": "1", "confirm": "yes"}) as resp:
             assert "rolled back to rev 1" in await resp.text()
         assert path.read_text() == PERSONA
         assert d.hub.personas.get("default").instructions == "Sign every reply as ALPHA."
-        async with s.post(url + "/rollback", data={"csrf": csrf, "rev": "99"}) as resp:
+        async with s.post(url + "/rollback", data={"csrf": csrf, "rev": "99", "confirm": "yes"}) as resp:
             assert "has no revision 99" in await resp.text()
         async with s.get(d.base + "/ui/personas/..%2Fsecrets") as resp:
             assert resp.status in (400, 404)
@@ -374,7 +380,7 @@ async def test_access_lists_approves_and_revokes(tmp_path: Path) -> None:
         async with s.get(d.base + "/ui/access?msg=Your+token+expired") as resp:
             assert "Your token expired" not in await resp.text()  # no link can make it say things
         async with s.post(
-            d.base + "/ui/access/revoke", data={"csrf": csrf, "user": "501", "platform": "telegram"}
+            d.base + "/ui/access/revoke", data={"csrf": csrf, "user": "501", "platform": "telegram", "confirm": "yes"}
         ) as resp:
             assert "revoked 1 pairing of user 501" in await resp.text()
         assert not (await d.hub.access.check("telegram", "501", "pairing")).allowed
@@ -396,9 +402,14 @@ async def test_health_draws_the_metrics_history(tmp_path: Path) -> None:
         await wait_until(lambda: connected() == 1, timeout=10)  # the poller reached the fake
         async with s.get(d.base + "/ui/health") as resp:
             page = await resp.text()
-        assert page.count('<svg class="spark"') == 6 and "<polyline" in page
-        assert "model latency (first token): <strong>750ms</strong>" in page
-        assert re.search(r"<td>telegram</td><td>yes</td><td>yes</td><td>0</td><td>0</td><td>2</td>", page)
+        assert page.count('<svg class="plot"') == 8 and ("<polyline" in page or "<circle" in page)
+        assert "model latency (first token): <strong>now 750 ms, mean 500 ms</strong>" in page
+        assert "429s from platforms: <strong>2 in the last 1h</strong>" in page
+        assert re.search(
+            r'<td>telegram</td><td data-label="listening">yes</td><td data-label="connected">yes</td>'
+            r'<td data-label="sent">0</td><td data-label="failed">0</td><td data-label="429s">2</td>',
+            page,
+        )
 
 
 async def test_forget_deletes_the_conversations_episodes_as_hub_memory_forget_does(tmp_path: Path) -> None:
@@ -414,7 +425,7 @@ async def test_forget_deletes_the_conversations_episodes_as_hub_memory_forget_do
         async with s.get(d.base + "/ui/conversation?context=telegram:chat:42") as resp:
             assert "remember me, chat 42" in html.unescape(await resp.text())
         async with s.post(
-            d.base + "/ui/conversation/forget", data={"csrf": csrf, "context": "telegram:chat:42"}
+            d.base + "/ui/conversation/forget", data={"csrf": csrf, "context": "telegram:chat:42", "confirm": "yes"}
         ) as resp:
             assert "forgot telegram:chat:42: 1 episode, working-memory:telegram:chat:42" in await resp.text()
         assert await d.hub.episodes.episodes(context="telegram:chat:42") == []
@@ -467,6 +478,10 @@ async def test_the_runs_list_shows_what_each_run_cost(tmp_path: Path) -> None:
             trace = await resp.text()
         async with s.get(f"{d.base}/ui/health") as resp:
             health = await resp.text()
-    assert record.cost > 0 and "<th>cost</th>" in page and f"<td>{record.cost:.4f}</td>" in page
+    assert (
+        record.cost > 0
+        and "<th>cost</th>" in page
+        and f'<td class="num" data-label="cost">{record.cost:.4f}</td>' in page
+    )
     assert "the whole bot: <meter" in health and f"{round(record.cost, 4)} of 5.0 spent" in health
     assert f"<dt>cost</dt><dd>{record.cost:.4f}</dd>" in trace

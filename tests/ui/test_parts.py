@@ -1,5 +1,5 @@
 """The dashboard's parts on their own: sessions (expiry when idle and after their lifetime, a
-bounded number, CSRF tokens per session), the token check, the login throttle, sparklines."""
+bounded number, CSRF tokens per session), the token check, the login throttle."""
 
 from __future__ import annotations
 
@@ -83,15 +83,3 @@ def test_wrong_tokens_are_also_counted_across_all_addresses() -> None:
     assert throttle.wait("10.9.9.9") == 55 and throttle.everyone_waits()  # until the first failure leaves
     clock.now += 55
     assert throttle.wait("10.9.9.9") == 0 and not throttle.everyone_waits()
-
-
-def test_sparklines_scale_to_their_maximum_and_leave_gaps() -> None:
-    from hub.http.dashboard import sparkline
-
-    svg = sparkline([0.0, 5.0, 10.0, None, 10.0], width=100, height=20, label='<b>"x"</b>')
-    # 2 px of padding: 0 at the bottom (y=18), the maximum at the top (y=2); None breaks the line
-    assert 'points="2.0,18.0 26.0,10.0 50.0,2.0"' in svg
-    assert '<circle r="2" fill="currentColor" cx="98.0" cy="2.0"/>' in svg  # one point after the gap
-    assert 'aria-label="&lt;b&gt;&#34;x&#34;&lt;/b&gt;"' in svg  # the label is escaped
-    assert "no samples yet" in sparkline([])
-    assert 'points="2.0,38.0 238.0,38.0"' in sparkline([0.0, 0.0])  # all zero: a flat line at the bottom

@@ -399,6 +399,7 @@ class DiscordBot:
                 "guild_id": str(message.guild.id) if message.guild else None,
                 "author_name": message.author.display_name,
                 "user_name": message.author.display_name,
+                "user_handle": message.author.name,
                 "author_bot": from_bot,
             },
             media=media,
@@ -415,7 +416,14 @@ class DiscordBot:
         if hub is None:
             return False
         author = message.author.id
-        decision = await private_access(hub.access, "discord", self.settings, author)
+        decision = await private_access(
+            hub.access,
+            "discord",
+            self.settings,
+            author,
+            user_name=message.author.display_name,
+            user_handle=message.author.name,
+        )
         if decision.allowed:
             return True
         client = self.client

@@ -152,6 +152,7 @@ class DiscordCommands:
                     "guild_id": str(interaction.guild_id) if interaction.guild_id else None,
                     "author_name": interaction.user.display_name,
                     "user_name": interaction.user.display_name,
+                    "user_handle": interaction.user.name,
                     "author_bot": False,
                 },
                 command=CommandCall(name, text),
@@ -172,7 +173,14 @@ class DiscordCommands:
             if not settings.dms:
                 return "This bot does not answer direct messages."
             assert bot._hub is not None
-            decision = await private_access(bot._hub.access, "discord", settings, user)
+            decision = await private_access(
+                bot._hub.access,
+                "discord",
+                settings,
+                user,
+                user_name=interaction.user.display_name,
+                user_handle=interaction.user.name,
+            )
             return None if decision.allowed else (decision.message or "You may not use this bot.")
         channel = interaction.channel
         parent = getattr(channel, "parent_id", None)

@@ -178,6 +178,13 @@ async def test_direct_message_is_answered_without_a_mention(tmp_path: Path, monk
         assert dc.sent[0]["content"] == "pong"
         runs = await r.hub.runs.list(limit=5)
         assert [run.context for run in runs] == [f"discord:channel:{dc.dm_channel_id}"]
+        user = dc.state.users[dc.user_id]  # who wrote, as the dashboard shows them
+        assert (runs[0].user_name, runs[0].user_handle) == (user["global_name"], user["username"])
+        assert runs[0].message == "hello in private"
+        async with asyncio.timeout(5):  # the reply's preview is written with the step's progress
+            while not (run := await r.hub.runs.get(runs[0].id)) or not run.reply:
+                await asyncio.sleep(0.02)
+        assert run.reply == "pong"
 
 
 async def test_replies_to_its_messages_and_watched_channels_are_answered(

@@ -42,6 +42,7 @@ async def test_pairing_sends_a_code_and_nothing_reaches_the_model_until_approved
             assert len(r.model.requests) == 1
             (pending,) = await r.hub.access.list()
             assert (pending.platform, pending.user, pending.state) == ("discord", str(stranger), "pending")
+            assert (pending.user_name, pending.user_handle) == ("mallory", "mallory")  # who asked, for the operator
 
             await r.hub.access.approve(code)
             after = dc.push_message(dm, "and now?", author_id=stranger)

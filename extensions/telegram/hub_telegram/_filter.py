@@ -60,6 +60,7 @@ class Inbound:
             "message_id": self.message_id,
             "from": {"id": self.user_id, "username": self.username, "name": self.name, "is_bot": self.is_bot},
             "user_name": self.name or self.username,
+            "user_handle": self.username,
             "reply_to": self.reply_to,
             "mentioned": self.mentioned,
         }

@@ -102,7 +102,15 @@ class Intake:
     async def _private_allows(self, verdict: Inbound, names: tuple[str | None, ...]) -> bool:
         """``dm_policy`` in a private chat; an unknown user under ``"pairing"`` is sent the
         code, once, in the background (the poller or the webhook goes on meanwhile)."""
-        decision = await private_access(self.hub.access, "telegram", self.settings, verdict.user_id, *names)
+        decision = await private_access(
+            self.hub.access,
+            "telegram",
+            self.settings,
+            verdict.user_id,
+            *names,
+            user_name=verdict.name or None,
+            user_handle=verdict.username,
+        )
         if decision.allowed:
             return True
         if decision.verdict != "pair":

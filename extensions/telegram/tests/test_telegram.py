@@ -152,6 +152,9 @@ async def test_private_message_in_reply_out_and_stop_is_quick(tmp_path: Path) ->
             assert entry.platform_id == f"telegram:42:{message_id}"
             assert entry.meta["message_id"] == message_id and entry.meta["chat_type"] == "private"
             assert entry.meta["from"] == {"id": 42, "username": "user42", "name": "Ada", "is_bot": False}
+            assert (entry.meta["user_name"], entry.meta["user_handle"]) == ("Ada", "user42")  # who, for the dashboard
+            (run,) = await h.hub.runs.page(limit=1)
+            assert (run.user_name, run.user_handle, run.message) == ("Ada", "user42", "hi there")
             assert (42, "typing") in tg.chat_actions
             # the offset moves past the update once it is recorded, and is persisted
             await tg.wait_for(lambda: tg.confirmed_offset == update_id + 1)

@@ -345,7 +345,15 @@ class TwitterBot:
             tweet.text,
             user=who,
             platform_id=f"twitter:{tid}",
-            meta={"tweet_id": tid, "author_id": author, "author_username": username, "conversation_id": conversation},
+            meta={
+                "tweet_id": tid,
+                "author_id": author,
+                "author_username": username,
+                "conversation_id": conversation,
+                # who wrote it, as the dashboard and the prompt show them (X gives both by default)
+                "user_name": getattr(user, "name", None) or username,
+                "user_handle": username,
+            },
             media=self._media_of(tweet),
         )
         if sub.duplicate:

@@ -135,7 +135,7 @@ async def bot(
 
 async def test_mention_gets_a_reply_and_since_id_is_saved(tmp_path: Path) -> None:
     async with FakeTwitter() as tw:
-        mid = tw.push_mention("@hubbot what's up?", author_id="42", author_username="alice")
+        mid = tw.push_mention("@hubbot what's up?", author_id="42", author_username="alice", author_name="Alice A.")
         async with bot(tw, tmp_path, ScriptedModel(["All good here!"])) as b:
             sent = await tw.wait_sent(1)
             assert sent[0]["text"] == "All good here!" and sent[0]["in_reply_to"] == mid
@@ -147,6 +147,8 @@ async def test_mention_gets_a_reply_and_since_id_is_saved(tmp_path: Path) -> Non
             assert b.bot.username == "hubbot" and b.bot.user_id == tw.user_id
             prompt = json.dumps([m for r in b.model.requests for m in r.messages])
             assert "up?" in prompt and "@alice" in prompt
+            (run,) = await b.hub.runs.page(limit=1)  # who, as the dashboard shows them
+            assert (run.user_name, run.user_handle, run.message) == ("Alice A.", "alice", "@hubbot what's up?")
         # reading with the bearer token, posting (and /users/me) as the bot
         kinds = {r.name: _auth(r) for r in tw.requests}
         assert kinds == {"GET /2/users/me": "oauth1", MENTIONS: "bearer", POST: "oauth1"}

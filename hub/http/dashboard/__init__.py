@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._health import sparkline
+from ._chat import web_chat_extension
 from ._pages import Dashboard
 from ._sessions import LoginThrottle, Sessions, token_matches
 
@@ -10,6 +10,6 @@ __all__ = [
     "Dashboard",
     "LoginThrottle",
     "Sessions",
-    "sparkline",
     "token_matches",
+    "web_chat_extension",
 ]

@@ -1,10 +1,10 @@
-"""The dashboard's health page: a bounded history of the hub's own metrics, and sparklines.
+"""The dashboard's health page: a bounded history of the hub's own metrics.
 
 :class:`MetricsHistory` reads the hub's Prometheus registry (hub/features/_metrics.py) every
 ``interval`` seconds and keeps the last ``size`` samples in a ring: runs in progress, queue
 depth, the model's mean first-token latency over the interval, and per interval the 429s,
-the sends that failed and the tokens used. :func:`sparkline` draws one series as a small
-inline SVG, server-side: no chart library, no script.
+the sends that failed and the tokens used; :meth:`MetricsHistory.buckets` cuts a window of
+them into spans for the charts (hub/http/dashboard/_charts.py).
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ...tasks import cancel_and_wait
 
-__all__ = ["Sample", "MetricsHistory", "sparkline", "metric_total", "SERIES"]
+__all__ = ["Sample", "MetricsHistory", "metric_total", "last_value", "SERIES"]
 
 log = logging.getLogger("hub.http.dashboard")
 
@@ -35,15 +35,15 @@ class Sample:
     tokens: float
 
 
-SERIES: dict[str, tuple[str, str]] = {
-    "running": ("runs in progress", ""),
-    "queued": ("queue depth", ""),
-    "llm_latency_ms": ("model latency (first token)", "ms"),
-    "rate_limited": ("429s from platforms", ""),
-    "send_errors": ("sends that failed", ""),
-    "tokens": ("tokens used", ""),
+SERIES: dict[str, tuple[str, str, str]] = {
+    "running": ("runs in progress", "", "max"),
+    "queued": ("queue depth", "", "max"),
+    "llm_latency_ms": ("model latency (first token)", "ms", "mean"),
+    "rate_limited": ("429s from platforms", "", "sum"),
+    "send_errors": ("sends that failed", "", "sum"),
 }
-"""Each charted field of :class:`Sample`: its title and unit."""
+"""Each charted field of :class:`Sample`: its title, unit, and how a span of samples adds up
+(the tokens are charted from the run store, which also holds the runs before this process)."""
 
 
 def metric_total(registry: Any, name: str, **labels: str) -> float:
@@ -121,43 +121,37 @@ class MetricsHistory:
     def series(self, name: str) -> list[float | None]:
         return [getattr(s, name) for s in self.samples]
 
+    def latest(self, name: str) -> float | None:
+        """The newest value of series ``name`` (None: no sample has one), read from the end."""
+        for s in reversed(self.samples):
+            v = getattr(s, name)
+            if v is not None:
+                return float(v)
+        return None
 
-def sparkline(values: Sequence[float | None], *, width: int = 240, height: int = 40, label: str = "") -> str:
-    """``values`` as a small SVG polyline (gaps where a value is None), scaled to its maximum.
-
-    Only numbers reach the markup (the label is escaped), so the result is safe to inline.
-    """
-    from markupsafe import escape
-
-    w, h, pad = width, height, 2
-    points = list(values)
-    top = max((v for v in points if v is not None), default=0.0) or 1.0
-    step = (w - 2 * pad) / max(1, len(points) - 1)
-    paths: list[str] = []
-    run: list[str] = []
-    for i, v in enumerate(points):
-        if v is None:
-            if run:
-                paths.append(" ".join(run))
-            run = []
-            continue
-        x = pad + i * step
-        y = h - pad - (v / top) * (h - 2 * pad)
-        run.append(f"{x:.1f},{y:.1f}")
-    if run:
-        paths.append(" ".join(run))
-    lines = "".join(
-        f'<polyline fill="none" stroke="currentColor" stroke-width="1.5" points="{p}"/>'
-        if " " in p
-        else f'<circle r="2" fill="currentColor" cx="{p.split(",")[0]}" cy="{p.split(",")[1]}"/>'  # one point alone
-        for p in paths
-    )
-    if not paths:
-        lines = f'<text x="{pad}" y="{h - 2 * pad}" font-size="11" fill="currentColor">no samples yet</text>'
-    return (
-        f'<svg class="spark" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" '
-        f'aria-label="{escape(label)}">{lines}</svg>'
-    )
+    def buckets(self, name: str, *, start: float, width: float, n: int, how: str) -> list[float | None]:
+        """Series ``name`` in ``n`` spans of ``width`` seconds from ``start``: per span its
+        ``how`` ("max" for a level, "mean" for a latency, "sum" for a count), None where no
+        sample falls (the hub was not running, or the span is in the future)."""
+        acc: list[list[float]] = [[] for _ in range(n)]
+        for s in reversed(self.samples):  # newest first: a short window reads only its end
+            if s.ts < start:
+                break
+            i = int((s.ts - start) // width)
+            v = getattr(s, name)
+            if i < n and v is not None:
+                acc[i].append(v)
+        out: list[float | None] = []
+        for vals in acc:
+            if not vals:
+                out.append(None)
+            elif how == "max":
+                out.append(max(vals))
+            elif how == "mean":
+                out.append(sum(vals) / len(vals))
+            else:
+                out.append(sum(vals))
+        return out
 
 
 def last_value(values: Iterable[float | None]) -> float | None:

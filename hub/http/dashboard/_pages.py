@@ -1,22 +1,34 @@
 """The operators' dashboard at ``/ui/`` on the hub's HTTP endpoint (on when ``[http] token`` is set).
 
-Server-side pages (Jinja2, autoescaped, every string passed through the hub's redactor on
-its way out) with htmx, vendored in ``hub/http/dashboard/static/``, for the parts that update live by
-polling: the runs list and a running run's trace. No Node step, no script of ours.
+Server-side pages (Jinja2, autoescaped, every string passed through the hub's redactor and
+with server paths shortened on its way out) with htmx, vendored in
+``hub/http/dashboard/static/``, for the parts that update live by polling (the runs list, a
+running run's trace, the pairings, the health figures), and one small script of ours,
+``static/chat.js``, for the chat panel's streamed reply. No Node step.
 
-- **Runs** (``/ui/``): newest first, filtered by state, context and platform, paged by keyset
-  (``before=STARTED:ID``), 50 a page; the first page refreshes every second.
-- **A run** (``/ui/runs/ID``): its trace as it happens, and its child runs as a tree; a run
-  in progress has a Stop button (the operator's stop, as ``hub stop RUN_ID``).
-- **Conversations**: the recent ones per platform, their history (working memory), memory
-  and episodes; *forget* deletes the episodes and the working memory, as ``hub memory forget``.
-- **Personas**: the file edited in the browser, validated as the persona watcher validates,
-  shown as a diff against the revision in force before it is saved (atomically, so the
-  watcher records it); history and rollback, as ``hub persona``.
+- **Runs** (``/ui/``): newest first, with who sent each (name, @handle) and what (previews of
+  the message and the reply); filtered by state, context and platform, or searched (``q``);
+  paged by keyset (``before=STARTED:ID``), 50 a page; the first page refreshes every second.
+- **A run** (``/ui/runs/ID``): its trace as it happens, who and what at the top, and its child
+  runs as a tree; a run in progress has a Stop button (the operator's stop, as ``hub stop``).
+- **Conversations**: the recent ones (searchable) with their latest run's who and what; one
+  conversation's persona, history (working memory), memory and episodes; *forget* deletes
+  the episodes and the working memory, as ``hub memory forget``.
+- **Chat**: the operator talks to the bot in ``web:chat:<session>`` (hub/http/dashboard/_chat.py).
+- **Personas**: a new one, or the file edited in the browser, validated as the persona watcher
+  validates, shown as a diff against the revision in force before it is saved (atomically,
+  so the watcher records it); history and rollback, as ``hub persona``; the conversations
+  that use each (hub/http/dashboard/_persona_use.py).
 - **Tools**: the MCP servers (up or down, and why), their tools, and the skills.
-- **Access**: pending pairing codes to approve, paired users to revoke, as ``hub pairing``.
-- **Health**: platforms, queue depth, model latency, 429s, budgets used today, as sparklines
-  from :class:`~hub.http.dashboard._health.MetricsHistory`.
+- **Access**: pending pairing codes (who asked) to approve, paired users to revoke, as
+  ``hub pairing``; the config's allow-lists beside them.
+- **Health**: totals for today and the last hour, uptime, version, model, the failed runs;
+  charts over a chosen window with axes and units (hub/http/dashboard/_charts.py) of the run
+  store's runs, failures and tokens and of :class:`~hub.http.dashboard._health.MetricsHistory`'s
+  samples; platforms and budgets used today.
+
+Destructive changes (forget, revoke, rollback) take a confirmation step first; errors are
+pages of the layout (404, 400, 500 with the details in the log only).
 
 Log in by posting the token; sessions and CSRF are :mod:`hub.http.dashboard`'s. Every POST needs
 the session's CSRF token (form field ``csrf`` or header ``X-CSRF-Token``) and, when the
@@ -27,6 +39,7 @@ browser sends one, an ``Origin`` of this host. The routes use the hub's public a
 from __future__ import annotations
 
 import difflib
+import importlib.metadata
 import json
 import logging
 import re
@@ -39,7 +52,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
-from markupsafe import Markup
+from markupsafe import Markup, escape
 from yarl import URL
 
 from ...errors import ConfigError, HubError
@@ -60,7 +73,11 @@ from ...personas import parse_persona, rollback, write_persona
 from ...redact import MASK
 from ...store import Revision, RunRecord, RunState, collect_tree
 from .._security import client_address, parse_networks
-from ._health import SERIES, MetricsHistory, last_value, metric_total, sparkline
+from ._charts import BUCKETS, WINDOWS, amount, chart
+from ._chat import MAX_MESSAGE, ChatPanel
+from ._health import SERIES, MetricsHistory, metric_total
+from ._paths import PathScrubber
+from ._persona_use import persona_of
 from ._sessions import COOKIE, LoginThrottle, Session, Sessions, token_matches
 
 __all__ = ["Dashboard", "PAGE_SIZE"]
@@ -69,11 +86,16 @@ log = logging.getLogger("hub.http.dashboard")
 
 HERE = Path(__file__).parent
 PAGE_SIZE = 50
+DEFAULT_WINDOW = "1h"
+USES_SCANNED = 200
+"""The recent conversations looked at for the ones that use each persona."""
+NEW_PERSONA = 'name = "NAME"\ninstructions = """\nYou are ... Answer briefly.\n"""\n# contexts = ["telegram:chat"]  # which conversations use it (types, TYPE:KEY ids, globs)\n'
+
 _MAX_PARAM = 300
 _STATES = tuple(str(s) for s in RunState)
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 _PLATFORM = re.compile(r"[A-Za-z0-9_-]{1,100}")
-_PUBLIC = ("/ui/login", "/ui/static/")
+_PUBLIC = ("/ui/login", "/ui/static/", "/ui/favicon.ico")
 # where a request keeps its session (aiohttp 3.12+ wants typed keys; older ones take a string)
 _SESSION: Any = web.RequestKey("session", Session) if hasattr(web, "RequestKey") else "hub.ui.session"
 
@@ -107,7 +129,7 @@ def trace_items(run: RunRecord, events: Sequence[Log]) -> list[TraceItem]:
         at = max(0.0, e.ts - run.started)
         match e:
             case InputLog():
-                who = f" from {e.user}" if e.user else ""
+                who = _sender(e)
                 items.append(TraceItem("input", at, f"input {e.type}{who}", _pretty(e.formatted or e.content)))
             case ThoughtLog():
                 items.append(TraceItem("thought", at, f"thought (step {e.step})", e.content))
@@ -140,8 +162,25 @@ def trace_items(run: RunRecord, events: Sequence[Log]) -> list[TraceItem]:
     return items
 
 
+def _sender(e: InputLog) -> str:
+    """`` from Ada Lovelace @ada_l (1001)``: who sent an input, as its meta names them."""
+    meta = e.meta if isinstance(e.meta, dict) else {}
+    name, handle = meta.get("user_name"), meta.get("user_handle")
+    names = " ".join(
+        str(x) for x in (name if isinstance(name, str) and name else None, f"@{handle}" if handle else None) if x
+    )
+    if names and e.user:
+        return f" from {names} ({e.user})"
+    return f" from {names or e.user}" if names or e.user else ""
+
+
 def _diff(old: str, new: str, old_name: str, new_name: str) -> list[str]:
     return list(difflib.unified_diff(old.splitlines(), new.splitlines(), old_name, new_name, n=2, lineterm=""))
+
+
+def _breakable(value: Any) -> Markup:
+    """An id (``telegram:chat:1001``) that a narrow screen wraps after a ``:``, never mid-word."""
+    return Markup(str(escape(str(value))).replace(":", ":<wbr>"))
 
 
 def _when(ts: float | None) -> str:
@@ -167,27 +206,43 @@ class Dashboard:
         self.trusted_proxies = parse_networks(hub.config.http.trusted_proxies)
         self.page_size = page_size
         self.history = MetricsHistory(
-            hub.metrics.registry, lambda: (hub.runner.running, hub.runner.queued), interval=sample_interval
+            hub.metrics.registry,
+            lambda: (hub.runner.running, hub.runner.queued),
+            interval=sample_interval,
+            size=int(max(WINDOWS.values()) / sample_interval) + 1,  # the widest window's samples
         )
-        redactor = hub.redactor
+        self.started_at = time.time()
+        cfg = hub.config
+        folders = [cfg.contexts_dir, cfg.data_dir, Path(hub.personas.folder)]
+        if cfg.agent.skills_dir:
+            folders.append(cfg.resolve(cfg.agent.skills_dir))
+        self.scrub_paths = PathScrubber(folders, base=cfg.base_dir)
         self.env = Environment(
             loader=FileSystemLoader(HERE / "templates"),
             autoescape=select_autoescape(default=True, default_for_string=True),
             undefined=StrictUndefined,
-            finalize=self._finalize if redactor else None,
+            finalize=self._finalize,
             trim_blocks=True,
             lstrip_blocks=True,
         )
-        self.env.filters.update(when=_when, duration=_duration, pretty=_pretty, q=lambda v: urlencode({"context": v}))
+        self.chat = ChatPanel(hub, self._clean)
+        self.env.filters.update(
+            ids=_breakable, when=_when, duration=_duration, pretty=_pretty, q=lambda v: urlencode({"context": v})
+        )
         self.env.globals.update(urlencode=urlencode)
 
     def _finalize(self, value: Any) -> Any:
-        """Every value a template prints passes here: a secret the hub knows is masked."""
+        """Every value a template prints passes here: a secret the hub knows is masked, and a
+        path on the server is shown by its folder's name (hub/http/dashboard/_paths.py)."""
         if isinstance(value, Markup):
-            return Markup(self.hub.redactor.redact(str(value)))
+            return Markup(self._clean(str(value)))
         if isinstance(value, str):
-            return self.hub.redactor.redact(value)
+            return self._clean(value)
         return value
+
+    def _clean(self, text: str) -> str:
+        redactor = self.hub.redactor
+        return self.scrub_paths(redactor.redact(text) if redactor else text)
 
     # --- the application ----------------------------------------------------------------
 
@@ -202,29 +257,39 @@ class Dashboard:
         r.add_get("/runs/{id}", self.run_page)
         r.add_get("/runs/{id}/trace", self.run_trace)
         r.add_post("/runs/{id}/stop", self.run_stop)
+        r.add_get("/chat", self.chat_page)
+        r.add_post("/chat", self.chat_send)
+        r.add_get("/chat/events", self.chat_events)
         r.add_get("/conversations", self.conversations_page)
         r.add_get("/conversation", self.conversation_page)
         r.add_post("/conversation/forget", self.forget)
         r.add_get("/personas", self.personas_page)
+        r.add_get("/personas/new", self.persona_new_page)
+        r.add_post("/personas/new", self.persona_create)
         r.add_get("/personas/{name}", self.persona_page)
         r.add_post("/personas/{name}/preview", self.persona_preview)
         r.add_post("/personas/{name}/save", self.persona_save)
         r.add_post("/personas/{name}/rollback", self.persona_rollback)
         r.add_get("/access", self.access_page)
+        r.add_get("/access/rows", self.access_rows)
         r.add_post("/access/approve", self.approve)
         r.add_post("/access/revoke", self.revoke)
         r.add_get("/tools", self.tools_page)
         r.add_get("/health", self.health_page)
         r.add_get("/health/charts", self.health_charts)
+        r.add_get("/favicon.ico", self.favicon)
         r.add_static("/static/", HERE / "static", name="static")
+        r.add_route("*", "/{tail:.*}", self.not_found)  # last: any other path is a page of ours saying so
         return app
 
     async def start(self) -> None:
+        self.started_at = time.time()
         for name in self.env.list_templates():  # compiled now, so no operator's first page waits on it
             self.env.get_template(name)
         await self.history.start()
 
     async def stop(self) -> None:
+        self.chat.close()
         await self.history.stop()
 
     # --- sessions, CSRF and headers -----------------------------------------------------
@@ -253,7 +318,18 @@ class Dashboard:
         try:
             return await handler(request)  # the security headers are the endpoint's (hub/http/_security.py)
         except BadRequest as e:
-            return self._refuse(400, str(e))
+            return self._refuse(400, str(e), request)
+        except web.HTTPException as e:
+            if e.status < 400 or e.status == 401 or public and request.path.startswith("/ui/static/"):
+                raise  # redirects; a static file's 404 needs no page around it
+            return self._refuse(e.status, e.text or e.reason, request)
+        except ConnectionError:  # the client went away: nobody to show a page to
+            raise
+        except Exception:  # an operator gets a page in the layout; the details go to the log only
+            log.exception("dashboard: %s %s failed", request.method, request.path)
+            return self._refuse(
+                500, "Something went wrong on the hub's side while making this page: the hub's log says what.", request
+            )
 
     @staticmethod
     def _cross_origin(request: web.Request) -> str | None:
@@ -275,9 +351,38 @@ class Dashboard:
         request[_SESSION].flash = msg[:1000]
         return web.HTTPSeeOther(location)
 
-    def _refuse(self, status: int, message: str) -> web.Response:
-        text = self.env.get_template("error.html").render(message=message, status=status, csrf="", nav="", msg="")
+    def _refuse(self, status: int, message: str, request: web.Request | None = None) -> web.Response:
+        """An error as a page in the layout (with the navigation when logged in)."""
+        session: Session | None = request.get(_SESSION) if request is not None else None
+        text = self.env.get_template("error.html").render(
+            message=message, status=status, csrf=session.csrf if session else "", nav="", msg=""
+        )
         return web.Response(text=text, status=status, content_type="text/html")
+
+    async def not_found(self, request: web.Request) -> web.Response:
+        raise web.HTTPNotFound(text=f"There is no page {request.path[:200]!r} in the dashboard.")
+
+    async def favicon(self, request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(HERE / "static" / "favicon.svg", headers={"Content-Type": "image/svg+xml"})
+
+    def _confirm(
+        self, request: web.Request, form: Mapping[str, Any], *, title: str, what: str, button: str, back: str
+    ) -> web.Response | None:
+        """The confirmation step of a destructive action: None once the form says ``confirm=yes``;
+        before, a page that says what will go and posts the same fields again with it."""
+        if form.get("confirm") == "yes":
+            return None
+        fields = [(k, str(v)) for k, v in form.items() if k not in ("csrf", "confirm") and isinstance(v, str)]
+        return self._page(
+            request,
+            "confirm.html",
+            title=title,
+            what=what,
+            button=button,
+            action=request.path,
+            fields=fields,
+            back=back,
+        )
 
     def _page(self, request: web.Request, template: str, *, status: int = 200, **context: Any) -> web.Response:
         session: Session | None = request.get(_SESSION)
@@ -337,7 +442,7 @@ class Dashboard:
 
     def _filters(self, request: web.Request) -> dict[str, str]:
         q = request.query
-        f = {name: q.get(name, "").strip() for name in ("state", "context", "platform", "before")}
+        f = {name: q.get(name, "").strip() for name in ("state", "context", "platform", "before", "q")}
         for name, value in f.items():
             if len(value) > _MAX_PARAM:
                 raise BadRequest(f"{name} is longer than {_MAX_PARAM} characters")
@@ -358,13 +463,14 @@ class Dashboard:
             raise BadRequest(f"before must be STARTED:ID as the 'older' link gives it, not {value!r}") from None
 
     async def _rows(self, f: Mapping[str, str]) -> dict[str, Any]:
-        runs = await self.hub.runs.page(
-            limit=self.page_size + 1,
-            before=self._cursor(f["before"]),
-            state=f["state"] or None,
-            context=f["context"] or None,
-            platform=f["platform"] or None,
-        )
+        where: dict[str, Any] = {
+            "limit": self.page_size + 1,
+            "before": self._cursor(f["before"]),
+            "state": f["state"] or None,
+            "context": f["context"] or None,
+            "platform": f["platform"] or None,
+        }
+        runs = await (self.hub.runs.search(f["q"], **where) if f["q"] else self.hub.runs.page(**where))
         more = len(runs) > self.page_size
         runs = runs[: self.page_size]
         query = {k: v for k, v in f.items() if v and k != "before"}
@@ -373,6 +479,7 @@ class Dashboard:
             older = urlencode({**query, "before": f"{runs[-1].started!r}:{runs[-1].id}"})
         return {
             "runs": runs,
+            "q": f["q"],
             "older": older,
             "live": not f["before"],
             "rows_url": "/ui/runs/rows?" + urlencode({**query, **({"before": f["before"]} if f["before"] else {})}),
@@ -394,7 +501,7 @@ class Dashboard:
         runs = self.hub.runs
         record = await runs.get(run_id) or await runs.find(run_id)
         if record is None:
-            raise web.HTTPNotFound(text=f"no run matches {run_id!r}")
+            raise web.HTTPNotFound(text=f"No run has the id {run_id!r} (or an id that begins so, and only one).")
         return record
 
     async def _trace(self, record: RunRecord) -> dict[str, Any]:
@@ -422,6 +529,65 @@ class Dashboard:
         msg = f"stop requested: run {record.id[:10]} is still running" if stopped.ended is None else f"stopped: {how}"
         raise self._done(request, f"/ui/runs/{record.id}", msg)
 
+    # --- the chat panel (hub/http/dashboard/_chat.py) -------------------------------------
+
+    def _chat_on(self) -> None:
+        if not self.chat.available:
+            raise web.HTTPNotFound(text="The chat panel's conversation (web:chat) is not registered in this hub.")
+
+    async def chat_page(self, request: web.Request) -> web.Response:
+        self._chat_on()
+        chat_id = request[_SESSION].chat
+        return self._page(
+            request,
+            "chat.html",
+            nav="chat",
+            context=self.chat.context_of(chat_id),
+            lines=await self.chat.transcript(chat_id),
+            text="",
+            problem="",
+        )
+
+    async def chat_send(self, request: web.Request) -> web.StreamResponse:
+        """A message to the bot; a script's post (``Accept: application/json``) gets 202 at once,
+        a form's a redirect to the page."""
+        self._chat_on()
+        form = await request.post()
+        text = form.get("text")
+        text = text.strip() if isinstance(text, str) else ""
+        problem = ""
+        if not text:
+            problem = "the message is empty: write something to send"
+        elif len(text) > MAX_MESSAGE:
+            problem = f"the message is {len(text)} characters long; the chat panel takes at most {MAX_MESSAGE}"
+        if problem:
+            if request.headers.get("Accept") == "application/json":
+                return web.json_response({"error": problem}, status=400)
+            chat_id = request[_SESSION].chat
+            return self._page(
+                request,
+                "chat.html",
+                nav="chat",
+                status=400,
+                context=self.chat.context_of(chat_id),
+                lines=await self.chat.transcript(chat_id),
+                text=text,
+                problem=problem,
+            )
+        try:
+            await self.chat.send(request[_SESSION].chat, text)
+        except HubError as e:
+            if request.headers.get("Accept") == "application/json":
+                return web.json_response({"error": f"not sent: {self._clean(str(e))}"}, status=503)
+            raise self._done(request, "/ui/chat", f"not sent: {e}") from None
+        if request.headers.get("Accept") == "application/json":
+            return web.json_response({"sent": True}, status=202)
+        raise web.HTTPSeeOther("/ui/chat")
+
+    async def chat_events(self, request: web.Request) -> web.StreamResponse:
+        self._chat_on()
+        return await self.chat.events(request, request[_SESSION].chat)
+
     # --- conversations ------------------------------------------------------------------
 
     @staticmethod
@@ -435,13 +601,17 @@ class Dashboard:
         platform = request.query.get("platform", "").strip()
         if platform and not _PLATFORM.fullmatch(platform):
             raise BadRequest(f"platform must be a platform's name, not {platform[:80]!r}")
-        rows = await self.hub.runs.recent_contexts(limit=100, platform=platform or None)
+        text = request.query.get("q", "").strip()
+        if len(text) > _MAX_PARAM:
+            raise BadRequest(f"q is longer than {_MAX_PARAM} characters")
+        rows = await self.hub.runs.conversations(limit=100, platform=platform or None, text=text or None)
         return self._page(
             request,
             "conversations.html",
             nav="conversations",
             rows=rows,
             platform=platform,
+            q=text,
             platforms=self._platforms(),
         )
 
@@ -466,6 +636,7 @@ class Dashboard:
             "conversation.html",
             nav="conversations",
             context=context,
+            persona=persona_of(self.hub, context),
             items=items,
             memory=await memory.get(f"memory:{context}"),
             info=await memory.get(f"context:{context}"),
@@ -475,7 +646,20 @@ class Dashboard:
 
     async def forget(self, request: web.Request) -> web.StreamResponse:
         """As ``hub memory forget --context``: its episodes and its working memory go."""
-        context = self._context((await request.post()).get("context"))
+        form = await request.post()
+        context = self._context(form.get("context"))
+        back = "/ui/conversation?" + urlencode({"context": context})
+        asked = self._confirm(
+            request,
+            form,
+            title=f"Forget {context}?",
+            what="Its episodes and its working memory are deleted, as hub memory forget --context does. "
+            "The runs and their traces stay. This cannot be undone.",
+            button="Yes, forget it",
+            back=back,
+        )
+        if asked is not None:
+            return asked
         deleted = 0
         if self.hub.episodes is not None:
             deleted = await self.hub.episodes.forget(context=context)
@@ -485,7 +669,7 @@ class Dashboard:
             await self.hub.memory.delete(key)
         log.info("dashboard: forgot %s: %d episodes%s", context, deleted, f", {key}" if had else "")
         msg = f"forgot {context}: {deleted} episode{'s' if deleted != 1 else ''}" + (f", {key}" if had else "")
-        raise self._done(request, "/ui/conversation?" + urlencode({"context": context}), msg)
+        raise self._done(request, back, msg)
 
     # --- personas -----------------------------------------------------------------------
 
@@ -493,6 +677,7 @@ class Dashboard:
         personas = self.hub.personas
         stored = {n for n in await self.hub.revisions.names() if not n.startswith("skill:")}  # skills' are on /ui/tools
         names = sorted(set(personas.names()) | stored | set(personas.errors()))
+        uses = await self._persona_uses()
         return self._page(
             request,
             "personas.html",
@@ -500,7 +685,47 @@ class Dashboard:
             names=names,
             errors=personas.errors(),
             default=personas.default,
+            uses={name: len(contexts) for name, contexts in uses.items()},
         )
+
+    async def _persona_uses(self) -> dict[str, list[RunRecord]]:
+        """The recent conversations (their latest run) by the persona each uses now."""
+        uses: dict[str, list[RunRecord]] = {}
+        for latest, _ in await self.hub.runs.conversations(limit=USES_SCANNED):
+            name = persona_of(self.hub, latest.context)
+            if name is not None:
+                uses.setdefault(name, []).append(latest)
+        return uses
+
+    async def persona_new_page(self, request: web.Request) -> web.Response:
+        return self._page(request, "persona_new.html", nav="personas", name="", text=NEW_PERSONA, problem="")
+
+    async def persona_create(self, request: web.Request) -> web.StreamResponse:
+        """A new persona file, validated as an edit is; the form comes back as typed when it is refused."""
+        form = await request.post()
+        name = str(form.get("name", "")).strip()[:_MAX_PARAM]
+        text = str(form.get("text", "")).replace("\r\n", "\n")
+        problem = ""
+        if not _NAME.fullmatch(name) or name.startswith("."):
+            problem = "a persona's name is its file's name: letters, digits, _ . - (at most 100), not starting with ."
+        elif (
+            self._on_disk(name) is not None
+            or name in self.hub.personas.names()
+            or await self.hub.revisions.history(name)
+        ):
+            problem = f"there is a persona {name!r} already: open it from the list to edit it"
+        else:
+            problem = self._check_edit(name, text)
+        if problem:
+            return self._page(
+                request, "persona_new.html", nav="personas", name=name, text=text, problem=problem, status=400
+            )
+        write_persona(self.hub.personas.folder, name, text)
+        self.hub.revisions.record(name, text, note="created in the dashboard")
+        self.hub.personas.refresh(force=True)
+        await self.hub.revisions.flush()
+        log.info("dashboard: persona %s created", name)
+        raise self._done(request, f"/ui/personas/{name}", f"created persona {name}: rev 1 is in force")
 
     def _persona_name(self, request: web.Request) -> str:
         name = request.match_info["name"]
@@ -524,7 +749,7 @@ class Dashboard:
         revisions: list[Revision] = await self.hub.revisions.history(name)
         on_disk = self._on_disk(name)
         if on_disk is None and not revisions:
-            raise web.HTTPNotFound(text=f"no persona {name!r}")
+            raise web.HTTPNotFound(text=f"There is no persona {name!r}: no file {name}.toml, no revision recorded.")
         in_force = revisions[-1] if revisions else None
         history = []
         prev: Revision | None = None
@@ -535,6 +760,7 @@ class Dashboard:
         history.reverse()
         return {
             "name": name,
+            "uses": await self._uses_of(name),
             "in_force": in_force,
             "on_disk": on_disk,
             "history": history,
@@ -547,6 +773,9 @@ class Dashboard:
         p = await self._persona(name)
         text = p["on_disk"] if p["on_disk"] is not None else p["in_force"].text
         return self._page(request, "persona.html", nav="personas", text=text, preview=None, problem="", **p)
+
+    async def _uses_of(self, name: str) -> list[RunRecord]:
+        return (await self._persona_uses()).get(name, [])
 
     def _check_edit(self, name: str, text: str) -> str:
         """Why ``text`` cannot be saved as persona ``name`` ("" when it can)."""
@@ -626,6 +855,17 @@ class Dashboard:
             rev = int(str(form.get("rev", "")))
         except ValueError:
             raise BadRequest("rev must be a revision number") from None
+        asked = self._confirm(
+            request,
+            form,
+            title=f"Roll persona {name} back to rev {rev}?",
+            what=f"The file {name}.toml is rewritten with rev {rev}'s text, which is in force from the next "
+            "message. The revisions after it stay in the history: you can roll forward again.",
+            button=f"Yes, roll back to rev {rev}",
+            back=f"/ui/personas/{name}",
+        )
+        if asked is not None:
+            return asked
         try:
             await rollback(self.hub.revisions, self.hub.personas.folder, name, rev)
         except HubError as e:  # ConfigError too: the revision no longer validates
@@ -636,10 +876,33 @@ class Dashboard:
 
     # --- access -------------------------------------------------------------------------
 
-    async def access_page(self, request: web.Request) -> web.Response:
+    async def _pairings(self) -> list[tuple[Any, str]]:
         now = time.time()
-        rows = [(p, "expired" if p.expired(now) else p.state) for p in await self.hub.access.list()]
-        return self._page(request, "access.html", nav="access", rows=rows)
+        return [(p, "expired" if p.expired(now) else p.state) for p in await self.hub.access.list()]
+
+    def _allow_lists(self) -> list[dict[str, Any]]:
+        """Each enabled platform's dm_policy and its lists of the config (allowed_users,
+        allowed_chats, ignored_users, ...), as ``[extensions.NAME]`` sets them."""
+        out = []
+        for name, table in sorted(self.hub.config.enabled_extensions().items()):
+            lists = {
+                key: [str(v) for v in value]
+                for key, value in sorted(table.items())
+                if key.startswith(("allowed_", "ignored_")) and isinstance(value, list)
+            }
+            policy = table.get("dm_policy")
+            if lists or policy is not None:
+                out.append({"platform": name, "dm_policy": str(policy or "open"), "lists": lists})
+        return out
+
+    async def access_page(self, request: web.Request) -> web.Response:
+        return self._page(
+            request, "access.html", nav="access", rows=await self._pairings(), allow_lists=self._allow_lists()
+        )
+
+    async def access_rows(self, request: web.Request) -> web.Response:
+        """The pairings' rows, polled by the page: a new code shows up without a reload."""
+        return self._page(request, "_pairings.html", rows=await self._pairings())
 
     async def approve(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()
@@ -659,31 +922,80 @@ class Dashboard:
         platform = str(form.get("platform", ""))[:_MAX_PARAM] or None
         if not user:
             raise BadRequest("revoke needs the user id (field 'user')")
+        asked = self._confirm(
+            request,
+            form,
+            title=f"Revoke user {user}" + (f" on {platform}?" if platform else "?"),
+            what="Their pairing is deleted: the bot no longer answers them in direct messages until they pair "
+            "again with a new code. A user of the config's allow-list keeps access.",
+            button="Yes, revoke",
+            back="/ui/access",
+        )
+        if asked is not None:
+            return asked
         n = await self.hub.access.revoke(user, platform=platform)
         msg = f"revoked {n} pairing{'s' if n != 1 else ''} of user {user}" if n else f"no pairing of user {user}"
         raise self._done(request, "/ui/access", msg)
 
     # --- health -------------------------------------------------------------------------
 
-    async def _health(self) -> dict[str, Any]:
+    def _window(self, request: web.Request) -> str:
+        window = request.query.get("window", DEFAULT_WINDOW)
+        if window not in WINDOWS:
+            raise BadRequest(f"window must be one of {', '.join(WINDOWS)}, not {window[:20]!r}")
+        return window
+
+    async def _health(self, window: str = DEFAULT_WINDOW) -> dict[str, Any]:
         hub = self.hub
+        now = time.time()
+        span = WINDOWS[window]
+        width = span / BUCKETS
+        start = now - span
         charts = []
-        for name, (title, unit) in SERIES.items():
-            values = self.history.series(name)
-            last = last_value(values)
+        # from the run store: every run of the window, this process's or not
+        per_span = await hub.runs.histogram(since=start, width=width, buckets=BUCKETS)
+        for name, title, unit, pick in (
+            ("runs", "runs started", "", lambda t: t.runs),
+            ("failed", "runs failed", "", lambda t: t.failed),
+            ("tokens", "tokens used", "", lambda t: t.tokens),
+        ):
+            counts = [float(pick(t)) for t in per_span]
             charts.append(
                 {
                     "name": name,
                     "title": title,
-                    "unit": unit,
-                    "last": last,
-                    "svg": Markup(sparkline(values, label=title)),
+                    "summary": f"{amount(sum(counts), unit)} in the last {window}",
+                    "svg": Markup(chart(counts, start=start, step=width, unit=unit, label=title, bars=True)),
+                    "link": "/ui/?state=failed" if name == "failed" else "",
+                }
+            )
+        # from this process's samples of its metrics
+        for name, (title, unit, how) in SERIES.items():
+            values = self.history.buckets(name, start=start, width=width, n=BUCKETS, how=how)
+            seen = [v for v in values if v is not None]
+            if not seen:
+                summary = "no samples yet"
+            elif how == "sum":
+                summary = f"{amount(sum(seen), unit)} in the last {window}"
+            elif how == "mean":
+                latest = self.history.latest(name)
+                summary = "now " + (amount(round(latest), unit) if latest is not None else "–")
+                summary += f", mean {amount(round(sum(seen) / len(seen)), unit)}"
+            else:
+                summary = f"now {amount(self.history.latest(name) or 0, unit)}, peak {amount(max(seen), unit)}"
+            charts.append(
+                {
+                    "name": name,
+                    "title": title,
+                    "summary": summary,
+                    "svg": Markup(chart(values, start=start, step=width, unit=unit, label=title, bars=how == "sum")),
+                    "link": "",
                 }
             )
         registry = hub.metrics.registry
         platforms = []
         for name, ext in sorted(hub.extensions.items()):
-            if not ext.inputs and not ext.outputs:
+            if not ext.inputs and not ext.outputs or name == "web":  # the chat panel is no platform
                 continue
             platforms.append(
                 {
@@ -706,8 +1018,18 @@ class Dashboard:
                     {"scope": context, "used": used, "limit": limits.conversation_tokens_per_day, "unit": "tokens"}
                 )
         budgets += await self._money_budgets(day)
+        midnight = now - now % 86400
         return {
             "charts": charts,
+            "window": window,
+            "windows": list(WINDOWS),
+            "today": await hub.runs.totals(since=midnight),
+            "hour": await hub.runs.totals(since=now - 3600),
+            "failures": (await hub.runs.page(limit=5, state=str(RunState.FAILED))),
+            "up_since": self.started_at,
+            "uptime": _uptime(now - self.started_at),
+            "version": _VERSION,
+            "model": self._model_name(),
             "platforms": platforms,
             "budgets": budgets,
             "limits": limits,
@@ -756,11 +1078,41 @@ class Dashboard:
             )
         return budgets
 
+    def _model_name(self) -> str:
+        cfg = self.hub.config.model
+        try:
+            given = getattr(self.hub.model, "name", "")
+        except Exception:  # no model could be made: the config says which was asked for
+            given = ""
+        return str(given or cfg.name)
+
     async def health_page(self, request: web.Request) -> web.Response:
-        return self._page(request, "health.html", nav="health", **await self._health())
+        return self._page(request, "health.html", nav="health", **await self._health(self._window(request)))
 
     async def health_charts(self, request: web.Request) -> web.Response:
-        return self._page(request, "_charts.html", **await self._health())
+        return self._page(request, "_charts.html", **await self._health(self._window(request)))
+
+
+def _uptime(seconds: float) -> str:
+    s = int(max(0.0, seconds))
+    days, s = divmod(s, 86400)
+    hours, s = divmod(s, 3600)
+    minutes, s = divmod(s, 60)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min {s} s"
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("hub")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that was not installed
+        return "unknown"
+
+
+_VERSION = _version()
 
 
 def _total(registry: Any, name: str, **labels: str) -> int:

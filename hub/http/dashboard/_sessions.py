@@ -42,6 +42,8 @@ class Session:
     created: float = 0.0
     seen: float = 0.0
     flash: str = ""  # what the next page says about the change just made
+    # the key of this login's chat conversation (web:chat:KEY): random, not the secret id
+    chat: str = field(default_factory=lambda: secrets.token_hex(6))
 
     def take_flash(self) -> str:
         msg, self.flash = self.flash, ""

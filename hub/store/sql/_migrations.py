@@ -171,12 +171,25 @@ CREATE TABLE IF NOT EXISTS run_stops (
 )
 """
 
+# v8: who and what, on the run's row: the sender's display name and @username, and one-line
+# previews of the message and of the reply, so that the dashboard lists and searches runs
+# and conversations without reading their logs; and who asked for each pairing code
+_V8 = """
+ALTER TABLE runs ADD COLUMN user_name TEXT;
+ALTER TABLE runs ADD COLUMN user_handle TEXT;
+ALTER TABLE runs ADD COLUMN message TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN reply TEXT NOT NULL DEFAULT '';
+ALTER TABLE pairings ADD COLUMN user_name TEXT;
+ALTER TABLE pairings ADD COLUMN user_handle TEXT
+"""
+
 SQLITE_STEPS: tuple[Step, ...] = (
     Step(1, "the tables of the releases before versioning", _SQLITE_V1, _sqlite_inbox_columns),
     Step(2, "inbox leases (claimed_by, lease_until)", _SQLITE_V2),
     Step(3, "schedule tick claims (done, claim) and leases", _SQLITE_V3),
     Step(4, "runs failed by the store (store_failed)", _V4),
     Step(5, "cost of runs and budgets (runs.cost, token_usage.cost), stop requests (run_stops)", _SQLITE_V5),
+    Step(8, "who and what of runs (user_name, user_handle, message, reply) and of pairings", _V8),
 )
 
 # --- PostgreSQL -----------------------------------------------------------------------
@@ -290,6 +303,11 @@ POSTGRES_STEPS: tuple[Step, ...] = (
     Step(3, "schedule tick claims (done, claim) and leases", _PG_V3),
     Step(4, "runs failed by the store (store_failed)", _V4.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS")),
     Step(5, "cost of runs and budgets (runs.cost, token_usage.cost), stop requests (run_stops)", _PG_V5),
+    Step(
+        8,
+        "who and what of runs (user_name, user_handle, message, reply) and of pairings",
+        _V8.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS"),
+    ),
 )
 
 SCHEMA_VERSION = SQLITE_STEPS[-1].version

@@ -12,7 +12,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from ...logs import Log, from_dict, to_dict
-from .._run_records import RunRecord, RunState, RunStore
+from .._run_records import RunRecord, RunState, RunStore, RunTotals, search_needle
 from ._postgres import PgDatabase
 from ._sql_store import SqlStore
 from ._values import dumps
@@ -28,8 +28,18 @@ def _prefix_range(prefix: str) -> tuple[str, str]:
 # "user" quoted: a reserved word in PostgreSQL (SQLite takes the quoted spelling alike)
 _COLUMNS = (
     'id, context, state, reason, steps, prompt_tokens, completion_tokens, started, ended, parent_id, "user", '
-    "store_failed, cost"
+    "store_failed, cost, user_name, user_handle, message, reply"
 )
+_QUALIFIED = ", ".join(f"r.{c.strip()}" for c in _COLUMNS.split(","))
+# what a search looks in (hub/store/_run_records.py: RunStore.search), each lowercased
+_SEARCHED = ("context", '"user"', "user_name", "user_handle", "message", "reply")
+_MATCH = "(" + " OR ".join(f"LOWER(COALESCE({c}, '')) LIKE ? ESCAPE '\\'" for c in _SEARCHED) + ")"
+
+
+def _like(text: str) -> str:
+    """A LIKE pattern for rows containing ``text`` (its own %, _ and \\ taken literally)."""
+    needle = search_needle(text)
+    return "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 def _row(run: RunRecord) -> tuple[Any, ...]:
@@ -47,6 +57,10 @@ def _row(run: RunRecord) -> tuple[Any, ...]:
         run.user,
         int(run.store_failed),
         run.cost,
+        run.user_name,
+        run.user_handle,
+        run.message,
+        run.reply,
     )
 
 
@@ -65,6 +79,10 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         user=row[10],
         store_failed=bool(row[11]),
         cost=float(row[12] or 0.0),
+        user_name=row[13],
+        user_handle=row[14],
+        message=row[15] or "",
+        reply=row[16] or "",
     )
 
 
@@ -73,11 +91,14 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
     start was cut off by a crash. Event entries and progress are written behind (committed
     within milliseconds, in order); a run's start and end are durable when awaited."""
 
+    # a histogram's bucket of a run (never negative: the rows start at ``since``), truncated
+    _BUCKET = "CAST((started - ?) / ? AS INTEGER)"
+
     async def create(self, run: RunRecord) -> None:
         await self.create_soon(run)
 
     def create_soon(self, run: RunRecord) -> Awaitable[None]:
-        return self.db.submit(f"INSERT INTO runs ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", _row(run))
+        return self.db.submit(f"INSERT INTO runs ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", _row(run))
 
     def append(self, run: RunRecord, entry: Log) -> None:
         run.seq += 1
@@ -88,8 +109,8 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
 
     def update(self, run: RunRecord) -> None:
         self.db.write_soon(
-            "UPDATE runs SET steps = ?, prompt_tokens = ?, completion_tokens = ?, cost = ? WHERE id = ?",
-            (run.steps, run.prompt_tokens, run.completion_tokens, run.cost, run.id),
+            "UPDATE runs SET steps = ?, prompt_tokens = ?, completion_tokens = ?, cost = ?, reply = ? WHERE id = ?",
+            (run.steps, run.prompt_tokens, run.completion_tokens, run.cost, run.reply, run.id),
         )
 
     async def sync(self) -> None:
@@ -98,7 +119,7 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
     async def finish(self, run: RunRecord) -> None:
         await self.db.write(
             "UPDATE runs SET state = ?, reason = ?, steps = ?, prompt_tokens = ?, completion_tokens = ?, ended = ?, "
-            "store_failed = ?, cost = ? WHERE id = ?",
+            "store_failed = ?, cost = ?, reply = ? WHERE id = ?",
             (
                 str(run.state),
                 run.reason,
@@ -108,6 +129,7 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
                 run.ended,
                 int(run.store_failed),
                 run.cost,
+                run.reply,
                 run.id,
             ),
         )
@@ -138,6 +160,7 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
         state: str | None = None,
         context: str | None = None,
         platform: str | None = None,
+        text: str | None = None,
     ) -> builtins.list[RunRecord]:
         where: builtins.list[str] = []
         params: builtins.list[Any] = []
@@ -145,6 +168,9 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
             if val is not None:
                 where.append(f"{col} = ?")
                 params.append(val)
+        if text:
+            where.append(_MATCH)
+            params.extend([_like(text)] * len(_SEARCHED))
         if platform is not None:
             where.append("context >= ? AND context < ?")
             params.extend(_prefix_range(platform + ":"))
@@ -156,6 +182,68 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
             f"SELECT {_COLUMNS} FROM runs {clause} ORDER BY started DESC, id DESC LIMIT ?", (*params, limit)
         )
         return [_record(tuple(r)) for r in rows]
+
+    async def search(
+        self,
+        text: str,
+        *,
+        limit: int = 50,
+        before: tuple[float, str] | None = None,
+        state: str | None = None,
+        context: str | None = None,
+        platform: str | None = None,
+    ) -> builtins.list[RunRecord]:
+        return await self.page(limit=limit, before=before, state=state, context=context, platform=platform, text=text)
+
+    async def conversations(
+        self, *, limit: int = 50, platform: str | None = None, text: str | None = None
+    ) -> builtins.list[tuple[RunRecord, int]]:
+        where: builtins.list[str] = []
+        params: builtins.list[Any] = []
+        if platform is not None:
+            where.append("context >= ? AND context < ?")
+            params.extend(_prefix_range(platform + ":"))
+        if text:
+            where.append(_MATCH)
+            params.extend([_like(text)] * len(_SEARCHED))
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        # each conversation's latest (matching) run, found by the (context, started) index
+        rows = await self.db.fetchall(
+            f"SELECT {_QUALIFIED}, c.n FROM (SELECT context, MAX(started) AS last, COUNT(*) AS n FROM runs {clause} "
+            "GROUP BY context ORDER BY last DESC LIMIT ?) c JOIN runs r ON r.context = c.context AND r.started = c.last "
+            "ORDER BY c.last DESC, r.id DESC",
+            (*params, limit),
+        )
+        out: builtins.list[tuple[RunRecord, int]] = []
+        seen: set[str] = set()
+        for row in rows:
+            record = _record(tuple(row[:-1]))
+            if record.context not in seen:  # two runs started at the same instant: the one shown once
+                seen.add(record.context)
+                out.append((record, int(row[-1])))
+        return out
+
+    async def totals(self, *, since: float) -> RunTotals:
+        row = await self.db.fetchone(
+            "SELECT COUNT(*), COALESCE(SUM(CASE WHEN state = ? THEN 1 ELSE 0 END), 0), "
+            "COALESCE(SUM(prompt_tokens + completion_tokens), 0), COALESCE(SUM(cost), 0) FROM runs WHERE started >= ?",
+            (str(RunState.FAILED), since),
+        )
+        return RunTotals(int(row[0]), int(row[1]), int(row[2]), float(row[3])) if row else RunTotals()
+
+    async def histogram(self, *, since: float, width: float, buckets: int) -> builtins.list[RunTotals]:
+        # by the started index; a bucket's number is worked out here, in SQL, so one row per bucket comes back
+        rows = await self.db.fetchall(
+            f"SELECT {self._BUCKET} AS b, COUNT(*), "
+            "SUM(CASE WHEN state = ? THEN 1 ELSE 0 END), SUM(prompt_tokens + completion_tokens), SUM(cost) "
+            "FROM runs WHERE started >= ? AND started < ? GROUP BY b",
+            (float(since), float(width), str(RunState.FAILED), float(since), float(since + width * buckets)),
+        )
+        out = [RunTotals() for _ in range(buckets)]
+        for b, n, failed, tokens, cost in rows:
+            if 0 <= int(b) < buckets:
+                out[int(b)] = RunTotals(int(n), int(failed or 0), int(tokens or 0), float(cost or 0.0))
+        return out
 
     async def recent_contexts(
         self, *, limit: int = 50, platform: str | None = None
@@ -226,6 +314,7 @@ class PostgresRunStore(SqlRunStore):
     """
 
     db: PgDatabase
+    _BUCKET = "FLOOR((started - ?) / ?)::BIGINT"  # PostgreSQL's CAST rounds
 
     def __init__(self, db: PgDatabase) -> None:
         super().__init__(db)

@@ -294,7 +294,7 @@ class SqlRevisionStore(SqlStore, RevisionStore, store="revisions"):
 
 
 # "user" quoted: a reserved word in PostgreSQL (SQLite takes the quoted spelling alike)
-_COLUMNS = 'platform, "user", state, code, created, expires, approved'
+_COLUMNS = 'platform, "user", state, code, created, expires, approved, user_name, user_handle'
 
 
 class SqlPairingStore(SqlStore, PairingStore, store="pairings"):
@@ -308,9 +308,10 @@ class SqlPairingStore(SqlStore, PairingStore, store="pairings"):
 
     async def put(self, pairing: Pairing) -> None:
         await self.db.write(
-            f"INSERT INTO pairings ({_COLUMNS}) VALUES (?,?,?,?,?,?,?) "
+            f"INSERT INTO pairings ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?) "
             'ON CONFLICT (platform, "user") DO UPDATE SET state = excluded.state, code = excluded.code, '
-            "created = excluded.created, expires = excluded.expires, approved = excluded.approved",
+            "created = excluded.created, expires = excluded.expires, approved = excluded.approved, "
+            "user_name = excluded.user_name, user_handle = excluded.user_handle",
             (
                 pairing.platform,
                 pairing.user,
@@ -319,6 +320,8 @@ class SqlPairingStore(SqlStore, PairingStore, store="pairings"):
                 pairing.created,
                 pairing.expires,
                 pairing.approved,
+                pairing.user_name,
+                pairing.user_handle,
             ),
         )
 
