@@ -485,6 +485,19 @@ def test_weighted_length_matches_x_and_splitting_respects_it() -> None:
     assert split_tweets("short") == ["short"]
 
 
+async def test_a_reply_with_a_long_private_link_is_threaded_as_x_counts_it(tmp_path: Path) -> None:
+    # X does not link a private address: its characters count, and the fake refuses (403)
+    # a post over 280 exactly as X does
+    text = "Deployed. Logs: http://10.0.0.5:8080/logs/" + "/".join(f"step-{i:03d}" for i in range(40))
+    async with FakeTwitter() as tw:
+        tw.push_mention("@hubbot deploy", author_id="42", author_username="alice")
+        async with bot(tw, tmp_path, ScriptedModel([text])) as b:
+            (result,) = await b.runs(1)
+        sent = tw.sent
+        assert len(sent) >= 2 and all(weighted_length(s["text"]) <= 280 for s in sent)
+        assert result.outputs[0].data["tweet_ids"] == [s["id"] for s in sent]
+
+
 # -- a hub killed mid-run --------------------------------------------------------------------
 
 
