@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..engine import LiveText
 from ..logs import OutputLog
+from ._fences import fenced_blocks, open_fence
 from ._send import SendFailed
 
 if TYPE_CHECKING:
@@ -43,22 +43,21 @@ __all__ = ["LiveMessage", "LiveResult", "balance_fences", "live_drafts"]
 
 log = logging.getLogger("hub.platform")
 
-_FENCE_LINE = re.compile(r"^```[^\n]*$", re.M)
-
 
 def _open_fence(text: str) -> str | None:
     """The opening line of a fenced code block left open at the end of ``text``, if any."""
-    opener = None
-    for m in _FENCE_LINE.finditer(text):
-        opener = m.group(0) if opener is None else None
-    return opener
+    block = open_fence(text)
+    return None if block is None else block.opener
 
 
 def balance_fences(text: str) -> str:
-    """``text`` with a fenced code block left open at its end closed."""
-    if _open_fence(text) is None:
+    """``text`` with a fenced code block left open at its end closed (by the fence that
+    closes it: the same character, as many, at the opener's indentation)."""
+    block = open_fence(text)
+    if block is None:
         return text
-    return text + ("```" if text.endswith("\n") else "\n```")
+    closer = " " * block.indent + block.closer
+    return text + (closer if text.endswith("\n") else "\n" + closer)
 
 
 @dataclass(slots=True)
@@ -187,8 +186,9 @@ class LiveMessage:
         whole = balance_fences(reopen + rest)
         if self.length(whole) <= self.limit:
             return whole.rstrip(), len(text), False
-        # room for the reopened fence and a closing one
-        room = self.limit - self.length(reopen) - 4
+        # room for the reopened fence and a closing one (as long as the longest fence here)
+        fences = [b.indent + len(b.closer) for b in fenced_blocks(reopen + rest)]
+        room = self.limit - self.length(reopen) - 1 - max([3, *fences])
         fit = _fitting(rest, room, self.length)
         cut = _boundary(rest, fit)
         piece = rest[:cut]
