@@ -230,7 +230,7 @@ async def test_429_waits_retry_after_then_sends_once(tmp_path: Path) -> None:
             assert [c.status for c in calls] == [429, 200]
             assert calls[1].at - calls[0].at >= 0.95, "retry_after was not honoured"
             assert texts(tg) == ["patience"]
-            metrics = h.hub.metrics.render().decode()  # the governor reports to the hub's metrics
+            metrics = h.hub.metrics.render()[0].decode()  # the governor reports to the hub's metrics
             assert 'hub_platform_rate_limited_total{platform="telegram"} 1.0' in metrics
             assert 'hub_platform_sends_total{platform="telegram",result="ok"} 1.0' in metrics
 

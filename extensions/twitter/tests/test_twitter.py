@@ -365,7 +365,7 @@ async def test_429_on_post_then_success(tmp_path: Path) -> None:
             (result,) = await b.runs(1, timeout=8)
             assert result.outputs[0].sent
             assert b.bot.governor is not None and b.bot.governor.rate_limited == 1
-            metrics = b.hub.metrics.render().decode()
+            metrics = b.hub.metrics.render()[0].decode()
             assert 'hub_platform_rate_limited_total{platform="twitter"} 1.0' in metrics
             assert 'hub_platform_sends_total{platform="twitter",result="ok"} 1.0' in metrics
         assert [r.status for r in tw.calls(POST)] == [429, 201]
