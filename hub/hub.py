@@ -182,6 +182,7 @@ class Hub:
                 is_local=lambda: self.model_is_local,
                 retry_policy=self.retry_policy,
                 prompts=self.prompts,
+                on_error=self.metrics.model_error,
             ),
             registry=self.registry,
             persona_for=self.persona_for,
@@ -292,6 +293,9 @@ class Hub:
             for ext in self.extensions.values():
                 await self._install(ext)
             self.agent = AgentContext.resolve(self.config, self.contexts, self.extensions, self.memory, self.owner_of)
+            self.metrics.declare(
+                context_types=self.contexts, output_types=self.outputs, schedules=self.config.schedules
+            )
             await self._start_services()
             for comp in self.components:
                 await comp.start(self)

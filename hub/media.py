@@ -741,42 +741,34 @@ class RunMedia:
         """Files counted against ``max_per_run``."""
         self.files: dict[str, MediaFile] = {}
 
-    def add(self, media: Media) -> dict[str, Any]:
-        """Keep an action's file for this run; what its result shows in its place.
+    async def add(self, media: Media) -> dict[str, Any]:
+        """Keep an action's file for this run; what its result shows in its place. A file
+        on disk is found, measured and read in a worker thread (up to ``max_bytes``, 10 MB
+        by default: reading it on the loop's thread would stall every conversation).
 
         Raises:
             MediaError: over the limits, refused, or a path outside ``allowed_paths``.
         """
         if media.data is not None:
-            data = bytes(media.data)
-            name = media.name
+            file = check(bytes(media.data), name=media.name, limits=self.limits)
         else:
-            path = _allowed_path(str(media.path), self.limits)
-            size = path.stat().st_size
-            if size > self.limits.max_bytes:
-                raise MediaTooLarge(
-                    f"it is {human_size(size)}, over the {human_size(self.limits.max_bytes)} limit per file",
-                    name=media.name or path.name,
-                )
-            data = path.read_bytes()
-            name = media.name or path.name
-        file = check(data, name=name, limits=self.limits)
+            file = await asyncio.to_thread(_read_allowed, str(media.path), media.name, self.limits)
         handle = f"media:{len(self.files) + 1}"
         self.files[handle] = file
         return {"media": handle, "name": file.name, "type": file.mime, "size": file.size}
 
-    def stash(self, value: Any) -> Any:
+    async def stash(self, value: Any) -> Any:
         """``value`` (an action's result) with every :class:`Media` in it kept and replaced
         by its handle; an unusable file is replaced by ``{"media_error": reason}``."""
         if isinstance(value, Media):
             try:
-                return self.add(value)
+                return await self.add(value)
             except MediaError as e:
                 return {"media_error": str(e)}
         if isinstance(value, dict):
-            return {k: self.stash(v) for k, v in value.items()}
+            return {k: await self.stash(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
-            return [self.stash(v) for v in value]
+            return [await self.stash(v) for v in value]
         return value
 
     async def resolve(self, src: str) -> MediaFile:
@@ -804,6 +796,19 @@ class RunMedia:
             )
             return check(data, name=name, limits=self.limits)
         raise MediaError(f"{src!r} is neither a file of this run (media:N) nor an http(s) URL")
+
+
+def _read_allowed(raw: str, name: str, limits: MediaLimits) -> MediaFile:
+    """The checked file at ``raw`` (blocking: called in a worker thread)."""
+    path = _allowed_path(raw, limits)
+    size = path.stat().st_size
+    shown = name or path.name
+    if size > limits.max_bytes:
+        raise MediaTooLarge(
+            f"it is {human_size(size)}, over the {human_size(limits.max_bytes)} limit per file", name=shown
+        )
+    # read_capped: the file may have grown since the stat
+    return check(read_capped(str(path), max_bytes=limits.max_bytes, name=shown), name=shown, limits=limits)
 
 
 def _allowed_path(raw: str, limits: MediaLimits) -> Path:

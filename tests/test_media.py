@@ -9,6 +9,8 @@ import base64
 import io
 import json
 import struct
+import sys
+import threading
 import zipfile
 import zlib
 from pathlib import Path
@@ -193,20 +195,51 @@ async def test_action_files_are_kept_by_handle_and_paths_must_be_allowed(tmp_pat
     (allowed / "c.png").write_bytes(png())
     (tmp_path / "secret.png").write_bytes(png())
     media = RunMedia(MediaLimits(allowed_paths=(str(allowed),), url_hosts=("img.example",)))
-    result = media.stash({"chart": Media(data=png(), name="chart.png"), "n": 1})
+    result = await media.stash({"chart": Media(data=png(), name="chart.png"), "n": 1})
     assert result == {
         "chart": {"media": "media:1", "name": "chart.png", "type": "image/png", "size": len(png())},
         "n": 1,
     }
     assert (await media.resolve("media:1")).data == png()
-    assert media.stash(Media(path=str(allowed / "c.png")))["media"] == "media:2"
-    escaped = media.stash(Media(path=str(allowed / ".." / "secret.png")))
+    assert (await media.stash(Media(path=str(allowed / "c.png"))))["media"] == "media:2"
+    escaped = await media.stash(Media(path=str(allowed / ".." / "secret.png")))
     assert "not under [media] allowed_paths" in escaped["media_error"]
-    assert "archives" in media.stash(Media(data=zipped(), name="x.zip"))["media_error"]
+    assert "archives" in (await media.stash(Media(data=zipped(), name="x.zip")))["media_error"]
     with pytest.raises(MediaRefused, match="'evil.example' is not in"):
         await media.resolve("https://evil.example/a.png")
     with pytest.raises(Exception, match="no file 'media:9'"):
         await media.resolve("media:9")
+
+
+# Which threads opened which files: an audit hook cannot be removed, so it records only
+# while a test holds the list.
+_OPENED: list[tuple[str, int]] | None = None
+
+
+def _audit(event: str, args: tuple[object, ...]) -> None:
+    if event == "open" and _OPENED is not None and isinstance(args[0], str | Path):
+        _OPENED.append((str(args[0]), threading.get_ident()))
+
+
+sys.addaudithook(_audit)
+
+
+async def test_an_action_file_on_disk_is_read_off_the_event_loop(tmp_path: Path) -> None:
+    global _OPENED
+    (tmp_path / "big.png").write_bytes(png() + b"\0" * 2_000_000)
+    (tmp_path / "huge.bin").write_bytes(b"\0" * 3_000)
+    media = RunMedia(MediaLimits(allowed_paths=(str(tmp_path),), max_bytes=2_500_000))
+    _OPENED = []
+    try:
+        kept = await media.stash({"a": Media(path=str(tmp_path / "big.png"))})
+    finally:
+        opened, _OPENED = _OPENED, None
+    assert kept["a"]["media"] == "media:1" and kept["a"]["size"] == len(png()) + 2_000_000
+    readers = {thread for path, thread in opened if path.endswith("big.png")}
+    assert readers and threading.get_ident() not in readers  # read in a worker thread
+    small = RunMedia(MediaLimits(allowed_paths=(str(tmp_path),), max_bytes=1_000))
+    refused = await small.stash(Media(path=str(tmp_path / "huge.bin")))
+    assert "it is 3 KB, over the 1 KB limit per file" in refused["media_error"]
 
 
 # -- end to end: a hub, an input that records references, the real openai client ----------------

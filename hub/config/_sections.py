@@ -48,10 +48,14 @@ class _Section(BaseModel):
 class RetentionSection(_Section):
     """What the background prune keeps (hub/store/_retention.py; ``hub prune`` applies it now)."""
 
-    days: float = Field(
-        90, ge=0, description="runs, handled inputs, usage and idle conversations' keys older than this go (0: keep)"
-    )
+    days: float = Field(90, ge=0, description="runs, usage and idle conversations' keys older than this go (0: keep)")
     max_runs: int = Field(100_000, ge=0, description="at most this many ended runs are kept, newest first (0: no cap)")
+    redelivery_days: float = Field(
+        7,
+        ge=0,
+        description="a handled input's platform id is kept this long, to recognise a redelivery; its content "
+        "goes at once (its run's log holds it), and an input with no platform id goes whole (0: as long as days)",
+    )
     interval: float = Field(3600.0, gt=0, description="seconds between background prunes (the first is at start)")
     batch: int = Field(500, ge=1, le=100_000, description="rows deleted per transaction (keeps the loop responsive)")
 

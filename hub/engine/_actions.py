@@ -151,7 +151,7 @@ class ActionCalls:
             if await self._denied(run, action, call, fut, ctx, started):
                 return
             result = await self._handle(action, args, ctx)
-            data = self._result_data(run, action, result)
+            data = await self._result_data(run, action, result)
             self.result(run, call, ok=True, data=data, started=started)
             fut.set_result(data)
             if action.on_success is not None:
@@ -204,7 +204,7 @@ class ActionCalls:
         return await self.invoke(action, args, ctx)
 
     @staticmethod
-    def _result_data(run: Run, action: Action, result: Any) -> Any:
+    async def _result_data(run: Run, action: Action, result: Any) -> Any:
         """The result as the model sees it, checked against the action's ``returns`` schema
         (the model sees which field is wrong); a file it returns (hub.Media) stays with the
         run, and its result shows a handle."""
@@ -214,7 +214,7 @@ class ActionCalls:
             raise ActionError(
                 action.name, "its result does not match its returns schema: " + validation_message(e)
             ) from e
-        return jsonable(run.media.stash(result))
+        return jsonable(await run.media.stash(result))
 
     async def _failed(
         self, run: Run, action: Action, call: ActionCallLog, fut: asyncio.Future[Any], e: Exception, started: float

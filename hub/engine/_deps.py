@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ..config import HubConfig
 from ..definitions import Conversation, HubAPI, Registry
+from ..errors import ModelError
 from ..events import EventBus
 from ..media import MediaLimits
 from ..models import Model, RetryPolicy
@@ -40,6 +41,8 @@ class ModelAccess:
     """Whether it runs in process (``prompt_style = "auto"`` then prompts it as a chat)."""
     retry_policy: RetryPolicy
     prompts: PromptBuilder
+    on_error: Callable[[ModelError, bool], None] | None = None
+    """Told of every error the model answers, and whether it is retried (the metrics)."""
 
 
 @dataclass(slots=True, eq=False)

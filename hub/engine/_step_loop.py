@@ -273,7 +273,9 @@ class Engine:
         async with (
             deps.limits.llm_slot(),
             aclosing(
-                stream_with_retry(model.get(), request, model.retry_policy, on_retry=self._on_retry(run))
+                stream_with_retry(
+                    model.get(), request, model.retry_policy, on_retry=self._on_retry(run), on_error=model.on_error
+                )
             ) as chunks,
         ):
             first_at = None

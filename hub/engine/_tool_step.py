@@ -112,7 +112,9 @@ class ToolStep:
         async with (
             self.deps.limits.llm_slot(),
             aclosing(
-                stream_with_retry(model.get(), request, model.retry_policy, on_retry=self.on_retry(run))
+                stream_with_retry(
+                    model.get(), request, model.retry_policy, on_retry=self.on_retry(run), on_error=model.on_error
+                )
             ) as chunks,
         ):
             first = True

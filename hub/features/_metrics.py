@@ -5,19 +5,40 @@ report their sends and rate limits through :meth:`Metrics.platform_send` and
 :meth:`Metrics.platform_429`. ``GET /metrics`` (hub/http/_server.py) serves :meth:`Metrics.render`.
 
 Labels stay bounded: context *types*, output types, platform, schedule and webhook names;
-never a chat id or a user.
+never a chat id or a user. Every labelled counter has its series at 0 for the label values
+known at start (:meth:`Metrics.declare`), so ``rate(hub_runs_total{state="failed"}[5m])``
+is 0, not "no data", before the first failure. The standard ``process_*`` and
+``python_*`` collectors and ``hub_build_info`` are in the registry too.
+
+``/metrics`` answers the OpenMetrics format when the scraper asks for it (Prometheus
+does), else the classic text format (:meth:`Metrics.render`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib.metadata
+import platform
+from collections.abc import Callable, Iterable
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    GC_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+)
+from prometheus_client.exposition import choose_encoder
 
 from ..definitions import RunContext, RunResult
 from ..engine import Plugin, Runner
+from ..errors import ModelError
 from ..logs import OutputLog, StepLog
-from ..store import StoreCollector, StoreHealth
+from ..store import RunState, StoreCollector, StoreHealth
 
 __all__ = ["Metrics", "CONTENT_TYPE"]
 
@@ -25,6 +46,17 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 _LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 _DURATION_BUCKETS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+#: What kinds of model error are told apart: by the status the model answered.
+MODEL_ERROR_KINDS = ("rate_limited", "server_error", "client_error", "unreachable")
+
+
+def model_error_kind(e: ModelError) -> str:
+    """429, 5xx, another status, or none at all (a timeout, a refused connection)."""
+    if e.status is None:
+        return "unreachable"
+    if e.status == 429:
+        return "rate_limited"
+    return "server_error" if e.status >= 500 else "client_error"
 
 
 class Metrics(Plugin):
@@ -93,8 +125,61 @@ class Metrics(Plugin):
         Gauge("hub_llm_waiting", "Steps waiting for a free LLM slot", registry=r).set_function(
             lambda: runner.llm_waiting
         )
+        self.model_errors = Counter(
+            "hub_model_errors",
+            "Errors the model answered (each attempt), by kind: rate_limited (429), server_error (5xx), "
+            "client_error (another status), unreachable (a timeout, a refused connection)",
+            ["kind"],
+            registry=r,
+        )
+        self.model_retries = Counter(
+            "hub_model_retries", "Model requests sent again after a retryable error", registry=r
+        )
+        for kind in MODEL_ERROR_KINDS:
+            self.model_errors.labels(kind)
+        for kind in ("prompt", "completion"):
+            self.tokens.labels(kind)
         if health is not None:  # lost writes, store errors, degraded (issues 11, 16)
             r.register(StoreCollector(health))
+        # the standard collectors (process_*, python_info, python_gc_*) and what runs
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        if GC_COLLECTOR is not None:
+            GCCollector(registry=r)
+        Info("hub_build", "The hub's version and the Python it runs on", registry=r).info(
+            {"version": _version(), "python": platform.python_version()}
+        )
+
+    def declare(
+        self,
+        *,
+        context_types: Iterable[str] = (),
+        output_types: Iterable[str] = (),
+        schedules: Iterable[str] = (),
+    ) -> None:
+        """Create the series of the label values known at start, at 0 (the hub calls it
+        once its extensions are installed)."""
+        for ctype in context_types:
+            for state in (s for s in RunState if s is not RunState.RUNNING):
+                self.runs.labels(str(state), ctype)
+            self.steps.labels(ctype)
+        for otype in output_types:
+            for result in ("sent", "failed"):
+                self.outputs.labels(otype, result)
+        for name in schedules:
+            self.schedule_fires.labels(name)
+
+    def declare_platform(self, platform: str) -> None:
+        """Create ``platform``'s send and 429 series at 0 (its governor does, at start)."""
+        for result in ("ok", "error"):
+            self.platform_sends.labels(platform, result)
+        self.platform_rate_limited.labels(platform)
+
+    def model_error(self, e: ModelError, retried: bool) -> None:
+        """Count one error the model answered, and whether it is sent again."""
+        self.model_errors.labels(model_error_kind(e)).inc()
+        if retried:
+            self.model_retries.inc()
 
     # --- the API for extensions ---------------------------------------------------------
 
@@ -140,6 +225,16 @@ class Metrics(Plugin):
         self.runs.labels(str(result.state), ctype).inc()
         self.run_duration.observe(max(0.0, result.duration))
 
-    def render(self) -> bytes:
-        """The Prometheus text exposition of every metric."""
-        return generate_latest(self.registry)
+    def render(self, accept: str | None = None) -> tuple[bytes, str]:
+        """Every metric, in the format the ``Accept`` header asks for: OpenMetrics when it
+        names ``application/openmetrics-text``, else the classic text format. Returns the
+        body and its content type."""
+        encoder, content_type = choose_encoder(accept or "")
+        return encoder(self.registry), content_type
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("hub")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree
+        return "unknown"

@@ -43,7 +43,6 @@ from aiohttp import web
 from ..config import HubConfig, WebhookSection
 from ..definitions import Route, RouteAnswer, RouteRequest
 from ..errors import ConfigError, RunError, StoreError
-from ..features import CONTENT_TYPE
 from ._connections import _Connection, _Guard, _ProtocolLog
 from ._security import add_security_headers, bearer_matches
 from ._untrusted_json import UntrustedJSONError, load_json
@@ -414,8 +413,10 @@ class HttpServer:
         token = self.hub.config.http.token
         if token and not bearer_matches(request, token):
             return _denied("/metrics needs Authorization: Bearer TOKEN (the [http] token)")
-        resp = web.Response(body=self.hub.metrics.render())
-        resp.headers["Content-Type"] = CONTENT_TYPE
+        body, content_type = self.hub.metrics.render(request.headers.get("Accept"))
+        resp = web.Response(body=body)
+        resp.headers["Content-Type"] = content_type
+        resp.headers["Vary"] = "Accept"
         return resp
 
     async def _webhook(self, request: web.Request) -> web.Response:

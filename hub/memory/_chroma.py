@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import importlib
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -383,6 +384,7 @@ class ChromaVectorStore(VectorStore):
             if self._closed:
                 raise VectorStoreError(self.location, "store is closed")
             if self._client is None:
+                _import_shared_modules()
                 self._client = await asyncio.to_thread(self._open_client)
             return self._client
 
@@ -479,6 +481,22 @@ class ChromaVectorStore(VectorStore):
             raise
         except Exception as e:  # Chroma raises ChromaError, ValueError and Rust errors alike
             raise VectorStoreError(self.location, f"{doing}: {e}") from e
+
+
+def _import_shared_modules() -> None:
+    """Import, on the calling (event loop's) thread, the modules chromadb shares with the
+    rest of the process, before chromadb is imported in a worker thread: two threads
+    importing httpx at once can hand one of them the module half loaded (``partially
+    initialized module 'httpx'``), failing whichever run builds an HTTP client then."""
+    for name in _SHARED_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # chromadb's own import names what is missing
+            pass
+
+
+#: Modules both chromadb and the hub's clients (or an extension's) import.
+_SHARED_MODULES = ("httpx",)
 
 
 def _is_cosine(collection: Collection) -> bool:

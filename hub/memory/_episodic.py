@@ -16,6 +16,12 @@ Forgetting a user and exporting training data with the hub stopped are the comma
 
 Memory is an aid, never a reason to fail: a store that cannot be opened (corrupt, no
 permission, chromadb missing) is one error in the log and the hub runs without it.
+
+A Chroma server (``[memory] chroma_url``) may be down, restarting, or not up yet when the
+hub starts: the hub then retries it in the background, with backoff, and memory comes on
+by itself when the server answers. Meanwhile, and whenever the store fails a write, the
+run's episode waits in the outbox (:mod:`hub.memory._outbox`, in the hub's own store) and
+is written once the store takes it: episodes are never lost to an outage.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from ._episode_store import (
     prune_store,
     scan,
 )
+from ._outbox import EpisodeOutbox
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -69,6 +76,9 @@ MARK_PREFIX = "episodes:"
 MARKS_COMPLETE = "episodes:*marked"
 #: Seconds a run waits for its conversation's previous episode to be written before recall.
 RECALL_WAIT = 2.0
+#: Seconds between tries of a Chroma server that is down, growing to `RETRY_MOST`.
+RETRY_FIRST = 1.0
+RETRY_MOST = 60.0
 _SUMMARY_SYSTEM = (
     "Summarise this conversation episode for the agent's long-term memory in one to three "
     "plain sentences: what the user wanted, what the agent did and found, how it ended. "
@@ -94,6 +104,8 @@ class EpisodicMemory(Plugin):
             recall reads those records by id instead of filtering the whole store.
         store_path: Where the default store lives on disk; while it does not exist, the
             store opens only when the first episode is written.
+        retry_first: Seconds before the first retry of a server that is down (doubling
+            to a minute), and of writing the episodes that wait in the outbox.
     """
 
     name = "episodes"
@@ -111,6 +123,7 @@ class EpisodicMemory(Plugin):
         model_timeout: float = 60.0,
         marks: MemoryStore | None = None,
         store_path: Path | None = None,
+        retry_first: float = RETRY_FIRST,
     ) -> None:
         self.config = config
         self._marks = marks
@@ -132,12 +145,17 @@ class EpisodicMemory(Plugin):
         self._writes: dict[str, asyncio.Task[None]] = {}
         self._since_prune = 0
         self._pruning: asyncio.Task[int] | None = None
+        self.outbox = EpisodeOutbox(marks)
+        self.waiting: str | None = None  # why the store is not open yet (a server that is down)
+        self._reconnect: asyncio.Task[None] | None = None
+        self._draining: asyncio.Task[None] | None = None
+        self._retry_first = retry_first
 
     @property
     def available(self) -> bool:
         """Open and usable (False before start, after a failure, after stop)."""
         opened = self._ready is not None and self._ready.done()
-        return opened and self.store is not None and self.error is None
+        return opened and self.store is not None and self.error is None and self.waiting is None
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -171,18 +189,98 @@ class EpisodicMemory(Plugin):
                     raise HubError("no episode store: give EpisodicMemory a store or open_store")
                 # in a thread: importing numpy and the store module takes a tenth of a second
                 self.store = await asyncio.to_thread(self._open_store, self.embedder)
-            await self.store.open()
-            await self.store.create_index(INDEX)
-            await self.prune()
-            if self._marks is not None and not (self._marks_complete and self._ids_complete):
-                await self._backfill(self.store, self._marks)
-            embedder = getattr(self.store, "embedder", None)
-            if embedder is not None:  # load the model now, not in the first conversation
-                await asyncio.to_thread(embedder.embed, ["warm-up"])
+            await self._open_store_now(self.store)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # StoreError, chromadb missing, a Chroma bug: memory off
-            self._disable(e)
+            if self._server_down(e):
+                self._wait_for_server(e)
+            else:
+                self._disable(e)
+        else:
+            if await self.outbox.keys():
+                self._drain_soon()
+
+    async def _open_store_now(self, store: VectorStore) -> None:
+        await store.open()
+        await store.create_index(INDEX)
+        await self.prune()
+        if self._marks is not None and not (self._marks_complete and self._ids_complete):
+            await self._backfill(store, self._marks)
+        embedder = getattr(store, "embedder", None)
+        if embedder is not None:  # load the model now, not in the first conversation
+            await asyncio.to_thread(embedder.embed, ["warm-up"])
+
+    def _server_down(self, e: BaseException) -> bool:
+        """A store on a server that could not be reached (retried), rather than one that
+        cannot work (a corrupt directory, another embedder's vectors: memory off)."""
+        from ._vector import VectorStoreError
+
+        return (
+            isinstance(e, VectorStoreError)
+            and getattr(self.store, "url", None) is not None
+            and "cannot reach" in str(e)
+        )
+
+    def _wait_for_server(self, e: BaseException) -> None:
+        self.waiting = str(e)
+        log.error(
+            "episodic memory waits for its server (%s); retrying in the background, episodes wait in the hub's store",
+            e,
+        )
+        if self._reconnect is None or self._reconnect.done():
+            self._reconnect = asyncio.create_task(self._reconnecting(), name="episodes:reconnect")
+
+    async def _reconnecting(self) -> None:
+        """Open the store until it opens: memory comes on by itself when the server does."""
+        delay = self._retry_first
+        while self.waiting is not None and self.store is not None:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_MOST)
+            try:
+                await self._open_store_now(self.store)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                if not self._server_down(e):
+                    self.waiting = None
+                    self._disable(e)
+                    return
+                log.info("episodic memory: the server is still down (%s); next try in %.0fs", e, delay)
+            else:
+                log.warning("episodic memory is on: the server answers")
+                self.waiting = None
+                self._drain_soon()
+
+    def _drain_soon(self) -> None:
+        if self.error is None and self.waiting is None and (self._draining is None or self._draining.done()):
+            self._draining = asyncio.create_task(self._drain(), name="episodes:outbox")
+
+    async def _drain(self) -> None:
+        """Write the episodes that waited, oldest first; on a failure, try again later."""
+        from ._vector import VectorStoreError
+
+        delay = self._retry_first
+        while True:
+            try:
+                keys = await self.outbox.keys()
+                if not keys:
+                    return
+                for key in keys:
+                    if self.store is None:
+                        return  # stopped: they wait for the next start
+                    episode = await self.outbox.get(key)
+                    if episode is not None:
+                        await self._store(self.store, episode)
+                    await self.outbox.remove(key)
+                log.info("episodic memory: %d episodes that waited for the store are written", len(keys))
+                delay = self._retry_first
+            except asyncio.CancelledError:
+                raise
+            except (VectorStoreError, HubError) as e:  # still down, or the hub's store failed
+                log.warning("episodic memory: the waiting episodes are not written yet (%s); again in %.0fs", e, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MOST)
 
     async def _backfill(self, store: VectorStore, marks: MemoryStore) -> None:
         """A store written before the marks or the id index: mark the conversations it
@@ -212,7 +310,12 @@ class EpisodicMemory(Plugin):
         log.error("episodic memory is off (the hub runs without it): %s", reason)
 
     async def stop(self) -> None:
-        """Finish pending writes, then close the store. Idempotent."""
+        """Finish pending writes, then close the store. Idempotent. Episodes still waiting
+        for the store stay in the outbox for the next start."""
+        for task in (self._reconnect, self._draining):
+            if task is not None and not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if self._ready is not None and not self._ready.done():
             # let a store being opened finish opening (its thread cannot be interrupted),
             # so that it is closed below rather than leaked
@@ -236,7 +339,7 @@ class EpisodicMemory(Plugin):
             return None
         if not self._ready.done():
             await asyncio.wait({self._ready})  # a cancelled run must not cancel the opening
-        return self.store if self.error is None else None
+        return self.store if self.error is None and self.waiting is None else None
 
     # --- run hooks ----------------------------------------------------------------------
 
@@ -362,26 +465,46 @@ class EpisodicMemory(Plugin):
         return [Episode.from_record(h, score=h.score) for h in hits]
 
     async def remember(self, episode: Episode) -> None:
-        """Store one episode now; prune every ``prune_every`` episodes."""
+        """Store one episode now, or keep it in the outbox while the store is down (or
+        others wait before it); prune every ``prune_every`` episodes."""
+        from ._vector import VectorStoreError
+
         store = await self._usable()
         if store is None:
+            if self.waiting is not None:
+                await self.outbox.add(episode)  # written when the server answers
             return
-        if self._marks is not None:  # both before the record: never a miss
-            if episode.context not in self._marked:
-                await self._marks.set(MARK_PREFIX + episode.context, True)
-                self._marked.add(episode.context)
-            await self._marks.set(id_key(episode.context, episode.run_id), time.time())
-        await store.upsert(INDEX, [episode.to_record()])
+        if self._draining is not None and not self._draining.done():
+            await self.outbox.add(episode)  # after the ones that waited: in order
+            return
+        try:
+            await self._store(store, episode)
+        except VectorStoreError as e:
+            log.warning("episodic memory: run %s's episode waits for the store: %s", episode.run_id[:8], e)
+            await self.outbox.add(episode)
+            self._drain_soon()
+            return
         self._since_prune += 1
         every = self.config.prune_every
         if every and self._since_prune >= every and (self._pruning is None or self._pruning.done()):
             self._since_prune = 0
             self._pruning = asyncio.create_task(self.prune(), name="episodes:prune")
 
+    async def _store(self, store: VectorStore, episode: Episode) -> None:
+        if self._marks is not None:  # both before the record: never a miss
+            if episode.context not in self._marked:
+                await self._marks.set(MARK_PREFIX + episode.context, True)
+                self._marked.add(episode.context)
+            await self._marks.set(id_key(episode.context, episode.run_id), time.time())
+        await store.upsert(INDEX, [episode.to_record()])
+
     async def flush(self) -> None:
-        """Wait for the episodes being written (tests, shutdown)."""
-        while self._writes:
+        """Wait for the episodes being written (tests, shutdown), and for those that waited
+        in the outbox while the store takes them."""
+        while self._writes or (self._draining is not None and not self._draining.done()):
             await asyncio.gather(*list(self._writes.values()), return_exceptions=True)
+            if self._draining is not None and not self._draining.done() and not self._writes:
+                await asyncio.wait({self._draining})
 
     async def prune(self, *, now: float | None = None) -> int:
         """Apply retention: delete episodes older than ``retention_days``, then the oldest

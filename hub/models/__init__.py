@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,12 +84,18 @@ class RetryPolicy:
 
 
 async def stream_with_retry(
-    model: Model, request: ModelRequest, policy: RetryPolicy, *, on_retry: Any = None
+    model: Model,
+    request: ModelRequest,
+    policy: RetryPolicy,
+    *,
+    on_retry: Any = None,
+    on_error: Callable[[ModelError, bool], None] | None = None,
 ) -> AsyncGenerator[str | Usage | ToolCallDelta, None]:
     """Stream, retrying retryable errors that happen before the first chunk.
 
     A failure after chunks were yielded is not retried (those chunks were already acted
-    on): it is raised as is.
+    on): it is raised as is. ``on_error(error, retried)`` hears of every error the model
+    answered, whether it is retried here or raised (the hub's metrics count them).
     """
     attempt = 0
     while True:
@@ -107,6 +113,9 @@ async def stream_with_retry(
                     await close()
             return
         except ModelError as e:
+            retried = not started and e.retryable and attempt < policy.max_retries
+            if on_error is not None:
+                on_error(e, retried)
             if started or not e.retryable:
                 raise
             if attempt >= policy.max_retries:

@@ -13,7 +13,9 @@ only runs while it holds the lease; get one from ``hub.lease(name)``), and for f
 download capped at a size while it is read; with :class:`MediaHosts`, only from the platform's
 media hosts at public addresses), :func:`read_capped` (a local file, capped), :func:`display_name`
 and :func:`human_size`; for chat commands :func:`parse_command` (``/name args`` in a message's
-text) and :class:`CommandInfo` (a command as ``hub.commands.menu(...)`` lists it).
+text) and :class:`CommandInfo` (a command as ``hub.commands.menu(...)`` lists it); for
+intake :class:`PoisonUpdates` (an update that fails every time is parked in the inbox, and
+intake goes on).
 
 The core never names a platform; extensions map their client's errors onto
 :class:`RateLimited`, :class:`TransientSendError` and :class:`PermanentSendError` and send
@@ -34,6 +36,7 @@ from ._access import private_access, send_pairing_code
 from ._audience import AllowList, LoopGuard
 from ._commands import parse_command
 from ._live_message import LiveMessage, LiveResult, balance_fences, live_drafts
+from ._poison import PoisonUpdates, is_transient
 from ._reply import reply_target
 from ._send import Governor, PermanentSendError, RateLimit, RateLimited, SendFailed, TransientSendError
 from ._settings import PlatformSettings
@@ -73,6 +76,8 @@ __all__ = [
     "display_name",
     "human_size",
     "LiveMessage",
+    "PoisonUpdates",
+    "is_transient",
     "LiveResult",
     "balance_fences",
     "live_drafts",

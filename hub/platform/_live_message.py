@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..engine import LiveText
 from ..logs import OutputLog
+from ._fences import fenced_blocks, open_fence
 from ._send import SendFailed
 
 if TYPE_CHECKING:
@@ -43,22 +43,24 @@ __all__ = ["LiveMessage", "LiveResult", "balance_fences", "live_drafts"]
 
 log = logging.getLogger("hub.platform")
 
-_FENCE_LINE = re.compile(r"^```[^\n]*$", re.M)
-
 
 def _open_fence(text: str) -> str | None:
     """The opening line of a fenced code block left open at the end of ``text``, if any."""
-    opener = None
-    for m in _FENCE_LINE.finditer(text):
-        opener = m.group(0) if opener is None else None
-    return opener
+    block = open_fence(text)
+    return None if block is None else block.opener
 
 
 def balance_fences(text: str) -> str:
-    """``text`` with a fenced code block left open at its end closed."""
-    if _open_fence(text) is None:
+    """``text`` with a fenced code block left open at its end closed (by the fence that
+    closes it: the same character, as many, at the opener's indentation)."""
+    block = open_fence(text)
+    if block is None:
         return text
-    return text + ("```" if text.endswith("\n") else "\n```")
+    closer = " " * block.indent + block.closer
+    return text + (closer if text.endswith("\n") else "\n" + closer)
+
+
+_UNSENT: Any = object()  # a continuation that could not be sent now
 
 
 @dataclass(slots=True)
@@ -100,6 +102,8 @@ class LiveMessage:
         adopt: Sequence[Any] = (),
         delete: Callable[[Any], Awaitable[None]] | None = None,
         clock: Callable[[], float] | None = None,
+        final_attempts: int = 5,
+        retry_delay: float = 1.0,
     ) -> None:
         if limit < 32:
             raise ValueError("limit must be at least 32")
@@ -115,6 +119,11 @@ class LiveMessage:
         self._clock = clock
         self._messages: list[_Shown] = []
         self._broken = False  # an edit failed: no more edits, the remainder goes out new
+        # a continuation that could not be sent is sent again with the next text; the final
+        # text tries this often, waiting from retry_delay up (the platform may be back)
+        self.final_attempts = max(1, final_attempts)
+        self.retry_delay = retry_delay
+        self.unsent = 0  # continuation sends that failed and were tried again
         self.edits = 0
         self.sends = 0
 
@@ -167,8 +176,8 @@ class LiveMessage:
             if pos >= len(text):
                 break
             body, end, full = self._fill(text, pos, reopen)
-            if not await self._put(i, body, pos, end, reopen):
-                if final:
+            if not await self._put(i, body, pos, end, reopen, final=final):
+                if final and self._broken:
                     await self._remainder(text)
                 return
             self._messages[i].sealed = full
@@ -187,8 +196,9 @@ class LiveMessage:
         whole = balance_fences(reopen + rest)
         if self.length(whole) <= self.limit:
             return whole.rstrip(), len(text), False
-        # room for the reopened fence and a closing one
-        room = self.limit - self.length(reopen) - 4
+        # room for the reopened fence and a closing one (as long as the longest fence here)
+        fences = [b.indent + len(b.closer) for b in fenced_blocks(reopen + rest)]
+        room = self.limit - self.length(reopen) - 1 - max([3, *fences])
         fit = _fitting(rest, room, self.length)
         cut = _boundary(rest, fit)
         piece = rest[:cut]
@@ -199,7 +209,7 @@ class LiveMessage:
         opener = _open_fence(m.reopen + text[m.start : m.end])
         return (opener + "\n") if opener is not None else ""
 
-    async def _put(self, i: int, shown: str, start: int, end: int, reopen: str) -> bool:
+    async def _put(self, i: int, shown: str, start: int, end: int, reopen: str, *, final: bool = False) -> bool:
         """Message ``i`` shows ``shown`` (span ``start``..``end``): sent, edited, or as it is.
         False when an edit failed (the reply falls back to sending the remainder)."""
         if i < len(self._messages):
@@ -220,8 +230,10 @@ class LiveMessage:
             self._messages.append(_Shown(mid, start, start, reopen, None))
             if self._on_part is not None:
                 await self._on_part(i, mid)  # this run's ledger holds it too, should it crash
-            return await self._put(i, shown, start, end, reopen)
-        mid = await self._send(shown)  # SendFailed: raised, nothing more is shown
+            return await self._put(i, shown, start, end, reopen, final=final)
+        mid = await self._send_new(shown, final=final)
+        if mid is _UNSENT:
+            return False  # tried again with the next text, from this point
         self.sends += 1
         self._messages.append(_Shown(mid, start, end, reopen, shown))
         if self._on_part is not None:
@@ -241,7 +253,7 @@ class LiveMessage:
             if pos >= len(text):
                 return
             body, end, _ = self._fill(text, pos, reopen)
-            mid = await self._send(body)
+            mid = await self._send_new(body, final=True)
             self.sends += 1
             self._messages.append(_Shown(mid, pos, end, reopen, body, sealed=True))
             if self._on_part is not None:
@@ -249,6 +261,39 @@ class LiveMessage:
             index += 1
             reopen = self._after(text, self._messages[-1])
             pos = end
+
+    async def _send_new(self, shown: str, *, final: bool) -> Any:
+        """Send a new message. The first message's failure is raised (nothing was shown).
+        A continuation that fails mid-stream returns `_UNSENT`: the next version of the text
+        sends it again from the same point; with the final text it is tried
+        ``final_attempts`` times before SendFailed is raised, naming what went out.
+
+        Raises:
+            SendFailed: as above.
+        """
+        attempts = self.final_attempts if final else 1
+        delay = self.retry_delay
+        for attempt in range(1, attempts + 1):
+            try:
+                return await self._send(shown)
+            except SendFailed as e:
+                if not self._messages:
+                    raise  # nothing shown: the reply failed as a whole
+                self.unsent += 1
+                if attempt == attempts and final:
+                    raise SendFailed(
+                        e.platform,
+                        e.chat,
+                        f"{e.reason}; the first {len(self._messages)} message(s) of the reply went out, "
+                        f"the rest could not be sent after {attempts} attempts",
+                    ) from e
+                if not final:
+                    log.warning("%s; the rest of the reply is sent with the next text", e)
+                    return _UNSENT
+                log.warning("%s; the rest of the reply is sent again in %.1fs", e, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _drop_adopted(self) -> None:
         """Messages a crashed run left that the final text does not need (its draft was

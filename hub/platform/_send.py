@@ -125,6 +125,9 @@ class Governor:
         if metrics is not None:
             self.on_send = metrics.platform_send
             self.on_rate_limited = metrics.platform_429
+            declare = getattr(metrics, "declare_platform", None)
+            if declare is not None:  # its series exist at 0 before the first send
+                declare(self.platform)
         shared = getattr(hub, "outbound_limiter", None)
         if shared is not None and self.shared is None:
             self.shared = shared

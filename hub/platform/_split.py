@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-__all__ = ["split_message", "utf16_len"]
+from ._fences import FencedBlock, fenced_blocks
 
-_FENCE = re.compile(r"(^|\n)(```[^\n]*\n.*?\n```)(?=\n|$)", re.S)
+__all__ = ["split_message", "utf16_len"]
 
 
 def utf16_len(text: str) -> int:
@@ -15,23 +15,20 @@ def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-def _pieces(text: str, limit: int, length: Callable[[str], int]) -> list[str]:
+def _pieces(text: str, limit: int, length: Callable[[str], int]) -> list[str | FencedBlock]:
     """Cut text into atomic pieces no longer than ``limit``: fenced code blocks whole when
     they fit, else split by lines with their fence reopened; prose by paragraph, line,
     sentence, word, and as a last resort hard cuts. Pieces concatenate back to the text
-    (apart from the fences added to split code blocks)."""
-    out: list[str] = []
+    (apart from the fences added to split code blocks); a block too long for a message is
+    left whole, for `split_message` to split where it falls."""
+    out: list[str | FencedBlock] = []
     pos = 0
-    for m in _FENCE.finditer(text):
-        start = m.start(2)
-        if start > pos:
-            out.extend(_prose(text[pos:start], limit, length))
-        block = m.group(2)
-        if length(block) <= limit:
-            out.append(block)
-        else:
-            out.extend(_split_code(block, limit, length))
-        pos = m.end(2)
+    for block in fenced_blocks(text):
+        if block.start > pos:
+            out.extend(_prose(text[pos : block.start], limit, length))
+        whole = text[block.start : block.end]
+        out.append(whole if length(whole) <= limit else block)  # split by split_message
+        pos = block.end
     if pos < len(text):
         out.extend(_prose(text[pos:], limit, length))
     return out
@@ -62,29 +59,49 @@ def _hard(text: str, limit: int, length: Callable[[str], int]) -> list[str]:
     return out
 
 
-def _split_code(block: str, limit: int, length: Callable[[str], int]) -> list[str]:
-    first_nl = block.index("\n")
-    opener, body = block[:first_nl], block[first_nl + 1 : -3].rstrip("\n")
-    closer = "```"
-    overhead = length(opener) + length(closer) + 2
-    room = max(1, limit - overhead)
-    lines = body.split("\n")
+def _split_code(
+    block: FencedBlock, limit: int, length: Callable[[str], int], first_room: int
+) -> tuple[bool, list[str]]:
+    """A code block too long for one message, as blocks that fit, split by lines. The
+    first goes on the message being filled when ``first_room`` holds its fences and a line:
+    it keeps the text's indentation (it follows its list item). The others begin a
+    message, so their fence starts the line and their lines lose the indentation the list
+    item gave them (CommonMark's rule for a fence's content). Returns whether the first
+    is to be attached, and the blocks."""
+    attached_closer = " " * block.indent + block.closer
+    opener, closer = block.opener.lstrip(), block.closer
+    attached_room = first_room - length(block.opener) - length(attached_closer) - 2
+    room = max(1, limit - length(opener) - length(closer) - 2)
+    lines = block.body
     chunks: list[str] = []
-    cur: list[str] = []
+    attached = bool(lines) and attached_room >= length(lines[0])
+    if attached:
+        taken: list[str] = []
+        used = 0
+        while lines and used + length(lines[0]) + (1 if taken else 0) <= attached_room:
+            used += length(lines[0]) + (1 if taken else 0)
+            taken.append(lines[0])
+            lines = lines[1:]
+        chunks.append("\n".join([block.opener, *taken, attached_closer]))
+    current: list[str] = []
     cur_len = 0
-    for line in lines:
-        pieces = _hard(line, room, length) if length(line) > room else [line]
-        for piece in pieces:
-            add = length(piece) + (1 if cur else 0)
-            if cur and cur_len + add > room:
-                chunks.append("\n".join(cur))
-                cur, cur_len = [], 0
-                add = length(piece)
-            cur.append(piece)
+    for line in (_dedent(line, block.indent) for line in lines):
+        for piece in _hard(line, room, length) if length(line) > room else [line]:
+            add = length(piece) + (1 if current else 0)
+            if current and cur_len + add > room:
+                chunks.append("\n".join([opener, *current, closer]))
+                current, cur_len, add = [], 0, length(piece)
+            current.append(piece)
             cur_len += add
-    if cur:
-        chunks.append("\n".join(cur))
-    return [f"{opener}\n{c}\n{closer}" for c in chunks]
+    if current or not chunks:
+        chunks.append("\n".join([opener, *current, closer]))
+    return attached, chunks
+
+
+def _dedent(line: str, indent: int) -> str:
+    """``line`` without up to ``indent`` leading spaces."""
+    strip = min(indent, len(line) - len(line.lstrip(" ")))
+    return line[strip:]
 
 
 def split_message(text: str, limit: int, *, length: Callable[[str], int] = len) -> list[str]:
@@ -103,10 +120,19 @@ def split_message(text: str, limit: int, *, length: Callable[[str], int] = len) 
     messages: list[str] = []
     cur = ""
     for piece in _pieces(text, limit, length):
-        if cur and length(cur + piece) > limit:
-            messages.append(cur)
-            cur = ""
-        cur += piece
+        if isinstance(piece, FencedBlock):
+            room = limit - length(cur) if cur.strip() else 0
+            attached, chunks = _split_code(piece, limit, length, room)
+            if not attached and cur:  # its first part begins a message
+                messages.append(cur)
+                cur = ""
+        else:
+            chunks = [piece]
+        for chunk in chunks:
+            if cur and length(cur + chunk) > limit:
+                messages.append(cur)
+                cur = ""
+            cur += chunk
     if cur:
         messages.append(cur)
-    return [m.strip("\n") for m in messages if m.strip()]
+    return [m.rstrip().strip("\n") for m in messages if m.strip()]

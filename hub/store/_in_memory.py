@@ -138,6 +138,13 @@ class InMemoryInbox(InboxStore):
                 parked.append(i)
         return parked
 
+    async def park(self, context: str, entry: InputLog, error: str, *, failures: int) -> bool:
+        if not await self.record(context, entry):
+            return False
+        item = self._items[entry.id]
+        item.parked, item.failures, item.error = True, failures, error
+        return True
+
     async def parked(self) -> list[Parked]:
         return [
             Parked(it.context, it.entry, it.failures, it.error or "", it.run_id)

@@ -105,6 +105,13 @@ class InboxStore(ABC):
         parked now. Durable when it returns."""
 
     @abstractmethod
+    async def park(self, context: str, entry: InputLog, error: str, *, failures: int) -> bool:
+        """Record ``entry`` parked at once, with ``failures`` and its ``error``: a platform
+        update the extension could not take (it fails every time), kept for ``hub inbox``
+        instead of blocking intake or being lost. False if its ``platform_id`` is known.
+        Durable when it returns."""
+
+    @abstractmethod
     async def parked(self) -> list[Parked]:
         """Parked inputs, oldest first."""
 

@@ -5,7 +5,11 @@ transactions of ``batch`` rows so the event loop and the other writers keep goin
 
 - runs that ended more than ``days`` ago, or beyond the newest ``max_runs``, with their
   event logs (never a run that an input waiting in the inbox still refers to);
-- handled inbox rows older than ``days`` (a redelivery of one is then answered again);
+- handled inbox rows: their content at once (the run's log holds the input), whole rows
+  with no platform id (nothing could be redelivered), and the rest, kept only to recognise
+  a redelivery by its platform id, once older than ``redelivery_days`` (a redelivery after
+  that is answered again). Keeping whole inputs for ``days`` grew a busy hub's database by
+  the size of every message it took (bench/soak.py: 90 MB to 205 MB over 100,000 turns);
 - daily token usage older than ``days``;
 - the context memory, working memory and persisted context state (``context:``,
   ``memory:``, ``working-memory:`` keys) of conversations idle for ``days``.
@@ -103,9 +107,10 @@ async def prune(
 
     if "runs" in tables:
         await _prune_runs(db, policy, cutoff, report, dry_run=dry_run, tables=tables)
+    if "inbox" in tables:
+        await drain("inbox rows", "inbox", "id", *_handled_inputs(policy, now, cutoff))
+        await _strip_handled(db, batch, dry_run=dry_run)
     if cutoff is not None:
-        if "inbox" in tables:
-            await drain("inbox rows", "inbox", "id", "state = 'done' AND handled < ?", (cutoff,))
         if "token_usage" in tables:  # one row per scope and day: deleted a day at a time
             day = time.strftime("%Y-%m-%d", time.gmtime(cutoff))
             days = await db.fetchall("SELECT day, COUNT(*) FROM token_usage WHERE day < ? GROUP BY day", (day,))
@@ -120,6 +125,36 @@ async def prune(
     if not dry_run and report.total:
         report.freed_pages = await db.incremental_vacuum()
     return report
+
+
+def _handled_inputs(policy: RetentionSection, now: float, cutoff: float | None) -> tuple[str, tuple[Any, ...]]:
+    """The handled inbox rows to delete: those with no platform id, and those whose
+    redelivery window (``redelivery_days``, else ``days``) has passed."""
+    window = policy.redelivery_days * _DAY if policy.redelivery_days else None
+    until = now - window if window is not None else cutoff
+    if until is None:
+        return "state = 'done' AND platform_id IS NULL", ()
+    return "state = 'done' AND (platform_id IS NULL OR handled < ?)", (until,)
+
+
+#: What a handled input's content becomes: its platform id is all that is still needed.
+_STRIPPED = "{}"
+
+
+async def _strip_handled(db: SqlDatabase, batch: int, *, dry_run: bool) -> None:
+    """Drop the content of handled inputs kept for their platform id, ``batch`` at a time."""
+    while not dry_run:
+        rows = await db.fetchall(
+            "SELECT id FROM inbox WHERE state = 'done' AND platform_id IS NOT NULL AND data <> ? LIMIT ?",
+            (_STRIPPED, batch),
+        )
+        ids = [r[0] for r in rows]
+        if ids:
+            marks = ",".join("?" * len(ids))
+            await db.write(f"UPDATE inbox SET data = ? WHERE id IN ({marks}) AND state = 'done'", (_STRIPPED, *ids))
+        if len(ids) < batch:
+            return
+        await asyncio.sleep(0)
 
 
 async def _prune_runs(

@@ -194,6 +194,43 @@ async def test_a_failed_edit_sends_the_remainder_once() -> None:
     assert re.sub(r"\s+", "", first + rest) == re.sub(r"\s+", "", text)
 
 
+class FlakyPlatform(Platform):
+    """Sends of a second message fail ``failures`` times (the platform down for a while)."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    async def send(self, text: str) -> int:
+        if self.messages and self.failures:
+            self.failures -= 1
+            self.log.append(("failed", 0, text))
+            raise SendFailed("fake", 1, "502 Bad Gateway (injected)")
+        return await super().send(text)
+
+
+@pytest.mark.parametrize("failures", [1, 4, 7])
+async def test_a_continuation_that_fails_to_send_is_sent_again_and_nothing_is_lost(failures: int) -> None:
+    p = FlakyPlatform(failures)
+    text = "\n\n".join(para(i) for i in range(8))
+    live = LiveText()
+    lm = LiveMessage(send=p.send, edit=p.edit, limit=1000, interval=0.0, retry_delay=0.01)
+    result, _ = await asyncio.gather(lm.deliver(live), feed(live, text, chunk=37, pause=0.001))
+    assert p.failures == 0 and lm.unsent == failures
+    shown = [p.messages[m] for m in result.message_ids]
+    assert re.sub(r"\s+", "", "".join(shown)) == re.sub(r"\s+", "", text)  # all of it, in order, once
+    assert [m for kind, m, _ in p.log if kind == "send"] == result.message_ids
+
+
+async def test_a_continuation_that_never_goes_out_fails_the_reply_saying_what_did() -> None:
+    p = FlakyPlatform(10_000)
+    live = LiveText()
+    lm = LiveMessage(send=p.send, edit=p.edit, limit=1000, interval=0.0, retry_delay=0.01, final_attempts=3)
+    text = "\n\n".join(para(i) for i in range(8))
+    with pytest.raises(SendFailed, match=r"the first 1 message\(s\) of the reply went out.*after 3 attempts"):
+        await asyncio.gather(lm.deliver(live), feed(live, text, chunk=37, pause=0.001))
+
+
 async def test_adopted_messages_are_edited_not_sent_again() -> None:
     p = Platform()
     p.messages = {1: "half of an old", 2: "draft"}

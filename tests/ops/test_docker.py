@@ -103,3 +103,45 @@ def test_a_hub_built_with_a_heartbeat_is_healthy_while_it_runs(tmp_path):
 
     asyncio.run(run())
     assert main(["health", *cfg]) == 1
+
+
+def test_workers_wait_for_a_healthy_chroma_of_the_clients_version(tmp_path):
+    """The workers' compose file: Chroma's image is the client's version, it has a
+    healthcheck, and the workers wait until it passes. The healthcheck command itself is
+    run here against a real ``chroma run`` (the image has bash, no curl)."""
+    import importlib.metadata
+    import socket
+    import urllib.request
+
+    import yaml
+
+    compose = yaml.safe_load((ROOT / "docker-compose.workers.yml").read_text())
+    chroma = compose["services"]["chroma"]
+    assert chroma["image"] == f"chromadb/chroma:{importlib.metadata.version('chromadb')}"
+    assert compose["x-worker"]["depends_on"]["chroma"] == {"condition": "service_healthy"}
+    test = chroma["healthcheck"]["test"]
+    assert test[:3] == ["CMD", "/bin/bash", "-c"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = test[3].replace("/8000", f"/{port}")
+    assert subprocess.run(["bash", "-c", script], capture_output=True).returncode != 0  # nothing listens yet
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "chroma"), "run", "--path", str(tmp_path), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # the server answers its heartbeat; then the healthcheck must pass
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "chroma run did not start"
+                time.sleep(0.1)
+        assert subprocess.run(["bash", "-c", script], capture_output=True).returncode == 0
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -52,6 +52,21 @@ async def test_failures_are_counted_once_per_run_and_park_at_the_limit(inbox: In
     assert await inbox.failed([other.id], "run-5", "x", park_after=0) == []  # 0: never parked
 
 
+async def test_an_update_that_could_not_be_taken_is_parked_at_once(inbox: InboxStore) -> None:
+    update = InputLog(type="telegram:chat", content="poison", platform_id="telegram:42:7")
+    assert await inbox.park("telegram:chat:42", update, "not taken: KeyError: 'x'", failures=3)
+    assert await inbox.seen("telegram:42:7")  # a redelivery is refused like a recorded message's
+    again = InputLog(type="telegram:chat", content="poison", platform_id="telegram:42:7")
+    assert not await inbox.park("telegram:chat:42", again, "again", failures=3)
+    assert not await inbox.record("telegram:chat:42", again)
+    assert await inbox.pending() == []
+    [parked] = await inbox.parked()
+    assert (parked.context, parked.entry.content, parked.failures) == ("telegram:chat:42", "poison", 3)
+    assert parked.error == "not taken: KeyError: 'x'" and parked.run_id is None
+    assert await inbox.retry(update.id)  # `hub inbox retry`: answered as an input
+    assert [p.entry.id for p in await inbox.pending()] == [update.id]
+
+
 BOMB = """
 import os
 from pydantic import BaseModel

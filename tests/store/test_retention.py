@@ -109,17 +109,46 @@ async def test_days_prune_every_kind_of_row_and_dry_run_deletes_nothing(backend:
 
         policy = RetentionSection(days=90, max_runs=0, batch=2)
         dry = await prune(db, policy, dry_run=True, now=now)
-        assert dry.rows == {"runs": 5, "run events": 10, "inbox rows": 1, "usage rows": 1, "conversation keys": 3}
+        # both handled inputs go: neither has a platform id that a redelivery could carry
+        assert dry.rows == {"runs": 5, "run events": 10, "inbox rows": 2, "usage rows": 1, "conversation keys": 3}
         assert await _count(db, "runs") == 9  # nothing deleted by a dry run
         report = await prune(db, policy, now=now)
         assert report.rows == dry.rows
         assert {r.id for r in await runs.list(limit=100)} == {r.id for r in new} | {waiting.id}
         assert not set(r.id for r in old) & {r.id for r in await runs.list(limit=100)}
         assert [p.entry.id for p in await inbox.pending()] == [pending.id]
-        assert await _count(db, "inbox") == 2
+        assert await _count(db, "inbox") == 1
         assert await _count(db, "token_usage") == 1
         assert sorted(await memory.keys()) == ["memory:chat:new", "persona:x"]  # other keys are not a conversation's
         assert (await prune(db, policy, now=now)).total == 0
+
+
+@pytest.mark.parametrize("backend", SQL_BACKENDS)
+async def test_handled_inputs_keep_only_their_platform_id_for_the_redelivery_window(
+    backend: str, tmp_path: Path
+) -> None:
+    now = time.time()
+    async with sql_database(backend, tmp_path) as db:
+        inbox = PostgresInbox(db, worker="w") if backend == "postgres" else SqlInbox(db)
+        await inbox.open()
+        big = "x" * 4000  # a long message: what a busy hub kept for 90 days, per input
+        recent = InputLog(type="text", content=big, platform_id="tg:1:1")
+        stale = InputLog(type="text", content=big, platform_id="tg:1:2")
+        anonymous = InputLog(type="text", content=big)  # a webhook body, a schedule: no platform id
+        waiting = InputLog(type="text", content=big, platform_id="tg:1:3")
+        for e in (recent, stale, anonymous, waiting):
+            assert await inbox.record("chat:a", e)
+        await inbox.done([recent.id, stale.id, anonymous.id])
+        await db.write("UPDATE inbox SET handled = ? WHERE id = ?", (now - 8 * DAY, stale.id))
+        report = await prune(db, RetentionSection(days=90, max_runs=0, redelivery_days=7), now=now)
+        assert report.rows["inbox rows"] == 2  # the anonymous one, and the one past its window
+        rows = dict(await db.fetchall("SELECT id, length(data) FROM inbox"))
+        assert set(rows) == {recent.id, waiting.id}
+        assert rows[recent.id] < 10 and rows[waiting.id] > 4000  # handled: its id only; pending: whole
+        assert await inbox.seen("tg:1:1")  # a redelivery within the window is still refused
+        assert not await inbox.record("chat:a", InputLog(type="text", content=big, platform_id="tg:1:1"))
+        assert not await inbox.seen("tg:1:2")  # past it, it would be answered again
+        assert [p.entry.content for p in await inbox.pending()] == [big]
 
 
 async def test_an_existing_database_is_switched_to_incremental_vacuum(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from hub.platform import (
     LiveMessage,
     MediaHosts,
     PermanentSendError,
+    PoisonUpdates,
     RateLimit,
     RateLimited,
     Resolve,
@@ -73,6 +74,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+PARK_AFTER = 3
+"""Failures (not the store's) after which a message is parked in the inbox instead of retried."""
+MAX_WAITING = 10_000
+"""Messages held in memory while one cannot be recorded (a store outage); past it, each
+new one is logged as not taken (with its ids) instead of growing memory without bound."""
 
 
 class _Client(discord.Client):
@@ -135,6 +142,7 @@ class DiscordBot:
         self._accepting = False
         self._send: Callable[..., Awaitable[Submission]] | None = None
         self._listener: asyncio.Task[None] | None = None
+        self._retrying: discord.Message | None = None  # the message being retried, if any
         self.typing: TypingIndicator | None = None
         self._shards: list[asyncio.Task[None]] = []  # shard_count > 0: each under its lease
         self.shards: dict[int, _Client] = {}  # the shards this worker has connected, by id
@@ -337,24 +345,70 @@ class DiscordBot:
         try:
             await asyncio.wait_for(asyncio.shield(listener), timeout=5.0)
         except TimeoutError:
-            log.warning("discord: %d received message(s) not recorded at shutdown", self._incoming.qsize())
+            waiting = self._incoming.qsize() - 1 + (self._retrying is not None)  # less the stop's None
+            log.error("discord: %d received message(s) not recorded at shutdown", waiting)
             listener.cancel()
             await asyncio.gather(listener, return_exceptions=True)
 
     def _on_message(self, message: discord.Message) -> None:
-        if self._accepting and self._incoming is not None:
-            self._incoming.put_nowait(message)
+        if not self._accepting or self._incoming is None:
+            return
+        if self._incoming.qsize() >= MAX_WAITING:  # the store is down for long: say what is lost
+            log.error(
+                "discord: message %s in channel %s from %s not taken: %d messages already wait for the store",
+                message.id,
+                message.channel.id,
+                message.author.id,
+                MAX_WAITING,
+            )
+            return
+        self._incoming.put_nowait(message)
 
     async def _listen(self, incoming: asyncio.Queue[discord.Message | None]) -> None:
+        """Take the messages in order. The gateway never delivers a message again, so one
+        that cannot be recorded is retried here, with backoff, the later ones waiting
+        behind it (a database outage delays them, loses none); one that fails
+        :data:`PARK_AFTER` times for a reason of its own is parked in the inbox."""
+        assert self._hub is not None
+        poison = PoisonUpdates("discord", self._hub.inbox, park_after=PARK_AFTER)
+        backoff = Backoff(first=0.5, most=30.0, jitter=0.2)
         while (message := await incoming.get()) is not None:
-            try:
-                await self._handle(message)
-            except Exception:
-                log.exception(
-                    "discord: message %s in channel %s was not taken",
-                    message.id,
-                    message.channel.id,
-                )
+            key = f"discord:{message.id}"
+            while True:
+                try:
+                    await self._handle(message)
+                except Exception as e:
+                    try:
+                        parked = await poison.failed(
+                            key,
+                            e,
+                            context=f"{CONTEXT}:{message.channel.id}",
+                            type=CONTEXT,
+                            content=message.content,
+                            meta={"message_id": str(message.id), "channel_id": str(message.channel.id)},
+                        )
+                    except Exception as park_error:  # the store cannot park it either: retried
+                        e, parked = park_error, False
+                    if parked:
+                        break
+                    delay = backoff.next()
+                    log.warning(
+                        "discord: message %s in channel %s was not recorded (%s: %s); retrying in %.1fs "
+                        "(%d more waiting)",
+                        message.id,
+                        message.channel.id,
+                        type(e).__name__,
+                        e,
+                        delay,
+                        incoming.qsize(),
+                    )
+                    self._retrying = message
+                    await asyncio.sleep(delay)
+                else:
+                    poison.succeeded(key)
+                    backoff.reset()
+                    break
+            self._retrying = None
 
     async def _handle(self, message: discord.Message) -> None:
         client, send = self.client, self._send

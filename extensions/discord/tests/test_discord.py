@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from fake_discord import FakeDiscord
 
-from hub import Extension, ExtensionFailed, Hub, HubConfig, OutputLog, ScriptedModel
+from hub import Extension, ExtensionFailed, Hub, HubConfig, OutputLog, ScriptedModel, StoreError
 from hub.definitions import load_extension
 from hub.engine import Plugin
 from hub.errors import ConfigError
@@ -399,6 +399,52 @@ async def test_messages_during_a_disconnect_are_answered_after_resume(
         await dc.wait_for(lambda: bool(r.replies_to(mid)))
         assert dc.resumes and len(dc.identifies) == 1
         assert len(r.replies_to(mid)) == 1
+
+
+async def test_a_message_the_store_could_not_record_is_retried_not_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with running(tmp_path, monkeypatch) as r:
+        dc, inbox = r.dc, r.hub.inbox
+        real, failures = inbox.record, [2]
+
+        async def record(context: str, entry: Any) -> bool:
+            if failures[0]:  # a short database outage: the first two attempts fail
+                failures[0] -= 1
+                raise StoreError("database is locked (injected)", store="inbox", operation="write")
+            return await real(context, entry)
+
+        monkeypatch.setattr(inbox, "record", record)
+        first = dc.push_message(dc.channel_id, f"<@{dc.bot_id}> first")
+        second = dc.push_message(dc.channel_id, f"<@{dc.bot_id}> second")
+        await dc.wait_for(lambda: bool(r.replies_to(first)) and bool(r.replies_to(second)), timeout=15)
+        assert failures == [0] and await r.recorded(first, second) == [True, True]
+        assert await inbox.parked() == []  # the store's fault: never parked
+
+
+async def test_a_poison_message_is_parked_and_the_channel_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hub_discord._bot as bot
+
+    real, attempts = bot.message_text, []
+
+    def message_text(message: Any) -> str:
+        if "poison" in message.content:
+            attempts.append(message.id)
+            raise TypeError("unexpected embed shape (injected)")
+        return real(message)
+
+    monkeypatch.setattr(bot, "message_text", message_text)
+    async with running(tmp_path, monkeypatch) as r:
+        dc = r.dc
+        poison = dc.push_message(dc.channel_id, f"<@{dc.bot_id}> poison")
+        after = dc.push_message(dc.channel_id, f"<@{dc.bot_id}> after")
+        await dc.wait_for(lambda: bool(r.replies_to(after)), timeout=15)
+        assert attempts == [poison] * bot.PARK_AFTER and r.replies_to(poison) == []
+        (parked,) = await r.hub.inbox.parked()
+        assert parked.entry.platform_id == f"discord:{poison}" and "poison" in parked.entry.content
+        assert parked.context == f"discord:channel:{dc.channel_id}" and "TypeError" in parked.error
 
 
 # --- start, config ------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from hub import Context, Extension, Input, LiveText, Output, RunContext, Service, output
-from hub.platform import LiveMessage, live_drafts, quiet_loggers, reply_target, utf16_len
+from hub.platform import LiveMessage, SendFailed, live_drafts, quiet_loggers, reply_target, utf16_len
 
 from ._client import MAX_CAPTION_LENGTH, MAX_MESSAGE_LENGTH, TelegramClient, map_error
 from ._filter import Ignored, Inbound, classify
@@ -201,8 +201,15 @@ async def _deliver_live(
         first, quote[0] = quote[0], None
         return await client.send_one(chat_id, text, reply_to=first)
 
+    # A message whose markup Telegram refused (half-written: an unclosed tag) is edited as
+    # plain text from then on, one request per edit instead of two, and given its markup
+    # once more when the reply is complete (below).
+    refused: dict[int, str] = {}
+
     async def edit(message_id: int, text: str) -> None:
-        await client.edit_text(chat_id, message_id, text)
+        plain = message_id in refused
+        if not await client.edit_text(chat_id, message_id, text, markup=not plain) and settings.parse_mode:
+            refused[message_id] = text
 
     async def delete(message_id: int) -> None:
         await client.delete_message(chat_id, message_id)
@@ -217,6 +224,12 @@ async def _deliver_live(
         on_part=ctx.part_sent,
         adopt=live_drafts(ctx, "telegram:send"),
     ).deliver(content)
+    for message_id, text in refused.items():
+        if message_id in result.message_ids:  # complete now: its markup is balanced, or plain it stays
+            try:
+                await client.edit_text(chat_id, message_id, text)
+            except SendFailed as e:  # it shows the whole text already, as plain text
+                log.warning("telegram: chat %s: message %s keeps its plain text: %s", chat_id, message_id, e)
     return {"chat_id": chat_id, "message_ids": result.message_ids, "edits": result.edits}
 
 

@@ -260,10 +260,12 @@ class TelegramClient:
         message = await self.governor.send(chat_id, self._sender(chat_id, text, reply_to))
         return message.message_id
 
-    async def edit_text(self, chat_id: int, message_id: int, text: str) -> None:
+    async def edit_text(self, chat_id: int, message_id: int, text: str, *, markup: bool = True) -> bool:
         """Show ``text`` in message ``message_id``, paced like a send, with the same plain-text
-        fallback for refused markup. Raises SendFailed (a message deleted, too old, ...)."""
-        mode = self.settings.parse_mode or None
+        fallback for refused markup; ``markup=False`` edits as plain text at once. Returns
+        whether the text was shown with its markup. Raises SendFailed (a message deleted,
+        too old, ...)."""
+        mode = (self.settings.parse_mode or None) if markup else None
 
         async def attempt() -> None:
             nonlocal mode
@@ -283,6 +285,7 @@ class TelegramClient:
                     raise map_error(e) from e
 
         await self.governor.send(chat_id, attempt)
+        return mode is not None
 
     async def delete_message(self, chat_id: int, message_id: int) -> None:
         """Delete one of the bot's messages. Raises SendFailed."""

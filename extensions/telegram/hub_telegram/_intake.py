@@ -5,7 +5,9 @@ recorded in the hub's inbox; and the typing indicator while its run goes on.
 
 An update is taken only once it is recorded (or deliberately ignored): the poller moves its
 offset past it, the webhook answers Telegram's POST, only then. A redelivered message is
-refused by the inbox (its platform id is known) and is not answered twice.
+refused by the inbox (its platform id is known) and is not answered twice. An update that
+fails to be taken :data:`PARK_AFTER` times for a reason of its own (not the store's) is
+parked in the inbox (``hub inbox``), and intake goes on past it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from telegram import Update
 
-from hub.platform import AllowList, TypingIndicator, private_access, send_pairing_code
+from hub.platform import AllowList, PoisonUpdates, TypingIndicator, private_access, send_pairing_code
 
 from ._client import TelegramClient
 from ._commands import TelegramCommands
@@ -26,12 +28,14 @@ from ._settings import TelegramSettings
 if TYPE_CHECKING:
     from hub import Hub
 
-__all__ = ["Intake", "ALLOWED_UPDATES"]
+__all__ = ["Intake", "ALLOWED_UPDATES", "PARK_AFTER"]
 
 log = logging.getLogger("hub_telegram")
 
 ALLOWED_UPDATES = ("message",)
 """The kinds of update the bot asks Telegram for, by polling or by webhook."""
+PARK_AFTER = 3
+"""Failures (not the store's) after which an update is parked instead of retried."""
 
 
 class Intake:
@@ -54,12 +58,27 @@ class Intake:
         self.commands = TelegramCommands(client, hub)
         # Telegram clears 'typing' after 5 s: renewed every 4.5 while a run for the chat goes on
         self.typing = TypingIndicator("telegram", client.typing, create_task=hub.create_task, interval=4.5)
+        self.poison = PoisonUpdates("telegram", hub.inbox, park_after=PARK_AFTER)
 
     async def receive(self, update: Update) -> None:
         """Take one update that came on its own (a webhook POST); returns once it is recorded
         (or deliberately ignored)."""
         me = await self.client.ensure_ready()
-        await self.take(update, me)
+        await self.take_or_park(update, me)
+
+    async def take_or_park(self, update: Update, me: Any) -> None:
+        """:meth:`take`, or park ``update`` once it has failed :data:`PARK_AFTER` times;
+        returns when it may be confirmed to Telegram. Raises (the update is tried again)
+        while it has failed fewer times, or whenever the store failed."""
+        key = _update_key(update)
+        try:
+            await self.take(update, me)
+        except Exception as e:
+            context, content, meta = _what_it_was(update)
+            if not await self.poison.failed(key, e, context=context, type="telegram:chat", content=content, meta=meta):
+                raise
+        else:
+            self.poison.succeeded(key)
 
     async def take(self, update: Update, me: Any) -> None:
         """Take ``update``, sent to the bot ``me``: recorded in the inbox, or ignored (logged why)."""
@@ -142,3 +161,27 @@ class Intake:
     async def stop(self) -> None:
         """Stop the typing indicators."""
         await self.typing.stop()
+
+
+def _update_key(update: Update) -> str:
+    """The id a parked update is known by: its message's, as the inbox knows a message
+    (a redelivery is then refused), else the update's own."""
+    message = update.effective_message
+    if message is not None and message.chat is not None:
+        return f"telegram:{message.chat.id}:{message.message_id}"
+    return f"telegram:update:{update.update_id}"
+
+
+def _what_it_was(update: Update) -> tuple[str, Any, dict[str, Any]]:
+    """A poison update as a parked input: its chat's conversation and its text when they
+    can be read, the update's JSON when not."""
+    meta: dict[str, Any] = {"update_id": update.update_id}
+    message = update.effective_message
+    try:
+        raw = update.to_json()
+    except Exception:  # the update may be what broke
+        raw = repr(update)
+    if message is None or message.chat is None:
+        return "telegram", raw, meta
+    meta["chat_id"] = message.chat.id
+    return f"telegram:chat:{message.chat.id}", message.text or message.caption or raw, meta

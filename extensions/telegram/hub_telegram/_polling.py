@@ -3,7 +3,7 @@
 PTB's ``Updater`` confirms updates as soon as it has fetched them, so a crash between
 fetching and recording would lose them. This loop calls ``getUpdates`` itself and moves the
 offset past an update only after the intake has recorded it in the hub's inbox (or decided
-to ignore it); the offset is persisted in the hub's memory (``telegram:offset``) after each
+to ignore it, or parked it after it failed every time: one bad update does not stop intake); the offset is persisted in the hub's memory (``telegram:offset``) after each
 batch, so a restart resumes exactly there. A redelivered message is refused by the inbox
 (its platform id is known) and is not answered twice.
 
@@ -115,9 +115,9 @@ class Poller:
         start = self.offset
         try:
             for update in updates:
-                await self.intake.take(update, me)
-                # recorded (or deliberately ignored): only now may Telegram forget it.
-                # A redelivery is the inbox's to refuse (send says duplicate), not ours.
+                await self.intake.take_or_park(update, me)
+                # recorded (or deliberately ignored, or parked): only now may Telegram forget
+                # it. A redelivery is the inbox's to refuse (send says duplicate), not ours.
                 self.offset = update.update_id + 1
         finally:
             if self.offset != start:

@@ -63,8 +63,8 @@ class Webhook:
         except (TypeError, ValueError, KeyError) as e:
             log.warning("telegram: webhook update %s could not be read: %s", request.data.get("update_id"), e)
             return RouteAnswer(400, {"error": f"not a Telegram update this bot can read: {e}"})
-        # recorded (or deliberately ignored) before the answer; a store failure raises and
-        # answers 503, so Telegram delivers the update again
+        # recorded (or deliberately ignored, or parked after failing every time) before the
+        # answer; a store failure raises and answers 503, so Telegram delivers it again
         await receiver.receive(update)
         receiver.hub.metrics.platform_connected("telegram", True)  # Telegram reaches this worker
         return RouteAnswer(200, {"ok": True})

@@ -56,6 +56,9 @@ class TelegramState:
     next_update_id: int = 1000
     next_message_id: int = 1
     messages: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
+    modes: dict[tuple[int, int], str | None] = field(default_factory=dict)
+    """The parse_mode each message's text was last shown with (an edit that changes only
+    the markup modifies the message, as Telegram compares text and entities)."""
     chats: dict[int, dict[str, Any]] = field(default_factory=dict)
     sent: list[dict[str, Any]] = field(default_factory=list)
     chat_actions: list[tuple[int, str]] = field(default_factory=list)
@@ -400,6 +403,7 @@ class FakeTelegram(FakeServer):
         if reply_to is not None:
             message["reply_to_message"] = self._message(chat_id, reply_to)
         self.state.messages[(chat_id, message["message_id"])] = message
+        self.state.modes[(chat_id, message["message_id"])] = parse_mode
         self.state.sent.append(
             {
                 "method": "sendMessage",
@@ -421,7 +425,7 @@ class FakeTelegram(FakeServer):
         if key not in self.state.messages:
             raise _ApiError(_error(400, "Bad Request: message to edit not found"))
         message = self.state.messages[key]
-        if message.get("text") == text:
+        if message.get("text") == text and self.state.modes.get(key) == params.get("parse_mode"):
             raise _ApiError(
                 _error(
                     400,
@@ -430,6 +434,7 @@ class FakeTelegram(FakeServer):
                 )
             )
         message.update(text=text, edit_date=int(time.time()))
+        self.state.modes[key] = params.get("parse_mode")
         self.state.sent.append(
             {
                 "method": "editMessageText",

@@ -41,6 +41,7 @@ from hub_telegram import (
     classify,
     extension,
 )
+from hub_telegram._intake import PARK_AFTER
 
 pytestmark = [
     # PTB 22.2+ warns inside its own RetryAfter; the extension reads it without the warning
@@ -232,7 +233,7 @@ async def test_429_waits_retry_after_then_sends_once(tmp_path: Path) -> None:
             assert [c.status for c in calls] == [429, 200]
             assert calls[1].at - calls[0].at >= 0.95, "retry_after was not honoured"
             assert texts(tg) == ["patience"]
-            metrics = h.hub.metrics.render().decode()  # the governor reports to the hub's metrics
+            metrics = h.hub.metrics.render()[0].decode()  # the governor reports to the hub's metrics
             assert 'hub_platform_rate_limited_total{platform="telegram"} 1.0' in metrics
             assert 'hub_platform_sends_total{platform="telegram",result="ok"} 1.0' in metrics
 
@@ -365,6 +366,40 @@ async def test_redelivered_update_is_not_answered_twice(tmp_path: Path) -> None:
             assert [e.content for e in h.inputs()] == ["new"]
             assert [g.params.get("offset") for g in tg.calls("getUpdates")][0] is None
             assert texts(tg) == ["ok", "again"]
+
+
+def poison_on(monkeypatch: pytest.MonkeyPatch, text: str) -> list[int]:
+    """Reading an update whose text is ``text`` fails (a bug, or a shape the library does
+    not expect): its update ids, one per attempt."""
+    import hub_telegram._intake as intake
+
+    real, attempts = intake.classify, []
+
+    def classify(update: telegram.Update, *args: Any, **kw: Any) -> Any:
+        if update.effective_message is not None and update.effective_message.text == text:
+            attempts.append(update.update_id)
+            raise AttributeError("'NoneType' object has no attribute 'id' (injected)")
+        return real(update, *args, **kw)
+
+    monkeypatch.setattr(intake, "classify", classify)
+    return attempts
+
+
+async def test_a_poison_update_is_parked_and_intake_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    attempts = poison_on(monkeypatch, "poison")
+    async with FakeTelegram() as tg:
+        async with running(tmp_path, tg, default="ok") as h:
+            tg.push_message(chat_id=42, text="poison")
+            tg.push_message(chat_id=42, text="after")
+            await tg.wait_sent(1, timeout=15)
+            await h.wait_results(1)
+            assert [e.content for e in h.inputs()] == ["after"]
+            assert len(attempts) == PARK_AFTER  # tried, then parked: not retried forever
+            (parked,) = await h.hub.inbox.parked()
+            assert parked.context == "telegram:chat:42" and parked.entry.content == "poison"
+            assert parked.failures == PARK_AFTER and "AttributeError" in parked.error
+            await h.idle()  # Telegram was told it may forget both
+            assert await h.hub.memory.get(OFFSET_KEY) == tg.state.next_update_id
 
 
 async def test_poll_errors_back_off_and_recover(tmp_path: Path) -> None:

@@ -135,6 +135,24 @@ async def test_markup_is_applied_and_refused_markup_falls_back_to_plain_text(tmp
             assert {s["parse_mode"] for s in tg.sent if s["chat_id"] == 43} == {None}, "sent as plain text"
 
 
+async def test_half_written_markup_costs_one_request_per_edit(tmp_path: Path) -> None:
+    # tags cut by every chunk: each edit of a half-written reply would be refused, then
+    # sent again as plain text; once refused, the message is edited as plain text until
+    # the reply is complete, then shown with its markup
+    good = "\n".join(f"<b>{' '.join(f'bold{i}.{j}' for j in range(30))}</b> plain" for i in range(6))
+    async with FakeTelegram() as tg:
+        async with running(tmp_path, tg, [reply(good)], live=True, live_interval=0.1, parse_mode="HTML") as h:
+            slow(h, chunk=7, delay=0.01)
+            tg.push_message(chat_id=42, text="bold?")
+            (result,) = await h.wait_results(1, timeout=30)
+            assert result.outputs[0].sent and tg.shown(42) == [good]
+            edits = requests(tg, "editMessageText")
+            refused = [r for r in edits if r.status == 400]
+            assert len(edits) >= 5, "it grew by edits"
+            assert len(refused) <= 1, f"{len(refused)} edits refused for their markup"
+            assert edits[-1].params.get("parse_mode") == "HTML" and edits[-1].status == 200, "formatted at the end"
+
+
 async def test_live_off_sends_the_whole_text_once(tmp_path: Path) -> None:
     body = body_of(500)
     async with FakeTelegram() as tg:

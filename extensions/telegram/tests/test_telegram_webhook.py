@@ -260,3 +260,33 @@ def test_hub_check_reports_webhook_mode_without_the_http_endpoint(tmp_path: Path
         )
     )
     assert not any("[http]" in e for e in with_http.errors), with_http.errors
+
+
+async def test_a_poison_update_is_parked_after_redeliveries_and_answered_200(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hub_telegram._intake as intake
+
+    real = intake.classify
+
+    def classify(update: Any, *args: Any, **kw: Any) -> Any:
+        if update.effective_message is not None and update.effective_message.text == "poison":
+            raise KeyError("injected")
+        return real(update, *args, **kw)
+
+    monkeypatch.setattr(intake, "classify", classify)
+    async with FakeTelegram() as tg:
+        hub = webhook_worker(tmp_path, tg)
+        async with started(hub, tg=tg):
+            poison, _ = tg.push_message(chat_id=42, text="poison")
+            statuses = [(await tg.deliver(poison, url=local(hub)))[0] for _ in range(intake.PARK_AFTER)]
+            # Telegram delivers it again after an error; the last delivery parks it
+            assert statuses == [500] * (intake.PARK_AFTER - 1) + [200]
+            (parked,) = await hub.inbox.parked()
+            assert parked.entry.content == "poison" and "KeyError" in parked.error
+            assert (await tg.deliver(poison, url=local(hub)))[0] == 200  # known now: not parked twice
+            after, _ = tg.push_message(chat_id=42, text="after")
+            assert (await tg.deliver(after, url=local(hub)))[0] == 200
+            await tg.wait_sent(1, timeout=15)
+            assert texts(tg) == ["echo: after"]
+            assert len(await hub.inbox.parked()) == 1

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 import time
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 from aiohttp import web
+from twitter_text import parse_tweet
+from twitter_text.config import config as twitter_text_configs
 from yarl import URL
 
 from hub.testing import Failure, FakeServer, Recorded, loopback_resolver
@@ -477,18 +477,9 @@ class _RewritingSession:
 
 
 def weighted_length(text: str) -> int:
-    """Tweet length as twitter-text v3 counts it: most CJK/emoji weigh 2, a URL 23."""
-    text = unicodedata.normalize("NFC", text)
-    total = 0
-    for part in re.split(r"(https?://\S+)", text):
-        if part.startswith(("http://", "https://")):
-            total += 23
-            continue
-        for ch in part:
-            cp = ord(ch)
-            light = cp <= 4351 or 8192 <= cp <= 8205 or 8208 <= cp <= 8223 or 8242 <= cp <= 8247
-            total += 1 if light else 2
-    return total
+    """Tweet length as X counts it: twitter-text v3 (its Python port, checked against
+    twitter-text's conformance file in test_twitter_text.py)."""
+    return int(parse_tweet(text, twitter_text_configs["version3"]).weightedLength)
 
 
 def _auth_kind(headers: Any) -> str:

@@ -367,7 +367,7 @@ async def test_429_on_post_then_success(tmp_path: Path) -> None:
             (result,) = await b.runs(1, timeout=8)
             assert result.outputs[0].sent
             assert b.bot.governor is not None and b.bot.governor.rate_limited == 1
-            metrics = b.hub.metrics.render().decode()
+            metrics = b.hub.metrics.render()[0].decode()
             assert 'hub_platform_rate_limited_total{platform="twitter"} 1.0' in metrics
             assert 'hub_platform_sends_total{platform="twitter",result="ok"} 1.0' in metrics
         assert [r.status for r in tw.calls(POST)] == [429, 201]
@@ -485,6 +485,19 @@ def test_weighted_length_matches_x_and_splitting_respects_it() -> None:
     parts = split_tweets(urls)
     assert " ".join(parts) == urls and all(weighted_length(p) <= 280 for p in parts)
     assert split_tweets("short") == ["short"]
+
+
+async def test_a_reply_with_a_long_private_link_is_threaded_as_x_counts_it(tmp_path: Path) -> None:
+    # X does not link a private address: its characters count, and the fake refuses (403)
+    # a post over 280 exactly as X does
+    text = "Deployed. Logs: http://10.0.0.5:8080/logs/" + "/".join(f"step-{i:03d}" for i in range(40))
+    async with FakeTwitter() as tw:
+        tw.push_mention("@hubbot deploy", author_id="42", author_username="alice")
+        async with bot(tw, tmp_path, ScriptedModel([text])) as b:
+            (result,) = await b.runs(1)
+        sent = tw.sent
+        assert len(sent) >= 2 and all(weighted_length(s["text"]) <= 280 for s in sent)
+        assert result.outputs[0].data["tweet_ids"] == [s["id"] for s in sent]
 
 
 # -- a hub killed mid-run --------------------------------------------------------------------

@@ -82,6 +82,29 @@ class SqlInbox(SqlStore, InboxStore, store="inbox"):
         await self.db.flush()
         return parked
 
+    async def park(self, context: str, entry: InputLog, error: str, *, failures: int) -> bool:
+        if entry.platform_id is not None and await self.seen(entry.platform_id):
+            return False
+        await self.db.write(
+            "INSERT INTO inbox (id, context, platform_id, data, state, received, handled, failures, error) "
+            "VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
+            (
+                entry.id,
+                context,
+                entry.platform_id,
+                dumps(to_dict(entry)),
+                "parked",
+                entry.ts,
+                time.time(),
+                failures,
+                error,
+            ),
+        )
+        if entry.platform_id is None:
+            return True
+        row = await self.db.fetchone("SELECT id FROM inbox WHERE platform_id = ?", (entry.platform_id,))
+        return row is not None and row[0] == entry.id
+
     async def parked(self) -> list[Parked]:
         rows = await self.db.fetchall(
             "SELECT context, data, failures, error, run_id FROM inbox WHERE state = 'parked' ORDER BY received"
