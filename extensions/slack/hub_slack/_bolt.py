@@ -3,8 +3,9 @@
 One ``AsyncApp`` listens for ``message`` and ``app_mention`` events and the slash commands.
 It runs with ``process_before_response``: the ack (the Socket Mode envelope's answer, or the
 Events API's HTTP answer) is sent only once the listener has returned, that is once the event
-is recorded in the inbox. A listener that fails because the hub could not record it raises:
-nothing is acknowledged and Slack delivers the event again.
+is recorded in the inbox. A listener that fails raises: nothing is acknowledged and Slack
+delivers the event again; an event that fails :data:`~._intake.PARK_AFTER` times for a
+reason of its own (not the store's) is parked in the inbox, then acknowledged.
 
 - **Socket Mode** (the default): :meth:`Bolt.run_socket` holds the connection
   (``apps.connections.open``, then the websocket; slack-sdk reconnects by itself) on the one
@@ -77,19 +78,8 @@ class Bolt:
         intake = self.intake
         if intake is None:
             raise HubError("slack: events are not taken now (the input is not subscribed)")
-        try:
-            await intake.take(event)
-        except HubError:
-            raise  # the store, or the hub stopping: not acked, Slack delivers it again
-        except Exception:
-            # the event itself breaks the intake: acked and logged whole, or Slack would
-            # deliver it again and again to fail the same way
-            log.exception(
-                "slack: event %s in %s could not be taken and is dropped: %s",
-                event.get("ts"),
-                event.get("channel"),
-                json.dumps(event)[:2000],
-            )
+        # raises while the event is neither recorded nor parked: not acked, Slack delivers it again
+        await intake.take_or_park(event)
 
     # --- Socket Mode ----------------------------------------------------------------------
 
