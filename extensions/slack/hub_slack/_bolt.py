@@ -31,7 +31,7 @@ from hub import HubError, Route, RouteAnswer, RouteRequest
 
 from ._client import SlackClient
 from ._commands import SlackCommands
-from ._intake import Intake
+from ._intake import LAST_RETRY, Intake
 from ._settings import SlackSettings
 from ._signature import SlackSignature
 
@@ -64,8 +64,8 @@ class Bolt:
         )
         commands = self.commands = SlackCommands(self.settings, hub)
 
-        async def on_event(event: dict[str, Any]) -> None:
-            await self._take(event)
+        async def on_event(event: dict[str, Any], request: AsyncBoltRequest) -> None:
+            await self._take(event, last=retry_num(request) >= LAST_RETRY)
 
         app.event("message")(on_event)
         app.event("app_mention")(on_event)
@@ -74,12 +74,12 @@ class Bolt:
         self.app = app
         return app
 
-    async def _take(self, event: dict[str, Any]) -> None:
+    async def _take(self, event: dict[str, Any], *, last: bool = False) -> None:
         intake = self.intake
         if intake is None:
             raise HubError("slack: events are not taken now (the input is not subscribed)")
         # raises while the event is neither recorded nor parked: not acked, Slack delivers it again
-        await intake.take_or_park(event)
+        await intake.take_or_park(event, last=last)
 
     # --- Socket Mode ----------------------------------------------------------------------
 
@@ -132,3 +132,13 @@ class Bolt:
             except ValueError:
                 body = {"text": response.body}
         return RouteAnswer(response.status, body)
+
+
+def retry_num(request: AsyncBoltRequest) -> int:
+    """Which retry of an event this delivery is (0: the first delivery): Slack's
+    ``X-Slack-Retry-Num``, or a Socket Mode envelope's ``retry_attempt`` (bolt makes it the same header)."""
+    values = request.headers.get("x-slack-retry-num") or ["0"]
+    try:
+        return max(0, int(values[0]))
+    except (TypeError, ValueError):
+        return 0

@@ -34,13 +34,16 @@ from ._settings import SlackSettings
 if TYPE_CHECKING:
     from hub import Hub
 
-__all__ = ["Intake", "thread_key", "PARK_AFTER"]
+__all__ = ["Intake", "thread_key", "event_key", "PARK_AFTER", "LAST_RETRY"]
 
 log = logging.getLogger("hub_slack")
 
 PARK_AFTER = 3
 """Failures (not the store's) after which an event is parked instead of retried: Slack
 delivers an unacknowledged event three more times, so the third failure is one it sends."""
+LAST_RETRY = 3
+"""Slack's last retry of an event it was not acknowledged (``X-Slack-Retry-Num``): an event
+that fails then is parked whatever its count here (another worker may have had the others)."""
 
 
 def thread_key(channel: str, thread_ts: str) -> str:
@@ -65,16 +68,18 @@ class Intake:
         self._lock = asyncio.Lock()
         self.poison = PoisonUpdates("slack", hub.inbox, park_after=PARK_AFTER)
 
-    async def take_or_park(self, event: dict[str, Any]) -> None:
-        """:meth:`take`, or park ``event`` once it has failed :data:`PARK_AFTER` times;
-        returns when it may be acknowledged to Slack. Raises (not acknowledged: Slack
-        delivers it again) while it has failed fewer times, or whenever the store failed."""
+    async def take_or_park(self, event: dict[str, Any], *, last: bool = False) -> None:
+        """:meth:`take`, or park ``event`` once it has failed :data:`PARK_AFTER` times (at
+        once when ``last``: Slack will not deliver it again); returns when it may be
+        acknowledged to Slack. Raises (not acknowledged: Slack delivers it again) while it
+        has failed fewer times, or whenever the store failed."""
         key = event_key(event)
         try:
             await self.take(event)
         except Exception as e:
             context, kind, content, meta = self._what_it_was(event)
-            if not await self.poison.failed(key, e, context=context, type=kind, content=content, meta=meta):
+            parked = await self.poison.failed(key, e, context=context, type=kind, content=content, meta=meta, last=last)
+            if not parked:
                 raise
         else:
             self.poison.succeeded(key)

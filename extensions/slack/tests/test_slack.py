@@ -24,7 +24,7 @@ from hub.models import Model
 from hub.store import InMemoryInbox
 from hub.testing import loopback_resolver, temp_config
 from hub_slack import SlackSettings, extension
-from hub_slack._intake import PARK_AFTER
+from hub_slack._intake import LAST_RETRY, PARK_AFTER
 
 
 class Running:
@@ -320,6 +320,24 @@ async def test_a_poison_event_is_redelivered_then_parked_and_intake_goes_on(
         asked = [str(req.messages[-1]) for req in r.model.requests]
         assert "after it" in asked[0] and "later" in asked[-1] and not any("poison" in a for a in asked)
         assert len(await r.hub.inbox.parked()) == 1
+
+
+async def test_a_poison_event_on_slacks_last_retry_is_parked_whatever_its_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Slack gives up after its third retry: an event failing then is parked, not lost,
+    though this worker saw fewer deliveries than PARK_AFTER (a restart between them)."""
+    attempts = poison_on(monkeypatch, "poison")
+    async with running(tmp_path) as r:
+        sl, st = r.sl, r.sl.state
+        sl.push_message(st.dm, "poison")
+        await until(lambda: len(attempts) == 1)
+        env = st.envelopes[0]
+        env["retry_attempt"] = LAST_RETRY - 1  # the retries between went elsewhere
+        await redeliver(r, env, attempts, 2)
+        await sl.wait_for(lambda: env["acked"], timeout=10)
+        (parked,) = await r.hub.inbox.parked()
+        assert env["retry_attempt"] == LAST_RETRY and parked.failures == 2 < PARK_AFTER
 
 
 async def test_an_event_the_intake_cannot_read_is_parked_whole_in_its_thread(tmp_path: Path) -> None:
