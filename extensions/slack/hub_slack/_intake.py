@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from hub import RunError
-from hub.platform import AllowList, PoisonUpdates, private_access, send_pairing_code
+from hub.platform import AllowList, PoisonUpdates, is_transient, private_access, send_pairing_code
 
 from ._client import SlackClient
 from ._events import CHANNEL, THREAD, Ignored, Inbound, classify, is_dm
@@ -80,9 +80,20 @@ class Intake:
             context, kind, content, meta = self._what_it_was(event)
             parked = await self.poison.failed(key, e, context=context, type=kind, content=content, meta=meta, last=last)
             if not parked:
+                if is_transient(e):
+                    self._not_recorded(event, e, last=last)
                 raise
         else:
             self.poison.succeeded(key)
+
+    def _not_recorded(self, event: dict[str, Any], e: Exception, *, last: bool) -> None:
+        """Say that the store did not take ``event``; whole, at Slack's last retry (it is lost then)."""
+        where = f"slack: event {event.get('ts')} in {event.get('channel')} was not recorded ({type(e).__name__}: {e})"
+        if last:
+            raw = json.dumps(event, default=repr, sort_keys=True)
+            log.error("%s at Slack's last retry: Slack will not deliver it again; the event: %s", where, raw)
+        else:
+            log.warning("%s: not acknowledged, Slack delivers it again", where)
 
     def _what_it_was(self, event: dict[str, Any]) -> tuple[str, str, Any, dict[str, Any]]:
         """A poison event as a parked input: the conversation it would have been in, as far

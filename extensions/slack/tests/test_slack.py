@@ -365,7 +365,9 @@ async def test_an_event_the_intake_cannot_read_is_parked_whole_in_its_thread(tmp
         assert len(sl.sent) == PARK_AFTER - 1  # the sentinels, each once
 
 
-async def test_a_store_outage_is_never_counted_against_an_event_and_parks_nothing(tmp_path: Path) -> None:
+async def test_a_store_outage_is_never_counted_against_an_event_and_parks_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     inbox = FailingInbox(PARK_AFTER + 1)
     async with running(tmp_path, inbox=inbox) as r:
         sl, st = r.sl, r.sl.state
@@ -381,6 +383,8 @@ async def test_a_store_outage_is_never_counted_against_an_event_and_parks_nothin
         assert env["retry_attempt"] == PARK_AFTER + 1 and await r.hub.received(f"slack:{st.dm}:{ts}")
         assert await r.hub.inbox.parked() == []
         assert "keep me" in str(r.model.requests[-1].messages[-1]) and len(r.model.requests) == 1
+        said = [rec.getMessage() for rec in caplog.records if "was not recorded" in rec.getMessage()]
+        assert len(said) == PARK_AFTER + 1 and all(f"event {ts} in {st.dm}" in m for m in said)
 
 
 async def test_a_conversation_named_by_its_instance_name_is_answered_where_it_is(tmp_path: Path) -> None:
