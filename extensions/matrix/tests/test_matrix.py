@@ -307,6 +307,31 @@ async def test_a_poison_event_is_synced_again_then_parked_and_the_sync_goes_on(
         assert hs.texts(room) == ["fine", "fine"]  # each answered once, the poison never
 
 
+@pytest.mark.usefixtures("quick_resync")
+async def test_a_parked_event_put_back_with_hub_inbox_retry_is_answered_in_its_room(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = temp_config(tmp_path)
+    attempts = poison_on(monkeypatch, "poison")
+    async with FakeMatrix() as hs:
+        room = hs.create_room([ANN])
+        token = hs.token()
+        async with running(tmp_path, hs, default="not yet", config=config, access_token=token) as h:
+            poison = hs.push_text(room, ANN, "poison")
+            await hs.wait_for(lambda: len(attempts) == PARK_AFTER, timeout=10)
+            await h.synced()
+            (parked,) = await h.hub.inbox.parked()
+            assert await h.hub.inbox.retry(parked.entry.id)  # what `hub inbox retry ID` does
+        assert hs.texts(room) == []
+        async with running(tmp_path, hs, default="answered at last", config=config, access_token=token) as h:
+            (sent,) = await hs.wait_sent(1, timeout=10)
+            assert [e.content for e in await h.wait_inputs(1)] == ["poison"]
+            relates = sent["content"]["m.relates_to"]
+            assert sent["room_id"] == room and relates["m.in_reply_to"]["event_id"] == poison["event_id"]
+            assert await h.hub.inbox.parked() == []
+        assert hs.texts(room) == ["answered at last"] and len(attempts) == PARK_AFTER
+
+
 class FailingInbox(InMemoryInbox):
     """An inbox whose next ``failures`` records fail, as a store outage does."""
 

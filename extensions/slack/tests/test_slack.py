@@ -340,6 +340,31 @@ async def test_a_poison_event_on_slacks_last_retry_is_parked_whatever_its_count(
         assert env["retry_attempt"] == LAST_RETRY and parked.failures == 2 < PARK_AFTER
 
 
+async def test_a_parked_event_put_back_with_hub_inbox_retry_is_answered_in_its_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = temp_config(tmp_path)
+    async with FakeSlack() as sl:
+        st = sl.state
+        attempts = poison_on(monkeypatch, f"<@{st.bot_user}> poison")
+        async with running(tmp_path, sl=sl, config=config) as r:
+            ts = sl.push_message(text=f"<@{st.bot_user}> poison", mention_event=False)
+            env = st.envelopes[0]
+            await until(lambda: len(attempts) == 1)
+            for n in range(2, PARK_AFTER + 1):
+                await redeliver(r, env, attempts, n)
+            await sl.wait_for(lambda: env["acked"], timeout=10)
+            (parked,) = await r.hub.inbox.parked()
+            assert parked.context == f"slack:thread:{st.channel}/{ts}"
+            assert await r.hub.inbox.retry(parked.entry.id)  # what `hub inbox retry ID` does
+        assert sl.sent == []
+        async with running(tmp_path, sl=sl, config=config, default="answered at last") as r:
+            (sent,) = await sl.wait_sent(1, timeout=10)
+            assert (sent["channel"], sent["thread_ts"], sent["text"]) == (st.channel, ts, "answered at last")
+            assert "poison" in str(r.model.requests[-1].messages[-1]) and await r.hub.inbox.parked() == []
+        assert len(attempts) == PARK_AFTER and len(sl.sent) == 1
+
+
 async def test_an_event_the_intake_cannot_read_is_parked_whole_in_its_thread(tmp_path: Path) -> None:
     """No hook: a message whose text is not a string breaks the real intake. Parked at the
     third delivery with the raw event, in the thread its answer would have started."""
