@@ -66,9 +66,14 @@ class PoisonUpdates:
         type: str,
         content: Any,
         meta: dict[str, Any] | None = None,
+        last: bool = False,
     ) -> bool:
         """Count a failure to take the update ``platform_id``. True when it is parked now
         (the caller moves past it, as if taken); False when it is to be tried again.
+
+        ``last``: the platform says it will not deliver the update again (Slack's last
+        retry): parked at this failure whatever the count, as it would be lost otherwise
+        (with several workers, each counts only the deliveries it got).
 
         ``context``, ``type`` and ``content`` make the parked input (what ``hub inbox
         retry`` runs): the conversation it belongs to as far as the extension can tell, and
@@ -88,7 +93,7 @@ class PoisonUpdates:
         while len(self._failures) > _REMEMBERED:
             self._failures.popitem(last=False)
         reason = f"{type_name(error)}: {error}"
-        if count < self.park_after:
+        if count < self.park_after and not last:
             log.warning(
                 "%s: update %s could not be taken (%s); attempt %d of %d before it is parked",
                 self.platform,

@@ -28,3 +28,15 @@ async def test_only_the_updates_own_failures_count_and_park_it() -> None:
     assert len(await inbox.parked()) == 1
     with pytest.raises(ValueError, match="at least 1"):
         PoisonUpdates("demo", inbox, park_after=0)
+
+
+async def test_the_last_delivery_a_platform_makes_is_parked_at_its_first_failure() -> None:
+    inbox = InMemoryInbox()
+    poison = PoisonUpdates("demo", inbox, park_after=3)
+    kw = {"context": "demo:chat:1", "type": "demo:chat", "content": "hi"}
+    outage = StoreError("down (injected)", store="inbox", operation="write")
+    assert not await poison.failed("demo:1", outage, last=True, **kw)  # the store's fault: never parked
+    assert await inbox.parked() == []
+    assert await poison.failed("demo:1", ValueError("bad shape"), last=True, **kw)
+    (parked,) = await inbox.parked()
+    assert parked.failures == 1 and parked.entry.platform_id == "demo:1"

@@ -5,15 +5,31 @@ recorded in the hub's inbox (``platform_id = "matrix:<event id>"``: a redelivery
 answered twice); and the typing indicator while its run goes on.
 
 An encrypted room is told once, in the room and in the log, that the bot cannot read it.
+
+An event that fails to be taken for a reason of its own (a bug in reading it, a shape the
+intake does not expect) raises, so that the sync loop keeps its token and syncs the batch
+again; at its :data:`PARK_AFTER`-th failure it is parked in the inbox (``hub inbox``) and the
+sync goes on past it. A store failure is never counted: the batch is synced until the store
+takes it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from hub.platform import AllowList, SendFailed, TypingIndicator, parse_command, private_access, send_pairing_code
+from hub.platform import (
+    AllowList,
+    PoisonUpdates,
+    SendFailed,
+    TypingIndicator,
+    parse_command,
+    private_access,
+    send_pairing_code,
+)
 
 from ._client import MatrixClient
 from ._events import Encrypted, Ignored, Inbound, classify
@@ -22,7 +38,7 @@ from ._settings import MatrixSettings
 if TYPE_CHECKING:
     from hub import Hub
 
-__all__ = ["Intake", "ENCRYPTED_NOTICE", "REFUSED_KEY"]
+__all__ = ["Intake", "ENCRYPTED_NOTICE", "REFUSED_KEY", "PARK_AFTER"]
 
 log = logging.getLogger("hub_matrix")
 
@@ -33,6 +49,8 @@ ENCRYPTED_NOTICE = (
 )
 REFUSED_KEY = "matrix:encrypted-told:"
 """Memory key prefix of the rooms told already that their encryption is not supported."""
+PARK_AFTER = 3
+"""Failures (not the store's) after which an event is parked instead of synced again."""
 
 
 class Intake:
@@ -52,6 +70,7 @@ class Intake:
         self._told: set[str] = set()
         # a homeserver shows "typing" for the timeout given; renewed every 20 s while a run goes on
         self.typing = TypingIndicator("matrix", client.typing, create_task=hub.create_task, interval=20.0)
+        self.poison = PoisonUpdates("matrix", hub.inbox, park_after=PARK_AFTER)
 
     def is_direct(self, room_id: str) -> bool:
         """A room of the bot and one other member (a direct chat)."""
@@ -64,6 +83,21 @@ class Intake:
             if user is not None and user.display_name:
                 return str(user.display_name)
         return ""
+
+    async def take_or_park(self, room_id: str, event: Any) -> None:
+        """:meth:`take`, or park ``event`` once it has failed :data:`PARK_AFTER` times;
+        returns when the sync may go past it. Raises (its batch is synced again) while it
+        has failed fewer times, or whenever the store failed."""
+        key = event_key(room_id, event)
+        try:
+            await self.take(room_id, event)
+        except Exception as e:
+            content, meta = _what_it_was(room_id, event)
+            context = f"matrix:room:{room_id}"
+            if not await self.poison.failed(key, e, context=context, type="matrix:room", content=content, meta=meta):
+                raise
+        else:
+            self.poison.succeeded(key)
 
     async def take(self, room_id: str, event: Any) -> None:
         """Take one timeline event: recorded in the inbox, refused, or ignored (logged why)."""
@@ -187,3 +221,28 @@ class Intake:
 
     async def stop(self) -> None:
         await self.typing.stop()
+
+
+def event_key(room_id: str, event: Any) -> str:
+    """The id a failing event is known by: its inbox id (``matrix:<event id>``: a parked
+    event synced again is then passed over), else its JSON's, in its room."""
+    event_id = event.get("event_id") if isinstance(event, dict) else None
+    if isinstance(event_id, str) and event_id:
+        return f"matrix:{event_id}"
+    raw = json.dumps(event, default=repr, sort_keys=True).encode()
+    return f"matrix:{room_id}:{hashlib.sha256(raw).hexdigest()[:32]}"
+
+
+def _what_it_was(room_id: str, event: Any) -> tuple[Any, dict[str, Any]]:
+    """A poison event as a parked input: its body when it can be read, else the event's
+    JSON; what ``hub inbox retry`` needs to reply to it."""
+    raw = json.dumps(event, default=repr, sort_keys=True)
+    meta: dict[str, Any] = {"room_id": room_id, "event": raw}
+    if not isinstance(event, dict):
+        return raw, meta
+    for key in ("event_id", "sender"):
+        if isinstance(event.get(key), str):
+            meta[key] = event[key]
+    content = event.get("content")
+    body = content.get("body") if isinstance(content, dict) else None
+    return (body if isinstance(body, str) and body.strip() else raw), meta

@@ -7,9 +7,12 @@ is known), so nothing is lost and nothing answered twice.
 The first start (no token kept) takes the rooms and invites as they are and answers no
 message sent before it: a bot added to an account with years of history does not answer them.
 
-An event that makes the intake fail (a bug, a malformed event the filter let through) is
-logged with its id and skipped: one event never wedges the sync. A store error is not
-skipped: the batch is synced again.
+An event that makes the intake fail (a bug, an event of a shape it does not expect) keeps
+the token where it is: the batch is synced again (the inbox refuses what it took already),
+and at the event's :data:`~._intake.PARK_AFTER`-th failure it is parked in the inbox and the
+sync goes past it, so one event never wedges the sync and none is lost. A store error is
+never counted against an event: the batch is synced again until the store takes it.
+An invite that fails to be taken is logged and passed over (it is not an input to park).
 
 With several workers only the holder of the lease ``matrix:sync:<user id>`` syncs.
 """
@@ -35,6 +38,10 @@ log = logging.getLogger("hub_matrix")
 
 TOKEN_KEY = "matrix:next_batch:"
 """The memory key prefix of the kept sync token; the bot's user id follows."""
+
+
+class EventNotTaken(Exception):
+    """An event failed to be taken and is not parked yet: its batch is synced again."""
 
 
 class Syncer:
@@ -70,6 +77,10 @@ class Syncer:
     def _after(self, e: Exception, backoff: Backoff) -> float:
         """How long to wait after a failed sync; says why in the log."""
         match e:
+            case EventNotTaken():
+                delay = backoff.next()
+                log.warning("matrix: %s; its batch is synced again in %.1fs", e, delay)
+                return delay
             case RateLimited():
                 log.warning("matrix: /sync rate limited; retrying in %.1fs", e.retry_after)
                 return e.retry_after
@@ -105,8 +116,13 @@ class Syncer:
                 if first:
                     skipped += 1
                     continue
-                event_id = source.get("event_id", "?") if isinstance(source, dict) else "?"
-                await self._guarded(f"event {event_id} in {room_id}", self.intake.take(room_id, source))
+                try:
+                    await self.intake.take_or_park(room_id, source)
+                except (asyncio.CancelledError, HubError):
+                    raise  # a store error: never the event's fault, the batch is synced again
+                except Exception as e:
+                    event_id = source.get("event_id", "?") if isinstance(source, dict) else "?"
+                    raise EventNotTaken(f"event {event_id} in {room_id} was not taken ({type(e).__name__}: {e})") from e
         if skipped:
             log.info("matrix: first sync: %d earlier events in %d rooms left unanswered", skipped, len(resp.rooms.join))
         self.token = resp.next_batch

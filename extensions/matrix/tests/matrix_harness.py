@@ -76,10 +76,12 @@ async def running(
     model: Model | None = None,
     config: HubConfig | None = None,
     extensions: Sequence[Extension] = (),
+    inbox: Any = None,
     **settings: Any,
 ) -> AsyncIterator[Harness]:
     """A started hub with the Matrix extension against ``hs`` (logged in with an access token
-    unless ``settings`` say otherwise), answered by ``model`` (default: a ScriptedModel)."""
+    unless ``settings`` say otherwise), answered by ``model`` (default: a ScriptedModel),
+    its inputs recorded in ``inbox`` (default: the config's)."""
     cfg = config or temp_config(tmp_path)
     cfg.hub.shutdown_grace = 2
     model = model or ScriptedModel(responses or [], default=default)
@@ -89,7 +91,7 @@ async def running(
     settings.setdefault("room_rate", (50, 1.0))  # pacing is the governor's, tested with the core
     settings.setdefault("global_rate", (50, 1.0))
     ext = extension(MatrixSettings(homeserver=hs.base_url, user_id=BOT, **settings))
-    hub = Hub(cfg, model=model, load_extensions=False, extensions=[ext, *extensions])
+    hub = Hub(cfg, model=model, load_extensions=False, extensions=[ext, *extensions], inbox=inbox)
     harness = Harness(hub, model, hs)
     hub.plugins.add(_Recorder(harness))
     async with hub:

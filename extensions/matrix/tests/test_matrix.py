@@ -10,12 +10,16 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_matrix import BOT, FakeMatrix
 from matrix_harness import ANN, BOB, reply, running
 
-from hub import ExtensionError, Hub, ScriptedModel
+from hub import ExtensionError, Hub, ScriptedModel, StoreError
+from hub.logs import InputLog
+from hub.platform import Backoff
+from hub.store import InMemoryInbox
 from hub.testing import temp_config
 from hub_matrix import (
     ENCRYPTED_NOTICE,
@@ -26,6 +30,7 @@ from hub_matrix import (
     extension,
     wire_len,
 )
+from hub_matrix._intake import PARK_AFTER
 
 
 async def test_a_direct_message_in_a_reply_out(tmp_path: Path) -> None:
@@ -246,6 +251,119 @@ async def test_malformed_events_are_passed_over_and_never_wedge_the_sync(tmp_pat
             await h.synced()
             assert await h.hub.memory.get(TOKEN_KEY + BOT) == f"s{hs.state.position}"
         assert hs.texts(room) in (["fine"], ["fine", "fine"])  # one run or two
+
+
+@pytest.fixture
+def quick_resync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sync loop waits 50 ms, not seconds, before it syncs a failed batch again."""
+    import hub_matrix._sync as sync
+
+    monkeypatch.setattr(sync, "Backoff", lambda **kw: Backoff(first=0.05, most=0.2, jitter=0.0))
+
+
+def poison_on(monkeypatch: pytest.MonkeyPatch, body: str) -> list[str]:
+    """Reading an event whose body is ``body`` fails (a bug, or a shape the intake does not
+    expect): its event id, once per attempt."""
+    import hub_matrix._intake as intake
+
+    real, attempts = intake.classify, []
+
+    def classify(room_id: str, event: Any, **kw: Any) -> Any:
+        if isinstance(event, dict) and event.get("content", {}).get("body") == body:
+            attempts.append(event["event_id"])
+            raise AttributeError("'NoneType' object has no attribute 'get' (injected)")
+        return real(room_id, event, **kw)
+
+    monkeypatch.setattr(intake, "classify", classify)
+    return attempts
+
+
+@pytest.mark.usefixtures("quick_resync")
+async def test_a_poison_event_is_synced_again_then_parked_and_the_sync_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    attempts = poison_on(monkeypatch, "poison")
+    async with FakeMatrix() as hs:
+        room = hs.create_room([ANN])
+        async with running(tmp_path, hs, default="fine") as h:
+            kept = await h.hub.memory.get(TOKEN_KEY + BOT)
+            poison = hs.push_text(room, ANN, "poison")
+            hs.push_text(room, ANN, "after it")
+            await hs.wait_sent(1, timeout=10)
+            # the token stayed before the poison event until it was parked: synced again each time
+            assert attempts == [poison["event_id"]] * PARK_AFTER
+            assert hs.state.syncs.count(kept) >= PARK_AFTER
+            (parked,) = await h.hub.inbox.parked()
+            assert parked.context == f"matrix:room:{room}" and parked.entry.content == "poison"
+            assert parked.entry.platform_id == f"matrix:{poison['event_id']}"
+            assert parked.entry.meta["event_id"] == poison["event_id"] and parked.entry.meta["sender"] == ANN
+            assert parked.failures == PARK_AFTER and "AttributeError" in parked.error
+            hs.push_text(room, ANN, "later")
+            await hs.wait_sent(2, timeout=10)
+            await h.synced()
+            assert await h.hub.memory.get(TOKEN_KEY + BOT) == f"s{hs.state.position}"
+            assert [e.content for e in await h.wait_inputs(2)] == ["after it", "later"]
+            assert len(attempts) == PARK_AFTER and len(await h.hub.inbox.parked()) == 1
+        assert hs.texts(room) == ["fine", "fine"]  # each answered once, the poison never
+
+
+@pytest.mark.usefixtures("quick_resync")
+async def test_a_parked_event_put_back_with_hub_inbox_retry_is_answered_in_its_room(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = temp_config(tmp_path)
+    attempts = poison_on(monkeypatch, "poison")
+    async with FakeMatrix() as hs:
+        room = hs.create_room([ANN])
+        token = hs.token()
+        async with running(tmp_path, hs, default="not yet", config=config, access_token=token) as h:
+            poison = hs.push_text(room, ANN, "poison")
+            await hs.wait_for(lambda: len(attempts) == PARK_AFTER, timeout=10)
+            await h.synced()
+            (parked,) = await h.hub.inbox.parked()
+            assert await h.hub.inbox.retry(parked.entry.id)  # what `hub inbox retry ID` does
+        assert hs.texts(room) == []
+        async with running(tmp_path, hs, default="answered at last", config=config, access_token=token) as h:
+            (sent,) = await hs.wait_sent(1, timeout=10)
+            assert [e.content for e in await h.wait_inputs(1)] == ["poison"]
+            relates = sent["content"]["m.relates_to"]
+            assert sent["room_id"] == room and relates["m.in_reply_to"]["event_id"] == poison["event_id"]
+            assert await h.hub.inbox.parked() == []
+        assert hs.texts(room) == ["answered at last"] and len(attempts) == PARK_AFTER
+
+
+class FailingInbox(InMemoryInbox):
+    """An inbox whose next ``failures`` records fail, as a store outage does."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+        self.failed_at: list[str | None] = []  # the platform id of each record that failed
+
+    async def record(self, context: str, entry: InputLog) -> bool:
+        if self.failures:
+            self.failures -= 1
+            self.failed_at.append(entry.platform_id)
+            raise StoreError("the inbox is down (injected)", store="inbox", operation="write")
+        return await super().record(context, entry)
+
+
+@pytest.mark.usefixtures("quick_resync")
+async def test_a_store_outage_is_never_counted_against_an_event_and_parks_nothing(tmp_path: Path) -> None:
+    inbox = FailingInbox(PARK_AFTER + 1)  # more failures than would park a poison event
+    async with FakeMatrix() as hs:
+        room = hs.create_room([ANN])
+        async with running(tmp_path, hs, default="fine", inbox=inbox) as h:
+            kept = await h.hub.memory.get(TOKEN_KEY + BOT)
+            event = hs.push_text(room, ANN, "keep me")
+            await hs.wait_sent(1, timeout=10)
+            assert inbox.failed_at == [f"matrix:{event['event_id']}"] * (PARK_AFTER + 1)
+            assert hs.state.syncs.count(kept) >= PARK_AFTER + 2  # the token stayed before it
+            assert await h.hub.inbox.parked() == []
+            assert [e.content for e in await h.wait_inputs(1)] == ["keep me"]
+            await h.synced()
+            assert await h.hub.memory.get(TOKEN_KEY + BOT) == f"s{hs.state.position}"
+        assert hs.texts(room) == ["fine"]
 
 
 async def test_a_homeserver_that_is_down_at_start_is_waited_for(tmp_path: Path) -> None:

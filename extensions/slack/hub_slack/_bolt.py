@@ -3,8 +3,9 @@
 One ``AsyncApp`` listens for ``message`` and ``app_mention`` events and the slash commands.
 It runs with ``process_before_response``: the ack (the Socket Mode envelope's answer, or the
 Events API's HTTP answer) is sent only once the listener has returned, that is once the event
-is recorded in the inbox. A listener that fails because the hub could not record it raises:
-nothing is acknowledged and Slack delivers the event again.
+is recorded in the inbox. A listener that fails raises: nothing is acknowledged and Slack
+delivers the event again; an event that fails :data:`~._intake.PARK_AFTER` times for a
+reason of its own (not the store's) is parked in the inbox, then acknowledged.
 
 - **Socket Mode** (the default): :meth:`Bolt.run_socket` holds the connection
   (``apps.connections.open``, then the websocket; slack-sdk reconnects by itself) on the one
@@ -30,7 +31,7 @@ from hub import HubError, Route, RouteAnswer, RouteRequest
 
 from ._client import SlackClient
 from ._commands import SlackCommands
-from ._intake import Intake
+from ._intake import LAST_RETRY, Intake
 from ._settings import SlackSettings
 from ._signature import SlackSignature
 
@@ -63,8 +64,8 @@ class Bolt:
         )
         commands = self.commands = SlackCommands(self.settings, hub)
 
-        async def on_event(event: dict[str, Any]) -> None:
-            await self._take(event)
+        async def on_event(event: dict[str, Any], request: AsyncBoltRequest) -> None:
+            await self._take(event, last=retry_num(request) >= LAST_RETRY)
 
         app.event("message")(on_event)
         app.event("app_mention")(on_event)
@@ -73,23 +74,12 @@ class Bolt:
         self.app = app
         return app
 
-    async def _take(self, event: dict[str, Any]) -> None:
+    async def _take(self, event: dict[str, Any], *, last: bool = False) -> None:
         intake = self.intake
         if intake is None:
             raise HubError("slack: events are not taken now (the input is not subscribed)")
-        try:
-            await intake.take(event)
-        except HubError:
-            raise  # the store, or the hub stopping: not acked, Slack delivers it again
-        except Exception:
-            # the event itself breaks the intake: acked and logged whole, or Slack would
-            # deliver it again and again to fail the same way
-            log.exception(
-                "slack: event %s in %s could not be taken and is dropped: %s",
-                event.get("ts"),
-                event.get("channel"),
-                json.dumps(event)[:2000],
-            )
+        # raises while the event is neither recorded nor parked: not acked, Slack delivers it again
+        await intake.take_or_park(event, last=last)
 
     # --- Socket Mode ----------------------------------------------------------------------
 
@@ -142,3 +132,13 @@ class Bolt:
             except ValueError:
                 body = {"text": response.body}
         return RouteAnswer(response.status, body)
+
+
+def retry_num(request: AsyncBoltRequest) -> int:
+    """Which retry of an event this delivery is (0: the first delivery): Slack's
+    ``X-Slack-Retry-Num``, or a Socket Mode envelope's ``retry_attempt`` (bolt makes it the same header)."""
+    values = request.headers.get("x-slack-retry-num") or ["0"]
+    try:
+        return max(0, int(values[0]))
+    except (TypeError, ValueError):
+        return 0

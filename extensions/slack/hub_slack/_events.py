@@ -19,7 +19,7 @@ from hub.platform import AllowList
 
 from ._settings import SlackSettings
 
-__all__ = ["Inbound", "Ignored", "classify", "message_text", "media_of", "CHANNEL", "THREAD", "OUTPUT"]
+__all__ = ["Inbound", "Ignored", "classify", "is_dm", "message_text", "media_of", "CHANNEL", "THREAD", "OUTPUT"]
 
 CHANNEL = "slack:channel"
 THREAD = "slack:thread"

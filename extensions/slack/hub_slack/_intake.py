@@ -7,27 +7,43 @@ bolt app runs with ``process_before_response``, so its ack follows this intake's
 failure to record raises, nothing is acknowledged, and Slack delivers the event again; a
 redelivery (a new envelope, the same message ``ts``) is refused by the inbox and is not
 answered twice.
+
+An event that fails to be taken for a reason of its own (a bug in reading it, a shape the
+intake does not expect) is not acknowledged either, so Slack delivers it again; at its
+:data:`PARK_AFTER`-th failure it is parked in the inbox (``hub inbox``) and acknowledged,
+and intake goes on. A store failure is never counted: Slack delivers the event until the
+store takes it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from hub.platform import AllowList, private_access, send_pairing_code
+from hub import RunError
+from hub.platform import AllowList, PoisonUpdates, is_transient, private_access, send_pairing_code
 
 from ._client import SlackClient
-from ._events import Ignored, Inbound, classify
+from ._events import CHANNEL, THREAD, Ignored, Inbound, classify, is_dm
 from ._settings import SlackSettings
 
 if TYPE_CHECKING:
     from hub import Hub
 
-__all__ = ["Intake", "thread_key"]
+__all__ = ["Intake", "thread_key", "event_key", "PARK_AFTER", "LAST_RETRY"]
 
 log = logging.getLogger("hub_slack")
+
+PARK_AFTER = 3
+"""Failures (not the store's) after which an event is parked instead of retried: Slack
+delivers an unacknowledged event three more times, so the third failure is one it sends."""
+LAST_RETRY = 3
+"""Slack's last retry of an event it was not acknowledged (``X-Slack-Retry-Num``): an event
+that fails then is parked whatever its count here (another worker may have had the others)."""
 
 
 def thread_key(channel: str, thread_ts: str) -> str:
@@ -50,6 +66,56 @@ class Intake:
         self.guard = settings.loop_guard()
         # Socket Mode hands envelopes over concurrently: one at a time keeps a channel's order
         self._lock = asyncio.Lock()
+        self.poison = PoisonUpdates("slack", hub.inbox, park_after=PARK_AFTER)
+
+    async def take_or_park(self, event: dict[str, Any], *, last: bool = False) -> None:
+        """:meth:`take`, or park ``event`` once it has failed :data:`PARK_AFTER` times (at
+        once when ``last``: Slack will not deliver it again); returns when it may be
+        acknowledged to Slack. Raises (not acknowledged: Slack delivers it again) while it
+        has failed fewer times, or whenever the store failed."""
+        key = event_key(event)
+        try:
+            await self.take(event)
+        except Exception as e:
+            context, kind, content, meta = self._what_it_was(event)
+            parked = await self.poison.failed(key, e, context=context, type=kind, content=content, meta=meta, last=last)
+            if not parked:
+                if is_transient(e):
+                    self._not_recorded(event, e, last=last)
+                raise
+        else:
+            self.poison.succeeded(key)
+
+    def _not_recorded(self, event: dict[str, Any], e: Exception, *, last: bool) -> None:
+        """Say that the store did not take ``event``; whole, at Slack's last retry (it is lost then)."""
+        where = f"slack: event {event.get('ts')} in {event.get('channel')} was not recorded ({type(e).__name__}: {e})"
+        if last:
+            raw = json.dumps(event, default=repr, sort_keys=True)
+            log.error("%s at Slack's last retry: Slack will not deliver it again; the event: %s", where, raw)
+        else:
+            log.warning("%s: not acknowledged, Slack delivers it again", where)
+
+    def _what_it_was(self, event: dict[str, Any]) -> tuple[str, str, Any, dict[str, Any]]:
+        """A poison event as a parked input: the conversation it would have been in, as far
+        as its channel and ts can be read, and its text (the event's JSON when it has none)."""
+        raw = json.dumps(event, default=repr, sort_keys=True)
+        text = event.get("text")
+        content = text if isinstance(text, str) and text.strip() else raw
+        channel, ts, thread = event.get("channel"), event.get("ts"), event.get("thread_ts")
+        meta: dict[str, Any] = {"event": raw}
+        if not isinstance(channel, str) or not channel:
+            return "slack", CHANNEL, content, meta
+        meta["channel_id"] = channel
+        thread = thread if isinstance(thread, str) and thread else None
+        dm = is_dm(event)
+        if isinstance(ts, str) and ts:
+            meta["ts"] = ts
+            if not dm and thread is None and self.settings.reply_in_thread:
+                thread = ts  # a mention at the top of a channel is answered in a thread under it
+        meta["thread_ts"], meta["dm"] = thread, dm  # where `hub inbox retry` answers it
+        if dm or thread is None:
+            return f"{CHANNEL}:{channel}", CHANNEL, content, meta
+        return f"{THREAD}:{channel}/{thread}", THREAD, content, meta
 
     async def take(self, event: dict[str, Any]) -> None:
         """Record ``event`` in the inbox, or ignore it (logged why); raises when recording fails."""
@@ -58,8 +124,8 @@ class Intake:
 
     async def _take(self, event: dict[str, Any]) -> None:
         me = self.client.identity
-        if me is None:
-            raise RuntimeError("the slack service is not started")
+        if me is None:  # not the event's fault: never counted towards parking it
+            raise RunError("the slack service is not started")
         known = False
         thread = event.get("thread_ts")
         if isinstance(thread, str) and thread and isinstance(event.get("channel"), str):
@@ -132,3 +198,13 @@ class Intake:
                 lambda text: self.client.post(channel, text),  # through the governor: paced, retried
             )
         return False
+
+
+def event_key(event: dict[str, Any]) -> str:
+    """The id a failing event is known by: its message's, as the inbox knows a message (a
+    redelivery, or the same message as ``app_mention``, is then one event), else its JSON's hash."""
+    channel, ts = event.get("channel"), event.get("ts")
+    if isinstance(channel, str) and channel and isinstance(ts, str) and ts:
+        return f"slack:{channel}:{ts}"
+    raw = json.dumps(event, default=repr, sort_keys=True).encode()
+    return f"slack:event:{hashlib.sha256(raw).hexdigest()[:32]}"

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import aiohttp
+import pytest
 from fake_slack import SIGNING_SECRET, FakeSlack
 from test_slack import Running, running
 
@@ -154,3 +155,35 @@ async def test_an_event_the_store_could_not_record_is_answered_503_and_taken_whe
         assert (await post(session, url, body, {**retry, "X-Slack-Retry-Num": "1"}))[0] == 200
         (sent,) = await sl.wait_sent(1)
         assert sent["text"] == "pong"
+
+
+async def test_a_poison_event_is_answered_503_until_parked_and_parked_at_once_at_slacks_last_retry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_slack import poison_on
+
+    from hub_slack._intake import LAST_RETRY, PARK_AFTER
+
+    attempts = poison_on(monkeypatch, "poison")
+    async with served(tmp_path) as (r, session, url):
+        sl, now = r.sl, int(time.time())
+
+        async def deliver(body: bytes, retry: int) -> int:
+            headers = sl.signed(body, at=now + retry)  # each delivery signed anew
+            if retry:
+                headers["X-Slack-Retry-Num"] = str(retry)
+            return (await post(session, url, body, headers))[0]
+
+        body, ts = event_body(sl, "poison", event_id="Ev1")
+        assert [await deliver(body, n) for n in range(PARK_AFTER)] == [503] * (PARK_AFTER - 1) + [200]
+        (parked,) = await r.hub.inbox.parked()
+        assert parked.entry.platform_id == f"slack:{sl.state.dm}:{ts}" and parked.failures == PARK_AFTER
+        # the deliveries before went to other workers: Slack's last retry is parked at its first failure
+        body2, ts2 = event_body(sl, "poison", event_id="Ev2")
+        assert await deliver(body2, LAST_RETRY) == 200
+        last = [p for p in await r.hub.inbox.parked() if p.entry.platform_id == f"slack:{sl.state.dm}:{ts2}"]
+        assert len(last) == 1 and last[0].failures == 1
+        body3, _ = event_body(sl, "a sentinel", event_id="Ev3")
+        assert await deliver(body3, 0) == 200
+        (sent,) = await sl.wait_sent(1)
+        assert len(attempts) == PARK_AFTER + 1 and "a sentinel" in str(r.model.requests[-1].messages[-1])
