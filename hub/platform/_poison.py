@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import RunError, StoreError
 from ..logs import InputLog
+from ..redact import Redactor
 from ..store import InboxStore
 
 __all__ = ["PoisonUpdates", "is_transient"]
@@ -43,14 +44,19 @@ class PoisonUpdates:
         platform: The platform's name, for the log ("telegram").
         inbox: Where a poison update is parked (``hub.inbox``).
         park_after: Failures after which an update is parked (at least 1).
+        redactor: Masks secrets in what is parked, as the intake masks what it records
+            (``hub.redactor``): a poison update is stored and shown by ``hub inbox`` too.
     """
 
-    def __init__(self, platform: str, inbox: InboxStore, *, park_after: int = 3) -> None:
+    def __init__(
+        self, platform: str, inbox: InboxStore, *, park_after: int = 3, redactor: Redactor | None = None
+    ) -> None:
         if park_after < 1:
             raise ValueError(f"park_after must be at least 1, not {park_after}")
         self.platform = platform
         self.inbox = inbox
         self.park_after = park_after
+        self.redactor = redactor
         self._failures: OrderedDict[str, int] = OrderedDict()
 
     def succeeded(self, platform_id: str) -> None:
@@ -104,6 +110,9 @@ class PoisonUpdates:
                 exc_info=error,
             )
             return False
+        r = self.redactor
+        if r is not None:
+            content, meta, reason = r.redact_tree(content), r.redact_tree(meta or {}), r.redact(reason)
         entry = InputLog(type=type, content=content, platform_id=platform_id, meta=dict(meta or {}))
         parked = await self.inbox.park(context, entry, f"not taken: {reason}", failures=count)
         self._failures.pop(platform_id, None)

@@ -40,3 +40,24 @@ async def test_the_last_delivery_a_platform_makes_is_parked_at_its_first_failure
     assert await poison.failed("demo:1", ValueError("bad shape"), last=True, **kw)
     (parked,) = await inbox.parked()
     assert parked.failures == 1 and parked.entry.platform_id == "demo:1"
+
+
+async def test_what_is_parked_has_its_secrets_masked() -> None:
+    """A poison update is stored and listed by `hub inbox`: masked as the intake masks."""
+    from hub.redact import Redactor
+
+    secret = "sk-live-0123456789abcdefXYZ"
+    inbox = InMemoryInbox()
+    poison = PoisonUpdates("demo", inbox, park_after=1, redactor=Redactor([secret]))
+    raw = {"text": f"my key is {secret}", "nested": [secret]}
+    assert await poison.failed(
+        "demo:9",
+        ValueError(f"cannot read {secret}"),
+        context="demo:chat:1",
+        type="demo:chat",
+        content=raw,
+        meta={"event": raw},
+    )
+    (parked,) = await inbox.parked()
+    assert secret not in repr(parked.entry) and secret not in parked.error
+    assert "[REDACTED]" in str(parked.entry.content) and "[REDACTED]" in parked.error

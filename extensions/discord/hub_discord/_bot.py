@@ -370,7 +370,7 @@ class DiscordBot:
         behind it (a database outage delays them, loses none); one that fails
         :data:`PARK_AFTER` times for a reason of its own is parked in the inbox."""
         assert self._hub is not None
-        poison = PoisonUpdates("discord", self._hub.inbox, park_after=PARK_AFTER)
+        poison = PoisonUpdates("discord", self._hub.inbox, park_after=PARK_AFTER, redactor=self._hub.redactor)
         backoff = Backoff(first=0.5, most=30.0, jitter=0.2)
         while (message := await incoming.get()) is not None:
             key = f"discord:{message.id}"

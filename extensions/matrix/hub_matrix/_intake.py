@@ -70,7 +70,7 @@ class Intake:
         self._told: set[str] = set()
         # a homeserver shows "typing" for the timeout given; renewed every 20 s while a run goes on
         self.typing = TypingIndicator("matrix", client.typing, create_task=hub.create_task, interval=20.0)
-        self.poison = PoisonUpdates("matrix", hub.inbox, park_after=PARK_AFTER)
+        self.poison = PoisonUpdates("matrix", hub.inbox, park_after=PARK_AFTER, redactor=hub.redactor)
 
     def is_direct(self, room_id: str) -> bool:
         """A room of the bot and one other member (a direct chat)."""

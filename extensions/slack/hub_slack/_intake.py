@@ -66,7 +66,7 @@ class Intake:
         self.guard = settings.loop_guard()
         # Socket Mode hands envelopes over concurrently: one at a time keeps a channel's order
         self._lock = asyncio.Lock()
-        self.poison = PoisonUpdates("slack", hub.inbox, park_after=PARK_AFTER)
+        self.poison = PoisonUpdates("slack", hub.inbox, park_after=PARK_AFTER, redactor=hub.redactor)
 
     async def take_or_park(self, event: dict[str, Any], *, last: bool = False) -> None:
         """:meth:`take`, or park ``event`` once it has failed :data:`PARK_AFTER` times (at

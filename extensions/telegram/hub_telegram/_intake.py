@@ -58,7 +58,7 @@ class Intake:
         self.commands = TelegramCommands(client, hub)
         # Telegram clears 'typing' after 5 s: renewed every 4.5 while a run for the chat goes on
         self.typing = TypingIndicator("telegram", client.typing, create_task=hub.create_task, interval=4.5)
-        self.poison = PoisonUpdates("telegram", hub.inbox, park_after=PARK_AFTER)
+        self.poison = PoisonUpdates("telegram", hub.inbox, park_after=PARK_AFTER, redactor=hub.redactor)
 
     async def receive(self, update: Update) -> None:
         """Take one update that came on its own (a webhook POST); returns once it is recorded
