@@ -43,6 +43,19 @@ class Submission:
     async def wait(self) -> RunResult:
         return await asyncio.shield(self.result)
 
+    def taken_by(self) -> str | None:
+        """The id of the run that took this input; None while none has, or when none will
+        (its future was cancelled: answered without a run row, elsewhere, or never)."""
+        if self.run_id.done() and not self.run_id.cancelled():
+            return self.run_id.result()
+        return None
+
+    def ended(self) -> RunResult | None:
+        """The run's end once it has one; None while it goes on or when it was cancelled."""
+        if self.result.done() and not self.result.cancelled():
+            return self.result.result()
+        return None
+
 
 class Slot:
     """The inputs waiting for one context instance, and its run in progress."""
@@ -189,12 +202,12 @@ class Runner:
                 if isinstance(e, InputLog):
                     self._settle(slot, e.id, result)
         for entry_id, sub in list(slot.waiting.items()):
-            taken = sub.run_id.done() and not sub.run_id.cancelled()
-            if not taken and error is None:
+            taken_by = sub.taken_by()
+            if taken_by is None and error is None:
                 continue  # still pending: the slot's next run takes it
-            if result is None or not taken:
+            if result is None or taken_by is None:
                 reason = f"internal error: {type(error).__name__}: {error}" if error is not None else "internal error"
-                run_id = sub.run_id.result() if taken else ""
+                run_id = taken_by or ""
                 logs: list[Any] = [sub.input] if sub.input is not None else []
                 fallback = RunResult(
                     run_id, slot.id, RunState.FAILED, reason, [*logs, StateLog(str(RunState.FAILED), reason)]
