@@ -236,7 +236,9 @@ class ActionCalls:
                 log.exception("on_error hook of action %s failed", action.name)
 
     async def invoke(self, action: Action, args: BaseModel, ctx: RunContext) -> Any:
-        """The handler, under its queue, with its timeout and its bounded retries."""
+        """The handler, under its queue, with its timeout and its bounded retries: with
+        ``retry=N`` a handler that raises (anything but an ``ActionError``, its deliberate
+        answer to the model) or times out is tried up to N more times, with a backoff."""
         timeout = action.timeout or self.deps.config.agent.action_timeout
         lock = self.deps.limits.queue_lock(action.queue) if action.queue else None
         attempt = 0
@@ -246,12 +248,25 @@ class ActionCalls:
                     async with lock:
                         return await asyncio.wait_for(action.handler(args, ctx), timeout)
                 return await asyncio.wait_for(action.handler(args, ctx), timeout)
+            except ActionError:
+                raise
             except RetryAction as e:
                 if attempt >= action.retry:
                     raise ActionError(action.name, f"gave up after {attempt + 1} attempts: {e}") from e
             except TimeoutError as e:
                 if attempt >= action.retry:
                     raise ActionError(action.name, f"timed out after {timeout:g}s") from e
+            except Exception as e:
+                if attempt >= action.retry:
+                    if attempt == 0:
+                        raise
+                    log.warning("action %s failed after %d attempts", action.name, attempt + 1, exc_info=e)
+                    raise ActionError(
+                        action.name, f"failed after {attempt + 1} attempts: {type(e).__name__}: {e}"
+                    ) from e
+                log.info(
+                    "action %s: attempt %d failed (%s: %s); trying again", action.name, attempt + 1, type(e).__name__, e
+                )
             attempt += 1
             await asyncio.sleep(min(5.0, 0.2 * 2**attempt))
 
