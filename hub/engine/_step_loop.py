@@ -256,8 +256,10 @@ class Engine:
                 if stream.acted(run):
                     # what was still open is reported when the stream ends, never run
                     run.append(ErrorLog(message=f"model stream broke: {e}", where="model", step=run.step))
+                    stream.broken = True
                     return stream
                 if not await self._after_break(run, e, stream.parser, retries):
+                    stream.broken = True  # what it read goes on, marked as cut off, never as whole
                     return stream
                 retries += 1
 
@@ -301,13 +303,16 @@ class Engine:
         error within the policy, or ``on_error`` said retry), False to go on with what was
         read (``on_error`` said continue); raises ``e`` to fail the run (abort)."""
         policy = self.deps.model.retry_policy
-        dropped = len(parser.stray_text) + sum(len(el.content) for el in parser.close())
+
+        def dropped() -> int:  # closes the parser: only for an attempt that is thrown away
+            return len(parser.stray_text) + sum(len(el.content) for el in parser.close())
+
         if e.retryable and retries < policy.max_retries:
             delay = policy.delay(retries)
             run.append(
                 ErrorLog(
                     message=f"model stream broke before anything acted ({e}); retrying with a fresh parser "
-                    f"in {delay:.2f}s, {dropped} characters of the broken response dropped",
+                    f"in {delay:.2f}s, {dropped()} characters of the broken response dropped",
                     where="model",
                     step=run.step,
                 )
@@ -319,14 +324,16 @@ class Engine:
         if decision == "retry" and retries < policy.max_retries:
             run.append(
                 ErrorLog(
-                    message=f"{e}; retrying as on_error decided, {dropped} characters dropped",
+                    message=f"{e}; retrying as on_error decided, {dropped()} characters dropped",
                     where="model",
                     step=run.step,
                 )
             )
             return True
         if decision == "continue":
-            run.append(ErrorLog(message=f"{e}; {dropped} characters dropped", where="model", step=run.step))
+            run.append(
+                ErrorLog(message=f"{e}; going on with what was read, marked as cut off", where="model", step=run.step)
+            )
             return False
         raise e
 
@@ -334,8 +341,9 @@ class Engine:
         """What the response left: a cut at the token limit reported, every element still
         open reported (an action never runs, an output goes out marked as cut off), and the
         text outside any element handled."""
-        cut_off = stream.finish_reason == "length"
-        if cut_off:
+        # a stream that broke is cut off as surely as one cut at the token limit
+        cut_off = stream.finish_reason == "length" or stream.broken
+        if stream.finish_reason == "length":
             run.append(
                 ErrorLog(message="the response was cut off at the model's token limit", where="model", step=run.step)
             )
@@ -550,15 +558,17 @@ class Engine:
 
 class _Stream:
     """One attempt at streaming a step's response: its parser, the action calls it started,
-    where the run's log stood when it began, and the model's finish reason once reported."""
+    where the run's log stood when it began, the model's finish reason once reported, and
+    whether the stream broke."""
 
-    __slots__ = ("parser", "calls", "mark", "finish_reason")
+    __slots__ = ("parser", "calls", "mark", "finish_reason", "broken")
 
     def __init__(self, parser: ElementParser, mark: int) -> None:
         self.parser = parser
         self.calls: list[Call] = []
         self.mark = mark
         self.finish_reason: str | None = None
+        self.broken = False  # the model's stream broke: what it said is not whole
 
     def acted(self, run: Run) -> bool:
         """Whether anything of it acted: an action call started, an output accepted."""
