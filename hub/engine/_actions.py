@@ -157,7 +157,7 @@ class ActionCalls:
             if action.on_success is not None:
                 await _maybe_await(action.on_success(result, ctx))
         except StopRun as e:
-            run.slot.stop_with(e)  # ends the whole run, not only this call
+            run.slot.stop_with(e, run.id)  # ends the whole run, not only this call
         except asyncio.CancelledError:
             if not fut.done():
                 fut.cancel()

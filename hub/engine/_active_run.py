@@ -120,7 +120,7 @@ class Run:
     def stop(self, state: RunState, reason: str, *, store_failure: StoreError | None = None) -> None:
         """End the run with ``state`` from inside one of its tasks or from outside
         (``store_failure``: the store error that failed it)."""
-        self.slot.stop_with(StopRun(state, reason, store_failure=store_failure))
+        self.slot.stop_with(StopRun(state, reason, store_failure=store_failure), self.id)
 
     def append(self, entry: Log) -> None:
         """Add an entry to the run's log and its store's event log."""

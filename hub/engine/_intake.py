@@ -198,11 +198,13 @@ class Intake:
         """Hand ``slot`` to the engine, run after run, until nothing waits in it."""
         try:
             while slot.pending:
-                slot.stop_exc, slot.ending = None, False
+                slot.stop_exc, slot.current, slot.ended = None, None, None
                 try:
                     result: RunResult | None = await self._run(slot)
                     error: BaseException | None = None
                 except asyncio.CancelledError:
+                    if slot.ended is not None:  # the run finished as it was cancelled: its inputs have their answer
+                        self.runner.settle(slot, slot.ended, None)
                     self.runner.abandon(slot)
                     raise
                 except Exception as e:  # a bug in the engine: every waiter still gets an answer

@@ -72,7 +72,10 @@ class Slot:
         self.task: asyncio.Task[None] | None = None
         self.cancel_reason: str | None = None
         self.stop_exc: StopRun | None = None
-        self.ending = False  # the run in progress has decided how it ends: nothing left to stop
+        # the run in progress until it has decided how it ends: the one run a stop may end
+        # (a stop for a run already finishing, or for one that ended, ends nothing)
+        self.current: str | None = None
+        self.ended: RunResult | None = None  # the end of a run finished as its task was cancelled
         # with workers: when the oldest input of this conversation held by another worker
         # was received; the run in progress takes only inputs older than it
         self.before: float | None = None
@@ -105,10 +108,12 @@ class Slot:
                 sub.run_id.set_result(run_id)
         return taken
 
-    def stop_with(self, stop: StopRun) -> None:
-        """End the run in progress with a terminal state decided inside one of its tasks, or
-        from outside (a user's /stop, an operator's stop); a no-op once the run is ending."""
-        if self.stop_exc is None and not self.ending:
+    def stop_with(self, stop: StopRun, run_id: str) -> None:
+        """End the run ``run_id`` with a terminal state decided inside one of its tasks, or
+        from outside (a user's /stop, an operator's stop). A no-op unless that run is the one
+        in progress and has not yet decided how it ends: a stop never cancels a run's finish
+        (its memory, its row, its inputs), nor the slot's next run."""
+        if self.stop_exc is None and self.current is not None and self.current == run_id:
             self.stop_exc = stop
             if self.task is not None:
                 self.task.cancel()

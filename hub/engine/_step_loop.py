@@ -29,6 +29,7 @@ from ..logs import ActionResultLog, ErrorLog, InputLog, OutputLog, StateLog, Ste
 from ..models import ModelRequest, Usage, stream_with_retry
 from ..protocol import Element, ElementParser, LiveParser, Partial, ToolsPrompt
 from ..store import RunRecord, RunState
+from ..tasks import cancel_and_wait
 from ._actions import ActionCalls, Call
 from ._active_run import Run
 from ._attachments import Attachments
@@ -47,6 +48,9 @@ log = logging.getLogger("hub.engine")
 THOUGHT_TAGS = frozenset({"reasoning", "think", "thinking"})
 LIVE_GRACE = 5.0
 """Seconds a live reply a run ended inside gets to show its text marked as cut off."""
+
+FINISH_GRACE = 10.0
+"""Seconds a run's end (hooks, memory, row, inbox) may take once the hub stops under it."""
 
 
 class Engine:
@@ -78,6 +82,7 @@ class Engine:
         deadline = started + cfg.run_timeout
         state, reason = RunState.COMPLETED, None
         store_failure: StoreError | None = None  # the store error that failed the run
+        slot.current = record.id  # a stop may end this run until it decides how it ends
         try:
             # queued now, committed with the inputs' take at the first step's sync (one
             # commit, not two): the run is durable before the model is asked anything
@@ -109,7 +114,8 @@ class Engine:
             stop = slot.stop_exc
             task = asyncio.current_task()
             if stop is None or task is None:
-                await self._finish(run, RunState.KILLED, slot.cancel_reason or "cancelled")
+                slot.current = None  # a stop arriving now must not cancel this end
+                await self._finish_uncancelled(run, RunState.KILLED, slot.cancel_reason or "cancelled")
                 raise
             task.uncancel()  # our own stop (a critical denial, a store error), not one from outside
             state, reason, store_failure = stop.state, stop.reason, stop.store_failure
@@ -121,13 +127,34 @@ class Engine:
         except Exception as e:  # a failing hook, a bug: recorded, never swallowed silently
             log.exception("run %s of %s failed", record.id, slot.id)
             state, reason = RunState.FAILED, f"internal error: {type(e).__name__}: {e}"
-        slot.ending = True  # a stop arriving from now on must not cancel the run's end
+        slot.current = None  # a stop arriving from now on must not cancel the run's end
         if not run.input_ids:
             try:  # a run that failed before its first step still answers the inputs it was for
                 self._take_inputs(run)
             except Exception as e:
                 log.error("run %s: taking its inputs failed: %s", record.id, e)
-        return await self._finish(run, state, reason, store_failure=store_failure)
+        return await self._finish_uncancelled(run, state, reason, store_failure=store_failure)
+
+    async def _finish_uncancelled(
+        self, run: Run, state: RunState, reason: str | None, *, store_failure: StoreError | None = None
+    ) -> RunResult:
+        """:meth:`_finish` in a task of its own, so that a cancellation of the run's task (the
+        hub stopping under a run that is ending) does not cut it short: the memory is saved,
+        the row made final and the inputs marked done, within ``FINISH_GRACE`` seconds; the
+        cancellation is raised after, with the end left on the slot for the waiters."""
+        finishing = asyncio.create_task(
+            self._finish(run, state, reason, store_failure=store_failure), name=f"finish:{run.id[:8]}"
+        )
+        try:
+            return await asyncio.shield(finishing)
+        except asyncio.CancelledError:
+            await asyncio.wait({finishing}, timeout=FINISH_GRACE)
+            if not finishing.done():
+                log.error("run %s: its end took over %.0fs as the hub stopped; cut short", run.id, FINISH_GRACE)
+                await cancel_and_wait(finishing)
+            elif not finishing.cancelled() and finishing.exception() is None:
+                run.slot.ended = finishing.result()
+            raise
 
     def _take_inputs(self, run: Run) -> int:
         taken = run.slot.take(run.id)
