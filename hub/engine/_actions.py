@@ -29,6 +29,7 @@ from ..errors import ActionError, RetryAction, StoreError
 from ..logs import ActionCallLog, ActionResultLog, jsonable
 from ..protocol import Element
 from ..store import RunState
+from ._active_run import ERROR_RETRIES
 
 if TYPE_CHECKING:
     from ..definitions import Action
@@ -145,27 +146,36 @@ class ActionCalls:
         memory), its result checked and recorded; ``fut`` tells later calls' templates."""
         started = time.monotonic()
         assert run.ctx is not None
+        tries = 0
         try:
-            args = await self._arguments(action, call, calls)
-            ctx = run.ctx.derive(call=call)
-            if await self._denied(run, action, call, fut, ctx, started):
+            while True:
+                try:
+                    args = await self._arguments(action, call, calls)
+                    ctx = run.ctx.derive(call=call)
+                    if await self._denied(run, action, call, fut, ctx, started):
+                        return
+                    result = await self._handle(action, args, ctx)
+                    data = self._result_data(run, action, result)
+                except (StopRun, asyncio.CancelledError):
+                    raise
+                except Exception as e:
+                    if await self._after_error(run, action, call, fut, e, started, tries):
+                        tries += 1
+                        continue
+                    return
+                self.result(run, call, ok=True, data=data, started=started)
+                fut.set_result(data)
+                if action.on_success is not None:
+                    await _maybe_await(action.on_success(result, ctx))
                 return
-            result = await self._handle(action, args, ctx)
-            data = self._result_data(run, action, result)
-            self.result(run, call, ok=True, data=data, started=started)
-            fut.set_result(data)
-            if action.on_success is not None:
-                await _maybe_await(action.on_success(result, ctx))
         except StopRun as e:
             run.slot.stop_with(e, run.id)  # ends the whole run, not only this call
         except asyncio.CancelledError:
             if not fut.done():
                 fut.cancel()
             raise
-        except StoreError as e:  # the hub's store failed, not the action: the run fails
-            reason = store_reason(e)
-            log.error("run %s: %s", run.id, reason)
-            run.stop(RunState.FAILED, reason, store_failure=e)
+        except StoreError as e:  # the store failed after the result was recorded: the run fails
+            self._store_failed(run, e)
         except Exception as e:
             await self._failed(run, action, call, fut, e, started)
         finally:
@@ -173,6 +183,51 @@ class ActionCalls:
                 fut.set_exception(ActionError(action.name, "the call did not finish"))
                 fut.exception()
             run.progress()
+
+    async def _after_error(
+        self,
+        run: Run,
+        action: Action,
+        call: ActionCallLog,
+        fut: asyncio.Future[Any],
+        e: Exception,
+        started: float,
+        tries: int,
+    ) -> bool:
+        """A call that failed, shown to the context's ``on_error``: True to run it again
+        ("retry", at most ``ERROR_RETRIES`` times; past that it aborts). "continue" (the default) gives the model
+        the error as its result; "abort" does so and fails the run. A store error (the
+        hub's store, not the action) fails the run unless ``on_error`` says otherwise."""
+        store = isinstance(e, StoreError)
+        try:
+            decision = await run.on_error(e, default="abort" if store else "continue")
+        except Exception as hook_error:
+            log.exception("run %s: on_error hook failed", run.id)
+            await self._failed(run, action, call, fut, e, started)
+            run.stop(RunState.FAILED, f"internal error: {type(hook_error).__name__}: {hook_error}")
+            return False
+        if decision == "retry":
+            if tries < ERROR_RETRIES:
+                log.info("run %s: action %s failed (%s); retrying as on_error decided", run.id, action.name, e)
+                return True
+            decision = "abort"  # as for the model's errors: a retry past the bound aborts
+        if store and decision != "continue":
+            self._store_failed(run, e)  # type: ignore[arg-type]
+            return False
+        await self._failed(run, action, call, fut, e, started)
+        if decision == "abort":
+            message = (
+                str(e) if isinstance(e, ActionError) else f"action {action.name!r} failed: {type(e).__name__}: {e}"
+            )
+            run.stop(RunState.FAILED, f"{message} (on_error aborted the run)")
+        return False
+
+    @staticmethod
+    def _store_failed(run: Run, e: StoreError) -> None:
+        """The hub's store failed, not the action: the run fails (its inputs are retried)."""
+        reason = store_reason(e)
+        log.error("run %s: %s", run.id, reason)
+        run.stop(RunState.FAILED, reason, store_failure=e)
 
     @staticmethod
     async def _arguments(action: Action, call: ActionCallLog, calls: list[Call]) -> Any:

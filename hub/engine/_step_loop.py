@@ -31,7 +31,7 @@ from ..protocol import Element, ElementParser, LiveParser, Partial, ToolsPrompt
 from ..store import RunRecord, RunState
 from ..tasks import cancel_and_wait
 from ._actions import ActionCalls, Call
-from ._active_run import Run
+from ._active_run import ERROR_RETRIES, Run
 from ._attachments import Attachments
 from ._conversation import available, conversation, prepare, prompt_parts, save
 from ._outputs import OutputDispatch, output_type
@@ -124,6 +124,7 @@ class Engine:
         except StoreError as e:  # the store failed the run: recorded, its inputs retried
             state, reason, store_failure = RunState.FAILED, store_reason(e), e
             log.error("run %s of %s: %s", record.id, slot.id, reason)
+            await self._store_error_seen(run, e)
         except Exception as e:  # a failing hook, a bug: recorded, never swallowed silently
             log.exception("run %s of %s failed", record.id, slot.id)
             state, reason = RunState.FAILED, f"internal error: {type(e).__name__}: {e}"
@@ -181,7 +182,7 @@ class Engine:
             run.record.steps = run.step
             run.feedback = False
             available(self.deps, run)
-            await _hook(run.instance.definition.on_step, run.ctx)
+            await self._context_hook(run, "on_step", run.instance.definition.on_step)
             await self._step(run)
             self.deps.runs.update(run.record)
             if cfg.max_run_tokens and run.record.tokens > cfg.max_run_tokens:
@@ -408,15 +409,54 @@ class Engine:
         return note
 
     async def _on_error(self, run: Run, e: BaseException) -> str:
-        assert run.instance is not None and run.ctx is not None
-        hook = run.instance.definition.on_error
-        if hook is None:
-            return "abort"
-        decision = await _value(hook(e, run.ctx))
-        if decision not in ("continue", "retry", "abort"):
-            log.error("on_error hook of %s returned %r; aborting", run.instance.type, decision)
-            return "abort"
-        return str(decision)
+        return await run.on_error(e, default="abort")
+
+    @staticmethod
+    async def _store_error_seen(run: Run, e: StoreError) -> None:
+        """Show ``on_error`` a store error that failed the run. Whatever it answers, the run
+        fails and its inputs wait in the inbox for a run once the store is back: nothing
+        is lost, and nothing the run did is taken for done."""
+        try:
+            decision = await run.on_error(e, default="abort")
+        except Exception:
+            log.exception("run %s: on_error hook failed on a store error", run.id)
+            return
+        if decision != "abort":
+            log.info("run %s: on_error answered %r to a store error; the run fails all the same", run.id, decision)
+
+    async def _context_hook(self, run: Run, name: str, fn: Callable[..., Any] | None, *, ending: bool = False) -> None:
+        """A context hook (``on_step``, ``on_run``); one that raises is shown to ``on_error``:
+        "retry" calls it again (at most ``ERROR_RETRIES`` times), "continue" goes on with the
+        error in the run's log, "abort" raises it (the run fails). Without an ``on_error``,
+        ``on_step`` fails the run and ``on_run`` (the run is ending) is recorded."""
+        tries = 0
+        while True:
+            try:
+                await _hook(fn, run.ctx)
+                return
+            except (StopRun, StoreError, asyncio.CancelledError):
+                raise
+            except Exception as e:
+                decision = await run.on_error(e, default="continue" if ending else "abort")
+                if decision == "retry" and tries >= ERROR_RETRIES:
+                    decision = "abort"  # as for the model's errors: a retry past the bound aborts
+                if decision == "retry":
+                    tries += 1
+                    run.append(
+                        ErrorLog(
+                            message=f"{name} hook failed: {type(e).__name__}: {e}; retrying as on_error decided",
+                            where="hook",
+                            step=run.step,
+                        )
+                    )
+                    continue
+                if decision == "abort" and not ending:
+                    raise
+                message = f"{name} hook failed: {type(e).__name__}: {e}"
+                run.append(ErrorLog(message=message, where="hook", step=run.step))
+                if decision == "abort":  # the run is ending: it ends failed
+                    run.aborted = f"{message} (on_error aborted the run)"
+                return
 
     # --- elements -----------------------------------------------------------------------
 
@@ -478,7 +518,10 @@ class Engine:
         failure: tuple[StoreError, str] | None = None  # a store that failed while ending the run, and why
         if inst is not None and ctx is not None:
             # the seed's order: on_run may still change memory, then memory is saved
-            await self._step_of_end(run, "on_run hook", lambda: _hook(inst.definition.on_run, ctx))
+            on_run = inst.definition.on_run
+            await self._step_of_end(run, "on_run hook", lambda: self._context_hook(run, "on_run", on_run, ending=True))
+            if run.aborted is not None and state == RunState.COMPLETED:  # on_error said abort
+                state, reason = RunState.FAILED, run.aborted
             failure = await self._step_of_end(run, "saving memory", lambda: save(self.deps, inst, logs, ctx))
         answered = any(isinstance(e, OutputLog) and e.answered for e in logs)
         stopped = state == RunState.KILLED and reason in ("shutdown", "cancelled")
