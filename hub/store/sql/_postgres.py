@@ -46,6 +46,10 @@ __all__ = ["PgDatabase", "inspect"]
 log = logging.getLogger("hub.store.sql")
 
 
+_TRY_LOCK = "SELECT CASE WHEN pg_try_advisory_lock($1) THEN pg_advisory_unlock($1) ELSE false END"
+"""Take and release in one statement (CASE evaluates in order): no round trip between them."""
+
+
 class PgDatabase(GroupCommit):
     """An asyncpg pool with a group-committing writer; the PostgreSQL twin of
     :class:`hub.store.sql.Database`. ``url`` is a ``postgresql://`` URL (its query may set server
@@ -376,12 +380,17 @@ class PgDatabase(GroupCommit):
                 log.debug("%s: giving back a lock connection failed: %s", self.path, e)
 
     async def try_lock(self, name: str) -> bool:
-        """Whether nobody holds the lock ``name`` now (taken and released at once)."""
+        """Whether nobody holds the lock ``name`` now (taken and released at once, in one
+        statement). A session lock outlives a failed statement and would go back to the pool
+        with its connection, wedging that conversation on every worker: a connection whose
+        check was cut short (cancelled, failed) is closed, which releases whatever it held."""
         key = lock_key(self.namespace, name)
         async with self.pool.acquire() as conn:
-            got = await conn.fetchval("SELECT pg_try_advisory_lock($1)", key)
-            if got:
-                await conn.fetchval("SELECT pg_advisory_unlock($1)", key)
+            try:
+                got = await conn.fetchval(_TRY_LOCK, key)
+            except BaseException:
+                conn.terminate()
+                raise
         return bool(got)
 
     async def lock_backends(self) -> list[int]:
