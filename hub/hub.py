@@ -288,6 +288,8 @@ class Hub:
             for ext in self.extensions.values():
                 await self._install(ext)
             self.agent = AgentContext.resolve(self.config, self.contexts, self.extensions, self.memory, self.owner_of)
+            if self.agent is not None:  # loaded now: a broken `load` fails the start, not a user's run
+                await self.agent.start(self)
             await self._start_services()
             for comp in self.components:
                 await comp.start(self)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from ..definitions import RunContext, StopRun, store_reason, validation_message
+from ..definitions import RunContext, StopRun, plain_json, store_reason, validation_message
 from ..errors import ActionError, RetryAction, StoreError
 from ..logs import ActionCallLog, ActionResultLog, jsonable
 from ..protocol import Element
@@ -71,16 +71,22 @@ class ActionMemory:
     @asynccontextmanager
     async def hold(self, action: Action, ctx: RunContext) -> AsyncIterator[None]:
         """Load ``ctx.action_memory``, let the caller run the handler, then save it, as one
-        update: a second call on the same key waits until the first one is saved."""
+        update: a second call on the same key waits until the first one is saved. Another
+        process on the same store (a worker; ``scope="global"`` memory is shared by all) may
+        save the key meanwhile: this call's change is merged onto it, never written over it."""
         key = self.key(action, ctx)
         lock = self._locks.get(key)
         if lock is None:
             lock = self._locks[key] = asyncio.Lock()
+        store = self.deps.memory
         try:
             async with lock:
-                ctx.action_memory = await self.deps.memory.get(key)
+                ctx.action_memory, version = await store.get_versioned(key)
+                base = plain_json(ctx.action_memory)
                 yield
-                await self.deps.memory.set(key, ctx.action_memory)
+                value = plain_json(ctx.action_memory)  # TypeError: not JSON, as store.set says
+                if value != base:  # unchanged: nothing to write over what others saved
+                    await store.save_merged(key, value, base=base, version=version)
         finally:
             if not lock.locked() and not lock._waiters and self._locks.get(key) is lock:
                 del self._locks[key]  # no one else is waiting: do not keep a lock per key forever

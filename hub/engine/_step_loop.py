@@ -182,7 +182,7 @@ class Engine:
             run.record.steps = run.step
             run.feedback = False
             available(self.deps, run)
-            await self._context_hook(run, "on_step", run.instance.definition.on_step)
+            await self._context_hooks(run, "on_step")
             await self._step(run)
             self.deps.runs.update(run.record)
             if cfg.max_run_tokens and run.record.tokens > cfg.max_run_tokens:
@@ -424,7 +424,19 @@ class Engine:
         if decision != "abort":
             log.info("run %s: on_error answered %r to a store error; the run fails all the same", run.id, decision)
 
-    async def _context_hook(self, run: Run, name: str, fn: Callable[..., Any] | None, *, ending: bool = False) -> None:
+    async def _context_hooks(self, run: Run, name: str, *, ending: bool = False) -> None:
+        """The hook ``name`` (``on_step``, ``on_run``) of the run's context, then of each
+        context it uses (each seeing its own memory and args)."""
+        assert run.instance is not None and run.ctx is not None
+        await self._context_hook(run, name, getattr(run.instance.definition, name), run.ctx, ending=ending)
+        for sub in run.instance.used:
+            fn = getattr(sub.definition, name)
+            if fn is not None:
+                await self._context_hook(run, f"{sub.type} {name}", fn, run.ctx.derive(context=sub), ending=ending)
+
+    async def _context_hook(
+        self, run: Run, name: str, fn: Callable[..., Any] | None, ctx: Any, *, ending: bool = False
+    ) -> None:
         """A context hook (``on_step``, ``on_run``); one that raises is shown to ``on_error``:
         "retry" calls it again (at most ``ERROR_RETRIES`` times), "continue" goes on with the
         error in the run's log, "abort" raises it (the run fails). Without an ``on_error``,
@@ -432,7 +444,7 @@ class Engine:
         tries = 0
         while True:
             try:
-                await _hook(fn, run.ctx)
+                await _hook(fn, ctx)
                 return
             except (StopRun, StoreError, asyncio.CancelledError):
                 raise
@@ -518,8 +530,7 @@ class Engine:
         failure: tuple[StoreError, str] | None = None  # a store that failed while ending the run, and why
         if inst is not None and ctx is not None:
             # the seed's order: on_run may still change memory, then memory is saved
-            on_run = inst.definition.on_run
-            await self._step_of_end(run, "on_run hook", lambda: self._context_hook(run, "on_run", on_run, ending=True))
+            await self._step_of_end(run, "on_run hook", lambda: self._context_hooks(run, "on_run", ending=True))
             if run.aborted is not None and state == RunState.COMPLETED:  # on_error said abort
                 state, reason = RunState.FAILED, run.aborted
             failure = await self._step_of_end(run, "saving memory", lambda: save(self.deps, inst, logs, ctx))

@@ -55,6 +55,29 @@ class SqlMemoryStore(SqlStore, MemoryStore, store="memory"):
             (key, text, time.time()),
         )
 
+    async def get_versioned(self, key: str) -> tuple[Any | None, Any]:
+        # the stored text is the version: a compare-and-set on it is exact across workers
+        row = await self.db.fetchone("SELECT value FROM kv WHERE key = ?", (key,))
+        return (json.loads(row[0]), row[0]) if row is not None else (None, None)
+
+    async def set_if_unchanged(self, key: str, value: Any, version: Any) -> Any | None:
+        try:
+            text = dumps(value, default=None)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"value for {key!r} is not JSON-serialisable: {e}") from e
+        await self.db.flush()  # this process's queued writes land first
+        if version is None:
+            rows = await self.db.fetchall(
+                "INSERT INTO kv (key, value, updated) VALUES (?, ?, ?) ON CONFLICT(key) DO NOTHING RETURNING key",
+                (key, text, time.time()),
+            )
+        else:
+            rows = await self.db.fetchall(
+                "UPDATE kv SET value = ?, updated = ? WHERE key = ? AND value = ? RETURNING key",
+                (text, time.time(), key, version),
+            )
+        return text if rows else None
+
     async def delete(self, key: str) -> None:
         await self.db.write("DELETE FROM kv WHERE key = ?", (key,))
 
