@@ -65,7 +65,6 @@ class SqlMemoryStore(SqlStore, MemoryStore, store="memory"):
             text = dumps(value, default=None)
         except (TypeError, ValueError) as e:
             raise TypeError(f"value for {key!r} is not JSON-serialisable: {e}") from e
-        await self.db.flush()  # this process's queued writes land first
         if version is None:
             rows = await self.db.fetchall(
                 "INSERT INTO kv (key, value, updated) VALUES (?, ?, ?) ON CONFLICT(key) DO NOTHING RETURNING key",
