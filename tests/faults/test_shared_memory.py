@@ -23,6 +23,7 @@ from hub.testing.postgres import temporary_schema
 from .faults import FunctionModel, send_bounded
 
 VISITORS = 5
+ARRIVED: list[str] = []  # the runs waiting at the gate, every shared memory loaded
 
 
 class UserArgs(BaseModel):
@@ -39,22 +40,21 @@ def call_tool(request: Any) -> str:
 def extension(gate: asyncio.Event | None = None) -> Extension:
     """``t:chat`` (keyed by chat id) uses ``t:profile`` (keyed by user): every run adds a visit
     to the profile, and to the bot's own ``t:bot`` context; ``tally`` adds one to a global
-    action memory. ``gate``: the runs wait for it after loading, so they all overlap."""
+    action memory. ``gate``: each run waits for it at its first step, every shared memory loaded."""
 
     async def on_run(ctx: Any) -> None:
-        if gate is not None:
-            await gate.wait()
         ctx.memory["visits"] = ctx.memory.get("visits", 0) + 1
         ctx.memory.setdefault("chats", []).append(ctx.run.context)
 
     async def bot_on_step(ctx: Any) -> None:
+        if gate is not None and ctx.run.steps == 1:
+            ARRIVED.append(ctx.run.context)  # its shared memories are loaded
+            await gate.wait()
         if ctx.agent is not None:
             ctx.agent.memory["steps"] = ctx.agent.memory.get("steps", 0) + 1
 
     @action(name="tally", memory="tally", scope="global")
     async def tally(args: NoArgs, ctx: Any) -> int:
-        if gate is not None:
-            await gate.wait()
         ctx.action_memory = (ctx.action_memory or 0) + 1
         return ctx.action_memory
 
@@ -98,11 +98,14 @@ async def test_runs_that_overlap_lose_no_update_of_shared_memory(
     config: HubConfig, tmp_path: Path, backend: str, workers: int
 ) -> None:
     gate = asyncio.Event()
+    ARRIVED.clear()
     async with hubs(config, tmp_path, workers, backend, gate) as group:
         sends = [
             asyncio.create_task(send_bounded(group[i % workers], f"t:chat:{i}", None, "hello")) for i in range(VISITORS)
         ]
-        await asyncio.sleep(0.2)  # every run has loaded the shared memories before any saves
+        async with asyncio.timeout(10):  # every run has loaded the shared memories: none saved yet
+            while len(ARRIVED) < VISITORS:
+                await asyncio.sleep(0.01)
         gate.set()
         results = await asyncio.gather(*sends)
         assert all(r.state == RunState.COMPLETED for r in results), [r.reason for r in results]
