@@ -296,6 +296,8 @@ class Hub:
             self.metrics.declare(
                 context_types=self.contexts, output_types=self.outputs, schedules=self.config.schedules
             )
+            if self.agent is not None:  # loaded now: a broken `load` fails the start, not a user's run
+                await self.agent.start(self)
             await self._start_services()
             for comp in self.components:
                 await comp.start(self)

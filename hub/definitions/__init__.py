@@ -26,6 +26,7 @@ from ._types import (
     Service,
     TextArgs,
     load_memory,
+    plain_json,
     save_memory,
     validation_message,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "load_extension",
     "load_extensions",
     "load_memory",
+    "plain_json",
     "output",
     "save_memory",
     "service",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import json
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from ..config import MIN_SECRET_LENGTH
 from ..errors import ActionError, ExtensionError
 from ..logs import Log, MediaPart
+from ..store import merge3
 from ._commands import Command
 from ._run_context import ArgsT, MemoryT, RunContext
 
@@ -451,6 +453,11 @@ class ContextInstance:
     history: list[Log] = field(default_factory=list)
     extension: str | None = None
     used: list[ContextInstance] = field(default_factory=list)
+    # the memory as loaded (plain JSON) and its version in the store: a save merges what the
+    # run changed onto what other runs and workers saved meanwhile (none is lost)
+    base: Any = None
+    version: Any = None
+    versioned: bool = False
 
     @property
     def id(self) -> str:
@@ -465,17 +472,25 @@ async def load_memory(store: MemoryStore, inst: ContextInstance, ctx: RunContext
     """A context instance's persistent memory: its ``load`` override or the store, else
     its ``create`` (awaited when async), else a new one; in its ``memory_schema``."""
     definition = inst.definition
+    inst.versioned, inst.version, inst.base = False, None, None
     if definition.load is not None:
         memory = await _value(definition.load(inst.id, ctx))
     else:
-        memory = await store.get(f"memory:{inst.id}")
+        memory, inst.version = await store.get_versioned(f"memory:{inst.id}")
+        inst.versioned = True
     if memory is None:
         memory = (
             await _value(definition.create(inst.args, ctx))
             if definition.create is not None
             else definition.new_memory()
         )
-    return definition.memory_from(memory)
+    memory = definition.memory_from(memory)
+    if inst.versioned:
+        try:
+            inst.base = plain_json(definition.memory_to(memory))
+        except (TypeError, ValueError):  # not JSON (the save says so): saved whole
+            inst.versioned = False
+    return memory
 
 
 async def save_memory(store: MemoryStore, inst: ContextInstance, ctx: RunContext) -> None:
@@ -483,8 +498,25 @@ async def save_memory(store: MemoryStore, inst: ContextInstance, ctx: RunContext
     definition = inst.definition
     if definition.save is not None:
         await _value(definition.save(inst.id, inst.memory, ctx))
-    else:
-        await store.set(f"memory:{inst.id}", definition.memory_to(inst.memory))
+        return
+    key = f"memory:{inst.id}"
+    if not inst.versioned:
+        await store.set(key, definition.memory_to(inst.memory))
+        return
+    value = plain_json(definition.memory_to(inst.memory))  # TypeError: not JSON, as store.set says
+    if value == inst.base and inst.version is not None:
+        return  # unchanged: nothing to write over what others saved
+    stored, inst.version = await store.save_merged(key, value, base=inst.base, version=inst.version)
+    inst.base = stored
+    if stored != value:  # merged with what others saved: the instance holds that now, with
+        # what a run sharing it (the bot's own context) changed while the save was awaited
+        now = plain_json(definition.memory_to(inst.memory))
+        inst.memory = definition.memory_from(plain_json(merge3(value, now, stored)))  # shares nothing with base
+
+
+def plain_json(value: Any) -> Any:
+    """``value`` as JSON holds it (a deep copy: tuples become lists, keys strings)."""
+    return json.loads(json.dumps(value))
 
 
 async def _value(res: Any) -> Any:

@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from ..definitions import RunContext, StopRun, store_reason, validation_message
+from ..definitions import RunContext, StopRun, plain_json, store_reason, validation_message
 from ..errors import ActionError, RetryAction, StoreError
 from ..logs import ActionCallLog, ActionResultLog, jsonable
 from ..protocol import Element
 from ..store import RunState
+from ._active_run import ERROR_RETRIES
 
 if TYPE_CHECKING:
     from ..definitions import Action
@@ -70,16 +71,22 @@ class ActionMemory:
     @asynccontextmanager
     async def hold(self, action: Action, ctx: RunContext) -> AsyncIterator[None]:
         """Load ``ctx.action_memory``, let the caller run the handler, then save it, as one
-        update: a second call on the same key waits until the first one is saved."""
+        update: a second call on the same key waits until the first one is saved. Another
+        process on the same store (a worker; ``scope="global"`` memory is shared by all) may
+        save the key meanwhile: this call's change is merged onto it, never written over it."""
         key = self.key(action, ctx)
         lock = self._locks.get(key)
         if lock is None:
             lock = self._locks[key] = asyncio.Lock()
+        store = self.deps.memory
         try:
             async with lock:
-                ctx.action_memory = await self.deps.memory.get(key)
+                ctx.action_memory, version = await store.get_versioned(key)
+                base = plain_json(ctx.action_memory)
                 yield
-                await self.deps.memory.set(key, ctx.action_memory)
+                value = plain_json(ctx.action_memory)  # TypeError: not JSON, as store.set says
+                if value != base:  # unchanged: nothing to write over what others saved
+                    await store.save_merged(key, value, base=base, version=version)
         finally:
             if not lock.locked() and not lock._waiters and self._locks.get(key) is lock:
                 del self._locks[key]  # no one else is waiting: do not keep a lock per key forever
@@ -145,27 +152,36 @@ class ActionCalls:
         memory), its result checked and recorded; ``fut`` tells later calls' templates."""
         started = time.monotonic()
         assert run.ctx is not None
+        tries = 0
         try:
-            args = await self._arguments(action, call, calls)
-            ctx = run.ctx.derive(call=call)
-            if await self._denied(run, action, call, fut, ctx, started):
+            while True:
+                try:
+                    args = await self._arguments(action, call, calls)
+                    ctx = run.ctx.derive(call=call)
+                    if await self._denied(run, action, call, fut, ctx, started):
+                        return
+                    result = await self._handle(action, args, ctx)
+                    data = await self._result_data(run, action, result)
+                except (StopRun, asyncio.CancelledError):
+                    raise
+                except Exception as e:
+                    if await self._after_error(run, action, call, fut, e, started, tries):
+                        tries += 1
+                        continue
+                    return
+                self.result(run, call, ok=True, data=data, started=started)
+                fut.set_result(data)
+                if action.on_success is not None:
+                    await _maybe_await(action.on_success(result, ctx))
                 return
-            result = await self._handle(action, args, ctx)
-            data = await self._result_data(run, action, result)
-            self.result(run, call, ok=True, data=data, started=started)
-            fut.set_result(data)
-            if action.on_success is not None:
-                await _maybe_await(action.on_success(result, ctx))
         except StopRun as e:
-            run.slot.stop_with(e)  # ends the whole run, not only this call
+            run.slot.stop_with(e, run.id)  # ends the whole run, not only this call
         except asyncio.CancelledError:
             if not fut.done():
                 fut.cancel()
             raise
-        except StoreError as e:  # the hub's store failed, not the action: the run fails
-            reason = store_reason(e)
-            log.error("run %s: %s", run.id, reason)
-            run.stop(RunState.FAILED, reason, store_failure=e)
+        except StoreError as e:  # the store failed after the result was recorded: the run fails
+            self._store_failed(run, e)
         except Exception as e:
             await self._failed(run, action, call, fut, e, started)
         finally:
@@ -173,6 +189,51 @@ class ActionCalls:
                 fut.set_exception(ActionError(action.name, "the call did not finish"))
                 fut.exception()
             run.progress()
+
+    async def _after_error(
+        self,
+        run: Run,
+        action: Action,
+        call: ActionCallLog,
+        fut: asyncio.Future[Any],
+        e: Exception,
+        started: float,
+        tries: int,
+    ) -> bool:
+        """A call that failed, shown to the context's ``on_error``: True to run it again
+        ("retry", at most ``ERROR_RETRIES`` times; past that it aborts). "continue" (the default) gives the model
+        the error as its result; "abort" does so and fails the run. A store error (the
+        hub's store, not the action) fails the run unless ``on_error`` says otherwise."""
+        store = isinstance(e, StoreError)
+        try:
+            decision = await run.on_error(e, default="abort" if store else "continue")
+        except Exception as hook_error:
+            log.exception("run %s: on_error hook failed", run.id)
+            await self._failed(run, action, call, fut, e, started)
+            run.stop(RunState.FAILED, f"internal error: {type(hook_error).__name__}: {hook_error}")
+            return False
+        if decision == "retry":
+            if tries < ERROR_RETRIES:
+                log.info("run %s: action %s failed (%s); retrying as on_error decided", run.id, action.name, e)
+                return True
+            decision = "abort"  # as for the model's errors: a retry past the bound aborts
+        if store and decision != "continue":
+            self._store_failed(run, e)  # type: ignore[arg-type]
+            return False
+        await self._failed(run, action, call, fut, e, started)
+        if decision == "abort":
+            message = (
+                str(e) if isinstance(e, ActionError) else f"action {action.name!r} failed: {type(e).__name__}: {e}"
+            )
+            run.stop(RunState.FAILED, f"{message} (on_error aborted the run)")
+        return False
+
+    @staticmethod
+    def _store_failed(run: Run, e: StoreError) -> None:
+        """The hub's store failed, not the action: the run fails (its inputs are retried)."""
+        reason = store_reason(e)
+        log.error("run %s: %s", run.id, reason)
+        run.stop(RunState.FAILED, reason, store_failure=e)
 
     @staticmethod
     async def _arguments(action: Action, call: ActionCallLog, calls: list[Call]) -> Any:
@@ -236,7 +297,9 @@ class ActionCalls:
                 log.exception("on_error hook of action %s failed", action.name)
 
     async def invoke(self, action: Action, args: BaseModel, ctx: RunContext) -> Any:
-        """The handler, under its queue, with its timeout and its bounded retries."""
+        """The handler, under its queue, with its timeout and its bounded retries: with
+        ``retry=N`` a handler that raises (anything but an ``ActionError``, its deliberate
+        answer to the model) or times out is tried up to N more times, with a backoff."""
         timeout = action.timeout or self.deps.config.agent.action_timeout
         lock = self.deps.limits.queue_lock(action.queue) if action.queue else None
         attempt = 0
@@ -246,12 +309,25 @@ class ActionCalls:
                     async with lock:
                         return await asyncio.wait_for(action.handler(args, ctx), timeout)
                 return await asyncio.wait_for(action.handler(args, ctx), timeout)
+            except ActionError:
+                raise
             except RetryAction as e:
                 if attempt >= action.retry:
                     raise ActionError(action.name, f"gave up after {attempt + 1} attempts: {e}") from e
             except TimeoutError as e:
                 if attempt >= action.retry:
                     raise ActionError(action.name, f"timed out after {timeout:g}s") from e
+            except Exception as e:
+                if attempt >= action.retry:
+                    if attempt == 0:
+                        raise
+                    log.warning("action %s failed after %d attempts", action.name, attempt + 1, exc_info=e)
+                    raise ActionError(
+                        action.name, f"failed after {attempt + 1} attempts: {type(e).__name__}: {e}"
+                    ) from e
+                log.info(
+                    "action %s: attempt %d failed (%s: %s); trying again", action.name, attempt + 1, type(e).__name__, e
+                )
             attempt += 1
             await asyncio.sleep(min(5.0, 0.2 * 2**attempt))
 

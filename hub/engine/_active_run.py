@@ -8,6 +8,7 @@ step loop's state. The types handlers see live in :mod:`hub.definitions`.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,13 @@ if TYPE_CHECKING:
     from ._live_output import LiveOutput
     from ._runner import Slot
 
-__all__ = ["Run"]
+__all__ = ["Run", "ERROR_RETRIES"]
+
+log = logging.getLogger("hub.engine")
+
+ERROR_RETRIES = 2
+"""How often ``on_error``'s "retry" is followed for one failing action call or hook (the
+model's own errors follow the model's retry policy): never an unbounded loop."""
 
 
 def _no_progress() -> None:
@@ -61,6 +68,7 @@ class Run:
         "media",
         "live",
         "output_open",
+        "aborted",
     )
 
     def __init__(self, deps: EngineDeps, record: RunRecord, slot: Slot) -> None:
@@ -91,6 +99,8 @@ class Run:
         """The run's files: its inputs' as the prompt shows them, its actions' by handle."""
         self.live: LiveOutput | None = None
         """The open ``<output>`` of this step's stream, when it is delivered live."""
+        self.aborted: str | None = None
+        """Why ``on_error`` aborted the run as it was ending (an ``on_run`` hook that raised)."""
         self.output_open = False
         """Whether this step's stream is inside an ``<output>`` whose content began (delivered
         live or not): the output dispatch decided on it at its first content."""
@@ -120,7 +130,24 @@ class Run:
     def stop(self, state: RunState, reason: str, *, store_failure: StoreError | None = None) -> None:
         """End the run with ``state`` from inside one of its tasks or from outside
         (``store_failure``: the store error that failed it)."""
-        self.slot.stop_with(StopRun(state, reason, store_failure=store_failure))
+        self.slot.stop_with(StopRun(state, reason, store_failure=store_failure), self.id)
+
+    async def on_error(self, error: BaseException, *, default: str) -> str:
+        """The context's ``on_error`` decision on ``error`` (a model, action, hook or store
+        error): "continue", "retry" or "abort"; ``default`` when the context has no hook or
+        the run is not prepared yet. An answer that is none of them aborts (logged)."""
+        if self.instance is None or self.ctx is None:
+            return default
+        hook = self.instance.definition.on_error
+        if hook is None:
+            return default
+        decision = hook(error, self.ctx)
+        if asyncio.iscoroutine(decision):
+            decision = await decision
+        if decision not in ("continue", "retry", "abort"):
+            log.error("on_error hook of %s returned %r; aborting", self.instance.type, decision)
+            return "abort"
+        return str(decision)
 
     def append(self, entry: Log) -> None:
         """Add an entry to the run's log and its store's event log."""

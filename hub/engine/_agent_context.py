@@ -8,9 +8,13 @@ the bot as a whole remembers (facts it learned, a running tally). It is an ordin
 ``Extension(agent_context=...)``.
 
 Every run sees the same instance, in its prompt and as ``ctx.agent``. Its memory is loaded
-once and shared in process, so concurrent runs never overwrite each other's changes with a
-stale copy; :meth:`AgentContext.update` serialises a read-modify-write that awaits (one
-update at a time), and the memory is saved, like any context memory, when a run ends.
+when the hub starts (a ``load`` or ``create`` that fails fails the start, not a user's run)
+and shared in process, so concurrent runs never overwrite each other's changes with a stale
+copy. Each run re-reads it first: what another worker saved is merged in (with what this
+process changed and has not saved yet). :meth:`AgentContext.update` serialises a
+read-modify-write that awaits (one update at a time), and the memory is saved, like any
+context memory, when a run ends: merged onto what other workers saved meanwhile
+(:meth:`hub.store.MemoryStore.save_merged`), never written over it.
 """
 
 from __future__ import annotations
@@ -22,12 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from ..definitions import ContextInstance, load_memory, save_memory
-from ..errors import ConfigError
+from ..definitions import ContextInstance, RunContext, load_memory, plain_json, save_memory
+from ..errors import ConfigError, ExtensionError, StoreError
+from ..store import RunRecord, merge3
 
 if TYPE_CHECKING:
     from ..config import HubConfig
-    from ..definitions import Context, Extension, RunContext
+    from ..definitions import Context, Extension, HubAPI
     from ..store import MemoryStore
 
 __all__ = ["AgentContext", "AgentView", "AGENT_KEY"]
@@ -87,36 +92,71 @@ class AgentContext:
 
     @property
     def memory(self) -> Any:
-        """The bot's shared memory (loaded by the first run). Change it without awaiting in
+        """The bot's shared memory (loaded as the hub starts). Change it without awaiting in
         between, or through :meth:`update`."""
         if self.instance is None:
-            raise RuntimeError("the bot's own context is prepared with the first run")
+            raise RuntimeError("the bot's own context is loaded as the hub starts")
         return self.instance.memory
 
     @memory.setter
     def memory(self, value: Any) -> None:
         if self.instance is None:
-            raise RuntimeError("the bot's own context is prepared with the first run")
+            raise RuntimeError("the bot's own context is loaded as the hub starts")
         self.instance.memory = value
 
+    async def start(self, hub: HubAPI) -> None:
+        """Load (or create) the instance as the hub starts: a broken ``load`` fails the start.
+
+        Raises:
+            StoreError: the store could not be read.
+            ExtensionError: the context's ``load`` or ``create`` raised (the original chained).
+        """
+        d = self.definition
+        inst = ContextInstance(d, self.args, d.key_of(self.args), extension=self.extension)
+        ctx: RunContext = RunContext(hub, RunRecord(context=self.id), inst, [])
+        try:
+            await self.prepare(ctx)
+        except StoreError:
+            raise
+        except Exception as e:
+            raise ExtensionError(
+                self.extension or "agent",
+                f"the bot's own context {self.id} could not be loaded: {type(e).__name__}: {e}",
+            ) from e
+
     async def prepare(self, ctx: RunContext) -> None:
-        """Load (or create) the instance the first time a run needs it; later runs share it."""
-        if self.instance is not None:
-            return
+        """Load (or create) the instance the first time (at start); for each later run, re-read
+        it: what another worker saved since is merged into the shared instance."""
         async with self._lock:
-            if self.instance is not None:
+            if self.instance is None:
+                d = self.definition
+                inst = ContextInstance(d, self.args, d.key_of(self.args), extension=self.extension)
+                inst.memory = await load_memory(self.store, inst, ctx)
+                self._saved = _dump(d.memory_to(inst.memory))
+                self.instance = inst
                 return
-            d = self.definition
-            inst = ContextInstance(d, self.args, d.key_of(self.args), extension=self.extension)
-            inst.memory = await load_memory(self.store, inst, ctx)
-            self._saved = _dump(d.memory_to(inst.memory))
-            self.instance = inst
+            await self._refresh()
+
+    async def _refresh(self) -> None:
+        """Merge what the store holds now, if another worker saved since, into the instance
+        (keeping what this process changed and has not saved)."""
+        inst = self.instance
+        if inst is None or not inst.versioned:
+            return  # a `load` override: the context reads its own storage
+        theirs, version = await self.store.get_versioned(f"memory:{inst.id}")
+        if version == inst.version or theirs is None:
+            return
+        d = self.definition
+        ours = plain_json(d.memory_to(inst.memory))
+        merged = merge3(inst.base, ours, theirs)
+        inst.memory = d.memory_from(plain_json(merged))  # a copy: never shares a part with base
+        inst.base, inst.version = theirs, version
 
     async def update(self, fn: Callable[[Any], Any | Awaitable[Any]], ctx: RunContext) -> Any:
         """Apply ``fn(memory)`` (sync or async) as one update and save it: a second update
         waits until the first is saved. A value ``fn`` returns replaces the memory.
         Returns the memory after the update."""
-        await self.prepare(ctx)
+        await self.prepare(ctx)  # fresh from the store first: another worker may have saved
         async with self._lock:
             res = fn(self.memory)
             if asyncio.iscoroutine(res):
@@ -134,11 +174,17 @@ class AgentContext:
             await self._write(ctx)
 
     async def _write(self, ctx: RunContext) -> None:
-        assert self.instance is not None
-        dumped = _dump(self.definition.memory_to(self.instance.memory))
+        inst = self.instance
+        assert inst is not None
+        if inst.versioned:
+            # skipped when unchanged since loaded or saved; merged onto what other workers
+            # saved; a change another run makes while it is awaited stays for the next save
+            await save_memory(self.store, inst, ctx)
+            return
+        dumped = _dump(self.definition.memory_to(inst.memory))
         if dumped == self._saved and self.definition.save is None:
             return
-        await save_memory(self.store, self.instance, ctx)
+        await save_memory(self.store, inst, ctx)
         self._saved = dumped
 
 

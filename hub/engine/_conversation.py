@@ -9,6 +9,7 @@ shows; :func:`save` writes the state back when the run ends.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import time
 from typing import TYPE_CHECKING, Any
@@ -35,24 +36,55 @@ def conversation(deps: EngineDeps, definition: Context, args: Any, key: str) -> 
 async def prepare(deps: EngineDeps, inst: ContextInstance, ctx: RunContext) -> None:
     """Load ``inst``'s memory (or create it), its history, the contexts it uses and the
     bot's own context; ``ctx`` is the run's context, which their callbacks get."""
-    definition, args = inst.definition, inst.args
     store = deps.memory
     inst.memory = await load_memory(store, inst, ctx)
     raw = await store.get(f"working-memory:{inst.id}") or []
     inst.history = [from_dict(d) for d in raw if isinstance(d, dict)]
-    if definition.use is not None:
-        for sub_def, sub_args in definition.use(args, ctx):
-            sub_args = sub_def.schema.model_validate(sub_args) if not isinstance(sub_args, BaseModel) else sub_args
-            inst.used.append(
-                ContextInstance(sub_def, sub_args, sub_def.key_of(sub_args), extension=deps.registry.owner_of(sub_def))
-            )
-        # the seed's "prepared in parallel": each used context's load (or create) at once
-        memories = await asyncio.gather(*(load_memory(store, sub, ctx) for sub in inst.used))
-        for sub, memory in zip(inst.used, memories, strict=True):
-            sub.memory = memory
+    await _use(deps, inst, ctx)
     agent = deps.agent()
     if agent is not None:
         await agent.prepare(ctx)
+
+
+MAX_USE_DEPTH = 4
+"""How deep ``use`` may nest (a used context that uses another, ...): a cycle is refused."""
+
+
+async def _use(deps: EngineDeps, inst: ContextInstance, ctx: RunContext) -> None:
+    """The contexts ``inst`` uses, and those they use in turn (each instance once, flat in
+    ``inst.used``, nearest first), their memories loaded at once per level (the seed's
+    "prepared in parallel"). ``use`` may be sync or async."""
+    seen = {inst.id}
+    level = [inst]
+    for depth in range(MAX_USE_DEPTH + 1):
+        found: list[ContextInstance] = []
+        for parent in level:
+            use = parent.definition.use
+            if use is None:
+                continue
+            for sub_def, sub_args in await _value(use(parent.args, ctx)):
+                args = sub_def.schema.model_validate(sub_args) if not isinstance(sub_args, BaseModel) else sub_args
+                sub = ContextInstance(sub_def, args, sub_def.key_of(args), extension=deps.registry.owner_of(sub_def))
+                if sub.id in seen:
+                    continue  # used twice, or a cycle: prepared once
+                if depth == MAX_USE_DEPTH:
+                    raise ValueError(f"context {inst.type!r}: use() nests deeper than {MAX_USE_DEPTH} ({sub.id})")
+                seen.add(sub.id)
+                found.append(sub)
+        if not found:
+            return
+        memories = await asyncio.gather(*(load_memory(deps.memory, sub, ctx) for sub in found))
+        for sub, memory in zip(found, memories, strict=True):
+            sub.memory = memory
+        inst.used.extend(found)
+        level = found
+
+
+async def _value(res: Any) -> Any:
+    """``res``, awaited when a callback returned an awaitable (an async ``use``)."""
+    if inspect.isawaitable(res):
+        return await res
+    return res
 
 
 async def save(deps: EngineDeps, inst: ContextInstance, run_logs: list[Log], ctx: RunContext) -> None:

@@ -15,7 +15,8 @@ and the :class:`~hub.engine.Runner`'s queues:
   inputs older than any other worker holds, so a conversation's replies keep the order of
   its messages;
 - **retried after a store outage**: a run the store failed, having answered nothing, left its
-  inputs in the inbox; they go to a new run after a backoff;
+  inputs in the inbox; they go to a new run after a backoff, and once those retries are
+  spent, to one run every ``STRANDED_EVERY`` seconds until the store is back;
 - **resumed after a crash** (:meth:`Intake.resume`): inputs recorded but not answered
   before the last stop (or held by a worker that died) are claimed and queued again, once;
   an input the cut-off run had answered is done, one that failed too often is parked;
@@ -61,8 +62,13 @@ as the command it was."""
 
 STORE_RETRY_ATTEMPTS = 10
 """How often the inputs of a run the store failed are handed to a new run (after the
-hub's one backoff, 1 s doubling up to 60 s); past that, they stay in the inbox for the
-next start."""
+hub's one backoff, 1 s doubling up to 60 s); past that, they wait in the inbox and are
+handed to a new run every ``STRANDED_EVERY`` seconds until the store answers again."""
+
+STRANDED_EVERY = 60.0
+"""Seconds between tries of the inputs whose retries after a store outage are spent (one
+run each time, on SQLite as on PostgreSQL): an outage of any length loses nothing, and
+the inputs are answered within a minute of the store's return, not at the next start."""
 
 
 class Intake:
@@ -99,6 +105,9 @@ class Intake:
         self.store_retry = Backoff(first=1.0, most=60.0)
         self.store_retry_attempts = STORE_RETRY_ATTEMPTS
         self._store_retries: dict[str, int] = {}
+        # inputs whose retries are spent: tried again every `stranded_every` seconds
+        self._stranded: dict[str, tuple[Slot, InputLog]] = {}
+        self.stranded_every = STRANDED_EVERY
         self._claiming = asyncio.Lock()
         self._claimed_at = 0.0
         self.sweeps = 0  # completed claims sweeps (a test waits on this, not on time)
@@ -198,11 +207,13 @@ class Intake:
         """Hand ``slot`` to the engine, run after run, until nothing waits in it."""
         try:
             while slot.pending:
-                slot.stop_exc, slot.ending = None, False
+                slot.stop_exc, slot.current, slot.ended = None, None, None
                 try:
                     result: RunResult | None = await self._run(slot)
                     error: BaseException | None = None
                 except asyncio.CancelledError:
+                    if slot.ended is not None:  # the run finished as it was cancelled: its inputs have their answer
+                        self.runner.settle(slot, slot.ended, None)
                     self.runner.abandon(slot)
                     raise
                 except Exception as e:  # a bug in the engine: every waiter still gets an answer
@@ -342,12 +353,14 @@ class Intake:
         attempt = max(self._store_retries.get(e.id, 0) for e in entries)
         if attempt >= self.store_retry_attempts:
             for e in entries:
-                self._store_retries.pop(e.id, None)
+                self._stranded[e.id] = (slot, e)
             log.error(
-                "%d input(s) of %s failed by the store %d times; left in the inbox for the next start",
+                "%d input(s) of %s failed by the store %d times; they wait in the inbox and are "
+                "tried again every %.0fs until the store answers",
                 len(entries),
                 slot.id,
                 attempt,
+                self.stranded_every,
             )
             return
         for e in entries:
@@ -439,9 +452,31 @@ class Intake:
     # --- claimed from dead workers ------------------------------------------------------
 
     def start_sweeping(self) -> None:
-        """With workers sharing the inbox, sweep every ``sweep_every`` seconds in the hub's task group."""
+        """With workers sharing the inbox, sweep every ``sweep_every`` seconds in the hub's
+        task group; with any store, try the inputs a long outage left every ``stranded_every``."""
         if self._lock is not None and self._sweep_every > 0:
             self.tasks.create(self._sweep_loop(), name="inbox-claims")
+        self.tasks.create(self._stranded_loop(), name="inbox-stranded")
+
+    def retry_stranded(self) -> int:
+        """Hand the inputs whose retries after a store outage are spent to a new run (one
+        try: failed by the store again, they wait for the next round); how many."""
+        if not self.runner.accepting or not self._stranded:
+            return 0
+        stranded, self._stranded = self._stranded, {}
+        for slot, e in sorted(stranded.values(), key=lambda se: se[1].ts):
+            e.processed = False
+            log.info("inbox: trying input %s of %s again after a store outage", e.id[:8], slot.id)
+            self._queue(slot.definition, slot.args, slot.key, e)
+        return len(stranded)
+
+    async def _stranded_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.stranded_every)
+            try:
+                self.retry_stranded()
+            except Exception:  # a bug here must not end the loop: the inputs would wait for a restart
+                log.exception("inbox: trying the inputs a store outage left failed")
 
     async def sweep(self) -> None:
         """One round: renew this worker's claims, recover the dead's runs, claim and resume their inputs."""

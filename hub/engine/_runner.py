@@ -43,6 +43,19 @@ class Submission:
     async def wait(self) -> RunResult:
         return await asyncio.shield(self.result)
 
+    def taken_by(self) -> str | None:
+        """The id of the run that took this input; None while none has, or when none will
+        (its future was cancelled: answered without a run row, elsewhere, or never)."""
+        if self.run_id.done() and not self.run_id.cancelled():
+            return self.run_id.result()
+        return None
+
+    def ended(self) -> RunResult | None:
+        """The run's end once it has one; None while it goes on or when it was cancelled."""
+        if self.result.done() and not self.result.cancelled():
+            return self.result.result()
+        return None
+
 
 class Slot:
     """The inputs waiting for one context instance, and its run in progress."""
@@ -59,7 +72,10 @@ class Slot:
         self.task: asyncio.Task[None] | None = None
         self.cancel_reason: str | None = None
         self.stop_exc: StopRun | None = None
-        self.ending = False  # the run in progress has decided how it ends: nothing left to stop
+        # the run in progress until it has decided how it ends: the one run a stop may end
+        # (a stop for a run already finishing, or for one that ended, ends nothing)
+        self.current: str | None = None
+        self.ended: RunResult | None = None  # the end of a run finished as its task was cancelled
         # with workers: when the oldest input of this conversation held by another worker
         # was received; the run in progress takes only inputs older than it
         self.before: float | None = None
@@ -92,10 +108,12 @@ class Slot:
                 sub.run_id.set_result(run_id)
         return taken
 
-    def stop_with(self, stop: StopRun) -> None:
-        """End the run in progress with a terminal state decided inside one of its tasks, or
-        from outside (a user's /stop, an operator's stop); a no-op once the run is ending."""
-        if self.stop_exc is None and not self.ending:
+    def stop_with(self, stop: StopRun, run_id: str) -> None:
+        """End the run ``run_id`` with a terminal state decided inside one of its tasks, or
+        from outside (a user's /stop, an operator's stop). A no-op unless that run is the one
+        in progress and has not yet decided how it ends: a stop never cancels a run's finish
+        (its memory, its row, its inputs), nor the slot's next run."""
+        if self.stop_exc is None and self.current is not None and self.current == run_id:
             self.stop_exc = stop
             if self.task is not None:
                 self.task.cancel()
@@ -189,12 +207,12 @@ class Runner:
                 if isinstance(e, InputLog):
                     self._settle(slot, e.id, result)
         for entry_id, sub in list(slot.waiting.items()):
-            taken = sub.run_id.done() and not sub.run_id.cancelled()
-            if not taken and error is None:
+            taken_by = sub.taken_by()
+            if taken_by is None and error is None:
                 continue  # still pending: the slot's next run takes it
-            if result is None or not taken:
+            if result is None or taken_by is None:
                 reason = f"internal error: {type(error).__name__}: {error}" if error is not None else "internal error"
-                run_id = sub.run_id.result() if taken else ""
+                run_id = taken_by or ""
                 logs: list[Any] = [sub.input] if sub.input is not None else []
                 fallback = RunResult(
                     run_id, slot.id, RunState.FAILED, reason, [*logs, StateLog(str(RunState.FAILED), reason)]

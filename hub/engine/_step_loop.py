@@ -29,8 +29,9 @@ from ..logs import ActionResultLog, ErrorLog, InputLog, OutputLog, StateLog, Ste
 from ..models import ModelRequest, Usage, stream_with_retry
 from ..protocol import Element, ElementParser, LiveParser, Partial, ToolsPrompt
 from ..store import RunRecord, RunState
+from ..tasks import cancel_and_wait
 from ._actions import ActionCalls, Call
-from ._active_run import Run
+from ._active_run import ERROR_RETRIES, Run
 from ._attachments import Attachments
 from ._conversation import available, conversation, prepare, prompt_parts, save
 from ._outputs import OutputDispatch, output_type
@@ -48,6 +49,9 @@ log = logging.getLogger("hub.engine")
 THOUGHT_TAGS = frozenset({"reasoning", "think", "thinking"})
 LIVE_GRACE = 5.0
 """Seconds a live reply a run ended inside gets to show its text marked as cut off."""
+
+FINISH_GRACE = 10.0
+"""Seconds a run's end (hooks, memory, row, inbox) may take once the hub stops under it."""
 
 
 class Engine:
@@ -80,6 +84,7 @@ class Engine:
         deadline = started + cfg.run_timeout
         state, reason = RunState.COMPLETED, None
         store_failure: StoreError | None = None  # the store error that failed the run
+        slot.current = record.id  # a stop may end this run until it decides how it ends
         try:
             # queued now, committed with the inputs' take at the first step's sync (one
             # commit, not two): the run is durable before the model is asked anything
@@ -111,7 +116,8 @@ class Engine:
             stop = slot.stop_exc
             task = asyncio.current_task()
             if stop is None or task is None:
-                await self._finish(run, RunState.KILLED, slot.cancel_reason or "cancelled")
+                slot.current = None  # a stop arriving now must not cancel this end
+                await self._finish_uncancelled(run, RunState.KILLED, slot.cancel_reason or "cancelled")
                 raise
             task.uncancel()  # our own stop (a critical denial, a store error), not one from outside
             state, reason, store_failure = stop.state, stop.reason, stop.store_failure
@@ -120,16 +126,38 @@ class Engine:
         except StoreError as e:  # the store failed the run: recorded, its inputs retried
             state, reason, store_failure = RunState.FAILED, store_reason(e), e
             log.error("run %s of %s: %s", record.id, slot.id, reason)
+            await self._store_error_seen(run, e)
         except Exception as e:  # a failing hook, a bug: recorded, never swallowed silently
             log.exception("run %s of %s failed", record.id, slot.id)
             state, reason = RunState.FAILED, f"internal error: {type(e).__name__}: {e}"
-        slot.ending = True  # a stop arriving from now on must not cancel the run's end
+        slot.current = None  # a stop arriving from now on must not cancel the run's end
         if not run.input_ids:
             try:  # a run that failed before its first step still answers the inputs it was for
                 self._take_inputs(run)
             except Exception as e:
                 log.error("run %s: taking its inputs failed: %s", record.id, e)
-        return await self._finish(run, state, reason, store_failure=store_failure)
+        return await self._finish_uncancelled(run, state, reason, store_failure=store_failure)
+
+    async def _finish_uncancelled(
+        self, run: Run, state: RunState, reason: str | None, *, store_failure: StoreError | None = None
+    ) -> RunResult:
+        """:meth:`_finish` in a task of its own, so that a cancellation of the run's task (the
+        hub stopping under a run that is ending) does not cut it short: the memory is saved,
+        the row made final and the inputs marked done, within ``FINISH_GRACE`` seconds; the
+        cancellation is raised after, with the end left on the slot for the waiters."""
+        finishing = asyncio.create_task(
+            self._finish(run, state, reason, store_failure=store_failure), name=f"finish:{run.id[:8]}"
+        )
+        try:
+            return await asyncio.shield(finishing)
+        except asyncio.CancelledError:
+            await asyncio.wait({finishing}, timeout=FINISH_GRACE)
+            if not finishing.done():
+                log.error("run %s: its end took over %.0fs as the hub stopped; cut short", run.id, FINISH_GRACE)
+                await cancel_and_wait(finishing)
+            elif not finishing.cancelled() and finishing.exception() is None:
+                run.slot.ended = finishing.result()
+            raise
 
     def _take_inputs(self, run: Run) -> int:
         taken = run.slot.take(run.id)
@@ -156,7 +184,7 @@ class Engine:
             run.record.steps = run.step
             run.feedback = False
             available(self.deps, run)
-            await _hook(run.instance.definition.on_step, run.ctx)
+            await self._context_hooks(run, "on_step")
             await self._step(run)
             note_reply(run.record, run.logs)
             self.deps.runs.update(run.record)
@@ -259,8 +287,10 @@ class Engine:
                 if stream.acted(run):
                     # what was still open is reported when the stream ends, never run
                     run.append(ErrorLog(message=f"model stream broke: {e}", where="model", step=run.step))
+                    stream.broken = True
                     return stream
                 if not await self._after_break(run, e, stream.parser, retries):
+                    stream.broken = True  # what it read goes on, marked as cut off, never as whole
                     return stream
                 retries += 1
 
@@ -306,13 +336,16 @@ class Engine:
         error within the policy, or ``on_error`` said retry), False to go on with what was
         read (``on_error`` said continue); raises ``e`` to fail the run (abort)."""
         policy = self.deps.model.retry_policy
-        dropped = len(parser.stray_text) + sum(len(el.content) for el in parser.close())
+
+        def dropped() -> int:  # closes the parser: only for an attempt that is thrown away
+            return len(parser.stray_text) + sum(len(el.content) for el in parser.close())
+
         if e.retryable and retries < policy.max_retries:
             delay = policy.delay(retries)
             run.append(
                 ErrorLog(
                     message=f"model stream broke before anything acted ({e}); retrying with a fresh parser "
-                    f"in {delay:.2f}s, {dropped} characters of the broken response dropped",
+                    f"in {delay:.2f}s, {dropped()} characters of the broken response dropped",
                     where="model",
                     step=run.step,
                 )
@@ -324,14 +357,16 @@ class Engine:
         if decision == "retry" and retries < policy.max_retries:
             run.append(
                 ErrorLog(
-                    message=f"{e}; retrying as on_error decided, {dropped} characters dropped",
+                    message=f"{e}; retrying as on_error decided, {dropped()} characters dropped",
                     where="model",
                     step=run.step,
                 )
             )
             return True
         if decision == "continue":
-            run.append(ErrorLog(message=f"{e}; {dropped} characters dropped", where="model", step=run.step))
+            run.append(
+                ErrorLog(message=f"{e}; going on with what was read, marked as cut off", where="model", step=run.step)
+            )
             return False
         raise e
 
@@ -339,8 +374,9 @@ class Engine:
         """What the response left: a cut at the token limit reported, every element still
         open reported (an action never runs, an output goes out marked as cut off), and the
         text outside any element handled."""
-        cut_off = stream.finish_reason == "length"
-        if cut_off:
+        # a stream that broke is cut off as surely as one cut at the token limit
+        cut_off = stream.finish_reason == "length" or stream.broken
+        if stream.finish_reason == "length":
             run.append(
                 ErrorLog(message="the response was cut off at the model's token limit", where="model", step=run.step)
             )
@@ -378,15 +414,66 @@ class Engine:
         return note
 
     async def _on_error(self, run: Run, e: BaseException) -> str:
+        return await run.on_error(e, default="abort")
+
+    @staticmethod
+    async def _store_error_seen(run: Run, e: StoreError) -> None:
+        """Show ``on_error`` a store error that failed the run. Whatever it answers, the run
+        fails and its inputs wait in the inbox for a run once the store is back: nothing
+        is lost, and nothing the run did is taken for done."""
+        try:
+            decision = await run.on_error(e, default="abort")
+        except Exception:
+            log.exception("run %s: on_error hook failed on a store error", run.id)
+            return
+        if decision != "abort":
+            log.info("run %s: on_error answered %r to a store error; the run fails all the same", run.id, decision)
+
+    async def _context_hooks(self, run: Run, name: str, *, ending: bool = False) -> None:
+        """The hook ``name`` (``on_step``, ``on_run``) of the run's context, then of each
+        context it uses (each seeing its own memory and args)."""
         assert run.instance is not None and run.ctx is not None
-        hook = run.instance.definition.on_error
-        if hook is None:
-            return "abort"
-        decision = await _value(hook(e, run.ctx))
-        if decision not in ("continue", "retry", "abort"):
-            log.error("on_error hook of %s returned %r; aborting", run.instance.type, decision)
-            return "abort"
-        return str(decision)
+        await self._context_hook(run, name, getattr(run.instance.definition, name), run.ctx, ending=ending)
+        for sub in run.instance.used:
+            fn = getattr(sub.definition, name)
+            if fn is not None:
+                await self._context_hook(run, f"{sub.type} {name}", fn, run.ctx.derive(context=sub), ending=ending)
+
+    async def _context_hook(
+        self, run: Run, name: str, fn: Callable[..., Any] | None, ctx: Any, *, ending: bool = False
+    ) -> None:
+        """A context hook (``on_step``, ``on_run``); one that raises is shown to ``on_error``:
+        "retry" calls it again (at most ``ERROR_RETRIES`` times), "continue" goes on with the
+        error in the run's log, "abort" raises it (the run fails). Without an ``on_error``,
+        ``on_step`` fails the run and ``on_run`` (the run is ending) is recorded."""
+        tries = 0
+        while True:
+            try:
+                await _hook(fn, ctx)
+                return
+            except (StopRun, StoreError, asyncio.CancelledError):
+                raise
+            except Exception as e:
+                decision = await run.on_error(e, default="continue" if ending else "abort")
+                if decision == "retry" and tries >= ERROR_RETRIES:
+                    decision = "abort"  # as for the model's errors: a retry past the bound aborts
+                if decision == "retry":
+                    tries += 1
+                    run.append(
+                        ErrorLog(
+                            message=f"{name} hook failed: {type(e).__name__}: {e}; retrying as on_error decided",
+                            where="hook",
+                            step=run.step,
+                        )
+                    )
+                    continue
+                if decision == "abort" and not ending:
+                    raise
+                message = f"{name} hook failed: {type(e).__name__}: {e}"
+                run.append(ErrorLog(message=message, where="hook", step=run.step))
+                if decision == "abort":  # the run is ending: it ends failed
+                    run.aborted = f"{message} (on_error aborted the run)"
+                return
 
     # --- elements -----------------------------------------------------------------------
 
@@ -448,7 +535,9 @@ class Engine:
         failure: tuple[StoreError, str] | None = None  # a store that failed while ending the run, and why
         if inst is not None and ctx is not None:
             # the seed's order: on_run may still change memory, then memory is saved
-            await self._step_of_end(run, "on_run hook", lambda: _hook(inst.definition.on_run, ctx))
+            await self._step_of_end(run, "on_run hook", lambda: self._context_hooks(run, "on_run", ending=True))
+            if run.aborted is not None and state == RunState.COMPLETED:  # on_error said abort
+                state, reason = RunState.FAILED, run.aborted
             failure = await self._step_of_end(run, "saving memory", lambda: save(self.deps, inst, logs, ctx))
         answered = any(isinstance(e, OutputLog) and e.answered for e in logs)
         stopped = state == RunState.KILLED and reason in ("shutdown", "cancelled")
@@ -556,15 +645,17 @@ class Engine:
 
 class _Stream:
     """One attempt at streaming a step's response: its parser, the action calls it started,
-    where the run's log stood when it began, and the model's finish reason once reported."""
+    where the run's log stood when it began, the model's finish reason once reported, and
+    whether the stream broke."""
 
-    __slots__ = ("parser", "calls", "mark", "finish_reason")
+    __slots__ = ("parser", "calls", "mark", "finish_reason", "broken")
 
     def __init__(self, parser: ElementParser, mark: int) -> None:
         self.parser = parser
         self.calls: list[Call] = []
         self.mark = mark
         self.finish_reason: str | None = None
+        self.broken = False  # the model's stream broke: what it said is not whole
 
     def acted(self, run: Run) -> bool:
         """Whether anything of it acted: an action call started, an output accepted."""

@@ -184,9 +184,14 @@ class ChildRuns(Plugin):
         )
         waiting: set[asyncio.Future[Any]] = {sub.run_id, sub.result}
         await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-        if not sub.run_id.done():
+        run_id = sub.taken_by()  # never a bare .result(): either future may have been cancelled
+        if run_id is None:
+            ended = sub.ended()
+            if ended is not None:  # answered without a run of its own (a failure before it started)
+                return summary(ended)
+            if sub.duplicate:
+                raise ActionError("startRun", f"the input to {target} was taken over by another worker")
             raise ActionError("startRun", f"the run in {target} was cancelled before it started")
-        run_id = sub.run_id.result()
         live = self._live.get(ctx.run.id)
         if live is not None:
             live.started[run_id] = sub

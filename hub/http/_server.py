@@ -188,22 +188,29 @@ def _form_body(body: bytes) -> dict[str, str] | web.Response:
 async def _answer(sub: Submission, timeout: float, *, wait: bool) -> web.Response:
     """A webhook's answer once its input is recorded: 202 with the run's id when it has one
     (200 with the run's end when the caller asked to ``wait``), 504 when that takes over
-    ``timeout`` (the run goes on), 503 when the hub stops under it."""
-    try:
-        if wait:
-            result = await asyncio.wait_for(sub.wait(), timeout)
-            return web.json_response(_run_body(result), status=200)
-        either: set[asyncio.Future[Any]] = {sub.run_id, sub.result}  # a run id, or the end before one
-        await asyncio.wait(either, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    except TimeoutError:
-        run_id = sub.run_id.result() if sub.run_id.done() else None
-        return web.json_response({"error": f"the run did not end within {timeout:g}s", "run_id": run_id}, status=504)
-    except asyncio.CancelledError:
-        if sub.result.cancelled():
-            return _error(503, "the run was cancelled: the hub is stopping")
-        raise
-    run_id = sub.run_id.result() if sub.run_id.done() else None
-    return web.json_response({"run_id": run_id, "context": sub.context}, status=202)
+    ``timeout`` (the run goes on), 503 when the hub stops under it. Either future may have
+    been cancelled (an input answered without a run row, or taken over by another worker),
+    so none is read with a bare ``.result()``: the caller always gets an answer."""
+    waiting: set[asyncio.Future[Any]] = {sub.result} if wait else {sub.run_id, sub.result}
+    await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    if sub.result.cancelled():
+        return _unanswered(sub)
+    ended = sub.ended()
+    if not wait:  # a run id, or the end before one (a command answers without a run row)
+        return web.json_response({"run_id": sub.taken_by(), "context": sub.context}, status=202)
+    if ended is None:
+        return web.json_response(
+            {"error": f"the run did not end within {timeout:g}s", "run_id": sub.taken_by()}, status=504
+        )
+    return web.json_response(_run_body(ended), status=200)
+
+
+def _unanswered(sub: Submission) -> web.Response:
+    """The answer for an input whose end was cancelled: taken over by another worker (it
+    answers it: a duplicate here), or dropped as the hub stops."""
+    if sub.duplicate:
+        return web.json_response({"duplicate": True, "context": sub.context}, status=200)
+    return _error(503, "the run was cancelled: the hub is stopping")
 
 
 def _run_body(result: RunResult) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from ._in_memory import (
 from ._inbox import InboxStore, Parked, Pending, park_poison
 from ._leases import Lease, LeaseKeeper, LeaseStore, sole_worker_id, worker_id
 from ._memory import MemoryStore
+from ._merge import merge3
 from ._pairings import Pairing, PairingStore
 from ._redacting import RedactingRunStore
 from ._retention import Retention, prune
@@ -90,6 +91,7 @@ __all__ = [
     "inspect_store",
     "open_stores",
     "park_poison",
+    "merge3",
     "prune",
     "sole_worker",
     "sole_worker_id",

@@ -9,10 +9,18 @@ The backends: :class:`hub.InMemoryStore` (hub/store/_in_memory.py) and
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-__all__ = ["MemoryStore"]
+from ..errors import StoreError
+from ._merge import merge3
+
+__all__ = ["MemoryStore", "MERGE_ATTEMPTS"]
+
+MERGE_ATTEMPTS = 50
+"""How often an update is tried again when other writers keep changing the value first."""
 
 
 class MemoryStore(ABC):
@@ -38,8 +46,74 @@ class MemoryStore(ABC):
     async def keys(self, prefix: str = "") -> list[str]:
         """Keys starting with ``prefix``, sorted."""
 
+    # --- updates without lost writes --------------------------------------------------------
+
+    async def get_versioned(self, key: str) -> tuple[Any | None, Any]:
+        """The value at ``key`` and its version (an opaque token, None when absent), for
+        :meth:`set_if_unchanged`. The SQL stores give a version every worker agrees on; this
+        default is exact within one event loop."""
+        value = await self.get(key)
+        return value, _token(value)
+
+    async def set_if_unchanged(self, key: str, value: Any, version: Any) -> Any | None:
+        """Store ``value`` only if ``key`` is still at ``version`` (None: still absent), in one
+        step no other writer can come between; the new version, or None when another writer
+        changed it first (nothing is written then)."""
+        current = await self.get(key)
+        if _token(current) != version:
+            return None
+        await self.set(key, value)
+        return _token(value)
+
+    async def update(self, key: str, fn: Callable[[Any | None], Any | Awaitable[Any]]) -> Any:
+        """Replace the value at ``key`` with ``fn(value)`` (None when absent; sync or async)
+        without losing another writer's update: if one lands first, ``fn`` is applied again
+        to the new value. Returns what was stored.
+
+        Raises:
+            StoreError: other writers changed the value first ``MERGE_ATTEMPTS`` times in a row.
+        """
+        for _ in range(MERGE_ATTEMPTS):
+            value, version = await self.get_versioned(key)
+            new = fn(value)
+            if hasattr(new, "__await__"):
+                new = await new
+            if await self.set_if_unchanged(key, new, version) is not None:
+                return new
+        raise StoreError(
+            f"memory {key!r}: changed by other writers {MERGE_ATTEMPTS} times in a row",
+            store="memory",
+            operation="update",
+        )
+
+    async def save_merged(self, key: str, value: Any, *, base: Any, version: Any) -> tuple[Any, Any]:
+        """Save ``value``, a memory loaded as ``base`` at ``version``, without losing what other
+        writers saved since: if the stored value changed, this save's changes (``base`` to
+        ``value``) are merged onto it (:func:`hub.store.merge3`). Returns what was stored
+        (``value``, or the merge) and its version.
+
+        Raises:
+            StoreError: other writers changed the value first ``MERGE_ATTEMPTS`` times in a row.
+        """
+        merged = value
+        for _ in range(MERGE_ATTEMPTS):
+            saved = await self.set_if_unchanged(key, merged, version)
+            if saved is not None:
+                return merged, saved
+            theirs, version = await self.get_versioned(key)
+            merged = value if theirs is None else merge3(base, value, theirs)
+        raise StoreError(
+            f"memory {key!r}: changed by other writers {MERGE_ATTEMPTS} times in a row",
+            store="memory",
+            operation="write",
+        )
+
     async def open(self) -> None:  # noqa: B027 - optional hook
         """Open resources; idempotent."""
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources; idempotent."""
+
+
+def _token(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True, default=str)

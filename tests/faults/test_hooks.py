@@ -48,7 +48,7 @@ CASES: dict[str, tuple[RunState, str]] = {
     "action on_error": (RunState.COMPLETED, "action 'tool' failed"),
     "output handler": (RunState.COMPLETED, "Boom: injected"),
     "guard": (RunState.COMPLETED, "Boom: injected"),
-    "on_step": (RunState.FAILED, "internal error: Boom: injected"),
+    "on_step": (RunState.COMPLETED, "on_step hook failed: Boom: injected"),  # on_error: continue
     "on_run": (RunState.COMPLETED, "on_run hook failed: Boom: injected"),
     "on_error": (RunState.FAILED, "internal error: Boom: injected"),
     "create": (RunState.FAILED, "internal error: Boom: injected"),
@@ -97,7 +97,7 @@ class Armed:
     def decide(self, e, ctx) -> str:  # type: ignore[no-untyped-def]
         if self.fires("on_error", ctx.context.key):
             raise Boom("injected")
-        return "abort"
+        return "abort" if isinstance(e, ModelError) else "continue"  # the model's errors end the run
 
     def create(self, args, ctx) -> dict:  # type: ignore[no-untyped-def]
         if self.fires("create", args.id):

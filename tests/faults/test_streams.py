@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from hub import Extension, action
+from hub import Context, Extension, action, output
 from hub.engine import CUT_OFF_MARK
+from hub.errors import ModelError
 from hub.store import RunState
 
 from .faults import FunctionModel, boundaries, broken, calls_of, check, delivered, send_bounded, snapshot
@@ -113,3 +114,37 @@ async def test_a_response_cut_at_the_token_limit(make_hub, cut: int) -> None:
     assert all(s in WHOLE or s.endswith(CUT_OFF_MARK) for s in said)
     if '<output type="cli:message">One' in text and "One moment.</output>" not in text:
         assert any(s.endswith(CUT_OFF_MARK) for s in said), said
+
+
+PLAIN = "Sure! The three steps are: first, back up your data; second, restore it; third, check it."
+
+
+@pytest.mark.parametrize("cut", [20, 60, len(PLAIN) - 1])
+@pytest.mark.parametrize("retryable", [False, True])
+async def test_a_plain_text_reply_that_breaks_is_sent_marked_when_on_error_continues(
+    make_hub, config, cut: int, retryable: bool
+) -> None:
+    """A small model's untagged reply whose stream breaks, with an ``on_error`` that answers
+    "continue": what was read goes out, marked as cut off, never as if whole."""
+    said: list[str] = []
+    decided: list[str] = []
+
+    def on_error(e, ctx) -> str:  # type: ignore[no-untyped-def]
+        decided.append(str(e))
+        return "continue"
+
+    def fn(request):  # type: ignore[no-untyped-def]
+        return PLAIN[:cut], ModelError("injected: connection reset by peer", retryable=retryable)
+
+    @output(type="t:say")
+    async def say(content: str, ctx) -> None:  # type: ignore[no-untyped-def]
+        said.append(content)
+
+    chat = Context(type="t:chat", outputs=[say], reply_output="t:say", on_error=on_error)
+    config.model.max_retries, config.model.retry_base_delay = 1, 0.01
+    async with make_hub(FunctionModel(fn, chunk=7), Extension("t", contexts=[chat])) as hub:
+        result = await send_bounded(hub, "t:chat:ann", None, "how do I migrate?")
+    assert result.state == RunState.COMPLETED, result.reason
+    assert decided == ["injected: connection reset by peer"]
+    assert said == [PLAIN[:cut].strip() + CUT_OFF_MARK]
+    assert delivered(result) == said

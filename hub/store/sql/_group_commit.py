@@ -8,6 +8,11 @@ cost a handful of commits. :meth:`GroupCommit.write` returns once its write is c
 for more). The backend reports one error (or None) per write; each is settled alone: a
 waiter gets a :class:`StoreError` naming the table, a fire-and-forget write is counted as
 lost, and :meth:`GroupCommit.health` says the store is degraded while failures occur.
+
+The writer is watched: if it ever dies (a bug, an error from upkeep between batches), the
+writes of the batch it held fail with a :class:`StoreError` saying so, health reports it, and
+a new writer takes the queue at once, so a ``write`` never waits on a dead task and a
+``flush`` never returns with nothing committed.
 """
 
 from __future__ import annotations
@@ -64,11 +69,55 @@ class GroupCommit(ABC):
         self.last_error: str | None = None
         self._last_failure: float | None = None
         self._failing = False  # the last operation failed: degraded until one succeeds
+        self.writer_restarts = 0  # writers that died and were replaced
+        self._batch: list[_Write] = []  # the batch the writer holds (failed if it dies)
+        self._writer_name = "writer"
 
     def _start_writer(self, name: str) -> None:
         self._queue = asyncio.Queue()
         self._urgent = asyncio.Event()
-        self._writer = asyncio.create_task(self._write_loop(), name=name)
+        self._writer_name = name
+        self._spawn_writer()
+
+    def _spawn_writer(self) -> None:
+        self._writer = asyncio.create_task(self._write_loop(), name=self._writer_name)
+        self._writer.add_done_callback(self._writer_ended)
+
+    def _writer_ended(self, task: asyncio.Task[None]) -> None:
+        """The writer ended: at close, as it should; otherwise it died. The writes of the
+        batch it held fail, health says so, and a new writer takes the queue."""
+        if self._closing or task is not self._writer:
+            return
+        cancelled = task.cancelled()  # not by close(): the event loop is going away
+        error: BaseException = RuntimeError("the writer was cancelled") if cancelled else task.exception()  # type: ignore[assignment]
+        if error is None:
+            error = RuntimeError("the writer ended")
+        what = "stopped" if cancelled else "restarted"
+        message = f"the write queue's writer died ({type(error).__name__}: {error}); {what}"
+        logging.getLogger(type(self).__module__).error("%s: %s", self.path, message, exc_info=error)
+        self._failed(f"write: {message}")
+        failed, self._batch = self._batch, []
+        if cancelled:  # nobody writes any more: every queued write is told
+            self._closing = True
+            while self._queue is not None and not self._queue.empty():
+                failed.append(self._queue.get_nowait())
+        for sql, _, fut in failed:
+            if fut is None:
+                self.lost_writes += 1
+            elif not fut.done():
+                self.failed_writes += 1
+                table = table_of(sql)
+                told = StoreError(
+                    f"{self.label} table {table!r} in {self.path}: the write queue's writer died "
+                    f"({type(error).__name__}: {error}) before this write was confirmed: it may not be committed",
+                    store=table,
+                    operation="write",
+                )
+                told.__cause__ = error
+                fut.set_exception(told)
+        if not cancelled:
+            self.writer_restarts += 1
+            self._spawn_writer()
 
     async def _stop_writer(self) -> None:
         """Commit what is queued (a failure is logged: nobody waits any more), refuse new
@@ -84,6 +133,8 @@ class GroupCommit(ABC):
                 await self._writer
             except asyncio.CancelledError:
                 pass
+            except Exception as e:  # it died as it was told to stop: nothing more to commit
+                logging.getLogger(type(self).__module__).error("%s: the writer failed at close: %s", self.path, e)
         self._writer = None
 
     # --- health -------------------------------------------------------------------------
@@ -139,9 +190,14 @@ class GroupCommit(ABC):
             self._urgent.set()
 
     async def flush(self) -> None:
-        """Wait until everything queued so far is committed."""
-        if self._queue is not None and self._writer is not None and not self._writer.done():
-            await self.write(_BARRIER)
+        """Wait until everything queued so far is committed.
+
+        Raises:
+            StoreError: the database is closed, or what was queued could not be committed.
+        """
+        if self._queue is None or self._closing:
+            return  # closed: what was queued was committed (or reported) at close
+        await self.write(_BARRIER)
 
     @abstractmethod
     async def _commit(self, batch: list[_Write]) -> list[BaseException | None]:
@@ -152,7 +208,7 @@ class GroupCommit(ABC):
         queue = self._queue
         while True:
             first = await queue.get()
-            batch = [first]
+            batch = self._batch = [first]
             while not queue.empty():
                 batch.append(queue.get_nowait())
             if self.linger > 0 and all(fut is None for _, _, fut in batch):
@@ -169,7 +225,12 @@ class GroupCommit(ABC):
             except Exception as e:  # the whole batch failed (an outage: disk full, the server gone)
                 errors = [e] * len(batch)
             self._settle(batch, errors)
-            await self._after_batch()
+            self._batch = []
+            try:
+                await self._after_batch()
+            except Exception as e:  # upkeep failed; the writes are committed: go on writing
+                self._failed(f"after a batch: {type(e).__name__}: {e}")
+                logging.getLogger(type(self).__module__).error("%s: upkeep after a batch failed: %s", self.path, e)
 
     async def _after_batch(self) -> None:  # noqa: B027 (a hook: most backends need no upkeep)
         """Upkeep between batches (SQLite checkpoints its WAL here)."""

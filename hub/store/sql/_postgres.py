@@ -46,6 +46,10 @@ __all__ = ["PgDatabase", "inspect"]
 log = logging.getLogger("hub.store.sql")
 
 
+_TRY_LOCK = "SELECT CASE WHEN pg_try_advisory_lock($1) THEN pg_advisory_unlock($1) ELSE false END"
+"""Take and release in one statement (CASE evaluates in order): no round trip between them."""
+
+
 class PgDatabase(GroupCommit):
     """An asyncpg pool with a group-committing writer; the PostgreSQL twin of
     :class:`hub.store.sql.Database`. ``url`` is a ``postgresql://`` URL (its query may set server
@@ -85,6 +89,7 @@ class PgDatabase(GroupCommit):
         self._lock_conns: set[Any] = set()
         # no linger: a PostgreSQL commit of event logs does not wait for the server's flush
         self._init_queue(linger=0.0)
+        self._unflushed = False  # a batch was committed without waiting for the server's disk
         self.namespace = ""  # the schema the stores' tables live in (current_schema())
         self.server_version = ""
         self.schema_found: int | None = None
@@ -227,16 +232,26 @@ class PgDatabase(GroupCommit):
         nothing of the batch landed. A failure during the COMMIT itself is not retried (it
         may have landed): the batch fails, visibly."""
         writes = [(sql, params) for sql, params, _ in batch]
-        if all(sql == _BARRIER for sql, _ in writes):
+        barriers_only = all(sql == _BARRIER for sql, _ in writes)
+        if barriers_only and not self._unflushed:
             return [None] * len(writes)
         # nobody waits on a batch of write_soon() alone (event logs, progress): committed
         # without waiting for the server's disk flush, as SQLite's synchronous=NORMAL does;
-        # a batch with a write() a caller awaits is durable when that caller goes on
-        durable = any(fut is not None and sql != _BARRIER for sql, _, fut in batch)
+        # a batch with a write() or a flush() a caller awaits is durable when that caller goes
+        # on. A flush alone, after such batches, commits a transaction of its own durably:
+        # the server's WAL is then on disk up to it, earlier commits included (the runs'
+        # no-double-answer rule relies on a flushed take surviving a server crash)
+        durable = any(fut is not None for _, _, fut in batch)
         delay = self.retry_delay
         for attempt in range(self.reconnect_retries + 1):
             try:
-                return await self._commit_once(writes, durable=durable)
+                if barriers_only:
+                    await self._flush_wal()
+                    errors: list[BaseException | None] = [None] * len(writes)
+                else:
+                    errors = await self._commit_once(writes, durable=durable)
+                self._unflushed = not durable
+                return errors
             except _Unsent as e:
                 if attempt == self.reconnect_retries:
                     raise e.original from None
@@ -284,6 +299,20 @@ class PgDatabase(GroupCommit):
                 await holder.__aexit__(None, None, None)
             except Exception as e:  # a dead connection given back: the pool replaces it; the batch's fate is known
                 log.debug("%s: releasing a connection failed: %s", self.path, e)
+
+    async def _flush_wal(self) -> None:
+        """Commit, durably, a transaction that has an id (and so a commit record): the
+        server's WAL is flushed up to it, and with it every commit made before without
+        waiting for the disk."""
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                await conn.fetchval("SELECT txid_current()")
+        except StoreError:
+            raise
+        except Exception as e:
+            if _is_outage(e):
+                raise _Unsent(e) from e  # nothing of it matters but the flush: tried again
+            raise
 
     async def _commit_each(
         self, conn: Any, writes: list[tuple[str, Sequence[Any] | None]]
@@ -376,12 +405,17 @@ class PgDatabase(GroupCommit):
                 log.debug("%s: giving back a lock connection failed: %s", self.path, e)
 
     async def try_lock(self, name: str) -> bool:
-        """Whether nobody holds the lock ``name`` now (taken and released at once)."""
+        """Whether nobody holds the lock ``name`` now (taken and released at once, in one
+        statement). A session lock outlives a failed statement and would go back to the pool
+        with its connection, wedging that conversation on every worker: a connection whose
+        check was cut short (cancelled, failed) is closed, which releases whatever it held."""
         key = lock_key(self.namespace, name)
         async with self.pool.acquire() as conn:
-            got = await conn.fetchval("SELECT pg_try_advisory_lock($1)", key)
-            if got:
-                await conn.fetchval("SELECT pg_advisory_unlock($1)", key)
+            try:
+                got = await conn.fetchval(_TRY_LOCK, key)
+            except BaseException:
+                conn.terminate()
+                raise
         return bool(got)
 
     async def lock_backends(self) -> list[int]:

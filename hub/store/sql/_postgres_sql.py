@@ -108,7 +108,10 @@ def _can_resend(query: str, e: BaseException) -> bool:
 async def _reset(conn: Any) -> None:
     """What a read or write connection needs when it goes back to the pool: no transaction
     left open. (asyncpg's default also unlistens, closes cursors and resets settings, which
-    these connections never change: a round trip per use saved.)"""
+    these connections never change: a round trip per use saved. Its ``pg_advisory_unlock_all()``
+    is not needed either: the only session lock taken on them is :meth:`PgDatabase.try_lock`'s,
+    released in the statement that takes it, and a connection whose check was cut short is
+    closed, not given back.)"""
     if conn.is_in_transaction():
         await conn.execute("ROLLBACK")
 

@@ -55,6 +55,28 @@ class SqlMemoryStore(SqlStore, MemoryStore, store="memory"):
             (key, text, time.time()),
         )
 
+    async def get_versioned(self, key: str) -> tuple[Any | None, Any]:
+        # the stored text is the version: a compare-and-set on it is exact across workers
+        row = await self.db.fetchone("SELECT value FROM kv WHERE key = ?", (key,))
+        return (json.loads(row[0]), row[0]) if row is not None else (None, None)
+
+    async def set_if_unchanged(self, key: str, value: Any, version: Any) -> Any | None:
+        try:
+            text = dumps(value, default=None)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"value for {key!r} is not JSON-serialisable: {e}") from e
+        if version is None:
+            row = await self.db.fetchone(  # one short statement: inline on SQLite when its thread is idle
+                "INSERT INTO kv (key, value, updated) VALUES (?, ?, ?) ON CONFLICT(key) DO NOTHING RETURNING key",
+                (key, text, time.time()),
+            )
+        else:
+            row = await self.db.fetchone(
+                "UPDATE kv SET value = ?, updated = ? WHERE key = ? AND value = ? RETURNING key",
+                (text, time.time(), key, version),
+            )
+        return text if row is not None else None
+
     async def delete(self, key: str) -> None:
         await self.db.write("DELETE FROM kv WHERE key = ?", (key,))
 
