@@ -6,8 +6,8 @@ Splitting long text (:func:`split_message`), an outbound :class:`Governor` (paci
 :class:`AllowList`, the base of every platform's settings (:class:`PlatformSettings`) and
 :func:`quiet_loggers` for a client library's chatter, :func:`check_secret_length` (a webhook
 secret's rule: at least :data:`MIN_SECRET_LENGTH` characters), :func:`private_access`
-(``dm_policy`` applied to a private message) and :func:`send_pairing_code` (its code, once,
-off the intake path), :class:`LiveMessage` (a reply edited in
+(``dm_policy`` applied to a private message), :func:`send_pairing_code` (its code, once,
+off the intake path) and :func:`admit_private` (both, with the log lines every platform writes), :class:`LiveMessage` (a reply edited in
 place while the model writes it, for ``live = true``), :class:`LeaseKeeper` (a listener that must run on one worker
 only runs while it holds the lease; get one from ``hub.lease(name)``), and for files :func:`fetch_url` (a
 download capped at a size while it is read; with :class:`MediaHosts`, only from the platform's
@@ -32,7 +32,7 @@ from ..engine import CommandInfo
 from ..logging_setup import quiet_loggers
 from ..media import MediaHosts, Resolve, display_name, fetch_url, host_name, human_size, read_capped
 from ..store import Lease, LeaseKeeper
-from ._access import private_access, send_pairing_code
+from ._access import admit_private, private_access, send_pairing_code
 from ._audience import AllowList, LoopGuard
 from ._commands import parse_command
 from ._live_message import LiveMessage, LiveResult, balance_fences, live_drafts
@@ -66,6 +66,7 @@ __all__ = [
     "reply_target",
     "PlatformSettings",
     "quiet_loggers",
+    "admit_private",
     "private_access",
     "send_pairing_code",
     "fetch_url",

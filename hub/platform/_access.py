@@ -13,7 +13,7 @@ from ._send import SendFailed
 if TYPE_CHECKING:
     from ._settings import PlatformSettings
 
-__all__ = ["private_access", "send_pairing_code"]
+__all__ = ["admit_private", "private_access", "send_pairing_code"]
 
 log = logging.getLogger("hub.platform")
 
@@ -78,3 +78,32 @@ def send_pairing_code(
 
     task: Coroutine[Any, Any, None] = deliver()
     create_task(task, name=f"{platform}: pairing code for user {user}")
+
+
+async def admit_private(
+    access: Access,
+    create_task: Callable[..., Any],
+    platform: str,
+    settings: PlatformSettings,
+    user: Any,
+    *aliases: Any,
+    send: Callable[[str], Awaitable[Any]] | None,
+    user_name: str | None = None,
+    user_handle: str | None = None,
+) -> bool:
+    """:func:`private_access` as each platform acts on it: True when the private message may
+    reach the model; else why not is logged and, under ``"pairing"``, the user's code is sent
+    once through ``send`` (the platform's paced sender; None: no way to answer right now)."""
+    decision = await private_access(
+        access, platform, settings, user, *aliases, user_name=user_name, user_handle=user_handle
+    )
+    if decision.allowed:
+        return True
+    if decision.verdict != "pair":
+        log.info("%s: user %s is not on allowed_users (dm_policy = %s): ignored", platform, user, settings.dm_policy)
+    elif decision.message is None:
+        log.info("%s: user %s is not paired and was told their code already: ignored", platform, user)
+    elif send is not None:
+        log.info("%s: user %s is not paired: sending them a pairing code", platform, user)
+        send_pairing_code(access, create_task, platform, user, decision, send)
+    return False

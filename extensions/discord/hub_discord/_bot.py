@@ -35,12 +35,11 @@ from hub.platform import (
     SendFailed,
     TransientSendError,
     TypingIndicator,
+    admit_private,
     fetch_url,
     human_size,
     live_drafts,
-    private_access,
     reply_target,
-    send_pairing_code,
     split_message,
 )
 
@@ -469,34 +468,25 @@ class DiscordBot:
         hub = self._hub
         if hub is None:
             return False
-        author = message.author.id
-        decision = await private_access(
-            hub.access,
-            "discord",
-            self.settings,
-            author,
-            user_name=message.author.display_name,
-            user_handle=message.author.name,
-        )
-        if decision.allowed:
-            return True
         client = self.client
-        if decision.verdict != "pair":
-            log.info(
-                "discord: user %s is not on allowed_users (dm_policy = %s): DM ignored", author, self.settings.dm_policy
-            )
-        elif decision.message is None:
-            log.info("discord: user %s is not paired and was told their code already: DM ignored", author)
-        elif client is not None:
-            log.info("discord: user %s is not paired: sending them a pairing code", author)
+        send = None
+        if client is not None:
             channel_id = message.channel.id
             channel = client.get_partial_messageable(channel_id)
 
             async def send(text: str) -> Any:  # through the governor: paced, retried
                 return await self.governor.send(channel_id, lambda: self._post(channel, text, None))
 
-            send_pairing_code(hub.access, hub.create_task, "discord", author, decision, send)
-        return False
+        return await admit_private(
+            hub.access,
+            hub.create_task,
+            "discord",
+            self.settings,
+            message.author.id,
+            send=send,
+            user_name=message.author.display_name,
+            user_handle=message.author.name,
+        )
 
     # --- typing -------------------------------------------------------------------------
 

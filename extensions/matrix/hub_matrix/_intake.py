@@ -26,9 +26,8 @@ from hub.platform import (
     PoisonUpdates,
     SendFailed,
     TypingIndicator,
+    admit_private,
     parse_command,
-    private_access,
-    send_pairing_code,
 )
 
 from ._client import MatrixClient
@@ -195,29 +194,17 @@ class Intake:
         await self.hub.memory.set(key, True)
 
     async def _private_allows(self, verdict: Inbound) -> bool:
-        decision = await private_access(self.hub.access, "matrix", self.settings, verdict.sender)
-        if decision.allowed:
-            return True
-        if decision.verdict != "pair":
-            log.info(
-                "matrix: user %s is not on allowed_users (dm_policy = %s): ignored",
-                verdict.sender,
-                self.settings.dm_policy,
-            )
-        elif decision.message is None:
-            log.info("matrix: user %s is not paired and was told their code already: ignored", verdict.sender)
-        else:
-            log.info("matrix: user %s is not paired: sending them a pairing code", verdict.sender)
-            room_id = verdict.room_id
-            send_pairing_code(
-                self.hub.access,
-                self.hub.create_task,
-                "matrix",
-                verdict.sender,
-                decision,
-                lambda text: self.client.send_text(room_id, text),
-            )
-        return False
+        """``dm_policy`` in a direct room; an unknown user under ``"pairing"`` is sent the code,
+        once, in the background (the sync goes on meanwhile)."""
+        room_id = verdict.room_id
+        return await admit_private(
+            self.hub.access,
+            self.hub.create_task,
+            "matrix",
+            self.settings,
+            verdict.sender,
+            send=lambda text: self.client.send_text(room_id, text),  # through the governor: paced, retried
+        )
 
     async def stop(self) -> None:
         await self.typing.stop()

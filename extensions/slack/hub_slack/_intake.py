@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from hub import RunError
-from hub.platform import AllowList, PoisonUpdates, is_transient, private_access, send_pairing_code
+from hub.platform import AllowList, PoisonUpdates, admit_private, is_transient
 
 from ._client import SlackClient
 from ._events import CHANNEL, THREAD, Ignored, Inbound, classify, is_dm
@@ -175,29 +175,15 @@ class Intake:
     async def _private_allows(self, verdict: Inbound) -> bool:
         """``dm_policy`` in a DM; an unknown user under ``"pairing"`` is sent the code, once, in
         the background (the events go on meanwhile)."""
-        decision = await private_access(self.hub.access, "slack", self.settings, verdict.user)
-        if decision.allowed:
-            return True
-        if decision.verdict != "pair":
-            log.info(
-                "slack: user %s is not on allowed_users (dm_policy = %s): DM ignored",
-                verdict.user,
-                self.settings.dm_policy,
-            )
-        elif decision.message is None:
-            log.info("slack: user %s is not paired and was told their code already: DM ignored", verdict.user)
-        else:
-            log.info("slack: user %s is not paired: sending them a pairing code", verdict.user)
-            channel = verdict.channel_id
-            send_pairing_code(
-                self.hub.access,
-                self.hub.create_task,
-                "slack",
-                verdict.user,
-                decision,
-                lambda text: self.client.post(channel, text),  # through the governor: paced, retried
-            )
-        return False
+        channel = verdict.channel_id
+        return await admit_private(
+            self.hub.access,
+            self.hub.create_task,
+            "slack",
+            self.settings,
+            verdict.user,
+            send=lambda text: self.client.post(channel, text),  # through the governor: paced, retried
+        )
 
 
 def event_key(event: dict[str, Any]) -> str:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from telegram import Update
 
-from hub.platform import AllowList, PoisonUpdates, TypingIndicator, private_access, send_pairing_code
+from hub.platform import AllowList, PoisonUpdates, TypingIndicator, admit_private
 
 from ._client import TelegramClient
 from ._commands import TelegramCommands
@@ -121,37 +121,18 @@ class Intake:
     async def _private_allows(self, verdict: Inbound, names: tuple[str | None, ...]) -> bool:
         """``dm_policy`` in a private chat; an unknown user under ``"pairing"`` is sent the
         code, once, in the background (the poller or the webhook goes on meanwhile)."""
-        decision = await private_access(
+        chat_id = verdict.chat_id
+        return await admit_private(
             self.hub.access,
+            self.hub.create_task,
             "telegram",
             self.settings,
             verdict.user_id,
             *names,
+            send=lambda text: self.client.send_text(chat_id, text),  # through the governor: paced, retried
             user_name=verdict.name or None,
             user_handle=verdict.username,
         )
-        if decision.allowed:
-            return True
-        if decision.verdict != "pair":
-            log.info(
-                "telegram: user %s is not on allowed_users (dm_policy = %s): ignored",
-                verdict.user_id,
-                self.settings.dm_policy,
-            )
-        elif decision.message is None:
-            log.info("telegram: user %s is not paired and was told their code already: ignored", verdict.user_id)
-        else:
-            log.info("telegram: user %s is not paired: sending them a pairing code", verdict.user_id)
-            chat_id = verdict.chat_id
-            send_pairing_code(
-                self.hub.access,
-                self.hub.create_task,
-                "telegram",
-                verdict.user_id,
-                decision,
-                lambda text: self.client.send_text(chat_id, text),  # through the governor: paced, retried
-            )
-        return False
 
     def _guard_allows(self, verdict: Inbound) -> bool:
         if self.guard is None:
