@@ -46,7 +46,7 @@ class SlackSettings(PlatformSettings):
     the conversation); false: in the channel itself."""
     live: bool = False
     """Edit one message in place (``chat.update``) while the model writes the reply."""
-    live_interval: float = Field(1.2, ge=0.5, le=60)
+    live_interval: float = Field(1.0, ge=0.5, le=60)
     """Seconds between edits of a live reply (``chat.update`` is Tier 3: about 50 a minute)."""
     channel_rate: tuple[int, float] = (1, 1.0)
     """Messages (and edits) per seconds to one channel (Slack allows about one a second per channel)."""
