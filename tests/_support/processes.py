@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 import textwrap
 from pathlib import Path
@@ -30,6 +31,21 @@ async def spawn_hub(
         stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
     )
+
+
+async def kill_when_ready(script: str, *args: str, ready: Path, timeout: float = 60) -> None:
+    """Run ``python -c SCRIPT ARGS``, wait for it to create ``ready`` (its own sign that it is
+    where the test wants it), then SIGKILL it: a crash at a chosen point, not after a sleep."""
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", script, *args, cwd=os.getcwd())
+    try:
+        async with asyncio.timeout(timeout):
+            while not ready.exists():
+                if proc.returncode is not None:
+                    raise AssertionError(f"the child hub exited early ({proc.returncode})")
+                await asyncio.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
 
 
 async def hub_cmd(*args: str, cwd: Path, stdin: str = "", env: dict[str, str] | None = None) -> tuple[int, str, str]:

@@ -15,6 +15,7 @@ from hub.models import ModelRequest, Usage
 from hub.models.openai import OpenAIModel
 from hub.store import RunState
 from hub.testing import FakeOpenAI
+from tests._support.processes import kill_when_ready
 
 CLI = ("cli:session", {"user": "ann"})
 
@@ -168,24 +169,9 @@ asyncio.run(main())
 
 
 async def test_a_crash_mid_send_does_not_send_the_parts_again(make_hub, config, tmp_path) -> None:
-    import os
-    import signal
-    import sys
-
     sent_file = tmp_path / "sent.txt"
     config.data_dir.mkdir(parents=True, exist_ok=True)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _CRASHING_HUB, str(config.data_dir), str(sent_file), cwd=os.getcwd()
-    )
-    try:
-        async with asyncio.timeout(60):
-            while not (config.data_dir / "ready").exists():  # waits for an event in the child
-                if proc.returncode is not None:
-                    raise AssertionError(f"the child hub exited early ({proc.returncode})")
-                await asyncio.sleep(0.05)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        await proc.wait()
+    await kill_when_ready(_CRASHING_HUB, str(config.data_dir), str(sent_file), ready=config.data_dir / "ready")
     assert sent_file.read_text() == "one\n"
 
     @output(type="t:long")

@@ -4,12 +4,10 @@ sends a reply (after a tool call) does not send it again when the next one start
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import sys
 
 from hub import Context, Extension, RunState, ScriptedModel, output
 from hub.models import ToolCallDelta
+from tests._support.processes import kill_when_ready
 
 _CRASHING_HUB = """
 import asyncio, sys
@@ -54,18 +52,7 @@ asyncio.run(main())
 async def test_a_crash_mid_reply_after_a_tool_call_does_not_send_it_again(config, tmp_path) -> None:
     sent_file = tmp_path / "sent.txt"
     config.data_dir.mkdir(parents=True, exist_ok=True)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _CRASHING_HUB, str(config.data_dir), str(sent_file), cwd=os.getcwd()
-    )
-    try:
-        async with asyncio.timeout(60):
-            while not (config.data_dir / "ready").exists():  # waits for an event in the child
-                if proc.returncode is not None:
-                    raise AssertionError(f"the child hub exited early ({proc.returncode})")
-                await asyncio.sleep(0.05)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        await proc.wait()
+    await kill_when_ready(_CRASHING_HUB, str(config.data_dir), str(sent_file), ready=config.data_dir / "ready")
     assert sent_file.read_text() == "lookup ran\none\n"
 
     @output(type="t:long")
