@@ -31,8 +31,19 @@ log = logging.getLogger("hub")
 HEARTBEAT = "heartbeat"  # under data_dir, touched by `hub run`, read by `hub health`
 
 
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml), as pip and bug reports see it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hub")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hub", description="An LLM agent on Discord, Telegram, X and the terminal.")
+    p.add_argument("--version", action="version", version=f"hub {_version()}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", default=None, help="config file (default: ./config.toml)")
     common.add_argument("--log-level", default=None, choices=["DEBUG", "INFO", "WARNING", "ERROR"])

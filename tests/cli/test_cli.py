@@ -2,9 +2,13 @@
 
 import asyncio
 import json
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from hub.cli import main
 from hub.testing import FakeOpenAI
 from tests._support.processes import hub_cmd, setup_dir, spawn_hub
 
@@ -131,3 +135,10 @@ async def test_stop_typed_in_hub_chat_ends_the_answer_being_written(tmp_path: Pa
     assert lines[0] == "Stopped." and lines[1] == "Commands:" and "/stop — Stop the answer I am writing" in lines
     assert FAILURE not in said.decode() and asked_model == 1  # the commands asked no model
     assert "killed: stopped by user]" in log.decode()
+
+
+def test_version_is_the_installed_distributions(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"hub {version('hub')}\n"
