@@ -93,9 +93,9 @@ class _Limits:
     """How long to wait after Meta's rate-limit errors: it sends no ``Retry-After``, so each
     limit hit in a row waits longer (a success resets it)."""
 
-    def __init__(self) -> None:
-        self.pair = Backoff(first=6.0, most=60.0, jitter=0.1)
-        self.throughput = Backoff(first=1.0, most=60.0, jitter=0.1)
+    def __init__(self, pair: float, throughput: float) -> None:
+        self.pair = Backoff(first=pair, most=max(pair, 60.0), jitter=0.1)
+        self.throughput = Backoff(first=throughput, most=max(throughput, 60.0), jitter=0.1)
 
     def reset(self) -> None:
         self.pair.reset()
@@ -127,7 +127,7 @@ class WhatsAppClient:
         self.identity: Identity | None = None
         self._http: httpx.AsyncClient | None = None
         self._wa: WhatsApp | None = None
-        self.limits = _Limits()
+        self.limits = _Limits(settings.pair_wait, settings.throughput_wait)
         hosts = (*MEDIA_HOSTS, *settings.media_hosts)
         self.media_hosts = MediaHosts(hosts) if resolve is None else MediaHosts(hosts, resolve)
         self.governor = Governor(

@@ -61,6 +61,11 @@ class WhatsAppSettings(PlatformSettings):
     seconds, with short bursts allowed."""
     rate: tuple[int, float] = (80, 1.0)
     """Messages per seconds from the number in all: Cloud API throughput (130429) is 80 a second by default."""
+    pair_wait: float = Field(6.0, gt=0, le=600)
+    """Seconds to wait after Meta's pair rate limit (131056) before sending to that user again,
+    doubled at each one in a row (Meta sends no Retry-After)."""
+    throughput_wait: float = Field(1.0, gt=0, le=600)
+    """Seconds every send waits after a throughput limit (130429, 80007), doubled likewise."""
     ready_timeout: float = Field(30.0, gt=0)
     """Seconds ``hub run`` waits for the Graph API to answer at start."""
     media_hosts: list[str] = Field(default_factory=list)
