@@ -359,7 +359,7 @@ def _content(kind: str, value: Any) -> dict[str, Any]:
     if kind == "reaction":
         return {"emoji": value.get("emoji"), "reply_to": value.get("message_id")}
     if kind == "template":
-        return {"template": value.get("name"), "language": (value.get("language") or {}).get("code"), **value}
+        return {**value, "template": value.get("name"), "language": (value.get("language") or {}).get("code")}
     return {"media_id": value.get("id"), "caption": value.get("caption"), "filename": value.get("filename")}
 
 

@@ -39,8 +39,19 @@ class Windows:
         await self.memory.update(key, later)
 
     async def opened(self, wa_id: str, at: float) -> None:
-        """``wa_id`` wrote at ``at`` (their message's timestamp; now when it has none)."""
-        await self._advance(f"whatsapp:window:{wa_id}", at or self.clock())
+        """``wa_id`` wrote at ``at`` (their message's timestamp; now when it has none): a
+        refusal of the same second or before is over (Meta's times are whole seconds)."""
+        at = at or self.clock()
+        await self._advance(f"whatsapp:window:{wa_id}", at)
+
+        key = f"whatsapp:closed:{wa_id}"
+        closed = await self.memory.get(key)
+        if isinstance(closed, int | float) and 0 < closed <= at:
+
+            def reopened(current: Any) -> float:  # 0: no refusal (the store keeps no None)
+                return 0.0 if not isinstance(current, int | float) or current <= at else float(current)
+
+            await self.memory.update(key, reopened)
 
     async def closed(self, wa_id: str, at: float | None = None) -> None:
         """Meta refused a free-form message to ``wa_id`` for the window, at ``at``."""
@@ -52,7 +63,7 @@ class Windows:
         if not isinstance(last, int | float):
             return 0.0
         closed = await self.memory.get(f"whatsapp:closed:{wa_id}")
-        if isinstance(closed, int | float) and closed >= last:
+        if isinstance(closed, int | float) and closed > 0 and closed >= last:
             return 0.0
         return max(0.0, last + WINDOW - MARGIN - self.clock())
 
