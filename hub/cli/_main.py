@@ -32,7 +32,9 @@ HEARTBEAT = "heartbeat"  # under data_dir, touched by `hub run`, read by `hub he
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hub", description="An LLM agent on Discord, Telegram, X and the terminal.")
+    p = argparse.ArgumentParser(
+        prog="hub", description="An LLM agent on Discord, Telegram, X, Slack, Matrix, WhatsApp and the terminal."
+    )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", default=None, help="config file (default: ./config.toml)")
     common.add_argument("--log-level", default=None, choices=["DEBUG", "INFO", "WARNING", "ERROR"])
