@@ -98,6 +98,7 @@ class FakeWhatsApp(FakeServer):
         self.state = state or WhatsAppState()
         self.clock = clock
         self._session: aiohttp.ClientSession | None = None
+        self._tasks: set[asyncio.Task[None]] = set()  # status webhooks on their way
 
     # -- the Graph API ---------------------------------------------------------------------
 
@@ -174,7 +175,9 @@ class FakeWhatsApp(FakeServer):
         if outside and kind not in ("template", "reaction"):
             # Meta takes it, then fails it: the message is never delivered
             message["failed"] = 131047
-            asyncio.get_running_loop().create_task(self._failed_status(wamid, to))
+            task = asyncio.get_running_loop().create_task(self._failed_status(wamid, to))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         body_out = {
             "messaging_product": "whatsapp",
             "contacts": [{"input": to, "wa_id": to}],
@@ -345,6 +348,9 @@ class FakeWhatsApp(FakeServer):
             return resp.status, await resp.text()
 
     async def _before_cleanup(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._session is not None:
             await self._session.close()
             self._session = None

@@ -45,6 +45,10 @@ T = TypeVar("T")
 MAX_LENGTH = 4096
 """Characters in one text message's body."""
 CAPTION_LENGTH = 1024
+IMAGE_TYPES = ("image/jpeg", "image/png")
+IMAGE_MAX_BYTES = 5 * 1024 * 1024
+"""Meta's limit for a picture; a larger one (or another type) goes as a document."""
+AUDIO_TYPES = ("audio/aac", "audio/amr", "audio/mpeg", "audio/mp4", "audio/ogg")
 OUTSIDE_WINDOW = 131047
 PAIR_RATE_LIMIT = 131056
 THROUGHPUT = 130429
@@ -241,9 +245,9 @@ class WhatsAppClient:
         async def once() -> str:
             media = await self.wa.upload_media(media=file.data, mime_type=file.mime, filename=file.name)
             media_id = str(media.id)
-            if file.mime.startswith("image/") and file.mime in ("image/jpeg", "image/png"):
+            if file.mime in IMAGE_TYPES and file.size <= IMAGE_MAX_BYTES:
                 sent = await self.wa.send_image(to=to, image=media_id, caption=caption or None)
-            elif file.mime.startswith("audio/"):
+            elif file.mime in AUDIO_TYPES:
                 sent = await self.wa.send_audio(to=to, audio=media_id)
             else:
                 sent = await self.wa.send_document(

@@ -83,7 +83,7 @@ class Intake:
         self.poison = PoisonUpdates("whatsapp", hub.inbox, park_after=PARK_AFTER, redactor=hub.redactor)
         # "typing..." is shown on a message and cleared by Meta after 25 s: renewed every 20
         self.typing = TypingIndicator("whatsapp", self._show_typing, create_task=hub.create_task, interval=20.0)
-        self._newest: dict[str, str] = {}  # wa_id -> the newest message id, for typing
+        self._newest: OrderedDict[str, str] = OrderedDict()  # wa_id -> newest message id, for typing
         self._lock = asyncio.Lock()  # one message at a time keeps a user's order
 
     # --- a webhook ------------------------------------------------------------------------
@@ -159,6 +159,9 @@ class Intake:
             return
         if self.settings.typing and command is None:
             self._newest[m.wa_id] = m.wamid
+            self._newest.move_to_end(m.wa_id)
+            while len(self._newest) > _SENT_REMEMBERED:
+                self._newest.popitem(last=False)
             self.typing.watch(m.wa_id, sub.result)  # shows typing, which marks it read too
         elif self.settings.read_receipts:
             self.hub.create_task(self._mark_read(m.wamid), name=f"whatsapp: read {m.wamid}")

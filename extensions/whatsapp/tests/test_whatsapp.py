@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from hub import Extension, Hub, HubConfig, OutputLog, ScriptedModel
 from hub.config import HttpSection
@@ -169,3 +172,19 @@ async def test_a_redelivered_webhook_is_answered_200_and_not_answered_twice(tmp_
         await r.say("a sentinel")
         await r.wa.wait_sent(2)
         assert len(r.wa.sent) == 2 and len(r.model.requests) == 2
+
+
+async def test_the_token_and_secrets_never_reach_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    async with running(tmp_path, pair_wait=0.05) as r:
+        r.wa.fail_code(131056, count=1)
+        await r.say("hi")
+        await r.wa.wait_sent(1)
+        await r.wa.verify("a-wrong-verify-token-0123")
+        payload, _ = r.wa.message("forged")
+        assert (await r.wa.deliver(payload, secret="another-app-secret-0123456789"))[0] == 401
+    assert "rate limited sending to" in caplog.text and "verification" in caplog.text  # the log was on
+    for secret in (TOKEN, APP_SECRET, VERIFY_TOKEN):
+        assert secret not in caplog.text
