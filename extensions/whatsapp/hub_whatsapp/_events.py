@@ -124,16 +124,24 @@ def read_payload(payload: Any, phone_number_id: str) -> tuple[list[Inbound | Unr
 
 
 def _contacts(value: Any) -> dict[str, tuple[str, str | None]]:
+    """Who wrote, by ``wa_id`` and by ``user_id`` (a user known by their business-scoped id
+    alone, who hides their number, has only the second)."""
     out: dict[str, tuple[str, str | None]] = {}
     for c in value or []:
-        if isinstance(c, dict) and c.get("wa_id"):
-            profile: dict[str, Any] = c["profile"] if isinstance(c.get("profile"), dict) else {}
-            out[str(c["wa_id"])] = (str(profile.get("name") or ""), c.get("user_id"))
+        if not isinstance(c, dict):
+            continue
+        profile: dict[str, Any] = c["profile"] if isinstance(c.get("profile"), dict) else {}
+        for key in ("wa_id", "user_id"):
+            if c.get(key):
+                out[str(c[key])] = (str(profile.get("name") or ""), c.get("user_id"))
     return out
 
 
 def _message(msg: dict[str, Any], contacts: dict[str, tuple[str, str | None]]) -> Inbound:
-    wamid, wa_id, kind = msg["id"], str(msg["from"]), str(msg.get("type") or "")
+    sender = msg.get("from") or msg.get("from_user_id")
+    if not sender and len({c[1] or k for k, c in contacts.items()}) == 1:
+        sender = next(iter(contacts))  # one contact: the payload's only user wrote it
+    wamid, wa_id, kind = msg["id"], str(sender or ""), str(msg.get("type") or "")
     if not isinstance(wamid, str) or not wamid or not wa_id:
         raise Unreadable("a message without its id or its sender")
     name, user_id = contacts.get(wa_id, ("", None))
@@ -164,7 +172,8 @@ def _message(msg: dict[str, Any], contacts: dict[str, tuple[str, str | None]]) -
         text = str(reply.get("title") or "")
     elif kind == "location":
         loc = msg["location"]
-        text = f"(shared a location: {loc.get('latitude')}, {loc.get('longitude')} {loc.get('name') or ''})".strip()
+        where = " ".join(str(x) for x in (loc.get("name"), loc.get("address")) if x)
+        text = f"(shared a location: {loc.get('latitude')}, {loc.get('longitude')}{' ' + where if where else ''})"
     else:
         text = f"(sent a {kind or 'message'} this bot cannot read)"
     return Inbound(
