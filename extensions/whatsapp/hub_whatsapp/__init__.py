@@ -154,12 +154,12 @@ class _WhatsApp:
         names = [s.strip() for s in attach.split(",") if s.strip()]
         files = [await ctx.media.resolve(name) for name in names]  # a MediaError names the file and why
         data: dict[str, Any] = {"wa_id": wa_id}
-        if react:
-            asked = reply_target(ctx, "wamid", where={"wa_id": wa_id})
-            if asked is not None:
-                data["reaction"] = await self.client.react(wa_id, str(asked["wamid"]), react)
         windows = self.windows or Windows(ctx.hub.memory)
         if await windows.is_open(wa_id):
+            if react:  # a reaction is a free-form message too: only inside the window
+                asked = reply_target(ctx, "wamid", where={"wa_id": wa_id})
+                if asked is not None:
+                    data["reaction"] = await self.client.react(wa_id, str(asked["wamid"]), react)
             data["message_ids"] = await self._free_form(wa_id, content, ctx)
         elif content.strip() or files:
             data["message_ids"] = await self._templated(wa_id, content, ctx)
