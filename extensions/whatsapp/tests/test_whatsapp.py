@@ -188,3 +188,16 @@ async def test_the_token_and_secrets_never_reach_the_log(
     assert "rate limited sending to" in caplog.text and "verification" in caplog.text  # the log was on
     for secret in (TOKEN, APP_SECRET, VERIFY_TOKEN):
         assert secret not in caplog.text
+
+
+async def test_without_typing_the_message_is_still_marked_read_and_with_neither_nothing_is(tmp_path: Path) -> None:
+    async with running(tmp_path, typing=False) as r:
+        wamid = await r.say("hi")
+        await r.wa.wait_sent(1)
+        await r.wa.wait_for(lambda: wamid in r.wa.state.reads)
+        assert wamid not in r.wa.state.typing
+    async with running(tmp_path / "2", typing=False, read_receipts=False) as r:
+        await r.say("hi")
+        await r.say("a sentinel")
+        await r.wa.wait_sent(2)
+        assert not r.wa.state.reads and not r.wa.state.typing
