@@ -42,7 +42,9 @@ def _version() -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hub", description="An LLM agent on Discord, Telegram, X and the terminal.")
+    p = argparse.ArgumentParser(
+        prog="hub", description="An LLM agent on Discord, Telegram, X, Slack, Matrix, WhatsApp and the terminal."
+    )
     p.add_argument("--version", action="version", version=f"hub {_version()}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", default=None, help="config file (default: ./config.toml)")

@@ -334,6 +334,8 @@ class RouteRequest:
     headers: Mapping[str, str]
     body: bytes
     data: Any
+    query: Mapping[str, str] = field(default_factory=dict)
+    """The query string's parameters (a GET's, for :attr:`Route.get`)."""
 
 
 class RouteVerifier(Protocol):
@@ -348,10 +350,12 @@ class RouteVerifier(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class RouteAnswer:
-    """What a route handler answers: a status and a JSON body (default ``{"ok": true}``)."""
+    """What a route handler answers: a status and a JSON body (default ``{"ok": true}``),
+    or ``text`` as ``text/plain`` (a subscription check that wants its challenge echoed bare)."""
 
     status: int = 200
     body: Any = None
+    text: str | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -371,6 +375,9 @@ class Route:
     body is read and before it is parsed; each returns why it refuses (401), or None.
     ``forms``: an ``application/x-www-form-urlencoded`` body is taken too, ``data`` then a
     dict of its fields (Slack's slash commands).
+    ``get``: a GET at the same path goes to this handler (a platform's subscription check,
+    as Meta's ``hub.challenge``), with the query string in ``query`` and no body; it is not
+    authenticated by the hub: the handler checks the platform's token itself.
     """
 
     path: str
@@ -381,6 +388,7 @@ class Route:
     description: str = ""
     verify: RouteVerifier | None = None
     forms: bool = False
+    get: Callable[[RouteRequest], Awaitable[RouteAnswer | None]] | None = None
 
     def check(self, extension: str) -> None:
         """Raises ExtensionError naming what is wrong with this route."""

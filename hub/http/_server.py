@@ -94,6 +94,14 @@ def _unread(status: int, message: str) -> web.Response:
     return resp
 
 
+def _route_answer(answer: RouteAnswer | None) -> web.Response:
+    """A route handler's answer as a response: its text bare, else its JSON body."""
+    answer = answer if answer is not None else RouteAnswer()
+    if answer.text is not None:
+        return web.Response(text=answer.text, status=answer.status, content_type="text/plain")
+    return web.json_response({"ok": True} if answer.body is None else answer.body, status=answer.status)
+
+
 def _denied(message: str) -> web.Response:
     return _error(401, message, **{"WWW-Authenticate": "Bearer"})
 
@@ -262,6 +270,8 @@ class HttpServer:
         for path, route in self._routes.items():
             app.router.add_route(route.method, path, functools.partial(self._route, route))
             log.info("http: serving %s %s", route.method, path)
+            if route.get is not None:
+                app.router.add_get(path, functools.partial(self._route_get, route), allow_head=False)
         from ._run_events import EventRoutes
 
         self._events = EventRoutes(hub)
@@ -517,8 +527,14 @@ class HttpServer:
         if not self.hub.started:
             return _error(503, "the hub is not taking input (starting or stopping)")
         answer = await route.handler(RouteRequest(request.path, request.headers, body, data))
-        answer = answer if answer is not None else RouteAnswer()
-        return web.json_response({"ok": True} if answer.body is None else answer.body, status=answer.status)
+        return _route_answer(answer)
+
+    async def _route_get(self, route: Route, request: web.Request) -> web.Response:
+        """A GET at an extension's route (its subscription check): the query to its ``get``
+        handler, which authenticates it itself (the platform's verify token)."""
+        assert route.get is not None
+        query = {k: v for k, v in request.query.items()}
+        return _route_answer(await route.get(RouteRequest(request.path, request.headers, b"", None, query)))
 
     async def _read(self, request: web.Request) -> bytes | web.Response:
         """The raw body; 413 when it is over the limit (checked before reading it all), 408

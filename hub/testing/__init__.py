@@ -7,6 +7,9 @@
 - :class:`FakeOpenAI`: OpenAI's chat completions, for the real ``openai`` client (also the
   server the benchmarks run against: ``python -m hub.testing.openai``); :func:`tool_turn`
   scripts an answer of native tool calls, streamed as the API streams them.
+- ``hub.testing.whatsapp``: ``FakeWhatsApp``, Meta's Graph API for the real ``pywa_async`` client
+  and the signed webhooks Meta sends (also a program for the WhatsApp quick start:
+  ``python -m hub.testing.whatsapp``).
 - :func:`temp_config`: a config on a test's temporary folder (data, personas), episodic memory off.
 - :func:`png` and :func:`image_bytes`: picture files to attach, drawn with Pillow.
 - ``hub.testing.fixtures``: autouse pytest fixtures (no network, logging restored) to import into

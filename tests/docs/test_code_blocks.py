@@ -115,13 +115,15 @@ def all_blocks(lang: str | tuple[str, ...]) -> list[Block]:
 
 # tokens whose shape their platform's settings check (Slack's carry their kind as a prefix)
 TOKEN_SHAPES = {"SLACK_BOT_TOKEN": "xoxb-", "SLACK_APP_TOKEN": "xapp-"}
+# variables whose whole value has a shape (an id of digits)
+VALUES = {"WHATSAPP_PHONE_NUMBER_ID": "106540352242922"}
 
 
 class AnyEnv(dict[str, str]):
     """An environment where every variable is set (to a value long enough for a secret)."""
 
     def get(self, key: str, default: Any = None) -> str:  # type: ignore[override]
-        return super().get(key, TOKEN_SHAPES.get(key, "") + "x" * 32)
+        return super().get(key, VALUES.get(key) or TOKEN_SHAPES.get(key, "") + "x" * 32)
 
 
 def extension_settings() -> dict[str, Any]:

@@ -176,3 +176,35 @@ def test_a_route_without_a_secret_needs_a_verifier(config: HubConfig, make_chat_
     with pytest.raises(ExtensionError, match="needs a secret or a verify"):
         make_chat_hub(extra=[Extension(name="p", routes=[Route("/p", received.handle)])])
     make_chat_hub(extra=[Extension(name="p", routes=[Route("/p", received.handle, verify=Signed())])])
+
+
+async def test_a_route_with_a_get_handler_answers_its_subscription_check_as_bare_text(
+    config: HubConfig, make_chat_hub
+) -> None:
+    """A platform that checks its webhook with a GET (Meta's hub.challenge) gets the query and
+    answers bare text; the POST at the same path still needs the secret."""
+    config.http = HttpSection(port=0, max_body=1024)
+    received = Received()
+    checks: list[RouteRequest] = []
+
+    async def check(request: RouteRequest) -> RouteAnswer:
+        checks.append(request)
+        if request.query.get("token") != "right":
+            return RouteAnswer(403, text="Forbidden")
+        return RouteAnswer(text=request.query.get("challenge", ""))
+
+    ext = Extension(
+        name="platform",
+        routes=[Route("/platform/updates", received.handle, secret_header=HEADER, secret=SECRET, get=check)],
+    )
+    async with make_chat_hub(extra=[ext]) as hub:
+        assert hub.http is not None and hub.http.port
+        url = f"http://127.0.0.1:{hub.http.port}/platform/updates"
+        async with aiohttp.ClientSession() as session:
+            async with session.get(url, params={"token": "right", "challenge": "1158201444"}) as resp:
+                assert (resp.status, resp.content_type, await resp.text()) == (200, "text/plain", "1158201444")
+            async with session.get(url, params={"token": "wrong", "challenge": "x"}) as resp:
+                assert (resp.status, await resp.text()) == (403, "Forbidden")
+            async with session.post(url, json={"n": 1}) as resp:
+                assert resp.status == 401
+    assert [c.query.get("token") for c in checks] == ["right", "wrong"] and not received.requests
