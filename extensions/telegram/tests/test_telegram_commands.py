@@ -81,6 +81,23 @@ async def test_commands_in_groups_with_the_bots_name_and_unknown_words_for_the_m
     assert len(h.model.requests) == 1 and "/frobnicate now" in h.model.requests[0].messages[-1]["content"]
 
 
+async def test_in_a_group_new_is_for_admins(tmp_path: Path) -> None:
+    config = temp_config(tmp_path)
+    config.roles = {"admin": {"telegram": ["77"]}}
+    async with FakeTelegram() as tg, running(tmp_path, tg, config=config, default=None):
+        tg.push_message(chat_id=-100, text="/new@test_bot", from_id=5, chat_type="supergroup")
+        await tg.wait_sent(1)
+        tg.push_message(chat_id=-100, text="/new@test_bot", from_id=77, chat_type="supergroup")
+        await tg.wait_sent(2)
+        tg.push_message(chat_id=5, text="/new", from_id=5)  # in private, anyone starts over
+        await tg.wait_sent(3)
+    assert texts(tg) == [
+        "You may not use /new here: in a group it needs the role admin.",
+        "Started a new conversation: what we said before is forgotten.",
+        "Started a new conversation: what we said before is forgotten.",
+    ]
+
+
 async def test_new_leaves_the_next_prompt_without_the_earlier_history(tmp_path: Path) -> None:
     answers = [reply("Noted, Ada."), reply("I do not know your name.")]
     async with FakeTelegram() as tg, running(tmp_path, tg, answers) as h:
