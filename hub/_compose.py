@@ -241,10 +241,13 @@ def compose(
         components.append(http)
     if episodes is not None:
         components.append(episodes)
+        outbox = episodes.outbox
+        metrics.watch_episodes(waiting=lambda: outbox.waiting, parked=lambda: outbox.parked)
     if training is not None:
         components.append(training)
     if heartbeat is not None:
-        components.append(Heartbeat(heartbeat, health=health.problem))
+        notes = episodes.health if episodes is not None else None  # said by `hub health`, not a failure
+        components.append(Heartbeat(heartbeat, health=health.problem, notes=notes))
     return Features(
         redactor=redactor,
         prompts=prompts,

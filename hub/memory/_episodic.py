@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import MemorySection
 from ..definitions import RunContext, RunResult
 from ..engine import Plugin, Runner
-from ..errors import HubError
+from ..errors import HubError, StoreError
 from ..logs import InputLog
 from ..models import Model, ModelRequest, RetryPolicy, stream_with_retry
 from ..protocol import EPISODE_CAP, scan_all
@@ -198,6 +198,8 @@ class EpisodicMemory(Plugin):
             else:
                 self._disable(e)
         else:
+            if await self.outbox.unpark():
+                log.info("episodic memory: the parked episodes are tried again")
             if await self.outbox.keys():
                 self._drain_soon()
 
@@ -257,30 +259,88 @@ class EpisodicMemory(Plugin):
             self._draining = asyncio.create_task(self._drain(), name="episodes:outbox")
 
     async def _drain(self) -> None:
-        """Write the episodes that waited, oldest first; on a failure, try again later."""
-        from ._vector import VectorStoreError
-
+        """Write the episodes that waited, oldest first. A store that fails (down, or the
+        hub's own store) stops the pass, tried again later; an episode the store refuses while
+        it works is counted and, after ``OUTBOX_PARK_AFTER`` refusals, parked: the others go on."""
         delay = self._retry_first
         while True:
             try:
                 keys = await self.outbox.keys()
                 if not keys:
                     return
+                refused = 0
                 for key in keys:
                     if self.store is None:
                         return  # stopped: they wait for the next start
-                    episode = await self.outbox.get(key)
-                    if episode is not None:
-                        await self._store(self.store, episode)
-                    await self.outbox.remove(key)
-                log.info("episodic memory: %d episodes that waited for the store are written", len(keys))
-                delay = self._retry_first
+                    if not await self._drain_one(self.store, key):
+                        refused += 1
+                log.info("episodic memory: %d episodes that waited for the store are written", len(keys) - refused)
+                if not refused:
+                    delay = self._retry_first
+                    continue
+                why = f"{refused} refused by the store"
             except asyncio.CancelledError:
                 raise
-            except (VectorStoreError, HubError) as e:  # still down, or the hub's store failed
-                log.warning("episodic memory: the waiting episodes are not written yet (%s); again in %.0fs", e, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RETRY_MOST)
+            except Exception as e:  # still down, or the hub's store failed: nothing is counted
+                why = str(e)
+            log.warning("episodic memory: the waiting episodes are not all written (%s); again in %.0fs", why, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_MOST)
+
+    async def _drain_one(self, store: VectorStore, key: str) -> bool:
+        """Write one waiting episode; False when the store refused it (counted). Raises when
+        the store itself fails (the pass stops, nothing is blamed on the episode)."""
+        episode = await self.outbox.get(key)
+        try:
+            if episode is not None:
+                await self._store(store, episode)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            if not await self._refused(store, e):
+                raise
+            error = str(e) if isinstance(e, HubError) else f"{type(e).__name__}: {e}"
+            if await self.outbox.refused(key, error):
+                log.error(
+                    "episodic memory: run %s's episode was refused %d times and is parked (%s); the others go on",
+                    episode.run_id[:8] if episode is not None else key,
+                    self.outbox.park_after,
+                    error,
+                )
+            return False
+        await self.outbox.remove(key)
+        return True
+
+    async def _refused(self, store: VectorStore, e: Exception) -> bool:
+        """Whether ``e`` is the store refusing this episode (it works: a probe answers) rather
+        than the store, or the hub's own, failing."""
+        from ._vector import VectorStoreError
+
+        if isinstance(e, StoreError) and not isinstance(e, VectorStoreError):
+            return False  # the hub's memory store
+        if isinstance(e, VectorStoreError) and "cannot reach" in e.reason:
+            return False
+        try:
+            await store.create_index(INDEX)  # idempotent, and it asks the server
+        except Exception:
+            return False
+        return True
+
+    def health(self) -> str | None:
+        """Why episodic memory is not whole (episodes parked, or waiting for a store that is
+        down), or None."""
+        parts = []
+        if self.outbox.parked:
+            n = self.outbox.parked
+            parts.append(
+                f"{n} episode{'s' if n != 1 else ''} parked (refused {self.outbox.park_after} times by the vector"
+                " store; tried again at the next start)"
+            )
+        if self.waiting is not None:
+            parts.append(f"waiting for the vector store ({self.waiting}); {self.outbox.waiting} episodes wait")
+        elif self.error is not None:
+            parts.append(f"off: {self.error}")
+        return "episodic memory: " + "; ".join(parts) if parts else None
 
     async def _backfill(self, store: VectorStore, marks: MemoryStore) -> None:
         """A store written before the marks or the id index: mark the conversations it
