@@ -176,7 +176,14 @@ def compose(
 
     budgets = Budgets(config.limits, usage, outputs=outputs, runs=runs)
     stops = RunStops(runs, stores.stops)
-    failure_reply = FailureReply(config, outputs=outputs, runs=runs, persona_for=persona_for)
+    failure_reply = FailureReply(
+        config,
+        outputs=outputs,
+        runs=runs,
+        persona_for=persona_for,
+        owed=stores.memory,
+        resolve=resolve,
+    )
     guard = RoleGuard(config.roles)
     health = health if health is not None else StoreHealth([db] if db is not None else [])
     metrics = Metrics(runner, health=health, context_type_of=context_type_of)
@@ -232,7 +239,8 @@ def compose(
     skills_dir = config.resolve(config.agent.skills_dir) if config.agent.skills_dir else None
     if skills_dir is not None and skills_dir.is_dir():  # versioned like personas: the same store and watcher
         skills = SkillSet(skills_dir, on_change=lambda name, text: revisions.record(REVISION_PREFIX + name, text))
-    components: list[Component] = [PersonaWatcher(personas, skills=skills), scheduler, stops, decoder]
+    # failure_reply: the replies a killed hub owed are sent once the platforms are up
+    components: list[Component] = [PersonaWatcher(personas, skills=skills), scheduler, stops, decoder, failure_reply]
     if mcp is not None:  # first: their tools are there before the first input is taken
         components.insert(0, mcp)
     if db is not None:  # the database stays bounded
