@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from .config import HubConfig
-from .definitions import Action, Context, Conversation, Output
+from .definitions import Action, Context, Conversation, Output, RunContext
 from .engine import Decoder, Plugins, Runner
 from .errors import ConfigError
 from .events import EventBus, PublishingRunStore
 from .features import Budgets, ChildRuns, FailureReply, Heartbeat, Metrics, RoleGuard, RunStops, Scheduler
 from .http import HttpServer, http_component
 from .memory import EpisodicMemory, TrainingExport, local_store_path, open_episode_store, shared_embedder
-from .models import Model, RetryPolicy
+from .models import Model, RetryPolicy, Usage
 from .personas import REVISION_PREFIX, Persona, PersonaSet, PersonaWatcher, SkillSet
 from .platform import OutboundLimiter, RedisLimiter
 from .protocol import PromptBuilder
@@ -206,6 +206,7 @@ def compose(
             model_timeout=config.model.timeout,
             marks=stores.memory,
             store_path=local_store_path(config),
+            on_usage=lambda ctx, usage: _count_usage(config, budgets, metrics, ctx, usage),
         )
     training = TrainingExport(config, redactor) if config.memory.export_training else None
     plugins = Plugins(
@@ -300,3 +301,11 @@ def mcp_servers(config: HubConfig, publish: Callable[[str, Sequence[Action]], li
 
 def _open_episodes(config: HubConfig, embedder: Any) -> Any:
     return open_episode_store(config, embedder=embedder or shared_embedder())
+
+
+def _count_usage(config: HubConfig, budgets: Budgets, metrics: Metrics, ctx: RunContext | None, usage: Usage) -> None:
+    """A model call outside a step (an episode's summary), counted as the run's: budgets,
+    costs and token metrics."""
+    cost = config.model.cost(usage.prompt_tokens, usage.completion_tokens)
+    budgets.count(ctx, usage.prompt_tokens + usage.completion_tokens, cost)
+    metrics.model_usage(usage.prompt_tokens, usage.completion_tokens, cost)

@@ -227,6 +227,13 @@ class Metrics(Plugin):
             self.llm_latency.observe(step.llm_latency)
         return None
 
+    def model_usage(self, prompt_tokens: int, completion_tokens: int, cost: float) -> None:
+        """Count a model call made outside a step (an episode's summary)."""
+        self.tokens.labels("prompt").inc(prompt_tokens)
+        self.tokens.labels("completion").inc(completion_tokens)
+        if cost > 0:
+            self.cost.inc(cost)
+
     def on_output(self, ctx: RunContext, out: OutputLog) -> None:
         self.outputs.labels(out.type, "sent" if out.sent else "failed").inc()
 

@@ -38,7 +38,7 @@ from ..definitions import RunContext, RunResult
 from ..engine import Plugin, Runner
 from ..errors import HubError, StoreError
 from ..logs import InputLog
-from ..models import Model, ModelRequest, RetryPolicy, stream_with_retry
+from ..models import Model, ModelRequest, RetryPolicy, Usage, stream_with_retry
 from ..protocol import EPISODE_CAP, scan_all
 from ._episode_store import (
     IDS_COMPLETE,
@@ -124,6 +124,7 @@ class EpisodicMemory(Plugin):
         marks: MemoryStore | None = None,
         store_path: Path | None = None,
         retry_first: float = RETRY_FIRST,
+        on_usage: Callable[[RunContext | None, Usage], None] | None = None,
     ) -> None:
         self.config = config
         self._marks = marks
@@ -150,6 +151,7 @@ class EpisodicMemory(Plugin):
         self._reconnect: asyncio.Task[None] | None = None
         self._draining: asyncio.Task[None] | None = None
         self._retry_first = retry_first
+        self._on_usage = on_usage  # a summary's tokens and cost count as the run's (budgets, metrics)
 
     @property
     def available(self) -> bool:
@@ -454,7 +456,7 @@ class EpisodicMemory(Plugin):
         if episode is None:
             return
         previous = self._writes.get(episode.context)
-        task = asyncio.create_task(self._write(episode, previous), name=f"episodes:write:{episode.context}")
+        task = asyncio.create_task(self._write(episode, previous, ctx), name=f"episodes:write:{episode.context}")
         self._writes[episode.context] = task
         task.add_done_callback(self._written)
 
@@ -463,12 +465,14 @@ class EpisodicMemory(Plugin):
             if pending is task:
                 del self._writes[context]
 
-    async def _write(self, episode: Episode, previous: asyncio.Task[None] | None) -> None:
+    async def _write(
+        self, episode: Episode, previous: asyncio.Task[None] | None, ctx: RunContext | None = None
+    ) -> None:
         if previous is not None and not previous.done():
             await asyncio.wait({previous})
         try:
             if self.config.summarize and self._model is not None and self._runner is not None:
-                episode.summary = await self._summarize(episode)
+                episode.summary = await self._summarize(episode, ctx)
             await self.remember(episode)
         except Exception as e:
             self._failed("writing an episode", e)
@@ -481,8 +485,9 @@ class EpisodicMemory(Plugin):
         else:
             log.warning("episodic memory: %s failed: %s", doing, e)
 
-    async def _summarize(self, episode: Episode) -> str:
-        """The model's summary of the episode, or "" (the digest stands) if it fails."""
+    async def _summarize(self, episode: Episode, ctx: RunContext | None = None) -> str:
+        """The model's summary of the episode, or "" (the digest stands) if it fails; its
+        usage counted for ``ctx``'s run."""
         assert self._model is not None and self._runner is not None
         request = ModelRequest(
             system=_SUMMARY_SYSTEM,
@@ -496,6 +501,8 @@ class EpisodicMemory(Plugin):
                 async for chunk in stream_with_retry(self._model(), request, self._retry_policy):
                     if isinstance(chunk, str):
                         chunks.append(chunk)
+                    elif isinstance(chunk, Usage) and self._on_usage is not None:
+                        self._on_usage(ctx, chunk)
         except Exception as e:  # the model's failure, whatever its type, costs only the summary
             log.warning("episode summary of run %s failed, keeping the digest: %s", episode.run_id[:8], e)
             return ""
