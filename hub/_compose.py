@@ -43,6 +43,7 @@ from .store import (
     RunStore,
     StoreHealth,
     Stores,
+    Upkeep,
     UsageStore,
 )
 
@@ -246,6 +247,7 @@ def compose(
         components.insert(0, mcp)
     if db is not None:  # the database stays bounded
         components.append(Retention(db, config.hub.retention))
+    components.append(Upkeep(stores.pairings, config.hub.retention))  # what no conversation owns
     if http is not None:
         components.append(http)
     if episodes is not None:
