@@ -127,7 +127,7 @@ class FailureReply(Plugin):
             try:
                 value = await self.ledger.get(key)
                 ctx = await self._context(hub, key[len(OWED_PREFIX) :], value)
-                if ctx is None:
+                if ctx is None or not isinstance(value, dict):
                     await self.ledger.delete(key)
                     continue
                 log.info("run %s %s: sending the failure reply a restart left owed", ctx.run.id[:8], ctx.context.id)
@@ -154,6 +154,6 @@ class FailureReply(Plugin):
         record = await self.runs.get(run_id) or RunRecord(context=inst.id, id=run_id)
         logs = list(await self.runs.events(run_id))
         record.seq = max(record.seq, len(logs))  # the reply's entry goes after the run's own
-        ctx = RunContext(hub, record, inst, logs, runs=self.runs)
+        ctx: RunContext = RunContext(hub, record, inst, logs, runs=self.runs)
         ctx.inputs = [e for e in logs if isinstance(e, InputLog)]
         return ctx
