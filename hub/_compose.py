@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from .config import HubConfig
-from .definitions import Action, Context, Conversation, Output
+from .definitions import Action, Context, Conversation, Output, RunContext
 from .engine import Decoder, Plugins, Runner
 from .errors import ConfigError
 from .events import EventBus, PublishingRunStore
 from .features import Budgets, ChildRuns, FailureReply, Heartbeat, Metrics, RoleGuard, RunStops, Scheduler
 from .http import HttpServer, http_component
 from .memory import EpisodicMemory, TrainingExport, local_store_path, open_episode_store, shared_embedder
-from .models import Model, RetryPolicy
+from .models import Model, RetryPolicy, Usage
 from .personas import REVISION_PREFIX, Persona, PersonaSet, PersonaWatcher, SkillSet
 from .platform import OutboundLimiter, RedisLimiter
 from .protocol import PromptBuilder
@@ -43,6 +43,7 @@ from .store import (
     RunStore,
     StoreHealth,
     Stores,
+    Upkeep,
     UsageStore,
 )
 
@@ -176,7 +177,14 @@ def compose(
 
     budgets = Budgets(config.limits, usage, outputs=outputs, runs=runs)
     stops = RunStops(runs, stores.stops)
-    failure_reply = FailureReply(config, outputs=outputs, runs=runs, persona_for=persona_for)
+    failure_reply = FailureReply(
+        config,
+        outputs=outputs,
+        runs=runs,
+        persona_for=persona_for,
+        owed=stores.memory,
+        resolve=resolve,
+    )
     guard = RoleGuard(config.roles)
     health = health if health is not None else StoreHealth([db] if db is not None else [])
     metrics = Metrics(runner, health=health, context_type_of=context_type_of)
@@ -199,6 +207,7 @@ def compose(
             model_timeout=config.model.timeout,
             marks=stores.memory,
             store_path=local_store_path(config),
+            on_usage=lambda ctx, usage: _count_usage(config, budgets, metrics, ctx, usage),
         )
     training = TrainingExport(config, redactor) if config.memory.export_training else None
     plugins = Plugins(
@@ -232,19 +241,24 @@ def compose(
     skills_dir = config.resolve(config.agent.skills_dir) if config.agent.skills_dir else None
     if skills_dir is not None and skills_dir.is_dir():  # versioned like personas: the same store and watcher
         skills = SkillSet(skills_dir, on_change=lambda name, text: revisions.record(REVISION_PREFIX + name, text))
-    components: list[Component] = [PersonaWatcher(personas, skills=skills), scheduler, stops, decoder]
+    # failure_reply: the replies a killed hub owed are sent once the platforms are up
+    components: list[Component] = [PersonaWatcher(personas, skills=skills), scheduler, stops, decoder, failure_reply]
     if mcp is not None:  # first: their tools are there before the first input is taken
         components.insert(0, mcp)
     if db is not None:  # the database stays bounded
         components.append(Retention(db, config.hub.retention))
+    components.append(Upkeep(stores.pairings, config.hub.retention))  # what no conversation owns
     if http is not None:
         components.append(http)
     if episodes is not None:
         components.append(episodes)
+        outbox = episodes.outbox
+        metrics.watch_episodes(waiting=lambda: outbox.waiting, parked=lambda: outbox.parked)
     if training is not None:
         components.append(training)
     if heartbeat is not None:
-        components.append(Heartbeat(heartbeat, health=health.problem))
+        notes = episodes.health if episodes is not None else None  # said by `hub health`, not a failure
+        components.append(Heartbeat(heartbeat, health=health.problem, notes=notes))
     return Features(
         redactor=redactor,
         prompts=prompts,
@@ -289,3 +303,11 @@ def mcp_servers(config: HubConfig, publish: Callable[[str, Sequence[Action]], li
 
 def _open_episodes(config: HubConfig, embedder: Any) -> Any:
     return open_episode_store(config, embedder=embedder or shared_embedder())
+
+
+def _count_usage(config: HubConfig, budgets: Budgets, metrics: Metrics, ctx: RunContext | None, usage: Usage) -> None:
+    """A model call outside a step (an episode's summary), counted as the run's: budgets,
+    costs and token metrics."""
+    cost = config.model.cost(usage.prompt_tokens, usage.completion_tokens)
+    budgets.count(ctx, usage.prompt_tokens + usage.completion_tokens, cost)
+    metrics.model_usage(usage.prompt_tokens, usage.completion_tokens, cost)

@@ -355,8 +355,12 @@ async def cmd_health(config: HubConfig, args: argparse.Namespace) -> int:
 
         host = config.http.host if config.http.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
         url = f"http://{host}:{config.http.port}/healthz"
+        request = urllib.request.Request(url)
+        if config.http.token:  # the token shows what is not whole (episodes parked)
+            request.add_header("Authorization", f"Bearer {config.http.token}")
         try:
-            status = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).status)
+            with await asyncio.to_thread(urllib.request.urlopen, request, timeout=5) as resp:
+                status, body = resp.status, resp.read().decode("utf-8", "replace")
         except urllib.error.HTTPError as e:  # 503: stopping, or a store failing
             body = e.read().decode("utf-8", "replace")
             state = json.loads(body).get("status", "unhealthy") if body.startswith("{") else "unhealthy"
@@ -366,6 +370,9 @@ async def cmd_health(config: HubConfig, args: argparse.Namespace) -> int:
             print(f"unhealthy: {url}: {e}", file=sys.stderr)
             return 1
         print(f"ok: {url} answered {status}")
+        note = json.loads(body).get("note") if body.startswith("{") else None
+        if note:
+            print(f"note: {note}")
         return 0
     path = config.data_dir / HEARTBEAT
     try:
@@ -381,6 +388,9 @@ async def cmd_health(config: HubConfig, args: argparse.Namespace) -> int:
         print(degraded[0], file=sys.stderr)
         return 1
     print(f"ok: heartbeat {age:.0f}s ago")
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("note:"):  # not a failure (the exit status stays 0): episodes parked
+            print(line)
     return 0
 
 

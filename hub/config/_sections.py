@@ -169,17 +169,33 @@ class CommandsSection(_Section):
     disabled: list[str] = Field(
         default_factory=list, description='commands turned off, by name without the slash (e.g. ["new"])'
     )
+    roles: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description='the [roles] that may use a command, by name without the slash (e.g. {stop = ["admin"]}); '
+        "for an extension's command it replaces the roles the extension declared; [] lets everyone",
+    )
+    group_roles: dict[str, list[str]] = Field(
+        default_factory=lambda: {"new": ["admin"], "stop": ["admin"]},
+        description="in a group (a conversation several people share), the [roles] that may use a command, in "
+        "place of roles; a member without them may /stop only the answers to their own messages",
+    )
 
     @field_validator("disabled")
     @classmethod
     def _names(cls, v: list[str]) -> list[str]:
-        out = []
-        for name in v:
-            bare = name.strip().removeprefix("/").lower()
-            if not _COMMAND_NAME.fullmatch(bare):
-                raise ValueError(f"{name!r} is not a command name (1-32 of a-z, 0-9 and _, without the slash)")
-            out.append(bare)
-        return out
+        return [_command_name(name) for name in v]
+
+    @field_validator("roles", "group_roles")
+    @classmethod
+    def _role_names(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        return {_command_name(name): roles for name, roles in v.items()}
+
+
+def _command_name(name: str) -> str:
+    bare = name.strip().removeprefix("/").lower()
+    if not _COMMAND_NAME.fullmatch(bare):
+        raise ValueError(f"{name!r} is not a command name (1-32 of a-z, 0-9 and _, without the slash)")
+    return bare
 
 
 class MemorySection(_Section):

@@ -13,7 +13,9 @@ __all__ = ["CommandCall"]
 class CommandCall:
     """A command someone sent, as the platform parsed it: ``/weather Paris`` is
     ``CommandCall("weather", "Paris")``. A platform passes it to ``send(..., command=...)``
-    with the message's text as the data."""
+    with the message's text as the data. ``group``: sent in a conversation several people
+    share (a group chat, a channel), where ``[commands] group_roles`` apply."""
 
     name: str
     args: str = ""
+    group: bool = False

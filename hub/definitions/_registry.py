@@ -28,7 +28,8 @@ class Registry:
         self.inputs: dict[str, Input] = {}
         self.routes: dict[str, Route] = {}  # by path, served on [http]
         self.commands: dict[str, Command] = {}  # chat commands by name (hub.engine answers them)
-        self._owners: dict[int, str] = {}
+        # id -> (the object, its owner): the object is held, so its id() is never reused while listed
+        self._owners: dict[int, tuple[Any, str]] = {}
 
     def register(self, ext: Extension) -> None:
         """Add an extension's definitions; a name already taken is an ExtensionError naming both."""
@@ -48,7 +49,7 @@ class Registry:
             for item in items:
                 name = getattr(item, attr)
                 if name in registry:
-                    other = self._owners.get(id(registry[name]), "?")
+                    other = self.owner_of(registry[name]) or "?"
                     raise ExtensionError(ext.name, f"{what} {name!r} is already defined by extension {other!r}")
         for registry, items, attr in (
             (self.contexts, ext.contexts, "type"),
@@ -60,7 +61,7 @@ class Registry:
         ):
             for item in items:
                 registry[getattr(item, attr)] = item
-                self._owners[id(item)] = ext.name
+                self._owners[id(item)] = (item, ext.name)
         self.extensions[ext.name] = ext
 
     def replace_actions(self, owner: str, actions: Sequence[Action]) -> list[str]:
@@ -68,21 +69,22 @@ class Registry:
         while the hub runs (an MCP server's, as it lists them). Returns why each one that was
         left out was (a name another owner has); the next step of every run sees the change."""
         for name, a in list(self.actions.items()):
-            if self._owners.get(id(a)) == owner:
+            if self.owner_of(a) == owner:
                 del self.actions[name]
                 del self._owners[id(a)]
         refused = []
         for a in actions:
             other = self.actions.get(a.name)
             if other is not None:
-                refused.append(f"action {a.name!r} is already defined by {self._owners.get(id(other), '?')!r}")
+                refused.append(f"action {a.name!r} is already defined by {self.owner_of(other) or '?'!r}")
                 continue
             self.actions[a.name] = a
-            self._owners[id(a)] = owner
+            self._owners[id(a)] = (a, owner)
         return refused
 
     def owner_of(self, item: Any) -> str | None:
-        return self._owners.get(id(item))
+        held = self._owners.get(id(item))
+        return held[1] if held is not None and held[0] is item else None
 
     def split(self, name: str) -> tuple[str, str] | None:
         """``(TYPE, KEY)`` of an instance name by the registered context types (the longest

@@ -68,7 +68,7 @@ def _check_name(kind: str, name: str) -> None:
         )
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, weakref_slot=True)  # weakly held by the prompt's caches
 class Action:
     """A tool the model may call with ``<action_call name="NAME">{json}</action_call>``."""
 
@@ -131,7 +131,7 @@ class Action:
         self._returns_adapter.validate_python(result)
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, weakref_slot=True)  # weakly held by the prompt's caches
 class Output:
     """A way for the model to say something: ``<output type="TYPE" attr="...">content</output>``.
 

@@ -82,10 +82,17 @@ class Stopper(Protocol):
     """What ``/stop`` and ``/new`` stop runs with (:class:`hub.features.RunStops`)."""
 
     async def stop_conversation(
-        self, conversation: str, reason: str, *, wait: float, exclude: Collection[str] = ()
+        self,
+        conversation: str,
+        reason: str,
+        *,
+        wait: float,
+        exclude: Collection[str] = (),
+        user: str | None = None,
     ) -> list[str]:
-        """Stop the conversation's runs in progress (but ``exclude``: commands being answered),
-        on whichever worker holds them, waiting up to ``wait`` seconds for them to end; their ids."""
+        """Stop the conversation's runs in progress (but ``exclude``: commands being answered;
+        with ``user``, only the runs answering that user), on whichever worker holds them,
+        waiting up to ``wait`` seconds for them to end; their ids."""
         ...
 
 
@@ -130,12 +137,20 @@ class Commands:
         if not self.settings.enabled:
             return []
         off = set(self.settings.disabled)
-        infos = [CommandInfo(n, d, built_in=True) for n, d in BUILT_IN.items() if n not in off]
+        infos = [CommandInfo(n, d, roles=self.roles_for(n), built_in=True) for n, d in BUILT_IN.items() if n not in off]
         for c in self.extensions.values():
             # a disabled built-in's name is free for an extension's own (check() refuses the others)
             if c.name in BUILT_IN or c.name not in off:
-                infos.append(CommandInfo(c.name, c.description, c.arguments, tuple(c.roles)))
+                infos.append(CommandInfo(c.name, c.description, c.arguments, self.roles_for(c.name, c.roles)))
         return infos
+
+    def roles_for(self, name: str, declared: Collection[str] = (), *, group: bool = False) -> tuple[str, ...]:
+        """The roles one of which a user needs for ``/name`` (none: anyone): in a group
+        ``[commands] group_roles``, else ``[commands] roles``, else what the command declared."""
+        for table in (self.settings.group_roles if group else {}, self.settings.roles):
+            if name in table:
+                return tuple(table[name])
+        return tuple(declared)
 
     def names(self) -> set[str]:
         """The names of the commands that are on (what a platform treats as a command)."""
@@ -290,14 +305,33 @@ class Commands:
         )
         built_in = self._built_in.get(call.name) if call.name in BUILT_IN else None
         if built_in is not None and call.name not in self.extensions:
+            needed = self.roles_for(call.name, group=call.group)
+            if needed and not held & set(needed):
+                if call.name == "stop" and call.group:  # a member still stops the answers to their own messages
+                    return await self._stop(cmd, only=entry.user)
+                return self._refuse(call, inst, entry, needed)
             return await built_in(cmd)
         command = self.extensions.get(call.name)
         if command is None:  # turned off since it was recorded (a restart, a config change)
             return f"/{call.name} is not available."
-        if command.roles and not held & set(command.roles):
-            log.info("command /%s in %s: user %s holds none of %s", call.name, inst.id, entry.user, command.roles)
-            return f"You may not use /{call.name}."
+        needed = self.roles_for(call.name, command.roles, group=call.group)
+        if needed and not held & set(needed):
+            if not self.settings.roles.get(call.name) and not (call.group and call.name in self.settings.group_roles):
+                return self._refuse(call, inst, entry, needed, plain=True)  # the extension's own roles
+            return self._refuse(call, inst, entry, needed)
         return command_handler_result(await command.handler(cmd))
+
+    @staticmethod
+    def _refuse(
+        call: CommandCall, inst: ContextInstance, entry: InputLog, needed: Collection[str], *, plain: bool = False
+    ) -> str:
+        log.info("command /%s in %s: user %s holds none of %s", call.name, inst.id, entry.user, sorted(needed))
+        if plain:
+            return f"You may not use /{call.name}."
+        wanted = " or ".join(sorted(needed))
+        if call.group:
+            return f"You may not use /{call.name} here: in a group it needs the role {wanted}."
+        return f"You may not use /{call.name}: it needs the role {wanted}."
 
     # --- the built-in commands ------------------------------------------------------------
 
@@ -312,9 +346,12 @@ class Commands:
         lines = [f"{i.usage()} — {i.description}" for i in self.menu(cmd.platform or "", cmd.user)]
         return "Commands:\n" + "\n".join(lines)
 
-    async def _stop(self, cmd: CommandContext) -> str:
-        stopped = await self._stop_runs(cmd)
-        return "Stopped." if stopped else "Nothing to stop."
+    async def _stop(self, cmd: CommandContext, *, only: str | None = None) -> str:
+        """``only``: stop just the runs answering that user (a group member without the role)."""
+        stopped = await self._stop_runs(cmd, user=only)
+        if stopped:
+            return "Stopped."
+        return "Nothing of yours to stop." if only is not None else "Nothing to stop."
 
     async def _new(self, cmd: CommandContext) -> str:
         """Its run in progress stopped first, so that its end does not save the old history back."""
@@ -325,10 +362,10 @@ class Commands:
         log.info("command /new in %s: history and memory cleared", cmd.conversation)
         return "Started a new conversation: what we said before is forgotten."
 
-    async def _stop_runs(self, cmd: CommandContext) -> list[str]:
+    async def _stop_runs(self, cmd: CommandContext, *, user: str | None = None) -> list[str]:
         if self.stopper is None:
             return []
         # not the runs of commands (this one's, or a /help sent with it): they have nothing to stop
         return await self.stopper.stop_conversation(
-            cmd.conversation, STOPPED_BY_USER, wait=STOP_WAIT, exclude=frozenset(self._answering)
+            cmd.conversation, STOPPED_BY_USER, wait=STOP_WAIT, exclude=frozenset(self._answering), user=user
         )

@@ -150,6 +150,8 @@ class Intake:
         entry.meta.pop(COMMAND_KEY, None)  # the hub's own mark, never a platform's
         if command is not None and self.commands is not None and self.commands.takes(command.name):
             entry.meta[COMMAND_KEY] = {"name": command.name, "args": r.redact(command.args)}
+            if command.group:  # kept with the input: a command answered after a restart keeps its checks
+                entry.meta[COMMAND_KEY]["group"] = True
         conversation = f"{definition.type}:{key}"
         if not await self.inbox.record(conversation, entry):
             log.info("input %s for %s already recorded: not answered again", platform_id, conversation)
@@ -186,7 +188,7 @@ class Intake:
     async def _answer_command(self, sub: Submission, definition: Context, args: Any, key: str, entry: InputLog) -> None:
         assert self.commands is not None
         mark = entry.meta[COMMAND_KEY]
-        call = CommandCall(str(mark.get("name", "")), str(mark.get("args", "")))
+        call = CommandCall(str(mark.get("name", "")), str(mark.get("args", "")), group=bool(mark.get("group")))
 
         def started(run_id: str) -> None:
             if not sub.run_id.done():

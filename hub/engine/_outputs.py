@@ -162,6 +162,9 @@ class OutputDispatch:
             return  # an empty reply says nothing; nothing to send (a file to send, named by an attribute, does)
         if out.format is not None:
             entry.formatted = _formatted(run, out, value)
+        if out.live:  # a live output's handler reads a LiveText on every path: plain text, chat, a tool call
+            value = LiveText.whole(entry.content)
+            entry.live = True
         self._chain(run, out, value, run.ctx.derive(attributes=attributes, output=entry), entry)
 
     def _chain(self, run: Run, out: Output, value: Any, ctx: RunContext, entry: OutputLog) -> None:

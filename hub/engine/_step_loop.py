@@ -98,7 +98,10 @@ class Engine:
                     now = loop.time()
                     if now - last_beat > beat_every:
                         last_beat = now
-                        timer.reschedule(min(deadline, now + cfg.heartbeat_timeout))
+                        try:
+                            timer.reschedule(min(deadline, now + cfg.heartbeat_timeout))
+                        except RuntimeError:  # the run's limits are over: its end (a failure reply) is sending
+                            pass
 
                 inst = conversation(deps, slot.definition, slot.args, slot.key)
                 ctx = run.context_for(inst, progress)

@@ -145,17 +145,26 @@ class Budgets(Plugin):
 
     def after_step(self, ctx: RunContext, step: StepLog) -> str | None:
         """Count the step's tokens and cost; the budget it spent, if any, stops the run."""
-        tokens = step.prompt_tokens + step.completion_tokens
+        self.count(ctx, step.prompt_tokens + step.completion_tokens, step.cost)
+        return self._over(ctx)
+
+    def count(self, ctx: RunContext | None, tokens: int, cost: float) -> None:
+        """Count a model call's tokens and cost against the budgets of ``ctx``'s run (a step,
+        or work done for the run after it, as its episode's summary); with no ``ctx``, the
+        bot-wide money budget only."""
         day = self._roll()
-        if tokens:
+        if tokens and ctx is not None:
             for scope, _, _ in self._scopes(ctx):
                 self._used[scope] = self._used.get(scope, 0) + tokens
                 self.store.add(scope, day, tokens)
-        if step.cost:
-            for scope, _, _ in self._cost_scopes(ctx):
-                self._spent[scope] = self._spent.get(scope, 0.0) + step.cost
-                self.store.add_cost(scope, day, step.cost)
-        return self._over(ctx)
+        if cost:
+            if ctx is not None:
+                scopes = [scope for scope, _, _ in self._cost_scopes(ctx)]
+            else:
+                scopes = [BOT_SCOPE] if self.limits.cost_per_day else []
+            for scope in scopes:
+                self._spent[scope] = self._spent.get(scope, 0.0) + cost
+                self.store.add_cost(scope, day, cost)
 
     async def after_run(self, result: RunResult, ctx: RunContext | None) -> None:
         """Tell the user when a limit ended their run (instead of leaving them in silence)."""

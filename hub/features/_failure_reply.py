@@ -13,21 +13,25 @@ conversation's usual output, once, recorded in the run's log. Not for:
 
 The text is fixed: it never carries the error, which may hold internals (``hub trace``
 has them). It is sent from ``after_run``, once the run's end is recorded and its inputs are
-marked done, so a crash after it never answers the same input twice: at worst, a crash
-between the two loses the reply.
+marked done, so a crash after it never answers the same input twice. It is an outbound
+message like any other: recorded as owed (``reply:owed:<run id>`` in the memory store)
+before it is sent and cleared once its send is over, so a hub killed while the platform
+makes it wait (a 429) sends it once at its next start.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..config import HubConfig
-from ..definitions import Conversation, Output, RunContext, RunResult
+from ..definitions import Context, ContextInstance, Conversation, Output, RunContext, RunResult
 from ..engine import STOPPED_BY_USER, Plugin, failure_text, send_reply
-from ..logs import OutputLog
+from ..logs import InputLog, OutputLog
 from ..personas import Persona
-from ..store import RunState, RunStore
+from ..store import MemoryStore, RunRecord, RunState, RunStore
 from ._budgets import is_limit
 
 __all__ = ["FailureReply"]
@@ -36,6 +40,8 @@ log = logging.getLogger("hub.features")
 
 _TAKEN_UP_AGAIN = ("shutdown", "cancelled")
 """Kill reasons whose input is handled again (the next start takes it up)."""
+OWED_PREFIX = "reply:owed:"
+"""Memory-store keys of the failure replies recorded but not yet sent (one per run)."""
 
 
 class FailureReply(Plugin):
@@ -50,11 +56,16 @@ class FailureReply(Plugin):
         outputs: Mapping[str, Output],
         runs: RunStore,
         persona_for: Callable[[Conversation], Persona | None],
+        owed: MemoryStore | None = None,
+        resolve: Callable[[str], tuple[Context, Any, str]] | None = None,
     ) -> None:
         self.config = config
         self.outputs = outputs
         self.runs = runs
         self.persona_for = persona_for
+        self.ledger = owed  # where a reply is recorded before it is sent (None: it is not)
+        self.resolve = resolve  # a conversation's definition, args and key, from its id
+        self._task: asyncio.Task[None] | None = None
 
     def owed(self, result: RunResult, ctx: RunContext) -> bool:
         """Whether this run's end is one the user is told about."""
@@ -76,19 +87,73 @@ class FailureReply(Plugin):
         text = failure_text(self.config, self.persona_for(ctx.context))
         if not text:
             return
-        entry = await send_reply(
-            ctx,
-            text,
-            outputs=self.outputs,
-            runs=self.runs,
-            data={"failure_reply": str(result.state)},
-            step=result.steps,
-        )
+        key = OWED_PREFIX + result.run_id
+        if self.ledger is not None:  # committed before the send: a crash from here on sends it at the next start
+            await self.ledger.set(key, {"context": ctx.context.id, "text": text, "state": str(result.state)})
+        entry = await self._send(ctx, key, text, {"failure_reply": str(result.state)}, step=result.steps)
         if entry is not None:
             result.logs.append(entry)
+
+    async def _send(self, ctx: RunContext, key: str, text: str, data: dict[str, Any], *, step: int) -> OutputLog | None:
+        """Send an owed reply, then clear it: its send is over (sent, or failed for good)."""
+        entry = await send_reply(ctx, text, outputs=self.outputs, runs=self.runs, data=data, step=step)
+        if self.ledger is not None:
+            await self.ledger.delete(key)
+        if entry is not None:  # logged once it is no longer owed
             log.info(
                 "run %s %s: the failure reply was %s",
-                result.run_id[:8],
-                result.context,
+                ctx.run.id[:8],
+                ctx.context.id,
                 "sent" if entry.sent else "not sent",
             )
+        return entry
+
+    # --- owed replies a crash left -------------------------------------------------------
+
+    async def start(self, hub: Any = None) -> None:
+        """Send the replies a killed hub owed, in the background (a platform may make them wait)."""
+        if self.ledger is not None and self.resolve is not None and hub is not None and self._task is None:
+            self._task = asyncio.create_task(self._send_owed(hub), name="failure-reply:owed")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()  # what it did not send stays owed, for the next start
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _send_owed(self, hub: Any) -> None:
+        assert self.ledger is not None
+        for key in await self.ledger.keys(OWED_PREFIX):
+            try:
+                value = await self.ledger.get(key)
+                ctx = await self._context(hub, key[len(OWED_PREFIX) :], value)
+                if ctx is None or not isinstance(value, dict):
+                    await self.ledger.delete(key)
+                    continue
+                log.info("run %s %s: sending the failure reply a restart left owed", ctx.run.id[:8], ctx.context.id)
+                await self._send(
+                    ctx, key, value["text"], {"failure_reply": value.get("state", ""), "resent": True}, step=0
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the next start tries it again
+                log.exception("the failure reply owed at %s was not sent", key)
+
+    async def _context(self, hub: Any, run_id: str, value: Any) -> RunContext | None:
+        """The run's context again, from its record and inputs (None: it cannot be resolved)."""
+        assert self.resolve is not None
+        if not isinstance(value, dict) or not isinstance(value.get("text"), str):
+            return None
+        try:
+            definition, args, key = self.resolve(str(value.get("context", "")))
+        except Exception as e:
+            log.warning("the failure reply owed to run %s is dropped: %s", run_id[:8], e)
+            return None
+        owner = hub.owner_of(definition)
+        inst = ContextInstance(definition=definition, args=args, key=key, extension=owner)
+        record = await self.runs.get(run_id) or RunRecord(context=inst.id, id=run_id)
+        logs = list(await self.runs.events(run_id))
+        record.seq = max(record.seq, len(logs))  # the reply's entry goes after the run's own
+        ctx: RunContext = RunContext(hub, record, inst, logs, runs=self.runs)
+        ctx.inputs = [e for e in logs if isinstance(e, InputLog)]
+        return ctx

@@ -169,6 +169,19 @@ class Metrics(Plugin):
         for name in schedules:
             self.schedule_fires.labels(name)
 
+    def watch_episodes(self, *, waiting: Callable[[], int], parked: Callable[[], int]) -> None:
+        """Gauges of episodic memory's outbox: episodes waiting for the vector store, and
+        those parked after the store refused them (hub.memory's outbox)."""
+        r = self.registry
+        Gauge("hub_episodes_waiting", "Episodes waiting in the outbox for the vector store", registry=r).set_function(
+            waiting
+        )
+        Gauge(
+            "hub_episodes_parked",
+            "Episodes the vector store refused repeatedly, parked until the next start",
+            registry=r,
+        ).set_function(parked)
+
     def declare_platform(self, platform: str) -> None:
         """Create ``platform``'s send and 429 series at 0 (its governor does, at start)."""
         for result in ("ok", "error"):
@@ -213,6 +226,13 @@ class Metrics(Plugin):
         if step.llm_latency > 0:
             self.llm_latency.observe(step.llm_latency)
         return None
+
+    def model_usage(self, prompt_tokens: int, completion_tokens: int, cost: float) -> None:
+        """Count a model call made outside a step (an episode's summary)."""
+        self.tokens.labels("prompt").inc(prompt_tokens)
+        self.tokens.labels("completion").inc(completion_tokens)
+        if cost > 0:
+            self.cost.inc(cost)
 
     def on_output(self, ctx: RunContext, out: OutputLog) -> None:
         self.outputs.labels(out.type, "sent" if out.sent else "failed").inc()

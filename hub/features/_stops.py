@@ -120,15 +120,26 @@ class RunStops(Plugin):
         return ended[0] if ended else record
 
     async def stop_conversation(
-        self, conversation: str, reason: str, *, wait: float, exclude: Collection[str] = ()
+        self,
+        conversation: str,
+        reason: str,
+        *,
+        wait: float,
+        exclude: Collection[str] = (),
+        user: str | None = None,
     ) -> list[str]:
         """Stop the conversation's runs in progress, here and on other workers (all but
-        ``exclude``), waiting up to ``wait`` seconds for them to end; their ids."""
-        here = [i for i, ctx in self._active.items() if ctx.context.id == conversation]
+        ``exclude``; with ``user``, only the runs answering that user), waiting up to ``wait``
+        seconds for them to end; their ids."""
+        here = [
+            i
+            for i, ctx in self._active.items()
+            if ctx.context.id == conversation and (user is None or ctx.run.user == user)
+        ]
         elsewhere = [
             r.id
             for r in await self.runs.list(limit=100, state=str(RunState.RUNNING), context=conversation)
-            if r.id not in here and r.id not in exclude
+            if r.id not in here and r.id not in exclude and (user is None or r.user == user)
         ]
         for run_id in here:
             self._stop_here(run_id, reason)

@@ -423,6 +423,8 @@ class HttpServer:
             body["database"] = databases[0] if len(databases) == 1 else databases
         if degraded:
             body["store"] = degraded
+        if hub.episodes is not None and (note := hub.episodes.health()):
+            body["note"] = note  # not whole, but no failure of the hub: the status stays
         return web.json_response(body, status=status)
 
     async def _metrics(self, request: web.Request) -> web.Response:

@@ -4,10 +4,12 @@ through the official ``mcp`` SDK (stdio or streamable HTTP), kept up while the h
 from __future__ import annotations
 
 from ._connection import McpServer, ServerStatus
-from ._servers import McpServers, probe
+from ._servers import LOG_MAX_BYTES, McpServers, cap_log, probe
 from ._tools import McpAction, ToolSpec, action_name, result_for_model
 
 __all__ = [
+    "LOG_MAX_BYTES",
+    "cap_log",
     "McpAction",
     "McpServer",
     "McpServers",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,9 +25,32 @@ from ..config import HubConfig
 from ..definitions import Action
 from ._connection import McpServer, ServerStatus
 
-__all__ = ["McpServers", "probe"]
+__all__ = ["LOG_MAX_BYTES", "McpServers", "cap_log", "probe"]
 
 log = logging.getLogger("hub.mcp")
+
+LOG_MAX_BYTES = 5_000_000
+"""A stdio server's ``data_dir/mcp/NAME.log`` past this is moved to ``NAME.log.1`` (the one
+before it dropped) and started again: at most about twice this on disk per server."""
+LOG_CHECK_EVERY = 30.0
+"""Seconds between checks of the servers' logs' sizes."""
+
+
+def cap_log(path: Path, max_bytes: int = LOG_MAX_BYTES) -> bool:
+    """Keep ``path`` under ``max_bytes``: past it, its content goes to ``PATH.1`` and the file
+    is emptied in place (the server writes to it in append mode, so it goes on at the new
+    end). True when it was cut."""
+    try:
+        if path.stat().st_size <= max_bytes:
+            return False
+        with open(path, "rb") as src, open(path.with_name(path.name + ".1"), "wb") as dst:
+            while chunk := src.read(1 << 20):
+                dst.write(chunk)
+        os.truncate(path, 0)  # what the server wrote between the copy and this line is lost
+    except OSError as e:
+        log.warning("mcp: cannot keep %s short: %s", path, e)
+        return False
+    return True
 
 
 class McpServers:
@@ -44,6 +68,7 @@ class McpServers:
         self.publish = publish
         self.log_dir = log_dir
         self._logs: list[TextIO] = []
+        self._capping: asyncio.Task[None] | None = None
         self.servers: dict[str, McpServer] = {
             name: McpServer(name, section, base_dir=config.base_dir, on_tools=self._tools)
             for name, section in config.mcp.items()
@@ -65,6 +90,8 @@ class McpServers:
         for server in self.servers.values():
             server.errlog = self._errlog(server.name)
             server.start()
+        if self.log_dir is not None and self._capping is None:
+            self._capping = asyncio.create_task(self._cap_logs(), name="mcp:logs")
         ups = await asyncio.gather(*(s.wait_started(s.section.connect_timeout + 1) for s in self.servers.values()))
         for server, up in zip(self.servers.values(), ups, strict=True):
             if not up:
@@ -80,6 +107,7 @@ class McpServers:
             return None
         try:
             self.log_dir.mkdir(parents=True, exist_ok=True)
+            cap_log(self.log_dir / f"{name}.log")
             f = open(self.log_dir / f"{name}.log", "a", encoding="utf-8")  # noqa: SIM115 - closed at stop
         except OSError as e:
             log.warning("mcp %s: cannot open its log in %s (%s): its stderr goes to the hub's", name, self.log_dir, e)
@@ -87,7 +115,18 @@ class McpServers:
         self._logs.append(f)
         return f
 
+    async def _cap_logs(self) -> None:
+        assert self.log_dir is not None
+        while True:
+            await asyncio.sleep(LOG_CHECK_EVERY)
+            for name in self.servers:
+                await asyncio.to_thread(cap_log, self.log_dir / f"{name}.log")
+
     async def stop(self) -> None:
+        if self._capping is not None:
+            self._capping.cancel()
+            await asyncio.gather(self._capping, return_exceptions=True)
+            self._capping = None
         await asyncio.gather(*(s.stop() for s in self.servers.values()), return_exceptions=True)
         for f in self._logs:
             f.close()

@@ -22,6 +22,7 @@ from ._episode_store import (
     shared_embedder,
 )
 from ._episodic import EpisodicMemory
+from ._outbox import OUTBOX_PARK_AFTER, PARKED_PREFIX
 from ._training import TrainingExport, training_line
 from ._vector import InMemoryVectorStore, MetadataValue, VectorHit, VectorRecord, VectorStore, VectorStoreError
 
@@ -39,6 +40,8 @@ __all__ = [
     "InMemoryVectorStore",
     "MetadataValue",
     "MiniLMEmbedder",
+    "OUTBOX_PARK_AFTER",
+    "PARKED_PREFIX",
     "TrainingExport",
     "VectorHit",
     "VectorRecord",

@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 from ..config import MemorySection
 from ..definitions import RunContext, RunResult
 from ..engine import Plugin, Runner
-from ..errors import HubError
+from ..errors import HubError, StoreError
 from ..logs import InputLog
-from ..models import Model, ModelRequest, RetryPolicy, stream_with_retry
+from ..models import Model, ModelRequest, RetryPolicy, Usage, stream_with_retry
 from ..protocol import EPISODE_CAP, scan_all
 from ._episode_store import (
     IDS_COMPLETE,
@@ -124,6 +124,7 @@ class EpisodicMemory(Plugin):
         marks: MemoryStore | None = None,
         store_path: Path | None = None,
         retry_first: float = RETRY_FIRST,
+        on_usage: Callable[[RunContext | None, Usage], None] | None = None,
     ) -> None:
         self.config = config
         self._marks = marks
@@ -150,6 +151,7 @@ class EpisodicMemory(Plugin):
         self._reconnect: asyncio.Task[None] | None = None
         self._draining: asyncio.Task[None] | None = None
         self._retry_first = retry_first
+        self._on_usage = on_usage  # a summary's tokens and cost count as the run's (budgets, metrics)
 
     @property
     def available(self) -> bool:
@@ -198,6 +200,8 @@ class EpisodicMemory(Plugin):
             else:
                 self._disable(e)
         else:
+            if await self.outbox.unpark():
+                log.info("episodic memory: the parked episodes are tried again")
             if await self.outbox.keys():
                 self._drain_soon()
 
@@ -257,30 +261,88 @@ class EpisodicMemory(Plugin):
             self._draining = asyncio.create_task(self._drain(), name="episodes:outbox")
 
     async def _drain(self) -> None:
-        """Write the episodes that waited, oldest first; on a failure, try again later."""
-        from ._vector import VectorStoreError
-
+        """Write the episodes that waited, oldest first. A store that fails (down, or the
+        hub's own store) stops the pass, tried again later; an episode the store refuses while
+        it works is counted and, after ``OUTBOX_PARK_AFTER`` refusals, parked: the others go on."""
         delay = self._retry_first
         while True:
             try:
                 keys = await self.outbox.keys()
                 if not keys:
                     return
+                refused = 0
                 for key in keys:
                     if self.store is None:
                         return  # stopped: they wait for the next start
-                    episode = await self.outbox.get(key)
-                    if episode is not None:
-                        await self._store(self.store, episode)
-                    await self.outbox.remove(key)
-                log.info("episodic memory: %d episodes that waited for the store are written", len(keys))
-                delay = self._retry_first
+                    if not await self._drain_one(self.store, key):
+                        refused += 1
+                log.info("episodic memory: %d episodes that waited for the store are written", len(keys) - refused)
+                if not refused:
+                    delay = self._retry_first
+                    continue
+                why = f"{refused} refused by the store"
             except asyncio.CancelledError:
                 raise
-            except (VectorStoreError, HubError) as e:  # still down, or the hub's store failed
-                log.warning("episodic memory: the waiting episodes are not written yet (%s); again in %.0fs", e, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RETRY_MOST)
+            except Exception as e:  # still down, or the hub's store failed: nothing is counted
+                why = str(e)
+            log.warning("episodic memory: the waiting episodes are not all written (%s); again in %.0fs", why, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_MOST)
+
+    async def _drain_one(self, store: VectorStore, key: str) -> bool:
+        """Write one waiting episode; False when the store refused it (counted). Raises when
+        the store itself fails (the pass stops, nothing is blamed on the episode)."""
+        episode = await self.outbox.get(key)
+        try:
+            if episode is not None:
+                await self._store(store, episode)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            if not await self._refused(store, e):
+                raise
+            error = str(e) if isinstance(e, HubError) else f"{type(e).__name__}: {e}"
+            if await self.outbox.refused(key, error):
+                log.error(
+                    "episodic memory: run %s's episode was refused %d times and is parked (%s); the others go on",
+                    episode.run_id[:8] if episode is not None else key,
+                    self.outbox.park_after,
+                    error,
+                )
+            return False
+        await self.outbox.remove(key)
+        return True
+
+    async def _refused(self, store: VectorStore, e: Exception) -> bool:
+        """Whether ``e`` is the store refusing this episode (it works: a probe answers) rather
+        than the store, or the hub's own, failing."""
+        from ._vector import VectorStoreError
+
+        if isinstance(e, StoreError) and not isinstance(e, VectorStoreError):
+            return False  # the hub's memory store
+        if isinstance(e, VectorStoreError) and "cannot reach" in e.reason:
+            return False
+        try:
+            await store.create_index(INDEX)  # idempotent, and it asks the server
+        except Exception:
+            return False
+        return True
+
+    def health(self) -> str | None:
+        """Why episodic memory is not whole (episodes parked, or waiting for a store that is
+        down), or None."""
+        parts = []
+        if self.outbox.parked:
+            n = self.outbox.parked
+            parts.append(
+                f"{n} episode{'s' if n != 1 else ''} parked (refused {self.outbox.park_after} times by the vector"
+                " store; tried again at the next start)"
+            )
+        if self.waiting is not None:
+            parts.append(f"waiting for the vector store ({self.waiting}); {self.outbox.waiting} episodes wait")
+        elif self.error is not None:
+            parts.append(f"off: {self.error}")
+        return "episodic memory: " + "; ".join(parts) if parts else None
 
     async def _backfill(self, store: VectorStore, marks: MemoryStore) -> None:
         """A store written before the marks or the id index: mark the conversations it
@@ -394,7 +456,7 @@ class EpisodicMemory(Plugin):
         if episode is None:
             return
         previous = self._writes.get(episode.context)
-        task = asyncio.create_task(self._write(episode, previous), name=f"episodes:write:{episode.context}")
+        task = asyncio.create_task(self._write(episode, previous, ctx), name=f"episodes:write:{episode.context}")
         self._writes[episode.context] = task
         task.add_done_callback(self._written)
 
@@ -403,12 +465,14 @@ class EpisodicMemory(Plugin):
             if pending is task:
                 del self._writes[context]
 
-    async def _write(self, episode: Episode, previous: asyncio.Task[None] | None) -> None:
+    async def _write(
+        self, episode: Episode, previous: asyncio.Task[None] | None, ctx: RunContext | None = None
+    ) -> None:
         if previous is not None and not previous.done():
             await asyncio.wait({previous})
         try:
             if self.config.summarize and self._model is not None and self._runner is not None:
-                episode.summary = await self._summarize(episode)
+                episode.summary = await self._summarize(episode, ctx)
             await self.remember(episode)
         except Exception as e:
             self._failed("writing an episode", e)
@@ -421,8 +485,9 @@ class EpisodicMemory(Plugin):
         else:
             log.warning("episodic memory: %s failed: %s", doing, e)
 
-    async def _summarize(self, episode: Episode) -> str:
-        """The model's summary of the episode, or "" (the digest stands) if it fails."""
+    async def _summarize(self, episode: Episode, ctx: RunContext | None = None) -> str:
+        """The model's summary of the episode, or "" (the digest stands) if it fails; its
+        usage counted for ``ctx``'s run."""
         assert self._model is not None and self._runner is not None
         request = ModelRequest(
             system=_SUMMARY_SYSTEM,
@@ -436,6 +501,8 @@ class EpisodicMemory(Plugin):
                 async for chunk in stream_with_retry(self._model(), request, self._retry_policy):
                     if isinstance(chunk, str):
                         chunks.append(chunk)
+                    elif isinstance(chunk, Usage) and self._on_usage is not None:
+                        self._on_usage(ctx, chunk)
         except Exception as e:  # the model's failure, whatever its type, costs only the summary
             log.warning("episode summary of run %s failed, keeping the digest: %s", episode.run_id[:8], e)
             return ""

@@ -36,6 +36,7 @@ from ._access import admit_private, private_access, send_pairing_code
 from ._audience import AllowList, LoopGuard
 from ._commands import parse_command
 from ._live_message import LiveMessage, LiveResult, balance_fences, live_drafts
+from ._markers import marker, prune_markers
 from ._poison import PoisonUpdates, is_transient
 from ._reply import reply_target
 from ._send import Governor, PermanentSendError, RateLimit, RateLimited, SendFailed, TransientSendError
@@ -67,6 +68,8 @@ __all__ = [
     "PlatformSettings",
     "quiet_loggers",
     "admit_private",
+    "marker",
+    "prune_markers",
     "private_access",
     "send_pairing_code",
     "fetch_url",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -20,20 +20,35 @@ class LoopGuard:
         self.max_turns = max_turns
         self.window = window
         self.clock = clock
-        self._bot_turns: dict[Any, deque[float]] = {}
+        # chats with answers to bots in the window, the one answered longest ago first: a
+        # chat whose last answer left the window is dropped, so only the window's chats are kept
+        self._bot_turns: OrderedDict[Any, deque[float]] = OrderedDict()
+
+    def __len__(self) -> int:
+        """The chats whose answers to bots are being counted."""
+        return len(self._bot_turns)
 
     def allow(self, chat: Any, *, from_bot: bool) -> bool:
         if not from_bot:
             self._bot_turns.pop(chat, None)
             return True
         now = self.clock()
+        self._forget_idle(now)
         turns = self._bot_turns.setdefault(chat, deque())
         while turns and now - turns[0] > self.window:
             turns.popleft()
         if len(turns) >= self.max_turns:
             return False
         turns.append(now)
+        self._bot_turns.move_to_end(chat)
         return True
+
+    def _forget_idle(self, now: float) -> None:
+        while self._bot_turns:
+            chat, turns = next(iter(self._bot_turns.items()))
+            if turns and now - turns[-1] <= self.window:
+                return
+            del self._bot_turns[chat]
 
 
 class AllowList:

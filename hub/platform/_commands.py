@@ -23,8 +23,11 @@ __all__ = ["parse_command"]
 _COMMAND = re.compile(r"/([A-Za-z0-9_]{1,32})(?:@([A-Za-z0-9_]{1,64}))?(?:\s+(.*))?", re.DOTALL)
 
 
-def parse_command(text: str, names: Collection[str], *, bot_name: str | None = None) -> CommandCall | None:
+def parse_command(
+    text: str, names: Collection[str], *, bot_name: str | None = None, group: bool = False
+) -> CommandCall | None:
     """``text`` as a command among ``names`` (``/help``, ``/weather Paris``), or None.
+    ``group``: sent where several people talk (``[commands] group_roles`` apply).
 
     ``/name@bot`` counts only when ``bot`` is ``bot_name`` (case-insensitive): in a group,
     a command meant for another bot is not this one's. Names are matched case-insensitively;
@@ -38,4 +41,4 @@ def parse_command(text: str, names: Collection[str], *, bot_name: str | None = N
         return None
     if name not in names:
         return None
-    return CommandCall(name, (rest or "").strip())
+    return CommandCall(name, (rest or "").strip(), group=group)

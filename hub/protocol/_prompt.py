@@ -14,6 +14,7 @@ Both pass the finished request through the redactor, so no known secret reaches 
 from __future__ import annotations
 
 import json
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -101,15 +102,16 @@ class PromptBuilder:
         self.budget = budget
         self.max_entry_chars = max_entry_chars
         self.redactor = redactor if redactor is not None else Redactor()
-        self._schema_cache: dict[int, str] = {}
-        self._output_cache: dict[tuple[int, bool], str] = {}
+        # keyed by the objects, held weakly: an MCP re-list rebuilds its actions, and an id()
+        # reused by a new object would show one tool's name with another's schema
+        self._schema_cache: weakref.WeakKeyDictionary[Action, str] = weakref.WeakKeyDictionary()
+        self._output_cache: weakref.WeakKeyDictionary[Output, dict[bool, str]] = weakref.WeakKeyDictionary()
         # history lines by entry: a conversation shows the same entries turn after turn
         self._lines: OrderedDict[tuple[Any, ...], tuple[str, int]] = OrderedDict()
         self._lines_chars = 0
 
     def _action_block(self, a: Action) -> str:
-        key = id(a)
-        cached = self._schema_cache.get(key)
+        cached = self._schema_cache.get(a)
         if cached is None:
             parts = [f'<action name="{_attr(a.name)}">']
             if a.description:
@@ -123,16 +125,19 @@ class PromptBuilder:
             for ex in a.examples:
                 parts.append(f"<example>{escape(ex)}</example>")
             parts.append("</action>")
-            cached = self._schema_cache[key] = "".join(parts)
+            cached = self._schema_cache[a] = "".join(parts)
         return cached
 
     def _output_block(self, o: Output, reply: str | None) -> str:
         # Cached like the action blocks: pydantic regenerating the attributes' JSON schema
         # at every step was 10% of the event loop's time with 1,000 conversations at once.
-        key = (id(o), o.type == reply)
-        cached = self._output_cache.get(key)
+        blocks = self._output_cache.get(o)
+        if blocks is None:
+            blocks = self._output_cache[o] = {}
+        default = o.type == reply
+        cached = blocks.get(default)
         if cached is None:
-            cached = self._output_cache[key] = self._render_output_block(o, reply)
+            cached = blocks[default] = self._render_output_block(o, reply)
         return cached
 
     def _render_output_block(self, o: Output, reply: str | None) -> str:

@@ -103,10 +103,9 @@ class _ToolsCache:
     """The tools of the last set of actions and outputs a conversation had: the same from
     step to step, so their schemas are built (and counted) once."""
 
-    __slots__ = ("key", "objects", "tools", "names", "tokens")
+    __slots__ = ("objects", "tools", "names", "tokens")
 
     def __init__(self) -> None:
-        self.key: tuple[Any, ...] = ()
         self.objects: tuple[Any, ...] = ()
         self.tools: list[dict[str, Any]] = []
         self.names = ToolNames()
@@ -114,15 +113,14 @@ class _ToolsCache:
 
     def get(self, actions: Sequence[Action], outputs: Sequence[Output]) -> tuple[list[dict[str, Any]], ToolNames, int]:
         objects = (*actions, *outputs)
-        key = tuple(id(x) for x in objects)
-        # the objects themselves are compared too: an id can be reused once its object is gone
-        if key != self.key or any(a is not b for a, b in zip(objects, self.objects, strict=True)):
+        # the objects themselves are compared (and held): an id() is reused once its object is gone
+        if len(objects) != len(self.objects) or any(a is not b for a, b in zip(objects, self.objects, strict=True)):
             names = ToolNames()
             tools = [_action_tool(a, names.add(a.name, ToolTarget("action", a.name))) for a in actions]
             tools += [
                 _output_tool(o, names.add(output_tool_name(o.type), ToolTarget("output", o.type))) for o in outputs
             ]
-            self.key, self.objects, self.tools, self.names = key, objects, tools, names
+            self.objects, self.tools, self.names = objects, tools, names
             self.tokens = count_tokens(json.dumps(tools, separators=(",", ":")))
         return self.tools, self.names, self.tokens
 

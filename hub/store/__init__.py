@@ -43,6 +43,7 @@ from ._revisions import Revision, RevisionStore
 from ._run_records import RunRecord, RunState, RunStore, RunTotals, collect_tree, preview, search_needle
 from ._schedules import ScheduleStore, Tick
 from ._stops import StopStore
+from ._upkeep import PAIRING_GRACE, Upkeep, prune_pairings
 from ._usage import UsageStore
 
 __all__ = [
@@ -68,6 +69,9 @@ __all__ = [
     "Pending",
     "RedactingRunStore",
     "Retention",
+    "Upkeep",
+    "PAIRING_GRACE",
+    "prune_pairings",
     "Revision",
     "RevisionStore",
     "RunRecord",

@@ -60,3 +60,12 @@ class PairingStore(ABC):
 
     @abstractmethod
     async def list(self) -> list[Pairing]: ...
+
+    async def prune_pending(self, before: float) -> int:
+        """Forget the pending pairings that expired before ``before`` (strangers who were given
+        a code and never approved); approved ones stay. How many went."""
+        gone = 0
+        for p in await self.list():
+            if p.state == "pending" and p.expires is not None and p.expires < before:
+                gone += await self.delete(p.user, platform=p.platform)
+        return gone

@@ -237,3 +237,84 @@ def test_two_extensions_may_not_declare_one_command() -> None:
     registry.register(Extension("a", commands=[weather]))
     with pytest.raises(ExtensionError, match="command 'weather' is already defined by extension 'a'"):
         registry.register(Extension("b", commands=[weather]))
+
+
+# --- roles for the built-in commands (issue 40, item 7) --------------------------------------
+
+
+async def group_cmd(rig: Any, text: str, *, user: str) -> Any:
+    """``text`` from ``user`` in a conversation several people share (cli:session:room)."""
+    name, _, args = text[1:].partition(" ")
+    call = CommandCall(name, args, group=True)
+    return await rig.hub.send("cli:session", {"user": "room"}, text, user=user, command=call)
+
+
+async def test_in_a_group_only_an_admin_may_start_over(make_rig, config) -> None:
+    config.roles = {"admin": {"cli": ["boss"]}}
+    rig = make_rig()
+    async with rig.hub:
+        memory = rig.hub.memory
+        await memory.set("memory:cli:session:room", {"team": "blue"})
+        refused = answer(await group_cmd(rig, "/new", user="ann"))
+        assert refused == "You may not use /new here: in a group it needs the role admin."
+        assert await memory.get("memory:cli:session:room") == {"team": "blue"}, "a member wiped the group"
+        assert answer(await group_cmd(rig, "/new", user="boss")).startswith("Started a new conversation")
+        assert await memory.get("memory:cli:session:room") is None
+        # in private, /new needs no role
+        await memory.set("memory:cli:session:ann", {"likes": "tea"})
+        assert answer(await cmd(rig, "/new")).startswith("Started a new conversation")
+        assert await memory.get("memory:cli:session:ann") is None
+    assert rig.model.requests == []
+
+
+async def test_in_a_group_stop_from_a_member_stops_only_their_own_answer(make_rig, config) -> None:
+    config.roles = {"admin": {"cli": ["boss"]}}
+    rig = make_rig([SLOW], chunk=4, chunk_delay=0.01)
+    async with rig.hub:
+        sub = await rig.hub.submit("cli:session", {"user": "room"}, "tell me a long story", user="ann")
+        await until(lambda: "first part" in rig.out.getvalue())
+        assert answer(await group_cmd(rig, "/stop", user="bob")) == "Nothing of yours to stop."
+        assert not sub.result.done(), "bob stopped ann's answer"
+        assert answer(await group_cmd(rig, "/stop", user="ann")) == "Stopped."
+        result = await sub.wait()
+    assert (result.state, result.reason) == (RunState.KILLED, "stopped by user")
+
+
+async def test_an_admin_stops_anyones_answer_in_a_group(make_rig, config) -> None:
+    config.roles = {"admin": {"cli": ["boss"]}}
+    rig = make_rig([SLOW], chunk=4, chunk_delay=0.01)
+    async with rig.hub:
+        sub = await rig.hub.submit("cli:session", {"user": "room"}, "tell me a long story", user="ann")
+        await until(lambda: "first part" in rig.out.getvalue())
+        assert answer(await group_cmd(rig, "/stop", user="boss")) == "Stopped."
+        result = await sub.wait()
+    assert result.state == RunState.KILLED
+
+
+async def test_commands_roles_limit_a_built_in_command_everywhere(make_rig, config) -> None:
+    config.roles = {"admin": {"cli": ["boss"]}}
+    config.commands.roles = {"stop": ["admin"]}
+    rig = make_rig()
+    async with rig.hub:
+        assert answer(await cmd(rig, "/stop")) == "You may not use /stop: it needs the role admin."
+        assert answer(await cmd(rig, "/stop", user="boss")) == "Nothing to stop."
+        ann = answer(await cmd(rig, "/help"))
+        boss = answer(await cmd(rig, "/help", user="boss"))
+    assert "/stop" not in ann and "/stop" in boss
+
+
+async def test_commands_roles_replace_an_extensions_own(make_rig, config) -> None:
+    config.roles = {"ops": {"cli": ["olga"]}}
+    config.commands.roles = {"purge": ["ops"], "weather": ["ops"]}
+    rig = make_rig(extensions=[TOOLS])
+    async with rig.hub:
+        assert answer(await cmd(rig, "/purge", user="olga")) == "purged, ['ops']"
+        assert answer(await cmd(rig, "/weather", user="ann")) == "You may not use /weather: it needs the role ops."
+
+
+def test_command_roles_name_roles_and_commands_that_exist() -> None:
+    from hub.config import CommandsSection
+
+    with pytest.raises(ValueError, match="not a command name"):
+        CommandsSection.model_validate({"roles": {"/bad name": ["admin"]}})
+    assert CommandsSection().group_roles == {"new": ["admin"], "stop": ["admin"]}

@@ -366,3 +366,60 @@ async def test_a_run_that_times_out_inside_a_live_reply_leaves_it_marked_cut(mak
     assert entry.content == shown and entry.sent
     # then the limits plugin's reply, through the same (live) output: a message of its own
     assert [e.data.get("limit_reply") for e in result.outputs[1:]] == ["timeout"] and len(p.messages) == 2
+
+
+# --- a live output gets a LiveText on every path (issue 40, item 33) --------------------------
+
+
+def live_only_ext(got: list) -> Extension:
+    """A reply output and a second one, both live, whose handlers iterate what they get (a str
+    there raises TypeError, as the dashboard's chat panel did on a plain-text answer)."""
+
+    @output(type="live:say", live=True, description="say")
+    async def say(content: LiveText, ctx) -> None:
+        got.append(("say", [t async for t in content][-1]))
+
+    @output(type="live:note", live=True, description="a note")
+    async def note(content: LiveText, ctx) -> None:
+        got.append(("note", [t async for t in content][-1]))
+
+    chat = Context(type="live:chat", reply_output="live:say")
+    return Extension(name="live", contexts=[chat], outputs=[say, note])
+
+
+@pytest.mark.parametrize(
+    ("style", "reply"),
+    [
+        ("xml", '<response><output type="live:say">tagged words</output></response>'),
+        ("xml", "plain words with no tags"),
+        ("chat", "plain words in a chat turn"),
+    ],
+    ids=["xml-tagged", "xml-plain", "chat-plain"],
+)
+async def test_a_live_output_gets_a_live_text_on_every_text_path(make_hub, config, style, reply) -> None:
+    config.model.prompt_style = style
+    got: list = []
+    async with make_hub(ScriptedModel([reply], chunk=4), live_only_ext(got)) as hub:
+        result = await hub.send("live:chat", {"id": "1"}, "hi")
+    text = re.sub(r"<[^>]+>", "", reply)
+    assert got == [("say", text)]
+    (entry,) = result.outputs
+    assert entry.sent and entry.error is None and result.state == RunState.COMPLETED
+
+
+@pytest.mark.parametrize("turn", ["tool-call", "plain-text"])
+async def test_a_live_output_gets_a_live_text_in_the_tools_style(make_hub, config, turn) -> None:
+    from hub.models.openai import OpenAIModel
+    from hub.testing import FakeOpenAI, tool_turn
+
+    config.model.prompt_style, config.model.max_retries = "tools", 0
+    got: list = []
+    script = [tool_turn(None, ("output_live_note", {"content": "a noted thing"})), "done"]
+    if turn == "plain-text":
+        script = ["a plain answer"]
+    fake = FakeOpenAI(script)
+    async with fake, make_hub(OpenAIModel("m", base_url=fake.url, api_key="k"), live_only_ext(got)) as hub:
+        result = await hub.send("live:chat", {"id": "1"}, "hi")
+    want = [("note", "a noted thing"), ("say", "done")] if turn == "tool-call" else [("say", "a plain answer")]
+    assert got == want
+    assert all(e.sent and e.error is None for e in result.outputs)

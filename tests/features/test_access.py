@@ -130,3 +130,16 @@ async def test_an_unknown_user_gets_a_code_and_after_the_cli_approves_is_answere
         assert rc == 0 and "revoked 1 pairing" in out, err
         await dm(hub, "mallory", "still there?")
         assert "hub pairing approve" in replies[2] and len(model.requests) == 1
+
+
+async def test_strangers_pending_pairings_are_forgotten_after_a_grace(store) -> None:
+    """Issue 40, item 21: a stranger who drew a code and never came back is not kept for ever;
+    an approved user is, and so is a code still within its grace."""
+    from hub.store import PAIRING_GRACE, prune_pairings
+
+    t = 1_700_000_000.0
+    await store.put(Pairing("fake", "stranger", "pending", "AAAA1111", t - 10, expires=t - 1))
+    await store.put(Pairing("fake", "recent", "pending", "BBBB2222", t, expires=t + PAIRING_GRACE + 60))
+    await store.put(Pairing("fake", "friend", "approved", None, t - 10, approved=t - 5))
+    assert await prune_pairings(store, now=t + PAIRING_GRACE) == 1
+    assert {p.user for p in await store.list()} == {"recent", "friend"}

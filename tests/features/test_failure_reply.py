@@ -92,3 +92,26 @@ async def test_a_reply_that_cannot_be_sent_is_recorded_as_not_sent(make_hub, con
     (reply,) = replies(result)
     assert reply.sent is not broken
     assert (reply.error or "").endswith("the platform is down") if broken else reply.error is None
+
+
+async def test_a_failure_reply_that_reports_its_parts_late_is_sent(make_hub, config) -> None:
+    """The reply's output reports a part after the run's own time limits are over (the
+    failure reply is sent from after_run): that is no error (issue 40, item 32)."""
+    import asyncio
+
+    from hub import Context, Extension, ScriptedModel, output
+
+    config.agent.heartbeat_timeout = 0.04  # progress reschedules the run's timer every 10 ms
+    parts: list[int] = []
+
+    @output(type="late:say", description="say")
+    async def say(content: str, ctx) -> None:
+        await asyncio.sleep(0.05)  # past the 10 ms: the part's progress would reschedule the timer
+        await ctx.part_sent(0, {"id": 1})
+        parts.append(0)
+
+    chat = Context(type="late:chat", reply_output="late:say")
+    async with make_hub(ScriptedModel([SECRET_ERROR]), Extension("late", contexts=[chat], outputs=[say])) as hub:
+        result = await hub.send("late:chat", {"id": "1"}, "hi", user="ann")
+    (reply,) = replies(result)
+    assert reply.sent and reply.error is None and parts == [0]

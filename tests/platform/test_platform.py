@@ -176,3 +176,31 @@ def test_allow_list() -> None:
     allow = AllowList([42, "-100"])
     assert allow.allows(42) and allow.allows(-100) and allow.allows(None, "42")
     assert not allow.allows(7) and not allow.allows(None)
+
+
+def test_the_loop_guard_keeps_only_the_chats_of_its_window() -> None:
+    """A chat whose last answer to a bot left the window is forgotten (issue 40, item 21):
+    a bot that writes in many chats once does not grow the guard for ever."""
+    now = [0.0]
+    guard = LoopGuard(max_turns=2, window=10.0, clock=lambda: now[0])
+    for chat in range(1000):
+        assert guard.allow(chat, from_bot=True)
+        now[0] += 0.001
+    assert len(guard) == 1000
+    now[0] += 11.0
+    assert guard.allow("busy", from_bot=True) and guard.allow("busy", from_bot=True)
+    assert len(guard) == 1 and not guard.allow("busy", from_bot=True), "the guard still counts within its window"
+
+
+async def test_markers_older_than_their_age_are_pruned_and_bare_ones_age_from_now() -> None:
+    from hub.platform import marker, prune_markers
+    from hub.store import InMemoryStore
+
+    memory = InMemoryStore()
+    await memory.set("p:old", marker(100.0))
+    await memory.set("p:new", marker(1000.0))
+    await memory.set("p:bare", True)  # written before markers had a time
+    await memory.set("q:other", marker(0.0))
+    assert await prune_markers(memory, "p:", max_age=500.0, now=1200.0) == 1
+    assert await memory.get("p:old") is None and await memory.get("p:bare") == {"ts": 1200.0}
+    assert await memory.get("q:other") is not None

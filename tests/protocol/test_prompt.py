@@ -114,3 +114,48 @@ def test_the_cache_of_history_lines_is_bounded(monkeypatch) -> None:
         builder.build(PromptParts(persona_name="Hub", history=[InputLog(type="text", content=f"message {i} " * 5)]))
         assert builder._lines_chars <= 2_000
     assert 0 < len(builder._lines) < 200
+
+
+# --- caches keyed by the objects themselves, never by a reused id() (issue 40, item 4) -------
+
+
+def _rebuilt_tool(i: int):
+    """An MCP-like action rebuilt on every re-list: a new object with its own name and schema."""
+    from pydantic import create_model
+
+    from hub import Action
+
+    async def handler(args, ctx) -> None: ...
+
+    schema = create_model(f"Args{i}", **{f"field_{i}": (int, ...)})
+    return Action(name=f"tool_{i}", handler=handler, schema=schema, description=f"tool number {i}")
+
+
+def test_an_action_rebuilt_at_a_reused_address_shows_its_own_name_and_schema() -> None:
+    b = PromptBuilder(budget=100_000)
+    for i in range(200):
+        request = b.build(PromptParts(persona_name="Bot", actions=[_rebuilt_tool(i)]))
+        block = request.system[request.system.index("<available_actions>") :]
+        assert f'name="tool_{i}"' in block and f"field_{i}" in block, f"re-list {i} shows a stale tool"
+
+
+def test_an_output_rebuilt_at_a_reused_address_shows_its_own_type() -> None:
+    from hub import Output
+
+    async def handler(content, ctx) -> None: ...
+
+    b = PromptBuilder(budget=100_000)
+    for i in range(200):
+        o = Output(type=f"x:out{i}", handler=handler, description=f"output {i}")
+        request = b.build(PromptParts(persona_name="Bot", outputs=[o]))
+        assert f'type="x:out{i}"' in request.system and f"output {i}<" in request.system
+
+
+def test_the_tools_style_rebuilds_tools_rebuilt_at_a_reused_address() -> None:
+    from hub.protocol import ToolsPrompt
+
+    tools = ToolsPrompt(PromptBuilder(budget=100_000))
+    for i in range(200):
+        request = tools.build(PromptParts(persona_name="Bot", actions=[_rebuilt_tool(i)]))
+        (tool,) = request.tools
+        assert tool["function"]["name"] == f"tool_{i}" and f"field_{i}" in str(tool)

@@ -155,7 +155,7 @@ class DiscordCommands:
                     "user_handle": interaction.user.name,
                     "author_bot": False,
                 },
-                command=CommandCall(name, text),
+                command=CommandCall(name, text, group=interaction.guild_id is not None),
             )
             if not sub.duplicate:
                 await sub.wait()

@@ -140,7 +140,9 @@ class Intake:
             platform_id=verdict.platform_id,
             meta=verdict.meta(),
             media=list(verdict.media),
-            command=parse_command(verdict.text, self.hub.commands.names(), bot_name=self.settings.localpart()),
+            command=parse_command(
+                verdict.text, self.hub.commands.names(), bot_name=self.settings.localpart(), group=not verdict.direct
+            ),
         )
         if sub.duplicate:
             log.info("matrix: event %s was recorded before: not answered again", verdict.event_id)

@@ -95,7 +95,7 @@ class SlackCommands:
                 user=str(command.get("user_id") or ""),
                 platform_id=f"slack:command:{trigger}",
                 meta={"command_id": trigger, "channel_id": channel, "team_id": command.get("team_id")},
-                command=CommandCall(name, text),
+                command=CommandCall(name, text, group=not channel.startswith("D")),  # D…: a direct message
             )
         except Exception:  # not recorded (the store failed, the hub is stopping): the user is told
             log.exception("slack: /%s from %s was not taken", name, command.get("user_id"))

@@ -21,11 +21,12 @@ import asyncio
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from hub import RunError
-from hub.platform import AllowList, PoisonUpdates, admit_private, is_transient
+from hub.platform import AllowList, PoisonUpdates, admit_private, is_transient, marker, prune_markers
 
 from ._client import SlackClient
 from ._events import CHANNEL, THREAD, Ignored, Inbound, classify, is_dm
@@ -46,9 +47,17 @@ LAST_RETRY = 3
 that fails then is parked whatever its count here (another worker may have had the others)."""
 
 
+THREAD_PREFIX = "slack:thread:"
+THREAD_MARKER_DAYS = 90.0
+"""Days a thread's marker is kept after its last message when ``[hub.retention] days`` is 0:
+a thread idle that long needs a mention again."""
+PRUNE_EVERY = 3600.0
+"""Seconds between prunes of idle threads' markers (from the intake, while messages come)."""
+
+
 def thread_key(channel: str, thread_ts: str) -> str:
     """The memory key that marks a thread the bot answers in: its replies need no mention."""
-    return f"slack:thread:{channel}/{thread_ts}"
+    return f"{THREAD_PREFIX}{channel}/{thread_ts}"
 
 
 class Intake:
@@ -67,6 +76,7 @@ class Intake:
         # Socket Mode hands envelopes over concurrently: one at a time keeps a channel's order
         self._lock = asyncio.Lock()
         self.poison = PoisonUpdates("slack", hub.inbox, park_after=PARK_AFTER, redactor=hub.redactor)
+        self._pruned = 0.0  # time.monotonic() of the last prune of idle threads' markers
 
     async def take_or_park(self, event: dict[str, Any], *, last: bool = False) -> None:
         """:meth:`take`, or park ``event`` once it has failed :data:`PARK_AFTER` times (at
@@ -158,7 +168,9 @@ class Intake:
         if verdict.is_dm and self.settings.dm_policy != "open" and not await self._private_allows(verdict):
             return
         if verdict.thread_ts is not None and not verdict.is_dm:
-            await self.hub.memory.set(thread_key(verdict.channel_id, verdict.thread_ts), True)
+            # the time of the thread's last message: a thread idle past retention is forgotten
+            await self.hub.memory.set(thread_key(verdict.channel_id, verdict.thread_ts), marker())
+            self._prune_soon()
         sub = await self.send(
             verdict.context,
             verdict.args,
@@ -171,6 +183,21 @@ class Intake:
         if sub.duplicate:
             # a mention comes as `message` and `app_mention` both; a redelivery comes again
             log.debug("slack: message %s was recorded before: not answered again", verdict.platform_id)
+
+    def _prune_soon(self) -> None:
+        if time.monotonic() - self._pruned < PRUNE_EVERY and self._pruned:
+            return
+        self._pruned = time.monotonic()
+        self.hub.create_task(self.prune_threads(), name="slack:prune-threads")
+
+    async def prune_threads(self, *, now: float | None = None) -> int:
+        """Forget the markers of threads idle for ``[hub.retention] days`` (else
+        :data:`THREAD_MARKER_DAYS`); how many."""
+        days = self.hub.config.hub.retention.days or THREAD_MARKER_DAYS
+        gone = await prune_markers(self.hub.memory, THREAD_PREFIX, max_age=days * 86_400, now=now)
+        if gone:
+            log.info("slack: %d idle threads' markers forgotten", gone)
+        return gone
 
     async def _private_allows(self, verdict: Inbound) -> bool:
         """``dm_policy`` in a DM; an unknown user under ``"pairing"`` is sent the code, once, in

@@ -441,3 +441,21 @@ async def test_a_refused_app_token_stops_the_start_with_one_clear_line(tmp_path:
         message = str(caught.value)
         assert "Slack refused the app token (invalid_auth)" in message and "SLACK_APP_TOKEN" in message
         assert "xapp-a-wrong-token" not in message and sl.state.connections == 0
+
+
+async def test_an_idle_threads_marker_is_forgotten(tmp_path: Path) -> None:
+    """Issue 40, item 21: a thread's marker holds the time of its last message, and a thread
+    idle past retention is forgotten (it needs a mention again)."""
+    from hub.platform import prune_markers
+
+    async with running(tmp_path, ['<response><output type="slack:message">hi</output></response>']) as r:
+        sl, st = r.sl, r.sl.state
+        ts = sl.push_message(text=f"<@{st.bot_user}> hi there")
+        await sl.wait_sent(1)
+        key = f"slack:thread:{st.channel}/{ts}"
+        value = await r.hub.memory.get(key)
+        assert isinstance(value, dict) and value["ts"] > 0
+        day = 86_400.0
+        assert await prune_markers(r.hub.memory, "slack:thread:", max_age=90 * day, now=value["ts"] + 89 * day) == 0
+        assert await prune_markers(r.hub.memory, "slack:thread:", max_age=90 * day, now=value["ts"] + 91 * day) == 1
+        assert await r.hub.memory.get(key) is None

@@ -66,17 +66,18 @@ class TelegramCommands:
         if msg is None or not msg.text or not msg.entities:
             return None
         names = self.hub.commands.names()
+        group = msg.chat.type != "private"  # [commands] group_roles apply in groups and channels
         try:
             msg.get_bot()
         except RuntimeError:  # an update made without the bot (CommandHandler needs its name)
             me = self.client.me
-            return parse_command(msg.text, names, bot_name=me.username if me is not None else None)
+            return parse_command(msg.text, names, bot_name=me.username if me is not None else None, group=group)
         for name in sorted(names):
             handler = self._handlers.get(name)
             if handler is None:
                 handler = self._handlers[name] = CommandHandler(name, _never_called)
             if isinstance(handler.check_update(update), tuple):  # (args, filters): it is this command
-                return CommandCall(name, msg.text[msg.entities[0].length :].strip())
+                return CommandCall(name, msg.text[msg.entities[0].length :].strip(), group=group)
         return None
 
     # --- the menus ----------------------------------------------------------------------

@@ -4,6 +4,7 @@ failure reply across a SIGKILL."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 from pathlib import Path
@@ -79,6 +80,23 @@ async def test_commands_in_groups_with_the_bots_name_and_unknown_words_for_the_m
         await h.idle()
     assert texts(tg) == ["Sunny in Paris.", "the model read it"]
     assert len(h.model.requests) == 1 and "/frobnicate now" in h.model.requests[0].messages[-1]["content"]
+
+
+async def test_in_a_group_new_is_for_admins(tmp_path: Path) -> None:
+    config = temp_config(tmp_path)
+    config.roles = {"admin": {"telegram": ["77"]}}
+    async with FakeTelegram() as tg, running(tmp_path, tg, config=config, default=None):
+        tg.push_message(chat_id=-100, text="/new@test_bot", from_id=5, chat_type="supergroup")
+        await tg.wait_sent(1)
+        tg.push_message(chat_id=-100, text="/new@test_bot", from_id=77, chat_type="supergroup")
+        await tg.wait_sent(2)
+        tg.push_message(chat_id=5, text="/new", from_id=5)  # in private, anyone starts over
+        await tg.wait_sent(3)
+    assert texts(tg) == [
+        "You may not use /new here: in a group it needs the role admin.",
+        "Started a new conversation: what we said before is forgotten.",
+        "Started a new conversation: what we said before is forgotten.",
+    ]
 
 
 async def test_new_leaves_the_next_prompt_without_the_earlier_history(tmp_path: Path) -> None:
@@ -166,7 +184,12 @@ async def test_the_failure_reply_is_sent_exactly_once_across_sigkills(tmp_path: 
 
             procs.append(_start_hub(config, log_path))  # takes the input up again: it fails again
             await tg.wait_for(lambda: any(s["chat_id"] == 1 for s in tg.sent), timeout=60)
-            procs[1].send_signal(signal.SIGKILL)  # right after the reply: its input is done
+            # killed once the reply is recorded sent (no longer owed): its input is done. (Killed
+            # between Telegram's answer and that record, it would be sent again: at least once.)
+            async with asyncio.timeout(60):
+                while "the failure reply was sent" not in log_path.read_text():
+                    await asyncio.sleep(0.02)
+            procs[1].send_signal(signal.SIGKILL)
             procs[1].wait(5)
 
             procs.append(_start_hub(config, log_path))
@@ -178,6 +201,41 @@ async def test_the_failure_reply_is_sent_exactly_once_across_sigkills(tmp_path: 
             assert to_1 == [FAILURE], f"{to_1}\n{log_path.read_text()[-3000:]}"
             assert [s["text"] for s in tg.sent if s["chat_id"] == 2] == [FAILURE]
             assert "model" not in FAILURE and "500" not in " ".join(texts(tg))  # no internals
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+        await model.stop()
+
+
+async def test_a_failure_reply_waiting_out_a_429_is_sent_after_a_sigkill(tmp_path: Path) -> None:
+    """The failure reply is recorded before it is sent: a hub killed while Telegram makes it
+    wait (429) sends it once after the restart, though the run and its input are over."""
+    model = FakeOpenAI(default="never")
+    await model.start()
+    model.fail_next("chat", status=500, count=10_000)  # the model server answers 500, always
+    log_path = tmp_path / "hub.log"
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        async with FakeTelegram(state=TelegramState(token=TOKEN)) as tg:
+            config = _config(tmp_path, tg, model.port)
+            tg.fail_next("sendMessage", status=429, retry_after=60)  # the reply's first send waits a minute
+            procs.append(_start_hub(config, log_path))
+            tg.push_message(chat_id=1, text="hello?")
+            await tg.wait_calls("sendMessage", 1, timeout=60)  # answered 429: the hub waits it out
+            procs[0].send_signal(signal.SIGKILL)
+            procs[0].wait(5)
+            assert tg.sent == []
+
+            procs.append(_start_hub(config, log_path))
+            await tg.wait_for(lambda: any(s["chat_id"] == 1 for s in tg.sent), timeout=60)
+            tg.push_message(chat_id=2, text="a last one")  # a sentinel: answered after anything left over
+            await tg.wait_for(lambda: any(s["chat_id"] == 2 for s in tg.sent), timeout=60)
+            procs[1].send_signal(signal.SIGTERM)
+            assert procs[1].wait(30) == 0
+            to_1 = [s["text"] for s in tg.sent if s["chat_id"] == 1]
+            assert to_1 == [FAILURE], f"{to_1}\n{log_path.read_text()[-3000:]}"
     finally:
         for p in procs:
             if p.poll() is None:

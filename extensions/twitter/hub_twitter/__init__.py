@@ -25,7 +25,7 @@ from yarl import URL
 from hub import ConfigError, Context, Extension, Input, Service, TextArgs, output
 from hub.platform import PlatformSettings, Resolve, host_name, quiet_loggers
 
-from ._bot import MEDIA_HOSTS, SINCE_ID_KEY, TwitterBot
+from ._bot import MEDIA_HOSTS, POSTS_KEY, SINCE_ID_KEY, TwitterBot, reserve_posts
 from ._client import RateLimitState, TwitterClient, make_client
 from ._text import MAX_TWEET, split_tweets, weighted_len
 
@@ -40,6 +40,8 @@ __all__ = [
     "split_tweets",
     "MAX_TWEET",
     "SINCE_ID_KEY",
+    "POSTS_KEY",
+    "reserve_posts",
     "MEDIA_HOSTS",
     "ENV_VARS",
     "MIN_POLL_INTERVAL",

@@ -120,7 +120,6 @@ class TwitterBot:
         self.keeper: LeaseKeeper | None = None  # the mention poller's lease, once subscribed
         self._poll_lock = asyncio.Lock()
         self._media: dict[str, Any] = {}  # media_key -> tweepy Media of the page being handled
-        self._budget_lock = asyncio.Lock()
         self.polls = 0
         """Polls completed since start."""
 
@@ -524,7 +523,7 @@ class TwitterBot:
         source = ctx.inputs[-1].id if ctx.inputs else ctx.run.id
         ordinal = sum(1 for e in ctx.logs if isinstance(e, OutputLog) and e.type == output and e.sent)
         key = f"{SENT_PREFIX}{source}:{output}:{ordinal}"
-        previous = await self.hub.memory.get(key)
+        previous, version = await self.hub.memory.get_versioned(key)
         if previous is not None:
             if previous.get("state") == "posted":
                 log.warning(
@@ -537,23 +536,15 @@ class TwitterBot:
                     chat,
                     "a previous attempt was cut off while posting this answer; not posting again, to avoid a duplicate",
                 )
-        await self.hub.memory.set(key, {"state": "posting", "ts": time.time()})
+        # claimed with a compare-and-set: of two workers handed the same answer, one posts it
+        if await self.hub.memory.set_if_unchanged(key, {"state": "posting", "ts": time.time()}, version) is None:
+            raise SendFailed(PLATFORM, chat, "another worker is posting this answer; not posting it twice")
         return key
 
     async def _reserve(self, n: int, chat: str) -> None:
         """Count ``n`` posts against ``max_posts_per_day``, or refuse them all."""
         assert self.hub is not None
-        async with self._budget_lock:
-            now = time.time()
-            times = [t for t in (await self.hub.memory.get(POSTS_KEY) or []) if now - t < DAY]
-            if len(times) + n > self.settings.max_posts_per_day:
-                raise SendFailed(
-                    PLATFORM,
-                    chat,
-                    f"max_posts_per_day = {self.settings.max_posts_per_day} reached "
-                    f"({len(times)} in the last 24 h, {n} more asked): nothing was posted",
-                )
-            await self.hub.memory.set(POSTS_KEY, times + [now] * n)
+        await reserve_posts(self.hub.memory, n, limit=self.settings.max_posts_per_day, chat=chat)
 
     async def _prune_markers(self) -> None:
         assert self.hub is not None
@@ -562,6 +553,30 @@ class TwitterBot:
             value = await self.hub.memory.get(key)
             if not isinstance(value, dict) or now - float(value.get("ts", 0)) > SENT_MARKER_TTL:
                 await self.hub.memory.delete(key)
+
+
+async def reserve_posts(memory: Any, n: int, *, limit: int, chat: str) -> list[float]:
+    """Count ``n`` posts against ``limit`` a day in ``memory`` (the hub's store, shared by every
+    worker), or refuse them all with :class:`SendFailed`; the times counted now. A
+    compare-and-set (``memory.update``): two workers never both take the last post.
+
+    Raises:
+        SendFailed: the day's posts and ``n`` more would pass ``limit``; nothing is counted.
+    """
+    now = time.time()
+
+    def take(stored: Any) -> list[float]:
+        times = [t for t in (stored or []) if now - t < DAY]
+        if len(times) + n > limit:
+            raise SendFailed(
+                PLATFORM,
+                chat,
+                f"max_posts_per_day = {limit} reached ({len(times)} in the last 24 h, {n} more asked): nothing was posted",
+            )
+        return times + [now] * n
+
+    taken: list[float] = await memory.update(POSTS_KEY, take)
+    return taken
 
 
 def _norm(user: str) -> str:

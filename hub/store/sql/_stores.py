@@ -362,3 +362,9 @@ class SqlPairingStore(SqlStore, PairingStore, store="pairings"):
     async def list(self) -> list[Pairing]:
         rows = await self.db.fetchall(f"SELECT {_COLUMNS} FROM pairings ORDER BY created")
         return [Pairing(*r) for r in rows]
+
+    async def prune_pending(self, before: float) -> int:
+        where = "state = 'pending' AND expires IS NOT NULL AND expires < ?"
+        n = await self.db.fetchone(f"SELECT COUNT(*) FROM pairings WHERE {where}", (before,))
+        await self.db.write(f"DELETE FROM pairings WHERE {where}", (before,))
+        return int(n[0]) if n else 0
