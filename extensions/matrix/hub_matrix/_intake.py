@@ -4,7 +4,9 @@ answer (``_events``), who may talk to the bot (``allowed_users``, ``allowed_room
 recorded in the hub's inbox (``platform_id = "matrix:<event id>"``: a redelivery is not
 answered twice); and the typing indicator while its run goes on.
 
-An encrypted room is told once, in the room and in the log, that the bot cannot read it.
+An encrypted room is told once, in the room and in the log, that the bot cannot read it. A
+room whose state holds ``m.room.encryption`` is encrypted whatever a message in it says: a
+message sent there in clear is refused the same way, never answered in clear.
 
 An event that fails to be taken for a reason of its own (a bug in reading it, a shape the
 intake does not expect) raises, so that the sync loop keeps its token and syncs the batch
@@ -76,6 +78,11 @@ class Intake:
         room = self.client.nio.rooms.get(room_id)
         return room is not None and 0 < room.member_count <= 2
 
+    def is_encrypted(self, room_id: str) -> bool:
+        """The room's state turns encryption on (``m.room.encryption``, which nio keeps)."""
+        room = self.client.nio.rooms.get(room_id)
+        return room is not None and bool(room.encrypted)
+
     def display_name(self) -> str:
         for room in self.client.nio.rooms.values():
             user = room.users.get(self.client.user_id)
@@ -114,7 +121,7 @@ class Intake:
         if not self.rooms.allows(room_id):
             log.info("matrix: room %s is not on allowed_rooms: ignored", room_id)
             return
-        if isinstance(verdict, Encrypted):
+        if isinstance(verdict, Encrypted) or self.is_encrypted(room_id):
             await self._refuse_encrypted(room_id, verdict.sender)
             return
         if verdict.direct and self.settings.dm_policy != "open":
