@@ -8,6 +8,12 @@ commands take milliseconds); else the command is acknowledged empty and the answ
 to its ``response_url`` (which Slack keeps for 30 minutes). Someone the access rules leave
 out is told so in the acknowledgement, to them only.
 
+In a channel each thread is a conversation of its own, and Slack does not say which thread a
+command was typed in: ``/stop`` and ``/new`` there act on the conversation of the user's own
+run in progress in that channel (the newest); with none, the user is told, privately, that
+they work in a thread's own context (with ``reply_in_thread = false`` the channel's own
+conversation is the one, as before).
+
 Slack does not register slash commands through the API: the app's manifest (or its
 settings page) lists them, each with the request URL in Events API mode (see the docs page).
 """
@@ -27,7 +33,7 @@ from hub import CommandCall
 from hub.platform import SendFailed, private_access, split_message
 
 from ._client import MAX_LENGTH, mrkdwn_len
-from ._events import CHANNEL
+from ._events import CHANNEL, THREAD
 from ._mrkdwn import to_mrkdwn, to_plain
 
 if TYPE_CHECKING:
@@ -45,6 +51,13 @@ RESPONSE_URL_LIFETIME = 29 * 60.0
 """Seconds a command's ``response_url`` is used for answers (Slack keeps it 30 minutes)."""
 RESPONSE_HOSTS = ("hooks.slack.com",)
 NOT_TAKEN = "Sorry, that did not go through. Please try again in a moment."
+CONVERSATION_COMMANDS = frozenset({"stop", "new"})
+"""The commands that act on one conversation: in a channel, the user's running thread's."""
+IN_A_THREAD = (
+    "/{name} acts on one conversation, and in this channel each thread is a conversation of its "
+    "own: I found no answer of mine to you in progress here. To stop or restart a thread, use "
+    "/{name} while I am answering you there, or ask in a new thread."
+)
 
 
 @dataclass(eq=False)
@@ -87,10 +100,19 @@ class SlackCommands:
         trigger = str(command.get("trigger_id") or "")
         pending = self._pending[trigger] = _Pending(trigger, str(command.get("response_url") or ""))
         channel = str(command.get("channel_id") or "")
+        context, args = CHANNEL, {"channel_id": channel}
+        if name in CONVERSATION_COMMANDS and not channel.startswith("D"):
+            thread = await self._running_conversation(channel, str(command.get("user_id") or ""))
+            if thread is not None:
+                context, args = THREAD, {"channel_id": channel, "thread_ts": thread}
+            elif self.settings.reply_in_thread:
+                await ack(text=IN_A_THREAD.format(name=name), response_type="ephemeral")
+                del self._pending[trigger]
+                return
         try:
             sub = await intake.send(
-                CHANNEL,
-                {"channel_id": channel},
+                context,
+                args,
                 f"/{name} {text}".strip(),
                 user=str(command.get("user_id") or ""),
                 platform_id=f"slack:command:{trigger}",
@@ -131,6 +153,14 @@ class SlackCommands:
         intake = self.intake
         if intake is None or not intake.channels.allows(channel) or not intake.users.allows(user):
             return "This bot does not answer here."
+        return None
+
+    async def _running_conversation(self, channel: str, user: str) -> str | None:
+        """The thread of ``user``'s newest run in progress in ``channel`` (any worker's)."""
+        prefix = f"{THREAD}:{channel}/"
+        for run in await self.hub.runs.page(limit=500, state="running", platform="slack"):
+            if run.user == user and run.context.startswith(prefix):
+                return run.context.removeprefix(prefix)
         return None
 
     def _forget_old(self) -> None:
