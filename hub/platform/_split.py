@@ -1,4 +1,7 @@
-"""Splitting long text into messages: never truncated, code fences kept balanced."""
+"""Splitting long text into messages: never truncated, every part within the limit, and code
+fences kept balanced where the platform renders Markdown. A platform whose text is not
+Markdown (X) declares it (``markdown=False``): there a fence is text like any other, and
+reopening it in the next part would only lengthen the parts past the limit."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-def _pieces(text: str, limit: int, length: Callable[[str], int]) -> list[str | FencedBlock]:
+def _pieces(text: str, limit: int, length: Callable[[str], int], markdown: bool) -> list[str | FencedBlock]:
     """Cut text into atomic pieces no longer than ``limit``: fenced code blocks whole when
     they fit, else split by lines with their fence reopened; prose by paragraph, line,
     sentence, word, and as a last resort hard cuts. Pieces concatenate back to the text
@@ -23,7 +26,7 @@ def _pieces(text: str, limit: int, length: Callable[[str], int]) -> list[str | F
     left whole, for `split_message` to split where it falls."""
     out: list[str | FencedBlock] = []
     pos = 0
-    for block in fenced_blocks(text):
+    for block in fenced_blocks(text) if markdown else []:
         if block.start > pos:
             out.extend(_prose(text[pos : block.start], limit, length))
         whole = text[block.start : block.end]
@@ -104,14 +107,16 @@ def _dedent(line: str, indent: int) -> str:
     return line[strip:]
 
 
-def split_message(text: str, limit: int, *, length: Callable[[str], int] = len) -> list[str]:
+def split_message(text: str, limit: int, *, length: Callable[[str], int] = len, markdown: bool = True) -> list[str]:
     """Split ``text`` into messages of at most ``limit`` (as measured by ``length``).
 
     Never truncates: every character is in some message. Splits prefer paragraph, then
-    line, sentence and word boundaries; fenced code blocks stay whole when they fit, and a
-    longer one is split with its fence closed and reopened so every message is balanced.
-    Leading and trailing blank lines of each message are dropped; empty messages are not
-    produced.
+    line, sentence and word boundaries. With ``markdown`` (the platform renders it), fenced
+    code blocks stay whole when they fit, and a longer one is split with its fence closed
+    and reopened so every message is balanced; without, fences are plain text. Every
+    message is measured before it is returned: one still over ``limit`` (a fence line
+    longer than the limit) is split again as plain text. Leading and trailing blank lines
+    of each message are dropped; empty messages are not produced.
     """
     if limit < 16:
         raise ValueError("limit must be at least 16")
@@ -119,7 +124,7 @@ def split_message(text: str, limit: int, *, length: Callable[[str], int] = len) 
         return [text] if text.strip() else []
     messages: list[str] = []
     cur = ""
-    for piece in _pieces(text, limit, length):
+    for piece in _pieces(text, limit, length, markdown):
         if isinstance(piece, FencedBlock):
             room = limit - length(cur) if cur.strip() else 0
             attached, chunks = _split_code(piece, limit, length, room)
@@ -135,4 +140,12 @@ def split_message(text: str, limit: int, *, length: Callable[[str], int] = len) 
             cur += chunk
     if cur:
         messages.append(cur)
-    return [m.rstrip().strip("\n") for m in messages if m.strip()]
+    out: list[str] = []
+    for m in (m.rstrip().strip("\n") for m in messages if m.strip()):
+        if length(m) <= limit:
+            out.append(m)
+        elif markdown:  # past the limit through its fences (a fence line longer than it): as text
+            out.extend(split_message(m, limit, length=length, markdown=False))
+        else:  # a length that is not monotone in the text: cut where it fits
+            out.extend(_hard(m, limit, length))
+    return out

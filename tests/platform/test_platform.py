@@ -176,3 +176,24 @@ def test_allow_list() -> None:
     allow = AllowList([42, "-100"])
     assert allow.allows(42) and allow.allows(-100) and allow.allows(None, "42")
     assert not allow.allows(7) and not allow.allows(None)
+
+
+_FENCED = st.lists(
+    st.one_of(
+        st.sampled_from(["```", "```python with an info string that runs on", "~~~", "````", "\n", "\n\n", ". "]),
+        st.text(alphabet="abc xyz\n`~", min_size=1, max_size=60),
+    ),
+    min_size=1,
+    max_size=40,
+).map(lambda parts: "\n".join(parts))
+
+
+@settings(max_examples=150, deadline=None)
+@given(_FENCED, st.integers(min_value=16, max_value=200), st.booleans())
+def test_every_part_is_within_the_limit_fences_or_not(text: str, limit: int, markdown: bool) -> None:
+    parts = split_message(text, limit, markdown=markdown)
+    assert all(len(p) <= limit for p in parts), [len(p) for p in parts]
+    it = iter("".join("".join(parts).split()))
+    assert all(c in it for c in "".join(text.split()))
+    if not markdown:  # plain text: nothing added, nothing reopened
+        assert "".join("".join(parts).split()) == "".join(text.split())

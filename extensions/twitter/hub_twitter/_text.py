@@ -16,7 +16,7 @@ from twitter_text.config import config as _configs
 
 from hub.platform import split_message
 
-__all__ = ["MAX_TWEET", "URL_WEIGHT", "weighted_len", "split_tweets"]
+__all__ = ["MAX_TWEET", "MARKDOWN", "URL_WEIGHT", "weighted_len", "split_tweets"]
 
 MAX_TWEET = 280
 URL_WEIGHT = 23
@@ -30,12 +30,18 @@ def weighted_len(text: str) -> int:
     return int(parse_tweet(text, _V3).weightedLength)
 
 
+MARKDOWN = False
+"""X renders no Markdown: a code fence is text there, split as text (never reopened in the
+next post, which would only lengthen the posts)."""
+
+
 def split_tweets(text: str, limit: int = MAX_TWEET) -> list[str]:
     """``text`` as posts of at most ``limit`` weighted characters, in order, never truncated.
 
-    Splits prefer paragraph, line, sentence and word boundaries, and keep code blocks whole
-    when they fit (:func:`hub.platform.split_message`). Each post is stripped of the
+    Splits prefer paragraph, line, sentence and word boundaries
+    (:func:`hub.platform.split_message`, as plain text), and every post is measured as X
+    measures it before it is returned. Each post is stripped of the
     whitespace at its edges, which X would drop anyway.
     """
-    parts = split_message(text.strip(), limit, length=weighted_len)
+    parts = split_message(text.strip(), limit, length=weighted_len, markdown=MARKDOWN)
     return [p.strip() for p in parts if p.strip()]
