@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from hub import CommandCall
-from hub.platform import SendFailed, private_access, split_message
+from hub.platform import SendFailed, private_access, split_message, split_off_loop
 
 from ._client import MAX_LENGTH, mrkdwn_len
 from ._events import CHANNEL, THREAD
@@ -193,7 +193,7 @@ class SlackCommands:
         if not self.settings.base_url and host not in RESPONSE_HOSTS:
             raise SendFailed("slack", channel, f"the command's response_url is not Slack's ({host or 'none'})")
         hook = AsyncWebhookClient(url, timeout=15)
-        parts = split_message(content, MAX_LENGTH, length=mrkdwn_len)
+        parts = await split_off_loop(lambda text: split_message(text, MAX_LENGTH, length=mrkdwn_len), content)
         for part in parts:
             resp = await hook.send(text=to_plain(part), blocks=[_section(part)], response_type="in_channel")
             if resp.status_code != 200:

@@ -103,3 +103,12 @@ def test_every_post_of_a_thread_is_within_the_limit_as_twitter_text_counts_it(te
     assert [_oracle(p) for p in parts if _oracle(p) > MAX_TWEET] == []
     # nothing lost: every character but whitespace, in order
     assert "".join("".join(parts).split()) == "".join(text.split())
+
+
+@settings(max_examples=200, deadline=None)
+@given(_TEXT)
+def test_the_count_a_split_measures_with_is_twitter_texts(text: str) -> None:
+    # summed over whitespace-separated tokens, each counted once: the same as counting it whole
+    from hub_twitter._text import _summed_len
+
+    assert _summed_len(text) == _oracle(text)
