@@ -57,7 +57,11 @@ def _hard(text: str, limit: int, length: Callable[[str], int]) -> list[str]:
     out, pos = [], 0
     while pos < len(text):
         rest = text[pos:]
-        fit = _longest(len(rest), lambda n, rest=rest: length(rest[:n]) <= limit)
+
+        def fits(n: int, rest: str = rest) -> bool:
+            return length(rest[:n]) <= limit
+
+        fit = _longest(len(rest), fits)
         fit = max(fit, 1)  # one character over the limit alone: it goes on its own
         out.append(rest[:fit])
         pos += fit
@@ -135,7 +139,11 @@ def _pack(cur: str, pieces: list[str], messages: list[str], limit: int, length: 
     pieces = list(pieces)
     i = 0
     while i < len(pieces):
-        k = _longest(len(pieces) - i, lambda k, cur=cur, i=i: length(cur + "".join(pieces[i : i + k])) <= limit)
+
+        def fits(k: int, cur: str = cur, i: int = i) -> bool:
+            return length(cur + "".join(pieces[i : i + k])) <= limit
+
+        k = _longest(len(pieces) - i, fits)
         if k == 0 and cur:  # the next piece does not fit beside what is there
             messages.append(cur)
             cur = ""

@@ -239,7 +239,7 @@ class Intake:
             return
         await self.hub.memory.set(key, True)
 
-    async def _private_allows(self, verdict: Inbound) -> bool:
+    async def _private_allows(self, verdict: Inbound | Encrypted) -> bool:
         """``dm_policy`` in a direct room; an unknown user under ``"pairing"`` is sent the code,
         once, in the background (the sync goes on meanwhile)."""
         room_id = verdict.room_id
