@@ -97,18 +97,22 @@ class SlackCommands:
             await ack(text=refusal, response_type="ephemeral")
             return
         self._forget_old()
-        trigger = str(command.get("trigger_id") or "")
-        pending = self._pending[trigger] = _Pending(trigger, str(command.get("response_url") or ""))
         channel = str(command.get("channel_id") or "")
         context, args = CHANNEL, {"channel_id": channel}
         if name in CONVERSATION_COMMANDS and not channel.startswith("D"):
-            thread = await self._running_conversation(channel, str(command.get("user_id") or ""))
+            try:
+                thread = await self._running_conversation(channel, str(command.get("user_id") or ""))
+            except Exception:  # the runs could not be read (the store failed): the user is told
+                log.exception("slack: /%s from %s was not taken", name, command.get("user_id"))
+                await ack(text=NOT_TAKEN, response_type="ephemeral")
+                return
             if thread is not None:
                 context, args = THREAD, {"channel_id": channel, "thread_ts": thread}
             elif self.settings.reply_in_thread:
                 await ack(text=IN_A_THREAD.format(name=name), response_type="ephemeral")
-                del self._pending[trigger]
                 return
+        trigger = str(command.get("trigger_id") or "")
+        pending = self._pending[trigger] = _Pending(trigger, str(command.get("response_url") or ""))
         try:
             sub = await intake.send(
                 context,

@@ -15,6 +15,7 @@ whole ``getUpdates`` batch.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -79,8 +80,13 @@ class Intake:
             update_id = raw.get("update_id") if isinstance(raw, dict) else None
             text = json.dumps(raw, default=repr, sort_keys=True)
             chat_id = _chat_id_of(raw)
-            await self.poison.failed(
-                f"telegram:update:{update_id}",
+            key = (
+                f"telegram:update:{update_id}"
+                if isinstance(update_id, int)
+                else f"telegram:update:{hashlib.sha256(text.encode()).hexdigest()[:32]}"
+            )
+            parked = await self.poison.failed(
+                key,
                 e,
                 context=f"telegram:chat:{chat_id}" if chat_id is not None else "telegram",
                 type="telegram:chat",
@@ -88,6 +94,8 @@ class Intake:
                 meta={"update_id": update_id, **({"chat_id": chat_id} if chat_id is not None else {})},
                 last=True,  # the same JSON fails the same way: nothing to gain by trying again
             )
+            if not parked:  # the store's failure or the hub's, not the update's: fetched again
+                raise
             return None
 
     async def receive(self, update: Update) -> None:
