@@ -203,6 +203,7 @@ class Intake:
             return "the room is not on allowed_rooms", None
         if inviter is None:
             return "the invite names no inviter", None
+        self._joined -= self.client.nio.rooms.keys()  # synced since: nio counts them
         rooms = set(self.client.nio.rooms) | self._joined
         if room_id not in rooms and len(rooms) >= self.settings.max_rooms:
             return f"the bot is in max_rooms = {self.settings.max_rooms} rooms already", None
