@@ -96,7 +96,7 @@ _FENCE = st.builds(
 _TEXT = st.lists(st.one_of(_LINE, _LINE, _FENCE), min_size=1, max_size=8).map("\n".join)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_TEXT)
 def test_every_post_of_a_thread_is_within_the_limit_as_twitter_text_counts_it(text: str) -> None:
     parts = split_tweets(text)
@@ -105,7 +105,7 @@ def test_every_post_of_a_thread_is_within_the_limit_as_twitter_text_counts_it(te
     assert "".join("".join(parts).split()) == "".join(text.split())
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_TEXT)
 def test_the_count_a_split_measures_with_is_twitter_texts(text: str) -> None:
     # summed over whitespace-separated tokens, each counted once: the same as counting it whole
