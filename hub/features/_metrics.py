@@ -11,7 +11,8 @@ is 0, not "no data", before the first failure. The standard ``process_*`` and
 ``python_*`` collectors and ``hub_build_info`` are in the registry too.
 
 ``/metrics`` answers the OpenMetrics format when the scraper asks for it (Prometheus
-does), else the classic text format (:meth:`Metrics.render`).
+does), else the classic text format (:meth:`Metrics.render`), without the ``*_created``
+samples that format would show as gauge families of their own.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from prometheus_client import (
     ProcessCollector,
 )
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import Metric
 
 from ..definitions import RunContext, RunResult
 from ..engine import Plugin, Runner
@@ -250,7 +252,25 @@ class Metrics(Plugin):
         names ``application/openmetrics-text``, else the classic text format. Returns the
         body and its content type."""
         encoder, content_type = choose_encoder(accept or "")
-        return encoder(self.registry), content_type
+        if content_type.startswith("application/openmetrics-text"):
+            return encoder(self.registry), content_type
+        return encoder(_WithoutCreated(self.registry)), content_type
+
+
+class _WithoutCreated:
+    """The registry less its ``*_created`` samples: the classic text format would show each
+    as a gauge family of its own, and a scraper that does not negotiate OpenMetrics stores
+    them as series. Creation times stay in OpenMetrics, where they belong to their family."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterable[Metric]:
+        for metric in self._registry.collect():
+            created = metric.name + "_created"
+            copy = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+            copy.samples = [s for s in metric.samples if s.name != created]
+            yield copy
 
 
 def _version() -> str:

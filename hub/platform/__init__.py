@@ -1,6 +1,6 @@
 """What every platform extension needs, and the API it lives on beside ``hub`` itself.
 
-Splitting long text (:func:`split_message`), an outbound :class:`Governor` (pacing,
+Splitting long text (:func:`split_message`; :func:`split_off_loop` for a costly measure), an outbound :class:`Governor` (pacing,
 ``retry_after``, retries), the one :class:`Backoff`, a :class:`TypingIndicator`, the
 :func:`reply_target` lookup, a :class:`LoopGuard` for bot-to-bot exchanges,
 :class:`AllowList`, the base of every platform's settings (:class:`PlatformSettings`) and
@@ -42,7 +42,7 @@ from ._reply import reply_target
 from ._send import Governor, PermanentSendError, RateLimit, RateLimited, SendFailed, TransientSendError
 from ._settings import PlatformSettings
 from ._shared import OutboundLimiter, RedisLimiter
-from ._split import split_message, utf16_len
+from ._split import LONG_SPLIT, split_message, split_off_loop, utf16_len
 from ._typing import TypingIndicator
 
 __all__ = [
@@ -54,6 +54,8 @@ __all__ = [
     "Lease",
     "LeaseKeeper",
     "split_message",
+    "split_off_loop",
+    "LONG_SPLIT",
     "utf16_len",
     "RateLimited",
     "TransientSendError",

@@ -86,3 +86,16 @@ async def test_a_model_error_that_is_retried_is_counted(scraped) -> None:
     assert sample(families, "hub_model_retries_total") == 1
     assert sample(families, "hub_runs_total", state="completed", context_type="test:chat") == 1
     assert sample(families, "hub_runs_total", state="failed", context_type="test:chat") == 0
+
+
+async def test_creation_times_are_in_openmetrics_only(scraped) -> None:
+    # A scraper that does not negotiate OpenMetrics would store each `*_created` as a series
+    hub, session, url = scraped
+    await hub.send("test:chat:1", None, "hello")
+    _, text = await get(session, url, None)
+    families = list(parse_text(text))
+    assert [f.name for f in families if f.name.endswith("_created")] == []
+    assert not [s.name for f in families for s in f.samples if s.name.endswith("_created")]
+    _, text = await get(session, url, PROMETHEUS_ACCEPT)
+    created = {s.name for f in parse_openmetrics(text) for s in f.samples if s.name.endswith("_created")}
+    assert {"hub_runs_created", "hub_run_duration_seconds_created"} <= created

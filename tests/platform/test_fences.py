@@ -56,8 +56,12 @@ def test_fenced_blocks_are_those_of_the_commonmark_spec(markdown: str, expected:
 @pytest.mark.parametrize(("markdown", "expected"), _examples())
 def test_split_spec_examples_keep_every_fence_balanced(markdown: str, expected: str) -> None:
     """Split as small as allowed, each message's blocks are closed (unless the source left
-    its block open), and no code is lost."""
-    messages = split_message(markdown, 16)
+    its block open), and no code is lost. As small as allowed: the fences and a character
+    must fit in a message (a message is never over the limit, even to balance a fence)."""
+    fences = [len(b.opener) + b.indent + len(b.closer) + 3 for b in fenced_blocks(markdown)]
+    limit = max([16, *fences])
+    messages = split_message(markdown, limit)
+    assert all(len(m) <= limit for m in messages), messages
     unclosed = sum(not b.closed for m in messages for b in fenced_blocks(m))
     # a block the source left open may be closed when split; none is opened
     assert unclosed <= sum(not b.closed for b in fenced_blocks(markdown)), messages

@@ -204,3 +204,63 @@ async def test_markers_older_than_their_age_are_pruned_and_bare_ones_age_from_no
     assert await prune_markers(memory, "p:", max_age=500.0, now=1200.0) == 1
     assert await memory.get("p:old") is None and await memory.get("p:bare") == {"ts": 1200.0}
     assert await memory.get("q:other") is not None
+
+
+_FENCED = st.lists(
+    st.one_of(
+        st.sampled_from(["```", "```python with an info string that runs on", "~~~", "````", "\n", "\n\n", ". "]),
+        st.text(alphabet="abc xyz\n`~", min_size=1, max_size=60),
+    ),
+    min_size=1,
+    max_size=40,
+).map(lambda parts: "\n".join(parts))
+
+
+@settings(max_examples=150, deadline=None)
+@given(_FENCED, st.integers(min_value=16, max_value=200), st.booleans())
+def test_every_part_is_within_the_limit_fences_or_not(text: str, limit: int, markdown: bool) -> None:
+    parts = split_message(text, limit, markdown=markdown)
+    assert all(len(p) <= limit for p in parts), [len(p) for p in parts]
+    # nothing lost but the fences a split block is closed and reopened with
+    it = iter(re.sub(r"[\s`~]", "", "".join(parts)))
+    assert all(c in it for c in re.sub(r"[\s`~]", "", text))
+    if not markdown:  # plain text: nothing added, nothing reopened
+        assert "".join("".join(parts).split()) == "".join(text.split())
+
+
+async def test_a_long_split_runs_off_the_event_loop() -> None:
+    import threading
+
+    from hub.platform import LONG_SPLIT, split_off_loop
+
+    threads: list[threading.Thread] = []
+
+    def split(text: str) -> list[str]:
+        threads.append(threading.current_thread())
+        return split_message(text, 100)
+
+    assert await split_off_loop(split, "short") == ["short"]
+    long = "word " * (LONG_SPLIT // 5 + 1)
+    parts = await split_off_loop(split, long)
+    assert " ".join(parts).split() == long.split()
+    assert threads[0] is threading.current_thread() and threads[1] is not threading.current_thread()
+
+
+def test_a_long_paragraph_is_cut_by_bisection_not_measured_at_every_candidate() -> None:
+    # a platform's measure may cost milliseconds (mrkdwn rendered, twitter-text's count):
+    # a split takes about 2·log2(pieces) measures a message, never one per word or character
+    calls = 0
+
+    def length(text: str) -> int:
+        nonlocal calls
+        calls += 1
+        return len(text)
+
+    paragraph = " ".join(f"word{i}" for i in range(8_000))  # about 50,000 characters, one line
+    parts = split_message(paragraph, 3_000, length=length)
+    assert " ".join(parts).split() == paragraph.split() and all(len(p) <= 3_000 for p in parts)
+    assert calls <= 40 * len(parts), (calls, len(parts))
+    calls = 0
+    unbroken = "x" * 20_000  # no boundary at all: hard cuts
+    parts = split_message(unbroken, 3_000, length=length)
+    assert "".join(parts) == unbroken and calls <= 40 * len(parts), (calls, len(parts))

@@ -2,7 +2,10 @@
 through discord.py's ``app_commands``.
 
 At start every command that is on is added to a ``CommandTree`` and synced: to each guild of
-``guild_ids`` (they appear at once), else globally. A command that takes arguments has one
+``guild_ids`` (they appear at once), else globally. A sync that fails (Discord down, a
+network error, a missing ``applications.commands`` scope) is tried again, after 1 s doubling
+up to a minute, until Discord takes it, as Telegram's menus are; the bot answers messages
+meanwhile. A command that takes arguments has one
 optional text option, ``text``. Commands limited to ``[roles]`` are registered too (Discord
 cannot show a command to some users only): someone without the role who runs one is told
 they may not, and ``/help`` lists only what each user may use.
@@ -24,11 +27,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
 import discord
 from discord import app_commands
 
 from hub import CommandCall
-from hub.platform import CommandInfo, SendFailed, private_access, split_message
+from hub.platform import Backoff, CommandInfo, SendFailed, private_access, split_message
 
 from ._messages import CONTEXT, MAX_LENGTH, SAFE_MENTIONS
 
@@ -107,19 +111,33 @@ class DiscordCommands:
         return app_commands.Command(name=name, description=info.description, callback=plain)
 
     async def sync(self, tree: app_commands.CommandTree[Any]) -> None:
-        """Register the tree's commands with Discord: per guild of ``guild_ids``, else globally.
-        A failure is logged: the bot still answers messages."""
+        """Register the tree's commands with Discord: per guild of ``guild_ids``, else globally,
+        each target tried again after a failure, with a growing delay (logged), until it is
+        taken. The bot answers messages meanwhile."""
         guild_ids = self.bot.settings.guild_ids
-        try:
-            if guild_ids:
-                for gid in guild_ids:
-                    synced = await tree.sync(guild=discord.Object(gid))
-                    log.info("discord: %d commands synced to guild %s", len(synced), gid)
-            else:
-                synced = await tree.sync()
-                log.info("discord: %d commands synced globally", len(synced))
-        except (discord.HTTPException, app_commands.AppCommandError) as e:
-            log.warning("discord: syncing the application commands failed: %s", e)
+        targets: list[discord.Object | None] = [discord.Object(gid) for gid in guild_ids] if guild_ids else [None]
+        backoff = Backoff(first=1.0, most=60.0, jitter=0.2)
+        while targets:
+            target = targets[0]
+            where = f"guild {target.id}" if target is not None else "globally"
+            try:
+                synced = await tree.sync(guild=target)
+            except (discord.HTTPException, app_commands.AppCommandError, aiohttp.ClientError, OSError) as e:
+                delay = backoff.next()
+                client_error = isinstance(e, discord.HTTPException) and 400 <= e.status < 500
+                log.log(
+                    logging.ERROR if client_error else logging.WARNING,
+                    "discord: syncing the application commands %s failed (%s); retrying in %.0fs%s",
+                    where,
+                    e,
+                    delay,
+                    " (was the bot invited with the applications.commands scope?)" if client_error else "",
+                )
+                await asyncio.sleep(delay)
+                continue
+            log.info("discord: %d commands synced %s", len(synced), f"to {where}" if target is not None else where)
+            targets.pop(0)
+            backoff.reset()
 
     # --- an interaction comes in --------------------------------------------------------------
 

@@ -117,3 +117,17 @@ async def test_a_dm_from_someone_the_policy_keeps_out_is_refused_privately(tmp_p
         (callback,) = dc.state.interactions[iid].callbacks
         assert not await r.hub.inbox.seen(f"discord:interaction:{iid}")  # nothing recorded
     assert callback["data"]["flags"] == 64 and "may not" in callback["data"]["content"]
+
+
+async def test_a_command_sync_that_fails_at_start_is_retried_until_discord_takes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    put = "PUT /applications/{application_id}/guilds/{guild_id}/commands"
+    dc = FakeDiscord()
+    async with dc:
+        # 503: discord.py does not retry it itself; an outage of the commands API at start
+        dc.fail_next(put, status=503, count=2)
+        async with running(tmp_path, monkeypatch, dc=dc, guild_ids=[dc.guild_id]):
+            await dc.wait_for(lambda: bool(dc.command_names(dc.guild_id)), timeout=10)
+        assert dc.command_names(dc.guild_id) == BUILT_IN
+        assert [c.status for c in dc.calls(put)] == [503, 503, 200]

@@ -4,7 +4,11 @@ answer (``_events``), who may talk to the bot (``allowed_users``, ``allowed_room
 recorded in the hub's inbox (``platform_id = "matrix:<event id>"``: a redelivery is not
 answered twice); and the typing indicator while its run goes on.
 
-An encrypted room is told once, in the room and in the log, that the bot cannot read it.
+Who sent an event is weighed before anything is answered, the encryption notice included: a
+sender who is not let in is told nothing. An encrypted room is told once, in the room and in
+the log, that the bot cannot read it. A
+room whose state holds ``m.room.encryption`` is encrypted whatever a message in it says: a
+message sent there in clear is refused the same way, never answered in clear.
 
 An event that fails to be taken for a reason of its own (a bug in reading it, a shape the
 intake does not expect) raises, so that the sync loop keeps its token and syncs the batch
@@ -28,6 +32,8 @@ from hub.platform import (
     TypingIndicator,
     admit_private,
     parse_command,
+    private_access,
+    send_pairing_code,
 )
 
 from ._client import MatrixClient
@@ -35,7 +41,7 @@ from ._events import Encrypted, Ignored, Inbound, classify
 from ._settings import MatrixSettings
 
 if TYPE_CHECKING:
-    from hub import Hub
+    from hub import Decision, Hub
 
 __all__ = ["Intake", "ENCRYPTED_NOTICE", "REFUSED_KEY", "PARK_AFTER"]
 
@@ -67,6 +73,7 @@ class Intake:
         self.bots = frozenset(settings.bots)
         self.guard = settings.loop_guard()
         self._told: set[str] = set()
+        self._joined: set[str] = set()  # joined since nio last synced its rooms (max_rooms)
         # a homeserver shows "typing" for the timeout given; renewed every 20 s while a run goes on
         self.typing = TypingIndicator("matrix", client.typing, create_task=hub.create_task, interval=20.0)
         self.poison = PoisonUpdates("matrix", hub.inbox, park_after=PARK_AFTER, redactor=hub.redactor)
@@ -75,6 +82,11 @@ class Intake:
         """A room of the bot and one other member (a direct chat)."""
         room = self.client.nio.rooms.get(room_id)
         return room is not None and 0 < room.member_count <= 2
+
+    def is_encrypted(self, room_id: str) -> bool:
+        """The room's state turns encryption on (``m.room.encryption``, which nio keeps)."""
+        room = self.client.nio.rooms.get(room_id)
+        return room is not None and bool(room.encrypted)
 
     def display_name(self) -> str:
         for room in self.client.nio.rooms.values():
@@ -114,14 +126,14 @@ class Intake:
         if not self.rooms.allows(room_id):
             log.info("matrix: room %s is not on allowed_rooms: ignored", room_id)
             return
-        if isinstance(verdict, Encrypted):
-            await self._refuse_encrypted(room_id, verdict.sender)
-            return
         if verdict.direct and self.settings.dm_policy != "open":
             if not await self._private_allows(verdict):
                 return
         elif not self.users.allows(verdict.sender):
             log.info("matrix: room %s: user %s is not on allowed_users: ignored", room_id, verdict.sender)
+            return
+        if isinstance(verdict, Encrypted) or self.is_encrypted(room_id):
+            await self._refuse_encrypted(room_id, verdict.sender)
             return
         if self.guard is not None and not self.guard.allow(room_id, from_bot=verdict.sender in self.bots):
             log.info(
@@ -151,27 +163,62 @@ class Intake:
             self.typing.watch(room_id, sub.result)
 
     async def invited(self, room_id: str, inviter: str | None, direct: bool) -> None:
-        """An invite to ``room_id`` by ``inviter``: joined, declined, or left (logged why)."""
+        """An invite to ``room_id`` by ``inviter``: joined, declined, or left (logged why).
+
+        The inviter is weighed before the bot joins, as a message of theirs would be; under
+        ``dm_policy = "pairing"`` a stranger's direct invite draws their pairing code, and is
+        joined only to tell it (once). Past ``max_rooms`` every invite is declined."""
         if not self.settings.autojoin:
             log.info("matrix: invited to %s by %s; autojoin = false: left pending", room_id, inviter)
             return
-        reason = None
-        if not self.rooms.allows(room_id):
-            reason = "the room is not on allowed_rooms"
-        elif inviter is None:
-            reason = "the invite names no inviter"
-        elif not self.users.allows(inviter) and not (direct and self.settings.dm_policy == "pairing"):
-            reason = f"{inviter} is not on allowed_users"
+        reason, code = await self._invite_refusal(room_id, inviter, direct)
         if reason is not None:
             log.info("matrix: invite to %s declined: %s", room_id, reason)
             await self.client.decline(room_id)
             return
+        self._joined.add(room_id)
         try:
             await self.client.join(room_id)
         except SendFailed as e:
+            self._joined.discard(room_id)
             log.warning("matrix: joining %s (invited by %s) failed: %s", room_id, inviter, e.reason)
+            if code is not None and code.code is not None and inviter is not None:
+                await self.hub.access.retract("matrix", inviter, code.code)  # the next invite draws one
             return
         log.info("matrix: joined %s, invited by %s", room_id, inviter)
+        if code is not None and inviter is not None:
+            send_pairing_code(
+                self.hub.access,
+                self.hub.create_task,
+                "matrix",
+                inviter,
+                code,
+                lambda text: self.client.send_text(room_id, text),
+            )
+
+    async def _invite_refusal(
+        self, room_id: str, inviter: str | None, direct: bool
+    ) -> tuple[str | None, Decision | None]:
+        """Why an invite is declined (None: join it), and the pairing decision whose code to
+        tell a stranger in the room once joined."""
+        if not self.rooms.allows(room_id):
+            return "the room is not on allowed_rooms", None
+        if inviter is None:
+            return "the invite names no inviter", None
+        self._joined -= self.client.nio.rooms.keys()  # synced since: nio counts them
+        rooms = set(self.client.nio.rooms) | self._joined
+        if room_id not in rooms and len(rooms) >= self.settings.max_rooms:
+            return f"the bot is in max_rooms = {self.settings.max_rooms} rooms already", None
+        if self.users.allows(inviter):
+            return None, None
+        if not (direct and self.settings.dm_policy == "pairing"):
+            return f"{inviter} is not on allowed_users", None
+        decision = await private_access(self.hub.access, "matrix", self.settings, inviter)
+        if decision.allowed:
+            return None, None
+        if decision.message is None:
+            return f"{inviter} is not paired and was told their code already", None
+        return None, decision
 
     async def _refuse_encrypted(self, room_id: str, sender: str) -> None:
         """Say once (per room, across restarts) that encrypted messages cannot be read."""
@@ -195,7 +242,7 @@ class Intake:
             return
         await self.hub.memory.set(key, True)
 
-    async def _private_allows(self, verdict: Inbound) -> bool:
+    async def _private_allows(self, verdict: Inbound | Encrypted) -> bool:
         """``dm_policy`` in a direct room; an unknown user under ``"pairing"`` is sent the code,
         once, in the background (the sync goes on meanwhile)."""
         room_id = verdict.room_id

@@ -50,7 +50,12 @@ class MatrixSettings(PlatformSettings):
     autojoin: bool = True
     """Join a room when invited: by anyone ``allowed_users`` lets in (everyone when it is
     empty), to a room ``allowed_rooms`` lets in. Under ``dm_policy = "pairing"`` a direct
-    invite from anyone is joined, so that the stranger can be told their pairing code."""
+    invite from a user not let in is weighed as a message of theirs would be: from an
+    approved user it is joined; from a stranger it is joined once, to tell their pairing
+    code there at once; a stranger told their code already is declined."""
+    max_rooms: int = Field(100, ge=1)
+    """Rooms the bot stays in at most: an invite past it is declined (anyone on the
+    federation may invite the bot, and each joined room is synced from then on)."""
     bots: list[str] = Field(default_factory=list)
     """User ids of other bots: their messages are answered only while the loop guard allows."""
     live: bool = False

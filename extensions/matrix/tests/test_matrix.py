@@ -183,12 +183,28 @@ async def test_an_encrypted_room_is_told_once_that_it_is_not_supported(tmp_path:
                     room,
                     {"type": "m.room.encrypted", "sender": ANN, "content": {"algorithm": "m.megolm.v1.aes-sha2"}},
                 )
-            await hs.wait_sent(1)
-            hs.push_text(room, ANN, "sentinel")  # plain: answered, after the two encrypted ones
+            plain = hs.create_room([ANN])
+            hs.push_text(plain, ANN, "sentinel")  # taken after the two encrypted ones
             await h.wait_results(1)
-            assert hs.texts(room) == [ENCRYPTED_NOTICE, "ok"]
+            assert hs.texts(room) == [ENCRYPTED_NOTICE] and hs.texts(plain) == ["ok"]
             assert await h.hub.memory.get(f"matrix:encrypted-told:{room}")
         assert any("end-to-end encrypted" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_plaintext_message_in_an_encrypted_room_is_refused_as_an_encrypted_one(tmp_path: Path) -> None:
+    # A client may send in clear in a room whose state says it is encrypted: answering in
+    # clear there would show the room's members a reply they believe is end-to-end encrypted.
+    async with FakeMatrix() as hs:
+        room = hs.create_room([ANN], encrypted=True)
+        plain = hs.create_room([ANN])
+        async with running(tmp_path, hs) as h:
+            hs.push_text(room, ANN, "a secret, sent in clear")
+            await hs.wait_sent(1)
+            hs.push_text(room, ANN, "and again")
+            hs.push_text(plain, ANN, "sentinel")  # the sync reaches it after the two above
+            await h.wait_results(1)
+            assert hs.texts(room) == [ENCRYPTED_NOTICE]
+            assert [e.content for e in h.inputs()] == ["sentinel"] and hs.texts(plain) == ["ok"]
 
 
 async def test_a_password_login_keeps_its_device_for_the_next_start(tmp_path: Path) -> None:

@@ -63,3 +63,48 @@ async def test_the_loop_guard_stops_answering_another_bot(tmp_path: Path) -> Non
             hs.push_text(room, ANN, "a human resets it")  # not in the room's members: still a message
             await h.wait_inputs(3)
             assert [e.content for e in h.inputs()] == ["bot says 0", "bot says 1", "a human resets it"]
+
+
+async def test_the_encrypted_room_notice_goes_only_to_a_sender_let_in(tmp_path: Path) -> None:
+    from hub_matrix import ENCRYPTED_NOTICE
+
+    encrypted = {"type": "m.room.encrypted", "content": {"algorithm": "m.megolm.v1.aes-sha2"}}
+    async with FakeMatrix() as hs:
+        room = hs.create_room([ANN, BOB], encrypted=True)
+        plain = hs.create_room([ANN, BOB])
+        async with running(tmp_path, hs, default="ok", allowed_users=[ANN]) as h:
+            hs.push_event(room, {**encrypted, "sender": BOB})  # not on allowed_users: not told anything
+            hs.push_text(plain, ANN, "sentinel", mention=True)
+            await h.wait_results(1)
+            assert hs.texts(room) == []
+            hs.push_event(room, {**encrypted, "sender": ANN})
+            await hs.wait_sent(2)
+            assert hs.texts(room) == [ENCRYPTED_NOTICE]
+
+
+async def test_a_strangers_direct_invite_draws_the_pairing_code_before_a_second_room_is_joined(
+    tmp_path: Path,
+) -> None:
+    async with FakeMatrix() as hs:
+        first = hs.create_room([BOB], bot_joined=False)
+        second = hs.create_room([BOB], bot_joined=False)
+        async with running(tmp_path, hs, default="ok", dm_policy="pairing", allowed_users=[ANN]) as h:
+            hs.invite(first, BOB, direct=True)
+            (sent,) = await hs.wait_sent(1)  # told at once, in the room it joined to tell it
+            assert sent["room_id"] == first and CODE.search(sent["content"]["body"])
+            hs.invite(second, BOB, direct=True)  # told already: nothing to join a room for
+            await hs.wait_for(lambda: second in hs.state.left)
+            assert second not in hs.state.joined
+            assert [(p.user, p.state) for p in await h.hub.access.list()] == [(BOB, "pending")]
+
+
+async def test_invites_past_max_rooms_are_declined(tmp_path: Path) -> None:
+    async with FakeMatrix() as hs:
+        hs.create_room([ANN])
+        rooms = [hs.create_room([ANN], bot_joined=False) for _ in range(3)]
+        async with running(tmp_path, hs, default="ok", max_rooms=2) as h:
+            await h.synced()
+            for room in rooms:
+                hs.invite(room, ANN)
+            await hs.wait_for(lambda: len(hs.state.joined) + len(hs.state.left) == 3)
+            assert hs.state.joined == rooms[:1] and hs.state.left == rooms[1:]

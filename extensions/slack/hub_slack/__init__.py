@@ -32,7 +32,16 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from hub import Context, Extension, Input, LiveText, RunContext, Service, output
-from hub.platform import LiveMessage, Resolve, SendFailed, live_drafts, quiet_loggers, reply_target, split_message
+from hub.platform import (
+    LiveMessage,
+    Resolve,
+    SendFailed,
+    live_drafts,
+    quiet_loggers,
+    reply_target,
+    split_message,
+    split_off_loop,
+)
 
 from ._bolt import Bolt
 from ._client import MAX_LENGTH, SlackClient, SlackStartError, mrkdwn_len
@@ -179,7 +188,7 @@ class _Slack:
         pending = commands.pending_for(ctx) if commands is not None else None
         if pending is not None and commands is not None and not files:
             return await commands.answer(pending, content, channel)
-        parts = split_message(content, MAX_LENGTH, length=mrkdwn_len)
+        parts = await split_off_loop(_split, content)
         ids: list[str] = []
         for i, part in enumerate(parts):
             try:
@@ -280,3 +289,8 @@ def extension(settings: SlackSettings, *, resolve: Resolve | None = None) -> Ext
         routes=[] if settings.socket_mode else [slack.bolt.route()],
         description="Slack app (Socket Mode)." if settings.socket_mode else "Slack app (Events API).",
     )
+
+
+def _split(text: str) -> list[str]:
+    """``text`` as blocks of at most MAX_LENGTH characters of mrkdwn (measured rendered)."""
+    return split_message(text, MAX_LENGTH, length=mrkdwn_len)

@@ -8,6 +8,12 @@ commands take milliseconds); else the command is acknowledged empty and the answ
 to its ``response_url`` (which Slack keeps for 30 minutes). Someone the access rules leave
 out is told so in the acknowledgement, to them only.
 
+In a channel each thread is a conversation of its own, and Slack does not say which thread a
+command was typed in: ``/stop`` and ``/new`` there act on the conversation of the user's own
+run in progress in that channel (the newest); with none, the user is told, privately, that
+they work in a thread's own context (with ``reply_in_thread = false`` the channel's own
+conversation is the one, as before).
+
 Slack does not register slash commands through the API: the app's manifest (or its
 settings page) lists them, each with the request URL in Events API mode (see the docs page).
 """
@@ -24,10 +30,10 @@ from urllib.parse import urlsplit
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from hub import CommandCall
-from hub.platform import SendFailed, private_access, split_message
+from hub.platform import SendFailed, private_access, split_message, split_off_loop
 
 from ._client import MAX_LENGTH, mrkdwn_len
-from ._events import CHANNEL
+from ._events import CHANNEL, THREAD
 from ._mrkdwn import to_mrkdwn, to_plain
 
 if TYPE_CHECKING:
@@ -45,6 +51,13 @@ RESPONSE_URL_LIFETIME = 29 * 60.0
 """Seconds a command's ``response_url`` is used for answers (Slack keeps it 30 minutes)."""
 RESPONSE_HOSTS = ("hooks.slack.com",)
 NOT_TAKEN = "Sorry, that did not go through. Please try again in a moment."
+CONVERSATION_COMMANDS = frozenset({"stop", "new"})
+"""The commands that act on one conversation: in a channel, the user's running thread's."""
+IN_A_THREAD = (
+    "/{name} acts on one conversation, and in this channel each thread is a conversation of its "
+    "own: I found no answer of mine to you in progress here. To stop or restart a thread, use "
+    "/{name} while I am answering you there, or ask in a new thread."
+)
 
 
 @dataclass(eq=False)
@@ -84,13 +97,26 @@ class SlackCommands:
             await ack(text=refusal, response_type="ephemeral")
             return
         self._forget_old()
+        channel = str(command.get("channel_id") or "")
+        context, args = CHANNEL, {"channel_id": channel}
+        if name in CONVERSATION_COMMANDS and not channel.startswith("D"):
+            try:
+                thread = await self._running_conversation(channel, str(command.get("user_id") or ""))
+            except Exception:  # the runs could not be read (the store failed): the user is told
+                log.exception("slack: /%s from %s was not taken", name, command.get("user_id"))
+                await ack(text=NOT_TAKEN, response_type="ephemeral")
+                return
+            if thread is not None:
+                context, args = THREAD, {"channel_id": channel, "thread_ts": thread}
+            elif self.settings.reply_in_thread:
+                await ack(text=IN_A_THREAD.format(name=name), response_type="ephemeral")
+                return
         trigger = str(command.get("trigger_id") or "")
         pending = self._pending[trigger] = _Pending(trigger, str(command.get("response_url") or ""))
-        channel = str(command.get("channel_id") or "")
         try:
             sub = await intake.send(
-                CHANNEL,
-                {"channel_id": channel},
+                context,
+                args,
                 f"/{name} {text}".strip(),
                 user=str(command.get("user_id") or ""),
                 platform_id=f"slack:command:{trigger}",
@@ -133,6 +159,14 @@ class SlackCommands:
             return "This bot does not answer here."
         return None
 
+    async def _running_conversation(self, channel: str, user: str) -> str | None:
+        """The thread of ``user``'s newest run in progress in ``channel`` (any worker's)."""
+        prefix = f"{THREAD}:{channel}/"
+        for run in await self.hub.runs.page(limit=500, state="running", platform="slack"):
+            if run.user == user and run.context.startswith(prefix):
+                return run.context.removeprefix(prefix)
+        return None
+
     def _forget_old(self) -> None:
         now = time.monotonic()
         for trigger in [t for t, p in self._pending.items() if now - p.received > RESPONSE_URL_LIFETIME]:
@@ -163,7 +197,7 @@ class SlackCommands:
         if not self.settings.base_url and host not in RESPONSE_HOSTS:
             raise SendFailed("slack", channel, f"the command's response_url is not Slack's ({host or 'none'})")
         hook = AsyncWebhookClient(url, timeout=15)
-        parts = split_message(content, MAX_LENGTH, length=mrkdwn_len)
+        parts = await split_off_loop(lambda text: split_message(text, MAX_LENGTH, length=mrkdwn_len), content)
         for part in parts:
             resp = await hook.send(text=to_plain(part), blocks=[_section(part)], response_type="in_channel")
             if resp.status_code != 200:

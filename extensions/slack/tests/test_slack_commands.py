@@ -142,3 +142,34 @@ async def test_an_answer_longer_than_a_block_is_acked_then_posted_in_parts(tmp_p
         parts = sl.state.responses
         assert all(len(p["blocks"][0]["text"]["text"]) <= 3000 for p in parts)
         assert parts[0]["text"].startswith("Paragraph 0:") and "Paragraph 19:" in parts[-1]["text"]
+
+
+async def test_stop_in_a_channel_stops_the_users_running_thread(tmp_path: Path) -> None:
+    # a channel's conversations are its threads, and Slack does not say which thread a
+    # command was typed in: the user's own answer in progress in that channel is the one
+    from hub import ScriptedModel
+
+    slow = '<response><output type="slack:message">On it.</output><output type="slack:message">' + (
+        "and then " * 400 + "</output></response>"
+    )
+    model = ScriptedModel([slow], chunk=4, chunk_delay=0.01)
+    async with running(tmp_path, model=model) as r:
+        sl, st = r.sl, r.sl.state
+        asked = sl.push_message(st.channel, f"<@{st.bot_user}> tell me a long story")
+        await sl.wait_sent(1)
+        sl.push_command("/stop", channel=st.channel)
+        await sl.wait_for(lambda: bool(sl.acked("slash_commands")))
+        assert sl.acked("slash_commands")[0]["ack"]["text"] == "Stopped."
+        (story,) = [run for run in await r.hub.runs.list(limit=10) if run.state == "killed"]
+        assert story.context == f"slack:thread:{st.channel}/{asked}" and story.reason == "stopped by user"
+        assert [s["text"] for s in sl.sent] == ["On it."]
+
+
+async def test_new_in_a_channel_with_nothing_running_says_where_it_works(tmp_path: Path) -> None:
+    async with running(tmp_path) as r:
+        sl, st = r.sl, r.sl.state
+        sl.push_command("/new", channel=st.channel)
+        await sl.wait_for(lambda: bool(sl.acked("slash_commands")))
+        ack = sl.acked("slash_commands")[0]["ack"]
+        assert ack["response_type"] == "ephemeral" and "thread" in ack["text"]
+        assert not r.model.requests and sl.sent == []

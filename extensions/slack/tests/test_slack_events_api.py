@@ -187,3 +187,20 @@ async def test_a_poison_event_is_answered_503_until_parked_and_parked_at_once_at
         assert await deliver(body3, 0) == 200
         (sent,) = await sl.wait_sent(1)
         assert len(attempts) == PARK_AFTER + 1 and "a sentinel" in str(r.model.requests[-1].messages[-1])
+
+
+async def test_a_signed_body_that_is_not_utf8_is_refused_400_and_nothing_is_taken(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with served(tmp_path) as (r, session, url):
+        sl = r.sl
+        for body, kind in (
+            (b'{"type": "event_callback", "x": "\xff\xfe"}', "application/json"),
+            (b"command=%2Fstop&text=\xff", "application/x-www-form-urlencoded"),
+        ):
+            status, answer = await post(session, url, body, {**sl.signed(body), "Content-Type": kind})
+            assert status == 400 and "utf-8" in answer["error"].lower(), (kind, status, answer)
+        assert not [rec for rec in caplog.records if rec.exc_info]
+        body, _ = event_body(sl, "a sentinel")
+        assert (await post(session, url, body, sl.signed(body)))[0] == 200
+        await sl.wait_sent(1)

@@ -7,11 +7,16 @@ An update is taken only once it is recorded (or deliberately ignored): the polle
 offset past it, the webhook answers Telegram's POST, only then. A redelivered message is
 refused by the inbox (its platform id is known) and is not answered twice. An update that
 fails to be taken :data:`PARK_AFTER` times for a reason of its own (not the store's) is
-parked in the inbox (``hub inbox``), and intake goes on past it.
+parked in the inbox (``hub inbox``), and intake goes on past it. An update that
+python-telegram-bot cannot parse at all (:meth:`Intake.parse_or_park`) is parked at once: the
+same JSON fails the same way every time, and one such update would otherwise fail its
+whole ``getUpdates`` batch.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -59,6 +64,39 @@ class Intake:
         # Telegram clears 'typing' after 5 s: renewed every 4.5 while a run for the chat goes on
         self.typing = TypingIndicator("telegram", client.typing, create_task=hub.create_task, interval=4.5)
         self.poison = PoisonUpdates("telegram", hub.inbox, park_after=PARK_AFTER, redactor=hub.redactor)
+
+    async def parse_or_park(self, raw: Any) -> Update | None:
+        """``raw`` (one update's JSON, as Telegram sent it) parsed on its own; None when it
+        cannot be parsed, once it is parked (the caller moves past it).
+
+        Raises:
+            StoreError: the inbox cannot park it now (it is fetched again).
+        """
+        try:
+            if not isinstance(raw, dict):
+                raise TypeError(f"an update is a JSON object, not {type(raw).__name__}")
+            return Update.de_json(raw, self.client.bot)
+        except Exception as e:
+            update_id = raw.get("update_id") if isinstance(raw, dict) else None
+            text = json.dumps(raw, default=repr, sort_keys=True)
+            chat_id = _chat_id_of(raw)
+            key = (
+                f"telegram:update:{update_id}"
+                if isinstance(update_id, int)
+                else f"telegram:update:{hashlib.sha256(text.encode()).hexdigest()[:32]}"
+            )
+            parked = await self.poison.failed(
+                key,
+                e,
+                context=f"telegram:chat:{chat_id}" if chat_id is not None else "telegram",
+                type="telegram:chat",
+                content=text,
+                meta={"update_id": update_id, **({"chat_id": chat_id} if chat_id is not None else {})},
+                last=True,  # the same JSON fails the same way: nothing to gain by trying again
+            )
+            if not parked:  # the store's failure or the hub's, not the update's: fetched again
+                raise
+            return None
 
     async def receive(self, update: Update) -> None:
         """Take one update that came on its own (a webhook POST); returns once it is recorded
@@ -142,6 +180,14 @@ class Intake:
     async def stop(self) -> None:
         """Stop the typing indicators."""
         await self.typing.stop()
+
+
+def _chat_id_of(raw: Any) -> int | None:
+    """The chat an unparsed update's message was in, where its JSON says so plainly."""
+    message = raw.get("message") if isinstance(raw, dict) else None
+    chat = message.get("chat") if isinstance(message, dict) else None
+    chat_id = chat.get("id") if isinstance(chat, dict) else None
+    return chat_id if isinstance(chat_id, int) and not isinstance(chat_id, bool) else None
 
 
 def _update_key(update: Update) -> str:

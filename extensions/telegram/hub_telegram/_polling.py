@@ -4,7 +4,10 @@ PTB's ``Updater`` confirms updates as soon as it has fetched them, so a crash be
 fetching and recording would lose them. This loop calls ``getUpdates`` itself and moves the
 offset past an update only after the intake has recorded it in the hub's inbox (or decided
 to ignore it, or parked it after it failed every time: one bad update does not stop intake); the offset is persisted in the hub's memory (``telegram:offset``) after each
-batch, so a restart resumes exactly there. A redelivered message is refused by the inbox
+batch, so a restart resumes exactly there. The batch is fetched raw and each update parsed
+on its own: python-telegram-bot fails the whole batch on one update it cannot parse, which
+would be fetched again forever; such an update is parked and the offset moves past it.
+A redelivered message is refused by the inbox
 (its platform id is known) and is not answered twice.
 
 With several workers only the holder of the lease ``telegram:poll:<bot id>`` polls (the
@@ -16,8 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
+from typing import Any
 
 from telegram.error import Conflict, InvalidToken, NetworkError, RetryAfter, TimedOut
+from telegram.warnings import PTBUserWarning
 
 from hub import HubError
 from hub.platform import Backoff
@@ -31,6 +37,8 @@ __all__ = ["Poller", "OFFSET_KEY"]
 log = logging.getLogger("hub_telegram")
 
 OFFSET_KEY = "telegram:offset"
+_READ_MARGIN = 5.0
+"""Seconds a long poll's read may take past its ``timeout`` (PTB's own default margin)."""
 
 
 class Poller:
@@ -107,18 +115,28 @@ class Poller:
             await self.client.bot.delete_webhook(drop_pending_updates=False)
             self._webhook_cleared = True
         self.hub.metrics.platform_connected("telegram", True)  # Telegram answers this worker
-        updates = await self.client.bot.get_updates(
-            offset=self.offset, timeout=self.settings.poll_timeout, allowed_updates=list(ALLOWED_UPDATES)
+        params: dict[str, Any] = {"timeout": self.settings.poll_timeout, "allowed_updates": list(ALLOWED_UPDATES)}
+        if self.offset is not None:
+            params["offset"] = self.offset
+        # fetched raw on purpose (see above): PTB's warning suggests get_updates, which parses the
+        # batch whole. Set before each call, as a test runner resets the filters between tests.
+        warnings.filterwarnings("ignore", message=r"Please use 'Bot\.getUpdates'", category=PTBUserWarning)
+        batch = await self.client.bot.do_api_request(
+            "getUpdates", api_kwargs=params, read_timeout=self.settings.poll_timeout + _READ_MARGIN
         )
-        if not updates:
+        if not isinstance(batch, list) or not batch:
             return
         start = self.offset
         try:
-            for update in updates:
-                await self.intake.take_or_park(update, me)
+            for raw in batch:
+                update = await self.intake.parse_or_park(raw)
+                if update is not None:
+                    await self.intake.take_or_park(update, me)
                 # recorded (or deliberately ignored, or parked): only now may Telegram forget
                 # it. A redelivery is the inbox's to refuse (send says duplicate), not ours.
-                self.offset = update.update_id + 1
+                update_id = raw.get("update_id") if isinstance(raw, dict) else None
+                if isinstance(update_id, int) and (self.offset is None or update_id >= self.offset):
+                    self.offset = update_id + 1
         finally:
             if self.offset != start:
                 await self.hub.memory.set(OFFSET_KEY, self.offset)

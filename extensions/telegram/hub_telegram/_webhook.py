@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from telegram import Update
 from telegram.error import RetryAfter, TelegramError
 
 from hub import HubError, Route, RouteAnswer, RouteRequest
@@ -58,14 +57,12 @@ class Webhook:
             return RouteAnswer(503, {"error": "Telegram updates are not taken by this hub now"})
         if not isinstance(request.data, dict) or not isinstance(request.data.get("update_id"), int):
             return RouteAnswer(400, {"error": "not a Telegram update: a JSON object with an integer update_id"})
-        try:
-            update = Update.de_json(request.data, self.client.bot)
-        except (TypeError, ValueError, KeyError) as e:
-            log.warning("telegram: webhook update %s could not be read: %s", request.data.get("update_id"), e)
-            return RouteAnswer(400, {"error": f"not a Telegram update this bot can read: {e}"})
-        # recorded (or deliberately ignored, or parked after failing every time) before the
-        # answer; a store failure raises and answers 503, so Telegram delivers it again
-        await receiver.receive(update)
+        # recorded (or deliberately ignored, or parked: one the library cannot parse at once,
+        # one that fails to be taken every time) before the answer; a store failure raises and
+        # answers 503, so Telegram delivers it again
+        update = await receiver.parse_or_park(request.data)
+        if update is not None:
+            await receiver.receive(update)
         receiver.hub.metrics.platform_connected("telegram", True)  # Telegram reaches this worker
         return RouteAnswer(200, {"ok": True})
 

@@ -402,6 +402,24 @@ async def test_a_poison_update_is_parked_and_intake_goes_on(tmp_path: Path, monk
             assert await h.hub.memory.get(OFFSET_KEY) == tg.state.next_update_id
 
 
+async def test_an_update_the_library_cannot_parse_is_parked_and_intake_goes_on(tmp_path: Path) -> None:
+    # python-telegram-bot fails a whole getUpdates batch on one update it cannot parse: the
+    # batch is fetched raw and each update parsed on its own, through the real library
+    async with FakeTelegram() as tg:
+        async with running(tmp_path, tg, default="ok") as h:
+            now = int(time.time())
+            bad = tg.push_update({"message": {"message_id": 7, "date": now, "chat": "not a chat", "text": "broken"}})
+            tg.push_message(chat_id=42, text="after")
+            await tg.wait_sent(1, timeout=10)
+            await h.wait_results(1)
+            assert [e.content for e in h.inputs()] == ["after"]
+            (parked,) = await h.hub.inbox.parked()
+            assert parked.entry.platform_id == f"telegram:update:{bad}"
+            assert "not a chat" in str(parked.entry.content) and parked.entry.meta["update_id"] == bad
+            await h.idle()  # Telegram was told it may forget both
+            assert await h.hub.memory.get(OFFSET_KEY) == tg.state.next_update_id
+
+
 async def test_poll_errors_back_off_and_recover(tmp_path: Path) -> None:
     async with FakeTelegram() as tg:
         tg.fail_next("getUpdates", status=409, description="Conflict: terminated by other getUpdates request")

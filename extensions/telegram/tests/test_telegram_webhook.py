@@ -290,3 +290,13 @@ async def test_a_poison_update_is_parked_after_redeliveries_and_answered_200(
             await tg.wait_sent(1, timeout=15)
             assert texts(tg) == ["echo: after"]
             assert len(await hub.inbox.parked()) == 1
+
+
+async def test_an_update_the_library_cannot_parse_is_parked_and_answered_200(tmp_path: Path) -> None:
+    async with FakeTelegram() as tg:
+        hub = webhook_worker(tmp_path, tg)
+        async with started(hub, tg=tg):
+            bad = tg.push_update({"message": {"message_id": 7, "date": 0, "chat": "not a chat", "text": "broken"}})
+            assert (await tg.deliver(bad, url=local(hub)))[0] == 200  # parked: Telegram may forget it
+            (parked,) = await hub.inbox.parked()
+            assert parked.entry.platform_id == f"telegram:update:{bad}" and "not a chat" in str(parked.entry.content)

@@ -40,6 +40,7 @@ from hub.platform import (
     fetch_url,
     human_size,
     reply_target,
+    split_off_loop,
 )
 
 from ._client import BaseURLSession, RateLimitState, make_client, reset_in, send_error, upload_media
@@ -413,7 +414,7 @@ class TwitterBot:
     async def _publish(
         self, text: str, ctx: RunContext, *, in_reply_to: str | None, chat: str, output: str
     ) -> dict[str, Any]:
-        parts = split_tweets(text)
+        parts = await split_off_loop(split_tweets, text)  # twitter-text's count is costly
         if not parts:
             raise SendFailed(PLATFORM, chat, "nothing to post: the text is empty")
         n = len(parts)

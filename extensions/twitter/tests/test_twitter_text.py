@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from twitter_text import parse_tweet
 
 from hub_twitter import MAX_TWEET, split_tweets, weighted_len
@@ -56,3 +58,57 @@ def test_a_long_private_link_is_split_so_x_takes_every_part() -> None:
     # measured by twitter-text itself, not by the function under test
     assert len(parts) >= 2 and all(parse_tweet(p).weightedLength <= MAX_TWEET for p in parts)
     assert "".join(parts).replace(" ", "") == text.replace(" ", "")
+
+
+def _oracle(post: str) -> int:
+    """twitter-text's own count (v3, emoji sequences once), not the function under test."""
+    from twitter_text.config import config
+
+    return int(parse_tweet(post, config["version3"]).weightedLength)
+
+
+def test_a_code_fence_does_not_make_a_post_over_the_limit() -> None:
+    # nothing on X renders Markdown: its fences are text, and split as text
+    text = "word " * 50 + "```py\nx = 1\n``` " + " ".join(f"more phrase {i}" for i in range(30))
+    parts = split_tweets(text)
+    assert [p for p in parts if _oracle(p) > MAX_TWEET] == []
+    assert "".join(parts).replace(" ", "").replace("\n", "") == text.replace(" ", "").replace("\n", "")
+
+
+_WORD = st.one_of(
+    st.sampled_from(
+        ["word", "phrase", "naïve", "日本語", "😀", "👨‍👩‍👧", "https://example.com/a", "http://10.0.0.5/x"]
+    ),
+    st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc", "Zs", "Zl", "Zp")), max_size=10),
+)
+_LINE = st.lists(_WORD, max_size=70).map(" ".join)
+# a fenced block as Markdown writes it, its info string sometimes running on, its closer
+# sometimes followed by more text (then it closes nothing), sometimes missing
+_FENCE = st.builds(
+    lambda fence, info, body, after: (
+        f"{fence}{info}\n" + "\n".join(body) + (f"\n{fence}{after}" if after != "-" else "")
+    ),
+    st.sampled_from(["```", "~~~", "````", "> ```", "- ```"]),
+    st.one_of(st.just(""), st.just("py"), _LINE),
+    st.lists(_LINE, max_size=6),
+    st.sampled_from(["", " ", " and more words after it", "-"]),
+)
+_TEXT = st.lists(st.one_of(_LINE, _LINE, _FENCE), min_size=1, max_size=8).map("\n".join)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_TEXT)
+def test_every_post_of_a_thread_is_within_the_limit_as_twitter_text_counts_it(text: str) -> None:
+    parts = split_tweets(text)
+    assert [_oracle(p) for p in parts if _oracle(p) > MAX_TWEET] == []
+    # nothing lost: every character but whitespace, in order
+    assert "".join("".join(parts).split()) == "".join(text.split())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_TEXT)
+def test_the_count_a_split_measures_with_is_twitter_texts(text: str) -> None:
+    # summed over whitespace-separated tokens, each counted once: the same as counting it whole
+    from hub_twitter._text import _summed_len
+
+    assert _summed_len(text) == _oracle(text)
