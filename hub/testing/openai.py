@@ -83,8 +83,8 @@ __all__ = [
 @dataclass(slots=True)
 class ToolTurn:
     """A native tool-calling answer: ``content`` (text, or None) and ``calls`` (``{"name",
-    "arguments", "id"}``; arguments a JSON string, or an object that is serialised), streamed
-    as OpenAI streams them. ``finish_reason``: ``"tool_calls"`` when there are calls, else
+    "arguments", "id"}``; arguments a JSON string, or an object that is serialised; ``"id":
+    None`` streams the call with no id), streamed as OpenAI streams them. ``finish_reason``: ``"tool_calls"`` when there are calls, else
     ``"stop"``, unless given (``"length"`` for a cut). ``drop``: the connection is closed after
     the last fragment, with no finish reason, usage or ``[DONE]`` (a broken stream)."""
 
@@ -427,13 +427,18 @@ def _completion(cid: str, created: int, model: str, text: Reply, usage: dict[str
     }
 
 
-def _call_id(turn: ToolTurn, i: int, cid: str) -> str:
-    return str(turn.calls[i].get("id") or f"call_{cid.removeprefix('chatcmpl-')}_{i}")
+def _call_id(turn: ToolTurn, i: int, cid: str) -> dict[str, str]:
+    """The call's ``id`` field: its own, one made up, or none for ``"id": None`` (a server
+    that gives no ids, as some OpenAI-compatible ones do)."""
+    call = turn.calls[i]
+    if "id" in call and call["id"] is None:
+        return {}
+    return {"id": str(call.get("id") or f"call_{cid.removeprefix('chatcmpl-')}_{i}")}
 
 
 def _whole_calls(turn: ToolTurn, cid: str) -> list[dict[str, Any]]:
     return [
-        {"id": _call_id(turn, i, cid), "type": "function", "function": {"name": c["name"], "arguments": _arguments(c)}}
+        {**_call_id(turn, i, cid), "type": "function", "function": {"name": c["name"], "arguments": _arguments(c)}}
         for i, c in enumerate(turn.calls)
     ]
 
@@ -456,7 +461,7 @@ def _tool_events(
     for i, call in enumerate(turn.calls):
         fn = {"name": call["name"], "arguments": ""}
         events.append(
-            event({"tool_calls": [{"index": i, "id": _call_id(turn, i, cid), "type": "function", "function": fn}]})
+            event({"tool_calls": [{"index": i, **_call_id(turn, i, cid), "type": "function", "function": fn}]})
         )
         args = _arguments(call)
         for j in range(0, len(args), chunk):
