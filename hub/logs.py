@@ -169,7 +169,9 @@ class StepLog:
     llm_latency: float = 0.0
     ts: float = field(default_factory=time.time)
     cost: float = 0.0
-    """What the step's model call cost, at ``[model]`` prices (0: unknown prices, or no call)."""
+    """What the step's model call cost, at the answering model's prices (0: unknown prices, or no call)."""
+    model: str = ""
+    """Which named model answered (``"model"``: ``[model]``; else a ``[models.NAME]``); "": the only model."""
 
 
 @dataclass(slots=True)

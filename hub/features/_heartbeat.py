@@ -24,10 +24,18 @@ class Heartbeat:
     """Touches a file every ``interval`` seconds from the event loop, so ``hub health`` (the
     container's healthcheck) can tell a live hub from a stuck or dead one without HTTP."""
 
-    def __init__(self, path: Path, *, interval: float = 10.0, health: Callable[[], str | None] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        interval: float = 10.0,
+        health: Callable[[], str | None] | None = None,
+        models: Callable[[], dict[str, str]] | None = None,
+    ) -> None:
         self.path = Path(path)
         self.interval = interval
         self.health = health  # why the stores are degraded, if they are: a second line
+        self.models = models  # named models not answering now: a "model NAME: why" line each
         self._task: asyncio.Task[None] | None = None
 
     async def start(self, hub: Any = None) -> None:
@@ -39,10 +47,14 @@ class Heartbeat:
         while True:
             try:
                 degraded = self.health() if self.health is not None else None
+                models = self.models() if self.models is not None else {}
                 # written aside then renamed: `hub health` never reads a half-written file
                 tmp = self.path.with_name(self.path.name + ".tmp")
                 tmp.write_text(
-                    f"{time.time():.0f}\n" + (f"degraded: {degraded}\n" if degraded else ""), encoding="utf-8"
+                    f"{time.time():.0f}\n"
+                    + (f"degraded: {degraded}\n" if degraded else "")
+                    + "".join(f"model {name}: {why}\n" for name, why in models.items()),
+                    encoding="utf-8",
                 )
                 os.replace(tmp, self.path)
             except OSError as e:

@@ -3,8 +3,10 @@
 In tests, ``FakeOpenAI(responses)`` answers ``POST /v1/chat/completions`` with the next
 scripted response (a string, a native tool turn built by :func:`tool_turn`, or a callable of
 the request body returning either);
-``fail_next("chat", status=429, count=N)`` injects errors, and ``requests`` / ``bodies``
-record what came in. For benchmarks (the hub and a peer talking to the same process, so
+``fail_next("chat", status=429, count=N)`` injects errors (a 401 quotes the key it was
+given, as OpenAI's does), ``hang_next()`` a request that gets no answer until the server
+stops, and :func:`closed_port` gives a port nothing listens on (a refused connection);
+``requests`` / ``bodies`` record what came in. For benchmarks (the hub and a peer talking to the same process, so
 that neither gets a faster model) it runs as a process::
 
     python -m hub.testing.openai --port 0 --latency 0 --chunk 8 --script FILE
@@ -58,6 +60,7 @@ import asyncio
 import json
 import re
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -70,6 +73,7 @@ from .fakes import Failure, FakeServer, Recorded
 
 __all__ = [
     "FakeOpenAI",
+    "closed_port",
     "Script",
     "ToolTurn",
     "load_script",
@@ -236,6 +240,16 @@ class FakeOpenAI(FakeServer):
         self.port = port
         self.stats: list[dict[str, Any]] = []
         self._counter = 0
+        self._hangs = 0
+        self._release = asyncio.Event()
+
+    def hang_next(self, count: int = 1) -> None:
+        """The next ``count`` chat requests get no answer at all until the server stops (a
+        model that hangs past the client's timeout)."""
+        self._hangs += count
+
+    async def _before_cleanup(self) -> None:
+        self._release.set()
 
     @property
     def url(self) -> str:
@@ -297,7 +311,12 @@ class FakeOpenAI(FakeServer):
             self.state.bodies.append(body)
         failure = self._take_failure("chat") if self.state.failures else None
         if failure is not None:
-            return self._failed(failure, rec)
+            return self._failed(failure, rec, request)
+        if self._hangs > 0:
+            self._hangs -= 1
+            self._notify()
+            await self._release.wait()  # the client gives up first (its handler is cancelled then)
+            return web.json_response({"error": {"message": "fake: stopped while hanging"}}, status=503)
         model = str(body.get("model", ""))
         text, client, pick = self._pick(request, body, model)
         if text is None:
@@ -326,12 +345,17 @@ class FakeOpenAI(FakeServer):
             return await self._stream(request, events, drop=text.drop)
         return await self._stream(request, _chunk_events(cid, created, model, text, usage, self.chunk, include_usage))
 
-    def _failed(self, failure: Failure, rec: Recorded | None) -> web.Response:
-        """The answer of an injected failure (``fail_next``), as OpenAI words its errors."""
+    def _failed(self, failure: Failure, rec: Recorded | None, request: web.Request) -> web.Response:
+        """The answer of an injected failure (``fail_next``), as OpenAI words its errors. A 401
+        quotes the key it was given, as OpenAI's does (there in part): the hub must not."""
         if rec is not None:
             rec.status = failure.status
         headers = {"retry-after": str(failure.retry_after)} if failure.retry_after is not None else {}
-        payload = {"error": {"message": failure.description or f"injected {failure.status}", "type": "fake"}}
+        message = failure.description or f"injected {failure.status}"
+        if failure.status == 401 and failure.description is None:
+            key = request.headers.get("Authorization", "").removeprefix("Bearer ")
+            message = f"Incorrect API key provided: {key}. You can find your API key at the dashboard."
+        payload = {"error": {"message": message, "type": "fake"}}
         self._notify()
         return web.json_response(payload, status=failure.status, headers=headers)
 
@@ -408,6 +432,13 @@ class FakeOpenAI(FakeServer):
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         await runner.cleanup()
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on: a connection to it is refused (a model server that is down)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # closed on leaving: nothing listens there now
 
 
 def _completion(cid: str, created: int, model: str, text: Reply, usage: dict[str, int]) -> dict[str, Any]:

@@ -152,7 +152,8 @@ def trace_items(run: RunRecord, events: Sequence[Log]) -> list[TraceItem]:
                         at,
                         f"step {e.step}: {e.duration * 1000:.0f} ms (first token {e.llm_latency * 1000:.0f} ms), "
                         f"tokens {e.prompt_tokens} prompt + {e.completion_tokens} completion"
-                        + (f", cost {e.cost:.6f}" if e.cost > 0 else ""),
+                        + (f", cost {e.cost:.6f}" if e.cost > 0 else "")
+                        + (f", answered by {e.model}" if e.model else ""),
                     )
                 )
             case ErrorLog():
