@@ -332,6 +332,11 @@ async def cmd_check(config: HubConfig, args: argparse.Namespace) -> int:
     print(f"ok: {where}")
     print(f"  store: {store}")
     print(f"  model: {provider} {config.model.name if provider == 'openai' else ''}".rstrip())
+    for name in config.model.fallbacks:  # tried in order when the one before fails
+        m = config.models[name]
+        print(f"  fallback {name}: {m.resolved_provider()} {m.name}, {len(m.keys)} key(s)")
+    if len(config.model.keys) > 1:
+        print(f"  keys: {len(config.model.keys)}, used in turn")
     print(f"  extensions: {', '.join(report.extensions) or 'none'}")
     print(f"  personas: {', '.join(report.personas) or 'none'}")
     print(f"  skills: {', '.join(report.skills) or 'none'}")

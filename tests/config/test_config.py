@@ -221,3 +221,19 @@ def test_a_named_model_takes_every_key_of_model_and_its_keys_stay_secret(tmp_pat
     with pytest.raises(ConfigError) as e:
         load_config(write(tmp_path, "[model]\napi_keys = 'sk-not-a-list-0004'\n"))
     assert "model.api_keys" in str(e.value) and "sk-not-a-list-0004" not in str(e.value)
+
+
+def test_hub_check_shows_the_fallbacks_and_the_key_pool(tmp_path, capsys) -> None:
+    from hub.cli import main
+
+    path = write(
+        tmp_path,
+        "[model]\nprovider = 'openai'\nname = 'a'\napi_keys = ['sk-check-key-0001', 'sk-check-key-0002']\n"
+        "fallbacks = ['backup']\n[models.backup]\nprovider = 'openai'\nname = 'b'\napi_key = 'sk-check-key-0003'\n"
+        "[memory]\nepisodes = false\n",
+    )
+    (tmp_path / "contexts").mkdir()
+    assert main(["check", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "fallback backup: openai b, 1 key(s)" in out and "keys: 2, used in turn" in out
+    assert "sk-check" not in out

@@ -49,7 +49,20 @@ def answer(text: str) -> str:
     return f"<response><output>{text}</output></response>"
 
 
-async def test_a_bot_with_two_models_keeps_answering_through_an_outage_of_the_first(config, out) -> None:
+async def cli(argv: list[str], config: HubConfig, tmp_path: Path) -> str:
+    """What ``hub ARGV`` prints for the hub's data dir (run beside the test's loop)."""
+    from hub.cli import main
+
+    path = tmp_path / "config.toml"
+    path.write_text(f'[hub]\ndata_dir = "{config.data_dir}"\n', encoding="utf-8")
+    sink = io.StringIO()
+    with redirect_stdout(sink), redirect_stderr(sink):
+        code = await asyncio.to_thread(main, [*argv, "--config", str(path)])
+    assert code == 0, sink.getvalue()
+    return sink.getvalue()
+
+
+async def test_a_bot_with_two_models_keeps_answering_through_an_outage_of_the_first(config, out, tmp_path) -> None:
     async with FakeOpenAI(default=answer("from primary")) as primary, FakeOpenAI(default=answer("backup")) as backup:
         configure(config, primary, backup)
         primary.fail_next("chat", status=500, count=100)  # the outage
@@ -70,6 +83,9 @@ async def test_a_bot_with_two_models_keeps_answering_through_an_outage_of_the_fi
     assert 'hub_model_requests_total{model="model",outcome="skipped"} 2.0' in metrics
     assert 'hub_model_requests_total{model="backup",outcome="ok"} 5.0' in metrics
     assert 'hub_model_requests_total{model="backup",outcome="server_error"} 0.0' in metrics
+    listing = await cli(["runs"], config, tmp_path)
+    assert listing.splitlines()[0].split()[-2:] == ["models", "reason"] and listing.count(" backup ") == 5
+    assert "answered by backup" in await cli(["trace", results[0].run_id], config, tmp_path)
 
 
 async def test_when_every_model_fails_the_run_fails_once_with_one_failure_reply(config, out) -> None:
@@ -107,8 +123,6 @@ async def test_keys_never_appear_in_logs_traces_errors_the_dashboard_or_metrics(
     """Every key is refused by a server that quotes it back (as OpenAI's 401 does): the
     run fails, and no key shows in the log, the run's events and reason, `hub trace`,
     `hub runs`, /healthz, /metrics or the dashboard's pages."""
-    from hub.cli import main
-
     caplog.set_level(logging.DEBUG)
     config.agent.failure_reply = "Sorry."
     config.http = HttpSection(port=0, token=TOKEN)
@@ -140,14 +154,7 @@ async def test_keys_never_appear_in_logs_traces_errors_the_dashboard_or_metrics(
     assert PRIMARY_KEY in json.dumps([r.headers for r in primary.requests])
     assert "key 1 of 2 refused" in (result.reason or "") and "key 1 of 1 refused" in (result.reason or "")
     assert '"models"' in seen[0] and "refused" in seen[0]  # /healthz, with the token, names them
-    path = tmp_path / "config.toml"
-    path.write_text(f'[hub]\ndata_dir = "{config.data_dir}"\n', encoding="utf-8")
-    for argv in (["runs", "--config", str(path)], ["trace", result.run_id, "--config", str(path)]):
-        cli = io.StringIO()
-        with redirect_stdout(cli), redirect_stderr(cli):
-            code = await asyncio.to_thread(main, argv)
-        assert code == 0, cli.getvalue()
-        seen.append(cli.getvalue())
+    seen += [await cli(["runs"], config, tmp_path), await cli(["trace", result.run_id], config, tmp_path)]
     everything = "\n".join(seen)
     assert "refused" in everything
     for key in (PRIMARY_KEY, POOL_KEY, BACKUP_KEY):
