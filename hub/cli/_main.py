@@ -365,9 +365,9 @@ async def cmd_health(config: HubConfig, args: argparse.Namespace) -> int:
         try:
             status, body = await asyncio.to_thread(fetch)
         except urllib.error.HTTPError as e:  # 503: stopping, or a store failing
-            body = e.read().decode("utf-8", "replace")
-            state = json.loads(body).get("status", "unhealthy") if body.startswith("{") else "unhealthy"
-            print(f"{state}: {url} answered {e.code}: {body}", file=sys.stderr)
+            text = e.read().decode("utf-8", "replace")
+            state = json.loads(text).get("status", "unhealthy") if text.startswith("{") else "unhealthy"
+            print(f"{state}: {url} answered {e.code}: {text}", file=sys.stderr)
             return 1
         except (urllib.error.URLError, OSError) as e:
             print(f"unhealthy: {url}: {e}", file=sys.stderr)
