@@ -122,7 +122,7 @@ class FailoverModel(Model):
         if not candidates:
             raise ValueError("FailoverModel: at least one model")
         self.candidates = list(candidates)
-        self.name = self.candidates[0].name
+        self.name = self.candidates[0].clients[0].name  # the primary, as its server names it
         self.observe = observe
 
     async def start(self) -> None:

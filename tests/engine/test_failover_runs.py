@@ -154,6 +154,9 @@ async def test_keys_never_appear_in_logs_traces_errors_the_dashboard_or_metrics(
     assert PRIMARY_KEY in json.dumps([r.headers for r in primary.requests])
     assert "key 1 of 2 refused" in (result.reason or "") and "key 1 of 1 refused" in (result.reason or "")
     assert '"models"' in seen[0] and "refused" in seen[0]  # /healthz, with the token, names them
+    health_page = seen[4]
+    assert "Model <code>backup</code> is not answering: key 1 of 1 refused (401/403)" in health_page
+    assert "primary-llm (fallbacks: backup)" in health_page
     seen += [await cli(["runs"], config, tmp_path), await cli(["trace", result.run_id], config, tmp_path)]
     everything = "\n".join(seen)
     assert "refused" in everything
