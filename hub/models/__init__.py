@@ -6,6 +6,9 @@
 the response was cut at the token limit). Providers raise :class:`~hub.errors.ModelError` with ``retryable`` set for
 429, 5xx, timeouts and connection failures; :func:`stream_with_retry` retries those with
 exponential backoff and jitter, bounded, and raises ``ModelUnavailable`` past the bound.
+
+Above the seam, :mod:`hub.models.failover` makes one model of several named ones (failover,
+key pools), with the circuit breaker :class:`Circuit` and the key pool :class:`KeyPool`.
 """
 
 from __future__ import annotations
