@@ -247,6 +247,7 @@ class FakeOpenAI(FakeServer):
         """The next ``count`` chat requests get no answer at all until the server stops (a
         model that hangs past the client's timeout)."""
         self._hangs += count
+        self._release.clear()  # set by an earlier stop
 
     async def _before_cleanup(self) -> None:
         self._release.set()
