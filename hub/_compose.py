@@ -18,12 +18,13 @@ built here with its dependencies and added to the plugins (and components).
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from .config import HubConfig
+from .config import PRIMARY_MODEL, HubConfig, ModelSection
 from .definitions import Action, Context, Conversation, Output, RunContext
 from .engine import Decoder, Plugins, Runner
 from .errors import ConfigError
@@ -31,7 +32,7 @@ from .events import EventBus, PublishingRunStore
 from .features import Budgets, ChildRuns, FailureReply, Heartbeat, Metrics, RoleGuard, RunStops, Scheduler
 from .http import HttpServer, http_component
 from .memory import EpisodicMemory, TrainingExport, local_store_path, open_episode_store, shared_embedder
-from .models import Model, RetryPolicy, Usage
+from .models import Circuit, Model, RetryPolicy, Usage
 from .personas import REVISION_PREFIX, Persona, PersonaSet, PersonaWatcher, SkillSet
 from .platform import OutboundLimiter, RedisLimiter
 from .protocol import PromptBuilder
@@ -97,9 +98,40 @@ class Features:
     skills: SkillSet | None = None  # [agent] skills_dir, when the folder exists
 
 
-def make_model(config: HubConfig) -> Model:
-    """The model the config asks for: an OpenAI-compatible server, or a local GGUF model."""
-    m = config.model
+def make_model(
+    config: HubConfig,
+    *,
+    name: str = PRIMARY_MODEL,
+    observe: Callable[[str, str], None] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> Model:
+    """The model the config asks for, by table (``"model"``: ``[model]``, else ``[models.NAME]``).
+
+    A local GGUF model with no fallbacks is itself. Otherwise it is a
+    :class:`~hub.models.failover.FailoverModel` of the table and its ``fallbacks``, each with a
+    client per key: ``observe(model, outcome)`` hears of each request (the metrics), ``clock``
+    drives the breakers and resting keys (tests; default ``time.monotonic``).
+
+    Raises:
+        KeyError: no such table.
+    """
+    section = config.model_section(name)
+    if section.resolved_provider() == "local" and not section.fallbacks:
+        return _client(section, "")
+    from .models.failover import Candidate, FailoverModel
+
+    candidates = []
+    for table in (name, *section.fallbacks):
+        m = config.model_section(table)
+        keys = m.keys if m.resolved_provider() == "openai" else []
+        circuit = Circuit(failures=m.circuit_failures, cooldown=m.circuit_cooldown, clock=clock or time.monotonic)
+        clients = [_client(m, key) for key in keys or [""]]
+        candidates.append(Candidate(table, clients, circuit, keys=keys))
+    return FailoverModel(candidates, observe=observe)
+
+
+def _client(m: ModelSection, key: str) -> Model:
+    """One client of one model table, with one key."""
     if m.resolved_provider() == "local":
         from .models.local import LocalModel
 
@@ -116,7 +148,7 @@ def make_model(config: HubConfig) -> Model:
     return OpenAIModel(
         m.name,
         base_url=m.base_url or None,
-        api_key=m.api_key or None,
+        api_key=key or None,
         timeout=m.timeout,
         temperature=m.temperature,
         max_tokens=m.max_tokens,
@@ -163,6 +195,7 @@ def compose(
     health: StoreHealth | None = None,
     publish_actions: Callable[[str, Sequence[Action]], list[str]] | None = None,
     context_type_of: Callable[[str], str] | None = None,
+    model_problems: Callable[[], dict[str, str]] | None = None,
 ) -> Features:
     """Build a hub's features from ``config``, its ``stores`` (``runs`` is the hub's run store,
     the one it records through) and the hub's own parts (see the module doc).
@@ -258,7 +291,7 @@ def compose(
         components.append(training)
     if heartbeat is not None:
         notes = episodes.health if episodes is not None else None  # said by `hub health`, not a failure
-        components.append(Heartbeat(heartbeat, health=health.problem, notes=notes))
+        components.append(Heartbeat(heartbeat, health=health.problem, notes=notes, models=model_problems))
     return Features(
         redactor=redactor,
         prompts=prompts,

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from ._compose import Component, compose, make_model, prompt_budget, recorded_runs
-from .config import HubConfig
+from .config import PRIMARY_MODEL, HubConfig
 from .definitions import (
     Action,
     CommandCall,
@@ -113,6 +113,7 @@ class Hub:
         # listeners that must run once across workers sharing the store hold a lease (hub/store/_leases.py)
         self.leases: LeaseStore = self.stores.leases
         self._model = model
+        self._given_model = model is not None
         self.personas = personas or PersonaSet(self.config.contexts_dir, interval=1.0)
         m = self.config.model
         self.prompt_style = m.prompt_style
@@ -156,6 +157,7 @@ class Hub:
             health=self.store_health,
             publish_actions=self.registry.replace_actions,
             context_type_of=self.registry.context_type_of,
+            model_problems=self.model_problems,
         )
         self.features = features
         self.prompts = features.prompts
@@ -246,8 +248,20 @@ class Hub:
     @property
     def model(self) -> Model:
         if self._model is None:
-            self._model = make_model(self.config)
+            # each named model's requests counted by outcome (hub_model_requests_total)
+            self._model = make_model(self.config, observe=self.metrics.model_request)
         return self._model
+
+    def model_problems(self) -> dict[str, str]:
+        """Named models not answering now, and why (a circuit open, keys refused): what
+        ``/healthz`` and the heartbeat report. Empty before the model is first used."""
+        return self._model.problems() if self._model is not None else {}
+
+    def _model_names(self) -> list[str]:
+        """The names the hub's own model answers under: ``[model]`` and its fallbacks."""
+        if self._model is not None and self._given_model:
+            return []
+        return [PRIMARY_MODEL, *self.config.model.fallbacks]
 
     def register(self, ext: Extension) -> None:
         """Add an extension's definitions; a name already taken is an ExtensionError naming both."""
@@ -294,7 +308,10 @@ class Hub:
                 await self._install(ext)
             self.agent = AgentContext.resolve(self.config, self.contexts, self.extensions, self.memory, self.owner_of)
             self.metrics.declare(
-                context_types=self.contexts, output_types=self.outputs, schedules=self.config.schedules
+                context_types=self.contexts,
+                output_types=self.outputs,
+                schedules=self.config.schedules,
+                models=self._model_names(),
             )
             if self.agent is not None:  # loaded now: a broken `load` fails the start, not a user's run
                 await self.agent.start(self)

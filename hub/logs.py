@@ -104,6 +104,9 @@ class ActionCallLog:
     id: str = field(default_factory=new_id)
     step: int = 0
     ts: float = field(default_factory=time.time)
+    tool_call_id: str | None = None
+    """In the tools style, the call's id as the model gave it (or one the hub made where
+    it gave none): sent back as is, since some servers accept only their own ids."""
 
 
 @dataclass(slots=True)
@@ -146,6 +149,8 @@ class OutputLog:
     live: bool = False
     """Delivered while the model wrote it (a message edited in place): until it is ``sent``,
     its ``parts`` are a draft that a resumed run completes, not an answer."""
+    tool_call_id: str | None = None
+    """In the tools style, the id of the ``output_TYPE`` tool call that sent it, as the model gave it."""
 
     @property
     def answered(self) -> bool:
@@ -164,7 +169,9 @@ class StepLog:
     llm_latency: float = 0.0
     ts: float = field(default_factory=time.time)
     cost: float = 0.0
-    """What the step's model call cost, at ``[model]`` prices (0: unknown prices, or no call)."""
+    """What the step's model call cost, at the answering model's prices (0: unknown prices, or no call)."""
+    model: str = ""
+    """Which named model answered (``"model"``: ``[model]``; else a ``[models.NAME]``); "": the only model."""
 
 
 @dataclass(slots=True)

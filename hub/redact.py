@@ -58,7 +58,9 @@ MASK = "[REDACTED]"
 MIN_SECRET_LENGTH = 6
 """Shorter values are not treated as secrets: masking "abc" everywhere would garble logs."""
 
-_SECRET_WORDS = frozenset({"token", "secret", "key", "apikey", "password", "passwd", "credential", "credentials"})
+_SECRET_WORDS = frozenset(
+    {"token", "secret", "key", "keys", "apikey", "password", "passwd", "credential", "credentials"}
+)
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 

@@ -138,7 +138,11 @@ def event_line(f: Followed, *, with_run: bool = True) -> str:
             status = "sent" if e.sent else f"NOT SENT ({e.error})" if e.error else "pending"
             return f"{head}  output   [{e.type}] {status}: {_short(e.content)}"
         case StepLog():
-            return f"{head}  step {e.step}   {e.duration * 1000:.0f}ms, tokens {e.prompt_tokens} prompt + {e.completion_tokens} completion"
+            by = f", answered by {e.model}" if e.model else ""
+            return (
+                f"{head}  step {e.step}   {e.duration * 1000:.0f}ms, "
+                f"tokens {e.prompt_tokens} prompt + {e.completion_tokens} completion{by}"
+            )
         case ErrorLog():
             return f"{head}  error    [{e.where}] {e.message}"
         case StateLog():

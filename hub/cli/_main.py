@@ -226,14 +226,19 @@ async def cmd_runs(config: HubConfig, args: argparse.Namespace) -> int:
     def safe(text: str) -> str:  # a context id or a reason may hold user text
         return text if args.raw else escape_terminal(text, newlines=False)
 
+    # which named models answered: a column only when one of these runs was answered by one
+    named = any(r.models for r in runs)
     print(
-        f"{'id':10} {'started':19} {'context':28} {'state':10} {'steps':>5} {'tokens':>7} {'cost':>8} {'secs':>6}  reason"
+        f"{'id':10} {'started':19} {'context':28} {'state':10} {'steps':>5} {'tokens':>7} {'cost':>8} {'secs':>6}  "
+        + (f"{'models':16} " if named else "")
+        + "reason"
     )
     for r in runs:
         dur = f"{r.duration:.1f}" if r.duration is not None else "-"
+        models = f"{safe(r.models or '-')[:16]:16} " if named else ""
         print(
             f"{r.id[:10]:10} {_fmt_time(r.started):19} {safe(r.context)[:28]:28} {r.state!s:10} {r.steps:>5} "
-            f"{r.tokens:>7} {format_cost(r.cost):>8} {dur:>6}  {safe(r.reason or '')}"
+            f"{r.tokens:>7} {format_cost(r.cost):>8} {dur:>6}  {models}{safe(r.reason or '')}"
         )
     return 0
 
@@ -258,6 +263,7 @@ def _run_dict(r: Any) -> dict[str, Any]:
         "parent_id": r.parent_id,
         "user": r.user,
         "cost": r.cost,
+        "models": r.models.split(",") if r.models else [],
     }
 
 
@@ -339,6 +345,11 @@ async def cmd_check(config: HubConfig, args: argparse.Namespace) -> int:
     print(f"ok: {where}")
     print(f"  store: {store}")
     print(f"  model: {provider} {config.model.name if provider == 'openai' else ''}".rstrip())
+    for name in config.model.fallbacks:  # tried in order when the one before fails
+        m = config.models[name]
+        print(f"  fallback {name}: {m.resolved_provider()} {m.name}, {len(m.keys)} key(s)")
+    if len(config.model.keys) > 1:
+        print(f"  keys: {len(config.model.keys)}, used in turn")
     print(f"  extensions: {', '.join(report.extensions) or 'none'}")
     print(f"  personas: {', '.join(report.personas) or 'none'}")
     print(f"  skills: {', '.join(report.skills) or 'none'}")
@@ -355,24 +366,30 @@ async def cmd_health(config: HubConfig, args: argparse.Namespace) -> int:
 
         host = config.http.host if config.http.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
         url = f"http://{host}:{config.http.port}/healthz"
-        request = urllib.request.Request(url)
-        if config.http.token:  # the token shows what is not whole (episodes parked)
-            request.add_header("Authorization", f"Bearer {config.http.token}")
+        # with the token /healthz also names the models not answering now (a circuit open)
+        request = urllib.request.Request(
+            url, headers={"Authorization": f"Bearer {config.http.token}"} if config.http.token else {}
+        )
+
+        def fetch() -> tuple[int, bytes]:
+            with urllib.request.urlopen(request, timeout=5) as answer:
+                return answer.status, answer.read()
+
         try:
-            with await asyncio.to_thread(urllib.request.urlopen, request, timeout=5) as resp:
-                status, body = resp.status, resp.read().decode("utf-8", "replace")
+            status, body = await asyncio.to_thread(fetch)
         except urllib.error.HTTPError as e:  # 503: stopping, or a store failing
-            body = e.read().decode("utf-8", "replace")
-            state = json.loads(body).get("status", "unhealthy") if body.startswith("{") else "unhealthy"
-            print(f"{state}: {url} answered {e.code}: {body}", file=sys.stderr)
+            text = e.read().decode("utf-8", "replace")
+            state = json.loads(text).get("status", "unhealthy") if text.startswith("{") else "unhealthy"
+            print(f"{state}: {url} answered {e.code}: {text}", file=sys.stderr)
             return 1
         except (urllib.error.URLError, OSError) as e:
             print(f"unhealthy: {url}: {e}", file=sys.stderr)
             return 1
         print(f"ok: {url} answered {status}")
-        note = json.loads(body).get("note") if body.startswith("{") else None
-        if note:
-            print(f"note: {note}")
+        answer = json.loads(body) if body.startswith(b"{") else {}
+        if answer.get("note"):  # not a failure (the exit status stays 0): episodes parked
+            print(f"note: {answer['note']}")
+        _print_models(answer.get("models"))
         return 0
     path = config.data_dir / HEARTBEAT
     try:
@@ -388,10 +405,20 @@ async def cmd_health(config: HubConfig, args: argparse.Namespace) -> int:
         print(degraded[0], file=sys.stderr)
         return 1
     print(f"ok: heartbeat {age:.0f}s ago")
-    for line in path.read_text(encoding="utf-8").splitlines():
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for line in lines:
         if line.startswith("note:"):  # not a failure (the exit status stays 0): episodes parked
             print(line)
+        elif line.startswith("model "):
+            print(f"warning: {line}", file=sys.stderr)
     return 0
+
+
+def _print_models(models: Any) -> None:
+    """The models /healthz names as not answering (a fallback answers meanwhile): warnings."""
+    if isinstance(models, dict):
+        for name, why in models.items():
+            print(f"warning: model {name}: {why}", file=sys.stderr)
 
 
 async def cmd_persona(config: HubConfig, args: argparse.Namespace) -> int:

@@ -106,6 +106,7 @@ def render_trace(
                     f"{at}  step {e.step}   {e.duration * 1000:.0f}ms (first token {e.llm_latency * 1000:.0f}ms), "
                     f"tokens {e.prompt_tokens} prompt + {e.completion_tokens} completion"
                     + (f", cost {e.cost:.6f}" if e.cost > 0 else "")
+                    + (f", answered by {e.model}" if e.model else "")
                 )
             case ErrorLog():
                 lines.append(f"{at}  error    [{e.where}] {e.message}")

@@ -5,12 +5,14 @@ from __future__ import annotations
 from ._load import MAX_FILE_BYTES, config_from_dict, format_validation_error, load_config, loads_toml, read_toml
 from ._sections import (
     MIN_SECRET_LENGTH,
+    PRIMARY_MODEL,
     CommandsSection,
     HttpSection,
     HubConfig,
     LimitsSection,
     McpServerSection,
     MemorySection,
+    ModelSection,
     RetentionSection,
     ScheduleSection,
     StoreSection,
@@ -27,6 +29,8 @@ __all__ = [
     "MIN_SECRET_LENGTH",
     "McpServerSection",
     "MemorySection",
+    "ModelSection",
+    "PRIMARY_MODEL",
     "RetentionSection",
     "ScheduleSection",
     "StoreSection",

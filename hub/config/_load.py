@@ -44,7 +44,7 @@ MAX_FILE_BYTES = 1_000_000
 MAX_DEPTH = 32
 """Tables and arrays nested deeper than this are refused (a TOML bomb)."""
 # keys whose value is a credential: never echoed, and an unset ${VAR} in one is an error
-_SECRET_KEY = re.compile(r"(^|_)(token|secret|password|passwd|key|credentials?)$", re.IGNORECASE)
+_SECRET_KEY = re.compile(r"(^|_)(token|secret|password|passwd|keys?|credentials?)$", re.IGNORECASE)
 # keys of the core that need a value: an unset ${VAR} leaving one empty is an error
 _NEEDS_VALUE = {("hub", "data_dir"), ("hub", "contexts_dir"), ("model", "name"), ("model", "model_path")}
 

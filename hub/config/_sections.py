@@ -16,6 +16,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -105,6 +106,27 @@ class ModelSection(_Section):
         0.0, ge=0, description="per million prompt tokens, in the operator's currency (0: unknown, costs count 0)"
     )
     price_output: float = Field(0.0, ge=0, description="per million completion tokens (0: unknown)")
+    fallbacks: list[str] = Field(
+        default_factory=list,
+        description="[models.NAME] tried in order, within the same step, when this one fails in a way another "
+        "could serve (429 past its retry, 5xx, timeout, refused connection, a 401/403 key)",
+    )
+    api_keys: list[str] = Field(
+        default_factory=list,
+        description="a pool of keys used in turn (with api_key, if set, first); a key answered 429 rests for its "
+        "Retry-After, one answered 401/403 until restart",
+    )
+    circuit_failures: int = Field(
+        3, ge=1, le=1000, description="failures in a row after which the model is skipped for circuit_cooldown"
+    )
+    circuit_cooldown: float = Field(
+        60.0, gt=0, le=86400, description="seconds a failing model is skipped; then one request tries it again"
+    )
+
+    @property
+    def keys(self) -> list[str]:
+        """Every key of the pool, ``api_key`` first, each once; empty values left out."""
+        return list(dict.fromkeys(k for k in (self.api_key, *self.api_keys) if k))
 
     @property
     def priced(self) -> bool:
@@ -513,6 +535,23 @@ class McpServerSection(_Section):
         return self
 
 
+PRIMARY_MODEL = "model"
+"""The name ``[model]`` goes by beside the ``[models.NAME]`` tables (in traces, metrics, health)."""
+_MODEL_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+
+
+def _check_fallbacks(where: str, fallbacks: list[str], models: dict[str, Any], *, itself: str | None) -> None:
+    """Every name in ``fallbacks`` is a ``[models.NAME]`` table, named once, not the table itself."""
+    known = ", ".join(sorted(models)) or "none"
+    for name in fallbacks:
+        if name not in models:
+            raise ValueError(f"{where} fallbacks: unknown model {name!r} (the [models.NAME] tables: {known})")
+        if name == itself:
+            raise ValueError(f"{where} fallbacks: a model cannot fall back to itself")
+    if len(set(fallbacks)) != len(fallbacks):
+        raise ValueError(f"{where} fallbacks: a model is named twice in {fallbacks}")
+
+
 # user ids are strings (as platforms give them); a bare TOML integer is accepted too
 _UserId = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v)]
 
@@ -521,6 +560,10 @@ class HubConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     hub: HubSection = Field(default_factory=HubSection)
+    # before [model]: its fallbacks are checked against these names
+    models: dict[str, ModelSection] = Field(
+        default_factory=dict, description="[models.NAME]: named models, with every key of [model]"
+    )
     model: ModelSection = Field(default_factory=ModelSection)
     agent: AgentSection = Field(default_factory=AgentSection)
     extensions: dict[str, dict[str, Any]] = Field(
@@ -565,6 +608,34 @@ class HubConfig(BaseModel):
             if not isinstance(table, dict):
                 raise ValueError(f"[extensions.{name}] must be a table")
         return v
+
+    @field_validator("models")
+    @classmethod
+    def _model_names(cls, v: dict[str, ModelSection]) -> dict[str, ModelSection]:
+        for name, section in v.items():
+            if not _MODEL_NAME.match(name) or name == PRIMARY_MODEL:
+                raise ValueError(
+                    f"[models.{name}]: a model's name is a letter then up to 63 letters, digits, _ and -, "
+                    f"and not {PRIMARY_MODEL!r} (the name of [model] itself)"
+                )
+            _check_fallbacks(f"[models.{name}]", section.fallbacks, v, itself=name)
+        return v
+
+    @field_validator("model")
+    @classmethod
+    def _primary_fallbacks(cls, v: ModelSection, info: ValidationInfo) -> ModelSection:
+        models = info.data.get("models")
+        if isinstance(models, dict):  # absent when [models] itself is invalid: that error is reported
+            _check_fallbacks("[model]", v.fallbacks, models, itself=None)
+        return v
+
+    def model_section(self, name: str) -> ModelSection:
+        """The table of the model named ``name``: ``[model]`` for ``"model"`` (or ""), else ``[models.NAME]``.
+
+        Raises:
+            KeyError: no such table.
+        """
+        return self.model if name in ("", PRIMARY_MODEL) else self.models[name]
 
     @field_validator("mcp")
     @classmethod

@@ -99,8 +99,9 @@ class ActionCalls:
         self.deps = deps
         self.memory = ActionMemory(deps)
 
-    def start(self, run: Run, el: Element, calls: list[Call]) -> None:
-        """A closed ``<action_call>``: log it and start it (or log why it cannot run)."""
+    def start(self, run: Run, el: Element, calls: list[Call], *, tool_call_id: str | None = None) -> None:
+        """A closed ``<action_call>``: log it and start it (or log why it cannot run).
+        ``tool_call_id``: the tools style's id of the call, kept with it."""
         name = el.attrs.get("name", "").strip()
         raw = el.content.strip()
         try:
@@ -110,7 +111,7 @@ class ActionCalls:
             error: str | None = f"arguments are not valid JSON ({e.msg} at position {e.pos})"
         else:
             error = None
-        call = ActionCallLog(name=name, args=args, index=len(calls), step=run.step)
+        call = ActionCallLog(name=name, args=args, index=len(calls), step=run.step, tool_call_id=tool_call_id)
         run.append(call)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         entry = Call(call, fut)
@@ -127,10 +128,10 @@ class ActionCalls:
         run.tasks.add(entry.task)
         entry.task.add_done_callback(run.tasks.discard)
 
-    def cut_off(self, run: Run, el: Element, calls: list[Call]) -> None:
+    def cut_off(self, run: Run, el: Element, calls: list[Call], *, tool_call_id: str | None = None) -> None:
         """An ``<action_call>`` the stream ended inside: it never runs; the model is told."""
         name = el.attrs.get("name", "").strip()
-        call = ActionCallLog(name=name, args=el.content, index=len(calls), step=run.step)
+        call = ActionCallLog(name=name, args=el.content, index=len(calls), step=run.step, tool_call_id=tool_call_id)
         run.append(call)
         entry = Call(call, asyncio.get_running_loop().create_future())
         calls.append(entry)

@@ -117,15 +117,27 @@ class OutputDispatch:
     # --- whole outputs ------------------------------------------------------------------
 
     def dispatch(
-        self, run: Run, otype: str | None, content: str, attrs: dict[str, str], *, cut_off: bool = False
+        self,
+        run: Run,
+        otype: str | None,
+        content: str,
+        attrs: dict[str, str],
+        *,
+        cut_off: bool = False,
+        tool_call_id: str | None = None,
     ) -> None:
-        """Validate one output and queue its send after the run's previous one."""
+        """Validate one output and queue its send after the run's previous one (``tool_call_id``:
+        the tools style's call that asked for it)."""
         assert run.instance is not None and run.ctx is not None
         definition = run.instance.definition
         otype = otype or definition.reply_output
         out = run.outputs.get(otype) if otype else None
         entry = OutputLog(
-            type=otype or "", content=self.deps.redactor.redact(content.strip()), attrs=attrs, step=run.step
+            type=otype or "",
+            content=self.deps.redactor.redact(content.strip()),
+            attrs=attrs,
+            step=run.step,
+            tool_call_id=tool_call_id,
         )
         if out is None:
             known = ", ".join(sorted(run.outputs)) or "none"

@@ -225,8 +225,13 @@ class Engine:
             await run.output_chain
         run.record.prompt_tokens += step_log.prompt_tokens
         run.record.completion_tokens += step_log.completion_tokens
-        step_log.cost = self.deps.config.model.cost(step_log.prompt_tokens, step_log.completion_tokens)
+        # at the prices of the model that answered (a fallback's own, when one did)
+        config = self.deps.config
+        priced = config.models.get(step_log.model, config.model)
+        step_log.cost = priced.cost(step_log.prompt_tokens, step_log.completion_tokens)
         run.record.cost += step_log.cost
+        if step_log.model and step_log.model not in run.record.models.split(","):
+            run.record.models = f"{run.record.models},{step_log.model}" if run.record.models else step_log.model
         step_log.duration = time.monotonic() - started
         run.append(step_log)
         run.limit = self.deps.plugins.after_step(run.ctx, step_log)  # type: ignore[arg-type]
@@ -316,6 +321,7 @@ class Engine:
                 if isinstance(chunk, Usage):
                     step_log.prompt_tokens = chunk.prompt_tokens
                     step_log.completion_tokens = chunk.completion_tokens
+                    step_log.model = chunk.model or ""
                     stream.finish_reason = chunk.finish_reason
                     continue
                 if not isinstance(chunk, str):  # a tool call's piece: only a tools request gets them

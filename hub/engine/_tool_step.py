@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from ..errors import ModelError
 from ..logs import ErrorLog, OutputLog, StepLog
 from ..models import ModelRequest, ToolCallDelta, Usage, stream_with_retry
-from ..protocol import Element, Partial, ToolNames, ToolTarget
+from ..protocol import Element, Partial, ToolNames, ToolTarget, new_tool_call_id
 
 if TYPE_CHECKING:
     from ._actions import ActionCalls, Call
@@ -122,6 +122,7 @@ class ToolStep:
                 if isinstance(chunk, Usage):
                     step_log.prompt_tokens = chunk.prompt_tokens
                     step_log.completion_tokens = chunk.completion_tokens
+                    step_log.model = chunk.model or ""
                     turn.finish_reason = chunk.finish_reason
                     continue
                 if first:
@@ -158,25 +159,27 @@ class ToolStep:
         """A whole tool call: an action call started, or an output sent."""
         raw = self.deps.redactor.redact("".join(call.arguments))  # a secret the model writes is masked as it enters
         target = self._target(turn, call.name)
+        # the model's own id goes back to it as given (some servers accept no other)
+        tool_id = call.id or new_tool_call_id()
         if target.kind == "action":
-            self.calls.start(run, Element("action_call", {"name": target.name}, raw), turn.calls)
+            self.calls.start(run, Element("action_call", {"name": target.name}, raw), turn.calls, tool_call_id=tool_id)
             return
         try:
             args = json.loads(raw) if raw.strip() else {}
             if not isinstance(args, dict):
                 raise ValueError("the arguments are not a JSON object")
         except ValueError as e:
-            self._refuse_output(run, target.name, raw, f"its arguments are not a JSON object ({e})")
+            self._refuse_output(run, target.name, raw, f"its arguments are not a JSON object ({e})", tool_id)
             return
         content = args.pop("content", "")
         text = content if isinstance(content, str) else json.dumps(content)
         attrs = {k: v if isinstance(v, str) else json.dumps(v) for k, v in args.items()}
-        self.dispatch.dispatch(run, target.name, text, attrs)
+        self.dispatch.dispatch(run, target.name, text, attrs, tool_call_id=tool_id)
         run.feedback = True  # a tool call is answered: the model sees "sent" (or why not) next step
 
-    def _refuse_output(self, run: Run, otype: str, raw: str, why: str) -> None:
+    def _refuse_output(self, run: Run, otype: str, raw: str, why: str, tool_call_id: str) -> None:
         error = f"output {otype!r} (tool {'output_' + otype!r}) was not sent: {why}"
-        entry = OutputLog(type=otype, content=raw, error=error, step=run.step)
+        entry = OutputLog(type=otype, content=raw, error=error, step=run.step, tool_call_id=tool_call_id)
         run.append(entry)
         run.feedback = True
         run.append(ErrorLog(message=error, where="output", step=run.step))
@@ -213,10 +216,13 @@ class ToolStep:
                 step=run.step,
             )
         )
+        tool_id = call.id or new_tool_call_id()
         if target.kind == "action":
-            self.calls.cut_off(run, Element("action_call", {"name": target.name}, raw, closed=False), turn.calls)
+            element = Element("action_call", {"name": target.name}, raw, closed=False)
+            self.calls.cut_off(run, element, turn.calls, tool_call_id=tool_id)
         else:
-            self._refuse_output(run, target.name, raw, "the response ended inside the call: call it again, whole")
+            why = "the response ended inside the call: call it again, whole"
+            self._refuse_output(run, target.name, raw, why, tool_id)
 
     async def _again(self, run: Run, e: ModelError, turn: _Turn, retries: int) -> bool:
         """A stream that broke before anything acted: True to ask again (a retryable error

@@ -31,11 +31,13 @@ class Heartbeat:
         interval: float = 10.0,
         health: Callable[[], str | None] | None = None,
         notes: Callable[[], str | None] | None = None,
+        models: Callable[[], dict[str, str]] | None = None,
     ) -> None:
         self.path = Path(path)
         self.interval = interval
         self.health = health  # why the stores are degraded, if they are: a second line
         self.notes = notes  # what is not whole but not a failure (episodes parked): a "note:" line
+        self.models = models  # named models not answering now: a "model NAME: why" line each
         self._task: asyncio.Task[None] | None = None
 
     async def start(self, hub: Any = None) -> None:
@@ -48,12 +50,14 @@ class Heartbeat:
             try:
                 degraded = self.health() if self.health is not None else None
                 note = self.notes() if self.notes is not None else None
+                models = self.models() if self.models is not None else {}
                 # written aside then renamed: `hub health` never reads a half-written file
                 tmp = self.path.with_name(self.path.name + ".tmp")
                 tmp.write_text(
                     f"{time.time():.0f}\n"
                     + (f"degraded: {degraded}\n" if degraded else "")
-                    + (f"note: {note}\n" if note else ""),
+                    + (f"note: {note}\n" if note else "")
+                    + "".join(f"model {name}: {why}\n" for name, why in models.items()),
                     encoding="utf-8",
                 )
                 os.replace(tmp, self.path)

@@ -40,6 +40,7 @@ from ..definitions import RunContext, RunResult
 from ..engine import Plugin, Runner
 from ..errors import ModelError
 from ..logs import OutputLog, StepLog
+from ..models.failover import OUTCOMES as MODEL_OUTCOMES
 from ..store import RunState, StoreCollector, StoreHealth
 
 __all__ = ["Metrics", "CONTENT_TYPE"]
@@ -134,6 +135,13 @@ class Metrics(Plugin):
             ["kind"],
             registry=r,
         )
+        self.model_requests = Counter(
+            "hub_model_requests",
+            "Requests to each named model ([model] is 'model'), by outcome: ok, rate_limited, server_error, "
+            "unreachable, key_refused, client_error, skipped (its circuit open, or every key resting)",
+            ["model", "outcome"],
+            registry=r,
+        )
         self.model_retries = Counter(
             "hub_model_retries", "Model requests sent again after a retryable error", registry=r
         )
@@ -158,9 +166,13 @@ class Metrics(Plugin):
         context_types: Iterable[str] = (),
         output_types: Iterable[str] = (),
         schedules: Iterable[str] = (),
+        models: Iterable[str] = (),
     ) -> None:
         """Create the series of the label values known at start, at 0 (the hub calls it
         once its extensions are installed)."""
+        for model in models:
+            for outcome in MODEL_OUTCOMES:
+                self.model_requests.labels(model, outcome)
         for ctype in context_types:
             for state in (s for s in RunState if s is not RunState.RUNNING):
                 self.runs.labels(str(state), ctype)
@@ -195,6 +207,10 @@ class Metrics(Plugin):
         self.model_errors.labels(model_error_kind(e)).inc()
         if retried:
             self.model_retries.inc()
+
+    def model_request(self, model: str, outcome: str) -> None:
+        """Count one request to a named model (or one skipped), by outcome."""
+        self.model_requests.labels(model, outcome).inc()
 
     # --- the API for extensions ---------------------------------------------------------
 

@@ -407,8 +407,9 @@ class HttpServer:
 
     async def _healthz(self, request: web.Request) -> web.Response:
         """``ok``, ``degraded`` or ``down``, to anyone (a load balancer's probe); the runs, the
-        queue and where the database is (its URL, the server's version) only with the
-        ``[http] token``, as ``/metrics`` and the run events need it."""
+        queue, where the database is (its URL, the server's version) and the named models not
+        answering now (a circuit open, keys refused) only with the ``[http] token``, as
+        ``/metrics`` and the run events need it."""
         hub = self.hub
         ok = hub.started
         databases, unreachable = await hub.store_health.databases() if ok else ([], None)
@@ -425,6 +426,9 @@ class HttpServer:
             body["store"] = degraded
         if hub.episodes is not None and (note := hub.episodes.health()):
             body["note"] = note  # not whole, but no failure of the hub: the status stays
+        models = hub.model_problems()
+        if models:  # a fallback answers meanwhile: reported, not a reason to take the hub out of service
+            body["models"] = models
         return web.json_response(body, status=status)
 
     async def _metrics(self, request: web.Request) -> web.Response:

@@ -6,6 +6,9 @@
 the response was cut at the token limit). Providers raise :class:`~hub.errors.ModelError` with ``retryable`` set for
 429, 5xx, timeouts and connection failures; :func:`stream_with_retry` retries those with
 exponential backoff and jitter, bounded, and raises ``ModelUnavailable`` past the bound.
+
+Above the seam, :mod:`hub.models.failover` makes one model of several named ones (failover,
+key pools), with the circuit breaker :class:`Circuit` and the key pool :class:`KeyPool`.
 """
 
 from __future__ import annotations
@@ -18,8 +21,21 @@ from typing import Any
 
 from ..backoff import Backoff
 from ..errors import ModelError, ModelUnavailable
+from ._circuit import Circuit, CircuitState, Ticket
+from ._keys import KeyPool
 
-__all__ = ["Model", "ModelRequest", "ToolCallDelta", "Usage", "RetryPolicy", "stream_with_retry"]
+__all__ = [
+    "Circuit",
+    "CircuitState",
+    "KeyPool",
+    "Model",
+    "ModelRequest",
+    "RetryPolicy",
+    "Ticket",
+    "ToolCallDelta",
+    "Usage",
+    "stream_with_retry",
+]
 
 
 @dataclass(slots=True)
@@ -56,6 +72,9 @@ class Usage:
     completion_tokens: int = 0
     finish_reason: str | None = None
     """``"stop"``, ``"length"`` (cut at the token limit), ... as the provider says; None: unknown."""
+    model: str | None = None
+    """Which named model answered (``"model"`` for ``[model]``, else a ``[models.NAME]``), when
+    the model is a :class:`~hub.models.failover.FailoverModel`; None: the only one there is."""
 
 
 class Model(ABC):
@@ -70,6 +89,11 @@ class Model(ABC):
 
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources; idempotent."""
+
+    def problems(self) -> dict[str, str]:
+        """Named models that are not answering now, and why (a circuit open, keys refused):
+        what ``hub health`` and ``/healthz`` report. A single model has none to report."""
+        return {}
 
 
 @dataclass(slots=True)

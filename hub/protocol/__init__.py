@@ -6,7 +6,7 @@ from ._injection import EPISODE_CAP, NEUTRALISED, PERSONA_CAP, scan, scan_all
 from ._parser import ElementParser, LiveParser, StreamParser, parse
 from ._prompt import PromptBuilder, PromptParts, count_tokens, escape
 from ._scanner import DEFAULT_TAGS, RAW_TAGS, Element, EndEvent, Partial, StartEvent, TextEvent
-from ._tools_prompt import ToolNames, ToolsPrompt, ToolTarget, output_tool_name
+from ._tools_prompt import ToolNames, ToolsPrompt, ToolTarget, new_tool_call_id, output_tool_name
 
 __all__ = [
     "DEFAULT_TAGS",
@@ -29,6 +29,7 @@ __all__ = [
     "ToolsPrompt",
     "count_tokens",
     "escape",
+    "new_tool_call_id",
     "output_tool_name",
     "parse",
     "scan",

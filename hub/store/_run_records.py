@@ -71,6 +71,9 @@ class RunRecord:
     """A one-line preview of the input the run was started for (see :func:`preview`)."""
     reply: str = ""
     """A one-line preview of the run's last reply sent, once it sent one."""
+    models: str = ""
+    """The named models that answered its steps, comma-separated in the order they first
+    did (``"model"``: ``[model]``; ``"model,backup"``: the fallback answered too); "": the only model."""
 
     @property
     def tokens(self) -> int:

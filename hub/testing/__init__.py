@@ -35,6 +35,7 @@ __all__ = [
     "Script",
     "ScriptedModel",
     "ToolTurn",
+    "closed_port",
     "image_bytes",
     "load_script",
     "loopback_resolver",
@@ -47,7 +48,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # hub.testing.openai is also a program (python -m hub.testing.openai): imported when
     # asked for, so that running it does not import it twice
-    if name in ("FakeOpenAI", "Script", "ToolTurn", "load_script", "tool_turn"):
+    if name in ("FakeOpenAI", "Script", "ToolTurn", "closed_port", "load_script", "tool_turn"):
         from . import openai
 
         return getattr(openai, name)

@@ -3,8 +3,10 @@
 In tests, ``FakeOpenAI(responses)`` answers ``POST /v1/chat/completions`` with the next
 scripted response (a string, a native tool turn built by :func:`tool_turn`, or a callable of
 the request body returning either);
-``fail_next("chat", status=429, count=N)`` injects errors, and ``requests`` / ``bodies``
-record what came in. For benchmarks (the hub and a peer talking to the same process, so
+``fail_next("chat", status=429, count=N)`` injects errors (a 401 quotes the key it was
+given, as OpenAI's does), ``hang_next()`` a request that gets no answer until the server
+stops, and :func:`closed_port` gives a port nothing listens on (a refused connection);
+``requests`` / ``bodies`` record what came in. For benchmarks (the hub and a peer talking to the same process, so
 that neither gets a faster model) it runs as a process::
 
     python -m hub.testing.openai --port 0 --latency 0 --chunk 8 --script FILE
@@ -58,6 +60,7 @@ import asyncio
 import json
 import re
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -70,6 +73,7 @@ from .fakes import Failure, FakeServer, Recorded
 
 __all__ = [
     "FakeOpenAI",
+    "closed_port",
     "Script",
     "ToolTurn",
     "load_script",
@@ -83,8 +87,8 @@ __all__ = [
 @dataclass(slots=True)
 class ToolTurn:
     """A native tool-calling answer: ``content`` (text, or None) and ``calls`` (``{"name",
-    "arguments", "id"}``; arguments a JSON string, or an object that is serialised), streamed
-    as OpenAI streams them. ``finish_reason``: ``"tool_calls"`` when there are calls, else
+    "arguments", "id"}``; arguments a JSON string, or an object that is serialised; ``"id":
+    None`` streams the call with no id), streamed as OpenAI streams them. ``finish_reason``: ``"tool_calls"`` when there are calls, else
     ``"stop"``, unless given (``"length"`` for a cut). ``drop``: the connection is closed after
     the last fragment, with no finish reason, usage or ``[DONE]`` (a broken stream)."""
 
@@ -236,6 +240,17 @@ class FakeOpenAI(FakeServer):
         self.port = port
         self.stats: list[dict[str, Any]] = []
         self._counter = 0
+        self._hangs = 0
+        self._release = asyncio.Event()
+
+    def hang_next(self, count: int = 1) -> None:
+        """The next ``count`` chat requests get no answer at all until the server stops (a
+        model that hangs past the client's timeout)."""
+        self._hangs += count
+        self._release.clear()  # set by an earlier stop
+
+    async def _before_cleanup(self) -> None:
+        self._release.set()
 
     @property
     def url(self) -> str:
@@ -297,7 +312,12 @@ class FakeOpenAI(FakeServer):
             self.state.bodies.append(body)
         failure = self._take_failure("chat") if self.state.failures else None
         if failure is not None:
-            return self._failed(failure, rec)
+            return self._failed(failure, rec, request)
+        if self._hangs > 0:
+            self._hangs -= 1
+            self._notify()
+            await self._release.wait()  # the client gives up first (its handler is cancelled then)
+            return web.json_response({"error": {"message": "fake: stopped while hanging"}}, status=503)
         model = str(body.get("model", ""))
         text, client, pick = self._pick(request, body, model)
         if text is None:
@@ -326,12 +346,17 @@ class FakeOpenAI(FakeServer):
             return await self._stream(request, events, drop=text.drop)
         return await self._stream(request, _chunk_events(cid, created, model, text, usage, self.chunk, include_usage))
 
-    def _failed(self, failure: Failure, rec: Recorded | None) -> web.Response:
-        """The answer of an injected failure (``fail_next``), as OpenAI words its errors."""
+    def _failed(self, failure: Failure, rec: Recorded | None, request: web.Request) -> web.Response:
+        """The answer of an injected failure (``fail_next``), as OpenAI words its errors. A 401
+        quotes the key it was given, as OpenAI's does (there in part): the hub must not."""
         if rec is not None:
             rec.status = failure.status
         headers = {"retry-after": str(failure.retry_after)} if failure.retry_after is not None else {}
-        payload = {"error": {"message": failure.description or f"injected {failure.status}", "type": "fake"}}
+        message = failure.description or f"injected {failure.status}"
+        if failure.status == 401 and failure.description is None:
+            key = request.headers.get("Authorization", "").removeprefix("Bearer ")
+            message = f"Incorrect API key provided: {key}. You can find your API key at the dashboard."
+        payload = {"error": {"message": message, "type": "fake"}}
         self._notify()
         return web.json_response(payload, status=failure.status, headers=headers)
 
@@ -410,6 +435,13 @@ class FakeOpenAI(FakeServer):
         await runner.cleanup()
 
 
+def closed_port() -> int:
+    """A loopback port nothing listens on: a connection to it is refused (a model server that is down)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # closed on leaving: nothing listens there now
+
+
 def _completion(cid: str, created: int, model: str, text: Reply, usage: dict[str, int]) -> dict[str, Any]:
     """A whole (not streamed) chat completion."""
     message: dict[str, Any] = {"role": "assistant", "content": text}
@@ -427,13 +459,18 @@ def _completion(cid: str, created: int, model: str, text: Reply, usage: dict[str
     }
 
 
-def _call_id(turn: ToolTurn, i: int, cid: str) -> str:
-    return str(turn.calls[i].get("id") or f"call_{cid.removeprefix('chatcmpl-')}_{i}")
+def _call_id(turn: ToolTurn, i: int, cid: str) -> dict[str, str]:
+    """The call's ``id`` field: its own, one made up, or none for ``"id": None`` (a server
+    that gives no ids, as some OpenAI-compatible ones do)."""
+    call = turn.calls[i]
+    if "id" in call and call["id"] is None:
+        return {}
+    return {"id": str(call.get("id") or f"call_{cid.removeprefix('chatcmpl-')}_{i}")}
 
 
 def _whole_calls(turn: ToolTurn, cid: str) -> list[dict[str, Any]]:
     return [
-        {"id": _call_id(turn, i, cid), "type": "function", "function": {"name": c["name"], "arguments": _arguments(c)}}
+        {**_call_id(turn, i, cid), "type": "function", "function": {"name": c["name"], "arguments": _arguments(c)}}
         for i, c in enumerate(turn.calls)
     ]
 
@@ -456,7 +493,7 @@ def _tool_events(
     for i, call in enumerate(turn.calls):
         fn = {"name": call["name"], "arguments": ""}
         events.append(
-            event({"tool_calls": [{"index": i, "id": _call_id(turn, i, cid), "type": "function", "function": fn}]})
+            event({"tool_calls": [{"index": i, **_call_id(turn, i, cid), "type": "function", "function": fn}]})
         )
         args = _arguments(call)
         for j in range(0, len(args), chunk):

@@ -174,3 +174,66 @@ def test_an_installed_package_registers_an_extension_by_entry_point(tmp_path, mo
     cfg = load_config(write(tmp_path, "[extensions.cli]\nenabled = false\n[extensions.acme]\ngreting = 'hi'\n"))
     with pytest.raises(ConfigError, match="extensions.acme.greting: unknown key"):
         load_extensions(cfg)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "[model]\nfallbacks = ['bakup']\n[models.backup]\nname = 'b'\n",
+            "config.toml: model: Value error, [model] fallbacks: unknown model 'bakup' "
+            "(the [models.NAME] tables: backup)",
+        ),
+        (
+            "[model]\nfallbacks = ['backup']\n",
+            "[model] fallbacks: unknown model 'backup' (the [models.NAME] tables: none)",
+        ),
+        ("[models.a]\nfallbacks = ['a']\n", "[models.a] fallbacks: a model cannot fall back to itself"),
+        ("[models.a]\nfallbacks = ['c']\n[models.b]\nname = 'x'\n", "[models.a] fallbacks: unknown model 'c'"),
+        ("[models.model]\nname = 'x'\n", "[models.model]: a model's name is a letter"),
+        ("[models.b]\nnmae = 'x'\n", "config.toml: models.b.nmae: unknown key"),
+    ],
+)
+def test_named_models_and_their_fallbacks_are_checked(tmp_path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, text))
+    assert message in str(e.value)
+
+
+def test_a_named_model_takes_every_key_of_model_and_its_keys_stay_secret(tmp_path, monkeypatch) -> None:
+    from hub.redact import Redactor
+
+    monkeypatch.setenv("POOL_KEY_TWO", "sk-second-key-0002")
+    text = (
+        "[model]\nname = 'a'\napi_key = 'sk-first-key-00001'\napi_keys = ['${POOL_KEY_TWO}', 'sk-first-key-00001']\n"
+        "fallbacks = ['backup']\n"
+        "[models.backup]\nprovider = 'openai'\nname = 'b'\nbase_url = 'http://127.0.0.1:9/v1'\n"
+        "api_keys = ['sk-backup-key-0003']\ntimeout = 5\nprice_input = 1.5\ncircuit_cooldown = 30\n"
+    )
+    cfg = load_config(write(tmp_path, text))
+    assert cfg.model.keys == ["sk-first-key-00001", "sk-second-key-0002"]  # api_key first, each once
+    backup = cfg.model_section("backup")
+    assert (backup.timeout, backup.price_input, backup.circuit_cooldown) == (5, 1.5, 30)
+    assert cfg.model_section("model") is cfg.model
+    masked = Redactor.from_config(cfg, env={}).redact("sk-first-key-00001 sk-second-key-0002 sk-backup-key-0003")
+    assert "sk-" not in masked
+    # a wrong type in a key pool is named, and the value never shown
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, "[model]\napi_keys = 'sk-not-a-list-0004'\n"))
+    assert "model.api_keys" in str(e.value) and "sk-not-a-list-0004" not in str(e.value)
+
+
+def test_hub_check_shows_the_fallbacks_and_the_key_pool(tmp_path, capsys) -> None:
+    from hub.cli import main
+
+    path = write(
+        tmp_path,
+        "[model]\nprovider = 'openai'\nname = 'a'\napi_keys = ['sk-check-key-0001', 'sk-check-key-0002']\n"
+        "fallbacks = ['backup']\n[models.backup]\nprovider = 'openai'\nname = 'b'\napi_key = 'sk-check-key-0003'\n"
+        "[memory]\nepisodes = false\n",
+    )
+    (tmp_path / "contexts").mkdir()
+    assert main(["check", "--config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "fallback backup: openai b, 1 key(s)" in out and "keys: 2, used in turn" in out
+    assert "sk-check" not in out

@@ -4,11 +4,13 @@ replies, calls cut off by the token limit or a broken stream, outputs offered as
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel
 
 from hub import ActionCallLog, ActionResultLog, Context, ErrorLog, Extension, LiveText, RunState, action, output
 from hub.models.openai import OpenAIModel
-from hub.testing import FakeOpenAI, tool_turn
+from hub.testing import FakeOpenAI, ToolTurn, tool_turn
 
 CLI = ("cli:session", {"user": "ann"})
 
@@ -236,3 +238,55 @@ async def test_a_live_reply_cut_by_the_token_limit_is_marked(make_hub, config) -
     async with fake, make_hub(tools_model(fake), Extension("live", contexts=[chat], outputs=[say])) as hub:
         await hub.send("live:chat", {"id": "1"}, "talk")
     assert final == [("The answer is that the forty […]", True)]
+
+
+async def test_tool_call_ids_go_back_as_the_model_gave_them(make_hub, config) -> None:
+    """A server that checks ids against its own format (Mistral's: 9 letters and digits)
+    gets back the ids it gave, on the calls and on their results, step after step."""
+    tools_style(config)
+    calls: list[str] = []
+    turn1 = ToolTurn(None, [{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "Ab3dE6gH9"}])
+    turn2 = ToolTurn(None, [{"name": "get_weather", "arguments": {"city": "Oslo"}, "id": "Zz9yX8wV7"}])
+    fake = FakeOpenAI([turn1, turn2, "Both 21."])
+    async with fake, make_hub(tools_model(fake), weather_ext(calls)) as hub:
+        result = await hub.send(*CLI, "weather in Paris and Oslo?")
+    assert result.state == RunState.COMPLETED, result.reason
+    third = fake.bodies[2]["messages"]
+    sent_ids = [c["id"] for m in third if m["role"] == "assistant" for c in m.get("tool_calls") or ()]
+    assert sent_ids == ["Ab3dE6gH9", "Zz9yX8wV7"]
+    assert [m["tool_call_id"] for m in third if m["role"] == "tool"] == ["Ab3dE6gH9", "Zz9yX8wV7"]
+    assert [e.tool_call_id for e in result.logs if isinstance(e, ActionCallLog)] == ["Ab3dE6gH9", "Zz9yX8wV7"]
+
+
+async def test_a_call_without_an_id_gets_nine_letters_and_digits(make_hub, config) -> None:
+    tools_style(config)
+    calls: list[str] = []
+    nameless = [{"name": "get_weather", "arguments": {"city": c}, "id": None} for c in ("Paris", "Oslo")]
+    fake = FakeOpenAI([ToolTurn(None, nameless), "Both 21."])
+    async with fake, make_hub(tools_model(fake), weather_ext(calls)) as hub:
+        result = await hub.send(*CLI, "weather in Paris and Oslo?")
+    assert result.state == RunState.COMPLETED, result.reason
+    second = fake.bodies[1]["messages"]
+    ids = [c["id"] for m in second if m["role"] == "assistant" for c in m.get("tool_calls") or ()]
+    assert len(ids) == 2 and len(set(ids)) == 2
+    assert all(re.fullmatch(r"[A-Za-z0-9]{9}", i) for i in ids), ids
+    assert [m["tool_call_id"] for m in second if m["role"] == "tool"] == ids
+
+
+async def test_ids_a_server_repeats_across_turns_keep_each_result_with_its_call(make_hub, config) -> None:
+    """Some servers number calls per response ("call_0" every turn): each result still
+    follows its own call."""
+    tools_style(config)
+    calls: list[str] = []
+    fake = FakeOpenAI(
+        [
+            ToolTurn(None, [{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "call_0"}]),
+            ToolTurn(None, [{"name": "get_weather", "arguments": {"city": "Oslo"}, "id": "call_0"}]),
+            "Both 21.",
+        ]
+    )
+    async with fake, make_hub(tools_model(fake), weather_ext(calls)) as hub:
+        result = await hub.send(*CLI, "weather in Paris and Oslo?")
+    assert result.state == RunState.COMPLETED, result.reason
+    answers = [m["content"] for m in fake.bodies[2]["messages"] if m["role"] == "tool"]
+    assert ['"Paris"' in answers[0], '"Oslo"' in answers[1]] == [True, True], answers

@@ -152,7 +152,8 @@ def trace_items(run: RunRecord, events: Sequence[Log]) -> list[TraceItem]:
                         at,
                         f"step {e.step}: {e.duration * 1000:.0f} ms (first token {e.llm_latency * 1000:.0f} ms), "
                         f"tokens {e.prompt_tokens} prompt + {e.completion_tokens} completion"
-                        + (f", cost {e.cost:.6f}" if e.cost > 0 else ""),
+                        + (f", cost {e.cost:.6f}" if e.cost > 0 else "")
+                        + (f", answered by {e.model}" if e.model else ""),
                     )
                 )
             case ErrorLog():
@@ -1037,6 +1038,7 @@ class Dashboard:
             "running": hub.runner.running,
             "queued": hub.runner.queued,
             "store": hub.store_health.problem(),
+            "models_down": hub.model_problems(),
             "interval": self.history.interval,
             "size": self.history.samples.maxlen,
         }
@@ -1084,7 +1086,8 @@ class Dashboard:
             given = getattr(self.hub.model, "name", "")
         except Exception:  # no model could be made: the config says which was asked for
             given = ""
-        return str(given or cfg.name)
+        fallbacks = f" (fallbacks: {', '.join(cfg.fallbacks)})" if cfg.fallbacks else ""
+        return str(given or cfg.name) + fallbacks
 
     async def health_page(self, request: web.Request) -> web.Response:
         return self._page(request, "health.html", nav="health", **await self._health(self._window(request)))

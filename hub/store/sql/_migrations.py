@@ -183,6 +183,12 @@ ALTER TABLE pairings ADD COLUMN user_name TEXT;
 ALTER TABLE pairings ADD COLUMN user_handle TEXT
 """
 
+# v50: which named models answered a run's steps ("model" for [model], else [models.NAME]),
+# in the order they first answered, so that `hub runs` and the dashboard list them unread
+_V50 = """
+ALTER TABLE runs ADD COLUMN models TEXT NOT NULL DEFAULT ''
+"""
+
 SQLITE_STEPS: tuple[Step, ...] = (
     Step(1, "the tables of the releases before versioning", _SQLITE_V1, _sqlite_inbox_columns),
     Step(2, "inbox leases (claimed_by, lease_until)", _SQLITE_V2),
@@ -190,6 +196,7 @@ SQLITE_STEPS: tuple[Step, ...] = (
     Step(4, "runs failed by the store (store_failed)", _V4),
     Step(5, "cost of runs and budgets (runs.cost, token_usage.cost), stop requests (run_stops)", _SQLITE_V5),
     Step(8, "who and what of runs (user_name, user_handle, message, reply) and of pairings", _V8),
+    Step(50, "the models that answered a run's steps (runs.models)", _V50),
 )
 
 # --- PostgreSQL -----------------------------------------------------------------------
@@ -307,6 +314,11 @@ POSTGRES_STEPS: tuple[Step, ...] = (
         8,
         "who and what of runs (user_name, user_handle, message, reply) and of pairings",
         _V8.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS"),
+    ),
+    Step(
+        50,
+        "the models that answered a run's steps (runs.models)",
+        _V50.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS"),
     ),
 )
 
