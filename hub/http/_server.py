@@ -224,6 +224,27 @@ def _run_body(result: RunResult) -> dict[str, Any]:
     }
 
 
+def _say_what_is_open(cfg: Any, port: int) -> None:
+    """One line at start: what anyone who reaches the port gets, what the token guards, what is
+    off. An empty ``[http] token`` is a choice the operator should see, not find out."""
+    where = f"{cfg.host}:{port}"
+    metrics = "/metrics" if cfg.metrics else None
+    if cfg.token:
+        guarded = ", ".join(p for p in ("/events, /runs, /ui/", metrics) if p)
+        off = "" if cfg.metrics else "; /metrics is off ([http] metrics = false)"
+        log.info("http: open to anyone who reaches %s: /healthz; behind the [http] token: %s%s", where, guarded, off)
+        return
+    open_ = ", ".join(p for p in ("/healthz", metrics) if p)
+    log.warning(
+        "http: no [http] token: open to anyone who reaches %s: %s; off: the dashboard (/ui/) and the "
+        "run events (/events, /runs)%s. Set [http] token (16+ characters) to guard %s and serve them",
+        where,
+        open_,
+        "" if cfg.metrics else ", /metrics ([http] metrics = false)",
+        "/metrics" if cfg.metrics else "the endpoint",
+    )
+
+
 class HttpServer:
     """A hub component serving the endpoint; ``port`` is the bound port once started."""
 
@@ -285,6 +306,7 @@ class HttpServer:
         self._runner, self._server, self._guard = runner, server, guard
         self.port = server.sockets[0].getsockname()[1]
         log.info("http: listening on %s:%d", cfg.host, self.port)
+        _say_what_is_open(cfg, self.port)
 
     def _add_dashboard(self, app: web.Application, hub: Any) -> None:
         """``/ui/``: the operators' dashboard, behind the ``[http] token``; off (404) without one."""
