@@ -20,6 +20,7 @@ __all__ = [
     "API_CSP",
     "DASHBOARD_CSP",
     "add_security_headers",
+    "set_security_headers",
     "bearer_matches",
     "client_address",
     "parse_networks",
@@ -37,14 +38,20 @@ DASHBOARD_CSP = (
 async def add_security_headers(request: web.BaseRequest, response: web.StreamResponse) -> None:
     """Every response: no sniffing, no framing, a CSP, no referrer to other sites, and a
     ``Server`` header that does not tell the versions of Python and aiohttp."""
+    set_security_headers(request.path, response)
+
+
+def set_security_headers(path: str, response: web.StreamResponse) -> None:
+    """The headers of :func:`add_security_headers` on ``response``, an answer to ``path``
+    (also for answers no route gave: aiohttp's own 400 to a request it could not parse)."""
     headers = response.headers
-    dashboard = request.path == "/ui" or request.path.startswith("/ui/")
+    dashboard = path == "/ui" or path.startswith("/ui/")
     headers["Content-Security-Policy"] = DASHBOARD_CSP if dashboard else API_CSP
     headers["X-Frame-Options"] = "DENY"
     headers["X-Content-Type-Options"] = "nosniff"
     headers["Referrer-Policy"] = "same-origin"
     headers["Server"] = "hub"
-    if dashboard and not request.path.startswith("/ui/static/"):
+    if dashboard and not path.startswith("/ui/static/"):
         headers.setdefault("Cache-Control", "no-store")  # pages show conversations: never cached
 
 
