@@ -101,7 +101,8 @@ def client_address(request: web.BaseRequest, trusted: Sequence[Network]) -> str:
     """The client's address: the peer's, unless the peer is a trusted proxy; then the last
     address in ``X-Forwarded-For`` that a trusted proxy did not add (read from the right, as
     each proxy appends the address it saw). An untrusted peer's ``X-Forwarded-For`` is ignored,
-    so nobody can choose the address they are counted under."""
+    so nobody can choose the address they are counted under; a malformed hop gives a name of
+    its own (``unknown (malformed X-Forwarded-For via PROXY)``), never the proxy's address."""
     peer = request.remote or "?"
     if not trusted:
         return peer
@@ -110,6 +111,8 @@ def client_address(request: web.BaseRequest, trusted: Sequence[Network]) -> str:
     while current is not None and any(current in net for net in trusted) and hops:
         nxt = _address(hops.pop())
         if nxt is None:
-            break  # a malformed hop: the last good one is who we know
+            # a malformed hop behind a trusted proxy: the client is unknown, and never counted
+            # as the proxy itself (whose own address an operator on its host logs in from)
+            return f"unknown (malformed X-Forwarded-For via {current})"
         current = nxt
     return str(current) if current is not None else peer
