@@ -30,7 +30,7 @@ from ..config import McpServerSection
 from ..definitions import Action
 from ..errors import ActionError
 from ..tasks import cancel_and_wait
-from ._tools import ToolSpec, make_action, schema_problem
+from ._tools import ToolSpec, make_action, schema_problem, vet_tool
 
 __all__ = ["McpServer", "ServerStatus"]
 
@@ -254,11 +254,14 @@ class McpServer:
         problem = schema_problem(tool.input_schema)
         if problem is None and not _NAME.match(name):
             problem = "its name is not usable as an action name (letters, digits, _ . : -)"
-        if problem is not None:
+        spec = None
+        if problem is None:
+            spec, problem = vet_tool(self.name, name, str(tool.description or ""), dict(tool.input_schema))
+        if spec is None:
             skipped[name] = problem
             log.warning("mcp %s: tool %r left out: %s", self.name, name, problem)
             return
-        specs.append(ToolSpec(name, str(tool.description or ""), dict(tool.input_schema)))
+        specs.append(spec)
 
     def _set_tools(self, actions: list[Action]) -> None:
         self.actions = actions

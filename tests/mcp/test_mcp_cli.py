@@ -62,6 +62,19 @@ async def test_hub_mcp_list(tmp_path: Path) -> None:
     assert code == 0 and '"action": "time__get_current_time"' in out
 
 
+async def test_hub_mcp_list_shows_a_tool_left_out_by_the_injection_scanner(tmp_path: Path) -> None:
+    (tmp_path / "contexts").mkdir(exist_ok=True)
+    (tmp_path / "contexts" / "default.toml").write_text('name = "T"\ninstructions = "Help."\n')
+    (tmp_path / "config.toml").write_text(
+        f'[model]\nprovider = "openai"\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "x"\n'
+        f'[memory]\nepisodes = false\n[mcp.f]\ncommand = ["{sys.executable}", "{FAULT_SERVER}", "hostile"]\n'
+    )
+    code, out, _ = await hub_cmd("mcp", "list", cwd=tmp_path)
+    assert code == 0
+    assert "left out: weather: its description has an instruction to ignore the system prompt" in out
+    assert "f__add" in out and "f__weather" not in out
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 async def test_no_server_outlives_hub_run(tmp_path: Path, sig: signal.Signals) -> None:
     project(tmp_path)

@@ -223,3 +223,27 @@ async def _listening(port: int) -> None:
                 continue
             w.close()
             return
+
+
+async def test_tool_descriptions_and_schemas_are_capped_and_scanned_and_a_tool_that_fails_is_left_out(
+    make_hub, config, caplog
+) -> None:
+    """Issue 40, finding 16: what a server says of its tools enters every prompt. An injection
+    in a description or a schema, a megabyte of description, a schema past its cap: the tool
+    is left out, and says why; an invisible character is removed and the tool kept."""
+    config.mcp = {"f": fault_server("hostile")}
+    model = [call("f__add", '{"a": 2, "b": 3}'), reply("5")]
+    async with make_hub(model, cfg=config) as hub:
+        offered = {a for a in hub.actions if a.startswith("f__")}
+        skipped = hub.mcp.servers["f"].status.skipped
+        add = hub.actions["f__add"]
+        result = await hub.send(*CLI, "add")
+    assert {"f__weather", "f__manual", "f__lookup", "f__options"}.isdisjoint(offered)
+    assert {"f__add", "f__echo"} <= offered
+    assert "instruction to ignore the system prompt" in skipped["weather"]
+    assert "description is" in skipped["manual"] and "characters, over the cap" in skipped["manual"]
+    assert "forged protocol tag" in skipped["lookup"]
+    assert "input schema is" in skipped["options"] and "over the cap" in skipped["options"]
+    assert add.description == "Adds two numbers."
+    assert results(result)[0].ok
+    assert any("tool 'weather' left out" in r.getMessage() for r in caplog.records)
