@@ -209,7 +209,13 @@ class McpServer:
                 return
             if self._relist.is_set():
                 self._relist.clear()
-                await self._list()
+                try:  # bounded: a server that never answers is restarted, not waited on for ever
+                    async with asyncio.timeout(self.section.timeout):
+                        await self._list()
+                except TimeoutError:
+                    raise ConnectionError(
+                        f"it did not list its tools within {self.section.timeout:g}s of tools/list_changed"
+                    ) from None
                 continue
             if not done:
                 async with asyncio.timeout(self.section.timeout):

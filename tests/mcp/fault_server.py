@@ -82,6 +82,28 @@ async def add_tool(name: str, ctx: Context) -> str:
     return "added"
 
 
+_silent = anyio.Event()  # set: the server never answers tools/list again
+
+
+@server.tool(description="Tells the client the tool list changed, then never answers tools/list.")
+async def go_silent(ctx: Context) -> str:
+    _silent.set()
+    await ctx.session.send_tool_list_changed()
+    return "silent from now on"
+
+
+_list_tools = server.list_tools
+
+
+async def _listing():  # the SDK's listing, unless the server has gone silent
+    if _silent.is_set():
+        await anyio.sleep_forever()
+    return await _list_tools()
+
+
+server.list_tools = _listing
+
+
 if MODE == "badschema":
 
     @server.tool(description="Its schema is broken.")

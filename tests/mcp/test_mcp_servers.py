@@ -247,3 +247,19 @@ async def test_tool_descriptions_and_schemas_are_capped_and_scanned_and_a_tool_t
     assert add.description == "Adds two numbers."
     assert results(result)[0].ok
     assert any("tool 'weather' left out" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_server_silent_after_list_changed_is_started_again(make_hub, config) -> None:
+    """Issue 40, finding 18: the listing that follows ``tools/list_changed`` had no timeout,
+    so a server that never answered it held the supervisor (no pings, no restart) for ever."""
+    config.mcp = {"f": fault_server(timeout=1)}
+    async with make_hub([call("f__go_silent"), reply("ok")], cfg=config) as hub:
+        server = hub.mcp.servers["f"]
+        server.backoff.first = 0.05
+        await hub.send(*CLI, "go silent")
+        async with asyncio.timeout(30):
+            while server.status.restarts < 1 or server.status.state != "up":
+                await asyncio.sleep(0.05)
+        hub.model.add(call("f__echo", '{"text": "back"}'), reply("ok"))
+        result = await hub.send(*CLI, "there?")
+    assert results(result)[0].data == "back"
