@@ -475,6 +475,13 @@ class McpServerSection(_Section):
     )
     roles: list[str] = Field(default_factory=list, description="roles a user needs to call its tools ([roles])")
     enabled: bool = Field(True, description="false: the server is not started and its tools are not offered")
+    max_message_bytes: int = Field(
+        8_000_000,
+        ge=65_536,
+        le=1_000_000_000,
+        description="stdio: bytes of one message from the server the hub reads (an answer over it is an error; "
+        "a server that writes more without a newline is started again)",
+    )
 
     @field_validator("command")
     @classmethod

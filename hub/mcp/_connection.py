@@ -184,7 +184,7 @@ class McpServer:
             cwd = str(self.base_dir / s.cwd) if s.cwd else str(self.base_dir)
             params = StdioServerParameters(
                 command=sys.executable,
-                args=["-I", str(LAUNCHER), str(os.getpid()), program, *s.command[1:]],
+                args=["-I", str(LAUNCHER), str(os.getpid()), str(s.max_message_bytes), program, *s.command[1:]],
                 env=dict(s.env),
                 cwd=cwd,
             )

@@ -3,7 +3,8 @@
 huge, write garbage, change the tool list); MODE makes the whole server misbehave:
 ``nostart`` exits at once, ``garbage`` writes lines that are not JSON-RPC before serving,
 ``badschema`` lists a tool whose input schema is not a valid JSON schema, ``hostile`` lists
-tools whose descriptions and schemas carry injections or are huge; ``http PORT`` serves
+tools whose descriptions and schemas carry injections or are huge, ``family`` starts two
+helpers (one calls setsid) and writes their pids to $FAMILY_PIDS; ``http PORT`` serves
 over streamable HTTP on 127.0.0.1:PORT instead of stdio."""
 
 from __future__ import annotations
@@ -49,6 +50,19 @@ async def hang(seconds: float = 3600.0) -> str:
 @server.tool(description="An answer of SIZE characters.")
 def huge(size: int) -> str:
     return "x" * size
+
+
+# the wire itself: the SDK's stdio server moves fd 1 to stderr while it serves, so that a stray
+# print cannot break the protocol; a flood must reach the client's reader
+WIRE = os.dup(1)
+
+
+@server.tool(description="Writes SIZE bytes with no newline on the wire, then answers.")
+def flood(size: int) -> str:
+    chunk = b"x" * 100_000
+    for _ in range(size // len(chunk)):
+        os.write(WIRE, chunk)
+    return "flooded"
 
 
 @server.tool(description="Fails as a tool error (isError).")
@@ -150,6 +164,15 @@ if MODE == "hostile":  # tools whose descriptions or schemas would poison every 
 def whoami(ctx: Context) -> str:
     return (ctx.headers or {}).get("authorization", "")
 
+
+if MODE == "family":  # helpers of its own: one in its group, one that leaves it with setsid
+    import subprocess
+
+    sleeper = [sys.executable, "-c", "import time; time.sleep(3600)", "fault_server-grandchild"]
+    kids = [subprocess.Popen(sleeper), subprocess.Popen(sleeper, start_new_session=True)]
+    with open(os.environ["FAMILY_PIDS"] + ".tmp", "w") as f:
+        f.write(" ".join(str(k.pid) for k in kids))
+    os.replace(os.environ["FAMILY_PIDS"] + ".tmp", os.environ["FAMILY_PIDS"])
 
 if MODE == "garbage":
     os.write(1, b"hello from a server that talks before it should\n")

@@ -263,3 +263,33 @@ async def test_a_server_silent_after_list_changed_is_started_again(make_hub, con
         hub.model.add(call("f__echo", '{"text": "back"}'), reply("ok"))
         result = await hub.send(*CLI, "there?")
     assert results(result)[0].data == "back"
+
+
+async def test_an_answer_over_max_message_bytes_is_left_unread_and_the_server_goes_on(make_hub, config) -> None:
+    """Issue 40, finding 25: a 50 MB result was held whole (+323 MB) before the cut to 20,000
+    characters. What is read of one message is bounded; the call gets an error that says so."""
+    config.mcp = {"f": fault_server(max_message_bytes=100_000)}
+    model = [call("f__pid"), call("f__huge", '{"size": 5000000}'), call("f__pid"), reply("big")]
+    async with make_hub(model, cfg=config) as hub:
+        result = await hub.send(*CLI, "big one")
+    before, huge, after = results(result)
+    assert not huge.ok and "over 100000 bytes" in huge.error, huge.error
+    assert after.ok and after.data == before.data, "the same server answers the next call"
+
+
+async def test_a_server_writing_without_a_newline_is_stopped_and_started_again(make_hub, config) -> None:
+    """Issue 40, finding 17: 40 MB without a newline grew the hub by 41 MB. The stream is
+    bounded before the SDK reads it, and the server that exceeds it is started again."""
+    config.mcp = {"f": fault_server(max_message_bytes=100_000)}
+    async with make_hub([call("f__pid"), call("f__flood", '{"size": 5000000}'), reply("ok")], cfg=config) as hub:
+        server = hub.mcp.servers["f"]
+        server.backoff.first = 0.05
+        first = await hub.send(*CLI, "flood")
+        async with asyncio.timeout(30):
+            while server.status.restarts < 1 or server.status.state != "up":
+                await asyncio.sleep(0.05)
+        hub.model.add(call("f__pid"), reply("back"))
+        second = await hub.send(*CLI, "and now?")
+    pid, flooded = results(first)
+    assert not flooded.ok and "stopped during the call" in flooded.error
+    assert results(second)[0].ok and results(second)[0].data != pid.data
