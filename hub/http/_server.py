@@ -290,7 +290,7 @@ class HttpServer:
         self._add_dashboard(app, hub)
         # lingering: after an answer given before its body was read (401, 408, 413), a client
         # still sending gets a second to take it, not aiohttp's ten (the hub's stop waits on it)
-        protocol = {"access_log": None, "logger": _ProtocolLog(log, {}), "lingering_time": 1.0}
+        protocol: dict[str, Any] = {"access_log": None, "logger": _ProtocolLog(log, {}), "lingering_time": 1.0}
         runner = web.AppRunner(app, handle_signals=False, **protocol)
         await runner.setup()
         assert runner.server is not None

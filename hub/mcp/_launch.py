@@ -32,7 +32,7 @@ _ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.){0,200}")')
 EXIT_OVERSIZED = 70
 
 
-def _prctl(option, value):
+def _prctl(option: int, value: int) -> bool:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(option, value, 0, 0, 0) == 0
@@ -40,9 +40,9 @@ def _prctl(option, value):
         return False
 
 
-def _descendants():
+def _descendants() -> list[int]:
     """The pids of every living process below this one (all of them, as a subreaper's)."""
-    parents = {}
+    parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -52,14 +52,15 @@ def _descendants():
                 continue
             if fields[0] != b"Z":
                 parents[int(entry)] = int(fields[1])
-    found, frontier = [], {os.getpid()}
+    found: list[int] = []
+    frontier = {os.getpid()}
     while frontier:
         frontier = {p for p, pp in parents.items() if pp in frontier}
         found.extend(frontier)
     return found
 
 
-def _reap():
+def _reap() -> None:
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -69,7 +70,7 @@ def _reap():
             return
 
 
-def _reap_adopted(server):
+def _reap_adopted(server: int) -> None:
     """Reap the orphans this subreaper adopted that have exited (never the server: Popen waits for it)."""
     me = str(os.getpid()).encode()
     for entry in os.listdir("/proc"):
@@ -86,7 +87,7 @@ def _reap_adopted(server):
                     pass
 
 
-def _kill_all():
+def _kill_all() -> None:
     """Kill every descendant until none is left (one that forks meanwhile is found next round)."""
     if not LINUX:
         try:
@@ -110,12 +111,12 @@ def _kill_all():
 class _Relay:
     """The server's stdout to ours, one line at a time, each bounded to ``limit`` bytes."""
 
-    def __init__(self, limit):
+    def __init__(self, limit: int) -> None:
         self.limit = limit
         self.line = bytearray()
         self.dropping = False  # reading the rest of a line already answered as too long
 
-    def feed(self, chunk):
+    def feed(self, chunk: bytes) -> bool:
         """Relay ``chunk``; False when the server must stop (a line too long to answer)."""
         while chunk:
             end = chunk.find(b"\n")
@@ -132,7 +133,7 @@ class _Relay:
                 self.line.clear()
         return True
 
-    def _refuse(self, *, whole):
+    def _refuse(self, *, whole: bool) -> bool:
         head = bytes(self.line[:1024])
         found = _ID.search(head)
         self.line.clear()
@@ -156,13 +157,13 @@ class _Relay:
         return True
 
 
-def _write(data):
+def _write(data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(1, view) :]
 
 
-def main():
+def main() -> None:
     parent, limit, program, args = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[3:]
     if LINUX:
         _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -170,7 +171,7 @@ def main():
     if os.getppid() != parent:  # the hub died before the request took effect
         sys.exit(1)
 
-    def stop(signum, frame):
+    def stop(signum: int, frame: object) -> None:
         _kill_all()
         os._exit(128 + signum)
 
@@ -181,7 +182,7 @@ def main():
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes the loop when the server exits
 
-    def child_setup():
+    def child_setup() -> None:
         if LINUX:  # the server dies with its keeper, whatever kills the keeper
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
@@ -191,6 +192,7 @@ def main():
         print(f"cannot start {program}: {e.strerror}", file=sys.stderr)
         sys.exit(127)
     os.close(0)  # the server holds the hub's pipe: its end is the server's to see closed
+    assert server.stdout is not None
     out = server.stdout.fileno()
     relay = _Relay(limit)
     code = None

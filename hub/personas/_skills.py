@@ -165,7 +165,8 @@ class SkillSet:
                 self._index(name, skill)
 
     def _index(self, name: str, skill: Skill) -> None:
-        files, folders = [], {}
+        files: list[str] = []
+        folders: dict[str, int] = {}
         for top, dirs, names in os.walk(skill.folder):
             dirs.sort()
             with contextlib.suppress(OSError):
