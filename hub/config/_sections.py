@@ -479,8 +479,8 @@ class McpServerSection(_Section):
         8_000_000,
         ge=65_536,
         le=1_000_000_000,
-        description="stdio: bytes of one message from the server the hub reads (an answer over it is an error; "
-        "a server that writes more without a newline is started again)",
+        description="bytes of one message from the server the hub reads (an answer over it is an error; "
+        "a stdio server that writes more without a newline is started again)",
     )
 
     @field_validator("command")

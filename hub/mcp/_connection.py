@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
+import httpx2
+
 from ..backoff import Backoff
 from ..config import McpServerSection
 from ..definitions import Action
@@ -189,11 +191,10 @@ class McpServer:
                 cwd=cwd,
             )
             return stdio_client(params, errlog=self.errlog or sys.stderr)
-        import httpx2
-
         timeout = httpx2.Timeout(self.section.timeout, read=max(300.0, self.section.timeout))
-        client = httpx2.AsyncClient(headers=dict(s.headers), timeout=timeout)
-        return _http(client, s.url)
+        transport = _BoundedJson(httpx2.AsyncHTTPTransport(), s.max_message_bytes)
+        client = httpx2.AsyncClient(headers=dict(s.headers), timeout=timeout, transport=transport)
+        return _http(client, s.url, s.max_message_bytes)
 
     async def _hold(self, session: Any) -> None:
         """Until the connection breaks: list again when told, ping when idle."""
@@ -292,9 +293,11 @@ class McpServer:
         except TimeoutError as e:
             raise ActionError(name, f"timed out after {timeout:g}s") from e
         except MCPError as e:
-            if e.code == _CONNECTION_CLOSED:
+            if e.code == _CONNECTION_CLOSED and e.message == "Connection closed":
                 self._broken.set()  # the supervisor starts it again
                 raise ActionError(name, f"the MCP server {self.name!r} stopped during the call") from e
+            if e.code == _CONNECTION_CLOSED:  # this call's stream only (an SSE event over the bound)
+                raise ActionError(name, f"the call's answer was lost: {e.message}") from e
             raise ActionError(name, f"the MCP server answered an error: {e.message}") from e
         except (OSError, RuntimeError, ValueError) as e:  # a transport that failed, an answer that did not parse
             self._broken.set()
@@ -316,18 +319,59 @@ def _which(program: str) -> str:
     return found
 
 
-def _http(client: Any, url: str) -> Any:
-    """The streamable HTTP transport, closing ``client`` with it."""
+def _http(client: Any, url: str, limit: int) -> Any:
+    """The streamable HTTP transport, closing ``client`` with it; an SSE event over ``limit``
+    bytes fails its request (the SDK's own bound), as a JSON body does (:class:`_BoundedJson`)."""
     from contextlib import asynccontextmanager
 
     from mcp.client.streamable_http import streamable_http_client
 
     @asynccontextmanager
     async def transport() -> Any:
-        async with client, streamable_http_client(url, http_client=client) as streams:
+        async with client, streamable_http_client(url, http_client=client, max_sse_event_size=limit) as streams:
             yield streams
 
     return transport()
+
+
+class _BoundedJson(httpx2.AsyncBaseTransport):
+    """An httpx2 transport whose JSON bodies are read to ``limit`` bytes at most: the SDK reads
+    such an answer whole (``aread``), so one over the limit fails as a stream error, which the
+    SDK turns into an error for that request, before it is held."""
+
+    def __init__(self, inner: Any, limit: int) -> None:
+        self.inner = inner
+        self.limit = limit
+
+    async def handle_async_request(self, request: Any) -> Any:
+        response = await self.inner.handle_async_request(request)
+        if response.headers.get("content-type", "").lower().startswith("application/json"):
+            response.stream = _Capped(response.stream, self.limit)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _Capped(httpx2.AsyncByteStream):
+    """A response body that raises once more than ``limit`` bytes have come."""
+
+    def __init__(self, stream: Any, limit: int) -> None:
+        self.stream = stream
+        self.limit = limit
+
+    async def __aiter__(self) -> Any:
+        size = 0
+        async for chunk in self.stream:
+            size += len(chunk)
+            if size > self.limit:
+                raise httpx2.StreamError(
+                    f"the server's answer is over {self.limit} bytes (max_message_bytes): left unread"
+                )
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
 
 
 def _reason(e: BaseException) -> str:

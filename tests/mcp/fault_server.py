@@ -177,7 +177,7 @@ if MODE == "family":  # helpers of its own: one in its group, one that leaves it
 if MODE == "garbage":
     os.write(1, b"hello from a server that talks before it should\n")
 
-if MODE == "http":
-    server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+if MODE in ("http", "http-json"):  # http-json: each answer a JSON body, not an SSE stream
+    server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]), json_response=MODE == "http-json")
 else:
     server.run()

@@ -293,3 +293,27 @@ async def test_a_server_writing_without_a_newline_is_stopped_and_started_again(m
     pid, flooded = results(first)
     assert not flooded.ok and "stopped during the call" in flooded.error
     assert results(second)[0].ok and results(second)[0].data != pid.data
+
+
+@pytest.mark.parametrize("mode", ["http", "http-json"])
+async def test_an_http_answer_over_max_message_bytes_is_an_error(make_hub, config, unused_tcp_port, mode) -> None:
+    """The same bound over streamable HTTP, an SSE event or a JSON body alike."""
+    import sys
+
+    from hub.config import McpServerSection
+    from tests.mcp.conftest import FAULT_SERVER
+
+    proc = await asyncio.create_subprocess_exec(sys.executable, FAULT_SERVER, mode, str(unused_tcp_port))
+    try:
+        url = f"http://127.0.0.1:{unused_tcp_port}/mcp"
+        config.mcp = {"docs": McpServerSection(url=url, max_message_bytes=100_000)}
+        await _listening(unused_tcp_port)
+        model = [call("docs__huge", '{"size": 500000}'), call("docs__echo", '{"text": "still"}'), reply("ok")]
+        async with make_hub(model, cfg=config) as hub:
+            result = await hub.send(*CLI, "big")
+    finally:
+        proc.terminate()
+        await proc.wait()
+    huge, echo = results(result)
+    assert not huge.ok and "100000 byte" in huge.error, huge.error
+    assert echo.ok and echo.data == "still"
