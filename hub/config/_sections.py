@@ -29,14 +29,20 @@ MIN_SECRET_LENGTH = 16
 
 
 def check_secret_length(value: str, *, what: str = "") -> str:
-    """``value`` when it has at least :data:`MIN_SECRET_LENGTH` characters.
+    """``value`` when it has at least :data:`MIN_SECRET_LENGTH` characters besides the
+    whitespace around it (spaces are no secret: sixteen of them are guessed at once).
 
     Raises:
-        ValueError: it is shorter; the message says how long it is and what to do, never the value.
+        ValueError: it is blank or shorter; the message says how long it is and what to do, never the value.
     """
-    if len(value) < MIN_SECRET_LENGTH:
+    if value and not value.strip():
         raise ValueError(
-            f"{what}is {len(value)} characters: use at least {MIN_SECRET_LENGTH} "
+            f"{what}is blank ({len(value)} whitespace characters): set a real secret "
+            "(e.g. `openssl rand -hex 32`), or the hub refuses to start"
+        )
+    if len(value.strip()) < MIN_SECRET_LENGTH:
+        raise ValueError(
+            f"{what}is {len(value.strip())} characters: use at least {MIN_SECRET_LENGTH} "
             "(e.g. `openssl rand -hex 32`), or the hub refuses to start"
         )
     return value
@@ -320,7 +326,8 @@ class HttpSection(_Section):
     @field_validator("token")
     @classmethod
     def _token(cls, v: str) -> str:
-        # empty: no token (the dashboard and the run events are off); else long enough to resist guessing
+        # empty: no token (the dashboard and the run events are off); else long enough to resist
+        # guessing, and not blank (a token of spaces is set, and guessed at once)
         return check_secret_length(v) if v else v
 
     @field_validator("trusted_proxies")
@@ -506,6 +513,13 @@ class McpServerSection(_Section):
     )
     roles: list[str] = Field(default_factory=list, description="roles a user needs to call its tools ([roles])")
     enabled: bool = Field(True, description="false: the server is not started and its tools are not offered")
+    max_message_bytes: int = Field(
+        8_000_000,
+        ge=65_536,
+        le=1_000_000_000,
+        description="bytes of one message from the server the hub reads (an answer over it is an error; "
+        "a stdio server that writes more without a newline is started again)",
+    )
 
     @field_validator("command")
     @classmethod

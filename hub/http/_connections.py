@@ -10,13 +10,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestHandler
 
-if TYPE_CHECKING:
-    from aiohttp.web_protocol import RequestHandler
+from ._security import set_security_headers
 
 # --- connections ----------------------------------------------------------------------
 
@@ -31,6 +31,25 @@ class _ProtocolLog(logging.LoggerAdapter):
             self.logger.info("%s: %s %s", msg % args, exc_info.code, first[0] if first else "")
             return
         self.logger.exception(msg, *args, exc_info=exc_info, **kw)
+
+
+class _Handler(RequestHandler):
+    """aiohttp's protocol, whose own error answers carry the security headers too: a request
+    its parser refuses (a garbage request line, a 20 KB header, Content-Length with
+    Transfer-Encoding) never reaches the app, so ``on_response_prepare`` never sees it."""
+
+    def handle_error(
+        self, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None, message: str | None = None
+    ) -> web.StreamResponse:
+        response = super().handle_error(request, status, exc, message)
+        set_security_headers("/", response)  # the path of a request that did not parse means nothing
+        return response
+
+
+def handler_factory(server: web.Server, **kwargs: Any) -> Callable[[], RequestHandler]:
+    """What makes each connection's :class:`_Handler`, with the keywords ``server`` was built with."""
+    loop = asyncio.get_running_loop()
+    return lambda: _Handler(server, loop=loop, **kwargs)
 
 
 class _Connection(asyncio.Protocol):
@@ -98,9 +117,12 @@ class _Refuse(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         body = b'{"error": "too many connections: try again shortly"}'
+        resp = web.Response()
+        set_security_headers("/", resp)
+        security = "".join(f"{k}: {v}\r\n" for k, v in resp.headers.items() if k != "Content-Type")
         head = (
             "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-            f"Connection: close\r\nContent-Length: {len(body)}\r\n\r\n"
+            f"{security}Connection: close\r\nContent-Length: {len(body)}\r\n\r\n"
         )
         transport.write(head.encode() + body)  # type: ignore[attr-defined]
         transport.close()

@@ -20,6 +20,7 @@ __all__ = [
     "API_CSP",
     "DASHBOARD_CSP",
     "add_security_headers",
+    "set_security_headers",
     "bearer_matches",
     "client_address",
     "parse_networks",
@@ -37,14 +38,20 @@ DASHBOARD_CSP = (
 async def add_security_headers(request: web.BaseRequest, response: web.StreamResponse) -> None:
     """Every response: no sniffing, no framing, a CSP, no referrer to other sites, and a
     ``Server`` header that does not tell the versions of Python and aiohttp."""
+    set_security_headers(request.path, response)
+
+
+def set_security_headers(path: str, response: web.StreamResponse) -> None:
+    """The headers of :func:`add_security_headers` on ``response``, an answer to ``path``
+    (also for answers no route gave: aiohttp's own 400 to a request it could not parse)."""
     headers = response.headers
-    dashboard = request.path == "/ui" or request.path.startswith("/ui/")
+    dashboard = path == "/ui" or path.startswith("/ui/")
     headers["Content-Security-Policy"] = DASHBOARD_CSP if dashboard else API_CSP
     headers["X-Frame-Options"] = "DENY"
     headers["X-Content-Type-Options"] = "nosniff"
     headers["Referrer-Policy"] = "same-origin"
     headers["Server"] = "hub"
-    if dashboard and not request.path.startswith("/ui/static/"):
+    if dashboard and not path.startswith("/ui/static/"):
         headers.setdefault("Cache-Control", "no-store")  # pages show conversations: never cached
 
 
@@ -94,7 +101,8 @@ def client_address(request: web.BaseRequest, trusted: Sequence[Network]) -> str:
     """The client's address: the peer's, unless the peer is a trusted proxy; then the last
     address in ``X-Forwarded-For`` that a trusted proxy did not add (read from the right, as
     each proxy appends the address it saw). An untrusted peer's ``X-Forwarded-For`` is ignored,
-    so nobody can choose the address they are counted under."""
+    so nobody can choose the address they are counted under; a malformed hop gives a name of
+    its own (``unknown (malformed X-Forwarded-For via PROXY)``), never the proxy's address."""
     peer = request.remote or "?"
     if not trusted:
         return peer
@@ -103,6 +111,8 @@ def client_address(request: web.BaseRequest, trusted: Sequence[Network]) -> str:
     while current is not None and any(current in net for net in trusted) and hops:
         nxt = _address(hops.pop())
         if nxt is None:
-            break  # a malformed hop: the last good one is who we know
+            # a malformed hop behind a trusted proxy: the client is unknown, and never counted
+            # as the proxy itself (whose own address an operator on its host logs in from)
+            return f"unknown (malformed X-Forwarded-For via {current})"
         current = nxt
     return str(current) if current is not None else peer

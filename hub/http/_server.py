@@ -43,7 +43,7 @@ from aiohttp import web
 from ..config import HubConfig, WebhookSection
 from ..definitions import Route, RouteAnswer, RouteRequest
 from ..errors import ConfigError, RunError, StoreError
-from ._connections import _Connection, _Guard, _ProtocolLog
+from ._connections import _Connection, _Guard, _ProtocolLog, handler_factory
 from ._security import add_security_headers, bearer_matches
 from ._untrusted_json import UntrustedJSONError, load_json
 
@@ -232,6 +232,27 @@ def _run_body(result: RunResult) -> dict[str, Any]:
     }
 
 
+def _say_what_is_open(cfg: Any, port: int) -> None:
+    """One line at start: what anyone who reaches the port gets, what the token guards, what is
+    off. An empty ``[http] token`` is a choice the operator should see, not find out."""
+    where = f"{cfg.host}:{port}"
+    metrics = "/metrics" if cfg.metrics else None
+    if cfg.token:
+        guarded = ", ".join(p for p in ("/events, /runs, /ui/", metrics) if p)
+        off = "" if cfg.metrics else "; /metrics is off ([http] metrics = false)"
+        log.info("http: open to anyone who reaches %s: /healthz; behind the [http] token: %s%s", where, guarded, off)
+        return
+    open_ = ", ".join(p for p in ("/healthz", metrics) if p)
+    log.warning(
+        "http: no [http] token: open to anyone who reaches %s: %s; off: the dashboard (/ui/) and the "
+        "run events (/events, /runs)%s. Set [http] token (16+ characters) to guard %s and serve them",
+        where,
+        open_,
+        "" if cfg.metrics else ", /metrics ([http] metrics = false)",
+        "/metrics" if cfg.metrics else "the endpoint",
+    )
+
+
 class HttpServer:
     """A hub component serving the endpoint; ``port`` is the bound port once started."""
 
@@ -279,12 +300,12 @@ class HttpServer:
         self._add_dashboard(app, hub)
         # lingering: after an answer given before its body was read (401, 408, 413), a client
         # still sending gets a second to take it, not aiohttp's ten (the hub's stop waits on it)
-        runner = web.AppRunner(
-            app, access_log=None, handle_signals=False, logger=_ProtocolLog(log, {}), lingering_time=1.0
-        )
+        protocol: dict[str, Any] = {"access_log": None, "logger": _ProtocolLog(log, {}), "lingering_time": 1.0}
+        runner = web.AppRunner(app, handle_signals=False, **protocol)
         await runner.setup()
         assert runner.server is not None
-        guard = _Guard(runner.server, limit=cfg.max_connections, header_timeout=cfg.header_timeout)
+        factory = handler_factory(runner.server, **protocol)
+        guard = _Guard(factory, limit=cfg.max_connections, header_timeout=cfg.header_timeout)
         try:
             server = await asyncio.get_running_loop().create_server(guard, cfg.host, cfg.port, reuse_address=True)
         except OSError as e:
@@ -295,6 +316,7 @@ class HttpServer:
         self._runner, self._server, self._guard = runner, server, guard
         self.port = server.sockets[0].getsockname()[1]
         log.info("http: listening on %s:%d", cfg.host, self.port)
+        _say_what_is_open(cfg, self.port)
 
     def _add_dashboard(self, app: web.Application, hub: Any) -> None:
         """``/ui/``: the operators' dashboard, behind the ``[http] token``; off (404) without one."""
@@ -362,8 +384,11 @@ class HttpServer:
         except StoreError as e:
             log.error("http: %s %s: the store failed: %s", request.method, request.path, e)
             return _error(503, f"the hub cannot record input now (its store failed: {e}); retry later")
-        except (ConnectionError, asyncio.IncompleteReadError):
-            raise  # the client went away: nobody to answer
+        except (ConnectionError, asyncio.IncompleteReadError) as e:
+            # the client went away (mid-body, as anyone may): nobody to answer, and not the hub's
+            # error: one line, never a traceback (200 dropped connections were 300 KB of log)
+            log.info("http: %s %s: the client hung up (%s)", request.method, request.path, type(e).__name__)
+            return _unread(400, "the client hung up")
         except Exception:
             log.exception("http: %s %s failed", request.method, request.path)
             return _error(500, "internal error (the hub's log has the details)")

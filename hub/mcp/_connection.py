@@ -25,12 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
+import httpx2
+
 from ..backoff import Backoff
 from ..config import McpServerSection
 from ..definitions import Action
 from ..errors import ActionError
 from ..tasks import cancel_and_wait
-from ._tools import ToolSpec, make_action, schema_problem
+from ._tools import ToolSpec, make_action, schema_problem, vet_tool
 
 __all__ = ["McpServer", "ServerStatus"]
 
@@ -184,16 +186,15 @@ class McpServer:
             cwd = str(self.base_dir / s.cwd) if s.cwd else str(self.base_dir)
             params = StdioServerParameters(
                 command=sys.executable,
-                args=["-I", str(LAUNCHER), str(os.getpid()), program, *s.command[1:]],
+                args=["-I", str(LAUNCHER), str(os.getpid()), str(s.max_message_bytes), program, *s.command[1:]],
                 env=dict(s.env),
                 cwd=cwd,
             )
             return stdio_client(params, errlog=self.errlog or sys.stderr)
-        import httpx2
-
         timeout = httpx2.Timeout(self.section.timeout, read=max(300.0, self.section.timeout))
-        client = httpx2.AsyncClient(headers=dict(s.headers), timeout=timeout)
-        return _http(client, s.url)
+        transport = _BoundedJson(httpx2.AsyncHTTPTransport(), s.max_message_bytes)
+        client = httpx2.AsyncClient(headers=dict(s.headers), timeout=timeout, transport=transport)
+        return _http(client, s.url, s.max_message_bytes)
 
     async def _hold(self, session: Any) -> None:
         """Until the connection breaks: list again when told, ping when idle."""
@@ -209,7 +210,13 @@ class McpServer:
                 return
             if self._relist.is_set():
                 self._relist.clear()
-                await self._list()
+                try:  # bounded: a server that never answers is restarted, not waited on for ever
+                    async with asyncio.timeout(self.section.timeout):
+                        await self._list()
+                except TimeoutError:
+                    raise ConnectionError(
+                        f"it did not list its tools within {self.section.timeout:g}s of tools/list_changed"
+                    ) from None
                 continue
             if not done:
                 async with asyncio.timeout(self.section.timeout):
@@ -254,11 +261,14 @@ class McpServer:
         problem = schema_problem(tool.input_schema)
         if problem is None and not _NAME.match(name):
             problem = "its name is not usable as an action name (letters, digits, _ . : -)"
-        if problem is not None:
+        spec = None
+        if problem is None:
+            spec, problem = vet_tool(self.name, name, str(tool.description or ""), dict(tool.input_schema))
+        if spec is None:
             skipped[name] = problem
             log.warning("mcp %s: tool %r left out: %s", self.name, name, problem)
             return
-        specs.append(ToolSpec(name, str(tool.description or ""), dict(tool.input_schema)))
+        specs.append(spec)
 
     def _set_tools(self, actions: list[Action]) -> None:
         self.actions = actions
@@ -283,9 +293,11 @@ class McpServer:
         except TimeoutError as e:
             raise ActionError(name, f"timed out after {timeout:g}s") from e
         except MCPError as e:
-            if e.code == _CONNECTION_CLOSED:
+            if e.code == _CONNECTION_CLOSED and e.message == "Connection closed":
                 self._broken.set()  # the supervisor starts it again
                 raise ActionError(name, f"the MCP server {self.name!r} stopped during the call") from e
+            if e.code == _CONNECTION_CLOSED:  # this call's stream only (an SSE event over the bound)
+                raise ActionError(name, f"the call's answer was lost: {e.message}") from e
             raise ActionError(name, f"the MCP server answered an error: {e.message}") from e
         except (OSError, RuntimeError, ValueError) as e:  # a transport that failed, an answer that did not parse
             self._broken.set()
@@ -307,18 +319,59 @@ def _which(program: str) -> str:
     return found
 
 
-def _http(client: Any, url: str) -> Any:
-    """The streamable HTTP transport, closing ``client`` with it."""
+def _http(client: Any, url: str, limit: int) -> Any:
+    """The streamable HTTP transport, closing ``client`` with it; an SSE event over ``limit``
+    bytes fails its request (the SDK's own bound), as a JSON body does (:class:`_BoundedJson`)."""
     from contextlib import asynccontextmanager
 
     from mcp.client.streamable_http import streamable_http_client
 
     @asynccontextmanager
     async def transport() -> Any:
-        async with client, streamable_http_client(url, http_client=client) as streams:
+        async with client, streamable_http_client(url, http_client=client, max_sse_event_size=limit) as streams:
             yield streams
 
     return transport()
+
+
+class _BoundedJson(httpx2.AsyncBaseTransport):
+    """An httpx2 transport whose JSON bodies are read to ``limit`` bytes at most: the SDK reads
+    such an answer whole (``aread``), so one over the limit fails as a stream error, which the
+    SDK turns into an error for that request, before it is held."""
+
+    def __init__(self, inner: Any, limit: int) -> None:
+        self.inner = inner
+        self.limit = limit
+
+    async def handle_async_request(self, request: Any) -> Any:
+        response = await self.inner.handle_async_request(request)
+        if response.headers.get("content-type", "").lower().startswith("application/json"):
+            response.stream = _Capped(response.stream, self.limit)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _Capped(httpx2.AsyncByteStream):
+    """A response body that raises once more than ``limit`` bytes have come."""
+
+    def __init__(self, stream: Any, limit: int) -> None:
+        self.stream = stream
+        self.limit = limit
+
+    async def __aiter__(self) -> Any:
+        size = 0
+        async for chunk in self.stream:
+            size += len(chunk)
+            if size > self.limit:
+                raise httpx2.StreamError(
+                    f"the server's answer is over {self.limit} bytes (max_message_bytes): left unread"
+                )
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
 
 
 def _reason(e: BaseException) -> str:

@@ -5,7 +5,8 @@ call, so an invalid call goes back to the model as an action error, as for any a
 result becomes what the model sees: text (cut at the server's ``max_result_chars``, with a
 marker), structured content, resource links; pictures join the run's files (``media:N``
 handles). A result with ``isError`` is an action error. A tool whose schema is not a valid
-JSON schema is left out, with the reason, rather than offered broken.
+JSON schema is left out, with the reason, rather than offered broken; so is one whose
+description or schema carries an injection or is over its cap (:func:`vet_tool`).
 """
 
 from __future__ import annotations
@@ -22,11 +23,25 @@ from jsonschema import Draft202012Validator, SchemaError, validators
 from ..definitions import Action, RunContext
 from ..errors import ActionError
 from ..media import Media
+from ..protocol import scan
 
-__all__ = ["McpAction", "ToolSpec", "action_name", "result_for_model"]
+__all__ = [
+    "DESCRIPTION_CAP",
+    "SCHEMA_CAP",
+    "McpAction",
+    "ToolSpec",
+    "action_name",
+    "result_for_model",
+    "vet_tool",
+]
 
 SEPARATOR = "__"
 _CUT = "[... {n} more characters cut]"
+DESCRIPTION_CAP = 2_000
+"""Characters of a tool's description: it enters every prompt of every conversation."""
+SCHEMA_CAP = 8_000
+"""Characters of a tool's input schema as JSON, for the same reason."""
+_REFUSED = {"override": "an instruction to ignore the system prompt", "forged_tag": "a forged protocol tag"}
 
 
 def action_name(server: str, tool: str) -> str:
@@ -84,6 +99,40 @@ def schema_problem(schema: Any) -> str | None:
     if schema.get("type", "object") != "object":
         return f"its input schema's type is {schema.get('type')!r}, not 'object'"
     return None
+
+
+def vet_tool(server: str, name: str, description: str, schema: dict[str, Any]) -> tuple[ToolSpec | None, str]:
+    """The tool as the model may be told of it, or None and why it is left out.
+
+    What a server says of its tools enters every prompt, so it is held to what a persona is:
+    every string of the description and the schema goes through the injection scanner, and a
+    tool with an instruction to ignore the prompt or a forged protocol tag is left out, as is
+    one whose description or schema is over its cap (a megabyte would crowd out the prompt).
+    Invisible characters are removed and the tool kept.
+    """
+    if len(description) > DESCRIPTION_CAP:
+        return None, f"its description is {len(description)} characters, over the cap of {DESCRIPTION_CAP}"
+    size = len(json.dumps(schema, ensure_ascii=False, default=str))
+    if size > SCHEMA_CAP:
+        return None, f"its input schema is {size} characters as JSON, over the cap of {SCHEMA_CAP}"
+    problems: list[str] = []
+
+    def clean(value: Any, where: str) -> Any:
+        if isinstance(value, str):
+            found = scan(value, source=f"mcp {server} tool {name!r} {where}", cap=SCHEMA_CAP)
+            problems.extend(f"its {where} has {_REFUSED[f.kind]}" for f in found.findings if f.kind in _REFUSED)
+            return found.text
+        if isinstance(value, dict):
+            return {clean(k, where): clean(v, where) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v, where) for v in value]
+        return value
+
+    text = clean(description, "description")
+    cleaned = clean(schema, "input schema")
+    if problems:
+        return None, "; ".join(dict.fromkeys(problems))
+    return ToolSpec(name, text, cleaned), ""
 
 
 def make_action(

@@ -6,14 +6,10 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
+import httpx2  # the HTTP client openai 3.x is built on: its limits and exceptions
 import openai
 import orjson
 from openai import AsyncOpenAI
-
-try:  # openai 3.x is built on httpx2, earlier versions on httpx: the same exceptions
-    import httpx2
-except ImportError:  # pragma: no cover
-    import httpx as httpx2  # type: ignore[no-redef]
 
 from ..errors import ModelError
 from . import Model, ModelRequest, ToolCallDelta, Usage

@@ -11,6 +11,8 @@ by the injection scanner as a persona's is.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import re
@@ -92,6 +94,17 @@ def parse_skill(text: str, path: Path) -> Skill:
     return Skill(name, about, instructions, folder, text)
 
 
+def _moved(folders: dict[str, int]) -> bool:
+    """Whether any of these folders changed (an entry added, removed or renamed) or went."""
+    for top, mtime in folders.items():
+        try:
+            if os.stat(top).st_mtime_ns != mtime:
+                return True
+        except OSError:
+            return True
+    return False
+
+
 def _regular(path: Path, root: Path) -> bool:
     """A regular file inside ``root`` (a symlink leading outside it, a FIFO or a device is not)."""
     try:
@@ -114,10 +127,25 @@ class SkillSet:
         self._skills: dict[str, Skill] = {}
         self._seen: dict[str, tuple[int, int]] = {}
         self._errors: dict[str, str] = {}
+        # each skill's files, indexed when it loads and again when one of its folders changes
+        # (a folder's mtime moves when an entry is added, removed or renamed in it)
+        self._files: dict[str, list[str]] = {}
+        self._folders: dict[str, dict[str, int]] = {}
+        self._changed: list[tuple[str, str]] = []  # accepted versions still to hand to on_change
 
     def refresh(self) -> None:
         """Read new and edited SKILL.md files; an edit that does not validate keeps the previous
         version in force and logs why, once."""
+        self._collect()
+        self._notify()
+
+    async def refresh_async(self) -> None:
+        """:meth:`refresh` with the files read in a worker thread, off the event loop; the new
+        versions are handed to ``on_change`` on the loop."""
+        await asyncio.to_thread(self._collect)
+        self._notify()
+
+    def _collect(self) -> None:
         if not self.folder.is_dir():
             return
         for path in sorted(self.folder.glob(f"*/{SKILL_FILE}")):
@@ -129,10 +157,31 @@ class SkillSet:
                 st = path.stat()
             except OSError:
                 continue
-            if self._seen.get(name) == (st.st_mtime_ns, st.st_size):
-                continue
-            self._seen[name] = (st.st_mtime_ns, st.st_size)
-            self._load(name, path, st.st_size)
+            if self._seen.get(name) != (st.st_mtime_ns, st.st_size):
+                self._seen[name] = (st.st_mtime_ns, st.st_size)
+                self._load(name, path, st.st_size)
+            skill = self._skills.get(name)
+            if skill is not None and (name not in self._files or _moved(self._folders.get(name, {}))):
+                self._index(name, skill)
+
+    def _index(self, name: str, skill: Skill) -> None:
+        files: list[str] = []
+        folders: dict[str, int] = {}
+        for top, dirs, names in os.walk(skill.folder):
+            dirs.sort()
+            with contextlib.suppress(OSError):
+                folders[top] = os.stat(top).st_mtime_ns
+            for n in sorted(names):
+                p = Path(top) / n
+                if len(files) < 200 and p != skill.folder / SKILL_FILE and _regular(p, skill.folder):
+                    files.append(p.relative_to(skill.folder).as_posix())
+        self._files[name], self._folders[name] = sorted(files), folders
+
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, []
+        if self.on_change is not None:
+            for name, text in changed:
+                self.on_change(name, text)
 
     def _load(self, name: str, path: Path, size: int) -> None:
         try:
@@ -146,11 +195,11 @@ class SkillSet:
         self._errors.pop(name, None)
         old = self._skills.get(name)
         self._skills[name] = skill
+        self._files.pop(name, None)  # indexed again with the new version
         if old is None or old.text != skill.text:
             if old is not None:
                 log.info("skill %s: reloaded from %s", name, path)
-            if self.on_change is not None:
-                self.on_change(name, skill.text)
+            self._changed.append((name, skill.text))
 
     def _error(self, name: str, message: str) -> None:
         if self._errors.get(name) != message:
@@ -171,20 +220,19 @@ class SkillSet:
         return [(s.name, s.description) for s in (self._skills[n] for n in self.names())]
 
     def files(self, skill: Skill) -> list[str]:
-        """The files that come with a skill (relative paths), SKILL.md left out."""
-        out = []
-        for p in sorted(skill.folder.rglob("*")):
-            if p.name != SKILL_FILE and _regular(p, skill.folder):
-                out.append(p.relative_to(skill.folder).as_posix())
-        return out[:200]
+        """The files that come with a skill (relative paths), SKILL.md left out: from the index."""
+        if skill.name not in self._files:
+            self._index(skill.name, skill)
+        return list(self._files[skill.name])
 
     def read(self, name: str, file: str = "") -> dict[str, Any]:
         """What ``load_skill`` returns: the instructions and the list of files, or one file.
+        It reads the skill as last refreshed (the watcher keeps it current) and at most
+        what the model may get of a file; it blocks, so ``load_skill`` runs it in a thread.
 
         Raises:
             ActionError: no such skill or file, or a file outside the skill's folder.
         """
-        self.refresh()
         skill = self._skills.get(name)
         if skill is None:
             known = ", ".join(self.names()) or "none"
@@ -194,10 +242,17 @@ class SkillSet:
         path = skill.folder / file
         if file.startswith("/") or not _regular(path, skill.folder) or path.name == SKILL_FILE:
             raise ActionError("load_skill", f"skill {name!r} has no file {file!r} (files: {self.files(skill)})")
-        text = path.read_bytes()[: MAX_FILE_CHARS * 4].decode("utf-8", "replace")
-        if len(text) > MAX_FILE_CHARS:
-            text = text[:MAX_FILE_CHARS] + f"[... {len(text) - MAX_FILE_CHARS} more characters cut]"
-        return {"name": skill.name, "file": file, "content": scan(text, source=str(path), cap=PERSONA_CAP).text}
+        try:
+            with open(path, "rb") as f:  # never more than the model may get: UTF-8 has 4 bytes a character at most
+                data = f.read(MAX_FILE_CHARS * 4 + 1)
+                size = os.fstat(f.fileno()).st_size
+        except OSError as e:
+            raise ActionError("load_skill", f"skill {name!r}: cannot read {file!r}: {e.strerror or e}") from e
+        text = data.decode("utf-8", "replace")
+        if len(text) > MAX_FILE_CHARS or size > len(data):
+            text = text[:MAX_FILE_CHARS] + f"[... cut: the file has {size} bytes]"
+        scanned = scan(text, source=str(path), cap=MAX_FILE_CHARS + 100)
+        return {"name": skill.name, "file": file, "content": scanned.text}
 
     def extension(self) -> Extension:
         """The ``load_skill`` action (offered while there is a skill)."""
@@ -207,7 +262,7 @@ class SkillSet:
             file: str = Field("", description="a file that comes with the skill (relative path); empty: SKILL.md")
 
         async def load_skill(args: LoadSkill, ctx: RunContext) -> dict[str, Any]:
-            return self.read(args.name, args.file)
+            return await asyncio.to_thread(self.read, args.name, args.file)  # files are read off the loop
 
         action = Action(
             name="load_skill",

@@ -31,8 +31,8 @@ class PersonaWatcher:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self, hub: Any = None) -> None:
-        if self.skills is not None:  # the skills are there for the first message
-            self.skills.refresh()
+        if self.skills is not None:  # the skills are there for the first message (read off the loop)
+            await self.skills.refresh_async()
         if self._task is None:
             self._task = asyncio.create_task(self._watch(), name="persona-watcher")
 
@@ -42,7 +42,7 @@ class PersonaWatcher:
             try:
                 self.personas.refresh()
                 if self.skills is not None:
-                    self.skills.refresh()
+                    await self.skills.refresh_async()
             except Exception:  # a watcher that dies would silently freeze personas
                 log.exception("persona watcher: refresh failed")
 

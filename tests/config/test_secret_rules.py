@@ -60,3 +60,23 @@ def test_trusted_proxies_are_addresses_or_networks() -> None:
     assert cfg.http is not None and cfg.http.trusted_proxies == ["127.0.0.1", "10.0.0.0/8", "::1"]
     with pytest.raises(ConfigError, match=r"http\.trusted_proxies.*'proxy\.example' is not an IP address"):
         config_from_dict({"http": {"trusted_proxies": ["proxy.example"]}})
+
+
+@pytest.mark.parametrize("token", [" " * 16, "\t" * 20, "   abc123        "])
+def test_a_blank_or_padded_short_http_token_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, token: str
+) -> None:
+    """Whitespace is no secret: 16 spaces would leave the dashboard behind a token anyone guesses."""
+    monkeypatch.setenv("HUB_HTTP_TOKEN", token)
+    cfg = write(tmp_path, 'token = "${HUB_HTTP_TOKEN}"')
+    with pytest.raises(ConfigError) as e:
+        load_config(cfg)
+    assert e.value.key == "http.token"
+    assert main(["check", "--config", str(cfg)]) == 2
+    assert "http.token" in capsys.readouterr().err
+
+
+def test_a_blank_webhook_secret_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as e:
+        config_from_dict({"http": {}, "webhooks": {"ci": {"context": "chat:1", "secret": " " * 24}}})
+    assert e.value.key == "webhooks.ci.secret"

@@ -5,6 +5,7 @@ with SIGTERM) leaves no server process behind."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -62,6 +63,19 @@ async def test_hub_mcp_list(tmp_path: Path) -> None:
     assert code == 0 and '"action": "time__get_current_time"' in out
 
 
+async def test_hub_mcp_list_shows_a_tool_left_out_by_the_injection_scanner(tmp_path: Path) -> None:
+    (tmp_path / "contexts").mkdir(exist_ok=True)
+    (tmp_path / "contexts" / "default.toml").write_text('name = "T"\ninstructions = "Help."\n')
+    (tmp_path / "config.toml").write_text(
+        f'[model]\nprovider = "openai"\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "x"\n'
+        f'[memory]\nepisodes = false\n[mcp.f]\ncommand = ["{sys.executable}", "{FAULT_SERVER}", "hostile"]\n'
+    )
+    code, out, _ = await hub_cmd("mcp", "list", cwd=tmp_path)
+    assert code == 0
+    assert "left out: weather: its description has an instruction to ignore the system prompt" in out
+    assert "f__add" in out and "f__weather" not in out
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 async def test_no_server_outlives_hub_run(tmp_path: Path, sig: signal.Signals) -> None:
     project(tmp_path)
@@ -93,3 +107,39 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z" and os.path.exists(f"/proc/{pid}")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+async def test_no_helper_a_server_started_outlives_hub_run(tmp_path: Path, sig: signal.Signals) -> None:
+    """Issue 40, finding 24: processes a server starts (one that calls setsid too) were left
+    running, reparented to PID 1, after the hub's SIGTERM or SIGKILL."""
+    pids_file = tmp_path / "family.pids"
+    (tmp_path / "contexts").mkdir(exist_ok=True)
+    (tmp_path / "contexts" / "default.toml").write_text('name = "T"\ninstructions = "Help."\n')
+    (tmp_path / "config.toml").write_text(
+        f'[model]\nprovider = "openai"\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "x"\n'
+        f'[memory]\nepisodes = false\n[mcp.f]\ncommand = ["{sys.executable}", "{FAULT_SERVER}", "family"]\n'
+        f'env = {{ FAMILY_PIDS = "{pids_file}" }}\n'
+    )
+    proc = await spawn_hub("run", cwd=tmp_path, stdin=asyncio.subprocess.DEVNULL)
+    try:
+        async with asyncio.timeout(60):
+            while not pids_file.exists():
+                if proc.returncode is not None:
+                    raise AssertionError((await proc.stderr.read()).decode()[-2000:])
+                await asyncio.sleep(0.05)
+        helpers = [int(p) for p in pids_file.read_text().split()]
+        assert all(_alive(p) for p in helpers)
+        proc.send_signal(sig)
+        await asyncio.wait_for(proc.wait(), 30)
+        async with asyncio.timeout(15):
+            while alive := [p for p in helpers if _alive(p)]:
+                await asyncio.sleep(0.05)
+        assert alive == []
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        for pid in [int(p) for p in pids_file.read_text().split()] if pids_file.exists() else []:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)  # what this test found left, not left for the next

@@ -223,3 +223,97 @@ async def _listening(port: int) -> None:
                 continue
             w.close()
             return
+
+
+async def test_tool_descriptions_and_schemas_are_capped_and_scanned_and_a_tool_that_fails_is_left_out(
+    make_hub, config, caplog
+) -> None:
+    """Issue 40, finding 16: what a server says of its tools enters every prompt. An injection
+    in a description or a schema, a megabyte of description, a schema past its cap: the tool
+    is left out, and says why; an invisible character is removed and the tool kept."""
+    config.mcp = {"f": fault_server("hostile")}
+    model = [call("f__add", '{"a": 2, "b": 3}'), reply("5")]
+    async with make_hub(model, cfg=config) as hub:
+        offered = {a for a in hub.actions if a.startswith("f__")}
+        skipped = hub.mcp.servers["f"].status.skipped
+        add = hub.actions["f__add"]
+        result = await hub.send(*CLI, "add")
+    assert {"f__weather", "f__manual", "f__lookup", "f__options"}.isdisjoint(offered)
+    assert {"f__add", "f__echo"} <= offered
+    assert "instruction to ignore the system prompt" in skipped["weather"]
+    assert "description is" in skipped["manual"] and "characters, over the cap" in skipped["manual"]
+    assert "forged protocol tag" in skipped["lookup"]
+    assert "input schema is" in skipped["options"] and "over the cap" in skipped["options"]
+    assert add.description == "Adds two numbers."
+    assert results(result)[0].ok
+    assert any("tool 'weather' left out" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_server_silent_after_list_changed_is_started_again(make_hub, config) -> None:
+    """Issue 40, finding 18: the listing that follows ``tools/list_changed`` had no timeout,
+    so a server that never answered it held the supervisor (no pings, no restart) for ever."""
+    config.mcp = {"f": fault_server(timeout=1)}
+    async with make_hub([call("f__go_silent"), reply("ok")], cfg=config) as hub:
+        server = hub.mcp.servers["f"]
+        server.backoff.first = 0.05
+        await hub.send(*CLI, "go silent")
+        async with asyncio.timeout(30):
+            while server.status.restarts < 1 or server.status.state != "up":
+                await asyncio.sleep(0.05)
+        hub.model.add(call("f__echo", '{"text": "back"}'), reply("ok"))
+        result = await hub.send(*CLI, "there?")
+    assert results(result)[0].data == "back"
+
+
+async def test_an_answer_over_max_message_bytes_is_left_unread_and_the_server_goes_on(make_hub, config) -> None:
+    """Issue 40, finding 25: a 50 MB result was held whole (+323 MB) before the cut to 20,000
+    characters. What is read of one message is bounded; the call gets an error that says so."""
+    config.mcp = {"f": fault_server(max_message_bytes=100_000)}
+    model = [call("f__pid"), call("f__huge", '{"size": 5000000}'), call("f__pid"), reply("big")]
+    async with make_hub(model, cfg=config) as hub:
+        result = await hub.send(*CLI, "big one")
+    before, huge, after = results(result)
+    assert not huge.ok and "over 100000 bytes" in huge.error, huge.error
+    assert after.ok and after.data == before.data, "the same server answers the next call"
+
+
+async def test_a_server_writing_without_a_newline_is_stopped_and_started_again(make_hub, config) -> None:
+    """Issue 40, finding 17: 40 MB without a newline grew the hub by 41 MB. The stream is
+    bounded before the SDK reads it, and the server that exceeds it is started again."""
+    config.mcp = {"f": fault_server(max_message_bytes=100_000)}
+    async with make_hub([call("f__pid"), call("f__flood", '{"size": 5000000}'), reply("ok")], cfg=config) as hub:
+        server = hub.mcp.servers["f"]
+        server.backoff.first = 0.05
+        first = await hub.send(*CLI, "flood")
+        async with asyncio.timeout(30):
+            while server.status.restarts < 1 or server.status.state != "up":
+                await asyncio.sleep(0.05)
+        hub.model.add(call("f__pid"), reply("back"))
+        second = await hub.send(*CLI, "and now?")
+    pid, flooded = results(first)
+    assert not flooded.ok and "stopped during the call" in flooded.error
+    assert results(second)[0].ok and results(second)[0].data != pid.data
+
+
+@pytest.mark.parametrize("mode", ["http", "http-json"])
+async def test_an_http_answer_over_max_message_bytes_is_an_error(make_hub, config, unused_tcp_port, mode) -> None:
+    """The same bound over streamable HTTP, an SSE event or a JSON body alike."""
+    import sys
+
+    from hub.config import McpServerSection
+    from tests.mcp.conftest import FAULT_SERVER
+
+    proc = await asyncio.create_subprocess_exec(sys.executable, FAULT_SERVER, mode, str(unused_tcp_port))
+    try:
+        url = f"http://127.0.0.1:{unused_tcp_port}/mcp"
+        config.mcp = {"docs": McpServerSection(url=url, max_message_bytes=100_000)}
+        await _listening(unused_tcp_port)
+        model = [call("docs__huge", '{"size": 500000}'), call("docs__echo", '{"text": "still"}'), reply("ok")]
+        async with make_hub(model, cfg=config) as hub:
+            result = await hub.send(*CLI, "big")
+    finally:
+        proc.terminate()
+        await proc.wait()
+    huge, echo = results(result)
+    assert not huge.ok and "100000 byte" in huge.error, huge.error
+    assert echo.ok and echo.data == "still"

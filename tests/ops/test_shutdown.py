@@ -24,12 +24,11 @@ ROOT = Path(__file__).resolve().parents[2]
 LATENCY = 1.5  # seconds the fake model takes before its first byte
 
 
-@pytest.fixture(scope="module")
-def fake_model(tmp_path_factory) -> Iterator[str]:
+def _serve_model(tmp_path_factory, latency: float) -> Iterator[str]:
     script = tmp_path_factory.mktemp("fake") / "script.json"
     script.write_text(json.dumps(["<response><output>pong</output></response>"]))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hub.testing.openai", "--port", "0", "--latency", str(LATENCY), "--script", str(script)],
+        [sys.executable, "-m", "hub.testing.openai", "--port", "0", "--latency", str(latency), "--script", str(script)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -39,8 +38,19 @@ def fake_model(tmp_path_factory) -> Iterator[str]:
         assert line.startswith("PORT="), line
         yield f"http://127.0.0.1:{int(line.strip().split('=')[1])}"
     finally:
-        proc.terminate()
+        proc.kill()  # a fake: its graceful stop would wait for the answer it is holding back
         proc.wait(5)
+
+
+@pytest.fixture(scope="module")
+def fake_model(tmp_path_factory) -> Iterator[str]:
+    yield from _serve_model(tmp_path_factory, LATENCY)
+
+
+@pytest.fixture(scope="module")
+def silent_model(tmp_path_factory) -> Iterator[str]:
+    """A model that does not answer within any test's life: only the bound can end its run."""
+    yield from _serve_model(tmp_path_factory, 3600)
 
 
 def requests_seen(base: str) -> int:
@@ -77,7 +87,7 @@ stdin = true
     )
 
 
-def sigterm_mid_run(proc: subprocess.Popen[str], base: str) -> tuple[int, str, str, float]:
+def sigterm_mid_run(proc: subprocess.Popen[str], base: str) -> tuple[int, str, str]:
     before = requests_seen(base)
     proc.stdin.write("ping\n")
     proc.stdin.flush()
@@ -86,10 +96,9 @@ def sigterm_mid_run(proc: subprocess.Popen[str], base: str) -> tuple[int, str, s
         assert proc.poll() is None, proc.stderr.read()
         assert time.monotonic() < deadline, "the hub never asked the model"
         time.sleep(0.05)
-    sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=20)
-    return proc.returncode, out, err, time.monotonic() - sent
+    out, err = proc.communicate(timeout=60)  # generous: a loaded machine is slow, not wrong
+    return proc.returncode, out, err
 
 
 def recorded_runs(tmp_path: Path) -> list[tuple[str, str | None]]:
@@ -111,19 +120,19 @@ def pending_inputs(tmp_path: Path) -> list[str]:
 
 def test_sigterm_lets_a_run_in_flight_finish(tmp_path, fake_model):
     proc = start_hub(tmp_path, fake_model, grace=10)
-    rc, out, err, took = sigterm_mid_run(proc, fake_model)
+    rc, out, err = sigterm_mid_run(proc, fake_model)
     assert rc == 0, err
     assert "pong" in out  # the answer still reached the user
     assert recorded_runs(tmp_path) == [("completed", None)]
-    assert took < LATENCY + 5
     assert '"stopping: no new input' in err
 
 
-def test_sigterm_past_the_bound_records_the_run_and_keeps_its_input(tmp_path, fake_model):
-    proc = start_hub(tmp_path, fake_model, grace=0.2)
-    rc, out, err, took = sigterm_mid_run(proc, fake_model)
+def test_sigterm_past_the_bound_records_the_run_and_keeps_its_input(tmp_path, silent_model):
+    """The model never answers, so the hub exiting at all shows that the bound cut the run;
+    how soon it does is a speed, measured in bench/, not asserted here."""
+    proc = start_hub(tmp_path, silent_model, grace=0.2)
+    rc, out, err = sigterm_mid_run(proc, silent_model)
     assert rc == 0, err
     assert "pong" not in out
     assert recorded_runs(tmp_path) == [("killed", "shutdown")]
     assert pending_inputs(tmp_path) == ["ping"]  # handled again at the next start, not lost
-    assert took < LATENCY + 3

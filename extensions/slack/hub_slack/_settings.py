@@ -87,6 +87,11 @@ class SlackSettings(PlatformSettings):
     @classmethod
     def _signing_secret(cls, v: SecretStr) -> SecretStr:
         value = v.get_secret_value().strip()
+        if v.get_secret_value() and not value:  # stripped to "", it would silently mean Socket Mode
+            raise ValueError(
+                "the signing secret is blank (only whitespace): set SLACK_SIGNING_SECRET to the app's "
+                'Signing Secret, or leave signing_secret empty ("") for Socket Mode'
+            )
         if value and len(value) < MIN_SECRET_LENGTH:
             raise ValueError(f"the signing secret is {len(value)} characters: Slack's has 32; copy it whole")
         return SecretStr(value)

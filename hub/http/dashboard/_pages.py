@@ -402,19 +402,27 @@ class Dashboard:
         address = client_address(request, self.trusted_proxies)
         wait = self.throttle.wait(address)
         if wait:
-            who = "from every address" if self.throttle.everyone_waits() else f"from {address}"
             return self._page(
                 request,
                 "login.html",
                 status=429,
-                error=f"Too many wrong tokens {who}: try again in {wait:.0f} s.",
+                error=f"Too many wrong tokens from {address}: try again in {wait:.0f} s.",
             )
         form = await request.post()
         given = form.get("token")
         token = self.hub.config.http.token
         if not isinstance(given, str) or not token_matches(given.strip(), token):
+            surging = self.throttle.surge()
             self.throttle.failed(address)
             log.warning("dashboard: a login with a wrong token from %s", address)
+            if self.throttle.surge() and not surging:  # once as it starts, not for each guess
+                log.warning(
+                    "dashboard: %d wrong tokens within %g s from all addresses: someone is guessing "
+                    "(each address is held back after %d; the right token still logs in)",
+                    self.throttle.global_limit,
+                    self.throttle.window,
+                    self.throttle.limit,
+                )
             return self._page(request, "login.html", status=401, error="That is not the hub's [http] token.")
         self.throttle.succeeded(address)
         session = self.sessions.create()

@@ -4,9 +4,11 @@ An operator logs in by posting the token (compared in constant time); the browse
 only a random session id in a cookie (HttpOnly, SameSite=Strict, Path=/ui, Secure over
 https). Each session has its own CSRF token, which every change (a POST) must carry, in the
 form or in the ``X-CSRF-Token`` header that htmx sends. Wrong tokens are counted per client
-address and across all of them (:class:`LoginThrottle`): after ``limit`` from one address within
-``window`` seconds, that address is refused for the rest of the window; after ``global_limit``
-from all addresses together, every login is, so rotating source addresses buys no more guesses. Sessions end on logout, after
+address (:class:`LoginThrottle`): after ``limit`` from one address within ``window`` seconds,
+that address is refused for the rest of the window. Other addresses' failures never refuse a
+login: past ``global_limit`` from all addresses together the dashboard logs that someone is
+guessing, and the right token still logs in (a token has 16 characters or more, so rotating
+addresses at ``limit`` a minute each cannot find it). Sessions end on logout, after
 ``idle`` seconds without a request, and ``lifetime`` seconds after login whatever happens;
 at most ``max_sessions`` are kept (the oldest goes first), so a flood of logins cannot grow
 memory. They live on the dashboard of one hub (no global state) and do not survive a restart:
@@ -103,10 +105,11 @@ class Sessions:
 
 
 class LoginThrottle:
-    """At most ``limit`` wrong tokens per client address within ``window`` seconds, and at most
-    ``global_limit`` from all addresses together; past either, logins from that address (or
-    from all) wait until the oldest failure counted leaves the window. Bounded to
-    ``max_addresses`` addresses."""
+    """At most ``limit`` wrong tokens per client address within ``window`` seconds; past it,
+    logins from that address wait until its oldest failure counted leaves the window. The
+    failures of all addresses together are counted too, but only to tell (:meth:`surge`): one
+    client's failures never hold back another's right token. Bounded to ``max_addresses``
+    addresses."""
 
     def __init__(
         self,
@@ -145,11 +148,13 @@ class LoginThrottle:
         return max(0.0, recent[-limit] + self.window - self._clock())
 
     def wait(self, address: str) -> float:
-        """Seconds ``address`` must wait before it may try a token again (0: it may now)."""
-        return max(self._until(self._recent(address), self.limit), self._until(self._all, self.global_limit))
+        """Seconds ``address`` must wait before it may try a token again (0: it may now): its
+        own failures only."""
+        return self._until(self._recent(address), self.limit)
 
-    def everyone_waits(self) -> bool:
-        """Whether the failures of all addresses together have closed the login for now."""
+    def surge(self) -> bool:
+        """Whether ``global_limit`` wrong tokens from all addresses together fell in the window
+        (for the log: someone is guessing; nobody is refused for it)."""
         return self._until(self._all, self.global_limit) > 0
 
     def failed(self, address: str) -> None:
