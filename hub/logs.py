@@ -165,6 +165,8 @@ class StepLog:
     ts: float = field(default_factory=time.time)
     cost: float = 0.0
     """What the step's model call cost, at ``[model]`` prices (0: unknown prices, or no call)."""
+    cached_tokens: int = 0
+    """Of ``prompt_tokens``, those the provider served from its prompt cache."""
 
 
 @dataclass(slots=True)

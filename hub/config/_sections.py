@@ -105,15 +105,22 @@ class ModelSection(_Section):
         0.0, ge=0, description="per million prompt tokens, in the operator's currency (0: unknown, costs count 0)"
     )
     price_output: float = Field(0.0, ge=0, description="per million completion tokens (0: unknown)")
+    price_cached_input: float = Field(
+        0.0, ge=0, description="per million prompt tokens the provider served from its prompt cache (0: price_input)"
+    )
 
     @property
     def priced(self) -> bool:
         """Whether the model's prices are known (a cost budget can only count with them)."""
         return bool(self.price_input or self.price_output)
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        """What a model call with these token counts costs, at ``price_input``/``price_output``."""
-        return (prompt_tokens * self.price_input + completion_tokens * self.price_output) / 1_000_000
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float:
+        """What a model call with these token counts costs, at ``price_input``/``price_output``;
+        the ``cached_tokens`` of the prompt at ``price_cached_input`` (0: at ``price_input``)."""
+        cached = min(max(cached_tokens, 0), prompt_tokens)
+        cached_price = self.price_cached_input or self.price_input
+        money = (prompt_tokens - cached) * self.price_input + cached * cached_price
+        return (money + completion_tokens * self.price_output) / 1_000_000
 
     def resolved_provider(self) -> Literal["openai", "local"]:
         if self.provider == "auto":

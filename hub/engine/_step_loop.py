@@ -222,7 +222,10 @@ class Engine:
             await run.output_chain
         run.record.prompt_tokens += step_log.prompt_tokens
         run.record.completion_tokens += step_log.completion_tokens
-        step_log.cost = self.deps.config.model.cost(step_log.prompt_tokens, step_log.completion_tokens)
+        run.record.cached_tokens += step_log.cached_tokens
+        step_log.cost = self.deps.config.model.cost(
+            step_log.prompt_tokens, step_log.completion_tokens, step_log.cached_tokens
+        )
         run.record.cost += step_log.cost
         step_log.duration = time.monotonic() - started
         run.append(step_log)
@@ -313,6 +316,7 @@ class Engine:
                 if isinstance(chunk, Usage):
                     step_log.prompt_tokens = chunk.prompt_tokens
                     step_log.completion_tokens = chunk.completion_tokens
+                    step_log.cached_tokens = chunk.cached_tokens
                     stream.finish_reason = chunk.finish_reason
                     continue
                 if not isinstance(chunk, str):  # a tool call's piece: only a tools request gets them

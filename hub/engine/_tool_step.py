@@ -122,6 +122,7 @@ class ToolStep:
                 if isinstance(chunk, Usage):
                     step_log.prompt_tokens = chunk.prompt_tokens
                     step_log.completion_tokens = chunk.completion_tokens
+                    step_log.cached_tokens = chunk.cached_tokens
                     turn.finish_reason = chunk.finish_reason
                     continue
                 if first:

@@ -83,7 +83,12 @@ class Metrics(Plugin):
             "hub_runs", "Runs ended, by terminal state and context type", ["state", "context_type"], registry=r
         )
         self.steps = Counter("hub_run_steps", "Steps taken by runs", ["context_type"], registry=r)
-        self.tokens = Counter("hub_tokens", "LLM tokens used, by kind (prompt, completion)", ["kind"], registry=r)
+        self.tokens = Counter(
+            "hub_tokens",
+            "LLM tokens used, by kind (prompt, completion; cached: the prompt tokens the provider served from its cache)",
+            ["kind"],
+            registry=r,
+        )
         self.cost = Counter(
             "hub_cost", "What the LLM calls cost, at [model] price_input and price_output (0: unknown)", registry=r
         )
@@ -137,7 +142,7 @@ class Metrics(Plugin):
         )
         for kind in MODEL_ERROR_KINDS:
             self.model_errors.labels(kind)
-        for kind in ("prompt", "completion"):
+        for kind in ("prompt", "completion", "cached"):
             self.tokens.labels(kind)
         if health is not None:  # lost writes, store errors, degraded (issues 11, 16)
             r.register(StoreCollector(health))
@@ -208,6 +213,8 @@ class Metrics(Plugin):
         self.steps.labels(ctx.context.type).inc()
         self.tokens.labels("prompt").inc(step.prompt_tokens)
         self.tokens.labels("completion").inc(step.completion_tokens)
+        if step.cached_tokens:
+            self.tokens.labels("cached").inc(step.cached_tokens)
         if step.cost > 0:
             self.cost.inc(step.cost)
         if step.llm_latency > 0:

@@ -179,6 +179,9 @@ class _Chunks:
             u = chunk.get("usage")
             if u:
                 self.usage = Usage(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0)
+                details = u.get("prompt_tokens_details")
+                if isinstance(details, dict):  # the prompt cache's share (OpenAI, vLLM, ...)
+                    self.usage.cached_tokens = details.get("cached_tokens") or 0
             for choice in chunk.get("choices") or ():
                 if choice.get("finish_reason"):
                     self.finish_reason = choice["finish_reason"]

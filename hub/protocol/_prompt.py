@@ -1,8 +1,11 @@
 """The XML prompt: persona, protocol, actions and outputs, state, history under a token budget.
 
 Text from users (inputs, action results, memory) is escaped with :func:`escape`, so no
-message can close a tag or forge an ``<action_call>``. The system part is stable across the
-steps of a run (it caches well on the provider's side); the user part carries the state.
+message can close a tag or forge an ``<action_call>``. Every style orders its prompt for a
+provider's prompt cache (the longest identical prefix it saw): what is stable (the persona,
+the protocol, the actions and outputs, the skills) first, then the conversation's summary
+and history (which only grow between compactions), and last what changes every turn (the
+conversation's state, recalled episodes, the current run).
 
 Every prompt style (:meth:`PromptBuilder.build`, :meth:`PromptBuilder.build_chat`, and
 ``_tools_prompt``'s :class:`ToolsPrompt` for native tool calling) fits the
@@ -237,11 +240,15 @@ class PromptBuilder:
         episodes = self._fit(p.episodes, room // 3 - wrap_e, wrap=lambda s: f"<episode>{escape(s)}</episode>")
         room -= _cost(episodes) + (wrap_e if episodes else 0)
         history = self._fit_history(p.history, room - wrap_h)
-        body = list(head)
-        if episodes:
-            body.append("<episodes>\n" + "\n".join(episodes) + "\n</episodes>")
+        # What changes least comes first, so that a provider's prompt cache (the longest
+        # prefix it saw) holds it: history only grows between compactions; the state, the
+        # recalled episodes and the current run change every turn.
+        body = []
         if history:
             body.append("<history>\n" + "\n".join(history) + "\n</history>")
+        body.extend(head)
+        if episodes:
+            body.append("<episodes>\n" + "\n".join(episodes) + "\n</episodes>")
         body.append(tail)
         text = "\n".join(body)
         content: str | list[dict[str, Any]] = text

@@ -71,6 +71,8 @@ class RunRecord:
     """A one-line preview of the input the run was started for (see :func:`preview`)."""
     reply: str = ""
     """A one-line preview of the run's last reply sent, once it sent one."""
+    cached_tokens: int = 0
+    """Of ``prompt_tokens``, those the provider served from its prompt cache."""
 
     @property
     def tokens(self) -> int:

@@ -146,6 +146,7 @@ _UNDO_AFTER_V4 = (
     "ALTER TABLE runs DROP COLUMN reply",
     "ALTER TABLE pairings DROP COLUMN user_name",
     "ALTER TABLE pairings DROP COLUMN user_handle",
+    "ALTER TABLE runs DROP COLUMN cached_tokens",  # v60
 )
 
 

@@ -28,7 +28,7 @@ def _prefix_range(prefix: str) -> tuple[str, str]:
 # "user" quoted: a reserved word in PostgreSQL (SQLite takes the quoted spelling alike)
 _COLUMNS = (
     'id, context, state, reason, steps, prompt_tokens, completion_tokens, started, ended, parent_id, "user", '
-    "store_failed, cost, user_name, user_handle, message, reply"
+    "store_failed, cost, user_name, user_handle, message, reply, cached_tokens"
 )
 _QUALIFIED = ", ".join(f"r.{c.strip()}" for c in _COLUMNS.split(","))
 # what a search looks in (hub/store/_run_records.py: RunStore.search), each lowercased
@@ -61,6 +61,7 @@ def _row(run: RunRecord) -> tuple[Any, ...]:
         run.user_handle,
         run.message,
         run.reply,
+        run.cached_tokens,
     )
 
 
@@ -83,6 +84,7 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         user_handle=row[14],
         message=row[15] or "",
         reply=row[16] or "",
+        cached_tokens=int(row[17] or 0),
     )
 
 
@@ -98,7 +100,7 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
         await self.create_soon(run)
 
     def create_soon(self, run: RunRecord) -> Awaitable[None]:
-        return self.db.submit(f"INSERT INTO runs ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", _row(run))
+        return self.db.submit(f"INSERT INTO runs ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", _row(run))
 
     def append(self, run: RunRecord, entry: Log) -> None:
         run.seq += 1
@@ -109,8 +111,9 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
 
     def update(self, run: RunRecord) -> None:
         self.db.write_soon(
-            "UPDATE runs SET steps = ?, prompt_tokens = ?, completion_tokens = ?, cost = ?, reply = ? WHERE id = ?",
-            (run.steps, run.prompt_tokens, run.completion_tokens, run.cost, run.reply, run.id),
+            "UPDATE runs SET steps = ?, prompt_tokens = ?, completion_tokens = ?, cost = ?, reply = ?, "
+            "cached_tokens = ? WHERE id = ?",
+            (run.steps, run.prompt_tokens, run.completion_tokens, run.cost, run.reply, run.cached_tokens, run.id),
         )
 
     async def sync(self) -> None:
@@ -119,7 +122,7 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
     async def finish(self, run: RunRecord) -> None:
         await self.db.write(
             "UPDATE runs SET state = ?, reason = ?, steps = ?, prompt_tokens = ?, completion_tokens = ?, ended = ?, "
-            "store_failed = ?, cost = ?, reply = ? WHERE id = ?",
+            "store_failed = ?, cost = ?, reply = ?, cached_tokens = ? WHERE id = ?",
             (
                 str(run.state),
                 run.reason,
@@ -130,6 +133,7 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
                 int(run.store_failed),
                 run.cost,
                 run.reply,
+                run.cached_tokens,
                 run.id,
             ),
         )
