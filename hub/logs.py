@@ -23,6 +23,7 @@ __all__ = [
     "StepLog",
     "ErrorLog",
     "StateLog",
+    "SummaryLog",
     "Log",
     "to_dict",
     "from_dict",
@@ -188,10 +189,25 @@ class StateLog:
     ts: float = field(default_factory=time.time)
 
 
-Log = InputLog | ThoughtLog | ActionCallLog | ActionResultLog | OutputLog | StepLog | ErrorLog | StateLog
+@dataclass(slots=True)
+class SummaryLog:
+    """A summary of a conversation's oldest history, written by the model when the history
+    no longer fitted (``[agent] compaction``). Kept at the head of the conversation's working
+    memory in place of the entries it covers, and in the trace of the run that wrote it."""
+
+    kind: ClassVar[Literal["summary"]] = "summary"
+    content: str
+    entries: int = 0
+    """How many history entries it covers, all compactions together."""
+    step: int = 0
+    ts: float = field(default_factory=time.time)
+
+
+Log = InputLog | ThoughtLog | ActionCallLog | ActionResultLog | OutputLog | StepLog | ErrorLog | StateLog | SummaryLog
 
 _BY_KIND: dict[str, type] = {
-    c.kind: c for c in (InputLog, ThoughtLog, ActionCallLog, ActionResultLog, OutputLog, StepLog, ErrorLog, StateLog)
+    c.kind: c
+    for c in (InputLog, ThoughtLog, ActionCallLog, ActionResultLog, OutputLog, StepLog, ErrorLog, StateLog, SummaryLog)
 }
 _FIELDS: dict[type, tuple[str, ...]] = {c: tuple(f.name for f in fields(c)) for c in _BY_KIND.values()}
 

@@ -147,6 +147,11 @@ class AgentSection(_Section):
     skills_dir: str = Field(
         "skills", description="skills: skills/NAME/SKILL.md, loaded by the model with load_skill (hub/personas)"
     )
+    compaction: bool = Field(
+        True,
+        description="history that no longer fits (the prompt budget, max_history), or a model's \"context too "
+        'long", is summarised by the model into a kept summary and the run goes on (false: the oldest is dropped)',
+    )
 
 
 class LimitsSection(_Section):

@@ -24,7 +24,7 @@ from ..logs import ActionCallLog, ActionResultLog, ErrorLog, InputLog, Log, Outp
 from ..media import placeholders
 from ..models import ModelRequest
 from ..redact import Redactor
-from ._prompt import PromptBuilder, PromptParts, count_tokens
+from ._prompt import HISTORY_CUT, SUMMARY_HEADING, PromptBuilder, PromptParts, count_tokens
 
 __all__ = ["TOOLS_PROTOCOL", "ToolNames", "ToolTarget", "ToolsPrompt", "build_tools_request", "output_tool_name"]
 
@@ -169,6 +169,7 @@ def build_tools_request(
             break
         room -= cost
         kept.append(m)
+    cut = len(kept) < len(earlier)
     kept.reverse()
     messages = _balanced(kept + current)
     if volatile:
@@ -184,6 +185,7 @@ def build_tools_request(
     request = ModelRequest(system=system, messages=messages or [{"role": "user", "content": ""}])
     request.tools = tools or None
     request.metadata["tools"] = names
+    request.metadata[HISTORY_CUT] = cut
     return _redacted(request, redactor)
 
 
@@ -196,6 +198,8 @@ def _system(p: PromptParts) -> str:
         lines = "\n".join(f"- {name}: {about}" for name, about in p.skills)
         out.append(f"Skills you can load with the load_skill tool when one fits the task:\n{lines}")
     out.append(TOOLS_PROTOCOL)
+    if p.summary:  # stable until the next compaction: last in the system message, before the turns
+        out.append(f"{SUMMARY_HEADING}\n{p.summary.strip()}")
     return "\n\n".join(out)
 
 

@@ -348,7 +348,10 @@ class FakeOpenAI(FakeServer):
         if rec is not None:
             rec.status = failure.status
         headers = {"retry-after": str(failure.retry_after)} if failure.retry_after is not None else {}
-        payload = {"error": {"message": failure.description or f"injected {failure.status}", "type": "fake"}}
+        error: dict[str, Any] = {"message": failure.description or f"injected {failure.status}", "type": "fake"}
+        if failure.code is not None:  # as OpenAI sends it: {"error": {"message", "type", "param", "code"}}
+            error.update(type="invalid_request_error", param="messages", code=failure.code)
+        payload = {"error": error}
         self._notify()
         return web.json_response(payload, status=failure.status, headers=headers)
 
