@@ -131,7 +131,12 @@ class ModelSection(_Section):
 class AgentSection(_Section):
     max_steps: int = Field(8, ge=1, description="steps per run")
     prompt_budget: int = Field(6000, ge=256, description="tokens the prompt may use (history is trimmed to fit)")
-    max_history: int = Field(60, ge=0, description="log entries kept in a conversation's working memory")
+    max_history: int = Field(
+        60,
+        ge=0,
+        description="log entries kept in a conversation's working memory (with compaction: past twice this, "
+        "the oldest are summarised instead of dropped)",
+    )
     run_timeout: float = Field(300.0, gt=0, description="seconds a run may take")
     heartbeat_timeout: float = Field(120.0, gt=0, description="a run with no progress for this long is killed")
     max_run_tokens: int = Field(0, ge=0, description="tokens a run may use (0: no limit)")
@@ -164,6 +169,12 @@ class LimitsSection(_Section):
     )
     user_cost_per_day: float = Field(0.0, ge=0, description="money per user and UTC day (0: no limit)")
     cost_per_day: float = Field(0.0, ge=0, description="money the whole bot may spend per UTC day (0: no limit)")
+    background_cost_per_day: float = Field(
+        0.0,
+        ge=0,
+        description="money schedules, reminders, webhooks and child runs may spend together per UTC day, apart "
+        "from conversations; past it they are skipped until the next day (0: no limit)",
+    )
     reply: str = Field(
         "Sorry, I have reached my limit for now. Please try again later.",
         description="what the user gets when a limit stops a run (empty: nothing)",
@@ -370,6 +381,11 @@ class ScheduleSection(_Section):
     jitter: float = Field(0.0, ge=0, description="seconds of random delay added to each fire")
     timezone: str = Field("", description="IANA zone for cron, e.g. 'Europe/Paris' (empty: the host's)")
     enabled: bool = Field(True, description="false: kept, but never fires")
+    skip_unchanged: bool = Field(
+        False,
+        description="true: a fire is not sent (no model call) when its input and its conversation (history and "
+        "memory) have not changed since its last run",
+    )
 
     @field_validator("context")
     @classmethod

@@ -123,6 +123,21 @@ class Metrics(Plugin):
             "hub_webhook_requests", "Webhook requests, by webhook and HTTP status", ["webhook", "status"], registry=r
         )
         self.schedule_fires = Counter("hub_schedule_fires", "Inputs sent by schedules", ["schedule"], registry=r)
+        self.schedule_skips = Counter(
+            "hub_schedule_skips",
+            "Fires of skip_unchanged schedules not sent: input and conversation unchanged since the last run",
+            ["schedule"],
+            registry=r,
+        )
+        self.background_skips = Counter(
+            "hub_background_skipped",
+            "Background runs skipped because [limits] background_cost_per_day was spent, by trigger "
+            "(schedule, reminder, webhook, child)",
+            ["trigger"],
+            registry=r,
+        )
+        for trigger in ("schedule", "reminder", "webhook", "child"):
+            self.background_skips.labels(trigger)
         Gauge("hub_runs_running", "Runs in progress", registry=r).set_function(lambda: runner.running)
         Gauge("hub_queue_depth", "Inputs waiting for their context's next step or run", registry=r).set_function(
             lambda: runner.queued
@@ -208,6 +223,12 @@ class Metrics(Plugin):
 
     def schedule_fired(self, name: str) -> None:
         self.schedule_fires.labels(name).inc()
+
+    def schedule_skipped(self, name: str) -> None:
+        self.schedule_skips.labels(name).inc()
+
+    def background_skipped(self, trigger: str) -> None:
+        self.background_skips.labels(trigger).inc()
 
     def after_step(self, ctx: RunContext, step: StepLog) -> None:
         self.steps.labels(ctx.context.type).inc()

@@ -1080,6 +1080,17 @@ class Dashboard:
             budgets.append(
                 {"scope": "the whole bot", "used": round(spent, 4), "limit": limits.cost_per_day, "unit": "spent"}
             )
+        if limits.background_cost_per_day:  # schedules, reminders, webhooks, child runs (holds included)
+            spent = await hub.background.spent(day)
+            budgets.append(
+                {
+                    "scope": "background runs (schedules, reminders, webhooks, child runs)",
+                    "used": round(spent, 4),
+                    "limit": limits.background_cost_per_day,
+                    "unit": "spent",
+                    "skipped": hub.background.skipped_today(),
+                }
+            )
         return budgets
 
     def _model_name(self) -> str:
