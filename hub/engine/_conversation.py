@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 __all__ = ["conversation", "prepare", "save", "available", "prompt_parts", "COMPACTION_SLACK"]
 
 COMPACTION_SLACK = 2
-"""With ``[agent] compaction``, working memory holds up to this many times ``max_history``
-entries (besides the summary) until a run folds the oldest into the summary."""
+"""With ``[agent] compaction``, a conversation's history is summarised once it holds more than
+this many times ``max_history`` entries (or no longer fits the prompt budget)."""
 
 
 def conversation(deps: EngineDeps, definition: Context, args: Any, key: str) -> ContextInstance:
@@ -105,9 +105,10 @@ async def save(deps: EngineDeps, inst: ContextInstance, run_logs: list[Log], ctx
         writes.append(agent.save(ctx))
     keep = definition.max_history if definition.max_history is not None else deps.config.agent.max_history
     kept = [e for e in run_logs if isinstance(e, (InputLog, OutputLog, ActionCallLog, ActionResultLog))]
-    # With compaction, entries past max_history wait for the next run to fold them into the
-    # summary; COMPACTION_SLACK times max_history bounds them if compactions keep failing.
-    cap = keep * COMPACTION_SLACK if deps.config.agent.compaction else keep
+    # With compaction, a run folds the oldest entries into the summary once there are more
+    # than COMPACTION_SLACK times max_history (hub/engine/_compaction.py); one more
+    # max_history bounds them until then, and if compactions keep failing.
+    cap = keep * (COMPACTION_SLACK + 1) if deps.config.agent.compaction else keep
     history = (inst.history + kept)[-cap:] if keep else []
     head = [to_dict(inst.summary)] if inst.summary is not None and keep else []
     writes.append(store.set(f"working-memory:{inst.id}", head + [to_dict(e) for e in history]))

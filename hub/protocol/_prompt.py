@@ -241,6 +241,9 @@ class PromptBuilder:
             head.append(f"<{k}>{escape(v)}</{k}>")
         frame = ("<current_run>\n", '\n</current_run>\nHandle what is new (new="true"). Answer with one <response>.')
         room = self.budget - count_tokens(system) - sum(count_tokens(h) for h in head) - count_tokens("".join(frame))
+        # the summary of the oldest history first: never more than half of what is left
+        summary = summary_block(_cut(p.summary, max(0, room // 2) * 4 - _SUMMARY_FRAME)) if p.summary else ""
+        room -= count_tokens(summary) if summary else 0
         # pictures take their share of the budget, but never more than half of what is left:
         # the run's own text must still fit beside them
         room -= min(IMAGE_TOKENS * len(p.images), max(room, 0) // 2)
@@ -251,9 +254,6 @@ class PromptBuilder:
         wrap_e, wrap_h = count_tokens("<episodes>\n\n</episodes>"), count_tokens("<history>\n\n</history>")
         episodes = self._fit(p.episodes, room // 3 - wrap_e, wrap=lambda s: f"<episode>{escape(s)}</episode>")
         room -= _cost(episodes) + (wrap_e if episodes else 0)
-        summary = summary_block(p.summary)
-        if summary:
-            room -= count_tokens(summary)
         history, cut = self._fit_history(p.history, room - wrap_h)
         # What changes least comes first, so that a provider's prompt cache (the longest
         # prefix it saw) holds it: the summary, then the history, which only grows between
@@ -476,6 +476,8 @@ _MIN_SHARE = 64
 _TURN_TOKENS = 4
 """What a chat template adds around one turn (role markers), in tokens."""
 _MARKER_CHARS = 40
+_SUMMARY_FRAME = 60
+"""Characters of the summary's own tags."""
 
 
 def _cut(text: str, limit: int) -> str:
