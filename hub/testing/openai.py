@@ -251,6 +251,8 @@ class FakeOpenAI(FakeServer):
         self._counter = 0
         self.prompt_cache = PrefixCache()
         """The provider's prompt cache, played: each answer's ``cached_tokens``."""
+        self.cached_tokens_total = 0
+        """The cached prompt tokens of every answer so far."""
 
     @property
     def url(self) -> str:
@@ -324,6 +326,7 @@ class FakeOpenAI(FakeServer):
         usage = self._count(messages, written, client=client, model=model, pick=pick)
         cached = min(self.prompt_cache.cached_tokens(prompt_text(body)), usage["prompt_tokens"])
         usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        self.cached_tokens_total += cached
         self._counter += 1
         cid = f"chatcmpl-fake{self._counter}"
         created = int(time.time())
