@@ -71,8 +71,8 @@ class Compactor:
         entries. Compacting seldom, and much at once, keeps the prompt an identical prefix
         (a provider's prompt cache) for many turns in between."""
         inst = run.instance
-        if not self.enabled or inst is None or not inst.history:
-            return False
+        if not self.enabled or inst is None or not inst.history or run.compacted:
+            return False  # once a run: a long run of its own must not summarise at every step
         keep = _max_history(self.deps, inst)
         return bool(request.metadata.get(HISTORY_CUT)) or bool(keep and len(inst.history) > keep * COMPACTION_SLACK)
 
@@ -89,6 +89,7 @@ class Compactor:
         cut = _cut_point(history, len(history) - len(history) // (4 if refused else KEEP_SHARE))
         if cut <= 0:
             return None
+        run.compacted = True  # tried once a run, failed or not (a refused prompt may try again)
         before = inst.summary
         summary, usage = await self._summarise(before.content if before is not None else "", history[:cut])
         covered = (before.entries if before is not None else 0) + cut

@@ -162,3 +162,38 @@ async def test_the_openai_model_raises_context_too_long_from_a_phrasing_without_
                 pass
         await model.close()
     assert caught.value.status == 400 and not caught.value.retryable
+
+
+async def test_a_failed_summary_leaves_the_history_and_is_tried_once_a_run(make_hub, config) -> None:
+    from hub import Extension, action
+    from hub.errors import ModelError
+    from hub.logs import ErrorLog
+
+    config.agent.prompt_budget = 900
+
+    @action(name="look")
+    async def look(args: dict, ctx: Any) -> str:
+        return "seen"
+
+    summary_calls = 0
+    answer = "<response><output>" + "ok " * 40 + "</output></response>"
+
+    def respond(request: ModelRequest) -> Any:
+        nonlocal summary_calls
+        if request.system == SUMMARY_SYSTEM:
+            summary_calls += 1
+            return ModelError("the summariser is down", retryable=False)
+        if "go look" in request.messages[0]["content"] and 'name="look"' not in request.messages[0]["content"]:
+            return '<response><action_call name="look">{}</action_call></response>'
+        return answer
+
+    model = ScriptedModel(respond)  # it answers an error too
+    async with make_hub(model, Extension("t", actions=[look])) as hub:
+        for i in range(12):
+            await hub.send(*CLI, f"message {i} " + "words " * 30)
+        before = summary_calls
+        result = await hub.send(*CLI, "go look")
+    assert result.state == RunState.COMPLETED, result.reason
+    assert result.steps == 2 and any(getattr(e, "kind", "") == "action_result" for e in result.logs)
+    assert summary_calls - before == 1, "one summary attempt in a run of two steps"
+    assert any(isinstance(e, ErrorLog) and "compaction failed" in e.message for e in result.logs)
