@@ -115,3 +115,23 @@ async def test_skip_unchanged_calls_the_model_only_when_something_changed(
         await clock.advance(3600)
         await said.wait_for(3)
         assert (fires(hub, "digest"), len(model.requests)) == (2, 3)
+
+
+async def test_child_runs_draw_on_the_background_budget(config: HubConfig, make_chat_hub, said: Said) -> None:
+    from tests.features.test_children import brain
+
+    (config.contexts_dir / "default.toml").write_text(
+        'name = "Boss"\ninstructions = "Delegate."\nchild_runs = ["test:chat:*"]\n'
+    )
+    priced(config, 0.05)
+    async with make_chat_hub(brain) as hub:
+        first = await hub.send("test:chat:boss", data="spawn test:chat:worker summarise the news")
+        assert first is not None and first.ok
+        (child,) = await hub.runs.list(parent_id=first.run_id)
+        assert child.state == RunState.COMPLETED and child.cost > 0.05
+        second = await hub.send("test:chat:boss", data="spawn test:chat:worker summarise it again")
+        assert second is not None and second.ok, "the parent is a conversation: it goes on"
+        (skipped_child,) = await hub.runs.list(parent_id=second.run_id)
+        assert (skipped_child.state, skipped_child.reason) == (RunState.KILLED, "background_cost_per_day (0.05)")
+        assert skipped(hub, "child") == 1
+        assert "startRun ok:" in said.items[-1][1] and "background_cost_per_day" in said.items[-1][1]
