@@ -5,6 +5,7 @@ from __future__ import annotations
 from ._agent_context import AgentContext
 from ._commands import BUILT_IN, STOPPED_BY_USER, CommandInfo, Commands, Stopper
 from ._compaction import SUMMARY_SYSTEM, Compactor
+from ._conversation import COMPACTION_SLACK
 from ._decoding import Decoder
 from ._deps import EngineDeps, ModelAccess
 from ._hooks import Plugin, Plugins
@@ -18,6 +19,7 @@ from ._step_loop import Engine
 __all__ = [
     "AgentContext",
     "BUILT_IN",
+    "COMPACTION_SLACK",
     "CUT_OFF_MARK",
     "CommandInfo",
     "Commands",
