@@ -85,6 +85,7 @@ def render_trace(
         f"started {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(run.started))}"
         + (f"  took {run.duration:.2f}s" if run.duration is not None else "")
         + f"  steps {run.steps}  tokens {run.prompt_tokens}+{run.completion_tokens}"
+        + (f" ({run.cached_tokens} prompt cached)" if run.cached_tokens else "")
         + (f"  cost {run.cost:.4f}" if run.cost > 0 else "")
         + (f"  parent {run.parent_id}" if run.parent_id else ""),
     ]

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from hub import Context, Extension, output
+from hub.cli import render_trace
 from hub.logs import StepLog
 from hub.models.openai import OpenAIModel
 from hub.models.scripted import prefix_length
@@ -98,6 +99,8 @@ async def test_cached_tokens_reach_the_run_the_trace_the_metrics_and_the_cost(ma
     expected = (step.prompt_tokens - step.cached_tokens) * 2.0 + step.cached_tokens * 0.5 + step.completion_tokens * 8.0
     assert step.cost == pytest.approx(expected / 1_000_000)
     assert record.cost == pytest.approx(sum(s.cost for s in steps))
+    shown = render_trace(record, trace)  # hub trace: the run's and each step's cached tokens
+    assert f"({record.cached_tokens} prompt cached)" in shown
     line = next(x for x in metrics.splitlines() if x.startswith('hub_tokens_total{kind="cached"}'))
     assert float(line.split()[-1]) >= record.cached_tokens
 
