@@ -108,6 +108,7 @@ def make_hub(
     concurrency: int = 16,
     client: Any = None,
     prompt_style: str = "auto",
+    compaction: bool = False,
 ) -> Any:
     from hub import Hub, HubConfig, InMemoryStore
     from hub.models.openai import OpenAIModel
@@ -128,6 +129,9 @@ def make_hub(
             # Daydreams' agent has no vector memory in these turns: neither do we (recall and
             # its embedding have their own figures in recall_bench.py)
             "memory": {"episodes": False},
+            # nor does it summarise: the side-by-side turns are two requests each (the prefix
+            # figure, prompt_prefix, runs with compaction on, as a hub does by default)
+            "agent": {"compaction": compaction},
         }
     )
     model = OpenAIModel(MODEL, base_url=base_url, api_key="x", client=client, concurrency=concurrency)
@@ -526,6 +530,55 @@ def prompt_growth(base_url: str, turns: int) -> dict:
     return run_async(main())
 
 
+SUMMARY_ANSWER = "The user keeps asking for the weather in New York City; it has been 72°F each time."
+
+
+def prompt_prefix(turns: int, base_url: str | None = None) -> dict:
+    """``turns`` full turns in one conversation with compaction on (the default), against an
+    in-process fake that keeps every request: for each turn, the share of its prompt (step 1,
+    as sent: tools, then each message) that is an exact prefix of the next turn's, which is
+    what a provider's prompt cache can serve. Returns ``{"mean_share", "min_share",
+    "median_share", "compactions", "cached_share"}`` (``cached_share``: the fake's cached
+    tokens over all prompt tokens, summary calls included)."""
+    from hub.engine import SUMMARY_SYSTEM
+    from hub.models.scripted import prefix_length
+    from hub.testing import FakeOpenAI
+    from hub.testing.openai import prompt_text
+
+    script = json.loads((BENCH / "scripts" / "turn.json").read_text())
+    hub_client = script["clients"]["hub"]
+    hub_client["responses"].append(SUMMARY_ANSWER)
+    hub_client["rules"].insert(0, {"contains": SUMMARY_SYSTEM[:60], "in": "all", "pick": 2})
+
+    async def main() -> dict:
+        counters = Counters()
+        async with FakeOpenAI(script=script) as fake:
+            with tempfile.TemporaryDirectory(prefix="hub-bench-") as data:
+                async with make_hub(fake.url, data, counters, compaction=True) as hub:
+                    firsts = []
+                    for i in range(turns):
+                        before = len(fake.bodies)
+                        await one_turn(hub, counters, "prefix", f"Turn {i + 1}: what is the weather in New York City?")
+                        own = [b for b in fake.bodies[before:] if b["messages"][0]["content"] != SUMMARY_SYSTEM]
+                        check(len(own) == 2, f"turn {i + 1}: {len(own)} requests of the turn, not 2")
+                        firsts.append(prompt_text(own[0]))
+            summaries = sum(1 for b in fake.bodies if b["messages"][0]["content"] == SUMMARY_SYSTEM)
+            usage = [s for s in fake.stats]
+        shares = [prefix_length(a, b) / len(a) for a, b in zip(firsts, firsts[1:], strict=False)]
+        prompt_tokens = sum(u["prompt_tokens"] for u in usage)
+        return {
+            "bench": "prompt_prefix",
+            "turns": turns,
+            "mean_share": round(statistics.mean(shares), 4),
+            "median_share": round(statistics.median(shares), 4),
+            "min_share": round(min(shares), 4),
+            "compactions": summaries,
+            "cached_share": round(fake.cached_tokens_total / max(1, prompt_tokens), 4),
+        }
+
+    return run_async(main())
+
+
 def startup(base_url: str, reps: int = 3) -> dict:
     """``hub chat`` on the shipped ``config.toml`` (episodic memory on, a fresh data
     directory), pointed at the fake through ``OPENAI_BASE_URL``: seconds from starting the
@@ -580,7 +633,9 @@ def startup(base_url: str, reps: int = 3) -> dict:
     }
 
 
-FUNCTIONS = {f.__name__: f for f in (parser, turn, tool_turn, longout, many, latency, prompt_growth, startup)}
+FUNCTIONS = {
+    f.__name__: f for f in (parser, turn, tool_turn, longout, many, latency, prompt_growth, prompt_prefix, startup)
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -207,6 +207,22 @@ def figures(chunks: list[int], n_many: int, turns_growth: int) -> list[Figure]:
         Figure("prompt at turn 1", "tokens", "lower", "prompt_growth", lambda r: r["first_tokens"]),
         Figure(f"prompt at turn {turns_growth}", "tokens", "lower", "prompt_growth", lambda r: r["last_tokens"]),
         Figure("prompt growth per turn", "chars", "lower", "prompt_growth", lambda r: r["growth_chars_per_turn"]),
+        # the hub alone: each turn's prompt that is an exact prefix of the next turn's (what a
+        # provider's prompt cache serves), compaction on, over the same turns
+        Figure(
+            f"prompt kept as the next turn's prefix, mean over {turns_growth} turns",
+            "%",
+            "higher",
+            "prompt_prefix",
+            lambda r: round(100 * r["mean_share"], 1),
+        ),
+        Figure(
+            "prompt kept as the next turn's prefix: lowest turn (one that compacts)",
+            "%",
+            "higher",
+            "prompt_prefix",
+            lambda r: round(100 * r["min_share"], 1),
+        ),
         # the hub alone: `hub chat` on the shipped config.toml, a fresh data directory
         Figure("`hub chat`: start to first answer", "s", "lower", "startup", lambda r: r["first_answer_s"]),
         Figure("`hub chat`: peak RSS to first answer", "MB", "lower", "startup", lambda r: r["peak_rss_mb"]),
@@ -244,6 +260,8 @@ def measure(node: str, only: set[str] | None, quick: bool) -> tuple[dict, dict]:
             dict(turns=s["latency_turns"], warmup=10),
         ),
         "prompt_growth": (dict(script="turn.json"), dict(turns=s["growth_turns"]), dict(turns=s["growth_turns"])),
+        # the hub only, against a fake of its own in its process (it keeps every prompt)
+        "prompt_prefix": (None, dict(turns=s["growth_turns"]), None),
         "startup": (dict(script="hello.json"), dict(reps=3 if quick else 5), None),  # the hub only
     }
     results: dict[str, dict[str, dict]] = {}
@@ -321,7 +339,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Hub vs Daydreams, side by side.")
     p.add_argument("--quick", action="store_true", help="small sizes: a smoke run of every figure")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
-    p.add_argument("--only", help="comma-separated: parser,turn,longout,many,latency,prompt_growth,startup")
+    p.add_argument(
+        "--only", help="comma-separated: parser,turn,longout,many,latency,prompt_growth,prompt_prefix,startup"
+    )
     a = p.parse_args(argv)
     node = ensure_node()
     only = set(a.only.split(",")) if a.only else None

@@ -34,6 +34,7 @@ from .engine import LiveText, Submission
 from .errors import (
     ActionError,
     ConfigError,
+    ContextTooLong,
     ExtensionError,
     ExtensionFailed,
     HubError,
@@ -78,6 +79,7 @@ __all__ = [
     "ConfigError",
     "Context",
     "ContextInstance",
+    "ContextTooLong",
     "Decision",
     "Dropped",
     "ErrorLog",

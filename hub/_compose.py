@@ -7,7 +7,8 @@ runs, and the components the hub starts and stops. Nothing is attached or replac
 
 Plugin order is the order of the hooks: the run stops first (a run is known to be in flight,
 and so can be stopped, from its first hook on); then the daily budgets (``limits``), so a
-spent budget stops a run before anything else sees it; the failure reply; then the role
+spent budget stops a run before anything else sees it; the background spend (schedules,
+webhooks, reminders and child runs, ``[limits] background_cost_per_day``); the failure reply; then the role
 guard, the metrics, child runs and episodic memory.
 
 Where a new feature goes: a class in its own module that subclasses
@@ -29,7 +30,17 @@ from .definitions import Action, Context, Conversation, Output, RunContext
 from .engine import Decoder, Plugins, Runner
 from .errors import ConfigError
 from .events import EventBus, PublishingRunStore
-from .features import Budgets, ChildRuns, FailureReply, Heartbeat, Metrics, RoleGuard, RunStops, Scheduler
+from .features import (
+    BackgroundSpend,
+    Budgets,
+    ChildRuns,
+    FailureReply,
+    Heartbeat,
+    Metrics,
+    RoleGuard,
+    RunStops,
+    Scheduler,
+)
 from .http import HttpServer, http_component
 from .memory import EpisodicMemory, TrainingExport, local_store_path, open_episode_store, shared_embedder
 from .models import Circuit, Model, RetryPolicy, Usage
@@ -84,6 +95,7 @@ class Features:
     components: list[Component]
     metrics: Metrics
     budgets: Budgets
+    background: BackgroundSpend
     guard: RoleGuard
     children: ChildRuns
     scheduler: Scheduler
@@ -221,6 +233,7 @@ def compose(
     guard = RoleGuard(config.roles)
     health = health if health is not None else StoreHealth([db] if db is not None else [])
     metrics = Metrics(runner, health=health, context_type_of=context_type_of)
+    background = BackgroundSpend(config.limits, usage, skipped=metrics.background_skipped)
     children = ChildRuns(
         submit=submit,
         resolve=resolve,
@@ -247,6 +260,7 @@ def compose(
         [
             stops,
             budgets,
+            background,
             failure_reply,
             guard,
             metrics,
@@ -265,6 +279,8 @@ def compose(
         started=started,
         fired=metrics.schedule_fired,
         config_path=config.path,
+        memory=stores.memory,
+        skipped=metrics.schedule_skipped,
     )
     http = http_component(config)
     # inbound pictures and PDFs: worker processes of their own, bounded (hub/engine/_decoding.py)
@@ -299,6 +315,7 @@ def compose(
         components=components,
         metrics=metrics,
         budgets=budgets,
+        background=background,
         guard=guard,
         children=children,
         scheduler=scheduler,

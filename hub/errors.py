@@ -8,7 +8,8 @@
     │   └── ExtensionFailed    its own code raised while loading or starting
     ├── ParseError         model output that cannot be understood (never raised by the streaming parser)
     ├── ModelError         the model could not be reached or answered with an error
-    │   └── ModelUnavailable   retries exhausted: the run fails with this reason
+    │   ├── ModelUnavailable   retries exhausted: the run fails with this reason
+    │   └── ContextTooLong     the prompt is over the model's context window (compaction, never failover)
     ├── StoreError         a store (SQLite, Chroma) could not be opened or written
     ├── ActionError        an action call was invalid or its handler failed (shown to the model)
     ├── MediaError         a picture or file could not be fetched, read or sent (hub/media.py)
@@ -29,6 +30,7 @@ __all__ = [
     "ParseError",
     "ModelError",
     "ModelUnavailable",
+    "ContextTooLong",
     "StoreError",
     "ActionError",
     "RunError",
@@ -90,6 +92,17 @@ class ModelError(HubError):
 
 class ModelUnavailable(ModelError):
     """Retries are exhausted; the run fails with this reason."""
+
+
+class ContextTooLong(ModelError):
+    """The model refused the prompt as longer than its context window (OpenAI's
+    ``context_length_exceeded``, and the phrasings of compatible servers: see
+    :func:`hub.models.context_too_long`). Never retried as is and never a reason to fail
+    over to another model: with ``[agent] compaction`` the engine summarises the oldest
+    history and asks again, once."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message, status=status, retryable=False)
 
 
 class StoreError(HubError):

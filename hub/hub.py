@@ -165,6 +165,7 @@ class Hub:
         self.components: list[Component] = features.components
         self.metrics = features.metrics
         self.budgets = features.budgets
+        self.background = features.background
         self.revisions = features.revisions
         self.scheduler = features.scheduler
         self.http = features.http

@@ -23,6 +23,7 @@ __all__ = [
     "StepLog",
     "ErrorLog",
     "StateLog",
+    "SummaryLog",
     "Log",
     "to_dict",
     "from_dict",
@@ -172,6 +173,8 @@ class StepLog:
     """What the step's model call cost, at the answering model's prices (0: unknown prices, or no call)."""
     model: str = ""
     """Which named model answered (``"model"``: ``[model]``; else a ``[models.NAME]``); "": the only model."""
+    cached_tokens: int = 0
+    """Of ``prompt_tokens``, those the provider served from its prompt cache."""
 
 
 @dataclass(slots=True)
@@ -193,10 +196,25 @@ class StateLog:
     ts: float = field(default_factory=time.time)
 
 
-Log = InputLog | ThoughtLog | ActionCallLog | ActionResultLog | OutputLog | StepLog | ErrorLog | StateLog
+@dataclass(slots=True)
+class SummaryLog:
+    """A summary of a conversation's oldest history, written by the model when the history
+    no longer fitted (``[agent] compaction``). Kept at the head of the conversation's working
+    memory in place of the entries it covers, and in the trace of the run that wrote it."""
+
+    kind: ClassVar[Literal["summary"]] = "summary"
+    content: str
+    entries: int = 0
+    """How many history entries it covers, all compactions together."""
+    step: int = 0
+    ts: float = field(default_factory=time.time)
+
+
+Log = InputLog | ThoughtLog | ActionCallLog | ActionResultLog | OutputLog | StepLog | ErrorLog | StateLog | SummaryLog
 
 _BY_KIND: dict[str, type] = {
-    c.kind: c for c in (InputLog, ThoughtLog, ActionCallLog, ActionResultLog, OutputLog, StepLog, ErrorLog, StateLog)
+    c.kind: c
+    for c in (InputLog, ThoughtLog, ActionCallLog, ActionResultLog, OutputLog, StepLog, ErrorLog, StateLog, SummaryLog)
 }
 _FIELDS: dict[type, tuple[str, ...]] = {c: tuple(f.name for f in fields(c)) for c in _BY_KIND.values()}
 

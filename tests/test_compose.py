@@ -17,6 +17,7 @@ def test_features_are_plugins_in_one_order_and_none_holds_the_hub(make_rig, conf
     assert [p.name for p in hub.plugins] == [
         "stops",
         "limits",
+        "background_spend",
         "failure_reply",
         "roles",
         "metrics",

@@ -22,12 +22,27 @@ async def test_conversation_survives_a_restart(make_hub) -> None:
 
 async def test_history_is_bounded(make_hub, config) -> None:
     config.agent.max_history = 6
+    config.agent.compaction = False  # the oldest are dropped
     async with make_hub(ScriptedModel(default="ok")) as hub:
         for i in range(10):
             await hub.send("cli:session", {"user": "ann"}, f"message {i}")
         history = await hub.memory.get("working-memory:cli:session:ann")
     assert len(history) == 6
     assert history[-2]["content"] == "message 9"
+
+
+async def test_history_with_compaction_is_bounded_and_headed_by_its_summary(make_hub, config) -> None:
+    from hub.engine import COMPACTION_SLACK
+
+    config.agent.max_history = 6
+    async with make_hub(ScriptedModel(default="ok")) as hub:  # the summary calls answer "ok" too
+        for i in range(30):
+            await hub.send("cli:session", {"user": "ann"}, f"message {i}")
+            history = await hub.memory.get("working-memory:cli:session:ann")
+            entries = [e for e in history if e["kind"] != "summary"]
+            assert len(entries) <= 6 * (COMPACTION_SLACK + 1)
+    assert history[0]["kind"] == "summary" and history[0]["entries"] > 0
+    assert history[-2]["content"] == "message 29"
 
 
 async def test_prompt_stays_under_budget_as_history_grows(make_hub, config) -> None:

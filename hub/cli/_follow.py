@@ -28,6 +28,7 @@ from ..logs import (
     OutputLog,
     StateLog,
     StepLog,
+    SummaryLog,
     ThoughtLog,
     to_dict,
 )
@@ -147,6 +148,8 @@ def event_line(f: Followed, *, with_run: bool = True) -> str:
             return f"{head}  error    [{e.where}] {e.message}"
         case StateLog():
             return f"{head}  state    {e.state}" + (f" ({e.reason})" if e.reason else "")
+        case SummaryLog():
+            return f"{head}  summary  of {e.entries} history entries: {_short(e.content)}"
     return f"{head}  {getattr(e, 'kind', '?')}"
 
 

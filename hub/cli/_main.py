@@ -257,6 +257,7 @@ def _run_dict(r: Any) -> dict[str, Any]:
         "steps": r.steps,
         "prompt_tokens": r.prompt_tokens,
         "completion_tokens": r.completion_tokens,
+        "cached_tokens": r.cached_tokens,
         "started": r.started,
         "ended": r.ended,
         "duration": r.duration,

@@ -13,7 +13,18 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..logs import ActionCallLog, ActionResultLog, ErrorLog, InputLog, Log, OutputLog, StateLog, StepLog, ThoughtLog
+from ..logs import (
+    ActionCallLog,
+    ActionResultLog,
+    ErrorLog,
+    InputLog,
+    Log,
+    OutputLog,
+    StateLog,
+    StepLog,
+    SummaryLog,
+    ThoughtLog,
+)
 from ..media import placeholder
 from ..store import RunRecord
 
@@ -74,6 +85,7 @@ def render_trace(
         f"started {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(run.started))}"
         + (f"  took {run.duration:.2f}s" if run.duration is not None else "")
         + f"  steps {run.steps}  tokens {run.prompt_tokens}+{run.completion_tokens}"
+        + (f" ({run.cached_tokens} prompt cached)" if run.cached_tokens else "")
         + (f"  cost {run.cost:.4f}" if run.cost > 0 else "")
         + (f"  parent {run.parent_id}" if run.parent_id else ""),
     ]
@@ -105,6 +117,7 @@ def render_trace(
                 lines.append(
                     f"{at}  step {e.step}   {e.duration * 1000:.0f}ms (first token {e.llm_latency * 1000:.0f}ms), "
                     f"tokens {e.prompt_tokens} prompt + {e.completion_tokens} completion"
+                    + (f" ({e.cached_tokens} prompt cached)" if e.cached_tokens else "")
                     + (f", cost {e.cost:.6f}" if e.cost > 0 else "")
                     + (f", answered by {e.model}" if e.model else "")
                 )
@@ -112,6 +125,8 @@ def render_trace(
                 lines.append(f"{at}  error    [{e.where}] {e.message}")
             case StateLog():
                 lines.append(f"{at}  state    {e.state}" + (f" ({e.reason})" if e.reason else ""))
+            case SummaryLog():
+                lines.append(f"{at}  summary  of {e.entries} history entries: {_short(e.content)}")
     if tree is None:
         tree = {run.id: sorted(children, key=lambda r: r.started)}
     below = render_tree(run.id, tree)

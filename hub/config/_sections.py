@@ -125,6 +125,9 @@ class ModelSection(_Section):
     circuit_failures: int = Field(
         3, ge=1, le=1000, description="failures in a row after which the model is skipped for circuit_cooldown"
     )
+    price_cached_input: float = Field(
+        0.0, ge=0, description="per million prompt tokens the provider served from its prompt cache (0: price_input)"
+    )
     circuit_cooldown: float = Field(
         60.0, gt=0, le=86400, description="seconds a failing model is skipped; then one request tries it again"
     )
@@ -139,9 +142,13 @@ class ModelSection(_Section):
         """Whether the model's prices are known (a cost budget can only count with them)."""
         return bool(self.price_input or self.price_output)
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        """What a model call with these token counts costs, at ``price_input``/``price_output``."""
-        return (prompt_tokens * self.price_input + completion_tokens * self.price_output) / 1_000_000
+    def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float:
+        """What a model call with these token counts costs, at ``price_input``/``price_output``;
+        the ``cached_tokens`` of the prompt at ``price_cached_input`` (0: at ``price_input``)."""
+        cached = min(max(cached_tokens, 0), prompt_tokens)
+        cached_price = self.price_cached_input or self.price_input
+        money = (prompt_tokens - cached) * self.price_input + cached * cached_price
+        return (money + completion_tokens * self.price_output) / 1_000_000
 
     def resolved_provider(self) -> Literal["openai", "local"]:
         if self.provider == "auto":
@@ -152,7 +159,12 @@ class ModelSection(_Section):
 class AgentSection(_Section):
     max_steps: int = Field(8, ge=1, description="steps per run")
     prompt_budget: int = Field(6000, ge=256, description="tokens the prompt may use (history is trimmed to fit)")
-    max_history: int = Field(60, ge=0, description="log entries kept in a conversation's working memory")
+    max_history: int = Field(
+        60,
+        ge=0,
+        description="log entries kept in a conversation's working memory (with compaction: past twice this, "
+        "the oldest are summarised instead of dropped)",
+    )
     run_timeout: float = Field(300.0, gt=0, description="seconds a run may take")
     heartbeat_timeout: float = Field(120.0, gt=0, description="a run with no progress for this long is killed")
     max_run_tokens: int = Field(0, ge=0, description="tokens a run may use (0: no limit)")
@@ -168,6 +180,11 @@ class AgentSection(_Section):
     skills_dir: str = Field(
         "skills", description="skills: skills/NAME/SKILL.md, loaded by the model with load_skill (hub/personas)"
     )
+    compaction: bool = Field(
+        True,
+        description="history that no longer fits (the prompt budget, max_history), or a model's \"context too "
+        'long", is summarised by the model into a kept summary and the run goes on (false: the oldest is dropped)',
+    )
 
 
 class LimitsSection(_Section):
@@ -180,6 +197,12 @@ class LimitsSection(_Section):
     )
     user_cost_per_day: float = Field(0.0, ge=0, description="money per user and UTC day (0: no limit)")
     cost_per_day: float = Field(0.0, ge=0, description="money the whole bot may spend per UTC day (0: no limit)")
+    background_cost_per_day: float = Field(
+        0.0,
+        ge=0,
+        description="money schedules, reminders, webhooks and child runs may spend together per UTC day, apart "
+        "from conversations; past it they are skipped until the next day (0: no limit)",
+    )
     reply: str = Field(
         "Sorry, I have reached my limit for now. Please try again later.",
         description="what the user gets when a limit stops a run (empty: nothing)",
@@ -403,6 +426,11 @@ class ScheduleSection(_Section):
     jitter: float = Field(0.0, ge=0, description="seconds of random delay added to each fire")
     timezone: str = Field("", description="IANA zone for cron, e.g. 'Europe/Paris' (empty: the host's)")
     enabled: bool = Field(True, description="false: kept, but never fires")
+    skip_unchanged: bool = Field(
+        False,
+        description="true: a fire is not sent (no model call) when its input and its conversation (history and "
+        "memory) have not changed since its last run",
+    )
 
     @field_validator("context")
     @classmethod

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from ..config import MIN_SECRET_LENGTH
 from ..errors import ActionError, ExtensionError
-from ..logs import Log, MediaPart
+from ..logs import Log, MediaPart, SummaryLog
 from ..store import merge3
 from ._commands import Command
 from ._run_context import ArgsT, MemoryT, RunContext
@@ -460,6 +460,8 @@ class ContextInstance:
     memory: Any = None
     history: list[Log] = field(default_factory=list)
     extension: str | None = None
+    summary: SummaryLog | None = None
+    """The summary of the history older than ``history`` ([agent] compaction), if any."""
     used: list[ContextInstance] = field(default_factory=list)
     # the memory as loaded (plain JSON) and its version in the store: a save merges what the
     # run changed onto what other runs and workers saved meanwhile (none is lost)

@@ -69,6 +69,7 @@ class Run:
         "live",
         "output_open",
         "aborted",
+        "compacted",
     )
 
     def __init__(self, deps: EngineDeps, record: RunRecord, slot: Slot) -> None:
@@ -83,6 +84,7 @@ class Run:
         self.progress: Callable[[], None] = _no_progress
         self.step = 0
         self.feedback = False
+        self.compacted = False  # a compaction ran in this run (one per run, unless the model refuses)
         """Something this step went wrong that the model must see (a refused output)."""
         self.tasks: set[asyncio.Task[Any]] = set()
         self.output_chain: asyncio.Task[None] | None = None

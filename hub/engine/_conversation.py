@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from ..definitions import ContextInstance, RunContext, load_memory, save_memory
-from ..logs import ActionCallLog, ActionResultLog, InputLog, Log, OutputLog, from_dict, jsonable, to_dict
+from ..logs import ActionCallLog, ActionResultLog, InputLog, Log, OutputLog, SummaryLog, from_dict, jsonable, to_dict
 from ..protocol import PromptParts, escape
 
 if TYPE_CHECKING:
@@ -25,7 +25,11 @@ if TYPE_CHECKING:
     from ._active_run import Run
     from ._deps import EngineDeps
 
-__all__ = ["conversation", "prepare", "save", "available", "prompt_parts"]
+__all__ = ["conversation", "prepare", "save", "available", "prompt_parts", "COMPACTION_SLACK"]
+
+COMPACTION_SLACK = 2
+"""With ``[agent] compaction``, a conversation's history is summarised once it holds more than
+this many times ``max_history`` entries (or no longer fits the prompt budget)."""
 
 
 def conversation(deps: EngineDeps, definition: Context, args: Any, key: str) -> ContextInstance:
@@ -39,7 +43,10 @@ async def prepare(deps: EngineDeps, inst: ContextInstance, ctx: RunContext) -> N
     store = deps.memory
     inst.memory = await load_memory(store, inst, ctx)
     raw = await store.get(f"working-memory:{inst.id}") or []
-    inst.history = [from_dict(d) for d in raw if isinstance(d, dict)]
+    entries = [from_dict(d) for d in raw if isinstance(d, dict)]
+    # a compaction's summary heads the working memory, in place of the entries it covers
+    inst.summary = next((e for e in entries if isinstance(e, SummaryLog)), None)
+    inst.history = [e for e in entries if not isinstance(e, SummaryLog)]
     await _use(deps, inst, ctx)
     agent = deps.agent()
     if agent is not None:
@@ -98,8 +105,13 @@ async def save(deps: EngineDeps, inst: ContextInstance, run_logs: list[Log], ctx
         writes.append(agent.save(ctx))
     keep = definition.max_history if definition.max_history is not None else deps.config.agent.max_history
     kept = [e for e in run_logs if isinstance(e, (InputLog, OutputLog, ActionCallLog, ActionResultLog))]
-    history = (inst.history + kept)[-keep:] if keep else []
-    writes.append(store.set(f"working-memory:{inst.id}", [to_dict(e) for e in history]))
+    # With compaction, a run folds the oldest entries into the summary once there are more
+    # than COMPACTION_SLACK times max_history (hub/engine/_compaction.py); one more
+    # max_history bounds them until then, and if compactions keep failing.
+    cap = keep * (COMPACTION_SLACK + 1) if deps.config.agent.compaction else keep
+    history = (inst.history + kept)[-cap:] if keep else []
+    head = [to_dict(inst.summary)] if inst.summary is not None and keep else []
+    writes.append(store.set(f"working-memory:{inst.id}", head + [to_dict(e) for e in history]))
     writes.append(
         store.set(
             f"context:{inst.id}",
@@ -154,6 +166,7 @@ def prompt_parts(deps: EngineDeps, run: Run) -> PromptParts:
         outputs=list(run.outputs.values()),
         reply_output=inst.definition.reply_output,
         history=inst.history,
+        summary=inst.summary.content if inst.summary is not None else "",
         run=run.logs,
         episodes=ctx.episodes,
         skills=deps.skills.summaries() if deps.skills is not None and "load_skill" in run.actions else (),

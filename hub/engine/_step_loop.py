@@ -23,9 +23,9 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from ..definitions import RunResult, StopRun, store_reason
-from ..errors import ModelError, StoreError
+from ..errors import ContextTooLong, ModelError, StoreError
 from ..logging_setup import context_id_var, run_id_var
-from ..logs import ActionResultLog, ErrorLog, InputLog, OutputLog, StateLog, StepLog, ThoughtLog
+from ..logs import ActionResultLog, ErrorLog, InputLog, Log, OutputLog, StateLog, StepLog, ThoughtLog
 from ..models import ModelRequest, Usage, stream_with_retry
 from ..protocol import Element, ElementParser, LiveParser, Partial, ToolsPrompt
 from ..store import RunRecord, RunState
@@ -33,6 +33,7 @@ from ..tasks import cancel_and_wait
 from ._actions import ActionCalls, Call
 from ._active_run import ERROR_RETRIES, Run
 from ._attachments import Attachments
+from ._compaction import Compactor
 from ._conversation import available, conversation, prepare, prompt_parts, save
 from ._outputs import OutputDispatch, output_type
 from ._run_summary import describe_input, note_reply
@@ -62,6 +63,7 @@ class Engine:
         self.calls = ActionCalls(deps)
         self.dispatch = OutputDispatch(deps)
         self.attachments = Attachments(deps)
+        self.compactor = Compactor(deps)
         # prompt_style = "tools": the model's native tool calls, a path of its own beside the XML one
         self.tools_prompt = ToolsPrompt(deps.model.prompts)
         self.tool_step = ToolStep(deps, self.calls, self.dispatch, on_error=self._on_error, on_retry=self._on_retry)
@@ -211,14 +213,23 @@ class Engine:
         started = time.monotonic()
         if await self._answered_refused_files(run, started):
             return
-        request = self._request(run)
+        request, fresh, summarised = await self._prompt(run)
         step_log = StepLog(step=run.step)
-        if self.deps.config.model.prompt_style == "tools":
-            calls = await self.tool_step.run(run, request, step_log, started)
-        else:
-            stream = await self._stream(run, request, step_log, started)
-            self._stream_ended(run, stream)
-            calls = stream.calls
+        try:
+            calls = await self._model_step(run, request, step_log, started)
+        except ContextTooLong:
+            # the model refused the prompt as too long: fold more of the history into the
+            # summary and ask once more; refused again (or nothing to fold), the run fails
+            used = await self.compactor.compact(run, refused=True) if self.compactor.enabled else None
+            if used is None:
+                raise
+            _add(summarised, used)
+            request = self._rebuild(run, fresh)
+            calls = await self._model_step(run, request, step_log, started)
+        # the summary calls count in the step that needed them: its tokens, cost and budgets
+        step_log.prompt_tokens += summarised.prompt_tokens
+        step_log.completion_tokens += summarised.completion_tokens
+        step_log.cached_tokens += summarised.cached_tokens
         if calls:
             await asyncio.gather(*(c.task for c in calls if c.task is not None), return_exceptions=True)
         if run.output_chain is not None:
@@ -228,7 +239,8 @@ class Engine:
         # at the prices of the model that answered (a fallback's own, when one did)
         config = self.deps.config
         priced = config.models.get(step_log.model, config.model)
-        step_log.cost = priced.cost(step_log.prompt_tokens, step_log.completion_tokens)
+        run.record.cached_tokens += step_log.cached_tokens
+        step_log.cost = priced.cost(step_log.prompt_tokens, step_log.completion_tokens, step_log.cached_tokens)
         run.record.cost += step_log.cost
         if step_log.model and step_log.model not in run.record.models.split(","):
             run.record.models = f"{run.record.models},{step_log.model}" if run.record.models else step_log.model
@@ -258,8 +270,47 @@ class Engine:
         run.append(StepLog(step=run.step, duration=time.monotonic() - started))
         return True
 
-    def _request(self, run: Run) -> ModelRequest:
-        """This step's prompt, in the style the model takes; what it shows is seen from now on."""
+    async def _model_step(self, run: Run, request: ModelRequest, step_log: StepLog, started: float) -> list[Call]:
+        """Stream this step's response in the prompt's style and act on it; the calls started."""
+        if self.deps.config.model.prompt_style == "tools":
+            return await self.tool_step.run(run, request, step_log, started)
+        stream = await self._stream(run, request, step_log, started)
+        self._stream_ended(run, stream)
+        return stream.calls
+
+    async def _prompt(self, run: Run) -> tuple[ModelRequest, list[Log], Usage]:
+        """This step's request, after a compaction when one is due (:mod:`hub.engine`'s
+        compaction); the entries it shows as new, and what the summary calls used. A failed
+        compaction leaves the oldest history out, as it would be without one."""
+        request, fresh = self._request(run)
+        used = Usage()
+        if self.compactor.due(run, request):
+            try:
+                summarised = await self.compactor.compact(run)
+            except ModelError as e:
+                log.warning("run %s: compaction failed: %s", run.id[:8], e)
+                run.append(
+                    ErrorLog(
+                        message=f"compaction failed, the oldest history is left out of this prompt: {e}",
+                        where="model",
+                        step=run.step,
+                    )
+                )
+                summarised = None
+            if summarised is not None:
+                _add(used, summarised)
+                request = self._rebuild(run, fresh)
+        return request, fresh, used
+
+    def _rebuild(self, run: Run, fresh: list[Log]) -> ModelRequest:
+        """The step's request built again (after a compaction), showing as new what was new."""
+        for e in fresh:
+            e.processed = False  # type: ignore[union-attr]
+        return self._request(run)[0]
+
+    def _request(self, run: Run) -> tuple[ModelRequest, list[Log]]:
+        """This step's prompt, in the style the model takes, and the entries it showed as
+        new: what it shows is seen from now on."""
         deps = self.deps
         parts = prompt_parts(deps, run)
         parts.media = run.media.shown
@@ -272,10 +323,12 @@ class Engine:
             request = self.tools_prompt.build(parts)
         else:
             request = prompts.build_chat(parts) if chat_style else prompts.build(parts)
+        fresh: list[Log] = []
         for e in run.logs:
-            if isinstance(e, (InputLog, ActionResultLog, OutputLog)):
+            if isinstance(e, (InputLog, ActionResultLog, OutputLog)) and not e.processed:
                 e.processed = True
-        return request
+                fresh.append(e)
+        return request, fresh
 
     async def _stream(self, run: Run, request: ModelRequest, step_log: StepLog, started: float) -> _Stream:
         """Stream the response, acting on each element as it closes. A stream that broke
@@ -297,6 +350,8 @@ class Engine:
                     run.append(ErrorLog(message=f"model stream broke: {e}", where="model", step=run.step))
                     stream.broken = True
                     return stream
+                if isinstance(e, ContextTooLong) and self.compactor.enabled:
+                    raise  # the step compacts the history and asks again
                 if not await self._after_break(run, e, stream.parser, retries):
                     stream.broken = True  # what it read goes on, marked as cut off, never as whole
                     return stream
@@ -322,6 +377,7 @@ class Engine:
                     step_log.prompt_tokens = chunk.prompt_tokens
                     step_log.completion_tokens = chunk.completion_tokens
                     step_log.model = chunk.model or ""
+                    step_log.cached_tokens = chunk.cached_tokens
                     stream.finish_reason = chunk.finish_reason
                     continue
                 if not isinstance(chunk, str):  # a tool call's piece: only a tools request gets them
@@ -650,6 +706,12 @@ class Engine:
                 error = e
                 reason = store_reason(e) if isinstance(e, StoreError) else f"internal error: {type(e).__name__}: {e}"
         return error, f"{reason} (while recording the end of the run)"
+
+
+def _add(total: Usage, more: Usage) -> None:
+    total.prompt_tokens += more.prompt_tokens
+    total.completion_tokens += more.completion_tokens
+    total.cached_tokens += more.cached_tokens
 
 
 class _Stream:

@@ -20,7 +20,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..errors import ModelError
+from ..errors import ContextTooLong, ModelError
 from ..logs import ErrorLog, OutputLog, StepLog
 from ..models import ModelRequest, ToolCallDelta, Usage, stream_with_retry
 from ..protocol import Element, Partial, ToolNames, ToolTarget, new_tool_call_id
@@ -97,6 +97,8 @@ class ToolStep:
                     run.append(ErrorLog(message=f"model stream broke: {e}", where="model", step=run.step))
                     self._ended(run, turn, broken=True)
                     return turn.calls
+                if isinstance(e, ContextTooLong) and self.deps.config.agent.compaction:
+                    raise  # the step compacts the history and asks again
                 if await self._again(run, e, turn, retries):
                     retries += 1
                     continue
@@ -123,6 +125,7 @@ class ToolStep:
                     step_log.prompt_tokens = chunk.prompt_tokens
                     step_log.completion_tokens = chunk.completion_tokens
                     step_log.model = chunk.model or ""
+                    step_log.cached_tokens = chunk.cached_tokens
                     turn.finish_reason = chunk.finish_reason
                     continue
                 if first:

@@ -1,8 +1,9 @@
-"""Features that take part in runs through the hook protocol: budgets, the failure reply, stopping a run, roles, metrics, child runs, schedules, the heartbeat and private access."""
+"""Features that take part in runs through the hook protocol: budgets, the background spend, the failure reply, stopping a run, roles, metrics, child runs, schedules, the heartbeat and private access."""
 
 from __future__ import annotations
 
 from ._access import POLICIES, Access, Decision, PairingError
+from ._background import BACKGROUND_SCOPE, BACKGROUND_TRIGGERS, BackgroundSpend, background_trigger
 from ._budgets import BOT_SCOPE, Budgets, utc_day
 from ._children import ORPHANED, ChildRuns
 from ._failure_reply import FailureReply
@@ -14,7 +15,10 @@ from ._stops import STOPPED_BY_OPERATOR, RunStops, request_stop
 
 __all__ = [
     "Access",
+    "BACKGROUND_SCOPE",
+    "BACKGROUND_TRIGGERS",
     "BOT_SCOPE",
+    "BackgroundSpend",
     "Budgets",
     "CONTENT_TYPE",
     "ChildRuns",
@@ -29,6 +33,7 @@ __all__ = [
     "RunStops",
     "STOPPED_BY_OPERATOR",
     "Scheduler",
+    "background_trigger",
     "next_fire",
     "request_stop",
     "tick_id",

@@ -44,6 +44,7 @@ LIMIT_REASONS = (
     "conversation_cost_per_day",
     "user_cost_per_day",
     "cost_per_day",
+    "background_cost_per_day",
 )
 """Kill reasons (prefixes) that are limits: the user gets the limit reply. Shutdown, an
 operator's stop and a crash are not limits: their input is handled again, not refused."""
@@ -171,6 +172,8 @@ class Budgets(Plugin):
         text = self.limits.reply
         if ctx is None or not text or result.state != RunState.KILLED or not is_limit(result.reason):
             return
+        if (result.reason or "").startswith("background_cost_per_day"):
+            return  # a skipped background run: nobody is waiting for it in a chat
         entry = await send_reply(
             ctx, text, outputs=self.outputs, runs=self.runs, data={"limit_reply": result.reason}, step=result.steps
         )

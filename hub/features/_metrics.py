@@ -86,7 +86,12 @@ class Metrics(Plugin):
             "hub_runs", "Runs ended, by terminal state and context type", ["state", "context_type"], registry=r
         )
         self.steps = Counter("hub_run_steps", "Steps taken by runs", ["context_type"], registry=r)
-        self.tokens = Counter("hub_tokens", "LLM tokens used, by kind (prompt, completion)", ["kind"], registry=r)
+        self.tokens = Counter(
+            "hub_tokens",
+            "LLM tokens used, by kind (prompt, completion; cached: the prompt tokens the provider served from its cache)",
+            ["kind"],
+            registry=r,
+        )
         self.cost = Counter(
             "hub_cost", "What the LLM calls cost, at [model] price_input and price_output (0: unknown)", registry=r
         )
@@ -121,6 +126,21 @@ class Metrics(Plugin):
             "hub_webhook_requests", "Webhook requests, by webhook and HTTP status", ["webhook", "status"], registry=r
         )
         self.schedule_fires = Counter("hub_schedule_fires", "Inputs sent by schedules", ["schedule"], registry=r)
+        self.schedule_skips = Counter(
+            "hub_schedule_skips",
+            "Fires of skip_unchanged schedules not sent: input and conversation unchanged since the last run",
+            ["schedule"],
+            registry=r,
+        )
+        self.background_skips = Counter(
+            "hub_background_skipped",
+            "Background runs skipped because [limits] background_cost_per_day was spent, by trigger "
+            "(schedule, reminder, webhook, child)",
+            ["trigger"],
+            registry=r,
+        )
+        for trigger in ("schedule", "reminder", "webhook", "child"):
+            self.background_skips.labels(trigger)
         Gauge("hub_runs_running", "Runs in progress", registry=r).set_function(lambda: runner.running)
         Gauge("hub_queue_depth", "Inputs waiting for their context's next step or run", registry=r).set_function(
             lambda: runner.queued
@@ -147,7 +167,7 @@ class Metrics(Plugin):
         )
         for kind in MODEL_ERROR_KINDS:
             self.model_errors.labels(kind)
-        for kind in ("prompt", "completion"):
+        for kind in ("prompt", "completion", "cached"):
             self.tokens.labels(kind)
         if health is not None:  # lost writes, store errors, degraded (issues 11, 16)
             r.register(StoreCollector(health))
@@ -235,10 +255,18 @@ class Metrics(Plugin):
     def schedule_fired(self, name: str) -> None:
         self.schedule_fires.labels(name).inc()
 
+    def schedule_skipped(self, name: str) -> None:
+        self.schedule_skips.labels(name).inc()
+
+    def background_skipped(self, trigger: str) -> None:
+        self.background_skips.labels(trigger).inc()
+
     def after_step(self, ctx: RunContext, step: StepLog) -> None:
         self.steps.labels(ctx.context.type).inc()
         self.tokens.labels("prompt").inc(step.prompt_tokens)
         self.tokens.labels("completion").inc(step.completion_tokens)
+        if step.cached_tokens:
+            self.tokens.labels("cached").inc(step.cached_tokens)
         if step.cost > 0:
             self.cost.inc(step.cost)
         if step.llm_latency > 0:

@@ -16,12 +16,20 @@ marked done once it is recorded. A claim a worker left unfinished (it died in be
 sent by the workers that lost the claim, and by the next worker that arms the schedule;
 the inbox keeps one copy of it (the same platform id): never zero times, never twice.
 
+A schedule with ``skip_unchanged = true`` is not sent when its input and its conversation
+(the context's working memory and memory) are what they were when its last run ended: a
+fingerprint of them is kept under ``schedule-fingerprint:NAME`` in the memory store once each
+of its runs completes, and a fire that finds the same one is marked done without an input,
+so the model is not called for nothing (``hub_schedule_skips_total{schedule}``).
+
 The clock and the sleep function are injected, so tests drive a fake clock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import random
 import time
@@ -35,7 +43,7 @@ from typing import Any
 from ..config import ScheduleSection
 from ..errors import ConfigError, HubError, RunError
 from ..personas import PersonaSet
-from ..store import InMemoryScheduleStore, ScheduleStore
+from ..store import InMemoryScheduleStore, MemoryStore, RunState, ScheduleStore
 
 __all__ = ["Scheduler", "next_fire", "tick_id"]
 
@@ -102,6 +110,8 @@ class Scheduler:
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
         max_sleep: float = 60.0,
+        memory: MemoryStore | None = None,
+        skipped: Callable[[str], None] = lambda name: None,
     ) -> None:
         self.store: ScheduleStore = store or InMemoryScheduleStore()
         self.clock = clock
@@ -118,6 +128,9 @@ class Scheduler:
         self._config_path = config_path
         self._armed: dict[str, _Armed] = {}
         self._task: asyncio.Task[None] | None = None
+        self._memory = memory  # the conversations' state, for skip_unchanged
+        self._skipped = skipped
+        self._waits: set[asyncio.Task[None]] = set()  # runs whose end records a fingerprint
 
     def schedules(self) -> dict[str, ScheduleSection]:
         """Every enabled schedule by name: the config's, then each persona's as ``PERSONA/NAME``."""
@@ -146,9 +159,11 @@ class Scheduler:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        for t in (task, *self._waits):
+            if t is not None:
+                t.cancel()
+        await asyncio.gather(*(t for t in (task, *self._waits) if t is not None), return_exceptions=True)
+        self._waits.clear()
         await self.store.close()
 
     async def _loop(self) -> None:
@@ -217,8 +232,61 @@ class Scheduler:
                 # Send it too; the inbox keeps one (same platform id), so it is never lost.
                 await self._send(name, armed.schedule, tick.last, quiet=True)
             return tick.last
+        if await self._unchanged(name, armed.schedule):
+            log.info(
+                "schedule %s: its input and %s are unchanged since its last run; not sent (skip_unchanged)",
+                name,
+                armed.schedule.context,
+            )
+            self._skipped(name)
+            await self.store.finish(name, armed.due)
+            return armed.due
         await self._send(name, armed.schedule, armed.due)
         return armed.due
+
+    async def wait_recorded(self) -> None:
+        """Wait until the fingerprints of the runs in flight of skip_unchanged schedules are kept."""
+        while self._waits:
+            await asyncio.gather(*list(self._waits), return_exceptions=True)
+
+    async def fingerprint(self, schedule: ScheduleSection) -> str | None:
+        """What a ``skip_unchanged`` schedule compares: its input and its conversation's
+        working memory and memory, hashed (None without a memory store)."""
+        if self._memory is None:
+            return None
+        ctx = schedule.context
+        state = [
+            schedule.input,
+            ctx,
+            await self._memory.get(f"working-memory:{ctx}"),
+            await self._memory.get(f"memory:{ctx}"),
+        ]
+        text = json.dumps(state, sort_keys=True, ensure_ascii=False, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    async def _unchanged(self, name: str, schedule: ScheduleSection) -> bool:
+        if not schedule.skip_unchanged or self._memory is None:
+            return False
+        last = await self._memory.get(_fingerprint_key(name))
+        return last is not None and last == await self.fingerprint(schedule)
+
+    def _remember_after(self, name: str, schedule: ScheduleSection, sub: Any) -> None:
+        """Once the run of this fire completes, keep the fingerprint of what it left."""
+        wait = getattr(sub, "wait", None)
+        if self._memory is None or wait is None:
+            return
+
+        async def record() -> None:
+            result = await wait()
+            if result.state != RunState.COMPLETED or self._memory is None:
+                return  # a failed or skipped run: the next fire runs again
+            fingerprint = await self.fingerprint(schedule)
+            await self._memory.set(_fingerprint_key(name), fingerprint)
+
+        task = asyncio.create_task(record(), name=f"hub:schedule:{name}:fingerprint")
+        self._waits.add(task)
+        task.add_done_callback(self._waits.discard)
+        task.add_done_callback(_log_failure)
 
     async def _send(self, name: str, schedule: ScheduleSection, due: float, *, quiet: bool = False) -> None:
         """Send one claimed tick's input, then mark the claim done. The platform id makes the
@@ -244,4 +312,15 @@ class Scheduler:
             return
         if not getattr(sub, "duplicate", False):
             self._fired(name)
+            if schedule.skip_unchanged:
+                self._remember_after(name, schedule, sub)
         await self.store.finish(name, due)
+
+
+def _fingerprint_key(name: str) -> str:
+    return f"schedule-fingerprint:{name}"
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("schedule fingerprint not recorded: %s", task.exception())

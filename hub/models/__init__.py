@@ -14,6 +14,7 @@ key pools), with the circuit breaker :class:`Circuit` and the key pool :class:`K
 from __future__ import annotations
 
 import asyncio
+import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from ._circuit import Circuit, CircuitState, Ticket
 from ._keys import KeyPool
 
 __all__ = [
+    "CONTEXT_TOO_LONG_CODES",
     "Circuit",
     "CircuitState",
     "KeyPool",
@@ -34,8 +36,41 @@ __all__ = [
     "Ticket",
     "ToolCallDelta",
     "Usage",
+    "context_too_long",
     "stream_with_retry",
 ]
+
+CONTEXT_TOO_LONG_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error", "string_above_max_length"})
+"""Error codes (or types) that say the prompt is over the context window: OpenAI and Azure
+(``context_length_exceeded``), llama.cpp's server (``exceed_context_size_error``)."""
+
+# How OpenAI-compatible servers word "the prompt is over the context window" in an error's
+# message, when they give no code. One pattern each (lowercased text):
+_TOO_LONG = re.compile(
+    "|".join(
+        (
+            r"maximum context length",  # OpenAI, vLLM, DeepSeek, Groq: "This model's maximum context length is 8192"
+            r"context[ _]length[ _]exceeded",
+            r"exceeds? (?:the )?(?:available |maximum )?context(?: size| window| length)?",  # llama.cpp, LM Studio
+            r"context (?:size|window|length) (?:has been |was |is )?exceeded",  # llama.cpp (older)
+            r"prompt (?:is )?too long",  # Ollama "prompt too long; exceeded max context length", Anthropic
+            r"too large for model with \d+ maximum context length",  # Mistral
+            r"longer than the maximum model length",  # vLLM (newer)
+            r"input token count .{0,40}exceeds the maximum",  # Gemini's OpenAI-compatible endpoint
+            r"reduce the length of the messages",  # OpenAI (older), Together
+            r"input is too long for (?:the |this )?model",
+        )
+    )
+)
+
+
+def context_too_long(message: str | None, code: str | None = None) -> bool:
+    """Whether a model's error says the prompt is longer than its context window: by
+    ``code`` (:data:`CONTEXT_TOO_LONG_CODES`) or by the common phrasings of OpenAI-compatible
+    servers (OpenAI, vLLM, llama.cpp, Ollama, Mistral, Anthropic-compatible, Gemini)."""
+    if code and code.lower() in CONTEXT_TOO_LONG_CODES:
+        return True
+    return bool(message) and _TOO_LONG.search(message.lower()) is not None  # type: ignore[union-attr]
 
 
 @dataclass(slots=True)
@@ -75,6 +110,9 @@ class Usage:
     model: str | None = None
     """Which named model answered (``"model"`` for ``[model]``, else a ``[models.NAME]``), when
     the model is a :class:`~hub.models.failover.FailoverModel`; None: the only one there is."""
+    cached_tokens: int = 0
+    """Of ``prompt_tokens``, those the provider served from its prompt cache (OpenAI's
+    ``usage.prompt_tokens_details.cached_tokens``; 0 when it says nothing)."""
 
 
 class Model(ABC):

@@ -11,8 +11,8 @@ import openai
 import orjson
 from openai import AsyncOpenAI
 
-from ..errors import ModelError
-from . import Model, ModelRequest, ToolCallDelta, Usage
+from ..errors import ContextTooLong, ModelError
+from . import CONTEXT_TOO_LONG_CODES, Model, ModelRequest, ToolCallDelta, Usage, context_too_long
 
 __all__ = ["OpenAIModel"]
 
@@ -129,6 +129,8 @@ class OpenAIModel(Model):
             case openai.BadRequestError() if self._usage_option and "stream_options" in str(e):
                 self._usage_option = False  # an older server: ask again without it
                 return _error(e, retryable=True)
+            case openai.APIStatusError() if context_too_long(e.message, _code(e)):
+                return ContextTooLong(f"{self.name}: HTTP {e.status_code}: {e.message}", status=e.status_code)
             case openai.APIStatusError():
                 return _error(e, retryable=e.status_code == 429 or e.status_code >= 500 or e.status_code == 408)
             case openai.APITimeoutError() | openai.APIConnectionError():
@@ -175,6 +177,9 @@ class _Chunks:
             u = chunk.get("usage")
             if u:
                 self.usage = Usage(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0)
+                details = u.get("prompt_tokens_details")
+                if isinstance(details, dict):  # the prompt cache's share (OpenAI, vLLM, ...)
+                    self.usage.cached_tokens = details.get("cached_tokens") or 0
             for choice in chunk.get("choices") or ():
                 if choice.get("finish_reason"):
                     self.finish_reason = choice["finish_reason"]
@@ -204,6 +209,9 @@ class _Chunks:
 
     def _error(self, error: Any) -> ModelError:
         message = error.get("message") if isinstance(error, dict) else None
+        code = error.get("code") if isinstance(error, dict) else None
+        if context_too_long(message, code if isinstance(code, str) else None):
+            return ContextTooLong(f"{self.name}: {message or code}")
         return ModelError(f"{self.name}: {message or 'an error occurred during streaming'}")
 
 
@@ -243,6 +251,15 @@ async def _sse_data(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     async for events in _sse_events(body):
         for data in events:
             yield data
+
+
+def _code(e: openai.APIStatusError) -> str | None:
+    """The error's ``code`` (or ``type``), as the server's JSON body gave it."""
+    body: dict[str, Any] = e.body if isinstance(e.body, dict) else {}
+    error = body.get("error")
+    inner: dict[str, Any] = error if isinstance(error, dict) else body
+    values = [v for v in (getattr(e, "code", None), inner.get("code"), inner.get("type")) if isinstance(v, str) and v]
+    return next((v for v in values if v.lower() in CONTEXT_TOO_LONG_CODES), values[0] if values else None)
 
 
 def _error(e: openai.APIStatusError, *, retryable: bool = False) -> ModelError:

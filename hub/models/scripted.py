@@ -16,11 +16,41 @@ from typing import Any
 from ..errors import ModelError
 from . import Model, ModelRequest, ToolCallDelta, Usage
 
-__all__ = ["ScriptedModel", "Script", "Turn"]
+__all__ = ["ScriptedModel", "Script", "Turn", "PrefixCache", "prefix_length"]
 
 Turn = list[str | ToolCallDelta]
 """A native tool turn: text pieces and tool-call pieces, streamed in this order."""
 Script = str | Turn | BaseException | Callable[[ModelRequest], "str | Turn | BaseException"]
+
+
+def prefix_length(a: str, b: str) -> int:
+    """How many leading characters ``a`` and ``b`` share (a binary search over slices: each
+    comparison runs in C, so a long prompt costs a few dozen of them, not a Python loop)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+class PrefixCache:
+    """A provider's prompt cache, as the test models play it: a prompt's cached part is the
+    longest prefix it shares with one of the last ``size`` prompts (OpenAI caches the
+    longest identical prefix it saw recently), in tokens at about four characters each."""
+
+    def __init__(self, size: int = 16) -> None:
+        self.size = size
+        self._seen: list[str] = []
+
+    def cached_tokens(self, prompt: str) -> int:
+        best = max((prefix_length(prompt, p) for p in self._seen), default=0)
+        self._seen.append(prompt)
+        if len(self._seen) > self.size:
+            self._seen.pop(0)
+        return best // 4
 
 
 class ScriptedModel(Model):
@@ -51,6 +81,7 @@ class ScriptedModel(Model):
         self.default = default
         self._rng = random.Random(seed)
         self.requests: list[ModelRequest] = []
+        self.cache = PrefixCache()
 
     def add(self, *responses: Script) -> None:
         self._queue.extend(responses)
@@ -88,13 +119,15 @@ class ScriptedModel(Model):
             if self.chunk_delay:
                 await asyncio.sleep(self.chunk_delay)
             yield piece
-        prompt_chars = len(request.system) + sum(len(_text(m["content"])) for m in request.messages)
+        prompt = request.system + "".join(_text(m["content"]) for m in request.messages)
+        prompt_chars = len(prompt)
         written = sum(len(p) if isinstance(p, str) else len(p.arguments) for p in pieces)
         called = any(isinstance(p, ToolCallDelta) for p in pieces)
         yield Usage(
             prompt_tokens=prompt_chars // 4 + 1,
             completion_tokens=written // 4 + 1,
             finish_reason="tool_calls" if called else "stop",
+            cached_tokens=min(self.cache.cached_tokens(prompt), prompt_chars // 4 + 1),
         )
 
 

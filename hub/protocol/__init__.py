@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ._injection import EPISODE_CAP, NEUTRALISED, PERSONA_CAP, scan, scan_all
 from ._parser import ElementParser, LiveParser, StreamParser, parse
-from ._prompt import PromptBuilder, PromptParts, count_tokens, escape
+from ._prompt import HISTORY_CUT, SUMMARY_HEADING, PromptBuilder, PromptParts, count_tokens, escape, summary_block
 from ._scanner import DEFAULT_TAGS, RAW_TAGS, Element, EndEvent, Partial, StartEvent, TextEvent
 from ._tools_prompt import ToolNames, ToolsPrompt, ToolTarget, new_tool_call_id, output_tool_name
 
@@ -14,6 +14,7 @@ __all__ = [
     "Element",
     "ElementParser",
     "EndEvent",
+    "HISTORY_CUT",
     "LiveParser",
     "NEUTRALISED",
     "PERSONA_CAP",
@@ -23,6 +24,7 @@ __all__ = [
     "RAW_TAGS",
     "StartEvent",
     "StreamParser",
+    "SUMMARY_HEADING",
     "TextEvent",
     "ToolNames",
     "ToolTarget",
@@ -34,4 +36,5 @@ __all__ = [
     "parse",
     "scan",
     "scan_all",
+    "summary_block",
 ]

@@ -27,7 +27,7 @@ from ..logs import ActionCallLog, ActionResultLog, ErrorLog, InputLog, Log, Outp
 from ..media import placeholders
 from ..models import ModelRequest
 from ..redact import Redactor
-from ._prompt import PromptBuilder, PromptParts, count_tokens
+from ._prompt import HISTORY_CUT, SUMMARY_HEADING, PromptBuilder, PromptParts, count_tokens
 
 __all__ = [
     "TOOLS_PROTOCOL",
@@ -180,7 +180,8 @@ def build_tools_request(
     offered = [o for o in p.outputs if o.type != p.reply_output]
     tools, names, tool_tokens = (cache or _ToolsCache()).get(list(p.actions), offered)
     system = _system(p)
-    room = budget - count_tokens(system) - tool_tokens
+    volatile = _volatile(p)
+    room = budget - count_tokens(system) - tool_tokens - (count_tokens(volatile) + _TURN_TOKENS if volatile else 0)
     current = _messages(p.run, names, p.reply_output, p.media, errors=True)
     cap = max_entry_chars
     if _cost(current, cap) > room:
@@ -199,8 +200,13 @@ def build_tools_request(
             break
         room -= cost
         kept.append(m)
+    cut = len(kept) < len(earlier)
     kept.reverse()
     messages = _balanced(kept + current)
+    if volatile:
+        now = {id(m) for m in current}  # _balanced keeps the message objects: where the run's begin
+        start = next((i for i, m in enumerate(messages) if id(m) in now), len(messages))
+        _put_volatile(messages, volatile, start)
     if p.images and messages:
         for m in reversed(messages):  # a vision model: this run's pictures with its last input
             if m["role"] == "user" and isinstance(m["content"], str):
@@ -210,6 +216,7 @@ def build_tools_request(
     request = ModelRequest(system=system, messages=messages or [{"role": "user", "content": ""}])
     request.tools = tools or None
     request.metadata["tools"] = names
+    request.metadata[HISTORY_CUT] = cut
     return _redacted(request, redactor)
 
 
@@ -218,15 +225,37 @@ def _system(p: PromptParts) -> str:
     if p.persona_instructions:
         out.append(p.persona_instructions.strip())
     out.extend(text.strip() for text in p.context_instructions if text and text.strip())
-    if p.context_state:
-        out.append("State of this conversation:\n" + "\n".join(s for s in p.context_state if s))
     if p.skills:
         lines = "\n".join(f"- {name}: {about}" for name, about in p.skills)
         out.append(f"Skills you can load with the load_skill tool when one fits the task:\n{lines}")
+    out.append(TOOLS_PROTOCOL)
+    if p.summary:  # stable until the next compaction: last in the system message, before the turns
+        out.append(f"{SUMMARY_HEADING}\n{p.summary.strip()}")
+    return "\n\n".join(out)
+
+
+def _volatile(p: PromptParts) -> str:
+    """What changes from turn to turn (the conversation's state, recalled episodes): kept out
+    of the system message, so that the system message, the tools and the history stay an
+    identical prefix that a provider's prompt cache serves."""
+    out = []
+    if p.context_state:
+        out.append("State of this conversation:\n" + "\n".join(s for s in p.context_state if s))
     if p.episodes:
         out.append("What you remember of earlier conversations:\n" + "\n".join(f"- {e}" for e in p.episodes))
-    out.append(TOOLS_PROTOCOL)
     return "\n\n".join(out)
+
+
+def _put_volatile(messages: list[dict[str, Any]], volatile: str, start: int) -> None:
+    """``volatile`` at the head of the current run's first user message (at or after
+    ``start``, where the history ends), else as a user message of its own there: after the
+    history, so that it never breaks the cached prefix."""
+    note = f"(the hub, for this turn)\n{volatile}"
+    for m in messages[start:]:
+        if m["role"] == "user" and isinstance(m["content"], str):
+            m["content"] = f"{note}\n\n{m['content']}"
+            return
+    messages.insert(min(start, len(messages)), {"role": "user", "content": note})
 
 
 def _json(value: Any) -> str:

@@ -321,6 +321,13 @@ class InMemoryUsageStore(UsageStore):
     async def cost(self, scope: str, day: str) -> float:
         return self._spent.get((scope, day), 0.0)
 
+    async def reserve(self, scope: str, day: str, amount: float, limit: float) -> bool:
+        spent = self._spent.get((scope, day), 0.0)  # no await between the check and the add
+        if spent >= limit or spent + amount > limit:
+            return False
+        self._spent[(scope, day)] = spent + amount
+        return True
+
 
 class InMemoryStopStore(StopStore):
     def __init__(self) -> None:

@@ -74,6 +74,8 @@ class RunRecord:
     models: str = ""
     """The named models that answered its steps, comma-separated in the order they first
     did (``"model"``: ``[model]``; ``"model,backup"``: the fallback answered too); "": the only model."""
+    cached_tokens: int = 0
+    """Of ``prompt_tokens``, those the provider served from its prompt cache."""
 
     @property
     def tokens(self) -> int:

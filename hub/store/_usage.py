@@ -29,6 +29,14 @@ class UsageStore(ABC):
     @abstractmethod
     async def cost(self, scope: str, day: str) -> float: ...
 
+    @abstractmethod
+    async def reserve(self, scope: str, day: str, amount: float, limit: float) -> bool:
+        """Add ``amount`` of money to the scope's day, atomically, only if the total is under
+        ``limit`` and stays within it: True if added. One conditional statement in the
+        database, so workers sharing it never admit together more than ``limit`` allows
+        (the background spend, hub/features/_background.py). Given back with
+        ``add_cost(scope, day, -amount)``."""
+
     async def open(self) -> None:  # noqa: B027
         pass
 

@@ -74,6 +74,8 @@ class Failure:
     count: int
     description: str | None = None
     served: int = 0
+    code: str | None = None
+    """The error's ``code`` where the platform's errors carry one (OpenAI: ``context_length_exceeded``)."""
 
 
 class FakeServer:
@@ -128,13 +130,17 @@ class FakeServer:
         retry_after: float | None = 1,
         count: int = 1,
         description: str | None = None,
+        code: str | None = None,
     ) -> Failure:
         """Make the next ``count`` calls of endpoint ``name`` answer ``status``.
 
         429s carry ``retry_after`` in the platform's shape; other statuses a generic error
-        (or ``description``). Served failures are recorded with their request's status.
+        (or ``description``, and ``code`` where the platform's errors have one). Served
+        failures are recorded with their request's status.
         """
-        failure = Failure(name=name, status=status, retry_after=retry_after, count=count, description=description)
+        failure = Failure(
+            name=name, status=status, retry_after=retry_after, count=count, description=description, code=code
+        )
         self.failures.append(failure)
         return failure
 

@@ -18,7 +18,9 @@ Endpoints
 ``POST /v1/chat/completions``  ``stream: true`` gives SSE ``data: {chunk}\\n\\n``
     events of ``chunk`` characters of content each, then a chunk with ``finish_reason``
     and ``usage``, then ``data: [DONE]``. ``latency`` seconds pass before the first byte
-    of the body (the model's time to first token).
+    of the body (the model's time to first token). The usage's
+    ``prompt_tokens_details.cached_tokens`` plays a provider's prompt cache: the longest
+    prefix the prompt (:func:`prompt_text`) shares with one of the last 16 prompts.
     A tool turn streams as OpenAI streams it (the shape of the streams openai-python's own
     tests recorded from the API): a first chunk with the role and ``content: null``, the text
     if any, then for each call one chunk with its ``index``, ``id``, ``type`` and function
@@ -69,6 +71,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ..models.scripted import PrefixCache
 from .fakes import Failure, FakeServer, Recorded
 
 __all__ = [
@@ -79,6 +82,7 @@ __all__ = [
     "load_script",
     "build_response",
     "content_text",
+    "prompt_text",
     "main",
     "tool_turn",
 ]
@@ -126,6 +130,15 @@ def build_response(item: Any) -> Reply:
     if isinstance(item, dict) and "tool_calls" in item:
         return ToolTurn(item.get("content"), list(item["tool_calls"]), item.get("finish_reason"))
     raise ValueError(f"a response must be a string, a repeat object or a tool turn, not {item!r}")
+
+
+def prompt_text(body: dict[str, Any]) -> str:
+    """A request's prompt as a provider's cache sees it, in the order it is sent: the tools,
+    then each message (role, content, tool calls) in turn."""
+    parts = [json.dumps(body.get("tools") or [], sort_keys=True)]
+    for m in body.get("messages") or ():
+        parts.append(json.dumps([m.get("role"), m.get("content"), m.get("tool_calls")], ensure_ascii=False))
+    return "\n".join(parts)
 
 
 def content_text(content: Any) -> str:
@@ -240,6 +253,10 @@ class FakeOpenAI(FakeServer):
         self.port = port
         self.stats: list[dict[str, Any]] = []
         self._counter = 0
+        self.prompt_cache = PrefixCache()
+        """The provider's prompt cache, played: each answer's ``cached_tokens``."""
+        self.cached_tokens_total = 0
+        """The cached prompt tokens of every answer so far."""
         self._hangs = 0
         self._release = asyncio.Event()
 
@@ -327,6 +344,9 @@ class FakeOpenAI(FakeServer):
             return web.json_response({"error": {"message": "fake: no scripted response left"}}, status=500)
         written = text.text() if isinstance(text, ToolTurn) else text
         usage = self._count(messages, written, client=client, model=model, pick=pick)
+        cached = min(self.prompt_cache.cached_tokens(prompt_text(body)), usage["prompt_tokens"])
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        self.cached_tokens_total += cached
         self._counter += 1
         cid = f"chatcmpl-fake{self._counter}"
         created = int(time.time())
@@ -356,11 +376,14 @@ class FakeOpenAI(FakeServer):
         if failure.status == 401 and failure.description is None:
             key = request.headers.get("Authorization", "").removeprefix("Bearer ")
             message = f"Incorrect API key provided: {key}. You can find your API key at the dashboard."
-        payload = {"error": {"message": message, "type": "fake"}}
+        error: dict[str, Any] = {"message": message, "type": "fake"}
+        if failure.code is not None:  # as OpenAI sends it: {"error": {"message", "type", "param", "code"}}
+            error.update(type="invalid_request_error", param="messages", code=failure.code)
+        payload = {"error": error}
         self._notify()
         return web.json_response(payload, status=failure.status, headers=headers)
 
-    def _count(self, messages: list[Any], text: str, *, client: str, model: str, pick: int) -> dict[str, int]:
+    def _count(self, messages: list[Any], text: str, *, client: str, model: str, pick: int) -> dict[str, Any]:
         """The request's usage (about 4 characters a token), and its line in :attr:`stats`."""
         texts = [content_text(m.get("content")) for m in messages]
         prompt_chars = sum(len(t) for t in texts)
@@ -442,7 +465,7 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])  # closed on leaving: nothing listens there now
 
 
-def _completion(cid: str, created: int, model: str, text: Reply, usage: dict[str, int]) -> dict[str, Any]:
+def _completion(cid: str, created: int, model: str, text: Reply, usage: dict[str, Any]) -> dict[str, Any]:
     """A whole (not streamed) chat completion."""
     message: dict[str, Any] = {"role": "assistant", "content": text}
     finish = "stop"
@@ -476,7 +499,7 @@ def _whole_calls(turn: ToolTurn, cid: str) -> list[dict[str, Any]]:
 
 
 def _tool_events(
-    cid: str, created: int, model: str, turn: ToolTurn, usage: dict[str, int], chunk: int, include_usage: bool
+    cid: str, created: int, model: str, turn: ToolTurn, usage: dict[str, Any], chunk: int, include_usage: bool
 ) -> list[str]:
     """A streamed tool turn's server-sent events, in the shape the API streams them (see the
     module docstring): role, text, each call's head then its argument fragments, finish, usage."""
@@ -511,7 +534,7 @@ def _tool_events(
 
 
 def _chunk_events(
-    cid: str, created: int, model: str, text: str, usage: dict[str, int], chunk: int, include_usage: bool
+    cid: str, created: int, model: str, text: str, usage: dict[str, Any], chunk: int, include_usage: bool
 ) -> list[str]:
     """A streamed completion's server-sent events: the role, ``text`` ``chunk`` characters an
     event, the finish reason, the usage (in a last chunk of its own when the client asked for

@@ -147,6 +147,7 @@ _UNDO_AFTER_V4 = (
     "ALTER TABLE pairings DROP COLUMN user_name",
     "ALTER TABLE pairings DROP COLUMN user_handle",
     "ALTER TABLE runs DROP COLUMN models",  # v50
+    "ALTER TABLE runs DROP COLUMN cached_tokens",  # v60
 )
 
 

@@ -485,3 +485,18 @@ async def test_the_runs_list_shows_what_each_run_cost(tmp_path: Path) -> None:
     )
     assert "the whole bot: <meter" in health and f"{round(record.cost, 4)} of 5.0 spent" in health
     assert f"<dt>cost</dt><dd>{record.cost:.4f}</dd>" in trace
+
+
+async def test_the_health_page_shows_the_background_spend_and_the_runs_it_skipped(tmp_path: Path) -> None:
+    cfg = make_config(tmp_path)
+    cfg.model.price_input, cfg.model.price_output = 2000.0, 8000.0
+    cfg.limits.background_cost_per_day = 0.01
+    async with dashboard(tmp_path, config=cfg) as d, client() as s:
+        first = await d.hub.send("telegram:chat:42", data="the nightly report", type="schedule")
+        second = await d.hub.send("telegram:chat:42", data="the nightly report", type="schedule")
+        await login(s, d.base)
+        async with s.get(f"{d.base}/ui/health") as resp:
+            health = await resp.text()
+    assert first.state == RunState.COMPLETED and second.reason == "background_cost_per_day (0.01)"
+    assert "background runs (schedules, reminders, webhooks, child runs): <meter" in health
+    assert "of 0.01 spent, <strong>1 skipped</strong> on this worker today" in health

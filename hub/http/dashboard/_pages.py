@@ -66,6 +66,7 @@ from ...logs import (
     OutputLog,
     StateLog,
     StepLog,
+    SummaryLog,
     ThoughtLog,
     from_dict,
 )
@@ -152,6 +153,7 @@ def trace_items(run: RunRecord, events: Sequence[Log]) -> list[TraceItem]:
                         at,
                         f"step {e.step}: {e.duration * 1000:.0f} ms (first token {e.llm_latency * 1000:.0f} ms), "
                         f"tokens {e.prompt_tokens} prompt + {e.completion_tokens} completion"
+                        + (f" ({e.cached_tokens} prompt cached)" if e.cached_tokens else "")
                         + (f", cost {e.cost:.6f}" if e.cost > 0 else "")
                         + (f", answered by {e.model}" if e.model else ""),
                     )
@@ -160,6 +162,8 @@ def trace_items(run: RunRecord, events: Sequence[Log]) -> list[TraceItem]:
                 items.append(TraceItem("error", at, f"error in {e.where or 'the run'}", e.message, "error"))
             case StateLog():
                 items.append(TraceItem("state", at, f"state {e.state}" + (f" ({e.reason})" if e.reason else "")))
+            case SummaryLog():
+                items.append(TraceItem("summary", at, f"summary of {e.entries} earlier history entries", e.content))
     return items
 
 
@@ -1085,6 +1089,17 @@ class Dashboard:
             spent = await store.cost(BOT_SCOPE, day)
             budgets.append(
                 {"scope": "the whole bot", "used": round(spent, 4), "limit": limits.cost_per_day, "unit": "spent"}
+            )
+        if limits.background_cost_per_day:  # schedules, reminders, webhooks, child runs (holds included)
+            spent = await hub.background.spent(day)
+            budgets.append(
+                {
+                    "scope": "background runs (schedules, reminders, webhooks, child runs)",
+                    "used": round(spent, 4),
+                    "limit": limits.background_cost_per_day,
+                    "unit": "spent",
+                    "skipped": hub.background.skipped_today(),
+                }
             )
         return budgets
 

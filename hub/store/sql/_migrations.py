@@ -189,6 +189,12 @@ _V50 = """
 ALTER TABLE runs ADD COLUMN models TEXT NOT NULL DEFAULT ''
 """
 
+# v60: the prompt tokens of a run the provider served from its prompt cache (runs.cached_tokens),
+# priced at [model] price_cached_input
+_V60 = """
+ALTER TABLE runs ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0
+"""
+
 SQLITE_STEPS: tuple[Step, ...] = (
     Step(1, "the tables of the releases before versioning", _SQLITE_V1, _sqlite_inbox_columns),
     Step(2, "inbox leases (claimed_by, lease_until)", _SQLITE_V2),
@@ -197,6 +203,7 @@ SQLITE_STEPS: tuple[Step, ...] = (
     Step(5, "cost of runs and budgets (runs.cost, token_usage.cost), stop requests (run_stops)", _SQLITE_V5),
     Step(8, "who and what of runs (user_name, user_handle, message, reply) and of pairings", _V8),
     Step(50, "the models that answered a run's steps (runs.models)", _V50),
+    Step(60, "cached prompt tokens of runs (runs.cached_tokens)", _V60),
 )
 
 # --- PostgreSQL -----------------------------------------------------------------------
@@ -319,6 +326,11 @@ POSTGRES_STEPS: tuple[Step, ...] = (
         50,
         "the models that answered a run's steps (runs.models)",
         _V50.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS"),
+    ),
+    Step(
+        60,
+        "cached prompt tokens of runs (runs.cached_tokens)",
+        _V60.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS").replace("INTEGER", "BIGINT"),
     ),
 )
 

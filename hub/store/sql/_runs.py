@@ -28,7 +28,7 @@ def _prefix_range(prefix: str) -> tuple[str, str]:
 # "user" quoted: a reserved word in PostgreSQL (SQLite takes the quoted spelling alike)
 _COLUMNS = (
     'id, context, state, reason, steps, prompt_tokens, completion_tokens, started, ended, parent_id, "user", '
-    "store_failed, cost, user_name, user_handle, message, reply, models"
+    "store_failed, cost, user_name, user_handle, message, reply, models, cached_tokens"
 )
 _QUALIFIED = ", ".join(f"r.{c.strip()}" for c in _COLUMNS.split(","))
 # what a search looks in (hub/store/_run_records.py: RunStore.search), each lowercased
@@ -62,6 +62,7 @@ def _row(run: RunRecord) -> tuple[Any, ...]:
         run.message,
         run.reply,
         run.models,
+        run.cached_tokens,
     )
 
 
@@ -85,6 +86,7 @@ def _record(row: tuple[Any, ...]) -> RunRecord:
         message=row[15] or "",
         reply=row[16] or "",
         models=row[17] or "",
+        cached_tokens=int(row[18] or 0),
     )
 
 
@@ -111,9 +113,18 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
 
     def update(self, run: RunRecord) -> None:
         self.db.write_soon(
-            "UPDATE runs SET steps = ?, prompt_tokens = ?, completion_tokens = ?, cost = ?, reply = ?, models = ? "
-            "WHERE id = ?",
-            (run.steps, run.prompt_tokens, run.completion_tokens, run.cost, run.reply, run.models, run.id),
+            "UPDATE runs SET steps = ?, prompt_tokens = ?, completion_tokens = ?, cost = ?, reply = ?, models = ?, "
+            "cached_tokens = ? WHERE id = ?",
+            (
+                run.steps,
+                run.prompt_tokens,
+                run.completion_tokens,
+                run.cost,
+                run.reply,
+                run.models,
+                run.cached_tokens,
+                run.id,
+            ),
         )
 
     async def sync(self) -> None:
@@ -122,7 +133,7 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
     async def finish(self, run: RunRecord) -> None:
         await self.db.write(
             "UPDATE runs SET state = ?, reason = ?, steps = ?, prompt_tokens = ?, completion_tokens = ?, ended = ?, "
-            "store_failed = ?, cost = ?, reply = ?, models = ? WHERE id = ?",
+            "store_failed = ?, cost = ?, reply = ?, models = ?, cached_tokens = ? WHERE id = ?",
             (
                 str(run.state),
                 run.reason,
@@ -134,6 +145,7 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
                 run.cost,
                 run.reply,
                 run.models,
+                run.cached_tokens,
                 run.id,
             ),
         )

@@ -213,6 +213,20 @@ class SqlUsageStore(SqlStore, UsageStore, store="usage"):
         row = await self.db.fetchone("SELECT cost FROM token_usage WHERE scope = ? AND day = ?", (scope, day))
         return float(row[0]) if row else 0.0
 
+    async def reserve(self, scope: str, day: str, amount: float, limit: float) -> bool:
+        if amount > limit or limit <= 0:
+            return False
+        await self.db.flush()  # this worker's queued costs count first
+        # one conditional upsert: the check and the add are one statement, atomic on both
+        # backends, so two workers can never both pass a check the other's add would fail
+        row = await self.db.fetchone(
+            "INSERT INTO token_usage (scope, day, tokens, cost) VALUES (?, ?, 0, ?) "
+            "ON CONFLICT (scope, day) DO UPDATE SET cost = token_usage.cost + excluded.cost "
+            "WHERE token_usage.cost < ? AND token_usage.cost + excluded.cost <= ? RETURNING cost",
+            (scope, day, amount, limit, limit),
+        )
+        return row is not None
+
 
 class SqlStopStore(SqlStore, StopStore, store="stops"):
     """Stop requests (table ``run_stops``), in the database every worker polls."""
