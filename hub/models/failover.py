@@ -24,7 +24,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..errors import ModelError
+from ..errors import ContextTooLong, ModelError
 from . import Circuit, CircuitState, KeyPool, Model, ModelRequest, Ticket, ToolCallDelta, Usage
 
 __all__ = ["Candidate", "FailoverModel", "failover_kind", "OUTCOMES"]
@@ -48,6 +48,8 @@ def failover_kind(e: ModelError) -> str | None:
     request, and a context too long for the model, are the request's, not the model's; they
     are raised as they are (the hook for compaction, above the seam).
     """
+    if isinstance(e, ContextTooLong):  # whatever status a server gives it (some answer 500)
+        return None
     status = e.status
     if status is None:
         return "unreachable" if e.retryable else None

@@ -234,3 +234,11 @@ async def test_a_request_the_model_refuses_as_bad_is_not_sent_elsewhere() -> Non
             await model.close()
     assert info.value.status == 400 and "maximum context length" in str(info.value)
     assert backup.requests == []
+
+
+def test_a_context_too_long_is_never_a_reason_to_fail_over_whatever_its_status() -> None:
+    from hub.errors import ContextTooLong
+    from hub.models.failover import failover_kind
+
+    for status in (None, 400, 413, 500):
+        assert failover_kind(ContextTooLong("maximum context length is 8192", status=status)) is None

@@ -30,6 +30,7 @@ _COLUMNS = (
     'id, context, state, reason, steps, prompt_tokens, completion_tokens, started, ended, parent_id, "user", '
     "store_failed, cost, user_name, user_handle, message, reply, models, cached_tokens"
 )
+_VALUES = ",".join("?" for _ in _COLUMNS.split(","))  # one placeholder a column
 _QUALIFIED = ", ".join(f"r.{c.strip()}" for c in _COLUMNS.split(","))
 # what a search looks in (hub/store/_run_records.py: RunStore.search), each lowercased
 _SEARCHED = ("context", '"user"', "user_name", "user_handle", "message", "reply")
@@ -102,7 +103,7 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
         await self.create_soon(run)
 
     def create_soon(self, run: RunRecord) -> Awaitable[None]:
-        return self.db.submit(f"INSERT INTO runs ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", _row(run))
+        return self.db.submit(f"INSERT INTO runs ({_COLUMNS}) VALUES ({_VALUES})", _row(run))
 
     def append(self, run: RunRecord, entry: Log) -> None:
         run.seq += 1
