@@ -159,6 +159,9 @@ def _message(env: dict[str, Any], me: Me, *, author: str, number: str | None, uu
     if not isinstance(data, dict):
         raise TypeError("dataMessage is not an object")
     group = _group(data.get("groupInfo"))
+    for m in data.get("mentions") or []:  # signal-cli writes its own account with both: the UUID is learnt
+        if isinstance(m, dict):
+            me.learn(m.get("number"), m.get("uuid"))
     reaction = data.get("reaction")
     if isinstance(reaction, dict):
         if reaction.get("isRemove") or not me.is_me(
