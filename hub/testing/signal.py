@@ -494,13 +494,17 @@ async def _main(port: int, number: str) -> None:  # pragma: no cover - a program
             flush=True,
         )
 
+        shown = [0]
+
+        def more() -> bool:
+            return len(fake.sent) > shown[0]
+
         async def show() -> None:
-            shown = 0
             while True:
-                await fake.wait_for(lambda n=shown: len(fake.sent) > n, timeout=3600)
-                for m in fake.sent[shown:]:
+                await fake.wait_for(more, timeout=3600)
+                for m in fake.sent[shown[0] :]:
                     print(f"bot -> {m['to']}: {m['text']}", flush=True)
-                shown = len(fake.sent)
+                shown[0] = len(fake.sent)
 
         shower = asyncio.get_running_loop().create_task(show())
         loop = asyncio.get_running_loop()

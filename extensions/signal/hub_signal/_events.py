@@ -178,7 +178,7 @@ def _message(env: dict[str, Any], me: Me, *, author: str, number: str | None, uu
         if sticker is None:
             return Ignored("a message with no text or attachment (a group update, a timer, a deletion)")
         text = "(sent a sticker)"
-    quote = data.get("quote") if isinstance(data.get("quote"), dict) else {}
+    quote: dict[str, Any] = data["quote"] if isinstance(data.get("quote"), dict) else {}
     quoted = bool(quote) and me.is_me(quote.get("authorNumber"), quote.get("authorUuid"))
     me.learn(quote.get("authorNumber"), quote.get("authorUuid"))
     if kind == "edit":
