@@ -45,7 +45,7 @@ class Receiver:
         self.intake = intake
         self.hub = intake.hub
         self.frames: asyncio.Queue[str] = asyncio.Queue()
-        self.connections = 0
+        self.taking: str | None = None  # the frame the intake has now
 
     async def run(self) -> None:
         """Receive and take frames until cancelled (the hub stops, or the lease is lost)."""
@@ -55,6 +55,12 @@ class Receiver:
                 group.create_task(self._take(), name="signal:intake")
         finally:
             self.hub.metrics.platform_connected("signal", False)
+            left = self.frames.qsize() + (self.taking is not None)
+            if left:  # the API will not deliver them again: say so, never silently
+                log.error(
+                    "signal: %d message(s) read from the websocket were not recorded before the receiver stopped",
+                    left,
+                )
 
     async def _read(self) -> None:
         backoff = Backoff(first=0.5, most=self.settings.reconnect_max, jitter=0.2)
@@ -64,7 +70,6 @@ class Receiver:
             try:
                 async with await self.client.connect() as ws:
                     up = loop.time()
-                    self.connections += 1
                     self.hub.metrics.platform_connected("signal", True)
                     log.info("signal: receiving for %s at %s", self.settings.number, self.client.receive_url())
                     async for msg in ws:
@@ -89,7 +94,7 @@ class Receiver:
     async def _take(self) -> None:
         backoff = Backoff(first=RETRY_FIRST, most=self.settings.reconnect_max, jitter=0.1)
         while True:
-            raw = await self.frames.get()
+            raw = self.taking = await self.frames.get()
             while True:
                 try:
                     await self.intake.take_or_park(raw)
@@ -104,4 +109,5 @@ class Receiver:
                     continue
                 backoff.reset()
                 break
+            self.taking = None
             self.frames.task_done()

@@ -155,3 +155,16 @@ async def test_help_new_and_stop_are_answered_as_text_commands_without_the_model
         await r.sig.wait_sent(4)
         assert len(r.model.requests) == 1  # only "hello" reached the model
         assert "hello" in str(r.model.requests[0].messages[-1]["content"])
+
+
+async def test_messages_not_recorded_when_the_hub_stops_are_counted_in_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    inbox = FailingInbox(10_000)  # the store stays down: nothing can be recorded
+    async with running(tmp_path, inbox=inbox) as r:
+        await r.say("first")
+        await r.say("second", frm="+15550002222", uuid_="9f1d2c3b-0000-4000-8000-00000000000d")
+        async with asyncio.timeout(5):
+            while inbox.attempts < 2:
+                await asyncio.sleep(0.01)
+    assert "2 message(s) read from the websocket were not recorded before the receiver stopped" in caplog.text
