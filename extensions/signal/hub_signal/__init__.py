@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from hub import Context, Extension, Input, RunContext, Service, output
-from hub.platform import reply_target, split_message
+from hub.platform import SendFailed, reply_target, split_message
 
 from ._client import JSON_RPC_MODES, MAX_LENGTH, SignalClient, SignalStartError
 from ._events import CHAT, OUTPUT, ApiNotice, Ignored, Inbound, Me, Unreadable, read_frame
@@ -132,11 +132,7 @@ class _Signal:
         files = tuple([await ctx.media.resolve(n.strip()) for n in attach.split(",") if n.strip()])
         data: dict[str, Any] = {"chat": chat}
         if react:
-            asked = reply_target(ctx, "timestamp", where={"chat": chat})
-            if asked is not None:
-                author = str(asked.get("number") or asked["author"])
-                await self.client.react(chat, react, author=author, timestamp=int(asked["timestamp"]))
-                data["reaction"] = {"emoji": react, "timestamp": asked["timestamp"]}
+            data["reaction"] = await self._react(ctx, chat, react)
         quote = self._quote(ctx, chat)
         parts = split_message(content, MAX_LENGTH) if content.strip() else []
         if files and not parts:
@@ -153,6 +149,19 @@ class _Signal:
         if files and stamps:
             data["files"] = [{"name": f.name, "type": f.mime, "size": f.size} for f in files]
         return data
+
+    async def _react(self, ctx: RunContext, chat: str, emoji: str) -> dict[str, Any] | None:
+        """A reaction to the message answered; one that fails is logged, never the reply's end."""
+        asked = reply_target(ctx, "timestamp", where={"chat": chat})
+        if asked is None:
+            return None
+        author = str(asked.get("number") or asked["author"])
+        try:
+            await self.client.react(chat, emoji, author=author, timestamp=int(asked["timestamp"]))
+        except SendFailed as e:
+            log.warning("signal: the reaction %s in %s was not sent: %s", emoji, chat, e.reason)
+            return {"emoji": emoji, "timestamp": asked["timestamp"], "sent": False}
+        return {"emoji": emoji, "timestamp": asked["timestamp"], "sent": True}
 
     def _quote(self, ctx: RunContext, chat: str) -> dict[str, Any] | None:
         """The message the first reply of a run quotes, as ``quote`` asks (groups by default)."""

@@ -174,8 +174,7 @@ def _message(env: dict[str, Any], me: Me, *, author: str, number: str | None, uu
     text = _text(data.get("message"), data.get("mentions"), me)
     media = tuple(_attachment(a) for a in data.get("attachments") or [])
     if not text.strip() and not media:
-        sticker = "a sticker" if data.get("sticker") else None
-        if sticker is None:
+        if not data.get("sticker"):
             return Ignored("a message with no text or attachment (a group update, a timer, a deletion)")
         text = "(sent a sticker)"
     quote: dict[str, Any] = data["quote"] if isinstance(data.get("quote"), dict) else {}

@@ -106,3 +106,13 @@ async def test_the_bot_reacts_and_quotes_in_a_direct_chat_when_asked(tmp_path: P
 
 def test_group_ids_are_taken_in_either_form() -> None:
     assert group_id(GROUP_INTERNAL) == GROUP == group_id(GROUP)
+
+
+async def test_a_reaction_the_api_refuses_does_not_stop_the_reply(tmp_path: Path) -> None:
+    async with running(tmp_path, [answer("still here", react="👍")]) as r:
+        r.sig.fail_next("reaction", status=400, description="Failed to send reaction")
+        await r.say("hello")
+        (sent,) = await r.sig.wait_sent(1)
+        (out,) = await r.wait_outputs(1)
+    assert sent["text"] == "still here" and out.sent
+    assert out.data["reaction"]["sent"] is False and not r.sig.state.reactions
