@@ -10,6 +10,9 @@
 - ``hub.testing.whatsapp``: ``FakeWhatsApp``, Meta's Graph API for the real ``pywa_async`` client
   and the signed webhooks Meta sends (also a program for the WhatsApp quick start:
   ``python -m hub.testing.whatsapp``).
+- ``hub.testing.signal``: ``FakeSignal``, signal-cli-rest-api in json-rpc mode (its REST endpoints and
+  the receive websocket, with signal-cli's envelopes), for a real aiohttp client (also a program for
+  the Signal quick start: ``python -m hub.testing.signal``).
 - :func:`temp_config`: a config on a test's temporary folder (data, personas), episodic memory off.
 - :func:`png` and :func:`image_bytes`: picture files to attach, drawn with Pillow.
 - ``hub.testing.fixtures``: autouse pytest fixtures (no network, logging restored) to import into

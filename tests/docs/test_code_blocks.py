@@ -116,7 +116,7 @@ def all_blocks(lang: str | tuple[str, ...]) -> list[Block]:
 # tokens whose shape their platform's settings check (Slack's carry their kind as a prefix)
 TOKEN_SHAPES = {"SLACK_BOT_TOKEN": "xoxb-", "SLACK_APP_TOKEN": "xapp-"}
 # variables whose whole value has a shape (an id of digits)
-VALUES = {"WHATSAPP_PHONE_NUMBER_ID": "106540352242922"}
+VALUES = {"WHATSAPP_PHONE_NUMBER_ID": "106540352242922", "SIGNAL_NUMBER": "+15550001111"}
 
 
 class AnyEnv(dict[str, str]):
