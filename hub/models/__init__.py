@@ -56,6 +56,9 @@ class Usage:
     completion_tokens: int = 0
     finish_reason: str | None = None
     """``"stop"``, ``"length"`` (cut at the token limit), ... as the provider says; None: unknown."""
+    cached_tokens: int = 0
+    """Of ``prompt_tokens``, those the provider served from its prompt cache
+    (OpenAI's ``usage.prompt_tokens_details.cached_tokens``); 0 when it says none."""
 
 
 class Model(ABC):
