@@ -295,32 +295,45 @@ class _Chunks:
 async def _sse_events(body: AsyncIterator[bytes]) -> AsyncIterator[list[bytes]]:
     """The ``data:`` fields of a server-sent-events body (one per event, multi-line joined),
     a list per network read: the events that read completed."""
+    # Cut at whole events (a blank line), not lines: an event that is one ``data: ...`` line,
+    # as every chat completion chunk is, costs two bytes methods; others go line by line.
     buf = b""
-    data: list[bytes] = []
     async for chunk in body:
         buf = buf + chunk if buf else chunk
         if b"\n" not in chunk:
             continue
-        lines = buf.split(b"\n")
-        buf = lines.pop()
+        held = b""
+        if b"\r" in buf:  # CRLF line ends, as LF; a CR that ends the read may start a CRLF
+            if buf.endswith(b"\r"):
+                buf, held = buf[:-1], b"\r"
+            buf = buf.replace(b"\r\n", b"\n")
+        end = buf.rfind(b"\n\n")
+        if end < 0:
+            buf += held
+            continue
+        complete, buf = buf[:end], buf[end + 2 :] + held
         events: list[bytes] = []
-        for line in lines:
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            if not line:  # end of an event
-                if data:
-                    events.append(data[0] if len(data) == 1 else b"\n".join(data))
-                    data = []
-            elif line.startswith(b"data:"):
-                value = line[5:]
-                data.append(value[1:] if value.startswith(b" ") else value)
+        for event in complete.split(b"\n\n"):
+            if event.startswith(b"data: ") and b"\n" not in event:
+                events.append(event[6:])
+            elif event:
+                data = _data_fields(event)
+                if data is not None:
+                    events.append(data)
         if events:
             yield events
-    if buf.startswith(b"data:"):
-        value = buf[5:].rstrip(b"\r")
-        data.append(value[1:] if value.startswith(b" ") else value)
-    if data:
-        yield [b"\n".join(data)]
+    if buf:  # the body ended inside an event: what it has is still an event
+        data = _data_fields(buf.replace(b"\r\n", b"\n").rstrip(b"\r"))
+        if data is not None:
+            yield [data]
+
+
+def _data_fields(event: bytes) -> bytes | None:
+    """The ``data:`` lines of one event, joined by newlines (None: it has none)."""
+    data = [
+        line[6:] if line.startswith(b"data: ") else line[5:] for line in event.split(b"\n") if line.startswith(b"data:")
+    ]
+    return (data[0] if len(data) == 1 else b"\n".join(data)) if data else None
 
 
 async def _sse_data(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
