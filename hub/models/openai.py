@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import orjson
+from multidict import CIMultiDict
+from yarl import URL
 
 from ..errors import ModelError
 from . import Model, ModelRequest, ToolCallDelta, Usage
@@ -87,7 +89,9 @@ class OpenAIModel(Model):
         for header, env in (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID")):
             if os.environ.get(env):
                 headers[header] = os.environ[env]
-        self._headers = headers
+        # parsed once: aiohttp would parse the URL and copy a dict of headers on every request
+        self._headers = CIMultiDict(headers)
+        self._target = URL(self._url)
         # httpx's timeout as the SDK set it: to connect, and between two reads (not in all)
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
         self._lease = SessionLease(base)
@@ -114,7 +118,7 @@ class OpenAIModel(Model):
             reading = False
             try:
                 async with session.post(
-                    self._url, data=payload, headers=self._headers, timeout=self._timeout, proxy=self._proxy
+                    self._target, data=payload, headers=self._headers, timeout=self._timeout, proxy=self._proxy
                 ) as response:
                     if response.status >= 400:
                         body = await response.read()
