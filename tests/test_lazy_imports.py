@@ -44,3 +44,39 @@ def test_a_started_hub_has_imported_no_feature_library(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+FIRST_ERROR = """
+import asyncio, json, sys, threading
+from hub import ModelError, ModelRequest
+from hub.models.openai import OpenAIModel
+from hub.testing import FakeOpenAI
+
+where = []
+def hook(event, args):
+    if event == "import" and args[0] == "openai":
+        where.append(threading.current_thread() is threading.main_thread())
+sys.addaudithook(hook)
+
+async def main():
+    async with FakeOpenAI(["never"]) as fake:
+        fake.fail_next("chat", status=503, retry_after=None)
+        model = OpenAIModel("m", base_url=fake.url, api_key="k")
+        try:
+            async for _ in model.stream(ModelRequest(system="s", messages=[])):
+                pass
+        except ModelError as e:
+            kind = type(e.__cause__).__name__
+        await model.close()
+    print(json.dumps({"kind": kind, "on_the_loop": where}))
+
+asyncio.run(main())
+"""
+
+
+def test_the_sdk_is_imported_off_the_loop_on_the_first_error() -> None:
+    # the chat stream does not import the openai SDK; the first error does, in a worker
+    # thread, so the other conversations' streams go on while it loads
+    out = subprocess.run([sys.executable, "-c", FIRST_ERROR], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"kind": "InternalServerError", "on_the_loop": [False]}

@@ -10,13 +10,26 @@ readable), a refused or broken connection ``APIConnectionError``, a timeout
 
 from __future__ import annotations
 
+import asyncio
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import openai
 
-__all__ = ["status_error", "connection_error"]
+__all__ = ["load_sdk", "status_error", "connection_error"]
+
+_loaded = False
+
+
+async def load_sdk() -> None:
+    """Import the SDK (and make the client that words its errors) in a worker thread, once:
+    on the first error, half a second or more of imports would otherwise stop the loop and
+    every other conversation's stream with it."""
+    global _loaded
+    if not _loaded:
+        await asyncio.to_thread(_sdk)
+        _loaded = True
 
 
 @cache

@@ -20,7 +20,7 @@ from yarl import URL
 
 from ..errors import ModelError
 from . import Model, ModelRequest, ToolCallDelta, Usage
-from ._openai_errors import connection_error, status_error
+from ._openai_errors import connection_error, load_sdk, status_error
 from ._sessions import SessionLease, env_proxy
 
 if TYPE_CHECKING:
@@ -122,6 +122,7 @@ class OpenAIModel(Model):
                 ) as response:
                     if response.status >= 400:
                         body = await response.read()
+                        await load_sdk()
                         error = status_error(response.status, list(response.raw_headers), body, self._url)
                         raise self._failure(error) from error
                     reading = True
@@ -141,6 +142,7 @@ class OpenAIModel(Model):
                                 for call in calls:
                                     yield call
             except (aiohttp.ClientError, TimeoutError) as e:
+                await load_sdk()
                 broke = connection_error(e, self._url, reading=reading)
                 raise self._failure(broke) from broke
         chunks.usage.finish_reason = chunks.finish_reason
