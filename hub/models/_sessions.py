@@ -74,7 +74,12 @@ class SessionLease:
             _SHARED[key] = (session, held[1] - 1)
             return None
         del _SHARED[key]
-        return session if not loop.is_closed() else None
+        # a session is closed on its own loop; one whose loop is gone or elsewhere is dropped
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        return session if running is loop and not loop.is_closed() else None
 
 
 def shared_sessions() -> int:

@@ -230,3 +230,24 @@ async def test_the_environments_proxy_is_used(monkeypatch: pytest.MonkeyPatch) -
         assert (await collect(model))[0] == "through the proxy"
         await model.close()
     assert proxy.requests[0].headers["Host"] == "model.invalid"
+
+
+def test_a_client_closed_on_one_loop_works_on_the_next() -> None:
+    # asyncio.run twice (a CLI command, tests): closing leaves the session, the next stream
+    # on a new loop joins that loop's own
+    first = FakeOpenAI(default="again")
+    model: OpenAIModel | None = None
+    before = shared_sessions()
+
+    async def once(fake: FakeOpenAI) -> list[Any]:
+        nonlocal model
+        async with fake:
+            model = model or OpenAIModel("m", base_url=fake.url, api_key="k")
+            try:
+                return await collect(model)
+            finally:
+                await model.close()
+
+    assert asyncio.run(once(first))[0] == "again"
+    assert asyncio.run(once(FakeOpenAI(default="again", port=first.port)))[0] == "again"
+    assert shared_sessions() == before
