@@ -202,6 +202,10 @@ def figures(chunks: list[int], n_many: int, turns_growth: int) -> list[Figure]:
         Figure(f"{n_many} conversations at once, 1 s model: wall", "s", "lower", "many", lambda r: r["wall_s"]),
         Figure(f"{n_many} conversations at once: first done", "s", "lower", "many", lambda r: r["first_done_s"]),
         Figure(f"{n_many} conversations at once: peak RSS", "MB", "lower", "many", lambda r: r["peak_rss_mb"]),
+        # the hub's process CPU over the 1,000 turns (Daydreams' side does not report it)
+        Figure(f"{n_many} conversations at once: CPU", "s", "lower", "many", lambda r: r["cpu_s"]),
+        # started (the hub: its stores open, its model built), before the first turn
+        Figure("resident memory before the first turn", "MB", "lower", "many", lambda r: r["rss_before_mb"]),
         Figure("</output> to output handler: p50", "ms", "lower", "latency", lambda r: r["p50_ms"]),
         Figure("</output> to output handler: p99", "ms", "lower", "latency", lambda r: r["p99_ms"]),
         Figure("prompt at turn 1", "tokens", "lower", "prompt_growth", lambda r: r["first_tokens"]),

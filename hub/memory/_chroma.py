@@ -34,8 +34,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
-import numpy as np
-
 from ._embedder import Embedder, default_embedder, embedder_from_name
 from ._vector import (
     MetadataValue,
@@ -54,6 +52,7 @@ from ._vector import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
 
@@ -542,6 +541,8 @@ def _rank_exactly(
     Chroma's HNSW computes it (1 - the dot product of the normalised vectors, in float32),
     with their documents and metadata. With a `guard`, a candidate whose metadata does not
     match it is skipped for the next best (they are read k at a time)."""
+    import numpy as np  # on first use, not at start (about 11 MB)
+
     ids, embeddings = found
     if not ids:
         return []

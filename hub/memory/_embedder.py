@@ -18,11 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ..errors import StoreError
 
 if TYPE_CHECKING:
+    import numpy as np
     import onnxruntime
     import tokenizers
 
@@ -130,6 +129,8 @@ class MiniLMEmbedder(Embedder):
         return Path(next(iter(spec.submodule_search_locations))) / "model.onnx"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np  # on first use, not at start (about 11 MB)
+
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not one str")
         if not texts:
@@ -149,6 +150,8 @@ class MiniLMEmbedder(Embedder):
         tokenizer: tokenizers.Tokenizer,
         texts: list[str],
     ) -> np.ndarray:
+        import numpy as np
+
         encodings = tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
@@ -214,6 +217,8 @@ class HashEmbedder(Embedder):
         return f"hash-{self.dim}"
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not one str")
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -253,6 +258,8 @@ _WORD = re.compile(r"\w+")
 
 
 def _normalise(vectors: Any) -> np.ndarray:
+    import numpy as np
+
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return (vectors / np.clip(norms, 1e-12, None)).astype(np.float32)

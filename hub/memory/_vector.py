@@ -27,12 +27,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Self, TypeAlias
-
-import numpy as np
+from typing import TYPE_CHECKING, Self, TypeAlias
 
 from ..errors import StoreError
 from ._embedder import Embedder, HashEmbedder
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "InMemoryVectorStore",
@@ -308,6 +309,8 @@ class _MemoryIndex:
         min_score: float | None,
         ids: set[str] | None = None,
     ) -> list[VectorHit]:
+        import numpy as np  # on first use, not at start (about 11 MB)
+
         if self._matrix is None:
             self._order = list(self.rows.values())
             self._matrix = np.stack([row.vector for row in self._order]).astype(np.float32)

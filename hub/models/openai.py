@@ -1,39 +1,59 @@
-"""Any OpenAI-compatible chat-completions server (OpenAI, Ollama, vLLM, llama.cpp) via ``openai``."""
+"""Any OpenAI-compatible chat-completions server (OpenAI, Ollama, vLLM, llama.cpp).
+
+The streaming chat request, a turn's hot path, is sent on a shared aiohttp session; the
+``openai`` SDK stays for everything else (a caller's own ``client``, audio) and words the
+errors (:mod:`._openai_errors`), so what is raised is what the SDK would raise.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import os
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx2  # the HTTP client openai 3.x is built on: its limits and exceptions
-import openai
+import aiohttp
 import orjson
-from openai import AsyncOpenAI
+from multidict import CIMultiDict
+from yarl import URL
 
 from ..errors import ContextTooLong, ModelError
 from . import CONTEXT_TOO_LONG_CODES, Model, ModelRequest, ToolCallDelta, Usage, context_too_long
+from ._openai_errors import connection_error, load_sdk, status_error
+from ._sessions import SessionLease, env_proxy
+
+if TYPE_CHECKING:
+    import openai
+    from openai import AsyncOpenAI
 
 __all__ = ["OpenAIModel"]
 
+#: The SDK's base URL when none is configured (and ``OPENAI_BASE_URL`` is unset).
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
-#: Headers of every request (the client adds auth, ``base_url`` and its own defaults).
+#: Headers of every request on the SDK's path (the client adds auth, ``base_url`` and its own).
 _JSON = {"headers": {"Content-Type": "application/json"}}
 
 
 class OpenAIModel(Model):
     """Streams chat completions. The client never retries by itself: the engine's policy does.
 
-    Requests go through the client's generic ``post(..., stream=True)`` (the SDK's path for
-    custom requests): the body is serialised once with orjson and the SSE body decoded
-    here, skipping the SDK's per-request parameter transform and per-chunk models, which
-    were most of the CPU of a turn (the docs' benchmarks page). Auth, ``base_url``, errors, Azure
-    and proxies stay the client's.
+    The request is built once per model: its URL and headers at construction (the
+    SDK's: ``Authorization``, ``OpenAI-Organization`` and ``OpenAI-Project`` from
+    ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID``, ``base_url`` else ``OPENAI_BASE_URL``),
+    its body serialised with orjson, then sent on the aiohttp session shared by every
+    client of the same base URL on the loop (a client per key costs no pool of its own).
+    The SSE body is decoded here. The SDK's request building and per-chunk models were
+    about half of a turn's CPU (the docs' benchmarks page). Errors are the SDK's own
+    exception types before they become :class:`~hub.errors.ModelError` (chained as its
+    ``__cause__``), so nothing above the client sees a difference.
 
     Args:
-        concurrency: Connections kept open to the server (``[model] concurrency``): the
-            aiohttp connector is sized to the calls in flight, so none waits for a socket
-            and each is reused.
+        concurrency: Streams in flight at once for this client (``[model] concurrency``);
+            more wait for one to end, so each reuses a kept connection.
+        client: An ``AsyncOpenAI`` (Azure, custom auth) whose own request path is used
+            instead, through its generic ``post(stream=True)``.
     """
 
     def __init__(
@@ -52,29 +72,88 @@ class OpenAIModel(Model):
         self.name = name
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self._client = client or AsyncOpenAI(
-            base_url=base_url or None,
-            api_key=api_key or "not-needed",
-            timeout=timeout,
-            max_retries=0,
-            # the SDK's aiohttp transport: at a thousand streams at once the default httpx2
-            # pool costs several times the CPU (the docs' benchmarks, "1000 conversations")
-            http_client=openai.DefaultAioHttpClient(
-                timeout=timeout,
-                limits=httpx2.Limits(
-                    max_connections=max(1, concurrency), max_keepalive_connections=max(1, concurrency)
-                ),
-            ),
-        )
+        self.timeout = timeout
+        self.concurrency = max(1, concurrency)
+        self._client = client
         self._usage_option = True
         self.extra_body = extra_body
+        base = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        self.base_url = base
+        self._url = base + "/chat/completions"
+        headers = {
+            "Authorization": f"Bearer {api_key or 'not-needed'}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": "hub (aiohttp)",
+        }
+        for header, env in (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID")):
+            if os.environ.get(env):
+                headers[header] = os.environ[env]
+        # parsed once: aiohttp would parse the URL and copy a dict of headers on every request
+        self._headers = CIMultiDict(headers)
+        self._target = URL(self._url)
+        # httpx's timeout as the SDK set it: to connect, and between two reads (not in all)
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
+        self._lease = SessionLease(base)
+        self._proxy = env_proxy(self._url)
+        self._slots: asyncio.Semaphore | None = None
 
     async def close(self) -> None:
-        await self._client.close()
+        await self._lease.release()
+        if self._client is not None:
+            await self._client.close()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage | ToolCallDelta]:
         payload = self._payload(request)
         chunks = _Chunks(self.name, tools=bool(request.tools))
+        if self._client is not None:
+            async for item in self._stream_sdk(payload, chunks):
+                yield item
+            return
+        session = self._lease.session()
+        slots = self._slots
+        if slots is None:
+            slots = self._slots = asyncio.Semaphore(self.concurrency)
+        async with slots:
+            reading = False
+            try:
+                async with session.post(
+                    self._target, data=payload, headers=self._headers, timeout=self._timeout, proxy=self._proxy
+                ) as response:
+                    if response.status >= 400:
+                        body = await response.read()
+                        await load_sdk()
+                        error = status_error(response.status, list(response.raw_headers), body, self._url)
+                        raise self._failure(error) from error
+                    reading = True
+                    async for events in _sse_events(response.content.iter_any()):
+                        # the text of every event one network read brought, as one piece: one
+                        # trip up the generators and one parser feed per read, not one per event
+                        # (a fast server's read holds dozens of them)
+                        pieces: list[str] = []
+                        try:
+                            chunks.read(events, pieces)
+                        finally:
+                            # what came before a broken event is still the model's: handed on first
+                            if pieces:
+                                yield pieces[0] if len(pieces) == 1 else "".join(pieces)
+                            if chunks.calls:  # a tool call's pieces follow the text they came after
+                                calls, chunks.calls = chunks.calls, []
+                                for call in calls:
+                                    yield call
+            except (aiohttp.ClientError, TimeoutError) as e:
+                await load_sdk()
+                broke = connection_error(e, self._url, reading=reading)
+                raise self._failure(broke) from broke
+        chunks.usage.finish_reason = chunks.finish_reason
+        yield chunks.usage
+
+    async def _stream_sdk(self, payload: bytes, chunks: _Chunks) -> AsyncIterator[str | Usage | ToolCallDelta]:
+        """The same request through a caller's SDK client (its generic ``post(stream=True)``)."""
+        import openai
+
+        httpx2 = _httpx()
+        assert self._client is not None
         try:
             # the client's documented raw form (cast_to the transport's Response, stream=True)
             # has no overload of its own in the SDK's stubs
@@ -83,17 +162,13 @@ class OpenAIModel(Model):
             )
             async with aclosing(response):
                 async for events in _sse_events(response.aiter_bytes()):
-                    # the text of every event one network read brought, as one piece: one
-                    # trip up the generators and one parser feed per read, not one per event
-                    # (a fast server's read holds dozens of them)
                     pieces: list[str] = []
                     try:
                         chunks.read(events, pieces)
                     finally:
-                        # what came before a broken event is still the model's: handed on first
                         if pieces:
                             yield pieces[0] if len(pieces) == 1 else "".join(pieces)
-                        if chunks.calls:  # a tool call's pieces follow the text they came after
+                        if chunks.calls:
                             calls, chunks.calls = chunks.calls, []
                             for call in calls:
                                 yield call
@@ -124,7 +199,11 @@ class OpenAIModel(Model):
             raise ModelError(f"{self.name}: the request cannot be sent as JSON: {e}") from e
 
     def _failure(self, e: Exception) -> ModelError:
-        """The ModelError for what the client raised, retryable where another try may work."""
+        """The ModelError for the SDK's exception (or, on a caller's client, its transport's),
+        retryable where another try may work."""
+        import openai
+
+        httpx2 = _httpx()
         match e:
             case openai.BadRequestError() if self._usage_option and "stream_options" in str(e):
                 self._usage_option = False  # an older server: ask again without it
@@ -139,6 +218,13 @@ class OpenAIModel(Model):
                 return ModelError(f"{self.name}: timed out reading the stream: {e}", retryable=True)
             case _:
                 return ModelError(f"{self.name}: connection broke: {type(e).__name__}: {e}", retryable=True)
+
+
+def _httpx() -> Any:
+    """httpx2, the HTTP client openai 3.x is built on (its exceptions), imported with the SDK."""
+    import httpx2
+
+    return httpx2
 
 
 class _Chunks:
@@ -176,10 +262,11 @@ class _Chunks:
                 raise self._error(chunk["error"])
             u = chunk.get("usage")
             if u:
-                self.usage = Usage(u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0)
                 details = u.get("prompt_tokens_details")
-                if isinstance(details, dict):  # the prompt cache's share (OpenAI, vLLM, ...)
-                    self.usage.cached_tokens = details.get("cached_tokens") or 0
+                cached = details.get("cached_tokens") if isinstance(details, dict) else None
+                self.usage = Usage(
+                    u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0, cached_tokens=cached or 0
+                )
             for choice in chunk.get("choices") or ():
                 if choice.get("finish_reason"):
                     self.finish_reason = choice["finish_reason"]
@@ -218,32 +305,45 @@ class _Chunks:
 async def _sse_events(body: AsyncIterator[bytes]) -> AsyncIterator[list[bytes]]:
     """The ``data:`` fields of a server-sent-events body (one per event, multi-line joined),
     a list per network read: the events that read completed."""
+    # Cut at whole events (a blank line), not lines: an event that is one ``data: ...`` line,
+    # as every chat completion chunk is, costs two bytes methods; others go line by line.
     buf = b""
-    data: list[bytes] = []
     async for chunk in body:
         buf = buf + chunk if buf else chunk
         if b"\n" not in chunk:
             continue
-        lines = buf.split(b"\n")
-        buf = lines.pop()
+        held = b""
+        if b"\r" in buf:  # CRLF line ends, as LF; a CR that ends the read may start a CRLF
+            if buf.endswith(b"\r"):
+                buf, held = buf[:-1], b"\r"
+            buf = buf.replace(b"\r\n", b"\n")
+        end = buf.rfind(b"\n\n")
+        if end < 0:
+            buf += held
+            continue
+        complete, buf = buf[:end], buf[end + 2 :] + held
         events: list[bytes] = []
-        for line in lines:
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            if not line:  # end of an event
-                if data:
-                    events.append(data[0] if len(data) == 1 else b"\n".join(data))
-                    data = []
-            elif line.startswith(b"data:"):
-                value = line[5:]
-                data.append(value[1:] if value.startswith(b" ") else value)
+        for event in complete.split(b"\n\n"):
+            if event.startswith(b"data: ") and b"\n" not in event:
+                events.append(event[6:])
+            elif event:
+                data = _data_fields(event)
+                if data is not None:
+                    events.append(data)
         if events:
             yield events
-    if buf.startswith(b"data:"):
-        value = buf[5:].rstrip(b"\r")
-        data.append(value[1:] if value.startswith(b" ") else value)
-    if data:
-        yield [b"\n".join(data)]
+    if buf:  # the body ended inside an event: what it has is still an event
+        data = _data_fields(buf.replace(b"\r\n", b"\n").rstrip(b"\r"))
+        if data is not None:
+            yield [data]
+
+
+def _data_fields(event: bytes) -> bytes | None:
+    """The ``data:`` lines of one event, joined by newlines (None: it has none)."""
+    data = [
+        line[6:] if line.startswith(b"data: ") else line[5:] for line in event.split(b"\n") if line.startswith(b"data:")
+    ]
+    return (data[0] if len(data) == 1 else b"\n".join(data)) if data else None
 
 
 async def _sse_data(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

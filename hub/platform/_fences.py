@@ -10,8 +10,10 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from markdown_it import MarkdownIt
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
 
 __all__ = ["FencedBlock", "fenced_blocks", "open_fence"]
 
@@ -36,6 +38,8 @@ class FencedBlock:
 
 @functools.cache
 def _parser() -> MarkdownIt:
+    from markdown_it import MarkdownIt  # on the first fence: not at start (memory)
+
     return MarkdownIt("commonmark")
 
 

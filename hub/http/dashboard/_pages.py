@@ -51,7 +51,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 from aiohttp import web
-from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup, escape
 from yarl import URL
 
@@ -222,6 +221,9 @@ class Dashboard:
         if cfg.agent.skills_dir:
             folders.append(cfg.resolve(cfg.agent.skills_dir))
         self.scrub_paths = PathScrubber(folders, base=cfg.base_dir)
+        # jinja2 is imported with the dashboard, not at start (memory)
+        from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+
         self.env = Environment(
             loader=FileSystemLoader(HERE / "templates"),
             autoescape=select_autoescape(default=True, default_for_string=True),
