@@ -42,10 +42,8 @@ def _sdk() -> Any:
 
 
 def _httpx() -> Any:
-    try:  # openai 3.x is built on httpx2, earlier versions on httpx: the same classes
-        import httpx2
-    except ImportError:  # pragma: no cover
-        import httpx as httpx2  # type: ignore[no-redef]
+    import httpx2  # what openai 3.x is built on: its Request and Response classes
+
     return httpx2
 
 

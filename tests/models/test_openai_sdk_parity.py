@@ -60,14 +60,6 @@ class Hanging(FakeOpenAI):
         return resp
 
 
-class CachedUsage(FakeOpenAI):
-    """Reports cached prompt tokens as OpenAI does (``prompt_tokens_details``)."""
-
-    def _count(self, *args: Any, **kw: Any) -> dict[str, Any]:
-        usage: dict[str, Any] = super()._count(*args, **kw)
-        return {**usage, "prompt_tokens_details": {"cached_tokens": 1024, "audio_tokens": 0}}
-
-
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 409, 422, 429, 500, 503])
 async def test_every_error_status_is_the_sdks_own_exception(status: int) -> None:
     async with FakeOpenAI() as fake:
@@ -153,7 +145,12 @@ async def test_a_connection_dropped_mid_stream_keeps_what_came_and_is_a_connecti
 
 
 async def test_usage_is_the_sdks_with_cached_prompt_tokens() -> None:
-    async with CachedUsage(["the answer", "the answer"], chunk=3) as fake:
+    # the fake plays a provider's prefix cache (prompt_tokens_details.cached_tokens): one
+    # request first warms it, so that both readings below see the same cached share
+    async with FakeOpenAI(["warm", "the answer", "the answer"], chunk=3) as fake:
+        warm = OpenAIModel("m", base_url=fake.url, api_key="k")
+        await collect(warm)
+        await warm.close()
         client = sdk(fake)
         chunks = await sdk_stream(client, stream_options={"include_usage": True})
         await client.close()
@@ -168,7 +165,7 @@ async def test_usage_is_the_sdks_with_cached_prompt_tokens() -> None:
         theirs.completion_tokens,
         theirs.prompt_tokens_details.cached_tokens,
     )
-    assert usage.cached_tokens == 1024 and usage.finish_reason == "stop"
+    assert usage.cached_tokens > 0 and usage.finish_reason == "stop"
     assert "".join(pieces[:-1]) == "the answer"
 
 
