@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from ..config import MIN_SECRET_LENGTH
 from ..errors import ActionError, ExtensionError
 from ..logs import Log, MediaPart
-from ..store import merge3
+from ..store import Counters, counter_paths, merge3
 from ._commands import Command
 from ._run_context import ArgsT, MemoryT, RunContext
 
@@ -61,6 +61,15 @@ class _NoAttributes(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _counters_of(kind: str, name: str, paths: Sequence[str]) -> Counters:
+    if isinstance(paths, str):
+        paths = (paths,)
+    try:
+        return counter_paths(paths)
+    except ValueError as e:
+        raise ValueError(f"{kind} {name!r}: counters: {e}") from e
+
+
 def _check_name(kind: str, name: str) -> None:
     if not name or not _NAME.match(name):
         raise ValueError(
@@ -90,10 +99,15 @@ class Action:
     critical: bool = False
     scope: Literal["context", "global"] = "context"
     """Where ``memory`` lives: one value per conversation (``"context"``), or one shared by all."""
+    counters: Sequence[str] = ()
+    """Paths in ``memory`` that count (``"$"``: the memory itself is a number): concurrent
+    increments add up when saves are merged; any other value is last writer wins."""
     _returns_adapter: TypeAdapter[Any] | None = field(default=None, init=False, repr=False)
+    counter_paths: Counters = field(default=frozenset(), init=False, repr=False)
 
     def __post_init__(self) -> None:
         _check_name("action", self.name)
+        self.counter_paths = _counters_of("action", self.name, self.counters)
         if self.retry < 0:
             raise ValueError(f"action {self.name!r}: retry must be >= 0")
         if self.scope not in ("context", "global"):
@@ -265,9 +279,14 @@ class Context(Generic[ArgsT, MemoryT]):
     reply_output: str | None = None
     persona: str | None = None
     memory_schema: builtins.type[MemoryT] | None = None
+    counters: Sequence[str] = ()
+    """Paths in the memory that count (``"visits"``, ``"stats.steps"``, ``"by_user.*"``):
+    concurrent increments add up when saves are merged; any other value is last writer wins."""
+    counter_paths: Counters = field(default=frozenset(), init=False, repr=False)
 
     def __post_init__(self) -> None:
         _check_name("context", self.type)
+        self.counter_paths = _counters_of("context", self.type, self.counters)
         if self.memory_schema is not None and not (
             isinstance(self.memory_schema, builtins.type) and issubclass(self.memory_schema, BaseModel)
         ):
@@ -506,12 +525,15 @@ async def save_memory(store: MemoryStore, inst: ContextInstance, ctx: RunContext
     value = plain_json(definition.memory_to(inst.memory))  # TypeError: not JSON, as store.set says
     if value == inst.base and inst.version is not None:
         return  # unchanged: nothing to write over what others saved
-    stored, inst.version = await store.save_merged(key, value, base=inst.base, version=inst.version)
+    stored, inst.version = await store.save_merged(
+        key, value, base=inst.base, version=inst.version, counters=definition.counter_paths
+    )
     inst.base = stored
     if stored != value:  # merged with what others saved: the instance holds that now, with
         # what a run sharing it (the bot's own context) changed while the save was awaited
         now = plain_json(definition.memory_to(inst.memory))
-        inst.memory = definition.memory_from(plain_json(merge3(value, now, stored)))  # shares nothing with base
+        merged = merge3(value, now, stored, counters=definition.counter_paths)
+        inst.memory = definition.memory_from(plain_json(merged))  # shares nothing with base
 
 
 def plain_json(value: Any) -> Any:

@@ -148,7 +148,7 @@ class AgentContext:
             return
         d = self.definition
         ours = plain_json(d.memory_to(inst.memory))
-        merged = merge3(inst.base, ours, theirs)
+        merged = merge3(inst.base, ours, theirs, counters=d.counter_paths)
         inst.memory = d.memory_from(plain_json(merged))  # a copy: never shares a part with base
         inst.base, inst.version = theirs, version
 

@@ -35,7 +35,7 @@ from ._in_memory import (
 from ._inbox import InboxStore, Parked, Pending, park_poison
 from ._leases import Lease, LeaseKeeper, LeaseStore, sole_worker_id, worker_id
 from ._memory import MemoryStore
-from ._merge import merge3
+from ._merge import Counters, counter_paths, merge3
 from ._pairings import Pairing, PairingStore
 from ._redacting import RedactingRunStore
 from ._retention import Retention, prune
@@ -47,6 +47,8 @@ from ._usage import UsageStore
 
 __all__ = [
     "ConversationLock",
+    "Counters",
+    "counter_paths",
     "DataDirLock",
     "InMemoryInbox",
     "InMemoryLeaseStore",

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from ..errors import StoreError
-from ._merge import merge3
+from ._merge import Counters, counter_paths, merge3
 
 __all__ = ["MemoryStore", "MERGE_ATTEMPTS"]
 
@@ -86,22 +86,25 @@ class MemoryStore(ABC):
             operation="update",
         )
 
-    async def save_merged(self, key: str, value: Any, *, base: Any, version: Any) -> tuple[Any, Any]:
+    async def save_merged(
+        self, key: str, value: Any, *, base: Any, version: Any, counters: Iterable[str] | Counters = frozenset()
+    ) -> tuple[Any, Any]:
         """Save ``value``, a memory loaded as ``base`` at ``version``, without losing what other
         writers saved since: if the stored value changed, this save's changes (``base`` to
-        ``value``) are merged onto it (:func:`hub.store.merge3`). Returns what was stored
-        (``value``, or the merge) and its version.
+        ``value``) are merged onto it (:func:`hub.store.merge3`; the paths in ``counters``
+        add up, every other leaf is last writer wins). Returns what was stored (``value``,
+        or the merge) and its version.
 
         Raises:
             StoreError: other writers changed the value first ``MERGE_ATTEMPTS`` times in a row.
         """
-        merged = value
+        merged, paths = value, counter_paths(counters)
         for _ in range(MERGE_ATTEMPTS):
             saved = await self.set_if_unchanged(key, merged, version)
             if saved is not None:
                 return merged, saved
             theirs, version = await self.get_versioned(key)
-            merged = value if theirs is None else merge3(base, value, theirs)
+            merged = value if theirs is None else merge3(base, value, theirs, counters=paths)
         raise StoreError(
             f"memory {key!r}: changed by other writers {MERGE_ATTEMPTS} times in a row",
             store="memory",
