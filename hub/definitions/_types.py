@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import json
+import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,12 +19,14 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from ..config import MIN_SECRET_LENGTH
 from ..errors import ActionError, ExtensionError
 from ..logs import Log, MediaPart
-from ..store import Counters, counter_paths, merge3
+from ..store import Counters, Forgotten, Generation, counter_paths, merge3
 from ._commands import Command
 from ._run_context import ArgsT, MemoryT, RunContext
 
 if TYPE_CHECKING:
     from ..store import MemoryStore
+
+log = logging.getLogger("hub.engine")
 
 HubRef = Any
 """The :class:`~hub.Hub` an ``install``, ``subscribe``, ``enabled`` or ``start`` receives. Typed
@@ -477,6 +480,9 @@ class ContextInstance:
     base: Any = None
     version: Any = None
     versioned: bool = False
+    # the life of the conversation this run loaded (hub/store/_conversations.py): its writes
+    # are dropped once /new or retention ends it, so nothing forgotten is saved back
+    generation: Generation | None = None
 
     @property
     def id(self) -> str:
@@ -492,6 +498,7 @@ async def load_memory(store: MemoryStore, inst: ContextInstance, ctx: RunContext
     its ``create`` (awaited when async), else a new one; in its ``memory_schema``."""
     definition = inst.definition
     inst.versioned, inst.version, inst.base = False, None, None
+    inst.generation = await store.begin(inst.id)  # before the load: a /new after it ends this life
     if definition.load is not None:
         memory = await _value(definition.load(inst.id, ctx))
     else:
@@ -513,21 +520,35 @@ async def load_memory(store: MemoryStore, inst: ContextInstance, ctx: RunContext
 
 
 async def save_memory(store: MemoryStore, inst: ContextInstance, ctx: RunContext) -> None:
-    """Write a context instance's memory back: its ``save`` override, or the store."""
+    """Write a context instance's memory back: its ``save`` override, or the store. Nothing
+    is written once the conversation was forgotten since it was loaded (``/new``, retention)."""
     definition = inst.definition
     if definition.save is not None:
         await _value(definition.save(inst.id, inst.memory, ctx))
         return
     key = f"memory:{inst.id}"
     if not inst.versioned:
-        await store.set(key, definition.memory_to(inst.memory))
+        value = definition.memory_to(inst.memory)
+        if inst.generation is None:
+            await store.set(key, value)
+        elif not await store.set_if_current(key, value, inst.generation):
+            log.info("memory of %s not saved: the conversation was forgotten since this run began", inst.id)
         return
     value = plain_json(definition.memory_to(inst.memory))  # TypeError: not JSON, as store.set says
     if value == inst.base and inst.version is not None:
         return  # unchanged: nothing to write over what others saved
-    stored, inst.version = await store.save_merged(
-        key, value, base=inst.base, version=inst.version, counters=definition.counter_paths
-    )
+    try:
+        stored, inst.version = await store.save_merged(
+            key,
+            value,
+            base=inst.base,
+            version=inst.version,
+            counters=definition.counter_paths,
+            generation=inst.generation,
+        )
+    except Forgotten:
+        log.info("memory of %s not saved: the conversation was forgotten since this run began", inst.id)
+        return
     inst.base = stored
     if stored != value:  # merged with what others saved: the instance holds that now, with
         # what a run sharing it (the bot's own context) changed while the save was awaited

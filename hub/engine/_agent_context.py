@@ -131,6 +131,7 @@ class AgentContext:
             if self.instance is None:
                 d = self.definition
                 inst = ContextInstance(d, self.args, d.key_of(self.args), extension=self.extension)
+                await self.store.begin(inst.id, keep=True)  # retention never prunes the bot's own memory
                 inst.memory = await load_memory(self.store, inst, ctx)
                 self._saved = _dump(d.memory_to(inst.memory))
                 self.instance = inst

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -22,10 +23,13 @@ from ..protocol import PromptParts, escape
 
 if TYPE_CHECKING:
     from ..definitions import Action, Context, Output
+    from ..store import MemoryStore
     from ._active_run import Run
     from ._deps import EngineDeps
 
 __all__ = ["conversation", "prepare", "save", "available", "prompt_parts"]
+
+log = logging.getLogger("hub.engine")
 
 
 def conversation(deps: EngineDeps, definition: Context, args: Any, key: str) -> ContextInstance:
@@ -99,9 +103,13 @@ async def save(deps: EngineDeps, inst: ContextInstance, run_logs: list[Log], ctx
     keep = definition.max_history if definition.max_history is not None else deps.config.agent.max_history
     kept = [e for e in run_logs if isinstance(e, (InputLog, OutputLog, ActionCallLog, ActionResultLog))]
     history = (inst.history + kept)[-keep:] if keep else []
-    writes.append(store.set(f"working-memory:{inst.id}", [to_dict(e) for e in history]))
+    # under the generation the run began in: once /new or retention forgot the conversation,
+    # the history this run loaded is not written back (hub/store/_conversations.py)
+    writes.append(_set(store, inst, f"working-memory:{inst.id}", [to_dict(e) for e in history]))
     writes.append(
-        store.set(
+        _set(
+            store,
+            inst,
             f"context:{inst.id}",
             {"type": inst.type, "key": inst.key, "args": jsonable(inst.args), "updated": time.time()},
         )
@@ -110,6 +118,13 @@ async def save(deps: EngineDeps, inst: ContextInstance, run_logs: list[Log], ctx
     for r in results:  # every write was tried; the first failure is reported
         if isinstance(r, BaseException):
             raise r
+
+
+async def _set(store: MemoryStore, inst: ContextInstance, key: str, value: Any) -> None:
+    if inst.generation is None:
+        await store.set(key, value)
+    elif not await store.set_if_current(key, value, inst.generation):
+        log.info("%s not saved: the conversation was forgotten since this run began", key)
 
 
 def available(deps: EngineDeps, run: Run) -> None:

@@ -19,6 +19,7 @@ from ._backend import (
     open_stores,
     sole_worker,
 )
+from ._conversations import CONVERSATION_PREFIXES, FORGOTTEN_PREFIXES, Forgotten, Generation
 from ._datadir import DataDirLock, check_database
 from ._health import StoreCollector, StoreHealth, databases
 from ._in_memory import (
@@ -46,7 +47,11 @@ from ._stops import StopStore
 from ._usage import UsageStore
 
 __all__ = [
+    "CONVERSATION_PREFIXES",
     "ConversationLock",
+    "FORGOTTEN_PREFIXES",
+    "Forgotten",
+    "Generation",
     "Counters",
     "counter_paths",
     "DataDirLock",

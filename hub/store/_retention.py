@@ -11,8 +11,10 @@ transactions of ``batch`` rows so the event loop and the other writers keep goin
   that is answered again). Keeping whole inputs for ``days`` grew a busy hub's database by
   the size of every message it took (bench/soak.py: 90 MB to 205 MB over 100,000 turns);
 - daily token usage older than ``days``;
-- the context memory, working memory and persisted context state (``context:``,
-  ``memory:``, ``working-memory:`` keys) of conversations idle for ``days``.
+- conversations idle for ``days``: judged by their last activity (a run, a command, a
+  ``/new``; hub/store/_conversations.py), never by when one key last changed, and pruned
+  whole (``context:``, ``memory:``, ``working-memory:`` keys together). The bot's own
+  context is marked ``keep`` and never pruned.
 
 Freed pages go back to the file system through incremental vacuum (the database is created
 with ``auto_vacuum=INCREMENTAL``; an older one is converted once at open, see hub/store/sql/_sqlite.py).
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
 from ..tasks import cancel_and_wait
-from .sql import SqlDatabase
+from .sql import SqlDatabase, prune_conversations
 
 if TYPE_CHECKING:
     from ..config import RetentionSection
@@ -38,7 +40,6 @@ __all__ = ["Retention", "prune", "PruneReport"]
 log = logging.getLogger("hub.store")
 
 _DAY = 86_400.0
-_KEY_PREFIXES = ("context:", "memory:", "working-memory:")  # one conversation's keys
 
 
 @dataclass(slots=True)
@@ -118,10 +119,8 @@ async def prune(
                 for d, _ in days:
                     await db.write("DELETE FROM token_usage WHERE day = ?", (d,))
             report.rows["usage rows"] = sum(int(n) for _, n in days)
-        if "kv" in tables:
-            like = " OR ".join("substr(key, 1, ?) = ?" for _ in _KEY_PREFIXES)
-            prefixes = tuple(x for p in _KEY_PREFIXES for x in (len(p), p))
-            await drain("conversation keys", "kv", "key", f"updated < ? AND ({like})", (cutoff, *prefixes))
+        if "conversations" in tables:
+            report.rows["conversations"] = await prune_conversations(db, cutoff, batch=batch, dry_run=dry_run)
     if not dry_run and report.total:
         report.freed_pages = await db.incremental_vacuum()
     return report
