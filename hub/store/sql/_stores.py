@@ -74,7 +74,7 @@ class SqlMemoryStore(SqlStore, MemoryStore, store="memory"):
         self, key: str, value: Any, version: Any, *, generation: Generation | None = None
     ) -> Any | None:
         text = _text(key, value)
-        guard, extra = "", ()
+        guard, extra = "", tuple[Any, ...]()
         if generation is not None:
             guard, extra = f" AND {self._current_sql()}", (generation.conversation, generation.number)
         if version is None:
