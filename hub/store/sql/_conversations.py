@@ -22,8 +22,8 @@ async def prune_conversations(db: SqlDatabase, before: float, *, batch: int, dry
     (a new generation), so nothing a pruned run held can be written back under the old one.
     """
     if dry_run:
-        row = await db.fetchone(f"SELECT COUNT(*) FROM conversations WHERE {_IDLE}", (before,))
-        return int(row[0]) if row else 0
+        rows = await db.fetchall(f"SELECT COUNT(*) FROM conversations WHERE {_IDLE}", (before,))
+        return int(rows[0][0]) if rows else 0
     total = 0
     while True:
         ids = [r[0] for r in await db.fetchall(f"SELECT id FROM conversations WHERE {_IDLE} LIMIT ?", (before, batch))]
@@ -37,7 +37,7 @@ async def prune_conversations(db: SqlDatabase, before: float, *, batch: int, dry
             ]
             keys = [k for c in gone for k in conversation_keys(c, CONVERSATION_PREFIXES)]
             if keys:
-                await db.write(f"DELETE FROM kv WHERE key IN ({','.join('?' * len(keys))})", keys)
+                await db.write_apart(f"DELETE FROM kv WHERE key IN ({','.join('?' * len(keys))})", keys)
             total += len(gone)
         if len(ids) < batch:
             return total
