@@ -95,16 +95,18 @@ class SqlMemoryStore(SqlStore, MemoryStore, store="memory"):
     # --- conversations ----------------------------------------------------------------------
 
     async def begin(self, conversation: str, *, keep: bool = False) -> Generation:
-        row = await self.db.fetchone(
+        # through the group commit (shared with the run's other writes), then a point read
+        await self.db.write(
             "INSERT INTO conversations (id, generation, active, keep) VALUES (?, ?, ?, ?) "
             "ON CONFLICT(id) DO UPDATE SET "
             "active = CASE WHEN excluded.active > conversations.active "
             "THEN excluded.active ELSE conversations.active END, "
-            "keep = CASE WHEN excluded.keep = 1 THEN 1 ELSE conversations.keep END "
-            "RETURNING generation",
+            "keep = CASE WHEN excluded.keep = 1 THEN 1 ELSE conversations.keep END",
             (conversation, new_generation(), self.clock(), 1 if keep else 0),
         )
-        assert row is not None  # an upsert returns its row
+        row = await self.db.fetchone("SELECT generation FROM conversations WHERE id = ?", (conversation,))
+        if row is None:  # retention pruned it between the two: begin its next life
+            return await self.begin(conversation, keep=keep)
         return Generation(conversation, int(row[0]))
 
     async def current(self, generation: Generation) -> bool:
@@ -112,12 +114,14 @@ class SqlMemoryStore(SqlStore, MemoryStore, store="memory"):
         return row is not None and int(row[0]) == generation.number
 
     async def set_if_current(self, key: str, value: Any, generation: Generation) -> bool:
-        row = await self.db.fetchone(
+        # through the group commit, the check in the write's statement; then whether it
+        # landed: a generation never comes back, so one still current was current at the write
+        await self.db.write(
             f"INSERT INTO kv (key, value, updated) SELECT ?, ?, ? WHERE {self._current_sql()} "
-            "ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated = excluded.updated RETURNING key",
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated = excluded.updated",
             (key, _text(key, value), self.clock(), generation.conversation, generation.number),
         )
-        return row is not None
+        return await self.current(generation)
 
     async def forget(self, conversation: str) -> None:
         # the generation first: from its commit on, no write of the old life lands; then the keys
