@@ -11,7 +11,9 @@ hub's own cost is what is measured):
 2. **Soak.** ``--turns`` turns spread over ``--conversations`` conversations, submitted at
    ``--rate`` turns per second (default: half the measured capacity). Every
    ``--sample`` seconds: RSS, the database's size on disk (``hub.db`` with its WAL), the
-   event loop's lag (p50/p99/max of a 50 ms ticker's overshoot in that window), turns done.
+   event loop's lag (p50/p99/max of a 50 ms ticker's overshoot in that window), the longest
+   callback in CPU time of the loop's thread (what the hub itself held the loop for, apart
+   from other processes taking the CPU on a shared machine), turns done.
 
 Every turn is a real run: the input is recorded in the inbox, the prompt built, the scripted
 answer streamed through the parser, the output handler called, memory saved, the run and its
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import gc
 import json
 import statistics
 import sys
@@ -113,8 +116,49 @@ async def capacity(hub: Any, turns: int, width: int = 64) -> float:
     return turns / (time.perf_counter() - t0)
 
 
+class CallbackClock:
+    """The longest callback the event loop ran, in CPU time of its thread (``thread_time``:
+    the time another process took the CPU is not counted), since the last :meth:`take`."""
+
+    def __init__(self) -> None:
+        self._run = asyncio.events.Handle._run
+
+    def __enter__(self) -> CallbackClock:
+        clock, run = self, self._run
+        gc.callbacks.append(self._gc)
+
+        def timed(handle: asyncio.events.Handle) -> None:
+            t = time.thread_time()
+            try:
+                run(handle)
+            finally:
+                clock.longest = max(clock.longest, time.thread_time() - t)
+
+        asyncio.events.Handle._run = timed  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.events.Handle._run = self._run  # type: ignore[method-assign]
+        gc.callbacks.remove(self._gc)
+
+    def _gc(self, phase: str, info: dict[str, int]) -> None:
+        """The garbage collector's pauses: part of a callback's time, reported apart."""
+        if phase == "start":
+            self._gc_start = time.thread_time()
+        else:
+            self.gc_longest = max(self.gc_longest, time.thread_time() - self._gc_start)
+
+    longest = gc_longest = _gc_start = 0.0
+
+    def take(self) -> tuple[float, float]:
+        out = (self.longest * 1e3, self.gc_longest * 1e3)
+        self.longest = self.gc_longest = 0.0
+        return out
+
+
 async def soak(hub: Any, data_dir: Path, *, turns: int, conversations: int, rate: float, sample: float) -> dict:
     loop = asyncio.get_running_loop()
+    callbacks = CallbackClock().__enter__()
     lags: list[float] = []
     samples: list[dict[str, Any]] = []
     done = 0
@@ -134,6 +178,7 @@ async def soak(hub: Any, data_dir: Path, *, turns: int, conversations: int, rate
             except TimeoutError:
                 pass
             window, lags[:] = list(lags), []
+            longest, gc_pause = callbacks.take()
             samples.append(
                 {
                     "t": round(loop.time() - t0, 1),
@@ -143,6 +188,8 @@ async def soak(hub: Any, data_dir: Path, *, turns: int, conversations: int, rate
                     "lag_p50_ms": round(q(window, 0.50), 2),
                     "lag_p99_ms": round(q(window, 0.99), 2),
                     "lag_max_ms": round(max(window, default=0.0), 2),
+                    "callback_max_cpu_ms": round(longest, 2),
+                    "gc_max_cpu_ms": round(gc_pause, 2),
                 }
             )
 
@@ -171,6 +218,7 @@ async def soak(hub: Any, data_dir: Path, *, turns: int, conversations: int, rate
     wall = loop.time() - t0
     stop.set()
     await asyncio.gather(*tasks)
+    callbacks.__exit__()
     return {"turns": done, "failed": failed, "wall_s": round(wall, 1), "samples": samples}
 
 
@@ -185,6 +233,9 @@ def summarise(result: dict) -> dict:
         "db_mb_first_last_max": [samples[0]["db_mb"], samples[-1]["db_mb"], max(s["db_mb"] for s in samples)],
         "lag_p99_ms_worst_window": max(all_lags),
         "lag_p99_ms_median_window": statistics.median(all_lags),
+        "lag_p99_windows_over_50ms": sum(1 for v in all_lags if v > 50),
+        "callback_cpu_ms_worst_window": max(s["callback_max_cpu_ms"] for s in warm),
+        "callback_cpu_ms_median_window": statistics.median(s["callback_max_cpu_ms"] for s in warm),
     }
 
 
@@ -196,6 +247,9 @@ async def main_async(args: argparse.Namespace) -> dict:
         data = Path(tmp)
         hub, counts = make_hub(data, args.max_runs, args.prune_interval)
         async with hub:
+            from hub._heap import settle_heap
+
+            settle_heap()  # as `hub run` does once the hub has started
             cap = await capacity(hub, args.capacity_turns)
             rate = args.rate or cap / 2
             res = await soak(
@@ -231,8 +285,23 @@ def markdown(res: dict) -> str:
             "loop lag p99, median window / worst window",
             f"{s['lag_p99_ms_median_window']} / {s['lag_p99_ms_worst_window']} ms",
         ),
+        (
+            "longest callback (CPU of the loop's thread), median window / worst window",
+            f"{s['callback_cpu_ms_median_window']} / {s['callback_cpu_ms_worst_window']} ms",
+        ),
     ]
-    return "\n".join(["| figure | value |", "|---|---|", *(f"| {a} | {b} |" for a, b in rows)])
+    head = ["| figure | value |", "|---|---|", *(f"| {a} | {b} |" for a, b in rows)]
+    windows = [
+        "",
+        "| window end, s | turns | loop lag p99, ms | longest callback CPU, ms | of it GC, ms | RSS, MB | database, MB |",
+        "|---|---|---|---|---|---|---|",
+        *(
+            f"| {w['t']} | {w['turns']:,} | {w['lag_p99_ms']} | {w['callback_max_cpu_ms']} | {w['gc_max_cpu_ms']} "
+            f"| {w['rss_mb']} | {w['db_mb']} |"
+            for w in res["samples"]
+        ),
+    ]
+    return "\n".join(head + windows)
 
 
 def main(argv: list[str] | None = None) -> int:

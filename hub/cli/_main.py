@@ -155,6 +155,9 @@ async def cmd_run(config: HubConfig, args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with hub:
+        from .._heap import settle_heap
+
+        log.debug("start-up heap frozen out of garbage collection: %d objects", settle_heap())
         log.info("hub running with %s; stop with Ctrl-C or SIGTERM", ", ".join(hub.extensions) or "no extensions")
         await stop.wait()
         log.info("stopping: no new input; runs in flight get %.0fs", config.hub.shutdown_grace)

@@ -86,11 +86,14 @@ def action(
     roles: Sequence[str] = (),
     critical: bool = False,
     scope: Literal["context", "global"] = "context",
+    counters: Sequence[str] = (),
 ) -> Any:
     """Declare an action; the first parameter's pydantic annotation is its argument schema.
 
     ``memory="name"`` gives it persistent memory (``ctx.action_memory``), one value per
-    conversation unless ``scope="global"``; updates to one value never race."""
+    conversation unless ``scope="global"``; updates to one value never race. ``counters``
+    names the paths in it that count (``"$"``: the memory is one number): concurrent
+    increments add up; any other value is last writer wins."""
 
     def wrap(f: Callable[..., Awaitable[Any]]) -> Action:
         if not inspect.iscoroutinefunction(f):
@@ -118,6 +121,7 @@ def action(
             roles=tuple(roles),
             critical=critical,
             scope=scope,
+            counters=tuple(counters),
         )
 
     return wrap(fn) if fn is not None else wrap

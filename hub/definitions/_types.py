@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import json
+import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,12 +19,14 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from ..config import MIN_SECRET_LENGTH
 from ..errors import ActionError, ExtensionError
 from ..logs import Log, MediaPart, SummaryLog
-from ..store import merge3
+from ..store import Counters, Forgotten, Generation, counter_paths, merge3
 from ._commands import Command
 from ._run_context import ArgsT, MemoryT, RunContext
 
 if TYPE_CHECKING:
     from ..store import MemoryStore
+
+log = logging.getLogger("hub.engine")
 
 HubRef = Any
 """The :class:`~hub.Hub` an ``install``, ``subscribe``, ``enabled`` or ``start`` receives. Typed
@@ -61,6 +64,15 @@ class _NoAttributes(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _counters_of(kind: str, name: str, paths: Sequence[str]) -> Counters:
+    if isinstance(paths, str):
+        paths = (paths,)
+    try:
+        return counter_paths(paths)
+    except ValueError as e:
+        raise ValueError(f"{kind} {name!r}: counters: {e}") from e
+
+
 def _check_name(kind: str, name: str) -> None:
     if not name or not _NAME.match(name):
         raise ValueError(
@@ -90,10 +102,15 @@ class Action:
     critical: bool = False
     scope: Literal["context", "global"] = "context"
     """Where ``memory`` lives: one value per conversation (``"context"``), or one shared by all."""
+    counters: Sequence[str] = ()
+    """Paths in ``memory`` that count (``"$"``: the memory itself is a number): concurrent
+    increments add up when saves are merged; any other value is last writer wins."""
     _returns_adapter: TypeAdapter[Any] | None = field(default=None, init=False, repr=False)
+    counter_paths: Counters = field(default=frozenset(), init=False, repr=False)
 
     def __post_init__(self) -> None:
         _check_name("action", self.name)
+        self.counter_paths = _counters_of("action", self.name, self.counters)
         if self.retry < 0:
             raise ValueError(f"action {self.name!r}: retry must be >= 0")
         if self.scope not in ("context", "global"):
@@ -265,9 +282,14 @@ class Context(Generic[ArgsT, MemoryT]):
     reply_output: str | None = None
     persona: str | None = None
     memory_schema: builtins.type[MemoryT] | None = None
+    counters: Sequence[str] = ()
+    """Paths in the memory that count (``"visits"``, ``"stats.steps"``, ``"by_user.*"``):
+    concurrent increments add up when saves are merged; any other value is last writer wins."""
+    counter_paths: Counters = field(default=frozenset(), init=False, repr=False)
 
     def __post_init__(self) -> None:
         _check_name("context", self.type)
+        self.counter_paths = _counters_of("context", self.type, self.counters)
         if self.memory_schema is not None and not (
             isinstance(self.memory_schema, builtins.type) and issubclass(self.memory_schema, BaseModel)
         ):
@@ -468,6 +490,9 @@ class ContextInstance:
     base: Any = None
     version: Any = None
     versioned: bool = False
+    # the life of the conversation this run loaded (hub/store/_conversations.py): its writes
+    # are dropped once /new or retention ends it, so nothing forgotten is saved back
+    generation: Generation | None = None
 
     @property
     def id(self) -> str:
@@ -483,6 +508,7 @@ async def load_memory(store: MemoryStore, inst: ContextInstance, ctx: RunContext
     its ``create`` (awaited when async), else a new one; in its ``memory_schema``."""
     definition = inst.definition
     inst.versioned, inst.version, inst.base = False, None, None
+    inst.generation = await store.begin(inst.id)  # before the load: a /new after it ends this life
     if definition.load is not None:
         memory = await _value(definition.load(inst.id, ctx))
     else:
@@ -504,24 +530,41 @@ async def load_memory(store: MemoryStore, inst: ContextInstance, ctx: RunContext
 
 
 async def save_memory(store: MemoryStore, inst: ContextInstance, ctx: RunContext) -> None:
-    """Write a context instance's memory back: its ``save`` override, or the store."""
+    """Write a context instance's memory back: its ``save`` override, or the store. Nothing
+    is written once the conversation was forgotten since it was loaded (``/new``, retention)."""
     definition = inst.definition
     if definition.save is not None:
         await _value(definition.save(inst.id, inst.memory, ctx))
         return
     key = f"memory:{inst.id}"
     if not inst.versioned:
-        await store.set(key, definition.memory_to(inst.memory))
+        value = definition.memory_to(inst.memory)
+        if inst.generation is None:
+            await store.set(key, value)
+        elif not await store.set_if_current(key, value, inst.generation):
+            log.info("memory of %s not saved: the conversation was forgotten since this run began", inst.id)
         return
     value = plain_json(definition.memory_to(inst.memory))  # TypeError: not JSON, as store.set says
     if value == inst.base and inst.version is not None:
         return  # unchanged: nothing to write over what others saved
-    stored, inst.version = await store.save_merged(key, value, base=inst.base, version=inst.version)
+    try:
+        stored, inst.version = await store.save_merged(
+            key,
+            value,
+            base=inst.base,
+            version=inst.version,
+            counters=definition.counter_paths,
+            generation=inst.generation,
+        )
+    except Forgotten:
+        log.info("memory of %s not saved: the conversation was forgotten since this run began", inst.id)
+        return
     inst.base = stored
     if stored != value:  # merged with what others saved: the instance holds that now, with
         # what a run sharing it (the bot's own context) changed while the save was awaited
         now = plain_json(definition.memory_to(inst.memory))
-        inst.memory = definition.memory_from(plain_json(merge3(value, now, stored)))  # shares nothing with base
+        merged = merge3(value, now, stored, counters=definition.counter_paths)
+        inst.memory = definition.memory_from(plain_json(merged))  # shares nothing with base
 
 
 def plain_json(value: Any) -> Any:

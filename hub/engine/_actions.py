@@ -86,7 +86,7 @@ class ActionMemory:
                 yield
                 value = plain_json(ctx.action_memory)  # TypeError: not JSON, as store.set says
                 if value != base:  # unchanged: nothing to write over what others saved
-                    await store.save_merged(key, value, base=base, version=version)
+                    await store.save_merged(key, value, base=base, version=version, counters=action.counter_paths)
         finally:
             if not lock.locked() and not lock._waiters and self._locks.get(key) is lock:
                 del self._locks[key]  # no one else is waiting: do not keep a lock per key forever

@@ -131,6 +131,7 @@ class AgentContext:
             if self.instance is None:
                 d = self.definition
                 inst = ContextInstance(d, self.args, d.key_of(self.args), extension=self.extension)
+                await self.store.begin(inst.id, keep=True)  # retention never prunes the bot's own memory
                 inst.memory = await load_memory(self.store, inst, ctx)
                 self._saved = _dump(d.memory_to(inst.memory))
                 self.instance = inst
@@ -148,7 +149,7 @@ class AgentContext:
             return
         d = self.definition
         ours = plain_json(d.memory_to(inst.memory))
-        merged = merge3(inst.base, ours, theirs)
+        merged = merge3(inst.base, ours, theirs, counters=d.counter_paths)
         inst.memory = d.memory_from(plain_json(merged))  # a copy: never shares a part with base
         inst.base, inst.version = theirs, version
 

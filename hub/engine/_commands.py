@@ -219,6 +219,7 @@ class Commands:
         store_failure: StoreError | None = None
         self._answering.add(record.id)
         try:
+            await deps.memory.begin(inst.id)  # a command is activity: retention keeps the conversation
             await deps.runs.create(record)
             deps.runs.append(record, entry)
             deps.inbox.take([entry.id], record.id)
@@ -354,12 +355,23 @@ class Commands:
         return "Nothing of yours to stop." if only is not None else "Nothing to stop."
 
     async def _new(self, cmd: CommandContext) -> str:
-        """Its run in progress stopped first, so that its end does not save the old history back."""
+        """Forget the conversation: a new generation (hub/store/_conversations.py), so that no
+        run that began before, stopped or queued, saves the old history or memory back; its
+        run in progress stopped; and its episodes, so that recall does not bring it back."""
+        await self.deps.memory.forget(cmd.conversation)
         await self._stop_runs(cmd)
-        memory = self.deps.memory
-        for key in (f"working-memory:{cmd.conversation}", f"memory:{cmd.conversation}"):
-            await memory.delete(key)
         log.info("command /new in %s: history and memory cleared", cmd.conversation)
+        episodes = getattr(self.deps.hub, "episodes", None)
+        if episodes is not None:
+            try:
+                await episodes.flush()  # the episode of the run just stopped, if it is being written
+                await episodes.forget(context=cmd.conversation)
+            except Exception as e:
+                log.error("command /new in %s: its episodes were not forgotten: %s", cmd.conversation, e)
+                return (
+                    "Started a new conversation: what we said before is forgotten, but I could not "
+                    "forget what I recall from it yet. Send /new again later."
+                )
         return "Started a new conversation: what we said before is forgotten."
 
     async def _stop_runs(self, cmd: CommandContext, *, user: str | None = None) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from ..protocol import PromptParts, escape
 
 if TYPE_CHECKING:
     from ..definitions import Action, Context, Output
+    from ..store import MemoryStore
     from ._active_run import Run
     from ._deps import EngineDeps
 
@@ -30,6 +32,8 @@ __all__ = ["conversation", "prepare", "save", "available", "prompt_parts", "COMP
 COMPACTION_SLACK = 2
 """With ``[agent] compaction``, a conversation's history is summarised once it holds more than
 this many times ``max_history`` entries (or no longer fits the prompt budget)."""
+
+log = logging.getLogger("hub.engine")
 
 
 def conversation(deps: EngineDeps, definition: Context, args: Any, key: str) -> ContextInstance:
@@ -111,9 +115,13 @@ async def save(deps: EngineDeps, inst: ContextInstance, run_logs: list[Log], ctx
     cap = keep * (COMPACTION_SLACK + 1) if deps.config.agent.compaction else keep
     history = (inst.history + kept)[-cap:] if keep else []
     head = [to_dict(inst.summary)] if inst.summary is not None and keep else []
-    writes.append(store.set(f"working-memory:{inst.id}", head + [to_dict(e) for e in history]))
+    # under the generation the run began in: once /new or retention forgot the conversation,
+    # the history (and summary) this run loaded is not written back (hub/store/_conversations.py)
+    writes.append(_set(store, inst, f"working-memory:{inst.id}", head + [to_dict(e) for e in history]))
     writes.append(
-        store.set(
+        _set(
+            store,
+            inst,
             f"context:{inst.id}",
             {"type": inst.type, "key": inst.key, "args": jsonable(inst.args), "updated": time.time()},
         )
@@ -122,6 +130,13 @@ async def save(deps: EngineDeps, inst: ContextInstance, run_logs: list[Log], ctx
     for r in results:  # every write was tried; the first failure is reported
         if isinstance(r, BaseException):
             raise r
+
+
+async def _set(store: MemoryStore, inst: ContextInstance, key: str, value: Any) -> None:
+    if inst.generation is None:
+        await store.set(key, value)
+    elif not await store.set_if_current(key, value, inst.generation):
+        log.info("%s not saved: the conversation was forgotten since this run began", key)
 
 
 def available(deps: EngineDeps, run: Run) -> None:

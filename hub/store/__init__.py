@@ -19,6 +19,7 @@ from ._backend import (
     open_stores,
     sole_worker,
 )
+from ._conversations import CONVERSATION_PREFIXES, FORGOTTEN_PREFIXES, Forgotten, Generation
 from ._datadir import DataDirLock, check_database
 from ._health import StoreCollector, StoreHealth, databases
 from ._in_memory import (
@@ -35,7 +36,7 @@ from ._in_memory import (
 from ._inbox import InboxStore, Parked, Pending, park_poison
 from ._leases import Lease, LeaseKeeper, LeaseStore, sole_worker_id, worker_id
 from ._memory import MemoryStore
-from ._merge import merge3
+from ._merge import Counters, counter_paths, merge3
 from ._pairings import Pairing, PairingStore
 from ._redacting import RedactingRunStore
 from ._retention import Retention, prune
@@ -47,7 +48,13 @@ from ._upkeep import PAIRING_GRACE, Upkeep, prune_pairings
 from ._usage import UsageStore
 
 __all__ = [
+    "CONVERSATION_PREFIXES",
     "ConversationLock",
+    "FORGOTTEN_PREFIXES",
+    "Forgotten",
+    "Generation",
+    "Counters",
+    "counter_paths",
     "DataDirLock",
     "InMemoryInbox",
     "InMemoryLeaseStore",

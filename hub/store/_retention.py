@@ -11,8 +11,10 @@ transactions of ``batch`` rows so the event loop and the other writers keep goin
   that is answered again). Keeping whole inputs for ``days`` grew a busy hub's database by
   the size of every message it took (bench/soak.py: 90 MB to 205 MB over 100,000 turns);
 - daily token usage older than ``days``;
-- the context memory, working memory and persisted context state (``context:``,
-  ``memory:``, ``working-memory:`` keys) of conversations idle for ``days``.
+- conversations idle for ``days``: judged by their last activity (a run, a command, a
+  ``/new``; hub/store/_conversations.py), never by when one key last changed, and pruned
+  whole (``context:``, ``memory:``, ``working-memory:`` keys together). The bot's own
+  context is marked ``keep`` and never pruned.
 
 Freed pages go back to the file system through incremental vacuum (the database is created
 with ``auto_vacuum=INCREMENTAL``; an older one is converted once at open, see hub/store/sql/_sqlite.py).
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
 from ..tasks import cancel_and_wait
-from .sql import SqlDatabase
+from .sql import SqlDatabase, prune_conversations
 
 if TYPE_CHECKING:
     from ..config import RetentionSection
@@ -38,7 +40,6 @@ __all__ = ["Retention", "prune", "PruneReport"]
 log = logging.getLogger("hub.store")
 
 _DAY = 86_400.0
-_KEY_PREFIXES = ("context:", "memory:", "working-memory:")  # one conversation's keys
 
 
 @dataclass(slots=True)
@@ -88,7 +89,7 @@ async def prune(
         if db.dialect == "sqlite":
             key = "rowid"
         if dry_run:
-            row = await db.fetchone(f"SELECT COUNT(*) FROM {table} WHERE {where}", params)
+            row = await _one(db, f"SELECT COUNT(*) FROM {table} WHERE {where}", params)
             report.rows[name] = int(row[0]) if row else 0
             return
         total = 0
@@ -98,7 +99,7 @@ async def prune(
             ]
             if ids:  # the condition again: a row written since the select stays
                 marks = ",".join("?" * len(ids))
-                await db.write(f"DELETE FROM {table} WHERE {key} IN ({marks}) AND {where}", (*ids, *params))
+                await db.write_apart(f"DELETE FROM {table} WHERE {key} IN ({marks}) AND {where}", (*ids, *params))
                 total += len(ids)
             if len(ids) < batch:
                 break
@@ -116,15 +117,20 @@ async def prune(
             days = await db.fetchall("SELECT day, COUNT(*) FROM token_usage WHERE day < ? GROUP BY day", (day,))
             if not dry_run:
                 for d, _ in days:
-                    await db.write("DELETE FROM token_usage WHERE day = ?", (d,))
+                    await db.write_apart("DELETE FROM token_usage WHERE day = ?", (d,))
             report.rows["usage rows"] = sum(int(n) for _, n in days)
-        if "kv" in tables:
-            like = " OR ".join("substr(key, 1, ?) = ?" for _ in _KEY_PREFIXES)
-            prefixes = tuple(x for p in _KEY_PREFIXES for x in (len(p), p))
-            await drain("conversation keys", "kv", "key", f"updated < ? AND ({like})", (cutoff, *prefixes))
+        if "conversations" in tables:
+            report.rows["conversations"] = await prune_conversations(db, cutoff, batch=batch, dry_run=dry_run)
     if not dry_run and report.total:
         report.freed_pages = await db.incremental_vacuum()
     return report
+
+
+async def _one(db: SqlDatabase, sql: str, params: Any = ()) -> tuple[Any, ...] | None:
+    """The first row, read beside the loop: SQLite's ``fetchone`` runs on the loop's thread,
+    and a count over a busy hub's tables is not the small read it is meant for."""
+    rows = await db.fetchall(sql, params)
+    return rows[0] if rows else None
 
 
 def _handled_inputs(policy: RetentionSection, now: float, cutoff: float | None) -> tuple[str, tuple[Any, ...]]:
@@ -151,7 +157,9 @@ async def _strip_handled(db: SqlDatabase, batch: int, *, dry_run: bool) -> None:
         ids = [r[0] for r in rows]
         if ids:
             marks = ",".join("?" * len(ids))
-            await db.write(f"UPDATE inbox SET data = ? WHERE id IN ({marks}) AND state = 'done'", (_STRIPPED, *ids))
+            await db.write_apart(
+                f"UPDATE inbox SET data = ? WHERE id IN ({marks}) AND state = 'done'", (_STRIPPED, *ids)
+            )
         if len(ids) < batch:
             return
         await asyncio.sleep(0)
@@ -171,9 +179,7 @@ async def _prune_runs(
         conditions.append("ended < ?")
         params.append(cutoff)
     if policy.max_runs:
-        row = await db.fetchone(
-            "SELECT started FROM runs ORDER BY started DESC LIMIT 1 OFFSET ?", (policy.max_runs - 1,)
-        )
+        row = await _one(db, "SELECT started FROM runs ORDER BY started DESC LIMIT 1 OFFSET ?", (policy.max_runs - 1,))
         if row is not None:
             conditions.append("started < ?")
             params.append(row[0])
@@ -183,11 +189,13 @@ async def _prune_runs(
     if "inbox" in tables:  # a run whose inputs wait for a retry is evidence for the dead-letter count
         where += " AND id NOT IN (SELECT run_id FROM inbox WHERE state IN ('received', 'taken') AND run_id IS NOT NULL)"
     if dry_run:
-        row = await db.fetchone(f"SELECT COUNT(*) FROM runs WHERE {where}", tuple(params))
+        row = await _one(db, f"SELECT COUNT(*) FROM runs WHERE {where}", tuple(params))
         report.rows["runs"] = int(row[0]) if row else 0
         if "run_events" in tables:
-            row = await db.fetchone(
-                f"SELECT COUNT(*) FROM run_events WHERE run_id IN (SELECT id FROM runs WHERE {where})", tuple(params)
+            row = await _one(
+                db,
+                f"SELECT COUNT(*) FROM run_events WHERE run_id IN (SELECT id FROM runs WHERE {where})",
+                tuple(params),
             )
             report.rows["run events"] = int(row[0]) if row else 0
         return
@@ -198,10 +206,10 @@ async def _prune_runs(
             break
         marks = ",".join("?" * len(ids))
         if "run_events" in tables:
-            row = await db.fetchone(f"SELECT COUNT(*) FROM run_events WHERE run_id IN ({marks})", ids)
+            row = await _one(db, f"SELECT COUNT(*) FROM run_events WHERE run_id IN ({marks})", ids)
             events += int(row[0]) if row else 0
-            await db.write(f"DELETE FROM run_events WHERE run_id IN ({marks})", ids)
-        await db.write(f"DELETE FROM runs WHERE id IN ({marks})", ids)
+            await db.write_apart(f"DELETE FROM run_events WHERE run_id IN ({marks})", ids)
+        await db.write_apart(f"DELETE FROM runs WHERE id IN ({marks})", ids)
         runs += len(ids)
         if len(ids) < policy.batch:
             break

@@ -134,6 +134,26 @@ async def test_new_starts_over_history_and_memory_but_keeps_episodes(make_rig) -
     assert "who am I?" in prompt and "my name is Ann" not in prompt and "noted" not in prompt
 
 
+async def test_new_forgets_even_when_a_message_waits_behind_the_answer_it_stops(make_rig) -> None:
+    """A message queued behind the answer /new stops is answered in the new conversation: the
+    run that loaded the old history never saves it back (issue 40, item 2)."""
+    rig = make_rig(["<response><output>noted</output></response>", SLOW], chunk=4, chunk_delay=0.01)
+    rig.model.default = "<response><output>fresh</output></response>"
+    async with rig.hub:
+        assert (await rig.say("my name is Ann")).ok
+        long = await rig.hub.submit("cli:session", {"user": "ann"}, "tell me a long story", user="ann")
+        await until(lambda: "first part" in rig.out.getvalue())  # the answer is being written
+        queued = await rig.hub.submit("cli:session", {"user": "ann"}, "and another", user="ann")
+        assert answer(await cmd(rig, "/new")) == "Started a new conversation: what we said before is forgotten."
+        await long.wait()
+        assert (await queued.wait()).ok
+        history = str(await rig.hub.memory.get("working-memory:cli:session:ann"))
+        assert (await rig.say("who am I?")).ok
+    assert "my name is Ann" not in history and "long story" not in history, history
+    prompt = rig.model.requests[-1].messages[-1]["content"]
+    assert "who am I?" in prompt and "my name is Ann" not in prompt and "long story" not in prompt
+
+
 async def test_stop_ends_the_answer_being_written(make_rig) -> None:
     rig = make_rig([SLOW], chunk=4, chunk_delay=0.01)
     async with rig.hub:

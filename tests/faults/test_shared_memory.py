@@ -53,7 +53,7 @@ def extension(gate: asyncio.Event | None = None) -> Extension:
         if ctx.agent is not None:
             ctx.agent.memory["steps"] = ctx.agent.memory.get("steps", 0) + 1
 
-    @action(name="tally", memory="tally", scope="global")
+    @action(name="tally", memory="tally", scope="global", counters=["$"])
     async def tally(args: NoArgs, ctx: Any) -> int:
         ctx.action_memory = (ctx.action_memory or 0) + 1
         return ctx.action_memory
@@ -62,8 +62,8 @@ def extension(gate: asyncio.Event | None = None) -> Extension:
     async def say(content: str, ctx: Any) -> None:
         pass
 
-    profile = Context(type="t:profile", schema=UserArgs, on_run=on_run)
-    bot = Context(type="t:bot")
+    profile = Context(type="t:profile", schema=UserArgs, on_run=on_run, counters=["visits"])
+    bot = Context(type="t:bot", counters=["steps"])
     chat = Context(
         type="t:chat",
         actions=[tally],
@@ -132,18 +132,20 @@ async def test_the_bot_context_is_re_read_by_each_run(config: HubConfig, tmp_pat
 @pytest.mark.parametrize(
     ("base", "ours", "theirs", "merged"),
     [
-        ({"visits": 3}, {"visits": 4}, {"visits": 4}, {"visits": 5}),
+        ({"visits": 3}, {"visits": 4}, {"visits": 4}, {"visits": 5}),  # a counter's increments add
         ({"n": 1, "a": "x"}, {"n": 1, "a": "y"}, {"n": 2, "a": "x"}, {"n": 2, "a": "y"}),
         ({"log": [1]}, {"log": [1, 2]}, {"log": [1, 3]}, {"log": [1, 3, 2]}),
         ({"k": 1}, {}, {"k": 1, "j": 2}, {"j": 2}),  # ours removed k, theirs added j
-        (None, 1, 1, 2),  # two first visits
+        (None, 1, 1, 2),  # two first visits, when the value itself is the counter
         (None, {"visits": 1}, {"visits": 1}, {"visits": 2}),
         ({"name": "a"}, {"name": "b"}, {"name": "c"}, {"name": "b"}),  # both set it: the later save wins
-        ({"log": [1, 2]}, {"log": [2]}, {"log": [1, 2, 3]}, {"log": [2]}),  # not only appends: ours
+        ({"log": [1, 2]}, {"log": [2]}, {"log": [1, 2, 3]}, {"log": [2, 3]}),  # a trim keeps their append
+        ({"last_seen": 10}, {"last_seen": 20}, {"last_seen": 15}, {"last_seen": 20}),  # not a counter: ours
+        (None, {"score": 5}, {"score": 3}, {"score": 5}),  # two first writes: never 8
     ],
 )
 def test_merge3(base: Any, ours: Any, theirs: Any, merged: Any) -> None:
-    assert merge3(base, ours, theirs) == merged
+    assert merge3(base, ours, theirs, counters=["$", "visits"]) == merged
 
 
 @pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres"])
@@ -163,7 +165,7 @@ async def test_a_save_that_lost_the_race_merges(backend: str, tmp_path: Path) ->
         b, vb = await store.get_versioned("memory:p")
         assert await store.set_if_unchanged("memory:p", {"visits": 2}, va) is not None
         assert await store.set_if_unchanged("memory:p", {"visits": 2}, vb) is None  # stale: refused
-        stored, _ = await store.save_merged("memory:p", {"visits": 2}, base=b, version=vb)
+        stored, _ = await store.save_merged("memory:p", {"visits": 2}, base=b, version=vb, counters=["visits"])
         assert stored == {"visits": 3} == await store.get("memory:p")
         # an update that another writer beats is applied again to the new value
         calls: list[Any] = []

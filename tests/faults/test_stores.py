@@ -97,9 +97,11 @@ async def test_a_store_failing_its_nth_call(faulty_hub, store: str, method: str,
         assert again.state == RunState.COMPLETED
 
 
-# a run's row is queued by create_soon (create is what the end uses when that failed)
+# a run's row is queued by create_soon (create is what the end uses when that failed); a
+# run's memory writes go under its generation (set_if_current), begun by begin
 WRITES = [
-    ("memory", "set"),
+    ("memory", "set_if_current"),  # a run's history and context record, under its generation
+    ("memory", "begin"),
     ("runs", "create_soon"),
     ("runs", "append"),
     ("runs", "finish"),

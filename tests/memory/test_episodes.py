@@ -342,3 +342,20 @@ async def test_episodic_memory_can_be_turned_off(tmp_path: Path, minilm: MiniLME
     async with hub:
         assert (await hub.send(CTX, ANN, WEATHER_Q, user="ann")).ok  # type: ignore[union-attr]
     assert not (tmp_path / "chroma").exists()
+
+
+async def test_new_forgets_what_recall_would_bring_back(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
+    """/new forgets the conversation's episodes too: recall does not bring back what it
+    forgot (issue 40, item 2)."""
+    from hub import CommandCall
+
+    model = ScriptedModel([WEATHER_REPLY, ANSWER_REPLY], default=OK_REPLY)
+    async with make_hub(tmp_path, model, minilm) as hub:
+        assert hub.episodes is not None
+        await ask(hub, WEATHER_Q)
+        assert len(await hub.episodes.episodes(context=CTX + ":ann")) == 1
+        new = await hub.send(CTX, ANN, "/new", user="ann", command=CommandCall("new", ""))
+        assert new.ok
+        assert await hub.episodes.episodes(context=CTX + ":ann") == []
+        await ask(hub, "What's the forecast for New York?")
+        assert WEATHER_A not in prompt_of(model)

@@ -103,14 +103,19 @@ async def test_days_prune_every_kind_of_row_and_dry_run_deletes_nothing(backend:
         await db.write("UPDATE inbox SET handled = ? WHERE id = ?", (now - 95 * DAY, handled_old.id))
         usage.add("conversation:chat:a", time.strftime("%Y-%m-%d", time.gmtime(now - 91 * DAY)), 10)
         usage.add("conversation:chat:a", time.strftime("%Y-%m-%d", time.gmtime(now)), 10)
-        for key in ("memory:chat:old", "working-memory:chat:old", "context:chat:old", "memory:chat:new", "persona:x"):
+        memory.clock = lambda: now - 120 * DAY  # chat:old was last active 120 days ago
+        await memory.begin("chat:old")
+        for key in ("memory:chat:old", "working-memory:chat:old", "context:chat:old", "persona:x"):
             await memory.set(key, {"v": 1})
-        await db.write("UPDATE kv SET updated = ? WHERE key LIKE '%chat:old' OR key = 'persona:x'", (now - 120 * DAY,))
+        memory.clock = lambda: now - 1 * DAY
+        await memory.set("memory:chat:new", {"v": 1})  # unchanged for long: its conversation is active
+        await memory.begin("chat:new")
+        await db.write("UPDATE kv SET updated = ? WHERE key = 'memory:chat:new'", (now - 120 * DAY,))
 
         policy = RetentionSection(days=90, max_runs=0, batch=2)
         dry = await prune(db, policy, dry_run=True, now=now)
         # both handled inputs go: neither has a platform id that a redelivery could carry
-        assert dry.rows == {"runs": 5, "run events": 10, "inbox rows": 2, "usage rows": 1, "conversation keys": 3}
+        assert dry.rows == {"runs": 5, "run events": 10, "inbox rows": 2, "usage rows": 1, "conversations": 1}
         assert await _count(db, "runs") == 9  # nothing deleted by a dry run
         report = await prune(db, policy, now=now)
         assert report.rows == dry.rows
@@ -149,6 +154,52 @@ async def test_handled_inputs_keep_only_their_platform_id_for_the_redelivery_win
         assert not await inbox.record("chat:a", InputLog(type="text", content=big, platform_id="tg:1:1"))
         assert not await inbox.seen("tg:1:2")  # past it, it would be answered again
         assert [p.entry.content for p in await inbox.pending()] == [big]
+
+
+async def test_an_active_conversation_keeps_the_memory_it_did_not_change_and_the_bot_context_is_never_pruned(
+    config, make_hub
+) -> None:
+    """Retention judges a conversation by its last activity, not by when its memory last
+    changed: a user who talks every day keeps what the bot remembers about them, and the
+    bot's own memory is never pruned (issue 40, item 1)."""
+    from hub import Context, Extension, output
+
+    async def remember(ctx) -> None:
+        ctx.memory.setdefault("name", "Ann")  # written at the first run, unchanged after
+        ctx.agent.memory.setdefault("name", "Ann")
+
+    @output(type="t:say")
+    async def say(content: str, ctx) -> None:
+        pass
+
+    ext = Extension(
+        "t",
+        contexts=[Context(type="t:chat", on_run=remember, outputs=[say], reply_output="t:say")],
+        agent_context=Context(type="t:bot"),
+    )
+    from hub.models.scripted import ScriptedModel
+
+    async with make_hub(ScriptedModel([], default='<response><output type="t:say">hi</output></response>'), ext) as hub:
+        assert (await hub.send("t:chat", {"id": "1"}, "my name is Ann")).ok
+        db = hub.stores.db
+        assert db is not None
+        # 100 days on: the memory keys were last written then, but the user spoke today
+        await db.write("UPDATE kv SET updated = updated - ?", (100 * DAY,))
+        if await db.fetchone("SELECT name FROM sqlite_master WHERE name = 'conversations'"):
+            await db.write("UPDATE conversations SET active = active - ?", (100 * DAY,))
+        assert (await hub.send("t:chat", {"id": "1"}, "hello again")).ok
+        assert (await hub.memory.get("memory:t:chat:1")) == {"name": "Ann"}
+        await db.write("UPDATE kv SET updated = updated - ? WHERE key = 'memory:t:chat:1'", (100 * DAY,))
+        report = await prune(db, RetentionSection(days=90, max_runs=0))
+        assert report.rows["conversations"] == 0, report
+        assert await hub.memory.get("memory:t:chat:1") == {"name": "Ann"}
+        assert await hub.memory.get("memory:t:bot:bot") == {"name": "Ann"}  # the bot's: idle, but kept
+        assert len(await hub.memory.get("working-memory:t:chat:1")) == 4
+        # idle past the window: the conversation goes whole, the bot's own context stays
+        report = await prune(db, RetentionSection(days=90, max_runs=0), now=time.time() + 91 * DAY)
+        assert report.rows["conversations"] == 1, report
+        assert await hub.memory.keys("memory:") == ["memory:t:bot:bot"]
+        assert await hub.memory.keys("working-memory:") == []
 
 
 async def test_an_existing_database_is_switched_to_incremental_vacuum(tmp_path: Path) -> None:

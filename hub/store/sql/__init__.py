@@ -4,6 +4,7 @@ inbox and the run store have a PostgreSQL class of their own, for workers sharin
 
 from __future__ import annotations
 
+from ._conversations import prune_conversations
 from ._inbox import PostgresInbox, SqlInbox
 from ._migrations import SCHEMA_VERSION
 from ._postgres import PgDatabase, inspect
@@ -41,4 +42,5 @@ __all__ = [
     "SqlUsageStore",
     "dumps",
     "inspect",
+    "prune_conversations",
 ]

@@ -174,6 +174,16 @@ class GroupCommit(ABC):
         self._put((sql, params, fut))
         return fut
 
+    async def write_apart(self, sql: str, params: Sequence[Any] | None = None) -> None:
+        """A large write (retention's deletes of hundreds of rows), committed beside the
+        event loop, never on its thread: the loop goes on while it runs. This default is
+        :meth:`write` (PostgreSQL's writes never run on the loop's thread).
+
+        Raises:
+            StoreError: the write failed (naming the table).
+        """
+        await self.write(sql, params)
+
     def write_soon(self, sql: str, params: Sequence[Any] | None = None) -> None:
         """Queue a write; it is committed with the next batch, within milliseconds."""
         self._put((sql, params, None))

@@ -183,6 +183,27 @@ ALTER TABLE pairings ADD COLUMN user_name TEXT;
 ALTER TABLE pairings ADD COLUMN user_handle TEXT
 """
 
+# One row per conversation (hub/store/_conversations.py). Existing conversations get their
+# newest key's time as last activity; ids ending ":bot" (the bot's own context) are kept.
+_CONVERSATIONS_BACKFILL = """
+INSERT INTO conversations (id, generation, active, keep)
+SELECT id, {random}, MAX(updated), CASE WHEN id LIKE '%:bot' THEN 1 ELSE 0 END FROM (
+    SELECT substr(key, 9) AS id, updated FROM kv WHERE substr(key, 1, 8) = 'context:'
+    UNION ALL SELECT substr(key, 8) AS id, updated FROM kv WHERE substr(key, 1, 7) = 'memory:'
+    UNION ALL SELECT substr(key, 16) AS id, updated FROM kv WHERE substr(key, 1, 15) = 'working-memory:'
+) AS keyed GROUP BY id
+"""
+
+_SQLITE_V10 = """
+CREATE TABLE IF NOT EXISTS conversations (
+    id TEXT PRIMARY KEY,
+    generation INTEGER NOT NULL,
+    active REAL NOT NULL,
+    keep INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS conversations_idle ON conversations (active) WHERE keep = 0;
+""" + _CONVERSATIONS_BACKFILL.format(random="abs(random() % 4611686018427387903)")
+
 # v50: which named models answered a run's steps ("model" for [model], else [models.NAME]),
 # in the order they first answered, so that `hub runs` and the dashboard list them unread
 _V50 = """
@@ -202,6 +223,7 @@ SQLITE_STEPS: tuple[Step, ...] = (
     Step(4, "runs failed by the store (store_failed)", _V4),
     Step(5, "cost of runs and budgets (runs.cost, token_usage.cost), stop requests (run_stops)", _SQLITE_V5),
     Step(8, "who and what of runs (user_name, user_handle, message, reply) and of pairings", _V8),
+    Step(10, "conversations: last activity, generation, keep (retention by conversation, /new)", _SQLITE_V10),
     Step(50, "the models that answered a run's steps (runs.models)", _V50),
     Step(60, "cached prompt tokens of runs (runs.cached_tokens)", _V60),
 )
@@ -311,6 +333,16 @@ CREATE TABLE IF NOT EXISTS run_stops (
 )
 """
 
+_PG_V10 = """
+CREATE TABLE IF NOT EXISTS conversations (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    generation BIGINT NOT NULL,
+    active DOUBLE PRECISION NOT NULL,
+    keep INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS conversations_idle ON conversations (active) WHERE keep = 0;
+""" + _CONVERSATIONS_BACKFILL.format(random="(random() * 4611686018427387903)::bigint")
+
 POSTGRES_STEPS: tuple[Step, ...] = (
     Step(1, "the tables of the first release", _PG_V1),
     Step(2, "inbox leases (claimed_by, lease_until)", _PG_V2),
@@ -322,6 +354,7 @@ POSTGRES_STEPS: tuple[Step, ...] = (
         "who and what of runs (user_name, user_handle, message, reply) and of pairings",
         _V8.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS"),
     ),
+    Step(10, "conversations: last activity, generation, keep (retention by conversation, /new)", _PG_V10),
     Step(
         50,
         "the models that answered a run's steps (runs.models)",

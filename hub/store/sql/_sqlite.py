@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 import aiosqlite
 
 from ...errors import StoreError
-from ._group_commit import LINGER, GroupCommit
+from ._group_commit import LINGER, GroupCommit, table_of
 from ._migrations import SCHEMA_VERSION, migrate_sqlite
 from ._sqlite_commit import _Busy, _commit_sync, _is_busy, _Write
 from ._values import _clean_params
@@ -295,6 +295,28 @@ class Database(GroupCommit):
                 await asyncio.sleep(delay)
                 delay *= 2
         raise AssertionError("unreachable")
+
+    async def write_apart(self, sql: str, params: Sequence[Any] | None = None) -> None:
+        """A large write, committed alone in aiosqlite's thread (never inline on the loop's:
+        retention's deletes held the loop 150-290 ms a batch in bench/soak.py). It queues
+        with the writer's own work in that thread, so the connection is never shared.
+
+        Raises:
+            StoreError: the write failed (naming the table).
+        """
+        await self.flush()  # what was queued before it is committed first, as with write()
+        sql, params, _ = self._prepare((sql, params, None))
+        try:
+            (error,) = await self._in_thread(_commit_sync, [(sql, params)])
+        except _Busy as e:
+            error = e.original
+        if error is not None:
+            self._failed(f"write: {error}")
+            raise StoreError(
+                f"SQLite table {table_of(sql)!r} in {self.path}: write failed: {error}",
+                store=table_of(sql),
+                operation="write",
+            ) from error
 
     async def _after_batch(self) -> None:
         if self._commits >= CHECKPOINT_EVERY:

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from .._conversations import FORGOTTEN_PREFIXES, Forgotten, Generation, conversation_keys, new_generation
 from .._leases import Clock, Lease, LeaseStore, check_lease
 from .._memory import MemoryStore
 from .._pairings import Pairing, PairingStore
@@ -19,6 +20,7 @@ from .._revisions import Revision, RevisionStore, text_hash
 from .._schedules import ScheduleStore, Tick
 from .._stops import StopStore
 from .._usage import UsageStore
+from ._conversations import prune_conversations
 from ._sql_store import SqlStore
 from ._sqlite import SqlDatabase
 from ._values import dumps
@@ -38,21 +40,29 @@ __all__ = [
 
 
 class SqlMemoryStore(SqlStore, MemoryStore, store="memory"):
-    """Values stored as JSON text (table ``kv``). ``set`` returns once the value is committed."""
+    """Values stored as JSON text (table ``kv``). ``set`` returns once the value is committed.
+    Each conversation's activity and generation are a row of ``conversations``; a write
+    under a generation checks it in the write's own statement (hub/store/_conversations.py)."""
+
+    def __init__(self, db: SqlDatabase, *, clock: Clock = time.time) -> None:
+        super().__init__(db)
+        self.clock = clock
+
+    def _current_sql(self) -> str:
+        # PostgreSQL: FOR SHARE holds the row until the write commits, so a /new that bumps
+        # the generation waits for it (and its delete, the next statement, sees the write)
+        lock = " FOR SHARE" if self.db.dialect == "postgres" else ""
+        return f"EXISTS (SELECT 1 FROM conversations WHERE id = ? AND generation = ?{lock})"
 
     async def get(self, key: str) -> Any | None:
         row = await self.db.fetchone("SELECT value FROM kv WHERE key = ?", (key,))
         return json.loads(row[0]) if row is not None else None
 
     async def set(self, key: str, value: Any) -> None:
-        try:
-            text = dumps(value, default=None)  # NaN/Infinity become null, lone surrogates U+FFFD
-        except (TypeError, ValueError) as e:
-            raise TypeError(f"value for {key!r} is not JSON-serialisable: {e}") from e
         await self.db.write(
             "INSERT INTO kv (key, value, updated) VALUES (?, ?, ?) "
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated = excluded.updated",
-            (key, text, time.time()),
+            (key, _text(key, value), self.clock()),
         )
 
     async def get_versioned(self, key: str) -> tuple[Any | None, Any]:
@@ -60,22 +70,71 @@ class SqlMemoryStore(SqlStore, MemoryStore, store="memory"):
         row = await self.db.fetchone("SELECT value FROM kv WHERE key = ?", (key,))
         return (json.loads(row[0]), row[0]) if row is not None else (None, None)
 
-    async def set_if_unchanged(self, key: str, value: Any, version: Any) -> Any | None:
-        try:
-            text = dumps(value, default=None)
-        except (TypeError, ValueError) as e:
-            raise TypeError(f"value for {key!r} is not JSON-serialisable: {e}") from e
+    async def set_if_unchanged(
+        self, key: str, value: Any, version: Any, *, generation: Generation | None = None
+    ) -> Any | None:
+        text = _text(key, value)
+        guard, extra = "", tuple[Any, ...]()
+        if generation is not None:
+            guard, extra = f" AND {self._current_sql()}", (generation.conversation, generation.number)
         if version is None:
             row = await self.db.fetchone(  # one short statement: inline on SQLite when its thread is idle
-                "INSERT INTO kv (key, value, updated) VALUES (?, ?, ?) ON CONFLICT(key) DO NOTHING RETURNING key",
-                (key, text, time.time()),
+                f"INSERT INTO kv (key, value, updated) SELECT ?, ?, ? WHERE true{guard} "
+                "ON CONFLICT(key) DO NOTHING RETURNING key",
+                (key, text, self.clock(), *extra),
             )
         else:
             row = await self.db.fetchone(
-                "UPDATE kv SET value = ?, updated = ? WHERE key = ? AND value = ? RETURNING key",
-                (text, time.time(), key, version),
+                f"UPDATE kv SET value = ?, updated = ? WHERE key = ? AND value = ?{guard} RETURNING key",
+                (text, self.clock(), key, version, *extra),
             )
+        if row is None and generation is not None and not await self.current(generation):
+            raise Forgotten(generation)
         return text if row is not None else None
+
+    # --- conversations ----------------------------------------------------------------------
+
+    async def begin(self, conversation: str, *, keep: bool = False) -> Generation:
+        # through the group commit (shared with the run's other writes), then a point read
+        await self.db.write(
+            "INSERT INTO conversations (id, generation, active, keep) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET "
+            "active = CASE WHEN excluded.active > conversations.active "
+            "THEN excluded.active ELSE conversations.active END, "
+            "keep = CASE WHEN excluded.keep = 1 THEN 1 ELSE conversations.keep END",
+            (conversation, new_generation(), self.clock(), 1 if keep else 0),
+        )
+        row = await self.db.fetchone("SELECT generation FROM conversations WHERE id = ?", (conversation,))
+        if row is None:  # retention pruned it between the two: begin its next life
+            return await self.begin(conversation, keep=keep)
+        return Generation(conversation, int(row[0]))
+
+    async def current(self, generation: Generation) -> bool:
+        row = await self.db.fetchone("SELECT generation FROM conversations WHERE id = ?", (generation.conversation,))
+        return row is not None and int(row[0]) == generation.number
+
+    async def set_if_current(self, key: str, value: Any, generation: Generation) -> bool:
+        # through the group commit, the check in the write's statement; then whether it
+        # landed: a generation never comes back, so one still current was current at the write
+        await self.db.write(
+            f"INSERT INTO kv (key, value, updated) SELECT ?, ?, ? WHERE {self._current_sql()} "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated = excluded.updated",
+            (key, _text(key, value), self.clock(), generation.conversation, generation.number),
+        )
+        return await self.current(generation)
+
+    async def forget(self, conversation: str) -> None:
+        # the generation first: from its commit on, no write of the old life lands; then the keys
+        await self.db.write(
+            "INSERT INTO conversations (id, generation, active, keep) VALUES (?, ?, ?, 0) "
+            "ON CONFLICT(id) DO UPDATE SET generation = conversations.generation + 1, active = excluded.active",
+            (conversation, new_generation(), self.clock()),
+        )
+        keys = conversation_keys(conversation, FORGOTTEN_PREFIXES)
+        await self.db.write(f"DELETE FROM kv WHERE key IN ({','.join('?' * len(keys))})", keys)
+
+    async def prune_idle(self, before: float, *, dry_run: bool = False) -> int:
+        return await prune_conversations(self.db, before, batch=500, dry_run=dry_run)
 
     async def delete(self, key: str) -> None:
         await self.db.write("DELETE FROM kv WHERE key = ?", (key,))
@@ -102,6 +161,13 @@ class SqlMemoryStore(SqlStore, MemoryStore, store="memory"):
                 "SELECT key FROM kv WHERE substr(key, 1, ?) = ? ORDER BY key", (len(prefix), prefix)
             )
         return [r[0] for r in rows]
+
+
+def _text(key: str, value: Any) -> str:
+    try:
+        return dumps(value, default=None)  # NaN/Infinity become null, lone surrogates U+FFFD
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"value for {key!r} is not JSON-serialisable: {e}") from e
 
 
 # --- leases ------------------------------------------------------------------------------
