@@ -10,6 +10,9 @@
 - ``hub.testing.whatsapp``: ``FakeWhatsApp``, Meta's Graph API for the real ``pywa_async`` client
   and the signed webhooks Meta sends (also a program for the WhatsApp quick start:
   ``python -m hub.testing.whatsapp``).
+- ``hub.testing.email``: a real Dovecot in a temporary folder (``Dovecot``) and a real SMTP server
+  (``SmtpSink``, aiosmtpd) on loopback, for the email extension (also a program for its quick
+  start: ``python -m hub.testing.email``).
 - :func:`temp_config`: a config on a test's temporary folder (data, personas), episodic memory off.
 - :func:`png` and :func:`image_bytes`: picture files to attach, drawn with Pillow.
 - ``hub.testing.fixtures``: autouse pytest fixtures (no network, logging restored) to import into
