@@ -41,18 +41,18 @@ class EmailSettings(PlatformSettings):
     so ``dm_policy`` applies to each. ``allowed_users`` is a synonym of ``allowed_senders``.
     """
 
-    imap_host: str = ""
+    imap_host: str = Field("", validate_default=True)
     """The IMAP server the bot reads its mail from."""
     imap_port: int = Field(993, ge=1, le=65535)
     """993 for ``tls = "implicit"``, 143 for ``"starttls"``."""
-    smtp_host: str = ""
+    smtp_host: str = Field("", validate_default=True)
     """The SMTP server the bot sends through (its submission port)."""
     smtp_port: int = Field(465, ge=1, le=65535)
     """465 for ``tls = "implicit"``, 587 for ``"starttls"``."""
     tls: Literal["implicit", "starttls", "none"] = "implicit"
     """TLS from the first byte (``"implicit"``), upgraded after the greeting (``"starttls"``),
     or none at all (``"none"``: only to a loopback host, such as a local relay)."""
-    username: str = ""
+    username: str = Field("", validate_default=True)
     """The account's login, for IMAP and SMTP both."""
     password: SecretStr = Field(SecretStr(""), validate_default=True)
     """The account's password (or an app password): ``password = "${EMAIL_PASSWORD}"``."""
