@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hub_email import CURSOR_KEY, EmailSettings, extension
 
 from hub import Extension, Hub, HubConfig, OutputLog, ScriptedModel
 from hub.engine import Plugin
@@ -24,6 +23,7 @@ from hub.models import Model
 from hub.models.openai import OpenAIModel
 from hub.testing import FakeOpenAI, temp_config
 from hub.testing.email import BOT, DOVECOT, PASSWORD, USER, Dovecot, SmtpSink, mail
+from hub_email import CURSOR_KEY, EmailSettings, extension
 
 pytestmark = pytest.mark.skipif(
     not Path(DOVECOT).exists(), reason="Dovecot is not installed (apt-get install dovecot-imapd; .ci/run does)"
