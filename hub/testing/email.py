@@ -23,6 +23,7 @@ import logging
 import os
 import pwd
 import shutil
+import signal
 import socket
 import tempfile
 import warnings
@@ -352,35 +353,40 @@ class SmtpSink:
 
 
 async def _main(imap_port: int, smtp_port: int) -> None:  # pragma: no cover - the quick start's program
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    assert main is not None
+    loop.add_signal_handler(signal.SIGTERM, main.cancel)  # stopped by SIGTERM: Dovecot is stopped too
     async with Dovecot(port=imap_port) as dovecot, SmtpSink(port=smtp_port) as smtp:
         print(f"IMAP (Dovecot) on 127.0.0.1:{imap_port}, SMTP on 127.0.0.1:{smtp_port}", flush=True)
         print(f"type a line: it is mailed from {USER} to {BOT}", flush=True)
-        loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader()
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, "rb"))
         shown = 0
+        thread: list[str] = []  # the Message-IDs so far: each typed line answers the newest
 
         async def show() -> None:
             nonlocal shown
             while True:
                 await smtp.wait_sent(shown + 1, timeout=10**9)
                 for s in smtp.sent[shown:]:
+                    thread.append(str(s.message["Message-ID"]))
                     print(f"bot -> {', '.join(s.recipients)}: [{s.message['Subject']}] {s.text}", flush=True)
                 shown = len(smtp.sent)
 
         shower = asyncio.create_task(show())
-        last: str | None = None
-        refs: list[str] = []
         try:
             while line := await reader.readline():
                 text = line.decode().strip()
                 if not text:
                     continue
-                subject = text if text.startswith("/") else ("Re: Hello" if last else "Hello")
-                raw, last = mail(text, subject=subject, in_reply_to=refs[-1] if refs else None, references=refs)
-                refs = [*refs, last]
+                subject = text if text.startswith("/") else ("Re: Hello" if thread else "Hello")
+                raw, msg_id = mail(
+                    text, subject=subject, in_reply_to=thread[-1] if thread else None, references=list(thread)
+                )
+                thread.append(msg_id)
                 uid = await dovecot.deliver(raw)
-                print(f"delivered: UID {uid}, {last}", flush=True)
+                print(f"delivered: UID {uid}, {msg_id}", flush=True)
         finally:
             shower.cancel()
 
@@ -392,5 +398,5 @@ if __name__ == "__main__":  # pragma: no cover
     parser.add_argument("--imap-port", type=int, default=1143)
     parser.add_argument("--smtp-port", type=int, default=1025)
     ns = parser.parse_args()
-    with contextlib.suppress(KeyboardInterrupt):
+    with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
         asyncio.run(_main(ns.imap_port, ns.smtp_port))
