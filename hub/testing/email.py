@@ -24,6 +24,7 @@ import os
 import pwd
 import shutil
 import signal
+import ssl
 import socket
 import tempfile
 import warnings
@@ -108,13 +109,24 @@ def mail(
 class Dovecot:
     """A Dovecot IMAP server of its own, in a temporary folder, for one mailbox (``user``)."""
 
-    def __init__(self, *, user: str = BOT, password: str = PASSWORD, port: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        user: str = BOT,
+        password: str = PASSWORD,
+        port: int = 0,
+        cert: tuple[bytes, bytes] | None = None,
+    ) -> None:
+        """``cert``: a certificate chain and its key (PEM): TLS is then offered, by STARTTLS on
+        :attr:`port` and from the first byte on :attr:`tls_port`."""
         if not os.path.exists(DOVECOT):
             raise RuntimeError(f"{DOVECOT} is missing: apt-get install dovecot-imapd")
         self.user = user
         self.password = password
         self.port = port or _free_port()
         self.host = "127.0.0.1"
+        self.cert = cert
+        self.tls_port = _free_port() if cert else 0
         # base_dir holds unix sockets (108 bytes at most): a short folder of its own
         self.dir = Path(tempfile.mkdtemp(prefix="dv", dir="/tmp"))
         self._proc: asyncio.subprocess.Process | None = None
@@ -131,13 +143,18 @@ class Dovecot:
         (d / "mail").mkdir(exist_ok=True)
         os.chown(d / "mail", owner.pw_uid, owner.pw_gid)
         (d / "passwd").write_text(f"{self.user}:{{PLAIN}}{self.password}::::::\n")
+        ssl = "ssl = no"
+        if self.cert is not None:
+            (d / "cert.pem").write_bytes(self.cert[0])
+            (d / "key.pem").write_bytes(self.cert[1])
+            ssl = f"ssl = yes\nssl_cert = <{d}/cert.pem\nssl_key = <{d}/key.pem"
         return f"""
 base_dir = {d}/run
 state_dir = {d}/state
 log_path = {d}/dovecot.log
 protocols = imap
 listen = 127.0.0.1
-ssl = no
+{ssl}
 disable_plaintext_auth = no
 auth_mechanisms = plain login
 mail_location = maildir:{d}/mail/%n
@@ -158,7 +175,8 @@ service imap-login {{
     port = {self.port}
   }}
   inet_listener imaps {{
-    port = 0
+    address = 127.0.0.1
+    port = {self.tls_port}
   }}
 }}
 """
@@ -273,8 +291,20 @@ class SmtpSink:
     """``aiosmtpd``'s SMTP server on 127.0.0.1, in this event loop, with ``AUTH PLAIN`` and
     ``LOGIN`` checked against ``user``/``password``; keeps what it is sent."""
 
-    def __init__(self, *, user: str = BOT, password: str = PASSWORD, port: int = 0) -> None:
+    def __init__(
+        self,
+        *,
+        user: str = BOT,
+        password: str = PASSWORD,
+        port: int = 0,
+        tls: ssl.SSLContext | None = None,
+        implicit: bool = False,
+    ) -> None:
+        """``tls``: the server's TLS context; with ``implicit`` TLS from the first byte, else
+        offered by STARTTLS (and then required before AUTH)."""
         self.user = user
+        self.tls = tls
+        self.implicit = implicit
         self.password = password
         self.port = port or _free_port()
         self.host = "127.0.0.1"
@@ -320,12 +350,14 @@ class SmtpSink:
                     hostname="mx.test",
                     authenticator=authenticator,
                     auth_required=True,
-                    auth_require_tls=False,
+                    auth_require_tls=self.tls is not None and not self.implicit,
+                    tls_context=None if self.implicit else self.tls,
+                    require_starttls=self.tls is not None and not self.implicit,
                     loop=loop,
                 )
 
         logging.getLogger("mail.log").setLevel(logging.ERROR)  # the same warning, and each session
-        self._server = await loop.create_server(server, self.host, self.port)
+        self._server = await loop.create_server(server, self.host, self.port, ssl=self.tls if self.implicit else None)
         return self
 
     async def stop(self) -> None:
