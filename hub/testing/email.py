@@ -24,8 +24,8 @@ import os
 import pwd
 import shutil
 import signal
-import ssl
 import socket
+import ssl
 import tempfile
 import warnings
 from collections.abc import Sequence
@@ -116,9 +116,12 @@ class Dovecot:
         password: str = PASSWORD,
         port: int = 0,
         cert: tuple[bytes, bytes] | None = None,
+        capability: str | None = None,
     ) -> None:
         """``cert``: a certificate chain and its key (PEM): TLS is then offered, by STARTTLS on
-        :attr:`port` and from the first byte on :attr:`tls_port`."""
+        :attr:`port` and from the first byte on :attr:`tls_port`. ``capability``: what the
+        server says it can do after the login, instead of Dovecot's list (a server without
+        IDLE: ``"IMAP4rev1 UIDPLUS"``)."""
         if not os.path.exists(DOVECOT):
             raise RuntimeError(f"{DOVECOT} is missing: apt-get install dovecot-imapd")
         self.user = user
@@ -126,6 +129,7 @@ class Dovecot:
         self.port = port or _free_port()
         self.host = "127.0.0.1"
         self.cert = cert
+        self.capability = capability
         self.tls_port = _free_port() if cert else 0
         # base_dir holds unix sockets (108 bytes at most): a short folder of its own
         self.dir = Path(tempfile.mkdtemp(prefix="dv", dir="/tmp"))
@@ -148,6 +152,8 @@ class Dovecot:
             (d / "cert.pem").write_bytes(self.cert[0])
             (d / "key.pem").write_bytes(self.cert[1])
             ssl = f"ssl = yes\nssl_cert = <{d}/cert.pem\nssl_key = <{d}/key.pem"
+        if self.capability is not None:
+            ssl += f"\nimap_capability = {self.capability}"
         return f"""
 base_dir = {d}/run
 state_dir = {d}/state

@@ -88,6 +88,11 @@ class Mailbox:
         if response.result != "OK":
             await self.close()
             raise LoginRefused(f"{s.imap_host} refused the login of {s.username}: {_text(response)}")
+        try:  # what the server offers after the login (IDLE among it) replaces what it said before
+            await asyncio.wait_for(client.protocol.capability(), s.timeout)
+        except (OSError, TimeoutError, aioimaplib.AioImapException) as e:
+            await self.close()
+            raise ImapError(f"CAPABILITY failed on {s.imap_host}: {type(e).__name__}: {e}") from e
 
     async def _starttls(self, client: aioimaplib.IMAP4) -> None:
         protocol = client.protocol

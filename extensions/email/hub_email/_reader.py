@@ -116,6 +116,11 @@ class Reader:
         try:
             validity, uidnext = await box.select()
             self.hub.metrics.platform_connected("email", True)
+            if self.settings.idle and box.has_idle:
+                log.info("email: waiting for new mail with IDLE")
+            else:
+                why = "idle = false" if not self.settings.idle else "the server has no IDLE"
+                log.info("email: polling for new mail every %gs (%s)", self.settings.poll_interval, why)
             cursor = await self._cursor()
             if cursor is None or cursor.uidvalidity != validity:
                 cursor = await self._restart_at(box, cursor, validity, uidnext)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -185,6 +186,18 @@ async def test_an_attachment_over_the_media_cap_is_refused_by_name(tmp_path: Pat
         assert "big.txt" in prompt and "over the 1 KB limit" in prompt and "xxxxxxxx" not in prompt
 
 
+async def test_without_idle_on_the_server_new_mail_is_polled(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="hub_email")
+    async with Dovecot(capability="IMAP4rev1 UIDPLUS") as dovecot, SmtpSink() as smtp:
+        async with running(tmp_path, on=(dovecot, smtp), poll_interval=0.1) as r:
+            await r.send("polled")
+            await smtp.wait_sent(1)
+            await r.send("polled again")
+            await smtp.wait_sent(2)
+        assert "polled again" in prompt_of(r.model, 1)
+    assert "polling for new mail every 0.1s (the server has no IDLE)" in caplog.text
+
+
 # --- what is not answered ------------------------------------------------------------------
 
 
@@ -193,10 +206,10 @@ async def test_forged_automatic_and_own_mail_is_not_answered(tmp_path: Path) -> 
         await r.send("forged", authenticated=False)
         await r.send("no results at all", authenticated=None)
         # a sender's own Authentication-Results below the receiving server's counts for nothing
-        raw, _ = mail("spoofed", authenticated=False)
-        raw = b"Authentication-Results: evil.example; dkim=pass header.d=example.com\r\n" + raw
-        raw = raw.replace(b"dkim=fail", b"dkim=fail", 1)
-        await r.dovecot.deliver(b"Authentication-Results: mx.example.org; dkim=fail header.d=example.com\r\n" + raw)
+        raw, _ = mail("spoofed", authenticated=None)
+        forged = b"Authentication-Results: mx.example.org; dkim=pass header.d=example.com\r\n"
+        receiving = b"Authentication-Results: mx.example.org; dkim=fail header.d=example.com\r\n"
+        await r.dovecot.deliver(receiving + forged + raw)
         await r.send("out of office", headers={"Auto-Submitted": "auto-replied"})
         await r.send("newsletter", headers={"Precedence": "bulk"})
         await r.send("from myself", sender=BOT)
