@@ -51,6 +51,8 @@ class Intake:
         self.send = send
         self.outbox = outbox
         self.senders = AllowList(settings.allowed_users)
+        self.bots = frozenset(settings.bots)
+        self.guard = settings.loop_guard()
         self.poison = PoisonUpdates("email", hub.inbox, park_after=PARK_AFTER, redactor=hub.redactor)
 
     async def take_or_park(self, raw: bytes, ref: str) -> bool:
@@ -92,6 +94,18 @@ class Intake:
             return False
         thread = m.root
         if not await self._allows(m):
+            return False
+        from_bot = m.sender in self.bots
+        if from_bot and await self.hub.received(m.platform_id):
+            return True  # read again: it must not use up one of the loop guard's turns
+        if self.guard is not None and not self.guard.allow(thread, from_bot=from_bot):
+            log.info(
+                "email: thread %s: loop guard: not answering bot %s (%d answers to bots in %.0fs)",
+                thread,
+                m.sender,
+                self.settings.loop_guard_turns,
+                self.settings.loop_guard_window,
+            )
             return False
         await self.hub.memory.set(THREAD_KEY + thread, m.meta(thread))
         command = parse_command(m.subject, self.hub.commands.names())

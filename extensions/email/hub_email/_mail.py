@@ -7,7 +7,9 @@ receiving server authenticated its sender.
 - **The thread**: the Message-ID of its first mail, the first of ``References`` (else
   ``In-Reply-To``, else its own); the intake maps ids it knows (the bot's replies) first.
 - **Automatic mail** (RFC 3834): ``Auto-Submitted`` other than ``no``, ``Precedence: bulk``,
-  ``list`` or ``junk``: never answered, so two auto-responders cannot talk forever.
+  ``list`` or ``junk``, a mailing list's ``List-Id``, the ``X-Autoreply`` or
+  ``X-Autorespond`` some responders set instead, or a sender such as ``mailer-daemon@`` or
+  ``noreply@``: never answered, so two auto-responders cannot talk forever.
 - **Authenticated**: only the topmost ``Authentication-Results`` is the receiving server's
   (those below it came with the mail, and a sender may write them); it must say
   ``dkim=pass`` with ``header.d`` the From domain (or a parent of it), or ``spf=pass`` for an
@@ -38,6 +40,8 @@ CHAT = "email:thread"
 OUTPUT = "email:reply"
 _MSG_ID = re.compile(r"<([^<>\s]+)>")
 _AUTO_PRECEDENCE = ("bulk", "list", "junk")
+_AUTO_HEADERS = ("List-Id", "X-Autoreply", "X-Autorespond")
+_AUTO_SENDERS = ("mailer-daemon", "postmaster", "noreply", "no-reply", "donotreply", "do-not-reply")
 
 
 class Unreadable(ValueError):
@@ -134,7 +138,7 @@ def read_mail(raw: bytes, *, ref: str) -> Inbound:
         text=new_part(msg),
         references=tuple(message_ids(msg.get("References"))),
         in_reply_to=in_reply_to[0] if in_reply_to else "",
-        auto=automatic(msg),
+        auto=automatic(msg, sender),
         authenticated=authenticated,
         auth_reason=why,
         media=media,
@@ -176,14 +180,19 @@ def attachments(msg: Message) -> list[tuple[str, str, bytes]]:
     return out
 
 
-def automatic(msg: Message) -> str:
-    """Why ``msg`` is an automatic mail (an auto-reply, a list's), or ""."""
+def automatic(msg: Message, sender: str = "") -> str:
+    """Why ``msg`` (from ``sender``) is an automatic mail (an auto-reply, a list's), or ""."""
     auto = str(msg.get("Auto-Submitted", "")).strip().lower()
     if auto and not auto.startswith("no"):
         return f"Auto-Submitted: {auto}"
     precedence = str(msg.get("Precedence", "")).strip().lower()
     if precedence in _AUTO_PRECEDENCE:
         return f"Precedence: {precedence}"
+    for name in _AUTO_HEADERS:
+        if msg.get(name) is not None:
+            return f"{name}: {str(msg.get(name)).strip()[:60]}"
+    if sender.partition("@")[0] in _AUTO_SENDERS:
+        return f"sent by {sender}"
     return ""
 
 

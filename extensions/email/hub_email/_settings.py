@@ -64,6 +64,9 @@ class EmailSettings(PlatformSettings):
     allowed_senders: list[str] = Field(default_factory=list)
     """Addresses the bot answers, or whole domains as ``@example.org``; empty: anyone
     (``dm_policy`` applies as elsewhere)."""
+    bots: list[str] = Field(default_factory=list)
+    """Addresses of other bots that do not mark their mail as automatic: their mail counts
+    against the loop guard (``loop_guard_turns`` answers per thread in ``loop_guard_window``)."""
     require_authenticated: bool = True
     """Answer only mail whose topmost ``Authentication-Results`` header (the receiving
     server's) says ``dkim=pass`` or ``spf=pass`` for the From address's domain: a forged
@@ -119,6 +122,15 @@ class EmailSettings(PlatformSettings):
         if not v or any(ch in v for ch in '"\\\r\n'):
             raise ValueError(f"folder must be a folder name such as INBOX, not {v!r}")
         return v
+
+    @field_validator("bots")
+    @classmethod
+    def _bots(cls, v: list[str]) -> list[str]:
+        out = [address_of(b) for b in v]
+        for entry, addr in zip(v, out, strict=True):
+            if not addr:
+                raise ValueError(f"{entry!r} is not an address (bot@example.org)")
+        return out
 
     @field_validator("allowed_senders")
     @classmethod

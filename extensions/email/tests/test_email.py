@@ -212,6 +212,8 @@ async def test_forged_automatic_and_own_mail_is_not_answered(tmp_path: Path) -> 
         await r.dovecot.deliver(receiving + forged + raw)
         await r.send("out of office", headers={"Auto-Submitted": "auto-replied"})
         await r.send("newsletter", headers={"Precedence": "bulk"})
+        await r.send("a list's mail", headers={"List-Id": "<talk.lists.example.com>"})
+        await r.send("a bounce", sender="mailer-daemon@example.com")
         await r.send("from myself", sender=BOT)
         await r.send(
             "dkim for another domain",
@@ -232,6 +234,19 @@ async def test_spf_pass_for_the_sender_domain_is_enough(tmp_path: Path) -> None:
         )
         await r.smtp.wait_sent(1)
         assert "spf only" in prompt_of(r.model, 0)
+
+
+async def test_the_loop_guard_stops_answering_a_bot_in_a_thread(tmp_path: Path) -> None:
+    robot = "robot@example.com"
+    async with running(tmp_path, bots=[robot], loop_guard_turns=2) as r:
+        first = await r.send("I am a robot", sender=robot)
+        refs = [f"<{first}>"]
+        for i in range(3):
+            msg_id = await r.send(f"robot again {i}", sender=robot, in_reply_to=refs[-1], references=refs)
+            refs.append(f"<{msg_id}>")
+        await r.send("a sentinel")
+        await r.smtp.wait_sent(3)
+        assert [s.recipients for s in r.smtp.sent] == [[robot], [robot], [USER]]
 
 
 async def test_require_authenticated_false_answers_unauthenticated_mail(tmp_path: Path) -> None:
