@@ -12,7 +12,7 @@ A mail whose subject is ``/new``, ``/stop`` or ``/help`` is that command.
 
 Modules: ``_settings`` (the config table), ``_mail`` (a mail read: pure), ``_imap`` (the
 mailbox over IMAP), ``_smtp`` (mail out, and the reply's headers), ``_intake`` (a mail into
-the hub: access, automatic mail, the inbox), ``_reader`` (the UID cursor and the IDLE loop).
+the hub: access, automatic mail, the inbox), ``_cursor`` (the UID cursor, only ever forward), ``_reader`` (the IDLE loop).
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ from pydantic import BaseModel, Field
 from hub import Context, Extension, Input, MediaError, MediaPart, RunContext, Service, output
 from hub.platform import SendFailed, quiet_loggers, reply_target
 
+from ._cursor import CURSOR_KEY, Cursor, Cursors
 from ._imap import ImapError, LoginRefused, Mailbox
 from ._intake import PARK_AFTER, THREAD_KEY, Intake
 from ._mail import CHAT, OUTPUT, Inbound, Unreadable, attachments, parse, read_mail
-from ._reader import CURSOR_KEY, Reader
+from ._reader import Reader
 from ._settings import EmailSettings, EmailThread
 from ._smtp import Outbox, build_reply, reply_subject
 
@@ -49,6 +50,8 @@ __all__ = [
     "ReplyAttributes",
     "extension",
     "CURSOR_KEY",
+    "Cursor",
+    "Cursors",
     "THREAD_KEY",
     "PARK_AFTER",
 ]

@@ -1,6 +1,6 @@
 """The reading loop: new mail by UID, each handed to the intake, then flagged ``\\Seen`` and
-the UID cursor moved on, kept in the hub's memory (``email:cursor:<address>:<folder>``:
-``{uidvalidity, uid}``). A mail is recorded before it is flagged or the cursor passes it,
+the UID cursor moved on, kept in the hub's memory (``email:cursor:<address>:<folder>``,
+``_cursor``: it only moves forward). A mail is recorded before it is flagged or the cursor passes it,
 so a crash in between reads it again after the restart, and the inbox refuses it then (its
 Message-ID is known): answered once.
 
@@ -22,11 +22,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hub.platform import Backoff
 
+from ._cursor import CURSOR_KEY, Cursor, Cursors
 from ._imap import ImapError, LoginRefused, Mailbox
 from ._intake import Intake, NotTaken
 from ._settings import EmailSettings
@@ -34,26 +34,9 @@ from ._settings import EmailSettings
 if TYPE_CHECKING:
     from hub import Hub
 
-__all__ = ["Reader", "CURSOR_KEY", "Cursor"]
+__all__ = ["Reader"]
 
 log = logging.getLogger("hub_email")
-
-CURSOR_KEY = "email:cursor:"
-"""The memory key prefix of the kept cursor; ``<address>:<folder>`` follows."""
-
-
-@dataclass
-class Cursor:
-    """The highest UID taken, under the folder's UIDVALIDITY."""
-
-    uidvalidity: int
-    uid: int
-
-    @classmethod
-    def of(cls, value: Any) -> Cursor | None:
-        if isinstance(value, dict) and isinstance(value.get("uidvalidity"), int) and isinstance(value.get("uid"), int):
-            return cls(value["uidvalidity"], value["uid"])
-        return None
 
 
 class Reader:
@@ -73,6 +56,7 @@ class Reader:
         self.hub = hub
         self.tls_context = tls_context
         self.key = f"{CURSOR_KEY}{settings.address}:{settings.folder}"
+        self.cursors = Cursors(hub.memory)
         self.retry_first = retry_first
 
     async def run(self) -> None:
@@ -104,12 +88,6 @@ class Reader:
                 log.error("email: reading failed (%s: %s); again in %.1fs", type(e).__name__, e, delay, exc_info=e)
         return delay
 
-    async def _cursor(self) -> Cursor | None:
-        return Cursor.of(await self.hub.memory.get(self.key))
-
-    async def _keep(self, cursor: Cursor) -> None:
-        await self.hub.memory.set(self.key, {"uidvalidity": cursor.uidvalidity, "uid": cursor.uid})
-
     async def _session(self, backoff: Backoff) -> None:
         box = Mailbox(self.settings, tls_context=self.tls_context)
         await box.connect()
@@ -121,14 +99,13 @@ class Reader:
             else:
                 why = "idle = false" if not self.settings.idle else "the server has no IDLE"
                 log.info("email: polling for new mail every %gs (%s)", self.settings.poll_interval, why)
-            cursor = await self._cursor()
+            cursor = await self.cursors.get(self.key)
             if cursor is None or cursor.uidvalidity != validity:
                 cursor = await self._restart_at(box, cursor, validity, uidnext)
             while True:
                 for uid in await box.after(cursor.uid):
                     await self._take(box, validity, uid)
-                    cursor.uid = uid
-                    await self._keep(cursor)
+                    cursor = await self.cursors.advance(self.key, Cursor(validity, uid))
                 backoff.reset()
                 await box.wait(self.settings.poll_interval)
         finally:
@@ -149,9 +126,7 @@ class Reader:
         unread = await box.search("UNSEEN")
         for uid in unread:
             await self._take(box, validity, uid)
-        cursor = Cursor(validity, max([uidnext - 1, *unread]))
-        await self._keep(cursor)
-        return cursor
+        return await self.cursors.advance(self.key, Cursor(validity, max([uidnext - 1, *unread])))
 
     async def _take(self, box: Mailbox, validity: int, uid: int) -> None:
         raw = await box.fetch(uid)
