@@ -168,7 +168,6 @@ async def test_an_attached_file_reaches_the_model_fetched_again_from_the_mailbox
         async with running(tmp_path, model=model, config=cfg) as r:
             await r.send("the numbers", attachments=[("q3.txt", "text/plain", b"the quarterly numbers\n")])
             (sent,) = await r.smtp.wait_sent(1)
-            (run,) = await r.hub.runs.list(limit=1)
         assert sent.text == "Got it."
         prompt = ai.prompt(0)
         assert "q3.txt" in prompt and "the quarterly numbers" in prompt
