@@ -136,6 +136,8 @@ class _Email:
         attach = attrs.attach if isinstance(attrs, ReplyAttributes) else ""
         files = [await ctx.media.resolve(n.strip()) for n in attach.split(",") if n.strip()]
         to = str(target.get("reply_to") or target.get("from"))
+        if not content.strip() and not files:
+            return {"thread": thread, "to": to, "message_id": None, "reply_to": target["message_id"]}
         msg = build_reply(
             self.settings,
             to=to,

@@ -5,7 +5,8 @@ receiving server authenticated its sender.
 - **The new part**: the text part (or the HTML part as text, through ``inscriptis``), with
   quoted history and signatures stripped by ``mail-parser-reply``.
 - **The thread**: the Message-ID of its first mail, the first of ``References`` (else
-  ``In-Reply-To``, else its own); the intake maps ids it knows (the bot's replies) first.
+  ``In-Reply-To``, else its own). The bot's replies carry the whole chain in ``References``,
+  so an answer to one finds its thread.
 - **Automatic mail** (RFC 3834): ``Auto-Submitted`` other than ``no``, ``Precedence: bulk``,
   ``list`` or ``junk``, a mailing list's ``List-Id``, the ``X-Autoreply`` or
   ``X-Autorespond`` some responders set instead, or a sender such as ``mailer-daemon@`` or
@@ -76,12 +77,6 @@ class Inbound:
         """The inbox's id of the mail: a mail read again (a restart before it was flagged
         ``\\Seen``, a new UIDVALIDITY) is recorded, and answered, once."""
         return f"email:{self.message_id}"
-
-    def thread_candidates(self) -> list[str]:
-        """The ids this mail answers, nearest first: the intake maps the first it knows."""
-        out = [self.in_reply_to] if self.in_reply_to else []
-        out += [r for r in reversed(self.references) if r not in out]
-        return out
 
     @property
     def root(self) -> str:

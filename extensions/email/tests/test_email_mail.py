@@ -53,8 +53,7 @@ def test_the_thread_is_the_first_of_references_else_in_reply_to_else_itself() ->
     answer, _ = mail("b", in_reply_to="<p@x>")
     assert read_mail(answer, ref="1/2").root == "p@x"
     deep, _ = mail("c", in_reply_to="<q@x>", references=["<root@x>", "<p@x>", "<q@x>"])
-    m = read_mail(deep, ref="1/3")
-    assert m.root == "root@x" and m.thread_candidates() == ["q@x", "p@x", "root@x"]
+    assert read_mail(deep, ref="1/3").root == "root@x"
 
 
 def test_only_the_new_part_is_read() -> None:
