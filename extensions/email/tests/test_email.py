@@ -18,13 +18,15 @@ from typing import Any
 
 import pytest
 
-from hub import Extension, Hub, HubConfig, OutputLog, ScriptedModel
+from hub import Extension, Hub, HubConfig, OutputLog, ScriptedModel, StoreError
 from hub.engine import Plugin
+from hub.logs import InputLog
 from hub.models import Model
 from hub.models.openai import OpenAIModel
+from hub.store import InMemoryInbox
 from hub.testing import FakeOpenAI, temp_config
 from hub.testing.email import BOT, DOVECOT, PASSWORD, USER, Dovecot, SmtpSink, mail
-from hub_email import CURSOR_KEY, EmailSettings, extension
+from hub_email import CURSOR_KEY, PARK_AFTER, EmailSettings, extension
 
 pytestmark = pytest.mark.skipif(
     not Path(DOVECOT).exists(), reason="Dovecot is not installed (apt-get install dovecot-imapd; .ci/run does)"
@@ -90,6 +92,7 @@ async def running(
     model: Model | None = None,
     config: HubConfig | None = None,
     extensions: Sequence[Extension] = (),
+    inbox: Any = None,
     **settings: Any,
 ) -> AsyncIterator[Running]:
     """A started hub reading ``on`` (default: a fresh Dovecot and SMTP server)."""
@@ -101,7 +104,7 @@ async def running(
         cfg.hub.shutdown_grace = 1.0
         model = model or ScriptedModel(responses, default=default)
         ext = extension(settings_for(dovecot, smtp, **settings))
-        hub = Hub(cfg, model=model, load_extensions=False, extensions=[ext, *extensions])
+        hub = Hub(cfg, model=model, load_extensions=False, extensions=[ext, *extensions], inbox=inbox)
         async with hub:
             yield Running(hub, dovecot, smtp, model)
 
@@ -353,6 +356,32 @@ async def test_a_new_uidvalidity_resets_the_cursor_without_answering_old_mail(tm
             await smtp.wait_sent(5)
             texts = [prompt_of(r.model, i) for i in range(len(r.model.requests))]
             assert len(texts) == 2 and "new after the change" in texts[0] and "a sentinel" in texts[1]
+
+
+class FailingInbox(InMemoryInbox):
+    """An inbox whose next ``failures`` records fail, as a store outage does; it counts them."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+        self.refused = 0
+
+    async def record(self, context: str, entry: InputLog) -> bool:
+        if self.failures:
+            self.failures -= 1
+            self.refused += 1
+            raise StoreError("the inbox is down (injected)", store="inbox", operation="write")
+        return await super().record(context, entry)
+
+
+async def test_a_store_outage_parks_nothing_and_the_mail_is_answered_once_the_store_is_back(tmp_path: Path) -> None:
+    inbox = FailingInbox(PARK_AFTER + 1)  # more failures than would park a poison mail
+    async with running(tmp_path, inbox=inbox) as r:
+        await r.send("keep me")
+        (sent,) = await r.smtp.wait_sent(1)
+        assert sent.text == "pong" and inbox.refused == PARK_AFTER + 1
+        assert not await r.hub.inbox.parked()
+        assert await r.dovecot.seen() == [1] and len(r.model.requests) == 1
 
 
 async def test_a_mail_that_cannot_be_read_is_parked_after_three_failures_and_reading_goes_on(
