@@ -121,6 +121,8 @@ class EmailSettings(PlatformSettings):
         v = v.strip()
         if not v or any(ch in v for ch in '"\\\r\n'):
             raise ValueError(f"folder must be a folder name such as INBOX, not {v!r}")
+        if not v.isascii():  # IMAP writes other names in modified UTF-7, which is not done here
+            raise ValueError(f"folder must be an ASCII name (such as INBOX or Bot), not {v!r}")
         return v
 
     @field_validator("bots")

@@ -77,6 +77,7 @@ def test_a_short_password_is_accepted(
         (PASSWORD, '\naddress = "Bot <bot@example.org>"\n', "", "address must be the bot's bare address"),
         (PASSWORD, '\nallowed_senders = ["alice"]\n', "", "'alice' is neither an address"),
         (PASSWORD, '\nfolder = ""\n', "", "folder must be a folder name"),
+        (PASSWORD, '\nfolder = "Entrée"\n', "", "folder must be an ASCII name"),
         (PASSWORD, "\nimap_port = 0\n", "", "imap_port"),
         (PASSWORD, "\nunknown_key = 1\n", "", "unknown_key"),
     ],
