@@ -13,6 +13,9 @@
 - ``hub.testing.signal``: ``FakeSignal``, signal-cli-rest-api in json-rpc mode (its REST endpoints and
   the receive websocket, with signal-cli's envelopes), for a real aiohttp client (also a program for
   the Signal quick start: ``python -m hub.testing.signal``).
+- ``hub.testing.email``: a real Dovecot in a temporary folder (``Dovecot``) and a real SMTP server
+  (``SmtpSink``, aiosmtpd) on loopback, for the email extension (also a program for its quick
+  start: ``python -m hub.testing.email``).
 - :func:`temp_config`: a config on a test's temporary folder (data, personas), episodic memory off.
 - :func:`png` and :func:`image_bytes`: picture files to attach, drawn with Pillow.
 - ``hub.testing.fixtures``: autouse pytest fixtures (no network, logging restored) to import into
