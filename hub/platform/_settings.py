@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails, InitErrorDetails
 
 from ..features import POLICIES
 from ._audience import LoopGuard
@@ -68,16 +69,7 @@ class PlatformSettings(BaseModel):
                 self._accounts[name] = type(self).model_validate({**inherited, **table})
             except ValidationError as e:  # named where the operator wrote it: accounts.NAME.key
                 raise ValidationError.from_exception_data(
-                    e.title,
-                    [
-                        {
-                            "type": err["type"],
-                            "loc": ("accounts", name, *err["loc"]),
-                            "input": err["input"],
-                            **({"ctx": err["ctx"]} if "ctx" in err else {}),
-                        }
-                        for err in e.errors()
-                    ],
+                    e.title, [_under(err, ("accounts", name)) for err in e.errors()]
                 ) from None
         return self
 
@@ -98,6 +90,14 @@ class PlatformSettings(BaseModel):
         if not self.loop_guard_turns:
             return None
         return LoopGuard(max_turns=self.loop_guard_turns, window=self.loop_guard_window, clock=clock)
+
+
+def _under(err: ErrorDetails, prefix: tuple[str, ...]) -> InitErrorDetails:
+    """One error of an account's table, its location under ``accounts.NAME``."""
+    details = InitErrorDetails(type=err["type"], loc=(*prefix, *err["loc"]), input=err["input"])
+    if "ctx" in err:
+        details["ctx"] = err["ctx"]
+    return details
 
 
 def account_key(account: str, key: str) -> str:

@@ -646,6 +646,8 @@ class Dashboard:
             nav="conversations",
             context=context,
             persona=persona_of(self.hub, context),
+            route=(route := self.hub.route_for(context)),
+            route_number=self.hub.config.routes.index(route) + 1 if route is not None else None,
             items=items,
             memory=await memory.get(f"memory:{context}"),
             info=await memory.get(f"context:{context}"),
