@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 
-from hub.platform import PlatformSettings, host_name
+from hub.platform import DEFAULT_ACCOUNT, PlatformSettings, host_name
 
 __all__ = ["DiscordSettings", "DiscordChannel", "MEDIA_HOSTS"]
 
@@ -84,6 +84,8 @@ class DiscordSettings(PlatformSettings):
 
 
 class DiscordChannel(BaseModel):
-    """The args of a ``discord:channel`` context: a guild channel, thread or DM channel."""
+    """The args of a ``discord:channel`` context: a guild channel, thread or DM channel, and
+    the account (bot) it is with ("": the platform table's)."""
 
     channel_id: int
+    account: str = DEFAULT_ACCOUNT
