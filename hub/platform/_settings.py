@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
-from pydantic_core import ErrorDetails, InitErrorDetails
 
 from ..features import POLICIES
 from ._audience import LoopGuard
@@ -92,9 +91,10 @@ class PlatformSettings(BaseModel):
         return LoopGuard(max_turns=self.loop_guard_turns, window=self.loop_guard_window, clock=clock)
 
 
-def _under(err: ErrorDetails, prefix: tuple[str, ...]) -> InitErrorDetails:
-    """One error of an account's table, its location under ``accounts.NAME``."""
-    details = InitErrorDetails(type=err["type"], loc=(*prefix, *err["loc"]), input=err["input"])
+def _under(err: Any, prefix: tuple[str, ...]) -> Any:
+    """One error of an account's table (pydantic's ``ErrorDetails``), as the details of a new
+    error whose location is under ``accounts.NAME``."""
+    details = {"type": err["type"], "loc": (*prefix, *err["loc"]), "input": err["input"]}
     if "ctx" in err:
         details["ctx"] = err["ctx"]
     return details
