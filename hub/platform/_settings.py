@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from typing import Any, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
@@ -48,6 +48,9 @@ class PlatformSettings(BaseModel):
     account's conversations carry its name (``telegram:chat:support/42``)."""
 
     _accounts: dict[str, Self] = PrivateAttr(default_factory=dict)
+    shared_by_accounts: ClassVar[tuple[str, ...]] = ()
+    """Keys an account cannot set apart from the platform table (what the extension's one
+    output or context reads, such as ``live``): a different value is refused, not ignored."""
 
     @field_validator("accounts")
     @classmethod
@@ -65,11 +68,17 @@ class PlatformSettings(BaseModel):
         inherited = self.model_dump(exclude={"accounts"}, exclude_unset=True)
         for name, table in self.accounts.items():
             try:
-                self._accounts[name] = type(self).model_validate({**inherited, **table})
+                account = self._accounts[name] = type(self).model_validate({**inherited, **table})
             except ValidationError as e:  # named where the operator wrote it: accounts.NAME.key
                 raise ValidationError.from_exception_data(
                     e.title, [_under(err, ("accounts", name)) for err in e.errors()]
                 ) from None
+            for key in self.shared_by_accounts:
+                if getattr(account, key) != getattr(self, key):
+                    raise ValueError(
+                        f"accounts.{name}.{key}: every account takes the platform table's {key} "
+                        f"({getattr(self, key)!r}): set it there"
+                    )
         return self
 
     def every_account(self) -> list[tuple[str, Self]]:

@@ -19,6 +19,8 @@ class DiscordSettings(PlatformSettings):
     every platform's (:class:`hub.platform.PlatformSettings`).
     """
 
+    shared_by_accounts = ("live",)  # one output (live or whole) and one prompt serve every account
+
     token: SecretStr = Field(SecretStr(""), validate_default=True)
     """The bot token, from the environment: ``token = "${DISCORD_BOT_TOKEN}"``."""
     allowed_guilds: list[int] = Field(default_factory=list)

@@ -20,6 +20,8 @@ class SlackSettings(PlatformSettings):
     every platform's (:class:`hub.platform.PlatformSettings`).
     """
 
+    shared_by_accounts = ("live",)  # one output (live or whole) and one prompt serve every account
+
     bot_token: SecretStr = Field(SecretStr(""), validate_default=True)
     """The bot token (``xoxb-...``), from the environment: ``bot_token = "${SLACK_BOT_TOKEN}"``."""
     app_token: SecretStr = SecretStr("")

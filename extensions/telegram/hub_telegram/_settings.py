@@ -24,6 +24,8 @@ class TelegramSettings(PlatformSettings):
     (:class:`hub.platform.PlatformSettings`).
     """
 
+    shared_by_accounts = ("live", "parse_mode")  # one output (live or whole) and one prompt serve every account
+
     token: SecretStr
     """The bot's token from @BotFather, from the environment: ``token = "${TELEGRAM_BOT_TOKEN}"``."""
     base_url: str = ""

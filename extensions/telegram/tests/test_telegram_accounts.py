@@ -137,6 +137,7 @@ def test_an_account_takes_what_it_leaves_out_from_the_platform_table() -> None:
         ({"token": ""}, "extensions.telegram.accounts.support.token", "is empty"),
         ({"token": SUPPORT_TOKEN, "chat_rat": 1}, "extensions.telegram.accounts.support.chat_rat", "unknown key"),
         ({}, "extensions.telegram", "the same bot as the platform table"),
+        ({"token": SUPPORT_TOKEN, "live": True}, "extensions.telegram", "accounts.support.live: every account takes"),
     ],
 )
 def test_hub_check_names_the_account_at_fault(account: dict[str, Any], key: str, says: str) -> None:
