@@ -12,7 +12,7 @@ import pytest
 from fake_telegram import FakeTelegram
 
 from hub import ConfigError, Hub, ScriptedModel
-from hub.config import config_from_dict
+from hub.config import HttpSection, config_from_dict
 from hub.definitions import load_extension
 from hub.testing import temp_config
 from hub_telegram import OFFSET_KEY, TelegramSettings, extension
@@ -154,3 +154,58 @@ def test_an_account_name_that_cannot_be_part_of_a_name_is_refused() -> None:
             "telegram", {"token": MAIN_TOKEN, "accounts": {"a/b": {"token": SUPPORT_TOKEN}}}, config_from_dict({})
         )
     assert "account name 'a/b'" in str(e.value)
+
+
+async def test_webhook_mode_each_account_on_its_own_path_with_its_own_secret(tmp_path: Path) -> None:
+    main_secret, support_secret = "main_webhook-secret-01", "support_webhook-secret-02"
+    async with (
+        FakeTelegram(bot_id=111, bot_username="main_bot", token=MAIN_TOKEN) as main,
+        FakeTelegram(bot_id=222, bot_username="support_bot", token=SUPPORT_TOKEN) as support,
+    ):
+        cfg = temp_config(tmp_path)
+        cfg.hub.shutdown_grace = 1
+        cfg.http = HttpSection(port=0)
+        ext = extension(
+            TelegramSettings.model_validate(
+                {
+                    "token": MAIN_TOKEN,
+                    "base_url": f"{main.base_url}/bot",
+                    "webhook_url": "https://bot.example.com/tg/main",
+                    "webhook_secret": main_secret,
+                    "accounts": {
+                        "support": {
+                            "token": SUPPORT_TOKEN,
+                            "base_url": f"{support.base_url}/bot",
+                            "webhook_url": "https://bot.example.com/tg/support",
+                            "webhook_secret": support_secret,
+                        }
+                    },
+                }
+            )
+        )
+        hub = Hub(cfg, model=ScriptedModel([], default="ok"), load_extensions=False, extensions=[ext])
+        async with hub:
+            assert hub.http is not None
+            base = f"http://127.0.0.1:{hub.http.port}"
+            await main.wait_for(lambda: main.state.webhook_set >= 1, timeout=15)
+            await support.wait_for(lambda: support.state.webhook_set >= 1, timeout=15)
+            assert (main.state.webhook_secret, support.state.webhook_secret) == (main_secret, support_secret)
+            update, _ = support.push_message(chat_id=9, text="to support")
+            # the other account's secret is refused on this account's path
+            assert (await support.deliver(update, url=f"{base}/tg/support", secret=main_secret))[0] == 401
+            assert (await support.deliver(update, url=f"{base}/tg/support"))[0] == 200
+            (sent,) = await support.wait_sent(1)
+            assert sent["chat_id"] == 9 and main.sent == []
+            assert [r.context for r in await hub.runs.page(limit=5)] == ["telegram:chat:support/9"]
+
+
+def test_two_accounts_on_one_webhook_path_are_refused() -> None:
+    table = {
+        "token": MAIN_TOKEN,
+        "webhook_url": "https://bot.example.com/tg",
+        "webhook_secret": "main_webhook-secret-01",
+        "accounts": {"support": {"token": SUPPORT_TOKEN}},  # takes webhook_url from the table
+    }
+    with pytest.raises(ConfigError) as e:
+        load_extension("telegram", table, config_from_dict({}))
+    assert "accounts.support.webhook_url: the same path as the platform table" in str(e.value)
