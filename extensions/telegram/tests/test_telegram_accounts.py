@@ -15,6 +15,7 @@ from hub import ConfigError, Hub, ScriptedModel
 from hub.config import HttpSection, config_from_dict
 from hub.definitions import load_extension
 from hub.testing import temp_config
+from hub.testing.postgres import temporary_schema
 from hub_telegram import OFFSET_KEY, TelegramSettings, extension
 
 pytestmark = [pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")]
@@ -43,22 +44,28 @@ def settings(main: FakeTelegram, support: FakeTelegram, **more: Any) -> Telegram
 
 @contextlib.asynccontextmanager
 async def two_bots(
-    tmp_path: Path, model: ScriptedModel, **more: Any
+    tmp_path: Path, model: ScriptedModel, *, store: str = "sqlite", **more: Any
 ) -> AsyncIterator[tuple[Hub, FakeTelegram, FakeTelegram]]:
-    async with (
-        FakeTelegram(bot_id=111, bot_username="main_bot", token=MAIN_TOKEN) as main,
-        FakeTelegram(bot_id=222, bot_username="support_bot", token=SUPPORT_TOKEN) as support,
-    ):
+    """A hub with two Telegram accounts, each against a fake bot of its own, on ``store``
+    ("sqlite", or "postgres": a schema of its own)."""
+    async with contextlib.AsyncExitStack() as stack:
+        main = await stack.enter_async_context(FakeTelegram(bot_id=111, bot_username="main_bot", token=MAIN_TOKEN))
+        support = await stack.enter_async_context(
+            FakeTelegram(bot_id=222, bot_username="support_bot", token=SUPPORT_TOKEN)
+        )
         cfg = temp_config(tmp_path)
         cfg.hub.shutdown_grace = 2
+        if store == "postgres":
+            cfg.store.url = await stack.enter_async_context(temporary_schema())
         hub = Hub(cfg, model=model, load_extensions=False, extensions=[extension(settings(main, support, **more))])
         async with hub:
             yield hub, main, support
 
 
-async def test_each_account_answers_its_own_chats_through_its_own_bot(tmp_path: Path) -> None:
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+async def test_each_account_answers_its_own_chats_through_its_own_bot(tmp_path: Path, store: str) -> None:
     model = ScriptedModel(default="ok")
-    async with two_bots(tmp_path, model) as (hub, main, support):
+    async with two_bots(tmp_path, model, store=store) as (hub, main, support):
         main_update, _ = main.push_message(chat_id=42, text="to main")
         support_update, _ = support.push_message(chat_id=42, text="to support")
         (to_main,) = await main.wait_sent(1)
