@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from ._compose import Component, compose, make_model, prompt_budget, recorded_runs
-from .config import PRIMARY_MODEL, HubConfig
+from .config import PRIMARY_MODEL, HubConfig, RouteSection
 from .definitions import (
     Action,
     CommandCall,
@@ -114,6 +114,7 @@ class Hub:
         self.leases: LeaseStore = self.stores.leases
         self._model = model
         self._given_model = model is not None
+        self._named_models: dict[str, Model] = {}  # [models.NAME] that [[routes]] name, made on first use
         self.personas = personas or PersonaSet(self.config.contexts_dir, interval=1.0)
         m = self.config.model
         self.prompt_style = m.prompt_style
@@ -186,6 +187,7 @@ class Hub:
                 retry_policy=self.retry_policy,
                 prompts=self.prompts,
                 on_error=self.metrics.model_error,
+                named=self.named_model,
             ),
             registry=self.registry,
             persona_for=self.persona_for,
@@ -272,10 +274,24 @@ class Hub:
         """The name of the extension that registered ``item``."""
         return self.registry.owner_of(item)
 
+    def route_for(self, conversation: str) -> RouteSection | None:
+        """The ``[[routes]]`` table a conversation's name matches first (None: no route):
+        its persona, model and allowed actions."""
+        return self.config.route_for(conversation)
+
+    def named_model(self, name: str) -> Model:
+        """The ``[models.NAME]`` model ``name`` (a route's), made on first use and closed on stop."""
+        model = self._named_models.get(name)
+        if model is None:
+            model = self._named_models[name] = make_model(self.config, name=name, observe=self.metrics.model_request)
+        return model
+
     def persona_for(self, inst: Conversation) -> Persona | None:
         o = self.persona_overrides
+        route = self.config.route_for(inst.id)
         override = (
-            o.get(inst.id)
+            (route.persona if route is not None else "")
+            or o.get(inst.id)
             or o.get(inst.type)
             or (o.get(inst.extension) if inst.extension else None)
             or inst.definition.persona
@@ -396,11 +412,14 @@ class Hub:
             except Exception:
                 log.exception("service %s failed to stop", svc.name)
         self._started_services.clear()
-        if self._model is not None:
+        for m in (self._model, *self._named_models.values()):
+            if m is None:
+                continue
             try:
-                await self._model.close()
+                await m.close()
             except Exception:
                 log.exception("model failed to close")
+        self._named_models.clear()
         await self.stores.close()
         if self.outbound_limiter is not None:
             await self.outbound_limiter.close()

@@ -175,6 +175,10 @@ def config_reference() -> str:
         if field.exclude:
             continue
         nested = _nested(field.annotation)
+        listed = typing.get_args(field.annotation) if typing.get_origin(field.annotation) is list else ()
+        if listed and isinstance(listed[0], type) and issubclass(listed[0], BaseModel):  # [[NAME]]: an array of tables
+            parts.append(section_table(f"[[{name}]]", listed[0], intro=field.description or ""))
+            continue
         if nested is None:
             plain.append(f"| `[{name}]` | {_type_name(field.annotation)} | {_cell(field.description or '')} |")
             continue

@@ -7,6 +7,7 @@ mistakes (a role nobody holds, a persona mapping for a context that does not exi
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +55,7 @@ class _Checker:
         self._extensions()
         self._personas()
         self._persona_mappings()
+        self._conversation_routes()
         self._roles()
         self._contexts_named()
         self._routes()
@@ -123,6 +125,36 @@ class _Checker:
                     self.report.warnings.append(
                         f"{folder / (pname + '.toml')}: extensions: {ext_name!r} is not enabled"
                     )
+
+    def _conversation_routes(self) -> None:
+        """Each ``[[routes]]`` names a persona that exists and a context of an enabled extension;
+        a persona file that declares conversations a route gives another persona is named
+        (the route wins)."""
+        where, folder = self.where, self.folder
+        on_disk = {p.stem for p in folder.glob("*.toml")} if folder.is_dir() else set()
+        for i, route in enumerate(self.config.routes, 1):
+            at = f"{where}routes #{i} (match {route.match!r})"
+            if route.persona and route.persona not in on_disk:
+                self.report.errors.append(
+                    f"{at}: persona {route.persona!r} has no file {folder / (route.persona + '.toml')}"
+                )
+            if self.exts and not any(route.match.startswith(t.split(":")[0]) for t in self.context_types):
+                if not route.match.startswith(("*", "?", "[")):
+                    self.report.warnings.append(
+                        f"{at}: matches no context of an enabled extension (context types: {self._known_types()})"
+                    )
+            if not route.persona:
+                continue
+            for pname in self.personas.names():
+                p = self.personas.get(pname)
+                if p is None or pname == route.persona:
+                    continue
+                for declared in p.contexts:
+                    if _overlap(declared, route.match):
+                        self.report.warnings.append(
+                            f"{folder / (pname + '.toml')}: contexts: {declared!r} overlaps {at}, which gives "
+                            f"persona {route.persona!r}: the route wins there"
+                        )
 
     def _roles(self) -> None:
         """``[roles]`` name enabled platforms, and every role an action requires is held."""
@@ -270,6 +302,15 @@ async def check_mcp(config: HubConfig, report: CheckReport) -> list[str]:
     where = f"{config.path}: " if config.path else ""
     report.errors.extend(where + e for e in errors)
     return lines
+
+
+def _overlap(declared: str, match: str) -> bool:
+    """Whether a persona's ``contexts`` entry (a context type, or a glob over names) and a
+    route's ``match`` may name the same conversation: either glob matches the other, or the
+    entry is the context type the route's names begin with."""
+    return (
+        fnmatch.fnmatchcase(declared, match) or fnmatch.fnmatchcase(match, declared) or match.startswith(declared + ":")
+    )
 
 
 def _scope_known(scope: str, context_types: set[str], ext_names: set[str]) -> bool:

@@ -4,6 +4,7 @@ the whole file. Reading the file and ``${VAR}`` substitution are in ``_load``.
 
 from __future__ import annotations
 
+import fnmatch
 import ipaddress
 import re
 from pathlib import Path
@@ -594,6 +595,25 @@ def _check_fallbacks(where: str, fallbacks: list[str], models: dict[str, Any], *
         raise ValueError(f"{where} fallbacks: a model is named twice in {fallbacks}")
 
 
+class RouteSection(_Section):
+    """``[[routes]]``: the conversations whose names ``match`` get this persona, model and
+    actions. The first route that matches wins; a conversation no route matches keeps the
+    defaults. Read by :meth:`HubConfig.route_for`."""
+
+    match: str = Field(
+        min_length=1, description='a glob over conversation names: "telegram:chat:support/*", "discord:*"'
+    )
+    persona: str = Field("", description='a persona under contexts/ ("" = the usual choice)')
+    model: str = Field("", description='a [models.NAME] its runs ask ("" = [model])')
+    actions: list[str] | None = Field(
+        None, description="the actions offered (globs, MCP tools included: time__*); absent = every action"
+    )
+
+    def allows(self, action: str) -> bool:
+        """Whether an action named ``action`` may be offered and called under this route."""
+        return self.actions is None or any(fnmatch.fnmatchcase(action, pat) for pat in self.actions)
+
+
 # user ids are strings (as platforms give them); a bare TOML integer is accepted too
 _UserId = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) and not isinstance(v, bool) else v)]
 
@@ -628,6 +648,10 @@ class HubConfig(BaseModel):
     media: MediaSection = Field(default_factory=MediaSection)
     mcp: dict[str, McpServerSection] = Field(
         default_factory=dict, description="MCP servers whose tools are actions named NAME__TOOL (hub/mcp)"
+    )
+    routes: list[RouteSection] = Field(
+        default_factory=list,
+        description="[[routes]]: conversations (by a glob over their names) bound to a persona, a model and actions",
     )
 
     path: Path | None = Field(default=None, exclude=True)
@@ -670,6 +694,28 @@ class HubConfig(BaseModel):
         if isinstance(models, dict):  # absent when [models] itself is invalid: that error is reported
             _check_fallbacks("[model]", v.fallbacks, models, itself=None)
         return v
+
+    @field_validator("routes")
+    @classmethod
+    def _route_models(cls, v: list[RouteSection], info: ValidationInfo) -> list[RouteSection]:
+        models = info.data.get("models")
+        if not isinstance(models, dict):  # [models] itself is invalid: that error is reported
+            return v
+        for i, route in enumerate(v):
+            if route.model and route.model not in models:
+                known = ", ".join(sorted(models)) or "none: add a [models.NAME] table"
+                raise ValueError(
+                    f"[[routes]] #{i + 1} (match {route.match!r}): model {route.model!r} is not a [models.NAME] "
+                    f"(named models: {known})"
+                )
+        return v
+
+    def route_for(self, conversation: str) -> RouteSection | None:
+        """The first ``[[routes]]`` whose ``match`` fits the conversation name; None when none does."""
+        for route in self.routes:
+            if fnmatch.fnmatchcase(conversation, route.match):
+                return route
+        return None
 
     def model_section(self, name: str) -> ModelSection:
         """The table of the model named ``name``: ``[model]`` for ``"model"`` (or ""), else ``[models.NAME]``.

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from ..config import RouteSection
 from ..definitions import (
     ContextInstance,
     RunContext,
@@ -68,6 +69,7 @@ class Run:
         "media",
         "live",
         "output_open",
+        "route",
         "aborted",
         "compacted",
     )
@@ -79,6 +81,8 @@ class Run:
         self.logs: list[Log] = []
         self.instance: ContextInstance | None = None
         self.ctx: RunContext | None = None
+        self.route: RouteSection | None = None
+        """The ``[[routes]]`` its conversation matched (its persona, model and actions), if any."""
         self.actions: dict[str, Action] = {}
         self.outputs: dict[str, Output] = {}
         self.progress: Callable[[], None] = _no_progress

@@ -145,9 +145,12 @@ def available(deps: EngineDeps, run: Run) -> None:
     assert inst is not None and ctx is not None
     defs = [i.definition for i in _shown(deps, inst)]
     types = {d.type for d in defs}
+    # a route's allow-list: an action outside it is never offered, and a call to it is refused
+    # as unknown (the engine calls only what is in run.actions)
+    route = run.route = deps.config.route_for(inst.id)
     actions: dict[str, Action] = {}
     for a in (*deps.registry.actions.values(), *(a for d in defs for a in d.actions)):
-        if a.enabled is None or a.enabled(ctx):
+        if (a.enabled is None or a.enabled(ctx)) and (route is None or route.allows(a.name)):
             actions[a.name] = a
     outputs: dict[str, Output] = {}
     for o in (*deps.registry.outputs.values(), *(o for d in defs for o in d.outputs)):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..config import HubConfig
+from ..config import HubConfig, RouteSection
 from ..definitions import Conversation, HubAPI, Registry
 from ..errors import ModelError
 from ..events import EventBus
@@ -43,6 +43,14 @@ class ModelAccess:
     prompts: PromptBuilder
     on_error: Callable[[ModelError, bool], None] | None = None
     """Told of every error the model answers, and whether it is retried (the metrics)."""
+    named: Callable[[str], Model] | None = None
+    """A ``[models.NAME]`` by name, made on first use: the model a ``[[routes]]`` names."""
+
+    def pick(self, route: RouteSection | None) -> Model:
+        """The model a run under ``route`` asks: the route's, else the hub's."""
+        if route is not None and route.model and self.named is not None:
+            return self.named(route.model)
+        return self.get()
 
 
 @dataclass(slots=True, eq=False)

@@ -367,7 +367,11 @@ class Engine:
             deps.limits.llm_slot(),
             aclosing(
                 stream_with_retry(
-                    model.get(), request, model.retry_policy, on_retry=self._on_retry(run), on_error=model.on_error
+                    model.pick(run.route),
+                    request,
+                    model.retry_policy,
+                    on_retry=self._on_retry(run),
+                    on_error=model.on_error,
                 )
             ) as chunks,
         ):

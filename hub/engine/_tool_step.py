@@ -115,7 +115,11 @@ class ToolStep:
             self.deps.limits.llm_slot(),
             aclosing(
                 stream_with_retry(
-                    model.get(), request, model.retry_policy, on_retry=self.on_retry(run), on_error=model.on_error
+                    model.pick(run.route),
+                    request,
+                    model.retry_policy,
+                    on_retry=self.on_retry(run),
+                    on_error=model.on_error,
                 )
             ) as chunks,
         ):

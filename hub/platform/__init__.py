@@ -40,7 +40,7 @@ from ._markers import marker, prune_markers
 from ._poison import PoisonUpdates, is_transient
 from ._reply import reply_target
 from ._send import Governor, PermanentSendError, RateLimit, RateLimited, SendFailed, TransientSendError
-from ._settings import PlatformSettings
+from ._settings import DEFAULT_ACCOUNT, PlatformSettings, account_key, split_account_key
 from ._shared import OutboundLimiter, RedisLimiter
 from ._split import LONG_SPLIT, split_message, split_off_loop, utf16_len
 from ._typing import TypingIndicator
@@ -68,6 +68,9 @@ __all__ = [
     "TypingIndicator",
     "reply_target",
     "PlatformSettings",
+    "DEFAULT_ACCOUNT",
+    "account_key",
+    "split_account_key",
     "quiet_loggers",
     "admit_private",
     "marker",

@@ -10,16 +10,22 @@ code fences balanced, sent in order through a rate-limiting Governor, the first 
 reply to the message being answered, with @everyone and role pings disabled.
 
 Needs the Message Content intent enabled in the developer portal (see docs/deploy-discord.md).
+
+Several bots (``[extensions.discord.accounts.NAME]``): each account is a bot of its own
+(gateway, governor, slash commands); a second account's channels are
+``discord:channel:NAME/<channel id>`` and its replies go out through its bot.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from hub import Context, Extension, Input, LiveText, Service, output
-from hub.platform import Resolve, quiet_loggers
+from hub.platform import Resolve, SendFailed, account_key, quiet_loggers, split_account_key
 
 from ._bot import (
     MAX_LENGTH,
@@ -69,11 +75,24 @@ def extension(settings: DiscordSettings, *, resolve: Resolve | None = None) -> E
     attachment hosts (default: the system's resolver, public addresses only; tests route
     their fake CDN's name to it)."""
     quiet_loggers("discord")  # discord.py logs every gateway event at INFO
-    bot = DiscordBot(settings, resolve=resolve)
+    bots = {name: DiscordBot(s, resolve=resolve, account=name) for name, s in settings.every_account()}
+
+    def bot_of(ctx: Any) -> DiscordBot:
+        account = ctx.context.args.account
+        if account not in bots:
+            known = ", ".join(repr(a) for a in bots if a) or "none"
+            raise SendFailed("discord", account, f"no Discord account {account!r} (accounts: {known})")
+        return bots[account]
+
+    def parse_key(key: str) -> dict[str, Any]:
+        account, channel_id = split_account_key(key)
+        return {"account": account, "channel_id": channel_id}
+
     channel: Context[DiscordChannel, dict[str, Any]] = Context(
         type="discord:channel",
         schema=DiscordChannel,
-        key=lambda a: str(a.channel_id),
+        key=lambda a: account_key(a.account, str(a.channel_id)),
+        parse_key=parse_key,
         description="A Discord channel, thread or direct message, keyed by channel id.",
         instructions=_INSTRUCTIONS,
         reply_output="discord:message",
@@ -83,7 +102,7 @@ def extension(settings: DiscordSettings, *, resolve: Resolve | None = None) -> E
         attrs = ctx.attributes
         names = [s.strip() for s in (attrs.attach if attrs is not None else "").split(",") if s.strip()]
         files = [await ctx.media.resolve(name) for name in names]  # a MediaError names the file and why
-        data = await bot.send_message(content, ctx, files)
+        data = await bot_of(ctx).send_message(content, ctx, files)
         if files:
             data["files"] = [{"name": f.name, "type": f.mime, "size": f.size} for f in files]
         return data
@@ -92,7 +111,7 @@ def extension(settings: DiscordSettings, *, resolve: Resolve | None = None) -> E
         """``live = true``: one message edited in place while the model writes."""
         attrs = ctx.attributes
         if attrs is None or not attrs.attach.strip():
-            return await bot.send_live(content, ctx)
+            return await bot_of(ctx).send_live(content, ctx)
         # files ride on the message itself, so a reply that attaches some is sent whole
         # when it closes, as with live = false
         return await whole(await content.final(), ctx)
@@ -116,11 +135,27 @@ def extension(settings: DiscordSettings, *, resolve: Resolve | None = None) -> E
         inputs=[
             Input(
                 type="discord:gateway",
-                subscribe=bot.subscribe,
+                subscribe=_subscriber(list(bots.values())),
                 description="Messages from the Discord gateway.",
-                fetch=bot.fetch,
+                fetch=bots[""].fetch,  # from Discord's CDN by URL: any account's bot fetches it alike
             )
         ],
-        services=[Service(name="discord", start=bot.start, stop=bot.stop)],
+        services=[Service(name=bot.label, start=bot.start, stop=bot.stop) for bot in bots.values()],
         description="Discord bot: DMs, mentions and watched channels.",
     )
+
+
+def _subscriber(
+    bots: list[DiscordBot],
+) -> Callable[[Callable[..., Awaitable[Any]], Any], Awaitable[Callable[[], Awaitable[None]]]]:
+    """The input's subscribe: every account's listener, stopped together."""
+
+    async def subscribe(send: Callable[..., Awaitable[Any]], hub: Any) -> Callable[[], Awaitable[None]]:
+        stops = [await bot.subscribe(send, hub) for bot in bots]
+
+        async def stop() -> None:
+            await asyncio.gather(*(s() for s in stops))
+
+        return stop
+
+    return subscribe

@@ -22,6 +22,7 @@ import discord
 
 from hub import MediaFile, MediaPart
 from hub.platform import (
+    DEFAULT_ACCOUNT,
     AllowList,
     Backoff,
     Governor,
@@ -35,6 +36,7 @@ from hub.platform import (
     SendFailed,
     TransientSendError,
     TypingIndicator,
+    account_key,
     admit_private,
     fetch_url,
     human_size,
@@ -111,15 +113,20 @@ class _Client(discord.Client):
 class DiscordBot:
     """The service, the listener and the sender of the Discord extension."""
 
-    def __init__(self, settings: DiscordSettings, *, resolve: Resolve | None = None) -> None:
+    def __init__(
+        self, settings: DiscordSettings, *, resolve: Resolve | None = None, account: str = DEFAULT_ACCOUNT
+    ) -> None:
         self.settings = settings
+        self.account = account
+        # what health, metrics and logs call this bot: "discord", or "discord/ACCOUNT"
+        self.label = f"discord/{account}" if account else "discord"
         self.client: _Client | None = None
         # attachments come only from Discord's media hosts (and the config's), at public
         # addresses; ``resolve`` is a test's way to its loopback fake
         hosts = (*MEDIA_HOSTS, *settings.media_hosts)
         self.media_hosts = MediaHosts(hosts) if resolve is None else MediaHosts(hosts, resolve)
         self.governor = Governor(
-            "discord",
+            self.label,
             per_chat=RateLimit(*settings.channel_rate),
             global_=RateLimit(*settings.global_rate),
             max_attempts=settings.send_attempts,
@@ -161,7 +168,7 @@ class DiscordBot:
             return
         self._hub = hub
         # Discord shows "typing" for 10 s: renewed every 8 while a run for the channel goes on
-        self.typing = TypingIndicator("discord", self._show_typing, create_task=hub.create_task, interval=8.0)
+        self.typing = TypingIndicator(self.label, self._show_typing, create_task=hub.create_task, interval=8.0)
         self.governor.report_to(hub)
         self._incoming = asyncio.Queue()
         self._connected = asyncio.Event()
@@ -284,7 +291,7 @@ class DiscordBot:
         """Count this worker's gateway connections (one, or one per shard held) that are up."""
         (self._ready.add if up else self._ready.discard)(id(client))
         if self._hub is not None:
-            self._hub.metrics.platform_connected("discord", len(self._ready))
+            self._hub.metrics.platform_connected(self.label, len(self._ready))
 
     def _on_ready(self, client: _Client | None = None) -> None:
         if client is not None and client.shard_id is not None and self.settings.shard_count:
@@ -369,7 +376,7 @@ class DiscordBot:
         behind it (a database outage delays them, loses none); one that fails
         :data:`PARK_AFTER` times for a reason of its own is parked in the inbox."""
         assert self._hub is not None
-        poison = PoisonUpdates("discord", self._hub.inbox, park_after=PARK_AFTER, redactor=self._hub.redactor)
+        poison = PoisonUpdates(self.label, self._hub.inbox, park_after=PARK_AFTER, redactor=self._hub.redactor)
         backoff = Backoff(first=0.5, most=30.0, jitter=0.2)
         while (message := await incoming.get()) is not None:
             key = f"discord:{message.id}"
@@ -381,7 +388,7 @@ class DiscordBot:
                         parked = await poison.failed(
                             key,
                             e,
-                            context=f"{CONTEXT}:{message.channel.id}",
+                            context=f"{CONTEXT}:{account_key(self.account, str(message.channel.id))}",
                             type=CONTEXT,
                             content=message.content,
                             meta={"message_id": str(message.id), "channel_id": str(message.channel.id)},
@@ -427,7 +434,8 @@ class DiscordBot:
         if reason is None and not text and not media:
             reason = "no text"
         from_bot = message.author.bot or message.webhook_id is not None
-        platform_id = f"discord:{message.id}"
+        # two bots in one channel see the same message: each account answers its own copy
+        platform_id = f"discord:{account_key(self.account, str(message.id))}"
         if reason is None and from_bot and self._hub is not None:
             # a replayed bot message must not use up one of the loop guard's turns
             if await self._hub.received(platform_id):
@@ -442,7 +450,7 @@ class DiscordBot:
         channel_id = message.channel.id
         sub = await send(
             CONTEXT,
-            {"channel_id": channel_id},
+            {"channel_id": channel_id, "account": self.account},
             text,
             user=str(message.author.id),
             platform_id=platform_id,

@@ -32,7 +32,7 @@ import discord
 from discord import app_commands
 
 from hub import CommandCall
-from hub.platform import Backoff, CommandInfo, SendFailed, private_access, split_message
+from hub.platform import Backoff, CommandInfo, SendFailed, account_key, private_access, split_message
 
 from ._messages import CONTEXT, MAX_LENGTH, SAFE_MENTIONS
 
@@ -160,10 +160,10 @@ class DiscordCommands:
         try:
             sub = await send(
                 CONTEXT,
-                {"channel_id": channel_id},
+                {"channel_id": channel_id, "account": self.bot.account},
                 f"/{name} {text}".strip(),
                 user=str(interaction.user.id),
-                platform_id=f"discord:interaction:{interaction.id}",
+                platform_id=f"discord:interaction:{account_key(self.bot.account, str(interaction.id))}",
                 meta={
                     "interaction_id": str(interaction.id),
                     "channel_id": str(channel_id),

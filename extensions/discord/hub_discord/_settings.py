@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 
-from hub.platform import PlatformSettings, host_name
+from hub.platform import DEFAULT_ACCOUNT, PlatformSettings, host_name
 
 __all__ = ["DiscordSettings", "DiscordChannel", "MEDIA_HOSTS"]
 
@@ -18,6 +18,8 @@ class DiscordSettings(PlatformSettings):
     ``allowed_users`` (user ids, in guilds and DMs), ``loop_guard_*`` and ``send_*`` are
     every platform's (:class:`hub.platform.PlatformSettings`).
     """
+
+    shared_by_accounts = ("live",)  # one output (live or whole) and one prompt serve every account
 
     token: SecretStr = Field(SecretStr(""), validate_default=True)
     """The bot token, from the environment: ``token = "${DISCORD_BOT_TOKEN}"``."""
@@ -84,6 +86,8 @@ class DiscordSettings(PlatformSettings):
 
 
 class DiscordChannel(BaseModel):
-    """The args of a ``discord:channel`` context: a guild channel, thread or DM channel."""
+    """The args of a ``discord:channel`` context: a guild channel, thread or DM channel, and
+    the account (bot) it is with ("": the platform table's)."""
 
     channel_id: int
+    account: str = DEFAULT_ACCOUNT

@@ -152,6 +152,8 @@ class FakeDiscord(FakeServer):
         super().__init__()
         self.state = DiscordState(bot_id=bot_id, bot_name=bot_name)
         self.token = token
+        self.bots: dict[str, int] = {}
+        """Other bots on this fake, by token (``add_bot``): a hub's second account."""
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.connections: list[str] = []
         self._tasks: set[asyncio.Future[None]] = set()
@@ -164,6 +166,24 @@ class FakeDiscord(FakeServer):
         self.channel_id = self.add_text_channel(self.guild_id, "general")
         self.dm_channel_id = self.add_dm_channel(self.user_id)
         self.resolve = loopback_resolver(CDN_HOST)
+
+    def add_bot(self, token: str, name: str) -> int:
+        """Another bot in the same guild, signed in with ``token`` (a hub's second account):
+        it sees every gateway event, and its REST calls act as it. Returns its user id."""
+        bot_id = self._snowflake()
+        self.state.users[bot_id] = _user(bot_id, name, bot=True)
+        self.bots[token] = bot_id
+        return bot_id
+
+    def _bot_by_token(self, token: str | None) -> int | None:
+        """The bot a token signs in (None: refused, where the fake checks tokens)."""
+        if token is not None and token in self.bots:
+            return self.bots[token]
+        return self.bot_id if self.token is None or token == self.token else None
+
+    def _bot_of(self, request: web.Request) -> int:
+        header = request.headers.get("Authorization", "")
+        return self._bot_by_token(header.removeprefix("Bot ")) or self.bot_id
 
     @property
     def cdn_url(self) -> str:
@@ -525,7 +545,8 @@ class FakeDiscord(FakeServer):
             self.state.requests.append(rec)
             bucket = _bucket(name)
             try:
-                if authed and self.token is not None and request.headers.get("Authorization") != f"Bot {self.token}":
+                token = request.headers.get("Authorization", "").removeprefix("Bot ")
+                if authed and self._bot_by_token(token) is None:
                     response = _json({"message": "401: Unauthorized", "code": 0}, 401)
                 elif (failure := self._take_failure(name)) is not None:
                     response = _failure_response(failure, bucket)
@@ -547,7 +568,7 @@ class FakeDiscord(FakeServer):
     async def _get_me(self, request: web.Request, params: dict[str, Any]) -> web.Response:
         return _json(
             {
-                **self.state.users[self.bot_id],
+                **self.state.users[self._bot_of(request)],
                 "verified": True,
                 "mfa_enabled": False,
                 "flags": 0,
@@ -558,9 +579,10 @@ class FakeDiscord(FakeServer):
         )
 
     async def _get_application(self, request: web.Request, params: dict[str, Any]) -> web.Response:
+        bot_id = self._bot_of(request)
         return _json(
             {
-                "id": str(self.bot_id),
+                "id": str(bot_id),
                 "name": self.state.bot_name,
                 "icon": None,
                 "description": "",
@@ -573,7 +595,7 @@ class FakeDiscord(FakeServer):
                 "owner": self.state.users[self.user_id],
                 "team": None,
                 "interactions_endpoint_url": None,
-                "bot": self.state.users[self.bot_id],
+                "bot": self.state.users[bot_id],
             }
         )
 
@@ -654,10 +676,11 @@ class FakeDiscord(FakeServer):
                 400,
             )
         guild_id = int(channel["guild_id"]) if "guild_id" in channel else None
+        author = self._bot_of(request)
         payload = self._message_payload(
             cid,
             content,
-            self.bot_id,
+            author,
             guild_id=guild_id,
             mentions=[],
             reply_to=reply_to if reply_to in self.state.messages else None,
@@ -674,6 +697,7 @@ class FakeDiscord(FakeServer):
                 "id": int(payload["id"]),
                 "payload": params,
                 "files": params.get("_uploads") or {},
+                "bot_id": author,
             }
         )
         # Discord echoes the bot's own message on the gateway too: bots must ignore it.
@@ -759,9 +783,10 @@ class FakeDiscord(FakeServer):
         return [c["name"] for c in self.state.commands.get(guild_id, [])]
 
     def _app_id(self, request: web.Request) -> int:
-        if int(request.match_info["application_id"]) != self.bot_id:  # the application is the bot's
+        bot_id = self._bot_of(request)
+        if int(request.match_info["application_id"]) != bot_id:  # the application is the bot's
             raise _ApiError(_json({"message": "Unknown Application", "code": 10002}, 404))
-        return self.bot_id
+        return bot_id
 
     async def _put_commands(self, request: web.Request, params: dict[str, Any]) -> web.Response:
         """A bulk overwrite: the list given replaces the scope's commands."""
@@ -1020,7 +1045,8 @@ class FakeDiscord(FakeServer):
         return ws
 
     async def _identify(self, ws: web.WebSocketResponse, d: dict[str, Any]) -> GatewaySession | None:
-        if self.token is not None and d.get("token") != self.token:
+        bot_id = self._bot_by_token(d.get("token"))
+        if bot_id is None:
             await ws.close(code=4004, message=b"Authentication failed.")
             return None
         session = GatewaySession(session_id=uuid.uuid4().hex, identify=d)
@@ -1029,7 +1055,7 @@ class FakeDiscord(FakeServer):
         ready = {
             "v": 10,
             "user": {
-                **self.state.users[self.bot_id],
+                **self.state.users[bot_id],
                 "verified": True,
                 "mfa_enabled": False,
                 "flags": 0,
@@ -1039,7 +1065,7 @@ class FakeDiscord(FakeServer):
             "session_id": session.session_id,
             "session_type": "normal",
             "resume_gateway_url": f"ws://{self.host}:{self.port}/resume",
-            "application": {"id": str(self.bot_id), "flags": 0},
+            "application": {"id": str(bot_id), "flags": 0},
             "private_channels": [],
             "relationships": [],
             "user_settings": {},

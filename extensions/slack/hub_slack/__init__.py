@@ -26,19 +26,24 @@ Socket Mode and the route).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from hub import Context, Extension, Input, LiveText, RunContext, Service, output
+from hub import Context, Extension, Input, LiveText, MediaPart, RunContext, Service, output
 from hub.platform import (
+    DEFAULT_ACCOUNT,
     LiveMessage,
     Resolve,
     SendFailed,
+    account_key,
     live_drafts,
     quiet_loggers,
     reply_target,
+    split_account_key,
     split_message,
     split_off_loop,
 )
@@ -93,19 +98,26 @@ class MessageAttributes(BaseModel):
     )
 
 
+def _parse_channel(key: str) -> dict[str, str]:
+    account, channel = split_account_key(key)
+    return {"channel_id": channel, "account": account}
+
+
 def _parse_thread(key: str) -> dict[str, str]:
-    channel, sep, ts = key.partition("/")
-    if not sep or not channel or not ts:
-        raise ValueError(f"a Slack thread is named CHANNEL/THREAD_TS, not {key!r}")
-    return {"channel_id": channel, "thread_ts": ts}
+    """``CHANNEL/THREAD_TS``, or ``ACCOUNT/CHANNEL/THREAD_TS`` on another account."""
+    parts = key.split("/")
+    account = parts.pop(0) if len(parts) == 3 else DEFAULT_ACCOUNT
+    if len(parts) != 2 or not all(parts):
+        raise ValueError(f"a Slack thread is named CHANNEL/THREAD_TS (ACCOUNT/CHANNEL/THREAD_TS), not {key!r}")
+    return {"channel_id": parts[0], "thread_ts": parts[1], "account": account}
 
 
 class _Slack:
-    """The service, the input and the output of one Slack bot."""
+    """The service, the input and the output of one Slack bot (one account)."""
 
-    def __init__(self, settings: SlackSettings, resolve: Resolve | None) -> None:
+    def __init__(self, settings: SlackSettings, resolve: Resolve | None, account: str = DEFAULT_ACCOUNT) -> None:
         self.settings = settings
-        self.client = SlackClient(settings, resolve=resolve)
+        self.client = SlackClient(settings, resolve=resolve, account=account)
         self.bolt = Bolt(self.client, settings)
         self.hub: Hub | None = None
 
@@ -130,7 +142,7 @@ class _Slack:
             await self.client.close()
             raise
         self.bolt.build(hub)
-        log.info("slack: signed in as %s (%s) in team %s", me.name, me.user_id, me.team_id)
+        log.info("%s: signed in as %s (%s) in team %s", self.client.label, me.name, me.user_id, me.team_id)
 
     async def stop(self) -> None:
         await self.client.close()
@@ -147,7 +159,7 @@ class _Slack:
         task = None
         if self.settings.socket_mode:
             keeper = hub.lease(f"slack:socket:{self.client.identity.user_id}", ttl=self.settings.lease_ttl)
-            task = hub.create_task(keeper.hold(lambda: self.bolt.run_socket(hub)), name="slack:socket")
+            task = hub.create_task(keeper.hold(lambda: self.bolt.run_socket(hub)), name=f"{self.client.label}:socket")
 
         async def stop() -> None:
             if task is not None:
@@ -244,11 +256,26 @@ def extension(settings: SlackSettings, *, resolve: Resolve | None = None) -> Ext
     Slack's file hosts (default: the system's resolver, public addresses only; tests route
     their fake's names to it)."""
     quiet_loggers("slack_bolt", "slack_sdk", "hub_slack.bolt", "hub_slack.socket")
-    slack = _Slack(settings, resolve)
+    bots = {name: _Slack(s, resolve, name) for name, s in settings.every_account()}
+
+    def bot_of(ctx: RunContext) -> _Slack:
+        account = ctx.context.args.account
+        if account not in bots:
+            known = ", ".join(repr(a) for a in bots if a) or "none"
+            raise SendFailed("slack", account, f"no Slack account {account!r} (accounts: {known})")
+        return bots[account]
+
+    async def send_whole(content: str, ctx: RunContext) -> dict[str, Any]:
+        return await bot_of(ctx).send_whole(content, ctx)
+
+    async def send_live(content: LiveText, ctx: RunContext) -> dict[str, Any]:
+        return await bot_of(ctx).send_live(content, ctx)
+
     channel: Context[SlackChannel, dict[str, Any]] = Context(
         type=CHANNEL,
         schema=SlackChannel,
-        key=lambda a: a.channel_id,
+        key=lambda a: account_key(a.account, a.channel_id),
+        parse_key=_parse_channel,
         description="A Slack direct message channel (or a channel, outside its threads), keyed by channel id.",
         instructions=_INSTRUCTIONS,
         reply_output=OUTPUT,
@@ -256,7 +283,7 @@ def extension(settings: SlackSettings, *, resolve: Resolve | None = None) -> Ext
     thread: Context[SlackThread, dict[str, Any]] = Context(
         type=THREAD,
         schema=SlackThread,
-        key=lambda a: f"{a.channel_id}/{a.thread_ts}",
+        key=lambda a: account_key(a.account, f"{a.channel_id}/{a.thread_ts}"),
         parse_key=_parse_thread,
         description="A thread in a Slack channel, keyed CHANNEL/THREAD_TS.",
         instructions=_INSTRUCTIONS,
@@ -272,7 +299,7 @@ def extension(settings: SlackSettings, *, resolve: Resolve | None = None) -> Ext
             'blocks kept whole. attach="media:1" sends a file an action returned.'
         ),
         live=settings.live,
-    )(slack.send_live if settings.live else slack.send_whole)
+    )(send_live if settings.live else send_whole)
     return Extension(
         name="slack",
         contexts=[channel, thread],
@@ -280,15 +307,40 @@ def extension(settings: SlackSettings, *, resolve: Resolve | None = None) -> Ext
         inputs=[
             Input(
                 type="slack:events",
-                subscribe=slack.subscribe,
+                subscribe=_subscriber(list(bots.values())),
                 description="Messages, mentions and slash commands from Slack.",
-                fetch=slack.client.fetch,
+                fetch=_fetcher(bots),
             )
         ],
-        services=[Service(name="slack", start=slack.start, stop=slack.stop)],
-        routes=[] if settings.socket_mode else [slack.bolt.route()],
+        services=[Service(name=b.client.label, start=b.start, stop=b.stop) for b in bots.values()],
+        routes=[b.bolt.route() for b in bots.values() if not b.settings.socket_mode],
         description="Slack app (Socket Mode)." if settings.socket_mode else "Slack app (Events API).",
     )
+
+
+def _subscriber(bots: list[_Slack]) -> Callable[[Any, Hub], Awaitable[Callable[[], Awaitable[None]]]]:
+    """The input's subscribe: every account's events, stopped together."""
+
+    async def subscribe(send: Any, hub: Hub) -> Callable[[], Awaitable[None]]:
+        stops = [await b.subscribe(send, hub) for b in bots]
+
+        async def stop() -> None:
+            await asyncio.gather(*(s() for s in stops))
+
+        return stop
+
+    return subscribe
+
+
+def _fetcher(bots: dict[str, _Slack]) -> Callable[[MediaPart, int], Awaitable[bytes]]:
+    """A file of an inbound message, with the token of the bot that received it (files.info
+    and the download need it): another account's refs are ``ACCOUNT/<file id>``."""
+
+    async def fetch(part: MediaPart, max_bytes: int) -> bytes:
+        account, ref = split_account_key(part.ref)
+        return await bots[account].client.fetch(dataclasses.replace(part, ref=ref), max_bytes)
+
+    return fetch
 
 
 def _split(text: str) -> list[str]:

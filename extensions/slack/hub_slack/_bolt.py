@@ -95,10 +95,10 @@ class Bolt:
         try:
             await handler.connect_async()
             log.info("slack: Socket Mode connected")
-            hub.metrics.platform_connected("slack", True)
+            hub.metrics.platform_connected(self.client.label, True)
             await asyncio.Event().wait()
         finally:
-            hub.metrics.platform_connected("slack", False)
+            hub.metrics.platform_connected(self.client.label, False)
             await handler.close_async()
 
     # --- the Events API -------------------------------------------------------------------
@@ -124,7 +124,7 @@ class Bolt:
         )
         if response.status >= 500:
             return RouteAnswer(503, {"error": "the event was not recorded: Slack delivers it again"})
-        intake.hub.metrics.platform_connected("slack", True)  # Slack reaches this worker
+        intake.hub.metrics.platform_connected(self.client.label, True)  # Slack reaches this worker
         body: Any = {}
         if response.body:
             try:

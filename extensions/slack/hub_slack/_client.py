@@ -22,6 +22,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from hub import MediaError, MediaFile, MediaPart
 from hub.platform import (
+    DEFAULT_ACCOUNT,
     Governor,
     MediaHosts,
     PermanentSendError,
@@ -110,14 +111,19 @@ async def mapped(request: Awaitable[T]) -> T:
 class SlackClient:
     """The Web API client of one bot: messages, edits, uploads, downloads; ``identity`` once started."""
 
-    def __init__(self, settings: SlackSettings, *, resolve: Resolve | None = None) -> None:
+    def __init__(
+        self, settings: SlackSettings, *, resolve: Resolve | None = None, account: str = DEFAULT_ACCOUNT
+    ) -> None:
         self.settings = settings
+        self.account = account
+        # what health, metrics and logs call this bot: "slack", or "slack/ACCOUNT"
+        self.label = f"slack/{account}" if account else "slack"
         self.web = AsyncWebClient(token=settings.bot_token.get_secret_value(), base_url=settings.api_url(), timeout=30)
         self.identity: Identity | None = None
         hosts = (*MEDIA_HOSTS, *settings.media_hosts)
         self.media_hosts = MediaHosts(hosts) if resolve is None else MediaHosts(hosts, resolve)
         self.governor = Governor(
-            "slack",
+            self.label,
             per_chat=RateLimit(*settings.channel_rate),
             global_=RateLimit(*settings.global_rate),
             max_attempts=settings.send_attempts,
@@ -125,7 +131,7 @@ class SlackClient:
         )
         # chat.update is Tier 3 across the workspace: live edits get their own window
         self.edits = Governor(
-            "slack",
+            self.label,
             per_chat=RateLimit(*settings.channel_rate),
             global_=RateLimit(*settings.update_rate),
             max_attempts=settings.send_attempts,

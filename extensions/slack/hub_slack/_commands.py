@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from hub import CommandCall
-from hub.platform import SendFailed, private_access, split_message, split_off_loop
+from hub.platform import SendFailed, account_key, private_access, split_message, split_off_loop
 
 from ._client import MAX_LENGTH, mrkdwn_len
 from ._events import CHANNEL, THREAD
@@ -98,16 +98,19 @@ class SlackCommands:
             return
         self._forget_old()
         channel = str(command.get("channel_id") or "")
-        context, args = CHANNEL, {"channel_id": channel}
+        account = intake.account
+        context, args = CHANNEL, {"channel_id": channel, "account": account}
         if name in CONVERSATION_COMMANDS and not channel.startswith("D"):
             try:
-                thread = await self._running_conversation(channel, str(command.get("user_id") or ""))
+                thread = await self._running_conversation(
+                    account_key(account, channel), str(command.get("user_id") or "")
+                )
             except Exception:  # the runs could not be read (the store failed): the user is told
                 log.exception("slack: /%s from %s was not taken", name, command.get("user_id"))
                 await ack(text=NOT_TAKEN, response_type="ephemeral")
                 return
             if thread is not None:
-                context, args = THREAD, {"channel_id": channel, "thread_ts": thread}
+                context, args = THREAD, {"channel_id": channel, "thread_ts": thread, "account": account}
             elif self.settings.reply_in_thread:
                 await ack(text=IN_A_THREAD.format(name=name), response_type="ephemeral")
                 return
@@ -119,7 +122,7 @@ class SlackCommands:
                 args,
                 f"/{name} {text}".strip(),
                 user=str(command.get("user_id") or ""),
-                platform_id=f"slack:command:{trigger}",
+                platform_id=intake.scoped(f"slack:command:{trigger}"),
                 meta={"command_id": trigger, "channel_id": channel, "team_id": command.get("team_id")},
                 command=CommandCall(name, text, group=not channel.startswith("D")),  # D…: a direct message
             )
@@ -160,7 +163,8 @@ class SlackCommands:
         return None
 
     async def _running_conversation(self, channel: str, user: str) -> str | None:
-        """The thread of ``user``'s newest run in progress in ``channel`` (any worker's)."""
+        """The thread of ``user``'s newest run in progress in ``channel`` (with its account, as
+        conversation names hold it; any worker's)."""
         prefix = f"{THREAD}:{channel}/"
         for run in await self.hub.runs.page(limit=500, state="running", platform="slack"):
             if run.user == user and run.context.startswith(prefix):

@@ -18,6 +18,7 @@ store takes it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
@@ -26,7 +27,16 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from hub import RunError
-from hub.platform import AllowList, PoisonUpdates, admit_private, is_transient, marker, prune_markers
+from hub.platform import (
+    DEFAULT_ACCOUNT,
+    AllowList,
+    PoisonUpdates,
+    account_key,
+    admit_private,
+    is_transient,
+    marker,
+    prune_markers,
+)
 
 from ._client import SlackClient
 from ._events import CHANNEL, THREAD, Ignored, Inbound, classify, is_dm
@@ -55,9 +65,9 @@ PRUNE_EVERY = 3600.0
 """Seconds between prunes of idle threads' markers (from the intake, while messages come)."""
 
 
-def thread_key(channel: str, thread_ts: str) -> str:
-    """The memory key that marks a thread the bot answers in: its replies need no mention."""
-    return f"{THREAD_PREFIX}{channel}/{thread_ts}"
+def thread_key(channel: str, thread_ts: str, account: str = DEFAULT_ACCOUNT) -> str:
+    """The memory key that marks a thread the bot (of ``account``) answers in: its replies need no mention."""
+    return f"{THREAD_PREFIX}{account_key(account, channel)}/{thread_ts}"
 
 
 class Intake:
@@ -75,7 +85,8 @@ class Intake:
         self.guard = settings.loop_guard()
         # Socket Mode hands envelopes over concurrently: one at a time keeps a channel's order
         self._lock = asyncio.Lock()
-        self.poison = PoisonUpdates("slack", hub.inbox, park_after=PARK_AFTER, redactor=hub.redactor)
+        self.poison = PoisonUpdates(client.label, hub.inbox, park_after=PARK_AFTER, redactor=hub.redactor)
+        self.account = client.account
         self._pruned = 0.0  # time.monotonic() of the last prune of idle threads' markers
 
     async def take_or_park(self, event: dict[str, Any], *, last: bool = False) -> None:
@@ -83,7 +94,7 @@ class Intake:
         once when ``last``: Slack will not deliver it again); returns when it may be
         acknowledged to Slack. Raises (not acknowledged: Slack delivers it again) while it
         has failed fewer times, or whenever the store failed."""
-        key = event_key(event)
+        key = self.scoped(event_key(event))
         try:
             await self.take(event)
         except Exception as e:
@@ -123,9 +134,14 @@ class Intake:
             if not dm and thread is None and self.settings.reply_in_thread:
                 thread = ts  # a mention at the top of a channel is answered in a thread under it
         meta["thread_ts"], meta["dm"] = thread, dm  # where `hub inbox retry` answers it
+        where = account_key(self.account, channel)
         if dm or thread is None:
-            return f"{CHANNEL}:{channel}", CHANNEL, content, meta
-        return f"{THREAD}:{channel}/{thread}", THREAD, content, meta
+            return f"{CHANNEL}:{where}", CHANNEL, content, meta
+        return f"{THREAD}:{where}/{thread}", THREAD, content, meta
+
+    def scoped(self, platform_id: str) -> str:
+        """``platform_id`` (``slack:...``) as the inbox knows it on this intake's account."""
+        return platform_id.replace("slack:", f"slack:{self.account}/", 1) if self.account else platform_id
 
     async def take(self, event: dict[str, Any]) -> None:
         """Record ``event`` in the inbox, or ignore it (logged why); raises when recording fails."""
@@ -139,7 +155,7 @@ class Intake:
         known = False
         thread = event.get("thread_ts")
         if isinstance(thread, str) and thread and isinstance(event.get("channel"), str):
-            known = bool(await self.hub.memory.get(thread_key(event["channel"], thread)))
+            known = bool(await self.hub.memory.get(thread_key(event["channel"], thread, self.account)))
         verdict = classify(
             event,
             bot_user=me.user_id,
@@ -154,7 +170,7 @@ class Intake:
             return
         if verdict.from_bot:
             # a replayed bot message must not use up one of the loop guard's turns
-            if await self.hub.received(verdict.platform_id):
+            if await self.hub.received(self.scoped(verdict.platform_id)):
                 return
         if self.guard is not None and not self.guard.allow(verdict.channel_id, from_bot=verdict.from_bot):
             log.info(
@@ -169,16 +185,17 @@ class Intake:
             return
         if verdict.thread_ts is not None and not verdict.is_dm:
             # the time of the thread's last message: a thread idle past retention is forgotten
-            await self.hub.memory.set(thread_key(verdict.channel_id, verdict.thread_ts), marker())
+            await self.hub.memory.set(thread_key(verdict.channel_id, verdict.thread_ts, self.account), marker())
             self._prune_soon()
         sub = await self.send(
             verdict.context,
-            verdict.args,
+            {**verdict.args, "account": self.account},
             verdict.text,
             user=verdict.user,
-            platform_id=verdict.platform_id,
+            # two bots in one channel see the same message: each account answers its own copy
+            platform_id=self.scoped(verdict.platform_id),
             meta=verdict.meta(),
-            media=list(verdict.media),
+            media=[dataclasses.replace(m, ref=account_key(self.account, m.ref)) for m in verdict.media],
         )
         if sub.duplicate:
             # a mention comes as `message` and `app_mention` both; a redelivery comes again

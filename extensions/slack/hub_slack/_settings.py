@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 
-from hub.platform import MIN_SECRET_LENGTH, PlatformSettings, host_name
+from hub.platform import DEFAULT_ACCOUNT, MIN_SECRET_LENGTH, PlatformSettings, host_name
 
 __all__ = ["SlackSettings", "SlackChannel", "SlackThread", "MEDIA_HOSTS", "SLACK_API"]
 
@@ -19,6 +19,8 @@ class SlackSettings(PlatformSettings):
     ``allowed_users`` (user ids, ``U...``), ``dm_policy``, ``loop_guard_*`` and ``send_*`` are
     every platform's (:class:`hub.platform.PlatformSettings`).
     """
+
+    shared_by_accounts = ("live",)  # one output (live or whole) and one prompt serve every account
 
     bot_token: SecretStr = Field(SecretStr(""), validate_default=True)
     """The bot token (``xoxb-...``), from the environment: ``bot_token = "${SLACK_BOT_TOKEN}"``."""
@@ -110,6 +112,21 @@ class SlackSettings(PlatformSettings):
         self.app_token = SecretStr(value)
         return self
 
+    @model_validator(mode="after")
+    def _accounts_apart(self) -> SlackSettings:
+        """Each account is its own app: its own bot token and, with the Events API, its own path."""
+        tokens: dict[str, str] = {}
+        paths: dict[str, str] = {}
+        for name, account in self.every_account():
+            where = f"accounts.{name}" if name else "the platform table"
+            if (other := tokens.setdefault(account.bot_token.get_secret_value(), where)) != where:
+                raise ValueError(f"accounts.{name}.bot_token: the same bot as {other}: give each account its own")
+            if not account.socket_mode and (other := paths.setdefault(account.events_path, where)) != where:
+                raise ValueError(
+                    f"accounts.{name}.events_path: the same path as {other}: give each account its own events_path"
+                )
+        return self
+
     @field_validator("events_path")
     @classmethod
     def _events_path(cls, v: str) -> str:
@@ -134,9 +151,11 @@ class SlackSettings(PlatformSettings):
 
 
 class SlackChannel(BaseModel):
-    """The args of ``slack:channel``: a direct message (or a channel answered outside threads)."""
+    """The args of ``slack:channel``: a direct message (or a channel answered outside threads),
+    and the account (bot) it is with ("": the platform table's)."""
 
     channel_id: str
+    account: str = DEFAULT_ACCOUNT
 
 
 class SlackThread(BaseModel):
@@ -144,3 +163,4 @@ class SlackThread(BaseModel):
 
     channel_id: str
     thread_ts: str
+    account: str = DEFAULT_ACCOUNT

@@ -63,6 +63,9 @@ class SlackState:
     """
 
     team: str = "T0001"
+    bot_token: str = BOT_TOKEN
+    """The tokens this fake's app accepts (another app, a hub's second account, has its own)."""
+    app_token: str = APP_TOKEN
     bot_user: str = "UBOT0001"
     bot_id: str = "BBOT0001"
     user: str = "UHUMAN01"
@@ -306,7 +309,7 @@ class FakeSlack(FakeServer):
                 error = failure.description or ("ratelimited" if failure.status == 429 else "internal_error")
                 return web.json_response({"ok": False, "error": error}, status=failure.status, headers=headers)
             token = request.headers.get("Authorization", "").removeprefix("Bearer ")
-            expected = APP_TOKEN if method == "apps.connections.open" else BOT_TOKEN
+            expected = self.state.app_token if method == "apps.connections.open" else self.state.bot_token
             if token != expected:
                 rec.status = 200
                 return web.json_response({"ok": False, "error": "invalid_auth"})
@@ -452,7 +455,7 @@ class FakeSlack(FakeServer):
         auth = request.headers.get("Authorization", "")
         st.downloads.append({"path": request.path, "host": host, "auth": auth})
         self._notify()
-        if auth != f"Bearer {BOT_TOKEN}":
+        if auth != f"Bearer {self.state.bot_token}":
             # Slack answers a download without the token with its login page, not the file
             return web.Response(text="<html>sign in</html>", content_type="text/html")
         for f in st.files.values():

@@ -22,19 +22,34 @@ chat commands: setMyCommands at start, ``/cmd@bot`` through PTB's ``CommandHandl
 Across workers sharing one store, one polls (the lease ``telegram:poll:<bot id>``; the
 others take over when it stops or its lease expires); in webhook mode every worker answers
 Telegram's POSTs and one calls setWebhook (the lease ``telegram:webhook:<bot id>``).
+
+Several bots (``[extensions.telegram.accounts.NAME]``): each account has its own client,
+listener, lease, governor and command menus. A second account's chats are
+``telegram:chat:NAME/<chat id>``, and replies to them go out through that account's bot.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from hub import Context, Extension, Input, LiveText, Output, RunContext, Service, output
-from hub.platform import LiveMessage, SendFailed, live_drafts, quiet_loggers, reply_target, utf16_len
+from hub import Context, Extension, Input, LiveText, MediaPart, Output, RunContext, Service, output
+from hub.platform import (
+    DEFAULT_ACCOUNT,
+    LiveMessage,
+    SendFailed,
+    account_key,
+    live_drafts,
+    quiet_loggers,
+    reply_target,
+    split_account_key,
+    utf16_len,
+)
 
 from ._client import MAX_CAPTION_LENGTH, MAX_MESSAGE_LENGTH, TelegramClient, map_error
 from ._filter import Ignored, Inbound, classify
@@ -82,39 +97,76 @@ class FileAttributes(BaseModel):
 
 
 class TelegramChat(BaseModel):
-    """Args of ``telegram:chat``: the chat's id (negative for groups)."""
+    """Args of ``telegram:chat``: the chat's id (negative for groups) and the account (bot)
+    it is with ("": the platform table's)."""
 
     chat_id: int
+    account: str = DEFAULT_ACCOUNT
+
+
+class _Accounts:
+    """Each account's client, by name: outputs and file fetches go through the account of
+    the conversation they belong to."""
+
+    def __init__(self, settings: TelegramSettings) -> None:
+        self.settings = dict(settings.every_account())
+        self.clients = {name: TelegramClient(s, account=name) for name, s in self.settings.items()}
+
+    def client(self, account: str) -> TelegramClient:
+        client = self.clients.get(account)
+        if client is None:
+            known = ", ".join(repr(a) for a in self.clients if a) or "none"
+            raise SendFailed("telegram", account, f"no Telegram account {account!r} (accounts: {known})")
+        return client
+
+    async def fetch(self, part: MediaPart, max_bytes: int) -> bytes:
+        """A file of an inbound message, through the bot that received it (a file id is
+        valid for that bot only): another account's refs are ``ACCOUNT/<file id>``."""
+        account, ref = split_account_key(part.ref)
+        return await self.client(account).fetch(dataclasses.replace(part, ref=ref), max_bytes)
 
 
 def extension(settings: TelegramSettings) -> Extension:
-    """The Telegram extension for ``[extensions.telegram]``; connects nothing until the hub starts."""
+    """The Telegram extension for ``[extensions.telegram]`` and its accounts; connects nothing
+    until the hub starts."""
     quiet_loggers("telegram")  # python-telegram-bot logs each request at INFO
-    client = TelegramClient(settings)
-    webhook = Webhook(client, settings) if settings.webhook_url else None
+    accounts = _Accounts(settings)
+    webhooks = {
+        name: Webhook(client, client.settings)
+        for name, client in accounts.clients.items()
+        if client.settings.webhook_url
+    }
     return Extension(
         name="telegram",
         contexts=[_chat(settings)],
-        outputs=_outputs(client, settings),
+        outputs=_outputs(accounts, settings),
         inputs=[
             Input(
                 type="telegram:message",
-                subscribe=_subscriber(client, settings, webhook),
+                subscribe=_subscriber(accounts, webhooks),
                 description="Messages to the bot on Telegram.",
-                fetch=client.fetch,
+                fetch=accounts.fetch,
             )
         ],
-        services=[Service(name="telegram", start=client.start, stop=client.stop)],
-        routes=[webhook.route()] if webhook is not None else [],
-        description="Telegram bot (webhook mode)." if webhook is not None else "Telegram bot (long polling).",
+        services=[
+            Service(name=client.label, start=client.start, stop=client.stop) for client in accounts.clients.values()
+        ],
+        routes=[w.route() for w in webhooks.values()],
+        description="Telegram bot (webhook mode)." if webhooks else "Telegram bot (long polling).",
     )
+
+
+def _parse_key(key: str) -> dict[str, Any]:
+    account, chat_id = split_account_key(key)
+    return {"account": account, "chat_id": chat_id}
 
 
 def _chat(settings: TelegramSettings) -> Context[TelegramChat, dict[str, Any]]:
     return Context(
         type="telegram:chat",
         schema=TelegramChat,
-        key=lambda a: str(a.chat_id),
+        key=lambda a: account_key(a.account, str(a.chat_id)),
+        parse_key=_parse_key,
         description="A Telegram chat: a private conversation with one user, or a group.",
         instructions=(
             "You are talking on Telegram. In groups, several people talk; each message names its "
@@ -124,28 +176,30 @@ def _chat(settings: TelegramSettings) -> Context[TelegramChat, dict[str, Any]]:
     )
 
 
-def _outputs(client: TelegramClient, settings: TelegramSettings) -> list[Output]:
-    """``telegram:send`` (whole, or ``live``), ``telegram:photo`` and ``telegram:document``."""
+def _outputs(accounts: _Accounts, settings: TelegramSettings) -> list[Output]:
+    """``telegram:send`` (whole, or ``live``), ``telegram:photo`` and ``telegram:document``,
+    each sent through the bot of the conversation's account."""
 
-    def reply_to(ctx: RunContext, chat_id: int) -> int | None:
+    def reply_to(ctx: RunContext, client: TelegramClient, chat_id: int) -> int | None:
         trigger = reply_target(ctx, "message_id", where={"chat_id": chat_id})
-        if trigger is not None and settings.reply_in_groups and trigger.get("chat_type") in ("group", "supergroup"):
+        in_group = trigger is not None and trigger.get("chat_type") in ("group", "supergroup")
+        if trigger is not None and client.settings.reply_in_groups and in_group:
             return int(trigger["message_id"])
         return None
 
     # RunContext is imported at run time: the decorator reads the handlers' type hints
     async def send(content: str, ctx: RunContext) -> dict[str, Any]:
-        chat_id = ctx.context.args.chat_id
-        ids = await client.send_text(chat_id, content, reply_to=reply_to(ctx, chat_id), on_part=ctx.part_sent)
+        chat_id, client = ctx.context.args.chat_id, accounts.client(ctx.context.args.account)
+        ids = await client.send_text(chat_id, content, reply_to=reply_to(ctx, client, chat_id), on_part=ctx.part_sent)
         return {"chat_id": chat_id, "message_ids": ids}
 
     async def send_live(content: LiveText, ctx: RunContext) -> dict[str, Any]:
         """``live = true``: one message edited while the model writes, continued past 4096."""
-        chat_id = ctx.context.args.chat_id
-        return await _deliver_live(client, settings, chat_id, reply_to(ctx, chat_id), content, ctx)
+        chat_id, client = ctx.context.args.chat_id, accounts.client(ctx.context.args.account)
+        return await _deliver_live(client, client.settings, chat_id, reply_to(ctx, client, chat_id), content, ctx)
 
     async def send_file(content: str, ctx: RunContext, *, as_photo: bool) -> dict[str, Any]:
-        chat_id = ctx.context.args.chat_id
+        chat_id, client = ctx.context.args.chat_id, accounts.client(ctx.context.args.account)
         attrs = ctx.attributes
         assert isinstance(attrs, FileAttributes)
         file = await ctx.media.resolve(attrs.src)  # a MediaError says which file and why
@@ -234,31 +288,39 @@ async def _deliver_live(
 
 
 def _subscriber(
-    client: TelegramClient, settings: TelegramSettings, webhook: Webhook | None
+    accounts: _Accounts, webhooks: dict[str, Webhook]
 ) -> Callable[[Callable[..., Awaitable[Any]], Hub], Awaitable[Callable[[], Awaitable[None]]]]:
-    """The input's subscribe: an intake for the hub, fed by the webhook on every worker (one
-    of which sets it, under a lease), or by the poller on the one worker holding its lease."""
+    """The input's subscribe: an intake per account, each fed by its webhook on every worker
+    (one of which sets it, under a lease), or by its poller on the one worker holding its
+    lease (the leases are per bot: two accounts may be polled by two workers)."""
 
     async def subscribe(send_input: Callable[..., Awaitable[Any]], hub: Hub) -> Callable[[], Awaitable[None]]:
-        intake = Intake(client, settings, hub, send_input)
-        # the command menus, set at start by every worker (the same menus: harmless)
-        menus = hub.create_task(intake.commands.keep_registering(), name="telegram:commands")
-        if webhook is not None:  # every worker answers POSTs; one sets the webhook
-            webhook.receiver = intake
-            keeper = hub.lease(f"telegram:webhook:{settings.bot_id()}", ttl=settings.lease_ttl)
-            task = hub.create_task(keeper.hold(webhook.register), name="telegram:webhook")
-        else:  # one worker polls
-            poller = Poller(client, settings, intake)
-            keeper = hub.lease(f"telegram:poll:{settings.bot_id()}", ttl=settings.lease_ttl)
-            task = hub.create_task(keeper.hold(poller.run), name="telegram:poll")
+        intakes: list[Intake] = []
+        tasks: list[asyncio.Task[Any]] = []
+        for name, client in accounts.clients.items():
+            settings = client.settings
+            intake = Intake(client, settings, hub, send_input)
+            intakes.append(intake)
+            # the command menus, set at start by every worker (the same menus: harmless)
+            tasks.append(hub.create_task(intake.commands.keep_registering(), name=f"{client.label}:commands"))
+            webhook = webhooks.get(name)
+            if webhook is not None:  # every worker answers POSTs; one sets the webhook
+                webhook.receiver = intake
+                keeper = hub.lease(f"telegram:webhook:{settings.bot_id()}", ttl=settings.lease_ttl)
+                tasks.append(hub.create_task(keeper.hold(webhook.register), name=f"{client.label}:webhook"))
+            else:  # one worker polls
+                poller = Poller(client, settings, intake)
+                keeper = hub.lease(f"telegram:poll:{settings.bot_id()}", ttl=settings.lease_ttl)
+                tasks.append(hub.create_task(keeper.hold(poller.run), name=f"{client.label}:poll"))
 
         async def stop() -> None:
-            if webhook is not None:
+            for webhook in webhooks.values():
                 webhook.receiver = None
-            task.cancel()
-            menus.cancel()
-            await asyncio.gather(task, menus, return_exceptions=True)
-            await intake.stop()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for intake in intakes:
+                await intake.stop()
 
         return stop
 

@@ -32,6 +32,7 @@ from telegram.request import HTTPXRequest
 
 from hub import ExtensionError, MediaError, MediaFile, MediaPart, MediaRefused, MediaTooLarge
 from hub.platform import (
+    DEFAULT_ACCOUNT,
     Governor,
     PermanentSendError,
     RateLimit,
@@ -127,13 +128,16 @@ class _Redact(logging.Filter):
 class TelegramClient:
     """Owns the PTB ``Bot`` from service start to stop; sends replies; shows "typing"."""
 
-    def __init__(self, settings: TelegramSettings) -> None:
+    def __init__(self, settings: TelegramSettings, *, account: str = DEFAULT_ACCOUNT) -> None:
         self.settings = settings
+        self.account = account
+        # what health, metrics and logs call this bot: "telegram", or "telegram/ACCOUNT"
+        self.label = f"telegram/{account}" if account else "telegram"
         self.hub: Hub | None = None
         self._bot: telegram.Bot | None = None
         self._redact = _Redact(settings.token.get_secret_value())
         self.governor = Governor(
-            "telegram",
+            self.label,
             per_chat=_rate(settings.chat_rate),
             global_=_rate(settings.global_rate),
             max_attempts=settings.send_attempts,
@@ -145,7 +149,7 @@ class TelegramClient:
     @property
     def bot(self) -> telegram.Bot:
         if self._bot is None:
-            raise ExtensionError("telegram", "the Telegram client is not started")
+            raise ExtensionError(self.label, "the Telegram client is not started")
         return self._bot
 
     @property
@@ -197,9 +201,10 @@ class TelegramClient:
             await self.bot.initialize()
         except InvalidToken:
             # PTB's own message quotes the token: say it without.
-            raise ExtensionError("telegram", "Telegram refused the token (401/404): check TELEGRAM_BOT_TOKEN") from None
+            what = f"accounts.{self.account}.token" if self.account else "TELEGRAM_BOT_TOKEN"
+            raise ExtensionError(self.label, f"Telegram refused the token (401/404): check {what}") from None
         me = self.bot.bot
-        log.info("telegram: signed in as @%s (id %s)", me.username, me.id)
+        log.info("%s: signed in as @%s (id %s)", self.label, me.username, me.id)
         if self.settings.groups == "all" and me.can_read_all_group_messages is False:
             log.warning(
                 'telegram: groups = "all" but the bot\'s privacy mode is on: in groups it only sees '

@@ -15,6 +15,7 @@ whole ``getUpdates`` batch.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from telegram import Update
 
-from hub.platform import AllowList, PoisonUpdates, TypingIndicator, admit_private
+from hub.platform import AllowList, PoisonUpdates, TypingIndicator, account_key, admit_private
 
 from ._client import TelegramClient
 from ._commands import TelegramCommands
@@ -63,7 +64,18 @@ class Intake:
         self.commands = TelegramCommands(client, hub)
         # Telegram clears 'typing' after 5 s: renewed every 4.5 while a run for the chat goes on
         self.typing = TypingIndicator("telegram", client.typing, create_task=hub.create_task, interval=4.5)
-        self.poison = PoisonUpdates("telegram", hub.inbox, park_after=PARK_AFTER, redactor=hub.redactor)
+        self.poison = PoisonUpdates(client.label, hub.inbox, park_after=PARK_AFTER, redactor=hub.redactor)
+        self.account = client.account
+
+    def conversation(self, chat_id: int | None) -> str:
+        """The name of ``chat_id``'s conversation on this intake's account (``telegram`` for
+        an update that names no chat)."""
+        return f"telegram:chat:{account_key(self.account, str(chat_id))}" if chat_id is not None else "telegram"
+
+    def scoped(self, platform_id: str) -> str:
+        """``platform_id`` as the inbox knows it: two bots in one group see the same message
+        ids, and each account answers its own copy."""
+        return platform_id.replace("telegram:", f"telegram:{self.account}/", 1) if self.account else platform_id
 
     async def parse_or_park(self, raw: Any) -> Update | None:
         """``raw`` (one update's JSON, as Telegram sent it) parsed on its own; None when it
@@ -80,7 +92,7 @@ class Intake:
             update_id = raw.get("update_id") if isinstance(raw, dict) else None
             text = json.dumps(raw, default=repr, sort_keys=True)
             chat_id = _chat_id_of(raw)
-            key = (
+            key = self.scoped(
                 f"telegram:update:{update_id}"
                 if isinstance(update_id, int)
                 else f"telegram:update:{hashlib.sha256(text.encode()).hexdigest()[:32]}"
@@ -88,7 +100,7 @@ class Intake:
             parked = await self.poison.failed(
                 key,
                 e,
-                context=f"telegram:chat:{chat_id}" if chat_id is not None else "telegram",
+                context=self.conversation(chat_id),
                 type="telegram:chat",
                 content=text,
                 meta={"update_id": update_id, **({"chat_id": chat_id} if chat_id is not None else {})},
@@ -108,11 +120,12 @@ class Intake:
         """:meth:`take`, or park ``update`` once it has failed :data:`PARK_AFTER` times;
         returns when it may be confirmed to Telegram. Raises (the update is tried again)
         while it has failed fewer times, or whenever the store failed."""
-        key = _update_key(update)
+        key = self.scoped(_update_key(update))
         try:
             await self.take(update, me)
         except Exception as e:
-            context, content, meta = _what_it_was(update)
+            chat_id, content, meta = _what_it_was(update)
+            context = self.conversation(chat_id)
             if not await self.poison.failed(key, e, context=context, type="telegram:chat", content=content, meta=meta):
                 raise
         else:
@@ -142,12 +155,12 @@ class Intake:
             return
         sub = await self.send(
             "telegram:chat",
-            {"chat_id": verdict.chat_id},
+            {"chat_id": verdict.chat_id, "account": self.account},
             verdict.text,
             user=str(verdict.user_id),
-            platform_id=verdict.platform_id,
+            platform_id=self.scoped(verdict.platform_id),
             meta=verdict.meta(),
-            media=list(verdict.media),
+            media=[dataclasses.replace(m, ref=account_key(self.account, m.ref)) for m in verdict.media],
             command=self.commands.parse(update),  # /start, /cmd@thisbot: answered without the model
         )
         if sub.duplicate:
@@ -199,9 +212,9 @@ def _update_key(update: Update) -> str:
     return f"telegram:update:{update.update_id}"
 
 
-def _what_it_was(update: Update) -> tuple[str, Any, dict[str, Any]]:
-    """A poison update as a parked input: its chat's conversation and its text when they
-    can be read, the update's JSON when not."""
+def _what_it_was(update: Update) -> tuple[int | None, Any, dict[str, Any]]:
+    """A poison update as a parked input: its chat and its text when they can be read, the
+    update's JSON when not."""
     meta: dict[str, Any] = {"update_id": update.update_id}
     message = update.effective_message
     try:
@@ -209,6 +222,6 @@ def _what_it_was(update: Update) -> tuple[str, Any, dict[str, Any]]:
     except Exception:  # the update may be what broke
         raw = repr(update)
     if message is None or message.chat is None:
-        return "telegram", raw, meta
+        return None, raw, meta
     meta["chat_id"] = message.chat.id
-    return f"telegram:chat:{message.chat.id}", message.text or message.caption or raw, meta
+    return message.chat.id, message.text or message.caption or raw, meta

@@ -37,6 +37,7 @@ __all__ = ["Poller", "OFFSET_KEY"]
 log = logging.getLogger("hub_telegram")
 
 OFFSET_KEY = "telegram:offset"
+"""The default account's; another account's is ``telegram:offset:ACCOUNT``."""
 _READ_MARGIN = 5.0
 """Seconds a long poll's read may take past its ``timeout`` (PTB's own default margin)."""
 
@@ -50,11 +51,12 @@ class Poller:
         self.intake = intake
         self.hub = intake.hub
         self.offset: int | None = None
+        self.offset_key = f"{OFFSET_KEY}:{client.account}" if client.account else OFFSET_KEY
         self._webhook_cleared = False
 
     async def run(self) -> None:
         """Poll until cancelled. After an error, wait a bounded, growing delay (logged)."""
-        stored = await self.hub.memory.get(OFFSET_KEY)
+        stored = await self.hub.memory.get(self.offset_key)
         self.offset = int(stored) if stored is not None else None
         backoff = Backoff(first=1.0, most=60.0, jitter=0.2)  # never a tight loop, never over a minute
         try:
@@ -64,12 +66,12 @@ class Poller:
                 except asyncio.CancelledError:
                     raise
                 except Exception as e:
-                    self.hub.metrics.platform_connected("telegram", False)
+                    self.hub.metrics.platform_connected(self.client.label, False)
                     await asyncio.sleep(self._after(e, backoff))
                 else:
                     backoff.reset()
         finally:  # stopped, or the lease went to another worker
-            self.hub.metrics.platform_connected("telegram", False)
+            self.hub.metrics.platform_connected(self.client.label, False)
 
     def _after(self, e: Exception, backoff: Backoff) -> float:
         """How long to wait after a failed poll; says why in the log."""
@@ -114,7 +116,7 @@ class Poller:
         if not self._webhook_cleared:
             await self.client.bot.delete_webhook(drop_pending_updates=False)
             self._webhook_cleared = True
-        self.hub.metrics.platform_connected("telegram", True)  # Telegram answers this worker
+        self.hub.metrics.platform_connected(self.client.label, True)  # Telegram answers this worker
         params: dict[str, Any] = {"timeout": self.settings.poll_timeout, "allowed_updates": list(ALLOWED_UPDATES)}
         if self.offset is not None:
             params["offset"] = self.offset
@@ -139,4 +141,4 @@ class Poller:
                     self.offset = update_id + 1
         finally:
             if self.offset != start:
-                await self.hub.memory.set(OFFSET_KEY, self.offset)
+                await self.hub.memory.set(self.offset_key, self.offset)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, Self
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from hub.platform import MIN_SECRET_LENGTH, PlatformSettings, check_secret_length
 
@@ -23,6 +23,8 @@ class TelegramSettings(PlatformSettings):
     ``allowed_users``, ``loop_guard_*`` and ``send_*`` are every platform's
     (:class:`hub.platform.PlatformSettings`).
     """
+
+    shared_by_accounts = ("live", "parse_mode")  # one output (live or whole) and one prompt serve every account
 
     token: SecretStr
     """The bot's token from @BotFather, from the environment: ``token = "${TELEGRAM_BOT_TOKEN}"``."""
@@ -109,6 +111,22 @@ class TelegramSettings(PlatformSettings):
         if secret:
             check_secret_length(secret)  # a short one is found by trying: anyone could post updates
         return v
+
+    @model_validator(mode="after")
+    def _accounts_apart(self) -> Self:
+        """Each account is its own bot (its own token: leases and offsets are per bot) and,
+        in webhook mode, has its own path on the endpoint."""
+        bots: dict[str, str] = {}
+        paths: dict[str, str] = {}
+        for name, account in self.every_account():
+            where = f"accounts.{name}" if name else "the platform table"
+            if (other := bots.setdefault(account.bot_id(), where)) != where:
+                raise ValueError(f"accounts.{name}.token: the same bot as {other}: give each account its own token")
+            if account.webhook_url and (other := paths.setdefault(account.webhook_path(), where)) != where:
+                raise ValueError(
+                    f"accounts.{name}.webhook_url: the same path as {other}: give each account its own webhook_url"
+                )
+        return self
 
     def webhook_path(self) -> str:
         """The path of ``webhook_url``: where the hub serves Telegram's POSTs."""

@@ -63,7 +63,7 @@ class Webhook:
         update = await receiver.parse_or_park(request.data)
         if update is not None:
             await receiver.receive(update)
-        receiver.hub.metrics.platform_connected("telegram", True)  # Telegram reaches this worker
+        receiver.hub.metrics.platform_connected(self.client.label, True)  # Telegram reaches this worker
         return RouteAnswer(200, {"ok": True})
 
     async def register(self) -> None:

@@ -652,6 +652,8 @@ class Dashboard:
             nav="conversations",
             context=context,
             persona=persona_of(self.hub, context),
+            route=(route := self.hub.route_for(context)),
+            route_number=self.hub.config.routes.index(route) + 1 if route is not None else None,
             items=items,
             memory=await memory.get(f"memory:{context}"),
             info=await memory.get(f"context:{context}"),
@@ -1009,20 +1011,21 @@ class Dashboard:
             )
         registry = hub.metrics.registry
         platforms = []
-        for name, ext in sorted(hub.extensions.items()):
-            if not ext.inputs and not ext.outputs or name == "web":  # the chat panel is no platform
+        for ext_name, ext in sorted(hub.extensions.items()):
+            if not ext.inputs and not ext.outputs or ext_name == "web":  # the chat panel is no platform
                 continue
-            platforms.append(
-                {
-                    "name": name,
-                    "listening": hub.started and bool(ext.inputs),
-                    # None: the extension reports no connection (the terminal); 0: down or standing by
-                    "connected": registry.get_sample_value("hub_platform_connected", {"platform": name}),
-                    "sent": _total(registry, "hub_platform_sends_total", platform=name, result="ok"),
-                    "errors": _total(registry, "hub_platform_sends_total", platform=name, result="error"),
-                    "rate_limited": _total(registry, "hub_platform_rate_limited_total", platform=name),
-                }
-            )
+            for name in _accounts_of(registry, ext_name):  # a row per account: "telegram", "telegram/support"
+                platforms.append(
+                    {
+                        "name": name,
+                        "listening": hub.started and bool(ext.inputs),
+                        # None: the extension reports no connection (the terminal); 0: down or standing by
+                        "connected": registry.get_sample_value("hub_platform_connected", {"platform": name}),
+                        "sent": _total(registry, "hub_platform_sends_total", platform=name, result="ok"),
+                        "errors": _total(registry, "hub_platform_sends_total", platform=name, result="error"),
+                        "rate_limited": _total(registry, "hub_platform_rate_limited_total", platform=name),
+                    }
+                )
         limits = hub.config.limits
         day = utc_day()
         budgets = []
@@ -1141,6 +1144,18 @@ def _version() -> str:
 
 
 _VERSION = _version()
+
+
+def _accounts_of(registry: Any, platform: str) -> list[str]:
+    """The ``platform`` labels of one extension's accounts in the metrics: its own name (the
+    default account) first, then ``NAME/ACCOUNT`` for each other account that reported."""
+    found = {
+        s.labels.get("platform", "")
+        for family in registry.collect()
+        if family.name.startswith("hub_platform_")
+        for s in family.samples
+    }
+    return [platform, *sorted(f for f in found if f.startswith(platform + "/"))]
 
 
 def _total(registry: Any, name: str, **labels: str) -> int:

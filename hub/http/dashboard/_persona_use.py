@@ -1,6 +1,6 @@
 """Which persona each conversation uses, as the engine would pick it for its next run.
 
-The same order as :meth:`hub.Hub.persona_for`: the ``[personas]`` overrides of the config (by
+The same order as :meth:`hub.Hub.persona_for`: the ``[[routes]]`` it matches first, the ``[personas]`` overrides of the config (by
 instance, context type or extension), then the context's own ``persona``, then a persona file
 naming the instance, its type or its extension, then the default. The dashboard shows it on a
 persona's page (the recent conversations that use it) and on each conversation's page.
@@ -25,7 +25,14 @@ def persona_of(hub: Any, context_id: str) -> str | None:
     definition = hub.contexts[ctype]
     extension = hub.owner_of(definition)
     o = hub.persona_overrides
-    override = o.get(context_id) or o.get(ctype) or (o.get(extension) if extension else None) or definition.persona
+    route = hub.route_for(context_id)
+    override = (
+        (route.persona if route is not None else "")
+        or o.get(context_id)
+        or o.get(ctype)
+        or (o.get(extension) if extension else None)
+        or definition.persona
+    )
     persona = hub.personas.for_context(ctype, context_id, extension, override=override)
     if persona is None:
         return None
