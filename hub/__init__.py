@@ -61,6 +61,7 @@ from .logs import (
     StateLog,
     StepLog,
     ThoughtLog,
+    VoiceLog,
 )
 from .media import Media, MediaFile
 from .models import Model, ModelRequest, Usage
@@ -133,6 +134,7 @@ __all__ = [
     "TextArgs",
     "ThoughtLog",
     "Usage",
+    "VoiceLog",
     "action",
     "command",
     "input",

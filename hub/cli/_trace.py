@@ -13,7 +13,18 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..logs import ActionCallLog, ActionResultLog, ErrorLog, InputLog, Log, OutputLog, StateLog, StepLog, ThoughtLog
+from ..logs import (
+    ActionCallLog,
+    ActionResultLog,
+    ErrorLog,
+    InputLog,
+    Log,
+    OutputLog,
+    StateLog,
+    StepLog,
+    ThoughtLog,
+    VoiceLog,
+)
 from ..media import placeholder
 from ..store import RunRecord
 
@@ -112,6 +123,13 @@ def render_trace(
                 lines.append(f"{at}  error    [{e.where}] {e.message}")
             case StateLog():
                 lines.append(f"{at}  state    {e.state}" + (f" ({e.reason})" if e.reason else ""))
+            case VoiceLog():
+                size = f"{e.seconds:.1f}s" + (f", {e.chars} characters" if e.chars else "")
+                lines.append(
+                    f"{at}  voice    {e.direction} {size} by {e.model}"
+                    + (f", cost {e.cost:.6f}" if e.cost > 0 else "")
+                    + f": {_short(e.text)}"
+                )
     if tree is None:
         tree = {run.id: sorted(children, key=lambda r: r.started)}
     below = render_tree(run.id, tree)

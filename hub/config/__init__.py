@@ -16,6 +16,7 @@ from ._sections import (
     RetentionSection,
     ScheduleSection,
     StoreSection,
+    VoiceSection,
     WebhookSection,
     check_secret_length,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "RetentionSection",
     "ScheduleSection",
     "StoreSection",
+    "VoiceSection",
     "WebhookSection",
     "check_secret_length",
     "config_from_dict",
