@@ -38,6 +38,9 @@ class AudioClip:
     mime: str
     seconds: float
     name: str = "audio"
+    peaks: bytes = field(default=b"", repr=False)
+    """Its loudness over time, at most 256 levels of 0-255 (the waveform Discord draws on a
+    voice message); empty for audio that is not a spoken reply."""
 
 
 def _seconds(value: float) -> str:
@@ -130,14 +133,24 @@ def to_voice(data: bytes, *, name: str = "reply", max_seconds: float | None = No
     import numpy as np
 
     pcm, seconds = _pcm(data, name=name, rate=VOICE_RATE, max_seconds=max_seconds)
+    samples = np.frombuffer(pcm, dtype=np.int16)
     out = io.BytesIO()
     with av.open(out, mode="w", format="ogg") as container:
         stream = container.add_stream("libopus", rate=VOICE_RATE, layout="mono")
-        samples = np.frombuffer(pcm, dtype=np.int16).reshape(1, -1)
-        frame = av.AudioFrame.from_ndarray(samples, format="s16", layout="mono")
+        frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
         frame.sample_rate = VOICE_RATE
         for packet in stream.encode(frame):
             container.mux(packet)
         for packet in stream.encode(None):
             container.mux(packet)
-    return AudioClip(data=out.getvalue(), mime="audio/ogg", seconds=seconds, name="voice.ogg")
+    return AudioClip(data=out.getvalue(), mime="audio/ogg", seconds=seconds, name="voice.ogg", peaks=_peaks(samples))
+
+
+def _peaks(samples: Any, count: int = 256) -> bytes:
+    """The loudest sample of each of ``count`` equal stretches, scaled to 0-255."""
+    import numpy as np
+
+    if not len(samples):
+        return b""
+    chunks = np.array_split(np.abs(samples.astype(np.int32)), min(count, len(samples)))
+    return bytes(min(255, int(chunk.max()) * 255 // 32767) for chunk in chunks)

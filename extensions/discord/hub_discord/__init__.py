@@ -86,6 +86,9 @@ def extension(settings: DiscordSettings, *, resolve: Resolve | None = None) -> E
         data = await bot.send_message(content, ctx, files)
         if files:
             data["files"] = [{"name": f.name, "type": f.mime, "size": f.size} for f in files]
+        voices = await bot.send_voice(content, ctx)  # [voice]: spoken too, after the text
+        if voices:
+            data["voice_message_ids"] = voices
         return data
 
     async def live(content: LiveText, ctx: Any) -> dict[str, Any]:
