@@ -221,3 +221,21 @@ async def test_a_transcription_server_that_fails_or_hangs_is_told_once_and_nothi
             assert (await hub.send("talk:chat", {"id": "1"}, "still there?", type="talk:message")).ok
             assert sent[-1] == "answered"
         await model.close()
+
+
+async def test_an_audio_bomb_is_refused_in_a_bounded_worker_that_is_gone_after() -> None:
+    from hub.engine import Decoder
+    from hub.media import MediaLimits
+
+    decoder = Decoder(MediaLimits(decode_timeout=10, decode_memory=256_000_000))
+    try:
+        bomb = silence(60)  # tens of KB that decode to a minute
+        with pytest.raises(MediaRefused, match="over the 5s limit"):
+            await decoder.audio(bomb, name="your voice note", max_seconds=5)
+        with pytest.raises(MediaRefused, match="not audio"):
+            await decoder.audio(b"MZ not audio at all" * 50, name="x", max_seconds=5)
+        clip = await decoder.audio(ogg_opus(1.0), name="ok", max_seconds=5)
+        assert abs(clip.seconds - 1.0) < 0.1
+        assert decoder.running == 0 and decoder.peak_rss < 256_000_000
+    finally:
+        await decoder.stop()
