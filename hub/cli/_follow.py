@@ -29,6 +29,7 @@ from ..logs import (
     StateLog,
     StepLog,
     ThoughtLog,
+    VoiceLog,
     to_dict,
 )
 from ..store import RunRecord, RunStore
@@ -147,6 +148,8 @@ def event_line(f: Followed, *, with_run: bool = True) -> str:
             return f"{head}  error    [{e.where}] {e.message}"
         case StateLog():
             return f"{head}  state    {e.state}" + (f" ({e.reason})" if e.reason else "")
+        case VoiceLog():
+            return f"{head}  voice    {e.direction} {e.seconds:.1f}s by {e.model}: {_short(e.text)}"
     return f"{head}  {getattr(e, 'kind', '?')}"
 
 

@@ -67,6 +67,7 @@ from ...logs import (
     StateLog,
     StepLog,
     ThoughtLog,
+    VoiceLog,
     from_dict,
 )
 from ...personas import parse_persona, rollback, write_persona
@@ -160,6 +161,11 @@ def trace_items(run: RunRecord, events: Sequence[Log]) -> list[TraceItem]:
                 items.append(TraceItem("error", at, f"error in {e.where or 'the run'}", e.message, "error"))
             case StateLog():
                 items.append(TraceItem("state", at, f"state {e.state}" + (f" ({e.reason})" if e.reason else "")))
+            case VoiceLog():
+                head = f"voice {e.direction}: {e.seconds:.1f}s by {e.model}" + (
+                    f", cost {e.cost:.6f}" if e.cost else ""
+                )
+                items.append(TraceItem("voice", at, head, e.text))
     return items
 
 
