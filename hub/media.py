@@ -746,6 +746,9 @@ class RunMedia:
         self.opened = 0
         """Files counted against ``max_per_run``."""
         self.files: dict[str, MediaFile] = {}
+        self.audio: dict[str, list[MediaFile]] = {}
+        """Input id → its voice notes as fetched (their bytes, for this run only): a model that
+        takes audio could be given them."""
         self.spoken: set[str] = set()
         """Ids of this run's inputs that were voice notes, transcribed (``[voice]``)."""
         self.unheard: set[str] = set()

@@ -77,8 +77,10 @@ def test_long_text_is_spoken_in_parts_between_sentences() -> None:
 # -- end to end -------------------------------------------------------------------------------
 
 
-def voice_extension(store: dict[str, bytes], sent: list[Any]) -> Extension:
-    """A platform whose reply output delivers the text, then the voice clips (as every real one does)."""
+def voice_extension(store: dict[str, bytes], sent: list[Any], heard: list[bytes] | None = None) -> Extension:
+    """A platform whose reply output delivers the text, then the voice clips (as every real one
+    does); ``heard`` gets the audio the run's media holds."""
+    heard = [] if heard is None else heard
 
     async def fetch(part: MediaPart, max_bytes: int) -> bytes:
         return store[part.ref]
@@ -91,6 +93,7 @@ def voice_extension(store: dict[str, bytes], sent: list[Any]) -> Extension:
 
     @output(type="talk:send", context="talk:chat", description="Reply.")
     async def send(content: str, ctx: RunContext) -> dict[str, Any]:
+        heard.extend(f.data for files in ctx.media.audio.values() for f in files)
         sent.append(content)
         for clip in await speak(ctx, content, max_chars=60):
             sent.append(clip)
@@ -124,17 +127,21 @@ def reply(text: str) -> str:
 async def test_a_voice_note_is_heard_answered_by_voice_and_text_and_priced(tmp_path: Path) -> None:
     store = {"n1": ogg_opus(3.0)}
     sent: list[Any] = []
+    kept: list[bytes] = []
     async with FakeOpenAI([reply("Sunny all day. Take a hat."), reply("You typed that.")]) as fake:
-        fake.transcripts = ["what is the weather tomorrow"]
+        fake.transcripts = ["what is the weather tomorrow, my key is sk-test"]
         model = OpenAIModel("gpt-test", base_url=fake.url, api_key="k")
         cfg = config_for(tmp_path, fake)
-        async with Hub(cfg, model=model, load_extensions=False, extensions=[voice_extension(store, sent)]) as hub:
+        extension = voice_extension(store, sent, kept)
+        async with Hub(cfg, model=model, load_extensions=False, extensions=[extension]) as hub:
             result = await hub.send("talk:chat", {"id": "1"}, "", type="talk:message", media=[note("n1", store["n1"])])
             assert result.ok
             (heard,) = fake.heard  # the real SDK uploaded real audio: WAV, 3 seconds
             assert heard["model"] == "whisper-1" and heard["content_type"] == "audio/wav"
             assert abs(heard["seconds"] - 3.0) < 0.1
             assert "[spoken] what is the weather tomorrow" in fake.prompt(0)
+            assert "sk-test" not in fake.prompt(0)  # a secret said is masked like one typed
+            assert kept == [store["n1"]]  # the audio stays in the run's media
             assert sent[0] == "Sunny all day. Take a hat."  # the text always, first
             (clip,) = sent[1:]
             assert clip.data[:4] == b"OggS" and clip.seconds > 0

@@ -159,6 +159,7 @@ class Attachments:
         shown = "your voice note" if part.kind in ("voice", "video_note") else name
         try:
             file = await self._fetch(entry, part)
+            media.audio.setdefault(entry.id, []).append(file)  # the audio stays in the run's media
             await run.voice.hear(entry, file.data, name=shown)
         except (MediaError, VoiceError) as e:
             why = e.reason

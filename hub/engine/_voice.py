@@ -77,7 +77,7 @@ class RunVoice:
         section = self.voice.section
         clip = await self.deps.decoder.audio(data, name=name, max_seconds=section.max_seconds)
         self.run.progress()
-        text = await self.voice.transcribe(clip)
+        text = self.deps.redactor.redact(await self.voice.transcribe(clip))  # a secret said is masked as one typed
         self._record(
             VoiceLog(
                 direction="heard",

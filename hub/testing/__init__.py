@@ -10,6 +10,9 @@
 - ``hub.testing.whatsapp``: ``FakeWhatsApp``, Meta's Graph API for the real ``pywa_async`` client
   and the signed webhooks Meta sends (also a program for the WhatsApp quick start:
   ``python -m hub.testing.whatsapp``).
+- ``hub.testing.audio``: real audio made at test time with PyAV (``ogg_opus``, ``audio_bytes`` in
+  OGG/Opus, M4A/AAC, MP3, WAV or WebM, ``silence``, ``lying_wav``), for voice; ``FakeOpenAI``
+  serves ``/v1/audio/transcriptions`` and ``/v1/audio/speech`` with it.
 - :func:`temp_config`: a config on a test's temporary folder (data, personas), episodic memory off.
 - :func:`png` and :func:`image_bytes`: picture files to attach, drawn with Pillow.
 - ``hub.testing.fixtures``: autouse pytest fixtures (no network, logging restored) to import into
