@@ -246,3 +246,18 @@ async def test_an_audio_bomb_is_refused_in_a_bounded_worker_that_is_gone_after()
         assert decoder.running == 0 and decoder.peak_rss < 256_000_000
     finally:
         await decoder.stop()
+
+
+async def test_what_voice_costs_counts_against_the_daily_money_budget(tmp_path: Path) -> None:
+    store = {"n1": ogg_opus(2.0)}
+    sent: list[Any] = []
+    async with FakeOpenAI(default=reply("ok")) as fake:
+        model = OpenAIModel("gpt-test", base_url=fake.url, api_key="k")
+        cfg = config_for(tmp_path, fake, speak_model="", price_transcribe=6.0)  # 2 s: 0.2
+        cfg.limits.cost_per_day = 0.1
+        async with Hub(cfg, model=model, load_extensions=False, extensions=[voice_extension(store, sent)]) as hub:
+            await hub.send("talk:chat", {"id": "1"}, "", type="talk:message", media=[note("n1", store["n1"])])
+            assert sent == ["ok"]
+            result = await hub.send("talk:chat", {"id": "2"}, "hello", type="talk:message")
+            assert not result.ok and sent[-1] == cfg.limits.reply  # the bot's budget is spent
+        await model.close()
