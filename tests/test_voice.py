@@ -154,6 +154,8 @@ async def test_a_voice_note_is_heard_answered_by_voice_and_text_and_priced(tmp_p
             assert [v.direction for v in voices] == ["heard", "spoken"]
             trace = render_trace(record, events)
             assert "voice    heard 3.0s by whisper-1" in trace and "spoken" in trace
+            metrics = hub.metrics.render()[0].decode()
+            assert 'hub_voice_seconds_total{direction="heard"} 3.0' in metrics
             # a typed message is answered in text only (when_spoken_to), and the history kept the transcript
             sent.clear()
             await hub.send("talk:chat", {"id": "1"}, "and the day after?", type="talk:message")
