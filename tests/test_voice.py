@@ -263,3 +263,18 @@ async def test_what_voice_costs_counts_against_the_daily_money_budget(tmp_path: 
             result = await hub.send("talk:chat", {"id": "2"}, "hello", type="talk:message")
             assert not result.ok and sent[-1] == cfg.limits.reply  # the bot's budget is spent
         await model.close()
+
+
+async def test_a_speech_server_that_fails_costs_the_voice_never_the_text(tmp_path: Path) -> None:
+    store = {"n1": ogg_opus(1.0)}
+    sent: list[Any] = []
+    async with FakeOpenAI(default=reply("Still here.")) as fake:
+        model = OpenAIModel("gpt-test", base_url=fake.url, api_key="k")
+        cfg = config_for(tmp_path, fake)
+        async with Hub(cfg, model=model, load_extensions=False, extensions=[voice_extension(store, sent)]) as hub:
+            fake.fail_next("speech", status=500)
+            result = await hub.send("talk:chat", {"id": "1"}, "", type="talk:message", media=[note("n1", store["n1"])])
+            assert result.ok and sent == ["Still here."]  # the text, and no voice
+            events = await hub.runs.events(result.run_id)
+            assert any("the reply could not be spoken" in getattr(e, "message", "") for e in events)
+        await model.close()

@@ -25,12 +25,14 @@ def answer(text: str) -> str:
     return f'<response><output type="telegram:send">{text}</output></response>'
 
 
-def with_voice(tmp_path: Path, tg: FakeTelegram, ai: FakeOpenAI, **voice: Any) -> AbstractAsyncContextManager[Harness]:
+def with_voice(
+    tmp_path: Path, tg: FakeTelegram, ai: FakeOpenAI, *, live: bool = False, **voice: Any
+) -> AbstractAsyncContextManager[Harness]:
     cfg = temp_config(tmp_path)
     cfg.model.base_url = ai.url
     cfg.voice = VoiceSection(**{"speak_model": "tts-1", **voice})
     model = OpenAIModel("gpt-test", base_url=ai.url, api_key="k")
-    return running(tmp_path, tg, model=model, config=cfg)
+    return running(tmp_path, tg, model=model, config=cfg, **({"live": True} if live else {}))
 
 
 async def test_a_voice_note_is_answered_by_voice_and_text(tmp_path: Path) -> None:
@@ -74,3 +76,13 @@ async def test_voice_messages_forbidden_falls_back_to_text(tmp_path: Path) -> No
         ("sendMessage", "Here is the answer."),
     ]
     assert len(tg.calls("sendVoice")) == 1  # refused once, not retried
+
+
+async def test_live_replies_stay_text(tmp_path: Path) -> None:
+    async with FakeTelegram() as tg, FakeOpenAI(default=answer("Written while you watch.")) as ai:
+        async with with_voice(tmp_path, tg, ai, live=True, reply_with_voice="always"):
+            tg.push_media(chat_id=42, voice=ogg_opus(1.0))
+            await tg.wait_for(lambda: any(s["text"] == "Written while you watch." for s in tg.sent), timeout=30)
+            tg.push_message(chat_id=42, text="sentinel")  # answered after the first run is over
+            await tg.wait_for(lambda: len(ai.bodies) == 2 and len(tg.sent) >= 2, timeout=30)
+    assert ai.heard and not tg.calls("sendVoice") and ai.spoken == []
