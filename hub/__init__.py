@@ -62,6 +62,7 @@ from .logs import (
     StateLog,
     StepLog,
     ThoughtLog,
+    VoiceLog,
 )
 from .media import Media, MediaFile
 from .models import Model, ModelRequest, Usage
@@ -135,6 +136,7 @@ __all__ = [
     "TextArgs",
     "ThoughtLog",
     "Usage",
+    "VoiceLog",
     "action",
     "command",
     "input",

@@ -58,6 +58,7 @@ from .store import (
     Upkeep,
     UsageStore,
 )
+from .voice import Voice
 
 __all__ = ["Component", "Features", "compose", "make_model", "mcp_servers", "prompt_budget", "recorded_runs"]
 
@@ -108,6 +109,7 @@ class Features:
     outbound: OutboundLimiter | None = None  # [store] redis_url: platforms' rate limits across workers
     mcp: Any = None  # [mcp.*]: hub.mcp.McpServers, whose tools are actions (None: no server configured)
     skills: SkillSet | None = None  # [agent] skills_dir, when the folder exists
+    voice: Voice | None = None  # [voice]: voice notes heard, replies spoken
 
 
 def make_model(
@@ -292,6 +294,9 @@ def compose(
         skills = SkillSet(skills_dir, on_change=lambda name, text: revisions.record(REVISION_PREFIX + name, text))
     # failure_reply: the replies a killed hub owed are sent once the platforms are up
     components: list[Component] = [PersonaWatcher(personas, skills=skills), scheduler, stops, decoder, failure_reply]
+    voice = Voice(config) if config.voice is not None else None
+    if voice is not None:  # its client closed at the hub's stop
+        components.append(voice)
     if mcp is not None:  # first: their tools are there before the first input is taken
         components.insert(0, mcp)
     if db is not None:  # the database stays bounded
@@ -328,6 +333,7 @@ def compose(
         outbound=RedisLimiter(config.store.redis_url) if config.store.redis_url else None,
         mcp=mcp,
         skills=skills,
+        voice=voice,
     )
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "RunError",
     "RetryAction",
     "MediaError",
+    "VoiceError",
     "MediaTooLarge",
     "MediaRefused",
 ]
@@ -151,6 +152,15 @@ class MediaError(HubError):
         self.reason = reason
         self.name = name
         super().__init__(f"{name}: {reason}" if name else reason)
+
+
+class VoiceError(HubError):
+    """A voice note could not be transcribed, or a reply spoken: the audio server failed,
+    hung or refused. ``reason`` is the short, safe sentence a user may be shown."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
 
 
 class MediaTooLarge(MediaError):

@@ -197,6 +197,7 @@ class Hub:
             redactor=self.redactor,
             hub=self,
             decoder=features.decoder,
+            voice=features.voice,
             media_limits=self.config.media_limits(),
             bus=self.bus,
             skills=self.skills,

@@ -21,6 +21,7 @@ __all__ = [
     "ActionResultLog",
     "OutputLog",
     "StepLog",
+    "VoiceLog",
     "ErrorLog",
     "StateLog",
     "SummaryLog",
@@ -210,11 +211,55 @@ class SummaryLog:
     ts: float = field(default_factory=time.time)
 
 
-Log = InputLog | ThoughtLog | ActionCallLog | ActionResultLog | OutputLog | StepLog | ErrorLog | StateLog | SummaryLog
+@dataclass(slots=True)
+class VoiceLog:
+    """Speech in a run: a voice note heard (transcribed) or a reply spoken, with what it cost
+    at ``[voice] price_transcribe``/``price_speak``. Traces show it; prompts do not (the
+    transcript is the input's text)."""
+
+    kind: ClassVar[Literal["voice"]] = "voice"
+    direction: Literal["heard", "spoken"]
+    model: str = ""
+    seconds: float = 0.0
+    """Seconds of audio transcribed, or spoken."""
+    chars: int = 0
+    """Characters spoken (0 for a transcription)."""
+    cost: float = 0.0
+    text: str = ""
+    """The transcript, or the text spoken."""
+    input_id: str | None = None
+    """The input whose voice note this is (a transcription)."""
+    step: int = 0
+    ts: float = field(default_factory=time.time)
+
+
+Log = (
+    InputLog
+    | ThoughtLog
+    | ActionCallLog
+    | ActionResultLog
+    | OutputLog
+    | StepLog
+    | ErrorLog
+    | StateLog
+    | SummaryLog
+    | VoiceLog
+)
 
 _BY_KIND: dict[str, type] = {
     c.kind: c
-    for c in (InputLog, ThoughtLog, ActionCallLog, ActionResultLog, OutputLog, StepLog, ErrorLog, StateLog, SummaryLog)
+    for c in (
+        InputLog,
+        ThoughtLog,
+        ActionCallLog,
+        ActionResultLog,
+        OutputLog,
+        StepLog,
+        ErrorLog,
+        StateLog,
+        SummaryLog,
+        VoiceLog,
+    )
 }
 _FIELDS: dict[type, tuple[str, ...]] = {c: tuple(f.name for f in fields(c)) for c in _BY_KIND.values()}
 

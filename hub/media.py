@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 from aiohttp.abc import AbstractResolver
 
+from .audio import AudioClip
 from .errors import MediaError, MediaRefused, MediaTooLarge
 from .logs import MediaPart
 
@@ -63,6 +64,7 @@ __all__ = [
     "read_capped",
     "MediaHosts",
     "Resolve",
+    "Speaker",
     "public_addresses",
     "is_public",
     "host_name",
@@ -725,6 +727,10 @@ class Media:
             raise ValueError("Media takes exactly one of data= (bytes) and path=")
 
 
+Speaker = Callable[[str, int], Awaitable[list[AudioClip]]]
+"""A run's ``speak(text, max_chars)``: the reply as voice messages, [] when it is not spoken."""
+
+
 class RunMedia:
     """One run's files: what its inputs' files became in the prompt, and the files its
     actions produced (by handle), until the run ends. Nothing here outlives the run."""
@@ -740,6 +746,15 @@ class RunMedia:
         self.opened = 0
         """Files counted against ``max_per_run``."""
         self.files: dict[str, MediaFile] = {}
+        self.audio: dict[str, list[MediaFile]] = {}
+        """Input id → its voice notes as fetched (their bytes, for this run only): a model that
+        takes audio could be given them."""
+        self.spoken: set[str] = set()
+        """Ids of this run's inputs that were voice notes, transcribed (``[voice]``)."""
+        self.unheard: set[str] = set()
+        """Those of ``refused`` that are voice notes not heard (the reply says "hear", not "open")."""
+        self.speaker: Speaker | None = None
+        """Speaks a reply for this run (see :func:`hub.platform.speak`); None: no ``[voice]``."""
 
     async def add(self, media: Media) -> dict[str, Any]:
         """Keep an action's file for this run; what its result shows in its place. A file

@@ -30,6 +30,7 @@ from ..logs import (
     StepLog,
     SummaryLog,
     ThoughtLog,
+    VoiceLog,
     to_dict,
 )
 from ..store import RunRecord, RunStore
@@ -150,6 +151,8 @@ def event_line(f: Followed, *, with_run: bool = True) -> str:
             return f"{head}  state    {e.state}" + (f" ({e.reason})" if e.reason else "")
         case SummaryLog():
             return f"{head}  summary  of {e.entries} history entries: {_short(e.content)}"
+        case VoiceLog():
+            return f"{head}  voice    {e.direction} {e.seconds:.1f}s by {e.model}: {_short(e.text)}"
     return f"{head}  {getattr(e, 'kind', '?')}"
 
 

@@ -24,6 +24,7 @@ from ..logs import (
     StepLog,
     SummaryLog,
     ThoughtLog,
+    VoiceLog,
 )
 from ..media import placeholder
 from ..store import RunRecord
@@ -127,6 +128,13 @@ def render_trace(
                 lines.append(f"{at}  state    {e.state}" + (f" ({e.reason})" if e.reason else ""))
             case SummaryLog():
                 lines.append(f"{at}  summary  of {e.entries} history entries: {_short(e.content)}")
+            case VoiceLog():
+                size = f"{e.seconds:.1f}s" + (f", {e.chars} characters" if e.chars else "")
+                lines.append(
+                    f"{at}  voice    {e.direction} {size} by {e.model}"
+                    + (f", cost {e.cost:.6f}" if e.cost > 0 else "")
+                    + f": {_short(e.text)}"
+                )
     if tree is None:
         tree = {run.id: sorted(children, key=lambda r: r.started)}
     below = render_tree(run.id, tree)

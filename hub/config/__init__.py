@@ -17,6 +17,7 @@ from ._sections import (
     RouteSection,
     ScheduleSection,
     StoreSection,
+    VoiceSection,
     WebhookSection,
     check_secret_length,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "RouteSection",
     "ScheduleSection",
     "StoreSection",
+    "VoiceSection",
     "WebhookSection",
     "check_secret_length",
     "config_from_dict",

@@ -520,6 +520,32 @@ class MediaSection(_Section):
         return [host_name(h) for h in v]
 
 
+class VoiceSection(_Section):
+    """``[voice]``: voice messages in, spoken replies out (hub/voice); on when the table is present."""
+
+    base_url: str = Field(
+        "", description="an OpenAI-compatible /v1/audio server (empty: [model] base_url); whisper.cpp, vLLM, Groq"
+    )
+    api_key: str = Field("", description="its key (empty: [model] api_key)")
+    transcribe_model: str = Field("whisper-1", min_length=1, description="the model that turns speech into text")
+    speak_model: str = Field("", description='the model that speaks replies (empty: never speak); e.g. "tts-1"')
+    voice: str = Field("alloy", min_length=1, description="the voice replies are spoken in, as the server names it")
+    reply_with_voice: Literal["never", "when_spoken_to", "always"] = Field(
+        "when_spoken_to", description="when a reply is spoken too (its text is always sent)"
+    )
+    max_seconds: float = Field(
+        300, gt=0, le=7200, description="longest voice note transcribed; a longer one is refused with a reply"
+    )
+    price_transcribe: float = Field(0.0, ge=0, description="per minute of audio transcribed (0: unknown)")
+    price_speak: float = Field(0.0, ge=0, description="per million characters spoken (0: unknown)")
+
+    def transcribe_cost(self, seconds: float) -> float:
+        return seconds / 60 * self.price_transcribe
+
+    def speak_cost(self, chars: int) -> float:
+        return chars * self.price_speak / 1_000_000
+
+
 _MCP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 
 
@@ -646,6 +672,7 @@ class HubConfig(BaseModel):
     )
     memory: MemorySection = Field(default_factory=MemorySection)
     media: MediaSection = Field(default_factory=MediaSection)
+    voice: VoiceSection | None = Field(None, description="[voice]: voice messages in, spoken replies out")
     mcp: dict[str, McpServerSection] = Field(
         default_factory=dict, description="MCP servers whose tools are actions named NAME__TOOL (hub/mcp)"
     )

@@ -23,6 +23,7 @@ from ..logs import Log
 from ..media import RunMedia
 from ..store import RunRecord, RunState
 from ._agent_context import AgentView
+from ._voice import RunVoice
 
 if TYPE_CHECKING:
     from ..definitions import Action, Output
@@ -67,6 +68,7 @@ class Run:
         "limit",
         "durable_inputs",
         "media",
+        "voice",
         "live",
         "output_open",
         "route",
@@ -102,6 +104,10 @@ class Run:
         self.limit: str | None = None
         """A plugin's reason to stop the run, given after the last step (a spent budget)."""
         self.media = RunMedia(deps.media_limits)
+        self.voice = RunVoice(deps, self) if deps.voice is not None else None
+        """``[voice]`` for this run: its voice notes heard, its replies spoken when a platform asks."""
+        if self.voice is not None:
+            self.media.speaker = self.voice.speak
         """The run's files: its inputs' as the prompt shows them, its actions' by handle."""
         self.live: LiveOutput | None = None
         """The open ``<output>`` of this step's stream, when it is delivered live."""

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
-from ..errors import MediaError, MediaRefused, MediaTooLarge
+from ..errors import MediaError, MediaRefused, MediaTooLarge, VoiceError
 from ..logs import InputLog, MediaPart
 from ..media import (
     MediaFile,
@@ -35,6 +35,7 @@ from ..media import (
     readable,
     refused_by_claim,
 )
+from ._voice import is_audio
 
 if TYPE_CHECKING:
     from ._active_run import Run
@@ -112,7 +113,10 @@ class Attachments:
             if said_something or not entry.media or len(refused) < len(entry.media):
                 return None  # there is something for the model to answer
             reasons.extend(refused)
-        return ("Sorry, I could not open " + "; ".join(reasons) + ".") if reasons else None
+        if not reasons:
+            return None
+        unheard = run.media.unheard  # a voice note is heard, not opened
+        return "Sorry, I could not " + "; ".join(("hear " if r in unheard else "open ") + r for r in reasons) + "."
 
     async def _one(self, run: Run, entry: InputLog, part: MediaPart) -> tuple[str, str | None]:
         """(what the prompt shows for ``part``, why it was refused or None)."""
@@ -123,6 +127,8 @@ class Attachments:
             why = f"it is {human_size(part.size)}, over the {human_size(limits.max_bytes)} limit per file"
         if why is not None:  # refused from what the platform says: never downloaded
             return placeholder(part, f"refused: {why}"), f"{name}: {why}"
+        if run.voice is not None and is_audio(part.kind, part.mime):
+            return await self._hear(run, entry, part, name)
         picture = part.kind in _PICTURE_KINDS or part.mime.startswith("image/")
         want_text = self.deps.config.media.read_files and (
             readable(part.mime) or PurePath(part.name).suffix.lower().lstrip(".") in _TEXT_SUFFIXES
@@ -141,6 +147,28 @@ class Attachments:
         except MediaError as e:
             log.warning("run %s: %s of input %s: %s", run.id[:8], name, entry.id[:8], e)
             return placeholder(part, e.reason), None
+
+    async def _hear(self, run: Run, entry: InputLog, part: MediaPart, name: str) -> tuple[str, str | None]:
+        """A voice note transcribed (its text now the input's); refused, or not heard, with a
+        reason the user is told when the message was nothing else."""
+        assert run.voice is not None
+        limits, media = self.limits, run.media
+        if media.opened >= limits.max_per_run:
+            return placeholder(part, f"not heard: more than {limits.max_per_run} files in this run"), None
+        media.opened += 1
+        shown = "your voice note" if part.kind in ("voice", "video_note") else name
+        try:
+            file = await self._fetch(entry, part)
+            media.audio.setdefault(entry.id, []).append(file)  # the audio stays in the run's media
+            await run.voice.hear(entry, file.data, name=shown)
+        except (MediaError, VoiceError) as e:
+            why = e.reason
+            if isinstance(e, VoiceError) or not isinstance(e, (MediaTooLarge, MediaRefused)):
+                log.warning("run %s: %s of input %s not heard: %s", run.id[:8], name, entry.id[:8], e)
+            reason = f"{shown}: {why}"
+            media.unheard.add(reason)
+            return placeholder(part, f"not heard: {why}"), reason
+        return placeholder(part, "a voice note, transcribed as the message's text"), None
 
     async def _fetch(self, entry: InputLog, part: MediaPart) -> MediaFile:
         limits = self.limits

@@ -1,4 +1,4 @@
-"""Inbound pictures and PDFs, decoded in worker processes of their own, each bounded.
+"""Inbound pictures, PDFs and voice notes, and spoken replies, decoded in worker processes of their own, each bounded.
 
 Decoding is where a small file costs the most: a 140 KB PNG is 144 MB of pixels, a 16 KB
 PDF whose pages share one 4 MB content stream is minutes of CPU. Done in the default thread
@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from typing import Any
 
+from ..audio import AudioClip, for_transcription, to_voice
 from ..errors import MediaError, MediaRefused
 from ..media import MediaFile, MediaLimits, extract_text, image_for_model
 
@@ -106,6 +107,12 @@ def _work(conn: Connection, kind: str, payload: Any, limits: MediaLimits) -> Non
                 conn.recv()
 
             answer: tuple[str, Any] = ("ok", image_for_model(data, limits=limits, name=name, admit=admit))
+        elif kind == "audio":  # a voice note: measured (refused past max_seconds) and made WAV
+            data, name, max_seconds = payload
+            answer = ("ok", for_transcription(data, name=name, max_seconds=max_seconds))
+        elif kind == "voice":  # a spoken reply: made OGG/Opus
+            data, name, max_seconds = payload
+            answer = ("ok", to_voice(data, name=name, max_seconds=max_seconds))
         else:
             deadline = time.monotonic() + limits.decode_timeout / 2  # then what was read so far
             answer = ("ok", extract_text(payload, limits=limits, deadline=deadline))
@@ -268,6 +275,24 @@ class Decoder:
             MediaRefused: refused by the reader, or past a bound (time, CPU, memory).
         """
         result: str = await self._run("text", file, file.name)
+        return result
+
+    async def audio(self, data: bytes, *, name: str, max_seconds: float) -> AudioClip:
+        """:func:`hub.audio.for_transcription` in a worker: the voice note as 16 kHz WAV, measured.
+
+        Raises:
+            MediaRefused: not audio, corrupt, longer than ``max_seconds``, or past a bound.
+        """
+        result: AudioClip = await self._run("audio", (data, name, max_seconds), name)
+        return result
+
+    async def voice(self, data: bytes, *, name: str, max_seconds: float | None = None) -> AudioClip:
+        """:func:`hub.audio.to_voice` in a worker: a speech server's answer as OGG/Opus.
+
+        Raises:
+            MediaRefused: not audio, corrupt, or past a bound.
+        """
+        result: AudioClip = await self._run("voice", (data, name, max_seconds), name)
         return result
 
     async def _run(self, kind: str, payload: Any, name: str) -> Any:

@@ -23,6 +23,7 @@ from ..personas import Persona, SkillSet
 from ..protocol import PromptBuilder
 from ..redact import Redactor
 from ..store import InboxStore, MemoryStore, RunStore
+from ..voice import Voice
 from ._agent_context import AgentContext
 from ._decoding import Decoder
 from ._hooks import Plugins
@@ -81,5 +82,7 @@ class EngineDeps:
     """``[media]``, read once (:meth:`HubConfig.media_limits`)."""
     bus: EventBus | None = None
     """Where live outputs publish what they receive (``output_partial`` events)."""
+    voice: Voice | None = None
+    """``[voice]``: voice notes transcribed, replies spoken (None: the table is absent)."""
     skills: SkillSet | None = None
     """The skills whose names and descriptions every prompt shows (``load_skill`` reads one)."""

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from ..config import LimitsSection
 from ..definitions import Output, RunContext, RunResult, StopRun
 from ..engine import Plugin, send_reply
-from ..logs import StepLog
+from ..logs import StepLog, VoiceLog
 from ..store import RunState, RunStore, UsageStore
 
 __all__ = ["BOT_SCOPE", "Budgets", "LIMIT_REASONS", "is_limit", "utc_day"]
@@ -168,7 +168,11 @@ class Budgets(Plugin):
                 self.store.add_cost(scope, day, cost)
 
     async def after_run(self, result: RunResult, ctx: RunContext | None) -> None:
-        """Tell the user when a limit ended their run (instead of leaving them in silence)."""
+        """Count what the run's voice cost ([voice]: heard and spoken, which no step counted),
+        then tell the user when a limit ended their run (instead of leaving them in silence)."""
+        voice = sum(e.cost for e in result.logs if isinstance(e, VoiceLog))
+        if voice:
+            self.count(ctx, 0, voice)
         text = self.limits.reply
         if ctx is None or not text or result.state != RunState.KILLED or not is_limit(result.reason):
             return

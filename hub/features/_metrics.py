@@ -39,7 +39,7 @@ from prometheus_client.metrics_core import Metric
 from ..definitions import RunContext, RunResult
 from ..engine import Plugin, Runner
 from ..errors import ModelError
-from ..logs import OutputLog, StepLog
+from ..logs import OutputLog, StepLog, VoiceLog
 from ..models.failover import OUTCOMES as MODEL_OUTCOMES
 from ..store import RunState, StoreCollector, StoreHealth
 
@@ -94,6 +94,9 @@ class Metrics(Plugin):
         )
         self.cost = Counter(
             "hub_cost", "What the LLM calls cost, at [model] price_input and price_output (0: unknown)", registry=r
+        )
+        self.voice_seconds = Counter(
+            "hub_voice_seconds", "Seconds of audio heard (transcribed) and spoken, [voice]", ["direction"], registry=r
         )
         self.llm_latency = Histogram(
             "hub_llm_latency_seconds",
@@ -290,6 +293,11 @@ class Metrics(Plugin):
             ctype = self._context_type_of(result.context) if self._context_type_of is not None else ""
         self.runs.labels(str(result.state), ctype).inc()
         self.run_duration.observe(max(0.0, result.duration))
+        for e in result.logs:  # [voice]: what no step counted
+            if isinstance(e, VoiceLog):
+                self.voice_seconds.labels(e.direction).inc(e.seconds)
+                if e.cost > 0:
+                    self.cost.inc(e.cost)
 
     def render(self, accept: str | None = None) -> tuple[bytes, str]:
         """Every metric, in the format the ``Accept`` header asks for: OpenMetrics when it

@@ -15,7 +15,8 @@ media hosts at public addresses), :func:`read_capped` (a local file, capped), :f
 and :func:`human_size`; for chat commands :func:`parse_command` (``/name args`` in a message's
 text) and :class:`CommandInfo` (a command as ``hub.commands.menu(...)`` lists it); for
 intake :class:`PoisonUpdates` (an update that fails every time is parked in the inbox, and
-intake goes on).
+intake goes on); for voice :func:`speak` (a reply as OGG/Opus voice messages, when
+``[voice]`` says this run's reply is spoken).
 
 The core never names a platform; extensions map their client's errors onto
 :class:`RateLimited`, :class:`TransientSendError` and :class:`PermanentSendError` and send
@@ -44,8 +45,12 @@ from ._settings import DEFAULT_ACCOUNT, PlatformSettings, account_key, split_acc
 from ._shared import OutboundLimiter, RedisLimiter
 from ._split import LONG_SPLIT, split_message, split_off_loop, utf16_len
 from ._typing import TypingIndicator
+from ._voice import DEFAULT_SPEECH_CHARS, AudioClip, speak
 
 __all__ = [
+    "speak",
+    "AudioClip",
+    "DEFAULT_SPEECH_CHARS",
     "OutboundLimiter",
     "RedisLimiter",
     "Backoff",

@@ -16,6 +16,9 @@
 - ``hub.testing.email``: a real Dovecot in a temporary folder (``Dovecot``) and a real SMTP server
   (``SmtpSink``, aiosmtpd) on loopback, for the email extension (also a program for its quick
   start: ``python -m hub.testing.email``).
+- ``hub.testing.audio``: real audio made at test time with PyAV (``ogg_opus``, ``audio_bytes`` in
+  OGG/Opus, M4A/AAC, MP3, WAV or WebM, ``silence``, ``lying_wav``), for voice; ``FakeOpenAI``
+  serves ``/v1/audio/transcriptions`` and ``/v1/audio/speech`` with it.
 - :func:`temp_config`: a config on a test's temporary folder (data, personas), episodic memory off.
 - :func:`png` and :func:`image_bytes`: picture files to attach, drawn with Pillow.
 - ``hub.testing.fixtures``: autouse pytest fixtures (no network, logging restored) to import into

@@ -27,6 +27,13 @@ Endpoints
     ``name`` (``arguments: ""``) followed by chunks of ``arguments`` fragments, then
     ``finish_reason: "tool_calls"`` (or the turn's own, e.g. ``"length"``), the usage and
     ``[DONE]``. A turn with ``drop=True`` closes the connection after its last fragment.
+``POST /v1/audio/transcriptions``  a multipart upload (``file``, ``model``): the file is
+    decoded with PyAV (a file that is not audio gets a 400, as OpenAI answers), and the
+    answer is the next of ``transcripts`` (else ``"heard N.N seconds"``) as ``{"text"}``.
+    ``fail_next("transcribe", status=500)`` and ``hang_audio_next()`` inject failures.
+``POST /v1/audio/speech``  ``{model, voice, input, response_format}``: real audio, a tone
+    of ``speech_seconds_per_char`` seconds per character, encoded as asked (``opus``: OGG/
+    Opus; ``mp3``; ``wav``). ``fail_next("speech", ...)`` injects failures.
 ``GET /stats``        ``{"count": n, "requests": [{client, model, response,
     prompt_chars, prompt_tokens, messages, last_chars}, ...]}`` in arrival order.
 ``POST /stats/reset`` forgets them.
@@ -259,12 +266,87 @@ class FakeOpenAI(FakeServer):
         """The cached prompt tokens of every answer so far."""
         self._hangs = 0
         self._release = asyncio.Event()
+        self.transcripts: list[str] = []
+        """What the next transcriptions answer, in order (then ``"heard N.N seconds"``)."""
+        self.heard: list[dict[str, Any]] = []
+        """Each transcription: ``model``, ``filename``, ``content_type``, ``seconds`` (as decoded), ``size``."""
+        self.spoken: list[dict[str, Any]] = []
+        """Each speech request's JSON body."""
+        self.speech_seconds_per_char = 0.02
+        self._audio_hangs = 0
 
     def hang_next(self, count: int = 1) -> None:
         """The next ``count`` chat requests get no answer at all until the server stops (a
         model that hangs past the client's timeout)."""
         self._hangs += count
         self._release.clear()  # set by an earlier stop
+
+    def hang_audio_next(self, count: int = 1) -> None:
+        """The next ``count`` audio requests (transcription or speech) get no answer until the
+        server stops."""
+        self._audio_hangs += count
+        self._release.clear()
+
+    async def _audio_gate(self, name: str, request: web.Request, body: Any) -> web.Response | None:
+        """An injected failure or hang for an audio route, else None."""
+        rec = Recorded(name, request.method, request.path, body, dict(request.headers))
+        self.state.requests.append(rec)
+        failure = self._take_failure(name) if self.state.failures else None
+        if failure is not None:
+            return self._failed(failure, rec, request)
+        if self._audio_hangs > 0:
+            self._audio_hangs -= 1
+            self._notify()
+            await self._release.wait()
+            return web.json_response({"error": {"message": "fake: stopped while hanging"}}, status=503)
+        rec.status = 200
+        return None
+
+    async def _transcribe(self, request: web.Request) -> web.Response:
+        from .audio import measure
+
+        form = await request.post()
+        upload = form.get("file")
+        if not isinstance(upload, web.FileField):
+            return web.json_response({"error": {"message": "bad request: a multipart file"}}, status=400)
+        data = upload.file.read()
+        meta = {
+            "model": str(form.get("model", "")),
+            "filename": upload.filename,
+            "content_type": upload.content_type,
+            "size": len(data),
+        }
+        gate = await self._audio_gate("transcribe", request, meta)
+        if gate is not None:
+            return gate
+        seconds = measure(data)
+        if seconds is None:
+            self._notify()
+            return web.json_response(
+                {"error": {"message": "Invalid file format.", "type": "invalid_request_error"}}, status=400
+            )
+        self.heard.append({**meta, "seconds": seconds})
+        text = self.transcripts.pop(0) if self.transcripts else f"heard {seconds:.1f} seconds"
+        self._notify()
+        return web.json_response({"text": text})
+
+    async def _speech(self, request: web.Request) -> web.Response:
+        from .audio import audio_bytes
+
+        try:
+            body = await request.json()
+            text = str(body["input"])
+        except (ValueError, KeyError, TypeError):
+            return web.json_response({"error": {"message": "bad request: a JSON body with input"}}, status=400)
+        gate = await self._audio_gate("speech", request, body)
+        if gate is not None:
+            return gate
+        self.spoken.append(body)
+        fmt = {"opus": "ogg", "mp3": "mp3", "wav": "wav"}.get(str(body.get("response_format") or "mp3"), "mp3")
+        seconds = max(0.2, len(text) * self.speech_seconds_per_char)
+        data = await asyncio.to_thread(audio_bytes, seconds, format=fmt, freq=330.0)
+        self._notify()
+        return web.Response(body=data, content_type="audio/ogg" if fmt == "ogg" else f"audio/{fmt}")
 
     async def _before_cleanup(self) -> None:
         self._release.set()
@@ -286,6 +368,8 @@ class FakeOpenAI(FakeServer):
     def _build_app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/audio/transcriptions", self._transcribe)
+        app.router.add_post("/v1/audio/speech", self._speech)
         app.router.add_get("/stats", self._get_stats)
         app.router.add_post("/stats/reset", self._reset_stats)
         app.router.add_get("/healthz", self._healthz)

@@ -288,12 +288,23 @@ class FakeWhatsApp(FakeServer):
         return self._envelope(value), wamid
 
     def media_message(
-        self, data: bytes, mime: str, *, kind: str = "image", caption: str = "", filename: str = "", frm: str = USER
+        self,
+        data: bytes,
+        mime: str,
+        *,
+        kind: str = "image",
+        caption: str = "",
+        filename: str = "",
+        frm: str = USER,
+        voice: bool = False,
     ) -> tuple[dict[str, Any], str]:
-        """A picture, document or audio message: its bytes kept here, downloadable by its media id."""
+        """A picture, document or audio message: its bytes kept here, downloadable by its media
+        id; ``voice`` marks audio as a voice note recorded in WhatsApp (``"voice": true``)."""
         media_id = f"{next(self.state.ids) + 800000000000000}"
         self.state.media[media_id] = (data, mime, filename)
         part: dict[str, Any] = {"id": media_id, "mime_type": mime, "sha256": hashlib.sha256(data).hexdigest()}
+        if voice:
+            part["voice"] = True
         if caption:
             part["caption"] = caption
         if filename:
@@ -366,7 +377,12 @@ def _content(kind: str, value: Any) -> dict[str, Any]:
         return {"emoji": value.get("emoji"), "reply_to": value.get("message_id")}
     if kind == "template":
         return {**value, "template": value.get("name"), "language": (value.get("language") or {}).get("code")}
-    return {"media_id": value.get("id"), "caption": value.get("caption"), "filename": value.get("filename")}
+    return {
+        "media_id": value.get("id"),
+        "caption": value.get("caption"),
+        "filename": value.get("filename"),
+        **({"voice": True} if value.get("voice") else {}),
+    }
 
 
 async def _main(port: int, webhook: str) -> None:  # pragma: no cover - a program for the quick start

@@ -102,9 +102,13 @@ def extension(settings: DiscordSettings, *, resolve: Resolve | None = None) -> E
         attrs = ctx.attributes
         names = [s.strip() for s in (attrs.attach if attrs is not None else "").split(",") if s.strip()]
         files = [await ctx.media.resolve(name) for name in names]  # a MediaError names the file and why
-        data = await bot_of(ctx).send_message(content, ctx, files)
+        bot = bot_of(ctx)
+        data = await bot.send_message(content, ctx, files)
         if files:
             data["files"] = [{"name": f.name, "type": f.mime, "size": f.size} for f in files]
+        voices = await bot.send_voice(content, ctx)  # [voice]: spoken too, after the text
+        if voices:
+            data["voice_message_ids"] = voices
         return data
 
     async def live(content: LiveText, ctx: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ pure over the message (in :mod:`._messages`, with the output's limits); acting o
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import io
 import logging
@@ -24,6 +25,7 @@ from hub import MediaFile, MediaPart
 from hub.platform import (
     DEFAULT_ACCOUNT,
     AllowList,
+    AudioClip,
     Backoff,
     Governor,
     LiveMessage,
@@ -42,6 +44,7 @@ from hub.platform import (
     human_size,
     live_drafts,
     reply_target,
+    speak,
     split_message,
 )
 
@@ -566,6 +569,51 @@ class DiscordBot:
             data["reply_to"] = str(reply_to)
         return data
 
+    async def send_voice(self, content: str, ctx: RunContext) -> list[str]:
+        """The reply spoken too, after its text, when ``[voice]`` says so
+        (:func:`hub.platform.speak`): each part a voice message (flag IS_VOICE_MESSAGE, with
+        its duration and waveform), or an audio file where the bot may not send voice
+        messages. A part that fails is logged and ends the speaking: the text went out."""
+        clips = await speak(ctx, content)
+        client = self.client
+        if not clips or client is None or client.is_closed():
+            return []
+        channel_id = int(ctx.context.args.channel_id)
+        channel = client.get_partial_messageable(channel_id)
+        ids: list[str] = []
+        as_file = False
+        for clip in clips:
+            try:
+                try:
+                    post = functools.partial(self._post_voice, client, channel, clip, as_file=as_file)
+                    ids.append(await self.governor.send(channel_id, post))
+                except SendFailed as e:
+                    if as_file:
+                        raise
+                    log.info("discord: channel %s takes no voice message (%s): sent as an audio file", channel_id, e)
+                    as_file = True
+                    post = functools.partial(self._post_voice, client, channel, clip, as_file=True)
+                    ids.append(await self.governor.send(channel_id, post))
+            except SendFailed as e:
+                log.warning("discord: channel %s: a spoken reply was not sent: %s", channel_id, e)
+                break
+        return ids
+
+    @staticmethod
+    async def _post_voice(
+        client: discord.Client, channel: discord.PartialMessageable, clip: AudioClip, *, as_file: bool
+    ) -> str:
+        """One voice message (discord.py sends none itself: its attachment's ``duration_secs``
+        and ``waveform`` and the message flag are set here), or the clip as an audio file."""
+        if as_file:
+            file = discord.File(io.BytesIO(clip.data), filename="reply.ogg")
+            return str((await _mapped(channel.send(file=file, allowed_mentions=SAFE_MENTIONS))).id)
+        flags = discord.MessageFlags()
+        flags.voice = True
+        with discord.http.handle_message_parameters(file=_VoiceFile(clip), flags=flags) as params:
+            data = await _mapped(client.http.send_message(channel.id, params=params))
+        return str(data["id"])
+
     async def send_live(self, content: LiveText, ctx: RunContext) -> dict[str, Any]:
         """``live = true``: one message edited while the model writes, continued past 2000
         characters in new messages, the first a reply to the message being answered.
@@ -632,6 +680,18 @@ class DiscordBot:
         if ref is not None:
             kw["reference"] = ref
         return await _mapped(channel.send(text or None, allowed_mentions=SAFE_MENTIONS, **kw))
+
+
+class _VoiceFile(discord.File):
+    """An OGG/Opus clip as a voice message's attachment: its length and waveform go with it."""
+
+    def __init__(self, clip: AudioClip) -> None:
+        super().__init__(io.BytesIO(clip.data), filename="voice-message.ogg")
+        self.seconds = round(clip.seconds, 2)
+        self.waveform = base64.b64encode(clip.peaks or bytes(1)).decode("ascii")
+
+    def to_dict(self, index: int) -> dict[str, Any]:
+        return {**super().to_dict(index), "duration_secs": self.seconds, "waveform": self.waveform}
 
 
 async def _mapped(request: Awaitable[T]) -> T:

@@ -48,6 +48,8 @@ from aiohttp import WSMsgType, web
 from hub.testing import Failure, FakeServer, Recorded, loopback_resolver
 
 CDN_HOST = "cdn.discordapp.com"
+IS_VOICE_MESSAGE = 1 << 13
+"""The message flag of a voice message."""
 """Attachments are served under Discord's own CDN name, on this fake's port: the extension
 under test gets ``FakeDiscord.resolve`` (that name, and only it, is 127.0.0.1)."""
 
@@ -108,6 +110,9 @@ class DiscordState:
     """Registered application commands: guild id (None: global) → the list the last bulk
     overwrite left."""
     interactions: dict[int, Interaction] = field(default_factory=dict)
+    no_voice_messages: set[int] = field(default_factory=set)
+    """Channels where the bot may not send voice messages (error 50173, as Discord answers
+    without the SEND_VOICE_MESSAGES permission)."""
 
 
 @dataclass
@@ -357,10 +362,12 @@ class FakeDiscord(FakeServer):
         *,
         size: int | None = None,
         url: str | None = None,
+        voice: bool = False,
     ) -> int:
         """A MESSAGE_CREATE carrying ``files`` (``(name, content_type, bytes)``), served at
         their CDN URLs on this fake; ``size`` overrides the size Discord reports, ``url`` the
-        URL (a hostile one). Returns the message id."""
+        URL (a hostile one); ``voice`` makes it a voice message (flag IS_VOICE_MESSAGE, each
+        attachment with ``duration_secs`` and ``waveform``). Returns the message id."""
         author_id = self.user_id if author_id is None else author_id
         if author_id not in self.state.users:
             self.add_user(author_id, f"user{author_id}")
@@ -383,8 +390,11 @@ class FakeDiscord(FakeServer):
                     "url": where,
                     "proxy_url": where,
                     "content_type": content_type,
+                    **({"duration_secs": 1.0, "waveform": "AAAA"} if voice else {}),
                 }
             )
+        if voice:
+            message["flags"] = int(message.get("flags") or 0) | IS_VOICE_MESSAGE
         message["attachments"] = attachments
         self.state.messages[int(message["id"])]["attachments"] = attachments
         self.dispatch("MESSAGE_CREATE", message)
@@ -660,6 +670,9 @@ class FakeDiscord(FakeServer):
             and not params.get("sticker_ids")
         ):
             return _json({"message": "Cannot send an empty message", "code": 50006}, 400)
+        refused = self._voice_refused(cid, params, content)
+        if refused is not None:
+            return refused
         ref = params.get("message_reference") or {}
         reply_to = int(ref["message_id"]) if ref.get("message_id") else None
         if reply_to is not None and reply_to not in self.state.messages and ref.get("fail_if_not_exists", True):
@@ -703,6 +716,23 @@ class FakeDiscord(FakeServer):
         # Discord echoes the bot's own message on the gateway too: bots must ignore it.
         self.dispatch("MESSAGE_CREATE", {**payload, **({"member": _member(None)} if guild_id else {})})
         return _json(payload)
+
+    def _voice_refused(self, cid: int, params: dict[str, Any], content: str) -> web.Response | None:
+        """Discord's checks of a voice message (flag IS_VOICE_MESSAGE): no text, one audio
+        attachment with its duration and waveform, and the permission to send one here."""
+        if not int(params.get("flags") or 0) & IS_VOICE_MESSAGE:
+            return None
+        if cid in self.state.no_voice_messages:
+            return _json({"message": "Cannot send voice messages in this channel", "code": 50173}, 403)
+        if content.strip():
+            return _json({"message": "Voice messages do not support additional content", "code": 50161}, 400)
+        files = params.get("_uploads") or {}
+        meta = params.get("attachments") or []
+        if len(files) != 1 or len(meta) != 1:
+            return _json({"message": "Voice messages must have a single audio attachment", "code": 50159}, 400)
+        if "duration_secs" not in meta[0] or "waveform" not in meta[0]:
+            return _json({"message": "Voice messages must have supporting metadata", "code": 50160}, 400)
+        return None
 
     # -- editing and deleting the bot's messages (live replies) -------------------------------
 

@@ -96,8 +96,10 @@ def _media_of(msgtype: str, content: dict[str, Any], body: str) -> tuple[MediaPa
     size = info.get("size")
     filename = content.get("filename")
     named = isinstance(filename, str) and bool(filename)
+    # Element's voice messages: m.audio marked with MSC3245's voice key (heard like any audio)
+    voice = msgtype == "m.audio" and ("org.matrix.msc3245.voice" in content or "org.matrix.msc3245.voice.v2" in content)
     part = MediaPart(
-        kind=_MEDIA[msgtype],
+        kind="voice" if voice else _MEDIA[msgtype],
         ref=url,
         mime=str(info.get("mimetype") or ""),
         size=size if isinstance(size, int) and size >= 0 else None,

@@ -129,3 +129,31 @@ async def test_a_file_over_the_homeservers_upload_limit_is_a_failed_output(tmp_p
         assert not out.sent and "over the homeserver's 100 B" in (out.error or "")
         assert hs.calls("upload") == [], "nothing over the limit is uploaded"
         assert hs.texts(room)[:1] != ["Here"], "and the reply is not half sent"
+
+
+async def test_a_voice_message_is_heard_through_voice(tmp_path: Path) -> None:
+    """[voice]: an Element voice message (m.audio with MSC3245's key, real OGG/Opus made at
+    test time) is downloaded from the content repository and transcribed."""
+    from hub.config import VoiceSection
+    from hub.testing.audio import ogg_opus
+
+    async with FakeOpenAI(default=answer("On it.")) as ai, FakeMatrix() as hs:
+        room = hs.create_room([ANN])
+        cfg = temp_config(tmp_path)
+        cfg.model.base_url = ai.url
+        cfg.voice = VoiceSection()
+        ai.transcripts = ["water the plants"]
+        model = OpenAIModel("gpt-test", base_url=ai.url, api_key="k")
+        async with running(tmp_path, hs, model=model, config=cfg):
+            uri = hs.put_media(ogg_opus(1.0), "audio/ogg", "Voice message.ogg")
+            content = {
+                "msgtype": "m.audio",
+                "body": "Voice message.ogg",
+                "url": uri,
+                "info": {"mimetype": "audio/ogg", "duration": 1000},
+                "org.matrix.msc3245.voice": {},
+            }
+            hs.push_event(room, {"type": "m.room.message", "sender": ANN, "content": content})
+            await hs.wait_sent(1, timeout=30)
+        assert hs.texts(room) == ["On it."] and "[spoken] water the plants" in ai.prompt(0)
+        assert abs(ai.heard[0]["seconds"] - 1.0) < 0.1

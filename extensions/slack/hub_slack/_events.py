@@ -184,6 +184,8 @@ def media_of(event: dict[str, Any]) -> list[MediaPart]:
             if mime.startswith("audio/")
             else ("video" if mime.startswith("video/") else "document")
         )
+        if f.get("subtype") == "slack_audio":  # a clip recorded in Slack: heard as a voice note
+            kind = "voice"
         size = f.get("size")
         parts.append(
             MediaPart(

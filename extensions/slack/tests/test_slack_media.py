@@ -107,3 +107,25 @@ async def test_an_action_file_is_uploaded_into_the_thread_asked_in(tmp_path: Pat
     assert upload["data"] == chart_png and upload["filename"] == "chart.png"
     assert upload["channel"] == st.channel and upload["thread_ts"] == ts
     assert out.data["files"] == [upload["id"]]
+
+
+async def test_an_audio_clip_is_heard_through_voice(tmp_path: Path) -> None:
+    """[voice]: a clip recorded in Slack (real WebM/Opus, made at test time) is fetched with the
+    bot token and transcribed; the transcript is what the model reads."""
+    from hub.config import VoiceSection
+    from hub.testing.audio import audio_bytes
+
+    async with FakeOpenAI(default=answer("Done.")) as ai:
+        cfg = temp_config(tmp_path)
+        cfg.model.base_url = ai.url
+        cfg.voice = VoiceSection()
+        ai.transcripts = ["book the meeting room"]
+        model = OpenAIModel("gpt-test", base_url=ai.url, api_key="k")
+        async with running(tmp_path, model=model, config=cfg) as r:
+            sl, st = r.sl, r.sl.state
+            clip = sl.add_file("audio_message.webm", audio_bytes(1.5, format="webm"), "audio/webm")
+            clip["subtype"] = "slack_audio"
+            sl.push_message(st.dm, "", files=[clip])
+            (sent,) = await sl.wait_sent(1, timeout=30)
+    assert sent["text"] == "Done." and "[spoken] book the meeting room" in ai.prompt(0)
+    assert abs(ai.heard[0]["seconds"] - 1.5) < 0.1 and len(st.downloads) == 1

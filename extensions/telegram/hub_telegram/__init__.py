@@ -2,9 +2,12 @@
 (long polling, or webhook mode with ``webhook_url``), outputs ``telegram:send``,
 ``telegram:photo`` and ``telegram:document``.
 
-Photos, documents, stickers, voice notes, audio and video arrive as references
+Photos, documents, stickers, voice notes, audio, video and video notes arrive as references
 (``file_id``); the hub fetches one through ``getFile`` only when a run needs its bytes
-(:meth:`TelegramClient.fetch`). A photo without a caption is answered like a message.
+(:meth:`TelegramClient.fetch`). A photo without a caption is answered like a message. With
+``[voice]``, voice notes, audio and video notes are heard (transcribed), and a reply is also
+spoken as ``sendVoice`` OGG/Opus when ``reply_with_voice`` says so (not a live one); a user
+whose privacy settings forbid voice messages gets the text alone.
 
 Answers private chats, and in groups when mentioned or replied to (``groups``). Every
 message is recorded in the hub's inbox before Telegram is told it was received, so a crash
@@ -47,6 +50,7 @@ from hub.platform import (
     live_drafts,
     quiet_loggers,
     reply_target,
+    speak,
     split_account_key,
     utf16_len,
 )
@@ -190,8 +194,10 @@ def _outputs(accounts: _Accounts, settings: TelegramSettings) -> list[Output]:
     # RunContext is imported at run time: the decorator reads the handlers' type hints
     async def send(content: str, ctx: RunContext) -> dict[str, Any]:
         chat_id, client = ctx.context.args.chat_id, accounts.client(ctx.context.args.account)
-        ids = await client.send_text(chat_id, content, reply_to=reply_to(ctx, client, chat_id), on_part=ctx.part_sent)
-        return {"chat_id": chat_id, "message_ids": ids}
+        quote = reply_to(ctx, client, chat_id)
+        ids = await client.send_text(chat_id, content, reply_to=quote, on_part=ctx.part_sent)
+        voices = await _speak(client, chat_id, content, quote, ctx)
+        return {"chat_id": chat_id, "message_ids": ids, **({"voice_message_ids": voices} if voices else {})}
 
     async def send_live(content: LiveText, ctx: RunContext) -> dict[str, Any]:
         """``live = true``: one message edited while the model writes, continued past 4096."""
@@ -237,6 +243,22 @@ def _outputs(accounts: _Accounts, settings: TelegramSettings) -> list[Output]:
         live=settings.live,
     )(send_live if settings.live else send)
     return [message, photo, document]
+
+
+async def _speak(client: TelegramClient, chat_id: int, content: str, quote: int | None, ctx: RunContext) -> list[int]:
+    """The reply spoken too, as voice messages after its text, when ``[voice]`` says so
+    (:func:`hub.platform.speak`). A voice message that fails is logged: the text went out."""
+    ids: list[int] = []
+    for clip in await speak(ctx, content):
+        try:
+            message_id = await client.send_voice(chat_id, clip, reply_to=quote)
+        except SendFailed as e:
+            log.warning("telegram: chat %s: a spoken reply was not sent: %s", chat_id, e)
+            break
+        if message_id is None:  # voice messages forbidden: the text is the reply
+            break
+        ids.append(message_id)
+    return ids
 
 
 async def _deliver_live(

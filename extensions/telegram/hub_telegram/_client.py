@@ -33,6 +33,7 @@ from telegram.request import HTTPXRequest
 from hub import ExtensionError, MediaError, MediaFile, MediaPart, MediaRefused, MediaTooLarge
 from hub.platform import (
     DEFAULT_ACCOUNT,
+    AudioClip,
     Governor,
     PermanentSendError,
     RateLimit,
@@ -71,6 +72,8 @@ MAX_UPLOAD_BYTES = 50_000_000  # sendDocument through the cloud Bot API
 MAX_DOWNLOAD_BYTES = 20_000_000  # getFile through the cloud Bot API
 _PHOTO_TYPES = frozenset({"image/jpeg", "image/png", "image/webp", "image/gif", "image/bmp"})
 _PARSE_ERROR = "can't parse entities"
+VOICE_FORBIDDEN = "VOICE_MESSAGES_FORBIDDEN"
+"""What Telegram answers sendVoice when the user's privacy settings refuse voice messages."""
 # Loggers that may print a URL (which holds the token): python-telegram-bot's and httpx's.
 _URL_LOGGERS = ("httpx", "telegram", "telegram.Bot", "telegram.BaseRequest", "telegram.HTTPXRequest")
 
@@ -436,6 +439,34 @@ class TelegramClient:
 
             ids += await self.send_text(chat_id, caption, on_part=later)
         return ids
+
+    async def send_voice(self, chat_id: int, clip: AudioClip, *, reply_to: int | None = None) -> int | None:
+        """Send ``clip`` (OGG/Opus) as a voice message; its message id, or None when the
+        user's privacy settings refuse voice messages (``VOICE_MESSAGES_FORBIDDEN``: the
+        reply's text, sent already, is what they get).
+
+        Raises:
+            SendFailed: Telegram refused it otherwise, or gave up after retries.
+        """
+        reply = ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to else None
+
+        async def attempt() -> telegram.Message:
+            upload = telegram.InputFile(clip.data, filename=clip.name)
+            try:
+                return await self.bot.send_voice(
+                    chat_id=chat_id, voice=upload, duration=max(1, round(clip.seconds)), reply_parameters=reply
+                )
+            except TelegramError as e:
+                raise map_error(e) from e
+
+        try:
+            message = await self.governor.send(chat_id, attempt)
+        except SendFailed as e:
+            if VOICE_FORBIDDEN in str(e):
+                log.info("telegram: chat %s refuses voice messages: the reply stays text", chat_id)
+                return None
+            raise
+        return message.message_id
 
     async def typing(self, chat_id: int) -> None:
         """Show "typing..." (Telegram shows it for 5 s or until a message arrives). Best effort."""

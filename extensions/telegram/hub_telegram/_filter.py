@@ -165,13 +165,20 @@ def media_of(msg: Message) -> tuple[MediaPart, ...]:
                 height=s.height,
             )
         )
-    for kind, item in (("voice", msg.voice), ("audio", msg.audio), ("video", msg.video)):
+    media: tuple[tuple[str, Any], ...] = (
+        ("voice", msg.voice),
+        ("audio", msg.audio),
+        ("video", msg.video),
+        ("video_note", msg.video_note),  # a round video: its sound is heard like a voice note
+    )
+    for kind, item in media:
         if item is not None:
+            default = "audio/ogg" if kind == "voice" else "video/mp4" if kind == "video_note" else ""
             parts.append(
                 MediaPart(
                     kind=kind,
                     ref=item.file_id,
-                    mime=item.mime_type or "",
+                    mime=getattr(item, "mime_type", None) or default,
                     size=item.file_size,
                     name=getattr(item, "file_name", None) or f"{kind}_{msg.message_id}",
                 )

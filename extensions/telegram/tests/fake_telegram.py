@@ -48,6 +48,9 @@ class TelegramState:
     """
 
     bot_id: int = 123456
+    voice_forbidden: set[int] = field(default_factory=set)
+    """Chats whose user's privacy settings refuse voice messages (sendVoice answers
+    ``VOICE_MESSAGES_FORBIDDEN``, as Telegram does)."""
     bot_username: str = "test_bot"
     bot_first_name: str = "Test Bot"
     token: str | None = None
@@ -469,6 +472,16 @@ class FakeTelegram(FakeServer):
     def _m_senddocument(self, params: dict[str, Any]) -> dict[str, Any]:
         return self._send_file("sendDocument", "document", params, limit=50_000_000)
 
+    def _m_sendvoice(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A voice message: Telegram shows OGG/Opus as one (refused where the user's privacy
+        settings forbid voice messages); the fake checks the upload is real OGG/Opus."""
+        if _chat_id(params) in self.state.voice_forbidden:
+            raise _ApiError(_error(400, "Bad Request: VOICE_MESSAGES_FORBIDDEN"))
+        upload = next(iter((params.get("_uploads") or {}).values()), None)
+        if upload is not None and not _is_ogg_opus(upload[1]):
+            raise _ApiError(_error(400, "Bad Request: wrong file type for a voice message"))
+        return self._send_file("sendVoice", "voice", params, limit=50_000_000)
+
     def _send_file(self, method: str, field_name: str, params: dict[str, Any], *, limit: int) -> dict[str, Any]:
         chat_id = _chat_id(params)
         uploads = params.get("_uploads") or {}
@@ -490,7 +503,15 @@ class FakeTelegram(FakeServer):
             "chat": self.state.chats.get(chat_id, {"id": chat_id, "type": "private"}),
             "date": int(time.time()),
         }
-        if field_name == "photo":
+        if field_name == "voice":
+            message["voice"] = {
+                "file_id": file_id,
+                "file_unique_id": f"u{file_id}",
+                "duration": int(params.get("duration") or 0),
+                "mime_type": "audio/ogg",
+                "file_size": len(data),
+            }
+        elif field_name == "photo":
             message["photo"] = [
                 {"file_id": file_id, "file_unique_id": f"u{file_id}", "width": 1, "height": 1, "file_size": len(data)}
             ]
@@ -566,14 +587,18 @@ class FakeTelegram(FakeServer):
         photo: bytes | None = None,
         document: tuple[str, str, bytes] | None = None,
         sticker: bytes | None = None,
+        voice: bytes | None = None,
+        audio: tuple[str, str, bytes] | None = None,
+        video_note: bytes | None = None,
         caption: str | None = None,
         size: int | None = None,
         file_path: str | None = None,
         stream: int = 0,
         **message: Any,
     ) -> tuple[int, int]:
-        """A message carrying a photo (``bytes``), a document (``(name, mime, bytes)``) or a
-        static sticker, with an optional caption; the other keywords as ``push_message``.
+        """A message carrying a photo (``bytes``), a document (``(name, mime, bytes)``), a
+        static sticker, a voice note (OGG/Opus ``bytes``), an audio file (``(name, mime,
+        bytes)``) or a round video note, with an optional caption; the other keywords as ``push_message``.
         ``size`` is the file size the message and getFile claim (default: the real one);
         a document's ``file_path`` is what getFile names it by, ``stream`` (bytes) what its
         download serves instead (a hostile server's)."""
@@ -620,6 +645,35 @@ class FakeTelegram(FakeServer):
                 "is_video": False,
                 "emoji": "😀",
                 "file_size": len(sticker),
+            }
+        if voice is not None:
+            fid = self.add_file(voice, path=f"voice/file_{message_id}.oga", size=size)
+            msg["voice"] = {
+                "file_id": fid,
+                "file_unique_id": f"u{fid}",
+                "duration": 1,
+                "mime_type": "audio/ogg",
+                "file_size": len(voice) if size is None else size,
+            }
+        if audio is not None:
+            name, mime, data = audio
+            fid = self.add_file(data, path=f"music/file_{message_id}", size=size)
+            msg["audio"] = {
+                "file_id": fid,
+                "file_unique_id": f"u{fid}",
+                "duration": 1,
+                "file_name": name,
+                "mime_type": mime,
+                "file_size": len(data) if size is None else size,
+            }
+        if video_note is not None:
+            fid = self.add_file(video_note, path=f"video_notes/file_{message_id}.mp4", size=size)
+            msg["video_note"] = {
+                "file_id": fid,
+                "file_unique_id": f"u{fid}",
+                "length": 240,
+                "duration": 1,
+                "file_size": len(video_note) if size is None else size,
             }
         return update_id, message_id
 
@@ -743,6 +797,11 @@ def _decode(key: str, value: Any) -> Any:
         return json.loads(value)
     except ValueError:
         return value  # e.g. chat_id "@channelname"
+
+
+def _is_ogg_opus(data: bytes) -> bool:
+    """Whether ``data`` is an OGG container whose first stream is Opus (its ``OpusHead``)."""
+    return data[:4] == b"OggS" and b"OpusHead" in data[:200]
 
 
 def _chat_id(params: dict[str, Any]) -> int:

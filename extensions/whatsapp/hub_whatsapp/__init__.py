@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from hub import Context, Extension, Input, RunContext, Service, output
-from hub.platform import Resolve, SendFailed, quiet_loggers, reply_target, split_message
+from hub.platform import Resolve, SendFailed, quiet_loggers, reply_target, speak, split_message
 
 from ._client import MAX_LENGTH, Identity, OutsideWindow, WhatsAppClient, WhatsAppStartError
 from ._events import CHAT, OUTPUT, Inbound, Status, Unreadable, read_payload
@@ -161,6 +161,9 @@ class _WhatsApp:
                 if asked is not None:
                     data["reaction"] = await self.client.react(wa_id, str(asked["wamid"]), react)
             data["message_ids"] = await self._free_form(wa_id, content, ctx)
+            voices = await self._spoken(wa_id, content, ctx)
+            if voices:
+                data["voice_message_ids"] = voices
         elif content.strip() or files:
             data["message_ids"] = await self._templated(wa_id, content, ctx)
             data["template"] = self.settings.template
@@ -187,6 +190,18 @@ class _WhatsApp:
                 raise
             self.sent.add(ids[-1], wa_id, part)
             await ctx.part_sent(i, ids[-1])  # durable: a restart will not send it again
+        return ids
+
+    async def _spoken(self, wa_id: str, content: str, ctx: RunContext) -> list[str]:
+        """The reply spoken too, as voice notes after its text, when ``[voice]`` says so
+        (:func:`hub.platform.speak`); inside the window only. A failure is logged: the text went out."""
+        ids: list[str] = []
+        for clip in await speak(ctx, content):
+            try:
+                ids.append(await self.client.send_voice(wa_id, clip))
+            except SendFailed as e:
+                log.warning("whatsapp: a spoken reply to %s was not sent: %s", wa_id, e)
+                break
         return ids
 
     async def _templated(self, wa_id: str, content: str, ctx: RunContext) -> list[str]:

@@ -24,6 +24,7 @@ from pywa_async.types.templates import TemplateLanguage
 
 from hub import MediaError, MediaFile, MediaPart
 from hub.platform import (
+    AudioClip,
     Backoff,
     Governor,
     MediaHosts,
@@ -253,6 +254,17 @@ class WhatsAppClient:
                 sent = await self.wa.send_document(
                     to=to, document=media_id, filename=file.name or "file", caption=caption or None
                 )
+            return str(sent.id)
+
+        return await self._call(self.governor, to, once)
+
+    async def send_voice(self, to: str, clip: AudioClip) -> str:
+        """A spoken reply (OGG/Opus) as a voice message: uploaded, then sent as audio marked
+        ``voice`` (WhatsApp shows it as a recorded voice note)."""
+
+        async def once() -> str:
+            media = await self.wa.upload_media(media=clip.data, mime_type="audio/ogg", filename=clip.name)
+            sent = await self.wa.send_audio(to=to, audio=str(media.id), is_voice=True)
             return str(sent.id)
 
         return await self._call(self.governor, to, once)

@@ -114,3 +114,26 @@ async def test_a_reaction_goes_to_the_users_newest_message(tmp_path: Path) -> No
         (out,) = await r.wait_outputs(1)
     assert sent["type"] == "reaction" and sent["emoji"] == "👍" and sent["reply_to"] == wamid
     assert out.sent
+
+
+async def test_a_voice_note_is_heard_and_answered_by_a_voice_note_and_text(tmp_path: Path) -> None:
+    """[voice]: a voice note recorded in WhatsApp (real OGG/Opus, made at test time) is
+    downloaded and transcribed; the reply comes as text, then as an OGG/Opus voice note."""
+    from hub.config import VoiceSection
+    from hub.testing.audio import measure, ogg_opus
+
+    async with FakeOpenAI(default=answer("Your order ships today.")) as ai:
+        cfg = temp_config(tmp_path)
+        cfg.model.base_url = ai.url
+        cfg.voice = VoiceSection(speak_model="tts-1")
+        ai.transcripts = ["where is my order"]
+        model = OpenAIModel("gpt-test", base_url=ai.url, api_key="k")
+        async with running(tmp_path, model=model, config=cfg) as r:
+            voice, _ = r.wa.media_message(ogg_opus(1.5), "audio/ogg; codecs=opus", kind="audio", voice=True)
+            assert (await r.wa.deliver(voice))[0] == 200
+            text, spoken = await r.wa.wait_sent(2, timeout=30)
+            uploaded = r.wa.state.media[spoken["media_id"]][0]
+    assert "[spoken] where is my order" in ai.prompt(0) and abs(ai.heard[0]["seconds"] - 1.5) < 0.1
+    assert text["text"] == "Your order ships today."
+    assert spoken["type"] == "audio" and spoken["voice"] is True
+    assert uploaded[:4] == b"OggS" and (measure(uploaded) or 0) > 0.1

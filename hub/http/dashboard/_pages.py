@@ -67,6 +67,7 @@ from ...logs import (
     StepLog,
     SummaryLog,
     ThoughtLog,
+    VoiceLog,
     from_dict,
 )
 from ...personas import parse_persona, rollback, write_persona
@@ -163,6 +164,11 @@ def trace_items(run: RunRecord, events: Sequence[Log]) -> list[TraceItem]:
                 items.append(TraceItem("state", at, f"state {e.state}" + (f" ({e.reason})" if e.reason else "")))
             case SummaryLog():
                 items.append(TraceItem("summary", at, f"summary of {e.entries} earlier history entries", e.content))
+            case VoiceLog():
+                head = f"voice {e.direction}: {e.seconds:.1f}s by {e.model}" + (
+                    f", cost {e.cost:.6f}" if e.cost else ""
+                )
+                items.append(TraceItem("voice", at, head, e.text))
     return items
 
 
