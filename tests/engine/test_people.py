@@ -1,0 +1,74 @@
+"""/link and /unlink in chat, and a person's own memory: written by an action with
+``ctx.remember``, shown in the prompt of that person's runs (on any linked identity) and of
+nobody else's."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel
+
+from hub import CommandCall, Extension, RunContext, action
+from hub.logs import OutputLog
+from hub.store import People
+
+
+class Fact(BaseModel):
+    key: str
+    value: str
+
+
+@action(name="remember_fact", description="Keep a fact about the person speaking")
+async def remember_fact(args: Fact, ctx: RunContext) -> str:
+    await ctx.remember(args.key, args.value)
+    return "kept"
+
+
+TOOLS = Extension("facts", actions=[remember_fact])
+REMEMBER = (
+    '<response><action_call name="remember_fact">{"key": "name", "value": "Ann Example"}</action_call></response>'
+)
+
+
+async def cmd(rig: Any, text: str, *, user: str) -> str:
+    name, _, args = text[1:].partition(" ")
+    result = await rig.hub.send("cli:session", {"user": user}, text, user=user, command=CommandCall(name, args))
+    outs = [e for e in result.logs if isinstance(e, OutputLog) and e.sent]
+    return str(outs[-1].content)
+
+
+def prompt_text(request: Any) -> str:
+    return request.system + "\n".join(str(m["content"]) for m in request.messages)
+
+
+async def test_linked_identities_share_one_memory_and_others_never_see_it(make_rig) -> None:
+    rig = make_rig([REMEMBER, "<response><output>noted</output></response>"], extensions=[TOOLS])
+    async with rig.hub:
+        given = await cmd(rig, "/link", user="ann")
+        code = re.search(r"code: (\w+)", given)
+        assert code is not None, given
+        assert (await cmd(rig, f"/link {code.group(1)}", user="bob")).startswith("Linked: cli:ann, cli:bob")
+        assert (await cmd(rig, f"/link {code.group(1)}", user="carl")).startswith("Not linked: the link code")
+        await rig.say("remember my name", user="ann")
+        people = People(rig.hub.memory)
+        assert await people.memory_of(await people.person_of("cli", "ann")) == {"name": "Ann Example"}
+        seen = len(rig.model.requests)
+        await rig.say("who am I?", user="bob")
+        assert '<memory of="person">{"name": "Ann Example"}</memory>' in prompt_text(rig.model.requests[seen])
+        seen = len(rig.model.requests)
+        await rig.say("who am I?", user="carl")
+        assert "Ann Example" not in prompt_text(rig.model.requests[seen])
+        assert await cmd(rig, "/unlink", user="bob") == "Unlinked: this account is on its own now."
+        seen = len(rig.model.requests)
+        await rig.say("who am I?", user="bob")
+        assert "Ann Example" not in prompt_text(rig.model.requests[seen])
+        assert await cmd(rig, "/unlink", user="bob") == "This account is not linked to another."
+
+
+async def test_a_wrong_code_links_nothing(make_rig) -> None:
+    rig = make_rig()
+    async with rig.hub:
+        assert (await cmd(rig, "/link ABCDEFGH", user="bob")).startswith("Not linked: no link code")
+        people = People(rig.hub.memory)
+        assert await people.identities(await people.person_of("cli", "bob")) == ["cli:bob"]
