@@ -52,6 +52,10 @@ def identity(platform: str, user: str) -> str:
     return f"{platform}:{user}"
 
 
+def _fresh() -> str:
+    return f"p-{uuid.uuid4().hex[:16]}"
+
+
 def _normalize(code: str) -> str:
     return re.sub(r"[\s-]", "", code).upper()
 
@@ -76,17 +80,31 @@ class People:
 
     async def person_of(self, platform: str, user: str) -> str:
         """The person ``platform:user`` belongs to; drawn (and kept) the first time."""
-        key = f"person-of:{identity(platform, user)}"
+        who = identity(platform, user)
+        key = f"person-of:{who}"
         for _ in range(3):
             found, version = await self.memory.get_versioned(key)
             if isinstance(found, str):
                 return found
-            fresh = f"p-{uuid.uuid4().hex[:16]}"
+            # a person is named after its first identity (so its budget scope, user:PLATFORM:USER,
+            # is the one an unlinked user always had), unless that name was left to others
+            taken = await self.memory.get(f"person-name-taken:{who}")
+            fresh = _fresh() if taken else who
             if await self.memory.set_if_unchanged(key, fresh, version) is not None:
                 return fresh
         found = await self.memory.get(key)
         assert isinstance(found, str)
         return found
+
+    async def find(self, who: str) -> str | None:
+        """The person ``who`` names (a person's id, ``p-...``, or one of its identities,
+        ``platform:user``), without drawing one; None when nobody is known by it."""
+        found = await self.memory.get(f"person-of:{who}")
+        if isinstance(found, str):
+            return found
+        if await self.identities(who) or await self.memory.get(f"person-memory:{who}") is not None:
+            return who
+        return None
 
     async def identities(self, person: str) -> list[str]:
         """Every identity that belongs to ``person``, sorted."""
@@ -160,7 +178,9 @@ class People:
         person = await self.person_of(platform, user)
         if await self.identities(person) == [who]:
             return None
-        fresh = f"p-{uuid.uuid4().hex[:16]}"
+        fresh = _fresh()
+        if person == who:  # the others keep this name: a later first sight of who must not rejoin them
+            await self.memory.set(f"person-name-taken:{who}", True)
         key = f"person-of:{who}"
         current, version = await self.memory.get_versioned(key)
         if current != person or await self.memory.set_if_unchanged(key, fresh, version) is None:
@@ -222,4 +242,5 @@ class People:
                 await self.memory.delete(key)
             await self.memory.delete(f"link-tries:{who}")
         await self.memory.delete(f"person-memory:{person}")
+        await self.memory.delete(f"person-name-taken:{person}")  # nobody has that name now
         return ids

@@ -5,6 +5,7 @@ nobody else's."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -12,6 +13,7 @@ from pydantic import BaseModel
 from hub import CommandCall, Extension, RunContext, action
 from hub.logs import OutputLog
 from hub.store import People
+from tests._support.processes import hub_cmd
 
 
 class Fact(BaseModel):
@@ -72,3 +74,21 @@ async def test_a_wrong_code_links_nothing(make_rig) -> None:
         assert (await cmd(rig, "/link ABCDEFGH", user="bob")).startswith("Not linked: no link code")
         people = People(rig.hub.memory)
         assert await people.identities(await people.person_of("cli", "bob")) == ["cli:bob"]
+
+
+async def test_the_operator_links_with_hub_people_link(make_rig, config, tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text(f'[hub]\ndata_dir = "{config.data_dir}"\n', encoding="utf-8")
+    rig = make_rig()
+    async with rig.hub:
+        code = re.search(r"code: (\w+)", await cmd(rig, "/link", user="ann"))
+        assert code is not None
+        rc, out, err = await hub_cmd("people", "link", code.group(1), cwd=tmp_path)
+        assert rc == 2 and "needs the code the user got with /link and the other identity" in err
+        rc, out, err = await hub_cmd("people", "link", code.group(1), "discord:77", cwd=tmp_path)
+        assert rc == 0 and "linked: cli:ann, discord:77 are person cli:ann" in out, err
+        rc, out, err = await hub_cmd("people", "link", code.group(1), "slack:U1", cwd=tmp_path)
+        assert rc == 2 and "was used already" in err
+        rc, out, err = await hub_cmd("people", "list", cwd=tmp_path)
+        assert rc == 0 and out.strip() == "cli:ann  cli:ann, discord:77", err
+        rc, out, err = await hub_cmd("people", "unlink", "discord:77", cwd=tmp_path)
+        assert rc == 0 and "unlinked: discord:77" in out, err
