@@ -233,9 +233,15 @@ class People:
         return stored
 
     async def forget(self, person: str) -> list[str]:
-        """Remove ``person``: its memory and every identity's link (their messages and episodes
-        are for the caller, :func:`hub.cli` ``memory forget --person``). The identities it had."""
+        """Remove ``person``: its memory, every identity's link, and what its identities said in
+        every conversation's kept history (``working-memory:``). Episodes and search indexes are
+        the caller's (``hub memory forget --person``). The identities it had."""
         ids = await self.identities(person)
+        for key in await self.memory.keys("working-memory:"):
+            platform = key.removeprefix("working-memory:").split(":", 1)[0]
+            users = {u for p, _, u in (i.partition(":") for i in ids) if p == platform}
+            if users:
+                await self.memory.update(key, lambda cur, users=users: _without(cur, users))
         for who in ids:
             key = f"person-of:{who}"
             if await self.memory.get(key) == person:
@@ -244,3 +250,11 @@ class People:
         await self.memory.delete(f"person-memory:{person}")
         await self.memory.delete(f"person-name-taken:{person}")  # nobody has that name now
         return ids
+
+
+def _without(history: Any, users: set[str]) -> Any:
+    """A conversation's kept history without the inputs of ``users`` (answers to them stay:
+    they are the bot's, and say nothing once the question is gone)."""
+    if not isinstance(history, list):
+        return history
+    return [e for e in history if not (isinstance(e, dict) and e.get("kind") == "input" and e.get("user") in users)]

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from hub import CommandCall, Extension, RunContext, action
@@ -92,3 +93,34 @@ async def test_the_operator_links_with_hub_people_link(make_rig, config, tmp_pat
         assert rc == 0 and out.strip() == "cli:ann  cli:ann, discord:77", err
         rc, out, err = await hub_cmd("people", "unlink", "discord:77", cwd=tmp_path)
         assert rc == 0 and "unlinked: discord:77" in out, err
+
+
+async def test_forget_person_removes_them_everywhere_and_nobody_else(make_rig, config) -> None:
+    from hub.cli._memory import forget_person
+    from hub.errors import HubError
+
+    rig = make_rig([REMEMBER, "<response><output>noted</output></response>"], extensions=[TOOLS])
+    async with rig.hub:
+        code = re.search(r"code: (\w+)", await cmd(rig, "/link", user="ann"))
+        assert code is not None
+        await cmd(rig, f"/link {code.group(1)}", user="bob")
+        await rig.say("remember my name", user="ann")
+        await rig.say("secret from bob", user="bob")
+        await rig.say("carl was here", user="carl")
+        await rig.hub.memory.set("working-memory:cli:shared", [{"kind": "input", "user": "ann", "content": "x"}])
+    deleted, ids = await forget_person(config, "cli:bob")
+    assert deleted == 0 and ids == ["cli:ann", "cli:bob"]
+    rig = make_rig()
+    async with rig.hub:
+        memory = rig.hub.memory
+        people = People(memory)
+        assert await people.find("cli:ann") is None and await people.memory_of("cli:ann") == {}
+        said = [
+            e.get("content")
+            for key in await memory.keys("working-memory:")
+            for e in await memory.get(key)
+            if e.get("kind") == "input"
+        ]
+        assert said == ["carl was here"]
+    with pytest.raises(HubError, match="no person 'cli:bob'"):
+        await forget_person(config, "cli:bob")
