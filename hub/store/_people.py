@@ -13,6 +13,7 @@ a link code is spent by one compare-and-set, an identity moves to a person by an
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 import time
@@ -241,7 +242,7 @@ class People:
             platform = key.removeprefix("working-memory:").split(":", 1)[0]
             users = {u for p, _, u in (i.partition(":") for i in ids) if p == platform}
             if users:
-                await self.memory.update(key, lambda cur, users=users: _without(cur, users))
+                await self.memory.update(key, functools.partial(_without, users=users))
         for who in ids:
             key = f"person-of:{who}"
             if await self.memory.get(key) == person:
