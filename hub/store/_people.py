@@ -97,6 +97,11 @@ class People:
         assert isinstance(found, str)
         return found
 
+    async def lookup(self, platform: str, user: str) -> str | None:
+        """The person ``platform:user`` belongs to, if it was ever seen; one read, nothing drawn."""
+        found = await self.memory.get(f"person-of:{identity(platform, user)}")
+        return found if isinstance(found, str) else None
+
     async def find(self, who: str) -> str | None:
         """The person ``who`` names (a person's id, ``p-...``, or one of its identities,
         ``platform:user``), without drawing one; None when nobody is known by it."""
