@@ -124,3 +124,14 @@ async def test_forget_person_removes_them_everywhere_and_nobody_else(make_rig, c
         assert said == ["carl was here"]
     with pytest.raises(HubError, match="no person 'cli:bob'"):
         await forget_person(config, "cli:bob")
+
+
+async def test_a_link_code_is_never_given_in_a_group(make_rig) -> None:
+    rig = make_rig()
+    async with rig.hub:
+        result = await rig.hub.send(
+            "cli:session", {"user": "ann"}, "/link", user="ann", command=CommandCall("link", "", group=True)
+        )
+        said = [str(e.content) for e in result.logs if isinstance(e, OutputLog) and e.sent]
+        assert said == ["Send /link to me in a private chat: anyone here could use the code."]
+        assert await rig.hub.memory.keys("link-code:") == []
