@@ -4,6 +4,7 @@ nobody else's."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from hub import CommandCall, Extension, RunContext, action
+from hub import CommandCall, Extension, NoArgs, RunContext, action
 from hub.logs import OutputLog
 from hub.store import People
 from tests._support.processes import hub_cmd
@@ -135,3 +136,36 @@ async def test_a_link_code_is_never_given_in_a_group(make_rig) -> None:
         said = [str(e.content) for e in result.logs if isinstance(e, OutputLog) and e.sent]
         assert said == ["Send /link to me in a private chat: anyone here could use the code."]
         assert await rig.hub.memory.keys("link-code:") == []
+
+
+async def test_a_run_that_takes_another_members_message_shows_no_person_memory(make_rig) -> None:
+    """A run started on alice's message that then takes eve's too (one run, two people):
+    from that step on, alice's memory is out of the prompt that answers eve as well."""
+    from hub.definitions import Context, TextArgs, output
+
+    @output(type="room:say", context="room")
+    async def say(content: str, ctx: RunContext) -> None:
+        pass
+
+    eve_in = asyncio.Event()
+
+    @action(name="wait", description="Wait.")
+    async def wait(args: NoArgs, ctx: RunContext) -> dict[str, str]:
+        await eve_in.wait()
+        return {}
+
+    room = Context(type="room", schema=TextArgs, reply_output="room:say")
+    rooms = Extension("rooms", contexts=[room], outputs=[say], actions=[wait])
+    step = '<response><action_call name="wait">{}</action_call></response>'
+    rig = make_rig([step, "<response><output>done</output></response>"], extensions=[rooms])
+    async with rig.hub:
+        people = People(rig.hub.memory)
+        await people.remember(await people.person_of("rooms", "alice"), "note", "ALICE-ONLY")
+        first = await rig.hub.submit("room:1", None, "hi all", user="alice")
+        second = await rig.hub.submit("room:1", None, "what do you know?", user="eve")
+        eve_in.set()
+        result = await second.wait()
+        assert (await first.wait()).run_id == result.run_id
+    before, after = (prompt_text(r) for r in rig.model.requests)
+    assert "ALICE-ONLY" in before and "what do you know?" not in before
+    assert "what do you know?" in after and "ALICE-ONLY" not in after
