@@ -47,6 +47,7 @@ from .store import (
     LeaseKeeper,
     LeaseStore,
     MemoryStore,
+    People,
     RunRecord,
     RunStore,
     StoreHealth,
@@ -225,7 +226,11 @@ class Hub:
             commands=self.commands,
         )
         # who may talk to the bot in private (hub/features/_access.py): dm_policy and pairings
-        self.access = Access(self.stores.pairings, redact=self.redactor.redact if self.redactor else None)
+        self.access = Access(
+            self.stores.pairings,
+            redact=self.redactor.redact if self.redactor else None,
+            people=People(self.stores.memory),
+        )
         self.register(self.children.extension())
         if self.config.http is not None and self.config.http.token:  # the dashboard's chat panel
             self.register(web_chat_extension())

@@ -28,7 +28,7 @@ from ..memory import (
 from ..redact import Redactor
 from ..store import MemoryStore, has_database, open_stores
 
-__all__ = ["add_memory_commands", "MEMORY_COMMANDS", "forget", "export_training"]
+__all__ = ["add_memory_commands", "MEMORY_COMMANDS", "forget", "forget_person", "export_training"]
 
 
 def add_memory_commands(
@@ -46,6 +46,11 @@ def add_memory_commands(
     who = forget.add_mutually_exclusive_group(required=True)
     who.add_argument("--user", help="a user id, as the platform gives it")
     who.add_argument("--context", help="a conversation, TYPE:KEY (e.g. telegram:chat:42)")
+    who.add_argument(
+        "--person",
+        help="a person everywhere, named by one identity (platform:user) or its id: their memory, "
+        "links, messages and episodes on every platform",
+    )
     forget.add_argument("--platform", help="with --user: only on this platform (e.g. telegram)")
 
     export = sub.add_parser("export-training", parents=[common], help="episodes as JSONL prompt/completion pairs")
@@ -59,6 +64,10 @@ async def cmd_memory(config: HubConfig, args: argparse.Namespace) -> int:
     if args.platform and not args.user:
         print("hub: --platform only narrows --user", file=sys.stderr)
         return 2
+    if args.person:
+        deleted, ids = await forget_person(config, args.person)
+        print(f"forgot person {args.person} ({', '.join(ids)}): {deleted} episode{'s' if deleted != 1 else ''}")
+        return 0
     deleted, keys = await forget(config, user=args.user, context=args.context, platform=args.platform)
     if args.user:
         who = f"user {args.user}" + (f" on {args.platform}" if args.platform else "")
@@ -106,6 +115,40 @@ async def forget(
                 await memory.delete(key)
                 keys.append(key)
     return deleted, keys
+
+
+async def forget_person(config: HubConfig, who: str) -> tuple[int, list[str]]:
+    """Forget a person everywhere, with the hub stopped: their episodes on each identity's
+    platform, then (:meth:`hub.store.People.forget`) their memory, links and messages in the
+    conversations' kept history. Returns (episodes deleted, the identities the person had).
+
+    Raises:
+        HubError: nobody is known by ``who`` (nothing is deleted).
+        StoreError: The episode store or the hub's database cannot be opened.
+    """
+    from ..errors import HubError
+    from ..store import People
+
+    if not has_database(config):
+        raise HubError(f"no person {who!r}: the hub has no database yet")
+    deleted = 0
+    async with open_stores(config) as stores:
+        people = People(stores.memory)
+        person = await people.find(who)
+        if person is None:
+            raise HubError(f"no person {who!r}: name one by an identity (platform:user) or its id (hub people list)")
+        ids = await people.identities(person)
+        if episode_store_exists(config):
+            async with open_episode_store(config) as store:
+                for identity in ids:
+                    platform, _, user = identity.partition(":")
+                    where = forget_filter(user=user, platform=platform)
+                    deleted += await forget_store(store, where, index=stores.memory)
+        # the history search index ([agent] history_search, another branch of issue 38's
+        # round) deletes each identity's messages here, before the links that name them go
+        # episodes first: were the store to fail here, the person is still found by the next try
+        await people.forget(person)
+    return deleted, ids
 
 
 async def export_training(

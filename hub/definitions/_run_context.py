@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from ..logs import ActionCallLog, InputLog, Log, OutputLog, jsonable
 from ..media import MediaLimits, RunMedia
-from ..store import RunRecord, RunState
+from ..store import People, RunRecord, RunState
 
 if TYPE_CHECKING:
     from ..store import RunStore
@@ -74,6 +74,9 @@ class RunContext(Generic[ArgsT, MemoryT]):
         "_runs",
         "agent",
         "_media",
+        "person",
+        "person_memory",
+        "person_calls",
     )
 
     def __init__(
@@ -100,6 +103,15 @@ class RunContext(Generic[ArgsT, MemoryT]):
         """The bot's own context as this run sees it (an ``AgentView``: ``.memory``,
         ``await .update(fn)``), or None when the bot has none."""
         self._media: RunMedia | None = None
+        self.person: str | None = None
+        """The person who speaks in this run (one human across platforms, ``hub.store.People``),
+        or None: no user, or inputs from several people (then no person memory is shown)."""
+        self.person_memory: dict[str, Any] = {}
+        """That person's own memory, apart from the conversation's (``ctx.memory``); an action
+        changes it with :meth:`remember`, never by assigning here."""
+        self.person_calls: set[str] = set()
+        """The action calls that wrote the person's memory: kept out of the conversation's
+        shared history, where another member of a group would read their arguments."""
 
     def stop(self, state: RunState, reason: str) -> None:
         """End this run from outside its step loop (another run, a plugin) in ``state``."""
@@ -151,6 +163,21 @@ class RunContext(Generic[ArgsT, MemoryT]):
     def user(self) -> str | None:
         return self.run.user
 
+    async def remember(self, key: str, value: Any) -> None:
+        """Keep ``key`` in the speaking person's own memory (not the conversation's), merged
+        with what other runs write at the same time.
+
+        Raises:
+            ValueError: the run has no single person (no user, or several in one run).
+        """
+        if self.person is None:
+            raise ValueError("this run has no single person to remember for")
+        stored = await People(self.hub.memory).remember(self.person, key, value)
+        if self.call is not None:
+            self.person_calls.add(self.call.id)
+        self.person_memory.clear()  # in place: the run's context and its derived copies share it
+        self.person_memory.update(stored)
+
     def derive(self, **changes: Any) -> RunContext[ArgsT, MemoryT]:
         """A context for one call or output of this run: what the run shares (``_SHARED``),
         with the call's own fields empty, then ``changes`` applied."""
@@ -163,7 +190,22 @@ class RunContext(Generic[ArgsT, MemoryT]):
         return ctx
 
 
-_SHARED = ("hub", "_runs", "run", "context", "logs", "inputs", "progress", "episodes", "_stop", "agent", "_media")
+_SHARED = (
+    "hub",
+    "_runs",
+    "run",
+    "context",
+    "logs",
+    "inputs",
+    "progress",
+    "episodes",
+    "_stop",
+    "agent",
+    "_media",
+    "person",
+    "person_memory",
+    "person_calls",
+)
 """What a derived context shares with its run's: all but the call's own fields (``call``,
 ``attributes``, ``action_memory``, ``output``)."""
 

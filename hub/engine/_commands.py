@@ -36,7 +36,7 @@ from ..definitions import (
 )
 from ..errors import ExtensionError, StoreError
 from ..logs import InputLog, OutputLog, StateLog
-from ..store import RunRecord, RunState
+from ..store import LinkError, People, RunRecord, RunState
 from ._conversation import conversation
 from ._replies import failure_text, send_reply
 from ._run_summary import describe_input, note_reply
@@ -56,6 +56,8 @@ BUILT_IN: Mapping[str, str] = {
     "help": "The commands you can use",
     "new": "Start a new conversation (I forget this one's history)",
     "stop": "Stop the answer I am writing",
+    "link": "Join your accounts on other platforms: /link gives a code, /link CODE uses it",
+    "unlink": "Detach this account from your other accounts",
 }
 """The built-in commands and their descriptions, in the order ``/help`` lists them."""
 
@@ -122,6 +124,8 @@ class Commands:
             "help": self._help,
             "new": self._new,
             "stop": self._stop,
+            "link": self._link,
+            "unlink": self._unlink,
         }
 
     # --- which commands there are ---------------------------------------------------------
@@ -311,6 +315,8 @@ class Commands:
                 if call.name == "stop" and call.group:  # a member still stops the answers to their own messages
                     return await self._stop(cmd, only=entry.user)
                 return self._refuse(call, inst, entry, needed)
+            if call.name == "link":
+                return await self._link(cmd, group=call.group)
             return await built_in(cmd)
         command = self.extensions.get(call.name)
         if command is None:  # turned off since it was recorded (a restart, a config change)
@@ -373,6 +379,35 @@ class Commands:
                     "forget what I recall from it yet. Send /new again later."
                 )
         return "Started a new conversation: what we said before is forgotten."
+
+    async def _link(self, cmd: CommandContext, *, group: bool = False) -> str:
+        """``/link``: a one-time code, given in private only (anyone who reads it could join
+        the person); ``/link CODE``: this identity joins the person who was given it."""
+        if cmd.user is None or cmd.platform is None:
+            return "/link needs a user: it joins your accounts."
+        people = People(self.deps.memory)
+        if not cmd.args:
+            if group:
+                return "Send /link to me in a private chat: anyone here could use the code."
+            code = await people.new_code(cmd.platform, cmd.user)
+            minutes = round(people.code_ttl / 60)
+            return f"Your link code: {code}\nSend /link {code} from your other account within {minutes} minutes."
+        try:
+            linked = await people.redeem(cmd.args, cmd.platform, cmd.user)
+        except LinkError as e:
+            log.info("command /link in %s: %s", cmd.conversation, e)
+            return f"Not linked: {e}"
+        log.info("command /link: %s:%s joined person %s", cmd.platform, cmd.user, linked.person)
+        return f"Linked: {', '.join(linked.identities)} are one person to me now."
+
+    async def _unlink(self, cmd: CommandContext) -> str:
+        if cmd.user is None or cmd.platform is None:
+            return "/unlink needs a user."
+        fresh = await People(self.deps.memory).unlink(cmd.platform, cmd.user)
+        if fresh is None:
+            return "This account is not linked to another."
+        log.info("command /unlink: %s:%s is person %s now", cmd.platform, cmd.user, fresh)
+        return "Unlinked: this account is on its own now."
 
     async def _stop_runs(self, cmd: CommandContext, *, user: str | None = None) -> list[str]:
         if self.stopper is None:

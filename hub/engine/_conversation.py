@@ -9,6 +9,7 @@ shows; :func:`save` writes the state back when the run ends.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import json
 import logging
@@ -20,6 +21,7 @@ from pydantic import BaseModel
 from ..definitions import ContextInstance, RunContext, load_memory, save_memory
 from ..logs import ActionCallLog, ActionResultLog, InputLog, Log, OutputLog, SummaryLog, from_dict, jsonable, to_dict
 from ..protocol import PromptParts, escape
+from ..store import People
 
 if TYPE_CHECKING:
     from ..definitions import Action, Context, Output
@@ -52,9 +54,31 @@ async def prepare(deps: EngineDeps, inst: ContextInstance, ctx: RunContext) -> N
     inst.summary = next((e for e in entries if isinstance(e, SummaryLog)), None)
     inst.history = [e for e in entries if not isinstance(e, SummaryLog)]
     await _use(deps, inst, ctx)
+    await _person(deps, inst, ctx)
     agent = deps.agent()
     if agent is not None:
         await agent.prepare(ctx)
+
+
+async def _person(deps: EngineDeps, inst: ContextInstance, ctx: RunContext) -> None:
+    """The speaking person and their own memory, when the run has one user: in a group, one
+    member's memory must never reach a prompt that answers another."""
+    users = {e.user for e in ctx.inputs} | {ctx.user}
+    if len(users) != 1 or ctx.user is None:
+        return
+    people = People(deps.memory)
+    ctx.person = await people.person_of(_platform(inst), ctx.user)
+    ctx.person_memory = await people.memory_of(ctx.person)
+
+
+def _platform(inst: ContextInstance) -> str:
+    return inst.extension or inst.type.split(":", 1)[0]
+
+
+def _speaker(ctx: RunContext) -> bool:
+    """Whether the person memory loaded still belongs to every input of the run (a message
+    from someone else that joined it, ``busy = "steer"``, hides it)."""
+    return ctx.person is not None and all(e.user == ctx.user for e in ctx.inputs)
 
 
 MAX_USE_DEPTH = 4
@@ -108,7 +132,9 @@ async def save(deps: EngineDeps, inst: ContextInstance, run_logs: list[Log], ctx
     if agent is not None:
         writes.append(agent.save(ctx))
     keep = definition.max_history if definition.max_history is not None else deps.config.agent.max_history
-    kept = [e for e in run_logs if isinstance(e, (InputLog, OutputLog, ActionCallLog, ActionResultLog))]
+    kept = _private(
+        [e for e in run_logs if isinstance(e, (InputLog, OutputLog, ActionCallLog, ActionResultLog))], ctx.person_calls
+    )
     # With compaction, a run folds the oldest entries into the summary once there are more
     # than COMPACTION_SLACK times max_history (hub/engine/_compaction.py); one more
     # max_history bounds them until then, and if compactions keep failing.
@@ -137,6 +163,26 @@ async def _set(store: MemoryStore, inst: ContextInstance, key: str, value: Any) 
         await store.set(key, value)
     elif not await store.set_if_current(key, value, inst.generation):
         log.info("%s not saved: the conversation was forgotten since this run began", key)
+
+
+PERSONAL = {"kept": "in the memory of the person who spoke"}
+"""What the shared history keeps of a call that wrote a person's memory, in place of its
+arguments and result (the run's own log, ``hub trace``, keeps them whole)."""
+
+
+def _private(entries: list[Log], calls: set[str]) -> list[Log]:
+    """``entries`` with the calls that wrote person memory (``calls``) emptied: the history is
+    the conversation's, and in a group another member's prompt shows it."""
+    if not calls:
+        return entries
+    out: list[Log] = []
+    for e in entries:
+        if isinstance(e, ActionCallLog) and e.id in calls:
+            e = dataclasses.replace(e, args=PERSONAL)
+        elif isinstance(e, ActionResultLog) and e.call_id in calls:
+            e = dataclasses.replace(e, data=PERSONAL)
+        out.append(e)
+    return out
 
 
 def available(deps: EngineDeps, run: Run) -> None:
@@ -172,6 +218,8 @@ def prompt_parts(deps: EngineDeps, run: Run) -> PromptParts:
             state_lines.append(str(d.render(i.memory, ctx)))
         elif i.memory:
             state_lines.append(f'<memory of="{i.type}">{_escape_json(d.memory_to(i.memory))}</memory>')
+    if ctx.person_memory and _speaker(ctx):
+        state_lines.append(f'<memory of="person">{_escape_json(ctx.person_memory)}</memory>')
     return PromptParts(
         persona_name=persona.name if persona else "a helpful assistant",
         persona_instructions=persona.instructions if persona else "",

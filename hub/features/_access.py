@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from ..errors import ConfigError, HubError
-from ..store import Pairing, PairingStore
+from ..store import Pairing, PairingStore, People
 
 __all__ = [
     "POLICIES",
@@ -75,9 +75,16 @@ class Access:
     """Decides who may talk to the bot in private (``dm_policy``), over a pairing store."""
 
     def __init__(
-        self, store: PairingStore, *, code_ttl: float = 3600.0, redact: Callable[[str], str] | None = None
+        self,
+        store: PairingStore,
+        *,
+        code_ttl: float = 3600.0,
+        redact: Callable[[str], str] | None = None,
+        people: People | None = None,
     ) -> None:
         self.store = store
+        self.people = people
+        """Pairing is per person: an identity linked to an approved one is approved too."""
         self.code_ttl = code_ttl
         self.redact = redact  # who asked is kept redacted, as a run's log is
 
@@ -111,6 +118,8 @@ class Access:
         known = await self.store.get(platform, str(user))
         if known is not None and known.state == "approved":
             return Decision("allow")
+        if await self._paired_person(platform, str(user)):
+            return Decision("allow")
         if known is not None and not known.expired(now) and known.code:
             return Decision("pair", known.code)  # told already: nothing to send
         for _ in range(5):  # a clash with another pending code is rare; draw again
@@ -122,6 +131,19 @@ class Access:
             Pairing(platform, str(user), "pending", code, now, now + self.code_ttl, None, name, handle)
         )
         return Decision("pair", code, fresh=True)
+
+    async def _paired_person(self, platform: str, user: str) -> bool:
+        """Whether another identity of this user's person is approved: one read for a stranger
+        (who was never linked), the approved pairings (the operator's few) for the others."""
+        if self.people is None:
+            return False
+        person = await self.people.lookup(platform, user)
+        if person is None:
+            return False
+        for p in await self.store.list():
+            if p.state == "approved" and await self.people.lookup(p.platform, p.user) == person:
+                return True
+        return False
 
     def _clean(self, value: str | None) -> str | None:
         if not value or not value.strip():

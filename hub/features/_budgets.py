@@ -14,8 +14,9 @@ the budget was already spent (no model call at all), or after the step that spen
 ``reply``: when a limit kills a run, the user gets this text through the conversation's
 reply output instead of silence.
 
-A user is counted per platform: ``cli:alice`` and ``telegram:42``, the platform being the
-extension that owns the conversation's context.
+A user is counted per person (``hub.store.People``): ``user:cli:alice`` and
+``user:telegram:42`` while not linked, the platform being the extension that owns the
+conversation's context; identities joined by ``/link`` share their person's one budget.
 """
 
 from __future__ import annotations
@@ -186,6 +187,10 @@ class Budgets(Plugin):
 
 
 def _user_scope(ctx: RunContext) -> str:
+    """The person's (``user:`` and their person's name: ``user:telegram:42`` for one not linked,
+    and the same for every identity linked to it, so that linking does not multiply a budget)."""
+    if ctx.person is not None:
+        return f"user:{ctx.person}"
     platform = ctx.context.extension or ctx.context.type.split(":", 1)[0]
     return f"user:{platform}:{ctx.user}"
 

@@ -7,7 +7,7 @@ Roles come from config, per platform (the extension that owns the conversation):
     cli = ["alice"]            # "*" would grant the role to every user of that platform
 
 A call is allowed when every user whose input the run is handling holds one of the
-action's roles: in a group chat, a message from someone else taken in the same run cannot
+action's roles (per person: an identity linked with ``/link`` to a listed one holds its roles): in a group chat, a message from someone else taken in the same run cannot
 borrow an admin's rights. Inputs with no user (schedules, webhooks) hold no role. A denial
 is an :class:`ActionResultLog` with ``denied`` set, which the model sees as
 ``<action_result status="denied">``; for an action marked ``critical`` it ends the run
@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 
 from ..definitions import Action, RunContext
 from ..engine import Plugin
+from ..store import People
 
 __all__ = ["RoleGuard"]
 
@@ -49,9 +50,22 @@ class RoleGuard(Plugin):
         needed = set(action.roles)
         wanted = " or ".join(sorted(needed))
         for user in users:
-            if not self.roles_of(platform, user) & needed:
+            if not self.roles_of(platform, user) & needed and not await self._person_holds(ctx, user, needed):
                 who = f"user {user} on {platform}" if user is not None else f"an input with no user on {platform}"
                 return (
                     f"permission denied: action {action.name!r} requires the role {wanted}, which {who} does not have"
                 )
         return None
+
+    async def _person_holds(self, ctx: RunContext, user: str | None, needed: set[str]) -> bool:
+        """Roles are per person: the speaker holds a role one of their linked identities is
+        listed for. Only the listed ids are looked up (the operator's few), never every person."""
+        if user is None or user != ctx.user or ctx.person is None:
+            return False
+        people = People(ctx.hub.memory)
+        for role in needed:
+            for platform, ids in self.roles.get(role, {}).items():
+                for listed in ids - {"*"}:
+                    if await people.lookup(platform, listed) == ctx.person:
+                        return True
+        return False

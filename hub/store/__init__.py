@@ -38,6 +38,7 @@ from ._leases import Lease, LeaseKeeper, LeaseStore, sole_worker_id, worker_id
 from ._memory import MemoryStore
 from ._merge import Counters, counter_paths, merge3
 from ._pairings import Pairing, PairingStore
+from ._people import LINK_ATTEMPTS, LINK_CODE_TTL, LinkError, LinkResult, People
 from ._redacting import RedactingRunStore
 from ._retention import Retention, prune
 from ._revisions import Revision, RevisionStore
@@ -71,6 +72,11 @@ __all__ = [
     "LeaseStore",
     "MemoryStore",
     "Pairing",
+    "People",
+    "LinkError",
+    "LinkResult",
+    "LINK_ATTEMPTS",
+    "LINK_CODE_TTL",
     "PairingStore",
     "Parked",
     "Pending",

@@ -110,10 +110,12 @@ async def test_commands_limited_to_roles(make_rig, config) -> None:
     assert ann == (
         "Commands:\n/start — Say hello and what I am\n/help — The commands you can use\n"
         "/new — Start a new conversation (I forget this one's history)\n/stop — Stop the answer I am writing\n"
+        "/link — Join your accounts on other platforms: /link gives a code, /link CODE uses it\n"
+        "/unlink — Detach this account from your other accounts\n"
         "/weather [a city] — The weather in a city\n/ask — Hand a question to the model"
     )
     assert boss == ann + "\n/purge — Admins only"
-    assert [i.name for i in everyone] == ["start", "help", "new", "stop", "weather", "ask"]
+    assert [i.name for i in everyone] == ["start", "help", "new", "stop", "link", "unlink", "weather", "ask"]
     assert list(own) == ["boss"] and own["boss"][-1].name == "purge"
 
 

@@ -143,3 +143,21 @@ async def test_strangers_pending_pairings_are_forgotten_after_a_grace(store) -> 
     await store.put(Pairing("fake", "friend", "approved", None, t - 10, approved=t - 5))
     assert await prune_pairings(store, now=t + PAIRING_GRACE) == 1
     assert {p.user for p in await store.list()} == {"recent", "friend"}
+
+
+async def test_pairing_is_per_person_so_a_linked_account_is_approved_and_an_unlinked_one_is_not(store) -> None:
+    """Issue 38: an identity linked to an approved one needs no pairing of its own; unlinked
+    again, it does."""
+    from hub.store import InMemoryStore, People
+
+    people = People(InMemoryStore())
+    access = Access(store, people=people)
+    code = (await access.check("telegram", "42", "pairing")).code
+    assert code is not None
+    await access.approve(code)
+    assert (await access.check("discord", "77", "pairing")).verdict == "pair"
+    await people.redeem(await people.new_code("telegram", "42"), "discord", "77", operator=True)
+    assert (await access.check("discord", "77", "pairing")).allowed
+    assert (await access.check("discord", "78", "pairing")).verdict == "pair"  # a stranger: still asked
+    await people.unlink("discord", "77")
+    assert (await access.check("discord", "77", "pairing")).verdict == "pair"

@@ -96,6 +96,23 @@ async def test_user_tokens_per_day_survives_a_restart(make_rig, config):
         assert (await rig2.say("me too", user="bob")).ok
 
 
+async def test_linked_identities_share_one_user_budget(make_rig, config):
+    """Issue 38: limits apply per person, so linking a second account does not double them."""
+    from hub.store import People
+
+    config.limits.user_tokens_per_day = 500
+    rig = make_rig()
+    async with rig.hub:
+        people = People(rig.hub.memory)
+        await people.redeem(await people.new_code("cli", "ann"), "cli", "bob")
+        assert (await rig.say("one")).ok
+        assert_killed_with_reply(rig, await rig.say("two", user="bob"), "user_tokens_per_day (500)")
+        assert rig.hub.budgets.used("user:cli:ann") > 500 and rig.hub.budgets.used("user:cli:bob") == 0
+        assert (await rig.say("hello", user="carl")).ok
+        await people.unlink("cli", "bob")  # on their own again: a budget of their own
+        assert (await rig.say("three", user="bob")).ok
+
+
 async def test_the_reply_can_be_turned_off_and_shutdown_is_not_a_limit(make_rig, config):
     config.agent.max_steps = 1
     config.limits.reply = ""

@@ -125,3 +125,18 @@ async def test_in_a_group_an_admin_message_lends_no_rights_to_another(make_rig, 
         assert (await first_in.wait()).run_id == result.run_id  # one run took both messages
     denials = [e for e in result.logs if e.kind == "action_result" and e.denied]
     assert calls == [] and denials and "eve on rooms" in denials[0].error
+
+
+async def test_roles_are_per_person_so_a_linked_account_holds_them(make_rig):
+    """Issue 38: eve linked to alice holds alice's role; unlinked, she does not."""
+    from hub.store import People
+
+    rig = make_rig([CALL_BAN, DONE, CALL_BAN, DONE], extensions=[TOOLS])
+    async with rig.hub:
+        people = People(rig.hub.memory)
+        await people.redeem(await people.new_code("cli", "alice"), "cli", "eve")
+        assert (await rig.say("ban bob", user="eve")).ok and calls == ["ban"]
+        await people.unlink("cli", "eve")
+        result = await rig.say("ban bob", user="eve")
+    assert calls == ["ban"]
+    assert [e.denied for e in result.logs if e.kind == "action_result"] == [True]

@@ -14,7 +14,7 @@ from test_discord import running
 from hub import CommandContext, Extension, ScriptedModel, command
 from hub.testing import temp_config
 
-BUILT_IN = ["start", "help", "new", "stop"]
+BUILT_IN = ["start", "help", "new", "stop", "link", "unlink"]
 
 
 @command("weather", description="The weather where you are", arguments="a city")

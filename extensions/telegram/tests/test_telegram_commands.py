@@ -19,7 +19,7 @@ from hub.testing import FakeOpenAI, temp_config
 pytestmark = [pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")]
 
 FAILURE = "Sorry, something went wrong on my side. Please try again in a moment."
-BUILT_IN = ["start", "help", "new", "stop"]
+BUILT_IN = ["start", "help", "new", "stop", "link", "unlink"]
 
 
 @command("weather", description="The weather where you are", arguments="a city")
@@ -43,7 +43,7 @@ async def test_the_menus_are_registered_at_start_per_scope(tmp_path: Path) -> No
         private, groups, admin = tg.menu("all_private_chats"), tg.menu("all_group_chats"), tg.menu("chat", 77)
         (call,) = [c for c in tg.calls("setMyCommands") if c.params["scope"]["type"] == "all_private_chats"]
     assert private == [*BUILT_IN, "weather"]
-    assert groups == ["help", "new", "stop", "weather"]  # /start begins a private chat
+    assert groups == ["help", "new", "stop", "link", "unlink", "weather"]  # /start begins a private chat
     assert admin == [*BUILT_IN, "weather", "purge"]  # a role's commands, in that user's chat only
     assert call.params["commands"][0] == {"command": "start", "description": "Say hello and what I am"}
 
