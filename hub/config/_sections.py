@@ -168,6 +168,12 @@ class AgentSection(_Section):
     skills_dir: str = Field(
         "skills", description="skills: skills/NAME/SKILL.md, loaded by the model with load_skill (hub/personas)"
     )
+    busy: Literal["steer", "queue", "collect", "interrupt"] = Field(
+        "steer",
+        description='a message arriving during a run: "steer" (joins its next step), "queue" (a run of its own '
+        'after it), "collect" (all that arrived, in one run after it), "interrupt" (stops it, starts anew); '
+        "a persona's busy wins",
+    )
 
 
 class LimitsSection(_Section):
@@ -183,6 +189,20 @@ class LimitsSection(_Section):
     reply: str = Field(
         "Sorry, I have reached my limit for now. Please try again later.",
         description="what the user gets when a limit stops a run (empty: nothing)",
+    )
+
+
+class ApprovalsSection(_Section):
+    """``[approvals]``: actions that ask a person before they run (hub/features/_approvals.py)."""
+
+    actions: list[str] = Field(
+        default_factory=list,
+        description='action names (globs: "github__*") that ask before they run; @action(confirm=True) does the '
+        "same in code",
+    )
+    timeout: float = Field(600.0, gt=0, description="seconds; no answer = denied, and the model is told")
+    operator_role: str = Field(
+        "operator", description="the [roles] whose members may answer any approval in chat, beside who asked"
     )
 
 
@@ -592,6 +612,7 @@ class HubConfig(BaseModel):
     )
     limits: LimitsSection = Field(default_factory=LimitsSection)
     commands: CommandsSection = Field(default_factory=CommandsSection)
+    approvals: ApprovalsSection = Field(default_factory=ApprovalsSection)
     roles: dict[str, dict[str, list[_UserId]]] = Field(
         default_factory=dict,
         description="role -> platform (extension name) -> user ids, e.g. [roles.admin] telegram = ['42']; '*': everyone",

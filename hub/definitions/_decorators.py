@@ -85,9 +85,12 @@ def action(
     on_error: Callable[..., Any] | None = None,
     roles: Sequence[str] = (),
     critical: bool = False,
+    confirm: bool = False,
     scope: Literal["context", "global"] = "context",
 ) -> Any:
     """Declare an action; the first parameter's pydantic annotation is its argument schema.
+
+    ``confirm=True``: each call waits for a person's yes (hub/features/_approvals.py).
 
     ``memory="name"`` gives it persistent memory (``ctx.action_memory``), one value per
     conversation unless ``scope="global"``; updates to one value never race."""
@@ -117,6 +120,7 @@ def action(
             on_error=on_error,
             roles=tuple(roles),
             critical=critical,
+            confirm=confirm,
             scope=scope,
         )
 

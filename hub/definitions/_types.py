@@ -88,6 +88,8 @@ class Action:
     on_error: Callable[[BaseException, RunContext], Awaitable[None] | None] | None = None
     roles: Sequence[str] = ()
     critical: bool = False
+    confirm: bool = False
+    """Ask the person (or an operator) before each call runs, as ``[approvals] actions`` does."""
     scope: Literal["context", "global"] = "context"
     """Where ``memory`` lives: one value per conversation (``"context"``), or one shared by all."""
     _returns_adapter: TypeAdapter[Any] | None = field(default=None, init=False, repr=False)

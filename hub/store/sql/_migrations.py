@@ -189,6 +189,26 @@ _V50 = """
 ALTER TABLE runs ADD COLUMN models TEXT NOT NULL DEFAULT ''
 """
 
+# one row per question; state moves forward by compare-and-set (hub/store/_approvals.py)
+_V120 = """
+CREATE TABLE IF NOT EXISTS approvals (
+    id TEXT{c} PRIMARY KEY,
+    key TEXT{c} NOT NULL UNIQUE,
+    run_id TEXT{c} NOT NULL,
+    context TEXT{c} NOT NULL,
+    platform TEXT,
+    user_id TEXT,
+    action TEXT NOT NULL,
+    args TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created {real} NOT NULL,
+    expires {real} NOT NULL,
+    answered {real},
+    answered_by TEXT
+);
+CREATE INDEX IF NOT EXISTS approvals_state ON approvals (state, created)
+"""
+
 SQLITE_STEPS: tuple[Step, ...] = (
     Step(1, "the tables of the releases before versioning", _SQLITE_V1, _sqlite_inbox_columns),
     Step(2, "inbox leases (claimed_by, lease_until)", _SQLITE_V2),
@@ -197,6 +217,7 @@ SQLITE_STEPS: tuple[Step, ...] = (
     Step(5, "cost of runs and budgets (runs.cost, token_usage.cost), stop requests (run_stops)", _SQLITE_V5),
     Step(8, "who and what of runs (user_name, user_handle, message, reply) and of pairings", _V8),
     Step(50, "the models that answered a run's steps (runs.models)", _V50),
+    Step(120, "approvals runs wait on before an action (approvals)", _V120.format(real="REAL", c="")),
 )
 
 # --- PostgreSQL -----------------------------------------------------------------------
@@ -319,6 +340,11 @@ POSTGRES_STEPS: tuple[Step, ...] = (
         50,
         "the models that answered a run's steps (runs.models)",
         _V50.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS"),
+    ),
+    Step(
+        120,
+        "approvals runs wait on before an action (approvals)",
+        _V120.format(real="DOUBLE PRECISION", c=' COLLATE "C"'),
     ),
 )
 
