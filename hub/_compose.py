@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from .config import PRIMARY_MODEL, HubConfig, ModelSection
-from .definitions import Action, Context, Conversation, Output, RunContext
+from .definitions import Action, Approver, Context, Conversation, Output, RunContext
 from .engine import Decoder, Plugins, Runner
 from .errors import ConfigError
 from .events import EventBus, PublishingRunStore
-from .features import Budgets, ChildRuns, FailureReply, Heartbeat, Metrics, RoleGuard, RunStops, Scheduler
+from .features import Approvals, Budgets, ChildRuns, FailureReply, Heartbeat, Metrics, RoleGuard, RunStops, Scheduler
 from .http import HttpServer, http_component
 from .memory import EpisodicMemory, TrainingExport, local_store_path, open_episode_store, shared_embedder
 from .models import Circuit, Model, RetryPolicy, Usage
@@ -91,6 +91,7 @@ class Features:
     usage: UsageStore
     decoder: Decoder
     stops: RunStops
+    approvals: Approvals
     http: HttpServer | None = None
     episodes: EpisodicMemory | None = None
     outbound: OutboundLimiter | None = None  # [store] redis_url: platforms' rate limits across workers
@@ -196,6 +197,7 @@ def compose(
     publish_actions: Callable[[str, Sequence[Action]], list[str]] | None = None,
     context_type_of: Callable[[str], str] | None = None,
     model_problems: Callable[[], dict[str, str]] | None = None,
+    approver_of: Callable[[str | None], Approver | None] | None = None,
 ) -> Features:
     """Build a hub's features from ``config``, its ``stores`` (``runs`` is the hub's run store,
     the one it records through) and the hub's own parts (see the module doc).
@@ -219,6 +221,14 @@ def compose(
         resolve=resolve,
     )
     guard = RoleGuard(config.roles)
+    approvals = Approvals(
+        stores.approvals,
+        settings=config.approvals,
+        roles_of=guard.roles_of,
+        approver_of=approver_of or (lambda extension: None),
+        outputs=outputs,
+        runs=runs,
+    )
     health = health if health is not None else StoreHealth([db] if db is not None else [])
     metrics = Metrics(runner, health=health, context_type_of=context_type_of)
     children = ChildRuns(
@@ -249,6 +259,7 @@ def compose(
             budgets,
             failure_reply,
             guard,
+            approvals,  # after the role guard: a call it denies is never put to a person
             metrics,
             children,
             *([episodes] if episodes is not None else []),
@@ -275,7 +286,14 @@ def compose(
     if skills_dir is not None and skills_dir.is_dir():  # versioned like personas: the same store and watcher
         skills = SkillSet(skills_dir, on_change=lambda name, text: revisions.record(REVISION_PREFIX + name, text))
     # failure_reply: the replies a killed hub owed are sent once the platforms are up
-    components: list[Component] = [PersonaWatcher(personas, skills=skills), scheduler, stops, decoder, failure_reply]
+    components: list[Component] = [
+        PersonaWatcher(personas, skills=skills),
+        scheduler,
+        stops,
+        approvals,
+        decoder,
+        failure_reply,
+    ]
     if mcp is not None:  # first: their tools are there before the first input is taken
         components.insert(0, mcp)
     if db is not None:  # the database stays bounded
@@ -306,6 +324,7 @@ def compose(
         usage=usage,
         decoder=decoder,
         stops=stops,
+        approvals=approvals,
         http=http,
         episodes=episodes,
         outbound=RedisLimiter(config.store.redis_url) if config.store.redis_url else None,

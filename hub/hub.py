@@ -21,6 +21,7 @@ from ._compose import Component, compose, make_model, prompt_budget, recorded_ru
 from .config import PRIMARY_MODEL, HubConfig
 from .definitions import (
     Action,
+    Approver,
     CommandCall,
     Context,
     Conversation,
@@ -158,8 +159,11 @@ class Hub:
             publish_actions=self.registry.replace_actions,
             context_type_of=self.registry.context_type_of,
             model_problems=self.model_problems,
+            approver_of=self._approver_of,
         )
         self.features = features
+        # questions runs wait on before an action; every answer goes through it (hub/features/_approvals.py)
+        self.approvals = features.approvals
         self.prompts = features.prompts
         self.plugins = features.plugins
         self.components: list[Component] = features.components
@@ -266,6 +270,11 @@ class Hub:
     def register(self, ext: Extension) -> None:
         """Add an extension's definitions; a name already taken is an ExtensionError naming both."""
         self.registry.register(ext)
+
+    def _approver_of(self, extension: str | None) -> Approver | None:
+        """The platform's own way of asking for an approval (its buttons), if it has one."""
+        ext = self.extensions.get(extension) if extension else None
+        return ext.approver if ext is not None else None
 
     def owner_of(self, item: Any) -> str | None:
         """The name of the extension that registered ``item``."""

@@ -19,6 +19,7 @@ from typing import Any
 from ..config import HubConfig, load_config
 from ..errors import ConfigError, HubError
 from ..logging_setup import setup_logging
+from ._approvals import APPROVAL_COMMANDS, add_approval_commands
 from ._memory import MEMORY_COMMANDS, add_memory_commands
 from ._pairing import ACCESS_COMMANDS, add_access_commands
 from ._store import STORE_COMMANDS, add_store_commands
@@ -89,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     add_memory_commands(sub, common)
     add_store_commands(sub, common)
     add_access_commands(sub, common)
+    add_approval_commands(sub, common)
     add_tools_commands(sub, common)
     return p
 
@@ -122,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.update(MEMORY_COMMANDS)
     commands.update(STORE_COMMANDS)
     commands.update(ACCESS_COMMANDS)
+    commands.update(APPROVAL_COMMANDS)
     commands.update(TOOLS_COMMANDS)
     lock = None
     try:
@@ -190,7 +193,7 @@ async def cmd_chat(config: HubConfig, args: argparse.Namespace) -> int:
             print(f"Talking to the hub as {user}. Ctrl-D to leave; /help for the commands.", file=sys.stderr)
             print("you> ", end="", flush=True)
         # a line at a time, in order; the chat commands (/help, /new, /stop) answered by the hub
-        await converse(hub.submit, hub.commands.names, user, read_lines(), answered=answered)
+        await converse(hub.submit, hub.commands.names, user, read_lines(), answered=answered, approver=cli.approver)
         if interactive:
             print(file=sys.stderr)
     return 0

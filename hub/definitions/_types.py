@@ -19,6 +19,7 @@ from ..config import MIN_SECRET_LENGTH
 from ..errors import ActionError, ExtensionError
 from ..logs import Log, MediaPart
 from ..store import merge3
+from ._approver import Approver
 from ._commands import Command
 from ._run_context import ArgsT, MemoryT, RunContext
 
@@ -441,6 +442,8 @@ class Extension:
     """HTTP routes served on the hub's ``[http]`` endpoint (a platform's webhook)."""
     commands: Sequence[Command] = ()
     """Chat commands (``@command``), answered without the model on every platform with commands."""
+    approver: Approver | None = None
+    """How this platform asks a person to approve an action (its buttons); None: a plain reply."""
 
     def __post_init__(self) -> None:
         for seq_name in ("actions", "outputs", "inputs", "contexts", "services", "routes", "commands"):

@@ -1,8 +1,9 @@
-"""Features that take part in runs through the hook protocol: budgets, the failure reply, stopping a run, roles, metrics, child runs, schedules, the heartbeat and private access."""
+"""Features that take part in runs through the hook protocol: approvals, budgets, the failure reply, stopping a run, roles, metrics, child runs, schedules, the heartbeat and private access."""
 
 from __future__ import annotations
 
 from ._access import POLICIES, Access, Decision, PairingError
+from ._approvals import OPERATOR, Approvals
 from ._budgets import BOT_SCOPE, Budgets, utc_day
 from ._children import ORPHANED, ChildRuns
 from ._failure_reply import FailureReply
@@ -13,6 +14,8 @@ from ._schedules import Scheduler, next_fire, tick_id
 from ._stops import STOPPED_BY_OPERATOR, RunStops, request_stop
 
 __all__ = [
+    "Approvals",
+    "OPERATOR",
     "Access",
     "BOT_SCOPE",
     "Budgets",

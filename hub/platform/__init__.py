@@ -15,7 +15,10 @@ media hosts at public addresses), :func:`read_capped` (a local file, capped), :f
 and :func:`human_size`; for chat commands :func:`parse_command` (``/name args`` in a message's
 text) and :class:`CommandInfo` (a command as ``hub.commands.menu(...)`` lists it); for
 intake :class:`PoisonUpdates` (an update that fails every time is parked in the inbox, and
-intake goes on).
+intake goes on); for approvals :class:`Approver` (how a platform asks a person, with its own
+buttons, before an action runs: ``Extension(approver=...)``), the :class:`ApprovalRequest` it
+shows and ``hub.approvals.answer(...)`` (an :class:`ApprovalDesk`), whose
+:class:`ApprovalAnswer` it shows to whoever answered.
 
 The core never names a platform; extensions map their client's errors onto
 :class:`RateLimited`, :class:`TransientSendError` and :class:`PermanentSendError` and send
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 from ..backoff import Backoff
 from ..config import MIN_SECRET_LENGTH, check_secret_length
+from ..definitions import ApprovalAnswer, ApprovalDesk, ApprovalRequest, Approver
 from ..engine import CommandInfo
 from ..logging_setup import quiet_loggers
 from ..media import MediaHosts, Resolve, display_name, fetch_url, host_name, human_size, read_capped
@@ -46,6 +50,10 @@ from ._split import LONG_SPLIT, split_message, split_off_loop, utf16_len
 from ._typing import TypingIndicator
 
 __all__ = [
+    "ApprovalAnswer",
+    "ApprovalDesk",
+    "ApprovalRequest",
+    "Approver",
     "OutboundLimiter",
     "RedisLimiter",
     "Backoff",
