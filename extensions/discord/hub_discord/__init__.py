@@ -123,4 +123,5 @@ def extension(settings: DiscordSettings, *, resolve: Resolve | None = None) -> E
         ],
         services=[Service(name="discord", start=bot.start, stop=bot.stop)],
         description="Discord bot: DMs, mentions and watched channels.",
+        approver=bot.approver,
     )

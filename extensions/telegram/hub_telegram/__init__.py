@@ -36,6 +36,7 @@ from pydantic import BaseModel, Field
 from hub import Context, Extension, Input, LiveText, Output, RunContext, Service, output
 from hub.platform import LiveMessage, SendFailed, live_drafts, quiet_loggers, reply_target, utf16_len
 
+from ._approvals import TelegramApprover
 from ._client import MAX_CAPTION_LENGTH, MAX_MESSAGE_LENGTH, TelegramClient, map_error
 from ._filter import Ignored, Inbound, classify
 from ._intake import ALLOWED_UPDATES, Intake
@@ -106,6 +107,7 @@ def extension(settings: TelegramSettings) -> Extension:
         ],
         services=[Service(name="telegram", start=client.start, stop=client.stop)],
         routes=[webhook.route()] if webhook is not None else [],
+        approver=TelegramApprover(client),
         description="Telegram bot (webhook mode)." if webhook is not None else "Telegram bot (long polling).",
     )
 
