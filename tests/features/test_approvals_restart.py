@@ -41,7 +41,7 @@ async def main() -> None:
     cfg.hub.data_dir = str(data)
     cfg.hub.contexts_dir = str(data.parent / "contexts")
     cfg.memory.episodes = False
-    model = ScriptedModel([%r, %r])
+    model = ScriptedModel([sys.argv[3], sys.argv[4]])
     hub = Hub(cfg, model=model, load_extensions=False, extensions=[cli(CliSettings(stdin=False)), Extension("t", actions=[delete])])
     async with hub:
         hub.approvals.poll = 0.01
@@ -52,7 +52,7 @@ async def main() -> None:
         await asyncio.Event().wait()  # until the SIGKILL
 
 asyncio.run(main())
-""" % (CALL, DONE)
+"""
 
 
 class PathArgs(BaseModel):
@@ -71,7 +71,9 @@ def tools(ran_file: Path) -> Extension:
 
 async def crash_while_waiting(config: HubConfig, ran_file: Path) -> None:
     config.data_dir.mkdir(parents=True, exist_ok=True)
-    await kill_when_ready(_WAITING_HUB, str(config.data_dir), str(ran_file), ready=config.data_dir / "ready")
+    await kill_when_ready(
+        _WAITING_HUB, str(config.data_dir), str(ran_file), CALL, DONE, ready=config.data_dir / "ready"
+    )
     assert not ran_file.exists()
 
 
