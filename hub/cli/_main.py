@@ -215,11 +215,18 @@ async def cmd_runs(config: HubConfig, args: argparse.Namespace) -> int:
         from ._follow import cmd_follow
 
         return await cmd_follow(config, args)
+    from ..store import ApprovalState, RunState
+
     async with _stores(config) as stores:
         runs = await stores.runs.list(limit=args.limit, state=args.state, context=args.context)
+        # a run waiting for a person's yes shows it (hub approvals answers it)
+        waiting = {a.run_id: a for a in await stores.approvals.list(states=(ApprovalState.PENDING,))}
     if args.json:
         for r in runs:
-            print(json.dumps(_run_dict(r)))
+            row = _run_dict(r)
+            if r.id in waiting and r.state == RunState.RUNNING:
+                row["waiting_for_approval"] = waiting[r.id].id
+            print(json.dumps(row))
         return 0
     if not runs:
         print("no runs")
@@ -239,9 +246,13 @@ async def cmd_runs(config: HubConfig, args: argparse.Namespace) -> int:
     for r in runs:
         dur = f"{r.duration:.1f}" if r.duration is not None else "-"
         models = f"{safe(r.models or '-')[:16]:16} " if named else ""
+        state, reason = str(r.state), r.reason or ""
+        if r.id in waiting and r.state == RunState.RUNNING:
+            q = waiting[r.id]
+            state, reason = "waiting", f"approval {q.id}: {q.action} (hub approvals approve|deny {q.id})"
         print(
-            f"{r.id[:10]:10} {_fmt_time(r.started):19} {safe(r.context)[:28]:28} {r.state!s:10} {r.steps:>5} "
-            f"{r.tokens:>7} {format_cost(r.cost):>8} {dur:>6}  {models}{safe(r.reason or '')}"
+            f"{r.id[:10]:10} {_fmt_time(r.started):19} {safe(r.context)[:28]:28} {state:10} {r.steps:>5} "
+            f"{r.tokens:>7} {format_cost(r.cost):>8} {dur:>6}  {models}{safe(reason)}"
         )
     return 0
 

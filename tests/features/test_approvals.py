@@ -201,6 +201,8 @@ async def test_the_operators_command_answers_a_run_waiting_in_another_process(
         q = await question(rig.hub)
         rc, out, err = await hub_cmd("approvals", "list", cwd=tmp_path)
         assert rc == 0 and q.id in out and "pending" in out and 'delete {"path": "/tmp/x"}' in out, err
+        rc, out, err = await hub_cmd("runs", cwd=tmp_path)  # the run shows what it waits for
+        assert rc == 0 and "waiting" in out and f"approval {q.id}: delete" in out, err
         rc, out, err = await hub_cmd("approvals", "approve", q.id, cwd=tmp_path)
         assert rc == 0 and "approved: delete" in out, err
         result = await run
