@@ -24,6 +24,7 @@ from .definitions import (
     Approver,
     CommandCall,
     Context,
+    ContextInstance,
     Conversation,
     Extension,
     Input,
@@ -223,6 +224,7 @@ class Hub:
             lock=self.stores.lock,
             sweep_every=self.config.store.lease / 3,
             commands=self.commands,
+            busy_of=self._busy_of,
         )
         # who may talk to the bot in private (hub/features/_access.py): dm_policy and pairings
         self.access = Access(self.stores.pairings, redact=self.redactor.redact if self.redactor else None)
@@ -270,6 +272,12 @@ class Hub:
     def register(self, ext: Extension) -> None:
         """Add an extension's definitions; a name already taken is an ExtensionError naming both."""
         self.registry.register(ext)
+
+    def _busy_of(self, slot: Any) -> str:
+        """``busy`` for a conversation: its persona's, else ``[agent] busy``."""
+        inst = ContextInstance(slot.definition, slot.args, slot.key, extension=self.registry.owner_of(slot.definition))
+        persona = self.persona_for(inst)
+        return persona.busy if persona is not None and persona.busy else self.config.agent.busy
 
     def _approver_of(self, extension: str | None) -> Approver | None:
         """The platform's own way of asking for an approval (its buttons), if it has one."""

@@ -80,9 +80,14 @@ class DiscordApprover(Approver):
             log.info("discord: approval %s: the question's buttons stay: %s", request.id, e)
 
 
-def is_press(interaction: discord.Interaction) -> bool:
-    data = interaction.data or {}
+def _custom_id(interaction: discord.Interaction) -> str | None:
+    data: Any = interaction.data or {}
     custom_id = data.get("custom_id") if isinstance(data, dict) else None
+    return custom_id if isinstance(custom_id, str) else None
+
+
+def is_press(interaction: discord.Interaction) -> bool:
+    custom_id = _custom_id(interaction)
     return (
         interaction.type == discord.InteractionType.component
         and isinstance(custom_id, str)
@@ -92,7 +97,7 @@ def is_press(interaction: discord.Interaction) -> bool:
 
 async def answer_press(interaction: discord.Interaction, hub: Hub) -> None:
     """One press of an approval button: answered through the hub, acknowledged to the presser only."""
-    custom_id = str((interaction.data or {}).get("custom_id", ""))
+    custom_id = _custom_id(interaction) or ""
     verdict, _, approval_id = custom_id.removeprefix(CUSTOM_ID_PREFIX).partition(":")
     answer = await hub.approvals.answer(
         approval_id, approve=verdict == "yes", user=str(interaction.user.id), platform="discord"
