@@ -43,6 +43,7 @@ from hub.platform import (
     split_off_loop,
 )
 
+from ._approvals import SlackApprover
 from ._bolt import Bolt
 from ._client import MAX_LENGTH, SlackClient, SlackStartError, mrkdwn_len
 from ._events import CHANNEL, OUTPUT, THREAD, Ignored, Inbound, classify
@@ -287,6 +288,7 @@ def extension(settings: SlackSettings, *, resolve: Resolve | None = None) -> Ext
         ],
         services=[Service(name="slack", start=slack.start, stop=slack.stop)],
         routes=[] if settings.socket_mode else [slack.bolt.route()],
+        approver=SlackApprover(slack.client, slack._where),
         description="Slack app (Socket Mode)." if settings.socket_mode else "Slack app (Events API).",
     )
 
