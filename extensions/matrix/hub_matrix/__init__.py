@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field
 from hub import Context, Extension, Input, LiveText, MediaFile, RunContext, Service, output
 from hub.platform import LiveMessage, live_drafts, quiet_loggers, reply_target
 
+from ._approvals import MatrixApprover
 from ._client import MatrixClient, map_error
 from ._content import MAX_EVENT_BYTES, MAX_LENGTH, edit_content, message_content, to_html, wire_len
 from ._events import Encrypted, Ignored, Inbound, classify
@@ -192,6 +193,7 @@ def extension(settings: MatrixSettings) -> Extension:
         ],
         services=[Service(name="matrix", start=client.start, stop=client.stop)],
         description="Matrix bot: direct rooms, mentions and watched rooms.",
+        approver=MatrixApprover(client),
     )
 
 

@@ -36,6 +36,7 @@ from hub.platform import (
     send_pairing_code,
 )
 
+from ._approvals import answer_event
 from ._client import MatrixClient
 from ._events import Encrypted, Ignored, Inbound, classify
 from ._settings import MatrixSettings
@@ -111,7 +112,10 @@ class Intake:
             self.poison.succeeded(key)
 
     async def take(self, room_id: str, event: Any) -> None:
-        """Take one timeline event: recorded in the inbox, refused, or ignored (logged why)."""
+        """Take one timeline event: recorded in the inbox, refused, or ignored (logged why); a
+        reaction or reply that answers an approval is answered through the hub instead."""
+        if await answer_event(room_id, event, self.hub, self.client):
+            return
         verdict = classify(
             room_id,
             event,
