@@ -8,6 +8,7 @@ room. Such a reaction or reply never reaches the inbox or the model.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -33,12 +34,16 @@ class MatrixApprover(Approver):
 
     def __init__(self, client: MatrixClient) -> None:
         self.client = client
+        # held from the send of a question until its event is remembered: an answer that
+        # syncs in between waits for it instead of passing for an ordinary message
+        self.asking = asyncio.Lock()
 
     async def ask(self, request: ApprovalRequest, ctx: Any) -> None:
         room_id = ctx.context.args.room_id
         text = f"{request.text}\nReact 👍 to approve or 👎 to deny (or reply yes or no)."
-        (event_id, *_) = await self.client.send_text(room_id, text)
-        await ctx.hub.memory.set(KEY_PREFIX + event_id, request.id)
+        async with self.asking:
+            (event_id, *_) = await self.client.send_text(room_id, text)
+            await ctx.hub.memory.set(KEY_PREFIX + event_id, request.id)
 
     async def settled(self, request: ApprovalRequest, message: str, ctx: Any) -> None:
         try:
@@ -70,15 +75,17 @@ def _verdict(event: dict[str, Any]) -> tuple[str, bool] | None:
     return None
 
 
-async def answer_event(room_id: str, event: Any, hub: Hub, client: MatrixClient) -> bool:
+async def answer_event(room_id: str, event: Any, hub: Hub, approver: MatrixApprover) -> bool:
     """Whether ``event`` answered an approval (then it is not a message for the model)."""
+    client = approver.client
     if not isinstance(event, dict) or event.get("sender") == client.user_id:
         return False
     verdict = _verdict(event)
     if verdict is None:
         return False
     target, approve = verdict
-    approval_id = await hub.memory.get(KEY_PREFIX + target)
+    async with approver.asking:  # a question being asked now is remembered first
+        approval_id = await hub.memory.get(KEY_PREFIX + target)
     if not isinstance(approval_id, str):
         return False  # a reaction or reply to something else
     answer = await hub.approvals.answer(approval_id, approve=approve, user=str(event.get("sender")), platform="matrix")
