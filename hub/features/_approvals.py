@@ -180,10 +180,7 @@ class Approvals(Plugin):
         if row.state == ApprovalState.DENIED:
             return f"denied: {row.answered_by or 'someone'} did not approve {action.name!r} (approval {row.id})"
         if row.state == ApprovalState.EXPIRED:
-            return (
-                f"denied: no one approved {action.name!r} within {self.settings.timeout:g}s (approval {row.id}); "
-                "ask the person again if it is still wanted"
-            )
+            return f"denied: no one approved {action.name!r} within {self.settings.timeout:g}s (approval {row.id})"
         return f"not run: approval {row.id} of {action.name!r} was already used (the action ran once before)"
 
     # --- the answering side ---------------------------------------------------------------
