@@ -183,6 +183,9 @@ async def test_the_terminal_asks_y_n_and_the_answer_never_reaches_the_model(make
             )
         )
         await question(rig.hub)
+        async with asyncio.timeout(10):  # the question is on the screen before the person answers it
+            while "[y/n]" not in rig.out.getvalue():
+                await asyncio.sleep(0.005)
         gate.set()
         await talk
     assert calls == [{"delete": "/tmp/x"}]
