@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..config import ApprovalsSection
-from ..definitions import Action, ApprovalAnswer, ApprovalRequest, Approver, Output, RunContext
+from ..definitions import Action, ApprovalAnswer, ApprovalRequest, Approver, Output, RunContext, RunResult
 from ..engine import Plugin, send_reply
 from ..errors import RunError
 from ..store import Approval, ApprovalState, ApprovalStore, RunStore, approval_key
@@ -45,6 +45,9 @@ log = logging.getLogger("hub.features")
 
 OPERATOR = "operator"
 """Who an answer from the command line, HTTP or the dashboard is recorded as."""
+
+_TAKEN_UP_AGAIN = ("shutdown", "cancelled")
+"""Kill reasons whose input is answered again after a restart: their questions stay open."""
 
 _SETTLED = {
     ApprovalState.APPROVED: "approved",
@@ -84,6 +87,7 @@ class Approvals(Plugin):
         self.keep = keep
         self.clock = clock
         self._wake: dict[str, asyncio.Event] = {}  # approval id -> its waiting run, in this process
+        self._asked: dict[str, set[str]] = {}  # run id -> the questions it waited on
         self._task: asyncio.Task[None] | None = None
 
     # --- which actions ask ----------------------------------------------------------------
@@ -115,6 +119,7 @@ class Approvals(Plugin):
         row = await self.store.ask(fresh)
         request = ApprovalRequest(row.id, row.action, row.args, self._question(row), row.expires)
         wake = self._wake.setdefault(row.id, asyncio.Event())
+        self._asked.setdefault(ctx.run.id, set()).add(row.id)
         ctx.pause(True)
         try:
             if row.id == fresh.id:  # asked once: a run resumed after a crash waits on the question already shown
@@ -182,6 +187,18 @@ class Approvals(Plugin):
         if row.state == ApprovalState.EXPIRED:
             return f"denied: no one approved {action.name!r} within {self.settings.timeout:g}s (approval {row.id})"
         return f"not run: approval {row.id} of {action.name!r} was already used (the action ran once before)"
+
+    async def after_run(self, result: RunResult, run: RunContext | None) -> None:
+        """A run stopped while it waited (``/stop``, an operator, an interrupting message): its
+        question is closed, so a later press is told so instead of approving nothing. A run
+        cut off by a shutdown keeps it open: its input is answered again after the restart,
+        and that run waits on the same question."""
+        asked = self._asked.pop(result.run_id, set())
+        if not asked or result.reason in _TAKEN_UP_AGAIN:
+            return
+        now = self.clock()
+        for approval_id in asked:
+            await self.store.move(approval_id, ApprovalState.PENDING, ApprovalState.EXPIRED, now=now)
 
     # --- the answering side ---------------------------------------------------------------
 

@@ -242,3 +242,19 @@ async def test_post_approvals_answers_once_behind_the_token(make_rig: Any, confi
             assert resp.status == 409 and "already answered" in (await resp.json())["message"]
         result = await run
     assert calls == [] and [r.denied for r in results(result)] == [True]
+
+
+async def test_a_run_stopped_while_it_waits_closes_its_question(make_rig: Any) -> None:
+    rig = make_rig([DELETE, DONE], extensions=[TOOLS])
+    async with rig.hub:
+        rig.hub.approvals.poll = 0.01
+        run = asyncio.create_task(rig.say("delete /tmp/x"))
+        q = await question(rig.hub)
+        await rig.hub.stop_run(q.run_id)
+        result = await run
+        async with asyncio.timeout(10):  # closed by the run's end (its after_run hook)
+            while await rig.hub.approvals.waiting():
+                await asyncio.sleep(0.005)
+        late = await rig.hub.approvals.answer(q.id, approve=True, user="ann", platform="cli")
+    assert (result.state, result.reason) == (RunState.KILLED, "stopped by operator")
+    assert not late.accepted and late.state == "expired" and calls == []
