@@ -26,11 +26,12 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from .config import PRIMARY_MODEL, HubConfig, ModelSection
-from .definitions import Action, Context, Conversation, Output, RunContext
+from .definitions import Action, Approver, Context, Conversation, Output, RunContext
 from .engine import Decoder, Plugins, Runner
 from .errors import ConfigError
 from .events import EventBus, PublishingRunStore
 from .features import (
+    Approvals,
     BackgroundSpend,
     Budgets,
     ChildRuns,
@@ -104,6 +105,7 @@ class Features:
     usage: UsageStore
     decoder: Decoder
     stops: RunStops
+    approvals: Approvals
     http: HttpServer | None = None
     episodes: EpisodicMemory | None = None
     outbound: OutboundLimiter | None = None  # [store] redis_url: platforms' rate limits across workers
@@ -210,6 +212,7 @@ def compose(
     publish_actions: Callable[[str, Sequence[Action]], list[str]] | None = None,
     context_type_of: Callable[[str], str] | None = None,
     model_problems: Callable[[], dict[str, str]] | None = None,
+    approver_of: Callable[[str | None], Approver | None] | None = None,
 ) -> Features:
     """Build a hub's features from ``config``, its ``stores`` (``runs`` is the hub's run store,
     the one it records through) and the hub's own parts (see the module doc).
@@ -233,6 +236,14 @@ def compose(
         resolve=resolve,
     )
     guard = RoleGuard(config.roles)
+    approvals = Approvals(
+        stores.approvals,
+        settings=config.approvals,
+        roles_of=guard.roles_of,
+        approver_of=approver_of or (lambda extension: None),
+        outputs=outputs,
+        runs=runs,
+    )
     health = health if health is not None else StoreHealth([db] if db is not None else [])
     metrics = Metrics(runner, health=health, context_type_of=context_type_of)
     background = BackgroundSpend(config.limits, usage, skipped=metrics.background_skipped)
@@ -265,6 +276,7 @@ def compose(
             background,
             failure_reply,
             guard,
+            approvals,  # after the role guard: a call it denies is never put to a person
             metrics,
             children,
             *([episodes] if episodes is not None else []),
@@ -293,7 +305,14 @@ def compose(
     if skills_dir is not None and skills_dir.is_dir():  # versioned like personas: the same store and watcher
         skills = SkillSet(skills_dir, on_change=lambda name, text: revisions.record(REVISION_PREFIX + name, text))
     # failure_reply: the replies a killed hub owed are sent once the platforms are up
-    components: list[Component] = [PersonaWatcher(personas, skills=skills), scheduler, stops, decoder, failure_reply]
+    components: list[Component] = [
+        PersonaWatcher(personas, skills=skills),
+        scheduler,
+        stops,
+        approvals,
+        decoder,
+        failure_reply,
+    ]
     voice = Voice(config) if config.voice is not None else None
     if voice is not None:  # its client closed at the hub's stop
         components.append(voice)
@@ -328,6 +347,7 @@ def compose(
         usage=usage,
         decoder=decoder,
         stops=stops,
+        approvals=approvals,
         http=http,
         episodes=episodes,
         outbound=RedisLimiter(config.store.redis_url) if config.store.redis_url else None,

@@ -21,8 +21,10 @@ from ._compose import Component, compose, make_model, prompt_budget, recorded_ru
 from .config import PRIMARY_MODEL, HubConfig, RouteSection
 from .definitions import (
     Action,
+    Approver,
     CommandCall,
     Context,
+    ContextInstance,
     Conversation,
     Extension,
     Input,
@@ -160,8 +162,11 @@ class Hub:
             publish_actions=self.registry.replace_actions,
             context_type_of=self.registry.context_type_of,
             model_problems=self.model_problems,
+            approver_of=self._approver_of,
         )
         self.features = features
+        # questions runs wait on before an action; every answer goes through it (hub/features/_approvals.py)
+        self.approvals = features.approvals
         self.prompts = features.prompts
         self.plugins = features.plugins
         self.components: list[Component] = features.components
@@ -224,6 +229,7 @@ class Hub:
             lock=self.stores.lock,
             sweep_every=self.config.store.lease / 3,
             commands=self.commands,
+            busy_of=self._busy_of,
         )
         # who may talk to the bot in private (hub/features/_access.py): dm_policy and pairings
         self.access = Access(
@@ -275,6 +281,17 @@ class Hub:
     def register(self, ext: Extension) -> None:
         """Add an extension's definitions; a name already taken is an ExtensionError naming both."""
         self.registry.register(ext)
+
+    def _busy_of(self, slot: Any) -> str:
+        """``busy`` for a conversation: its persona's, else ``[agent] busy``."""
+        inst = ContextInstance(slot.definition, slot.args, slot.key, extension=self.registry.owner_of(slot.definition))
+        persona = self.persona_for(inst)
+        return persona.busy if persona is not None and persona.busy else self.config.agent.busy
+
+    def _approver_of(self, extension: str | None) -> Approver | None:
+        """The platform's own way of asking for an approval (its buttons), if it has one."""
+        ext = self.extensions.get(extension) if extension else None
+        return ext.approver if ext is not None else None
 
     def owner_of(self, item: Any) -> str | None:
         """The name of the extension that registered ``item``."""

@@ -20,6 +20,7 @@ def test_features_are_plugins_in_one_order_and_none_holds_the_hub(make_rig, conf
         "background_spend",
         "failure_reply",
         "roles",
+        "approvals",
         "metrics",
         "child_runs",
         "episodes",

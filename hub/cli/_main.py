@@ -19,6 +19,7 @@ from typing import Any
 from ..config import HubConfig, load_config
 from ..errors import ConfigError, HubError
 from ..logging_setup import setup_logging
+from ._approvals import APPROVAL_COMMANDS, add_approval_commands
 from ._memory import MEMORY_COMMANDS, add_memory_commands
 from ._pairing import ACCESS_COMMANDS, add_access_commands
 from ._people import PEOPLE_COMMANDS, add_people_commands
@@ -92,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     add_store_commands(sub, common)
     add_access_commands(sub, common)
     add_people_commands(sub, common)
+    add_approval_commands(sub, common)
     add_tools_commands(sub, common)
     return p
 
@@ -126,6 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.update(STORE_COMMANDS)
     commands.update(ACCESS_COMMANDS)
     commands.update(PEOPLE_COMMANDS)
+    commands.update(APPROVAL_COMMANDS)
     commands.update(TOOLS_COMMANDS)
     lock = None
     try:
@@ -197,7 +200,7 @@ async def cmd_chat(config: HubConfig, args: argparse.Namespace) -> int:
             print(f"Talking to the hub as {user}. Ctrl-D to leave; /help for the commands.", file=sys.stderr)
             print("you> ", end="", flush=True)
         # a line at a time, in order; the chat commands (/help, /new, /stop) answered by the hub
-        await converse(hub.submit, hub.commands.names, user, read_lines(), answered=answered)
+        await converse(hub.submit, hub.commands.names, user, read_lines(), answered=answered, approver=cli.approver)
         if interactive:
             print(file=sys.stderr)
     return 0
@@ -219,11 +222,18 @@ async def cmd_runs(config: HubConfig, args: argparse.Namespace) -> int:
         from ._follow import cmd_follow
 
         return await cmd_follow(config, args)
+    from ..store import ApprovalState, RunState
+
     async with _stores(config) as stores:
         runs = await stores.runs.list(limit=args.limit, state=args.state, context=args.context)
+        # a run waiting for a person's yes shows it (hub approvals answers it)
+        waiting = {a.run_id: a for a in await stores.approvals.list(states=(ApprovalState.PENDING,))}
     if args.json:
         for r in runs:
-            print(json.dumps(_run_dict(r)))
+            row = _run_dict(r)
+            if r.id in waiting and r.state == RunState.RUNNING:
+                row["waiting_for_approval"] = waiting[r.id].id
+            print(json.dumps(row))
         return 0
     if not runs:
         print("no runs")
@@ -243,9 +253,13 @@ async def cmd_runs(config: HubConfig, args: argparse.Namespace) -> int:
     for r in runs:
         dur = f"{r.duration:.1f}" if r.duration is not None else "-"
         models = f"{safe(r.models or '-')[:16]:16} " if named else ""
+        state, reason = str(r.state), r.reason or ""
+        if r.id in waiting and r.state == RunState.RUNNING:
+            q = waiting[r.id]
+            state, reason = "waiting", f"approval {q.id}: {q.action} (hub approvals approve|deny {q.id})"
         print(
-            f"{r.id[:10]:10} {_fmt_time(r.started):19} {safe(r.context)[:28]:28} {r.state!s:10} {r.steps:>5} "
-            f"{r.tokens:>7} {format_cost(r.cost):>8} {dur:>6}  {models}{safe(r.reason or '')}"
+            f"{r.id[:10]:10} {_fmt_time(r.started):19} {safe(r.context)[:28]:28} {state:10} {r.steps:>5} "
+            f"{r.tokens:>7} {format_cost(r.cost):>8} {dur:>6}  {models}{safe(reason)}"
         )
     return 0
 

@@ -6,6 +6,7 @@ from ._load import MAX_FILE_BYTES, config_from_dict, format_validation_error, lo
 from ._sections import (
     MIN_SECRET_LENGTH,
     PRIMARY_MODEL,
+    ApprovalsSection,
     CommandsSection,
     HttpSection,
     HubConfig,
@@ -23,6 +24,7 @@ from ._sections import (
 )
 
 __all__ = [
+    "ApprovalsSection",
     "CommandsSection",
     "HttpSection",
     "HubConfig",

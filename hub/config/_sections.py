@@ -186,6 +186,12 @@ class AgentSection(_Section):
         description="history that no longer fits (the prompt budget, max_history), or a model's \"context too "
         'long", is summarised by the model into a kept summary and the run goes on (false: the oldest is dropped)',
     )
+    busy: Literal["steer", "queue", "collect", "interrupt"] = Field(
+        "steer",
+        description='a message arriving during a run: "steer" (joins its next step), "queue" (a run of its own '
+        'after it), "collect" (all that arrived, in one run after it), "interrupt" (stops it, starts anew); '
+        "a persona's busy wins",
+    )
 
 
 class LimitsSection(_Section):
@@ -207,6 +213,20 @@ class LimitsSection(_Section):
     reply: str = Field(
         "Sorry, I have reached my limit for now. Please try again later.",
         description="what the user gets when a limit stops a run (empty: nothing)",
+    )
+
+
+class ApprovalsSection(_Section):
+    """``[approvals]``: actions that ask a person before they run (hub/features/_approvals.py)."""
+
+    actions: list[str] = Field(
+        default_factory=list,
+        description='action names (globs: "github__*") that ask before they run; @action(confirm=True) does the '
+        "same in code",
+    )
+    timeout: float = Field(600.0, gt=0, description="seconds; no answer = denied, and the model is told")
+    operator_role: str = Field(
+        "operator", description="the [roles] whose members may answer any approval in chat, beside who asked"
     )
 
 
@@ -666,6 +686,7 @@ class HubConfig(BaseModel):
     )
     limits: LimitsSection = Field(default_factory=LimitsSection)
     commands: CommandsSection = Field(default_factory=CommandsSection)
+    approvals: ApprovalsSection = Field(default_factory=ApprovalsSection)
     roles: dict[str, dict[str, list[_UserId]]] = Field(
         default_factory=dict,
         description="role -> platform (extension name) -> user ids, e.g. [roles.admin] telegram = ['42']; '*': everyone",

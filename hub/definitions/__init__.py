@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._approver import ApprovalAnswer, ApprovalDesk, ApprovalRequest, Approver
 from ._commands import COMMAND_NAME, Command, CommandCall, CommandContext, command_handler_result
 from ._context_names import split_context_name
 from ._decorators import action, command, input, output, service
@@ -32,6 +33,10 @@ from ._types import (
 )
 
 __all__ = [
+    "ApprovalAnswer",
+    "ApprovalDesk",
+    "ApprovalRequest",
+    "Approver",
     "split_context_name",
     "COMMAND_NAME",
     "Action",

@@ -85,10 +85,13 @@ def action(
     on_error: Callable[..., Any] | None = None,
     roles: Sequence[str] = (),
     critical: bool = False,
+    confirm: bool = False,
     scope: Literal["context", "global"] = "context",
     counters: Sequence[str] = (),
 ) -> Any:
     """Declare an action; the first parameter's pydantic annotation is its argument schema.
+
+    ``confirm=True``: each call waits for a person's yes (hub/features/_approvals.py).
 
     ``memory="name"`` gives it persistent memory (``ctx.action_memory``), one value per
     conversation unless ``scope="global"``; updates to one value never race. ``counters``
@@ -120,6 +123,7 @@ def action(
             on_error=on_error,
             roles=tuple(roles),
             critical=critical,
+            confirm=confirm,
             scope=scope,
             counters=tuple(counters),
         )

@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypeVar
 from ..config import HubConfig
 from ..logs import MediaPart
 from ..store import LeaseKeeper, MemoryStore, RunStore
+from ._approver import ApprovalDesk
 from ._command_call import CommandCall
 from ._run_outcome import RunResult
 
@@ -57,6 +58,9 @@ class HubAPI(Protocol):
 
     @property
     def metrics(self) -> PlatformMetrics: ...
+
+    @property
+    def approvals(self) -> ApprovalDesk: ...
 
     async def send(self, context: Any, args: Any = None, data: Any = None, **kw: Any) -> RunResult | None: ...
 

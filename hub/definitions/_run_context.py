@@ -68,6 +68,7 @@ class RunContext(Generic[ArgsT, MemoryT]):
         "action_memory",
         "logs",
         "progress",
+        "pause",
         "episodes",
         "_stop",
         "output",
@@ -94,6 +95,9 @@ class RunContext(Generic[ArgsT, MemoryT]):
         self.action_memory: Any = None
         self.progress: Callable[[], None] = _no_progress
         """Tell the heartbeat this run is alive (an action waiting on something long)."""
+        self.pause: Callable[[bool], None] = _no_pause
+        """``pause(True)`` while the run waits on a person (an approval): neither the heartbeat
+        nor ``run_timeout`` count that time; ``pause(False)`` when the wait is over."""
         self.episodes: list[str] = []
         """Recalled episodes, rendered, that the prompt shows (filled by a ``before_run`` hook)."""
         self._stop: Callable[[RunState, str], None] | None = None
@@ -198,6 +202,7 @@ _SHARED = (
     "logs",
     "inputs",
     "progress",
+    "pause",
     "episodes",
     "_stop",
     "agent",
@@ -211,4 +216,8 @@ _SHARED = (
 
 
 def _no_progress() -> None:
+    pass
+
+
+def _no_pause(on: bool) -> None:
     pass

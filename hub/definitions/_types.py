@@ -20,6 +20,7 @@ from ..config import MIN_SECRET_LENGTH
 from ..errors import ActionError, ExtensionError
 from ..logs import Log, MediaPart, SummaryLog
 from ..store import Counters, Forgotten, Generation, counter_paths, merge3
+from ._approver import Approver
 from ._commands import Command
 from ._run_context import ArgsT, MemoryT, RunContext
 
@@ -100,6 +101,8 @@ class Action:
     on_error: Callable[[BaseException, RunContext], Awaitable[None] | None] | None = None
     roles: Sequence[str] = ()
     critical: bool = False
+    confirm: bool = False
+    """Ask the person (or an operator) before each call runs, as ``[approvals] actions`` does."""
     scope: Literal["context", "global"] = "context"
     """Where ``memory`` lives: one value per conversation (``"context"``), or one shared by all."""
     counters: Sequence[str] = ()
@@ -461,6 +464,8 @@ class Extension:
     """HTTP routes served on the hub's ``[http]`` endpoint (a platform's webhook)."""
     commands: Sequence[Command] = ()
     """Chat commands (``@command``), answered without the model on every platform with commands."""
+    approver: Approver | None = None
+    """How this platform asks a person to approve an action (its buttons); None: a plain reply."""
 
     def __post_init__(self) -> None:
         for seq_name in ("actions", "outputs", "inputs", "contexts", "services", "routes", "commands"):

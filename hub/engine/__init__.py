@@ -13,7 +13,7 @@ from ._intake import Intake
 from ._live_output import LiveText
 from ._outputs import CUT_OFF_MARK
 from ._replies import failure_text, reply_output, send_reply
-from ._runner import Runner, Slot, Submission
+from ._runner import BUSY_MODES, INTERRUPTED, Runner, Slot, Submission
 from ._step_loop import Engine
 
 __all__ = [
@@ -34,6 +34,8 @@ __all__ = [
     "Plugins",
     "Runner",
     "STOPPED_BY_USER",
+    "BUSY_MODES",
+    "INTERRUPTED",
     "SUMMARY_SYSTEM",
     "Slot",
     "Stopper",

@@ -121,11 +121,18 @@ class Run:
     def id(self) -> str:
         return self.record.id
 
-    def context_for(self, instance: ContextInstance, progress: Callable[[], None]) -> RunContext:
+    def context_for(
+        self,
+        instance: ContextInstance,
+        progress: Callable[[], None],
+        pause: Callable[[bool], None] | None = None,
+    ) -> RunContext:
         """What handlers see of this run: the one place a run's :class:`RunContext` is built
         (each call and output derives its own from it)."""
         ctx: RunContext = RunContext(self.deps.hub, self.record, instance, self.logs, runs=self.deps.runs)
         ctx.progress = progress
+        if pause is not None:
+            ctx.pause = pause
         ctx.media = self.media
         ctx._stop = self.stop
         bot = self.deps.agent()

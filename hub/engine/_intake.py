@@ -22,6 +22,11 @@ and the :class:`~hub.engine.Runner`'s queues:
   an input the cut-off run had answered is done, one that failed too often is parked;
 - **claimed from dead workers** (with ``lock``): every ``sweep_every`` seconds this worker
   renews its claims, records the runs that died with their worker, and resumes their inputs;
+- **busy** (``[agent] busy``, or the persona's): a message arriving during a run joins its
+  next step (``steer``), waits for a run of its own (``queue``), waits to be answered with
+  all that arrived (``collect``), or stops the run, ``killed`` reason ``interrupted``, and is
+  answered in the next (``interrupt``; the stopped run's messages are in its history). Every
+  input is in the inbox first, so each mode keeps "nothing lost, nothing twice, in order";
 - **a command** (``command=``, a ``/word`` the hub answers itself): recorded like any input,
   then answered at once by :class:`~hub.engine.Commands`, before any model call and without
   waiting behind the conversation's run (``/stop`` must reach the run it stops).
@@ -39,11 +44,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..backoff import Backoff
-from ..definitions import CommandCall, Context, RunResult
+from ..definitions import CommandCall, Context, RunResult, StopRun
 from ..errors import RunError, StoreError
 from ..logs import InputLog, MediaPart, OutputLog
 from ..store import ConversationLock, InboxStore, Pending, RunState, RunStore, park_poison
-from ._runner import Runner, Slot, Submission
+from ._runner import INTERRUPTED, Runner, Slot, Submission
 
 if TYPE_CHECKING:
     from ..redact import Redactor
@@ -90,6 +95,7 @@ class Intake:
         lock: ConversationLock | None = None,
         sweep_every: float = 0.0,
         commands: Commands | None = None,
+        busy_of: Callable[[Slot], str] | None = None,
     ) -> None:
         self.inbox = inbox
         self.runs = runs
@@ -102,6 +108,7 @@ class Intake:
         self._lock = lock
         self._sweep_every = sweep_every
         self.commands = commands
+        self._busy_of = busy_of  # [agent] busy for a conversation (its persona's, else the config's)
         self.store_retry = Backoff(first=1.0, most=60.0)
         self.store_retry_attempts = STORE_RETRY_ATTEMPTS
         self._store_retries: dict[str, int] = {}
@@ -171,6 +178,11 @@ class Intake:
     ) -> Submission:
         """Queue a recorded input; start its slot's driver if none is going."""
         slot, sub = self.runner.queue(definition, args, key, entry, parent_id=parent_id)
+        if self._busy_of is not None:
+            slot.busy = self._busy_of(slot)
+        if slot.interruptible() and slot.current is not None:  # a new message stops the answer in progress
+            log.info("%s: run %s interrupted by a new message", slot.id, slot.current[:8])
+            slot.stop_with(StopRun(RunState.KILLED, INTERRUPTED), slot.current)
         if self.runner.idle(slot):
             slot.task = self.tasks.create(self._drive(slot), name=f"run:{slot.id}")
         return sub

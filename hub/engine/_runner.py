@@ -22,7 +22,13 @@ from ..errors import RunError
 from ..logs import InputLog, StateLog
 from ..store import RunState
 
-__all__ = ["Runner", "Slot", "Submission"]
+__all__ = ["BUSY_MODES", "INTERRUPTED", "Runner", "Slot", "Submission"]
+
+BUSY_MODES = ("steer", "queue", "collect", "interrupt")
+"""``[agent] busy``: what a message arriving during a run does (see :meth:`Slot.take`)."""
+
+INTERRUPTED = "interrupted"
+"""The reason a run ends ``killed`` with when a new message interrupts it (``busy = "interrupt"``)."""
 
 log = logging.getLogger("hub.engine")
 
@@ -81,6 +87,8 @@ class Slot:
         self.before: float | None = None
         self.once = False  # the run in progress takes inputs once (set with workers)
         self.closed = False
+        self.busy = "steer"  # [agent] busy for this conversation, as the intake last read it
+        self.took: str | None = None  # the last run that took inputs from here
 
     def peek(self) -> InputLog | None:
         return self.pending[0] if self.pending else None
@@ -91,10 +99,19 @@ class Slot:
     def take(self, run_id: str) -> list[InputLog]:
         """Hand the waiting inputs to the run ``run_id``: all of them, or with ``take_chars``
         as many as fit in it (each counted at most a quarter of it, since the prompt cuts a
-        long one to its share; always at least one). The rest wait for the next step."""
+        long one to its share; always at least one). The rest wait for the next step.
+
+        ``busy`` decides what a run takes after its first step: ``"steer"`` whatever arrived
+        (it joins the next step); the other modes nothing, so what arrives waits for a run
+        after this one: ``"queue"`` one input per run, in turn; ``"collect"`` and
+        ``"interrupt"`` all that waits (the intake stops the run an input interrupts)."""
         if self.closed:
             return []
+        if self.busy != "steer" and self.took == run_id:
+            return []  # mid-run: the new input waits for a run after this one
         n = len(self.pending) if self.take_chars is None else _fitting(self.pending, self.take_chars)
+        if self.busy == "queue":
+            n = min(n, 1)
         if self.before is not None:  # older inputs wait on another worker: not past them
             n = min(n, sum(1 for e in self.pending if e.ts <= self.before))
         # with workers a run takes its inputs once, when it starts: one that arrives here
@@ -102,11 +119,18 @@ class Slot:
         # which looks first
         self.closed = self.once
         taken, self.pending = self.pending[:n], self.pending[n:]
+        if taken:
+            self.took = run_id
         for e in taken:
             sub = self.waiting.get(e.id)
             if sub is not None and not sub.run_id.done():
                 sub.run_id.set_result(run_id)
         return taken
+
+    def interruptible(self) -> bool:
+        """Whether a new input stops the run in progress (``busy = "interrupt"``): only once
+        that run has taken its inputs, so an input never ends a run before it has any."""
+        return self.busy == "interrupt" and self.current is not None and self.took == self.current
 
     def stop_with(self, stop: StopRun, run_id: str) -> None:
         """End the run ``run_id`` with a terminal state decided inside one of its tasks, or

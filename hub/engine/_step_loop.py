@@ -87,26 +87,15 @@ class Engine:
         state, reason = RunState.COMPLETED, None
         store_failure: StoreError | None = None  # the store error that failed the run
         slot.current = record.id  # a stop may end this run until it decides how it ends
+        clock: _RunClock | None = None
         try:
             # queued now, committed with the inputs' take at the first step's sync (one
             # commit, not two): the run is durable before the model is asked anything
             run.creating = deps.runs.create_soon(record)
             async with asyncio.timeout_at(min(deadline, started + cfg.heartbeat_timeout)) as timer:
-                last_beat = started
-                beat_every = min(0.5, cfg.heartbeat_timeout / 4)  # rescheduling the timer on every chunk costs
-
-                def progress() -> None:
-                    nonlocal last_beat
-                    now = loop.time()
-                    if now - last_beat > beat_every:
-                        last_beat = now
-                        try:
-                            timer.reschedule(min(deadline, now + cfg.heartbeat_timeout))
-                        except RuntimeError:  # the run's limits are over: its end (a failure reply) is sending
-                            pass
-
+                clock = _RunClock(loop, timer, deadline=deadline, heartbeat=cfg.heartbeat_timeout)
                 inst = conversation(deps, slot.definition, slot.args, slot.key)
-                ctx = run.context_for(inst, progress)
+                ctx = run.context_for(inst, clock.progress, clock.pause)
                 await prepare(deps, inst, ctx)
                 run.attach(inst, ctx)
                 self._take_inputs(run)
@@ -116,6 +105,7 @@ class Engine:
             state, reason, store_failure = e.state, e.reason, e.store_failure
         except TimeoutError:
             state = RunState.KILLED
+            deadline = clock.deadline if clock is not None else deadline  # moved by waits on a person
             reason = "timeout" if loop.time() >= deadline - 0.01 else "stalled"
         except asyncio.CancelledError:
             stop = slot.stop_exc
@@ -716,6 +706,50 @@ def _add(total: Usage, more: Usage) -> None:
     total.prompt_tokens += more.prompt_tokens
     total.completion_tokens += more.completion_tokens
     total.cached_tokens += more.cached_tokens
+
+
+class _RunClock:
+    """A run's two limits on its one timer: ``run_timeout`` (the deadline) and the heartbeat
+    (no progress for ``heartbeat`` seconds: stalled). While a call waits on a person (an
+    approval) neither counts: the timer is off, and the deadline moves by the wait."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, timer: asyncio.Timeout, *, deadline: float, heartbeat: float):
+        self.loop = loop
+        self.timer = timer
+        self.deadline = deadline
+        self.heartbeat = heartbeat
+        self.last_beat = loop.time()
+        self.beat_every = min(0.5, heartbeat / 4)  # rescheduling the timer on every chunk costs
+        self.waits = 0  # calls waiting on a person now
+        self.waits_began = 0.0
+
+    def progress(self) -> None:
+        now = self.loop.time()
+        if now - self.last_beat > self.beat_every and not self.waits:
+            self.last_beat = now
+            self._reschedule(now)
+
+    def pause(self, on: bool) -> None:
+        now = self.loop.time()
+        if on:
+            self.waits += 1
+            if self.waits == 1:
+                self.waits_began = now
+                self.timer.reschedule(None)
+            return
+        if self.waits == 0:
+            return
+        self.waits -= 1
+        if self.waits == 0:
+            self.deadline += now - self.waits_began
+            self.last_beat = now
+            self._reschedule(now)
+
+    def _reschedule(self, now: float) -> None:
+        try:
+            self.timer.reschedule(min(self.deadline, now + self.heartbeat))
+        except RuntimeError:  # the run's limits are over: its end (a failure reply) is sending
+            pass
 
 
 class _Stream:

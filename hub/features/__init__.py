@@ -1,8 +1,9 @@
-"""Features that take part in runs through the hook protocol: budgets, the background spend, the failure reply, stopping a run, roles, metrics, child runs, schedules, the heartbeat and private access."""
+"""Features that take part in runs through the hook protocol: approvals, budgets, the background spend, the failure reply, stopping a run, roles, metrics, child runs, schedules, the heartbeat and private access."""
 
 from __future__ import annotations
 
 from ._access import POLICIES, Access, Decision, PairingError
+from ._approvals import OPERATOR, Approvals
 from ._background import BACKGROUND_SCOPE, BACKGROUND_TRIGGERS, BackgroundSpend, background_trigger
 from ._budgets import BOT_SCOPE, Budgets, utc_day
 from ._children import ORPHANED, ChildRuns
@@ -14,6 +15,8 @@ from ._schedules import Scheduler, next_fire, tick_id
 from ._stops import STOPPED_BY_OPERATOR, RunStops, request_stop
 
 __all__ = [
+    "Approvals",
+    "OPERATOR",
     "Access",
     "BACKGROUND_SCOPE",
     "BACKGROUND_TRIGGERS",

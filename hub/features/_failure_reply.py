@@ -28,7 +28,7 @@ from typing import Any
 
 from ..config import HubConfig
 from ..definitions import Context, ContextInstance, Conversation, Output, RunContext, RunResult
-from ..engine import STOPPED_BY_USER, Plugin, failure_text, send_reply
+from ..engine import INTERRUPTED, STOPPED_BY_USER, Plugin, failure_text, send_reply
 from ..logs import InputLog, OutputLog
 from ..personas import Persona
 from ..store import MemoryStore, RunRecord, RunState, RunStore
@@ -73,7 +73,7 @@ class FailureReply(Plugin):
             return False
         reason = result.reason or ""
         if result.state == RunState.KILLED and (
-            is_limit(reason) or reason in _TAKEN_UP_AGAIN or reason == STOPPED_BY_USER
+            is_limit(reason) or reason in _TAKEN_UP_AGAIN or reason in (STOPPED_BY_USER, INTERRUPTED)
         ):
             return False
         answered = any(isinstance(e, OutputLog) and e.answered for e in result.logs)

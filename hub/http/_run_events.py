@@ -23,6 +23,12 @@ the run's record and its whole event log so far.
 with the run's record once it has ended (within ``STOP_WAIT`` seconds), ``202`` with the
 record when the stop is requested but the run has not ended yet, ``404`` for no such run and
 ``409`` for a run that is not running.
+
+``POST /approvals/{id}`` with ``{"approve": true|false}`` is the operator's answer to a run
+waiting before an action (as ``hub approvals approve|deny ID``): ``200`` with the outcome when
+it was the one answer, ``409`` when the question was already answered or its time has passed,
+``404`` for no such approval, ``400`` for a body that is not that object. ``GET /approvals``
+lists the questions still open.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from ..errors import RunError
 from ..events import KINDS, EventStream, RunEnded, RunEvent, RunStarted, event_dict
 from ..logs import to_dict
 from ..store import RunState
+from ._untrusted_json import load_json
 
 __all__ = ["EventRoutes", "run_dict", "REPLAY_RUNS", "STOP_WAIT"]
 
@@ -85,6 +92,8 @@ class EventRoutes:
         app.router.add_get("/events", self.events)
         app.router.add_get("/runs/{id}", self.run)
         app.router.add_post("/runs/{id}/stop", self.stop)
+        app.router.add_get("/approvals", self.approvals)
+        app.router.add_post("/approvals/{id}", self.approve)
 
     def close(self) -> None:
         for stream in tuple(self._streams):
@@ -146,6 +155,46 @@ class EventRoutes:
         ended = record.state != RunState.RUNNING
         body = {"run": run_dict(record)} if ended else {"stop": "requested", "run": run_dict(record)}
         return web.json_response(self._clean(body), status=200 if ended else 202)
+
+    async def approvals(self, request: web.Request) -> web.Response:
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
+        rows = await self.hub.approvals.waiting()
+        body = [
+            {
+                "id": a.id,
+                "run_id": a.run_id,
+                "context": a.context,
+                "action": a.action,
+                "args": a.args,
+                "user": a.user,
+                "expires": a.expires,
+            }
+            for a in rows
+        ]
+        return web.json_response(self._clean({"approvals": body}))
+
+    async def approve(self, request: web.Request) -> web.Response:
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
+        approval_id = request.match_info["id"]
+        if len(approval_id) > _MAX_PARAM:
+            return _json_error(400, f"approval id is longer than {_MAX_PARAM} characters")
+        raw = await request.read()
+        try:
+            body = load_json(raw) if len(raw) <= 1024 else None
+        except ValueError as e:
+            return _json_error(400, f"the body is not JSON: {e}")
+        if not isinstance(body, dict) or not isinstance(body.get("approve"), bool) or len(body) != 1:
+            return _json_error(400, 'the body must be {"approve": true} or {"approve": false}')
+        try:
+            answer = await self.hub.approvals.answer_as_operator(approval_id, approve=body["approve"])
+        except RunError as e:
+            return _json_error(404, str(e))
+        status = 200 if answer.accepted else 409
+        return web.json_response({"state": answer.state, "message": answer.message}, status=status)
 
     async def events(self, request: web.Request) -> web.StreamResponse:
         refused = self._refusal(request)

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -53,6 +53,9 @@ class Persona(BaseModel):
     )
     failure_reply: str | None = Field(
         None, description='what the user gets when a run fails (default: [agent] failure_reply; "": nothing)'
+    )
+    busy: Literal["steer", "queue", "collect", "interrupt"] | None = Field(
+        None, description="a message arriving during a run of this persona (default: [agent] busy)"
     )
 
     @field_validator("instructions")

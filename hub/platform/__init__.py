@@ -16,7 +16,11 @@ and :func:`human_size`; for chat commands :func:`parse_command` (``/name args`` 
 text) and :class:`CommandInfo` (a command as ``hub.commands.menu(...)`` lists it); for
 intake :class:`PoisonUpdates` (an update that fails every time is parked in the inbox, and
 intake goes on); for voice :func:`speak` (a reply as OGG/Opus voice messages, when
-``[voice]`` says this run's reply is spoken).
+``[voice]`` says this run's reply is spoken);
+for approvals :class:`Approver` (how a platform asks a person, with its own
+buttons, before an action runs: ``Extension(approver=...)``), the :class:`ApprovalRequest` it
+shows and ``hub.approvals.answer(...)`` (an :class:`ApprovalDesk`), whose
+:class:`ApprovalAnswer` it shows to whoever answered.
 
 The core never names a platform; extensions map their client's errors onto
 :class:`RateLimited`, :class:`TransientSendError` and :class:`PermanentSendError` and send
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 from ..backoff import Backoff
 from ..config import MIN_SECRET_LENGTH, check_secret_length
+from ..definitions import ApprovalAnswer, ApprovalDesk, ApprovalRequest, Approver
 from ..engine import CommandInfo
 from ..logging_setup import quiet_loggers
 from ..media import MediaHosts, Resolve, display_name, fetch_url, host_name, human_size, read_capped
@@ -51,6 +56,10 @@ __all__ = [
     "speak",
     "AudioClip",
     "DEFAULT_SPEECH_CHARS",
+    "ApprovalAnswer",
+    "ApprovalDesk",
+    "ApprovalRequest",
+    "Approver",
     "OutboundLimiter",
     "RedisLimiter",
     "Backoff",

@@ -5,11 +5,13 @@ the data dir's lock (the sweep of workers' inbox claims is :class:`hub.engine.In
 
 The seams: runs (``_run_records``), the inbox (``_inbox``), leases (``_leases``), key-value
 memory (``_memory``), usage in tokens and money (``_usage``), stop requests (``_stops``),
-schedule ticks (``_schedules``), persona revisions (``_revisions``) and pairings (``_pairings``).
+schedule ticks (``_schedules``), persona revisions (``_revisions``), pairings (``_pairings``)
+and approvals (``_approvals``).
 """
 
 from __future__ import annotations
 
+from ._approvals import Approval, ApprovalState, ApprovalStore, approval_key
 from ._backend import (
     ConversationLock,
     Stores,
@@ -23,6 +25,7 @@ from ._conversations import CONVERSATION_PREFIXES, FORGOTTEN_PREFIXES, Forgotten
 from ._datadir import DataDirLock, check_database
 from ._health import StoreCollector, StoreHealth, databases
 from ._in_memory import (
+    InMemoryApprovalStore,
     InMemoryInbox,
     InMemoryLeaseStore,
     InMemoryPairingStore,
@@ -49,6 +52,11 @@ from ._upkeep import PAIRING_GRACE, Upkeep, prune_pairings
 from ._usage import UsageStore
 
 __all__ = [
+    "Approval",
+    "ApprovalState",
+    "ApprovalStore",
+    "InMemoryApprovalStore",
+    "approval_key",
     "CONVERSATION_PREFIXES",
     "ConversationLock",
     "FORGOTTEN_PREFIXES",

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import HubError
+from ._approvals import ApprovalStore
 from ._datadir import DataDirLock, check_database
 from ._in_memory import (
+    InMemoryApprovalStore,
     InMemoryLeaseStore,
     InMemoryPairingStore,
     InMemoryRevisionStore,
@@ -37,6 +39,7 @@ from .sql import (
     PgDatabase,
     PostgresInbox,
     PostgresRunStore,
+    SqlApprovalStore,
     SqlDatabase,
     SqlInbox,
     SqlLeaseStore,
@@ -89,6 +92,8 @@ class Stores:
     lock: ConversationLock | None = None
     stops: StopStore = field(default_factory=InMemoryStopStore)
     """Stop requests, polled by the worker holding each run (hub/features/_stops.py)."""
+    approvals: ApprovalStore = field(default_factory=InMemoryApprovalStore)
+    """Questions runs wait on before an action (hub/features/_approvals.py)."""
 
     @property
     def shared(self) -> bool:
@@ -106,6 +111,7 @@ class Stores:
             self.revisions,
             self.pairings,
             self.stops,
+            self.approvals,
         )
 
     async def open(self) -> Stores:
@@ -198,6 +204,7 @@ def open_stores(
         pairings=SqlPairingStore(db),
         lock=lock,
         stops=SqlStopStore(db),
+        approvals=SqlApprovalStore(db),
     )
 
 

@@ -8,11 +8,13 @@ suite as the SQL backend (tests/store/test_contracts.py and the suites it names)
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from ..logs import InputLog, Log, from_dict, to_dict
+from ._approvals import Approval, ApprovalState, ApprovalStore
 from ._inbox import InboxStore, Parked, Pending
 from ._leases import Clock, Lease, LeaseStore, check_lease
 from ._memory import MemoryStore
@@ -24,6 +26,7 @@ from ._stops import StopStore
 from ._usage import UsageStore
 
 __all__ = [
+    "InMemoryApprovalStore",
     "InMemoryInbox",
     "InMemoryLeaseStore",
     "InMemoryPairingStore",
@@ -347,6 +350,56 @@ class InMemoryStopStore(StopStore):
         old = [run_id for run_id, (_, at) in self._requests.items() if at < before]
         await self.clear(old)
         return len(old)
+
+
+class InMemoryApprovalStore(ApprovalStore):
+    """Approvals in a dict: each move is a compare-and-set without an await inside."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, Approval] = {}
+
+    async def ask(self, approval: Approval) -> Approval:
+        for row in self._rows.values():
+            if row.key == approval.key:
+                if row.state in (ApprovalState.PENDING, ApprovalState.APPROVED) and row.run_id != approval.run_id:
+                    row = self._rows[row.id] = _replace(row, run_id=approval.run_id)
+                return row
+        self._rows[approval.id] = approval
+        return approval
+
+    async def get(self, approval_id: str) -> Approval | None:
+        return self._rows.get(approval_id)
+
+    async def list(self, *, states: tuple[ApprovalState, ...] = ()) -> builtins.list[Approval]:
+        rows = [r for r in self._rows.values() if not states or r.state in states]
+        return sorted(rows, key=lambda r: (r.created, r.id))
+
+    async def move(
+        self,
+        approval_id: str,
+        frm: ApprovalState,
+        to: ApprovalState,
+        *,
+        now: float,
+        by: str | None = None,
+        before_expiry: bool = False,
+    ) -> bool:
+        row = self._rows.get(approval_id)
+        if row is None or row.state != frm or (before_expiry and now >= row.expires):
+            return False
+        answer = {"answered": now, "answered_by": by} if frm == ApprovalState.PENDING else {}
+        self._rows[approval_id] = _replace(row, state=to, **answer)
+        return True
+
+    async def prune(self, before: float) -> int:
+        old = [r.id for r in self._rows.values() if r.state != ApprovalState.PENDING and r.created < before]
+        for approval_id in old:
+            del self._rows[approval_id]
+        return len(old)
+
+
+def _replace(row: Approval, **changes: Any) -> Approval:
+    return dataclasses.replace(row, **changes)
 
 
 class InMemoryScheduleStore(ScheduleStore):

@@ -9,6 +9,10 @@ The hub's chat commands work here as on every platform (``/help`` lists them): a
 ``/name args`` that names one is answered without the model (:func:`converse`). Lines are
 answered one at a time, in order, but ``/stop`` goes at once, while an answer is still
 being written, and ends it.
+
+An action that needs a person's yes (``[approvals]``) is asked here as a line ending in
+``[y/n]``; the next line ``y`` or ``n`` (``yes``, ``no``) answers it, and does not reach the
+model (:class:`TerminalApprover`).
 """
 
 from __future__ import annotations
@@ -26,9 +30,18 @@ from typing import Any, TextIO
 from pydantic import BaseModel, ConfigDict
 
 from hub import CommandCall, Context, Extension, Input, LiveText, RunResult, output
-from hub.platform import parse_command
+from hub.platform import ApprovalDesk, ApprovalRequest, Approver, parse_command
 
-__all__ = ["CliSettings", "CliArgs", "CONTEXT", "extension", "read_lines", "os_user", "converse"]
+__all__ = [
+    "CliSettings",
+    "CliArgs",
+    "CONTEXT",
+    "TerminalApprover",
+    "extension",
+    "read_lines",
+    "os_user",
+    "converse",
+]
 
 CONTEXT = "cli:session"
 AT_ONCE = frozenset({"stop"})
@@ -109,6 +122,50 @@ async def read_lines(stream: TextIO | None = None) -> AsyncIterator[str]:
 
 Send = Callable[..., Awaitable[Any]]
 
+_YES = frozenset({"y", "yes"})
+_NO = frozenset({"n", "no"})
+
+
+class TerminalApprover(Approver):
+    """The terminal's way to ask: a ``[y/n]`` line; the user's next ``y`` or ``n`` answers
+    the oldest open question (:meth:`take`, called by :func:`converse` for each line)."""
+
+    def __init__(self, settings: CliSettings, out: TextIO | None = None) -> None:
+        self._settings = settings
+        self._out = out
+        self._open: dict[str, list[tuple[str, ApprovalDesk]]] = {}  # user -> (approval id, desk), oldest first
+
+    def _say(self, text: str) -> None:
+        stream = self._out or sys.stdout
+        stream.write(f"{self._settings.prefix}{text}\n")
+        stream.flush()
+
+    async def ask(self, request: ApprovalRequest, ctx: Any) -> None:
+        user = ctx.user or ctx.context.key
+        self._open.setdefault(user, []).append((request.id, ctx.hub.approvals))
+        self._say(f"{request.text} [y/n]")
+
+    async def settled(self, request: ApprovalRequest, message: str, ctx: Any) -> None:
+        for user, questions in list(self._open.items()):
+            questions[:] = [q for q in questions if q[0] != request.id]
+            if not questions:
+                del self._open[user]
+        self._say(f"({request.action}: {message})")
+
+    async def take(self, line: str, user: str) -> bool:
+        """Whether ``line`` answered one of ``user``'s open questions (then it is not a message)."""
+        word = line.strip().lower()
+        questions = self._open.get(user)
+        if not questions or word not in _YES | _NO:
+            return False
+        approval_id, desk = questions[0]
+        answer = await desk.answer(approval_id, approve=word in _YES, user=user, platform="cli")
+        if not answer.accepted:
+            self._say(answer.message)
+            if answer.state != "pending":  # answered elsewhere or too late: the next question is next
+                questions.pop(0)
+        return True
+
 
 async def converse(
     send: Send,
@@ -117,11 +174,13 @@ async def converse(
     lines: AsyncIterator[str],
     *,
     answered: Callable[[RunResult | None], None] | None = None,
+    approver: TerminalApprover | None = None,
 ) -> None:
     """Hand each line to the hub as ``user``'s message in ``cli:session``, one answer at a
     time and in order; a line naming a command (``commands()``: the hub's) goes as that
     command, and ``/stop`` at once, even while an answer is being written. ``send`` is
     ``hub.submit`` or an input's sender; ``answered(result)`` is called after each answer.
+    A ``y``/``n`` line while ``approver`` has a question open for ``user`` answers it.
     Returns at the end of ``lines``, once every line is answered."""
     queue: asyncio.Queue[tuple[str, CommandCall | None] | None] = asyncio.Queue()
 
@@ -145,6 +204,8 @@ async def converse(
             text = line.strip()
             if not text:
                 continue
+            if approver is not None and await approver.take(text, user):
+                continue
             call = parse_command(text, commands())
             if call is not None and call.name in AT_ONCE:
                 task = tasks.create_task(one(text, call))
@@ -163,6 +224,7 @@ def _is_terminal(stream: TextIO) -> bool:
 
 
 def extension(settings: CliSettings, *, out: TextIO | None = None) -> Extension:
+    approver = TerminalApprover(settings, out)
     session: Context[CliArgs, dict[str, Any]] = Context(
         type=CONTEXT,
         schema=CliArgs,
@@ -207,7 +269,7 @@ def extension(settings: CliSettings, *, out: TextIO | None = None) -> Extension:
         user = os_user()
 
         async def pump() -> None:
-            await converse(send, hub.commands.names, user, read_lines())
+            await converse(send, hub.commands.names, user, read_lines(), approver=approver)
             log.info("cli: end of standard input; the terminal input stops")
 
         task = hub.create_task(pump(), name="cli:stdin")
@@ -225,4 +287,5 @@ def extension(settings: CliSettings, *, out: TextIO | None = None) -> Extension:
         outputs=[message],
         inputs=inputs if settings.stdin else [],
         description="Terminal chat.",
+        approver=approver,
     )

@@ -146,6 +146,7 @@ def extension(settings: DiscordSettings, *, resolve: Resolve | None = None) -> E
         ],
         services=[Service(name=bot.label, start=bot.start, stop=bot.stop) for bot in bots.values()],
         description="Discord bot: DMs, mentions and watched channels.",
+        approver=bot.approver,
     )
 
 

@@ -48,6 +48,7 @@ from hub.platform import (
     split_message,
 )
 
+from ._approvals import DiscordApprover, answer_press, is_press
 from ._commands import DiscordCommands
 from ._errors import DiscordStartError, _retry_after, start_error
 from ._messages import (
@@ -112,6 +113,11 @@ class _Client(discord.Client):
     async def on_message(self, message: discord.Message) -> None:
         self._bot._on_message(message)
 
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        # a press of an approval's button (slash commands are the command tree's)
+        if is_press(interaction) and self._bot._hub is not None:
+            await answer_press(interaction, self._bot._hub)
+
 
 class DiscordBot:
     """The service, the listener and the sender of the Discord extension."""
@@ -156,6 +162,7 @@ class DiscordBot:
         self._shards: list[asyncio.Task[None]] = []  # shard_count > 0: each under its lease
         self.shards: dict[int, _Client] = {}  # the shards this worker has connected, by id
         self.commands = DiscordCommands(self)  # the hub's commands as slash commands
+        self.approver = DiscordApprover(self)  # approvals asked with buttons (hub_discord/_approvals.py)
         self._sync: asyncio.Task[None] | None = None
 
     # --- the service ----------------------------------------------------------------------

@@ -700,6 +700,9 @@ class FakeDiscord(FakeServer):
             embeds=params.get("embeds"),
         )
         payload.pop("member", None)  # REST responses carry no member for the author
+        if params.get("components"):  # buttons stay with the message until an edit replaces them
+            payload["components"] = params["components"]
+            self.state.messages[int(payload["id"])]["components"] = params["components"]
         if params.get("nonce") is not None:
             payload["nonce"] = params["nonce"]
         self.state.sent.append(
@@ -775,6 +778,8 @@ class FakeDiscord(FakeServer):
                     400,
                 )
             msg["content"] = content
+        if "components" in params:
+            msg["components"] = params["components"] or []
         msg["edited_timestamp"] = _now_iso()
         self.state.edits.append({"channel_id": cid, "id": mid, "content": msg["content"]})
         return _json(msg)
@@ -907,6 +912,47 @@ class FakeDiscord(FakeServer):
         else:
             payload["user"] = self.state.users[user_id]
         self.state.interactions[iid] = Interaction(iid, token, cid, name, time.monotonic())
+        self.dispatch("INTERACTION_CREATE", payload)
+        return iid
+
+    def push_press(self, message_id: int, custom_id: str, *, user_id: int | None = None) -> int:
+        """A user (default: alice) presses the button ``custom_id`` of the bot's message
+        ``message_id``: an INTERACTION_CREATE of type 3 (MESSAGE_COMPONENT), as Discord sends it.
+        Returns the interaction's id (its answer is in ``state.interactions``)."""
+        user_id = self.user_id if user_id is None else user_id
+        message = dict(self.state.messages[message_id])
+        buttons = [c for row in message.get("components") or [] for c in row.get("components", [])]
+        if not any(b.get("custom_id") == custom_id for b in buttons):
+            raise KeyError(f"message {message_id} has no button {custom_id!r}")
+        cid = int(message["channel_id"])
+        channel = self.state.channels[cid]
+        gid = int(channel["guild_id"]) if "guild_id" in channel else None
+        iid = self._snowflake()
+        token = f"aW50ZXJhY3Rpb246{uuid.uuid4().hex}"
+        payload: dict[str, Any] = {
+            "id": str(iid),
+            "application_id": str(self.bot_id),
+            "type": 3,
+            "data": {"custom_id": custom_id, "component_type": 2},
+            "message": message,
+            "channel_id": str(cid),
+            "channel": {k: v for k, v in channel.items() if k != "recipients"} | {"id": str(cid)},
+            "token": token,
+            "version": 1,
+            "locale": "en-US",
+            "app_permissions": EVERYONE_PERMISSIONS,
+            "entitlements": [],
+            "attachment_size_limit": 10485760,
+            "authorizing_integration_owners": {"0": str(gid)} if gid is not None else {"1": str(user_id)},
+            "context": 0 if gid is not None else 1,
+        }
+        if gid is not None:
+            payload["guild_id"] = str(gid)
+            payload["guild_locale"] = "en-US"
+            payload["member"] = {**_member(self.state.users[user_id]), "permissions": EVERYONE_PERMISSIONS}
+        else:
+            payload["user"] = self.state.users[user_id]
+        self.state.interactions[iid] = Interaction(iid, token, cid, custom_id, time.monotonic())
         self.dispatch("INTERACTION_CREATE", payload)
         return iid
 

@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field
 from hub import Context, Extension, Input, LiveText, MediaFile, RunContext, Service, output
 from hub.platform import LiveMessage, live_drafts, quiet_loggers, reply_target
 
+from ._approvals import MatrixApprover
 from ._client import MatrixClient, map_error
 from ._content import MAX_EVENT_BYTES, MAX_LENGTH, edit_content, message_content, to_html, wire_len
 from ._events import Encrypted, Ignored, Inbound, classify
@@ -90,6 +91,7 @@ def extension(settings: MatrixSettings) -> Extension:
     for name in ("nio.events", "nio.responses"):
         logging.getLogger(name).setLevel(logging.ERROR)
     client = MatrixClient(settings)
+    approver = MatrixApprover(client)
     room: Context[MatrixRoom, dict[str, Any]] = Context(
         type="matrix:room",
         schema=MatrixRoom,
@@ -185,24 +187,25 @@ def extension(settings: MatrixSettings) -> Extension:
         inputs=[
             Input(
                 type="matrix:sync",
-                subscribe=_subscriber(client, settings),
+                subscribe=_subscriber(client, settings, approver),
                 description="Messages in the Matrix rooms the bot is in.",
                 fetch=client.fetch,
             )
         ],
         services=[Service(name="matrix", start=client.start, stop=client.stop)],
         description="Matrix bot: direct rooms, mentions and watched rooms.",
+        approver=approver,
     )
 
 
 def _subscriber(
-    client: MatrixClient, settings: MatrixSettings
+    client: MatrixClient, settings: MatrixSettings, approver: MatrixApprover | None = None
 ) -> Callable[[Callable[..., Awaitable[Any]], Hub], Awaitable[Callable[[], Awaitable[None]]]]:
     """The input's subscribe: an intake for the hub, fed by the sync loop on the one worker
     holding the lease ``matrix:sync:<user id>``."""
 
     async def subscribe(send_input: Callable[..., Awaitable[Any]], hub: Hub) -> Callable[[], Awaitable[None]]:
-        intake = Intake(client, settings, hub, send_input)
+        intake = Intake(client, settings, hub, send_input, approver=approver)
         syncer = Syncer(client, settings, intake)
         keeper = hub.lease(f"matrix:sync:{settings.user_id}", ttl=settings.lease_ttl)
         task = hub.create_task(keeper.hold(syncer.run), name="matrix:sync")

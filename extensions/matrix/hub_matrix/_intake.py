@@ -36,6 +36,7 @@ from hub.platform import (
     send_pairing_code,
 )
 
+from ._approvals import MatrixApprover, answer_event
 from ._client import MatrixClient
 from ._events import Encrypted, Ignored, Inbound, classify
 from ._settings import MatrixSettings
@@ -62,9 +63,16 @@ class Intake:
     """Takes each room event and invite into the hub as :meth:`take` and :meth:`invited` decide."""
 
     def __init__(
-        self, client: MatrixClient, settings: MatrixSettings, hub: Hub, send: Callable[..., Awaitable[Any]]
+        self,
+        client: MatrixClient,
+        settings: MatrixSettings,
+        hub: Hub,
+        send: Callable[..., Awaitable[Any]],
+        *,
+        approver: MatrixApprover | None = None,
     ) -> None:
         self.client = client
+        self.approver = approver
         self.settings = settings
         self.hub = hub
         self.send = send
@@ -111,7 +119,10 @@ class Intake:
             self.poison.succeeded(key)
 
     async def take(self, room_id: str, event: Any) -> None:
-        """Take one timeline event: recorded in the inbox, refused, or ignored (logged why)."""
+        """Take one timeline event: recorded in the inbox, refused, or ignored (logged why); a
+        reaction or reply that answers an approval is answered through the hub instead."""
+        if self.approver is not None and await answer_event(room_id, event, self.hub, self.approver):
+            return
         verdict = classify(
             room_id,
             event,

@@ -48,6 +48,7 @@ from hub.platform import (
     split_off_loop,
 )
 
+from ._approvals import SlackApprover
 from ._bolt import Bolt
 from ._client import MAX_LENGTH, SlackClient, SlackStartError, mrkdwn_len
 from ._events import CHANNEL, OUTPUT, THREAD, Ignored, Inbound, classify
@@ -314,6 +315,7 @@ def extension(settings: SlackSettings, *, resolve: Resolve | None = None) -> Ext
         ],
         services=[Service(name=b.client.label, start=b.start, stop=b.stop) for b in bots.values()],
         routes=[b.bolt.route() for b in bots.values() if not b.settings.socket_mode],
+        approver=SlackApprover(lambda ctx: (bot_of(ctx).client, bot_of(ctx)._where(ctx))),
         description="Slack app (Socket Mode)." if settings.socket_mode else "Slack app (Events API).",
     )
 

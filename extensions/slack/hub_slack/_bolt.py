@@ -29,6 +29,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 
 from hub import HubError, Route, RouteAnswer, RouteRequest
 
+from ._approvals import ACTION_ID, answer_press
 from ._client import SlackClient
 from ._commands import SlackCommands
 from ._intake import LAST_RETRY, Intake
@@ -67,8 +68,17 @@ class Bolt:
         async def on_event(event: dict[str, Any], request: AsyncBoltRequest) -> None:
             await self._take(event, last=retry_num(request) >= LAST_RETRY)
 
+        async def on_press(ack: Any, body: dict[str, Any], respond: Any) -> None:
+            await ack()  # within Slack's 3 seconds; the answer follows, to the presser only
+            message = await answer_press(body, hub)
+            try:
+                await respond(text=message, response_type="ephemeral", replace_original=False)
+            except Exception as e:  # the press is answered in the hub either way
+                log.info("slack: answering a press failed: %s", e)
+
         app.event("message")(on_event)
         app.event("app_mention")(on_event)
+        app.action(ACTION_ID)(on_press)  # approval buttons (hub_slack/_approvals.py)
         for name in commands.names():
             app.command(f"/{name}")(commands.invoked)
         self.app = app

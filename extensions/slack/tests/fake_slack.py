@@ -190,6 +190,42 @@ class FakeSlack(FakeServer):
         self.push_envelope("slash_commands", payload, accepts_response_payload=True)
         return trigger
 
+    def push_press(self, channel: str, ts: str, action_id: str, *, user: str | None = None) -> str:
+        """A user presses the button ``action_id`` of the bot's message ``(channel, ts)``: a
+        ``block_actions`` interaction, as Slack sends it; its trigger id (the response, posted
+        to its ``response_url``, is in ``state.responses`` under it)."""
+        st = self.state
+        message = st.messages[(channel, ts)]
+        buttons = [e for b in message.get("blocks") or [] if b.get("type") == "actions" for e in b["elements"]]
+        button = next((b for b in buttons if b["action_id"] == action_id), None)
+        if button is None:
+            raise KeyError(f"message {ts} in {channel} has no button {action_id!r}")
+        trigger = f"trig.{next(st.counter)}"
+        payload = {
+            "type": "block_actions",
+            "team": {"id": st.team},
+            "user": {"id": user or st.user, "team_id": st.team},
+            "api_app_id": "A0001",
+            "token": "verification-token",
+            "container": {"type": "message", "message_ts": ts, "channel_id": channel},
+            "trigger_id": trigger,
+            "channel": {"id": channel},
+            "message": {"type": "message", "ts": ts, "text": message["text"], "blocks": message.get("blocks")},
+            "response_url": f"{self.base_url}/respond/{trigger}",
+            "actions": [
+                {
+                    "type": "button",
+                    "action_id": action_id,
+                    "block_id": next(b["block_id"] for b in message["blocks"] if b.get("type") == "actions"),
+                    "value": button["value"],
+                    "text": button["text"],
+                    "action_ts": st.next_ts(),
+                }
+            ],
+        }
+        self.push_envelope("interactive", payload)
+        return trigger
+
     def push_envelope(self, kind: str, payload: dict[str, Any], *, accepts_response_payload: bool = False) -> dict:
         st = self.state
         env = {
@@ -363,6 +399,8 @@ class FakeSlack(FakeServer):
         blocks = p.get("blocks") or []
         mrkdwn = blocks[0]["text"]["text"] if blocks else None
         msg = {"channel": channel, "ts": ts, "text": p.get("text", ""), "mrkdwn": mrkdwn, "thread_ts": thread}
+        if len(blocks) > 1:  # Block Kit beyond the text (buttons): kept until an update replaces them
+            msg["blocks"] = blocks
         st.sent.append(msg)
         st.messages[(channel, ts)] = dict(msg, user=st.bot_user, bot_id=st.bot_id)
         # Slack sends the bot's own message back as an event: the app must ignore it
@@ -389,7 +427,7 @@ class FakeSlack(FakeServer):
             return {"ok": False, "error": "message_not_found"}
         blocks = p.get("blocks") or []
         mrkdwn = blocks[0]["text"]["text"] if blocks else None
-        st.messages[key].update(text=p.get("text", ""), mrkdwn=mrkdwn)
+        st.messages[key].update(text=p.get("text", ""), mrkdwn=mrkdwn, blocks=blocks)
         for s in st.sent:
             if (s["channel"], s["ts"]) == key:
                 s.update(text=p.get("text", ""), mrkdwn=mrkdwn)

@@ -55,6 +55,7 @@ from hub.platform import (
     utf16_len,
 )
 
+from ._approvals import TelegramApprover
 from ._client import MAX_CAPTION_LENGTH, MAX_MESSAGE_LENGTH, TelegramClient, map_error
 from ._filter import Ignored, Inbound, classify
 from ._intake import ALLOWED_UPDATES, Intake
@@ -156,6 +157,7 @@ def extension(settings: TelegramSettings) -> Extension:
             Service(name=client.label, start=client.start, stop=client.stop) for client in accounts.clients.values()
         ],
         routes=[w.route() for w in webhooks.values()],
+        approver=TelegramApprover(accounts.client),
         description="Telegram bot (webhook mode)." if webhooks else "Telegram bot (long polling).",
     )
 

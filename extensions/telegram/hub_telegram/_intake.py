@@ -1,7 +1,8 @@
 """Telegram's updates into the hub, however they arrive (a poll or a webhook POST): which
 messages to answer (``_filter``), who may talk to the bot (``dm_policy``, ``allowed_users``),
 the loop guard, whether it is one of the hub's commands (``_commands``), then the message
-recorded in the hub's inbox; and the typing indicator while its run goes on.
+recorded in the hub's inbox; and the typing indicator while its run goes on. A press of an
+approval's button (a ``callback_query``) is answered through ``hub.approvals`` (``_approvals``).
 
 An update is taken only once it is recorded (or deliberately ignored): the poller moves its
 offset past it, the webhook answers Telegram's POST, only then. A redelivered message is
@@ -26,6 +27,7 @@ from telegram import Update
 
 from hub.platform import AllowList, PoisonUpdates, TypingIndicator, account_key, admit_private
 
+from ._approvals import answer_press, is_press
 from ._client import TelegramClient
 from ._commands import TelegramCommands
 from ._filter import Ignored, Inbound, classify
@@ -38,7 +40,7 @@ __all__ = ["Intake", "ALLOWED_UPDATES", "PARK_AFTER"]
 
 log = logging.getLogger("hub_telegram")
 
-ALLOWED_UPDATES = ("message",)
+ALLOWED_UPDATES = ("message", "callback_query")
 """The kinds of update the bot asks Telegram for, by polling or by webhook."""
 PARK_AFTER = 3
 """Failures (not the store's) after which an update is parked instead of retried."""
@@ -132,7 +134,12 @@ class Intake:
             self.poison.succeeded(key)
 
     async def take(self, update: Update, me: Any) -> None:
-        """Take ``update``, sent to the bot ``me``: recorded in the inbox, or ignored (logged why)."""
+        """Take ``update``, sent to the bot ``me``: recorded in the inbox, or ignored (logged why);
+        a press of an approval's button is answered through the hub instead."""
+        if is_press(update.callback_query):
+            assert update.callback_query is not None
+            await answer_press(update.callback_query, self.hub)
+            return
         verdict = classify(update, me, self.settings, self.allowed)
         if isinstance(verdict, Ignored):
             log.debug("telegram: update %s ignored: %s", verdict.update_id, verdict.reason)

@@ -82,6 +82,8 @@ class TelegramState:
     webhook_secret: str | None = None
     webhook_allowed_updates: list[str] | None = None
     webhook_set: int = 0
+    callback_answers: list[dict[str, Any]] = field(default_factory=list)
+    """``answerCallbackQuery`` calls: ``callback_query_id``, ``text``, ``show_alert``."""
 
 
 class MarkupError(ValueError):
@@ -190,6 +192,32 @@ class FakeTelegram(FakeServer):
             message["reply_to_message"] = self._message(chat_id, reply_to)
         self.state.messages[(chat_id, message["message_id"])] = message
         return self.push_update({"message": message}), message["message_id"]
+
+    def push_callback(self, *, chat_id: int, message_id: int, data: str, from_id: int | None = None) -> str:
+        """A user presses an inline button (its ``callback_data`` is ``data``) under the bot's
+        message ``message_id``; returns the callback query's id (``answerCallbackQuery`` takes it)."""
+        from_id = chat_id if from_id is None else from_id
+        query_id = f"cq{self.state.next_update_id}"
+        user = {"id": from_id, "is_bot": False, "first_name": f"User{from_id}", "username": f"user{from_id}"}
+        query = {
+            "id": query_id,
+            "from": user,
+            "chat_instance": str(chat_id),
+            "message": self._message(chat_id, message_id),
+            "data": data,
+        }
+        self.push_update({"callback_query": query})
+        return query_id
+
+    def _m_answercallbackquery(self, params: dict[str, Any]) -> bool:
+        self.state.callback_answers.append(
+            {
+                "callback_query_id": params.get("callback_query_id"),
+                "text": params.get("text"),
+                "show_alert": bool(params.get("show_alert")),
+            }
+        )
+        return True
 
     def _new_message_id(self) -> int:
         self.state.next_message_id += 1
@@ -403,6 +431,8 @@ class FakeTelegram(FakeServer):
             "date": int(time.time()),
             "text": text,  # Telegram returns the parsed text; close enough for clients
         }
+        if params.get("reply_markup"):  # an inline keyboard stays with the message until an edit drops it
+            message["reply_markup"] = params["reply_markup"]
         if reply_to is not None:
             message["reply_to_message"] = self._message(chat_id, reply_to)
         self.state.messages[(chat_id, message["message_id"])] = message
@@ -437,6 +467,10 @@ class FakeTelegram(FakeServer):
                 )
             )
         message.update(text=text, edit_date=int(time.time()))
+        if params.get("reply_markup"):
+            message["reply_markup"] = params["reply_markup"]
+        else:  # Telegram: an edit without reply_markup removes the inline keyboard
+            message.pop("reply_markup", None)
         self.state.modes[key] = params.get("parse_mode")
         self.state.sent.append(
             {

@@ -162,7 +162,7 @@ async def test_private_message_in_reply_out_and_stop_is_quick(tmp_path: Path) ->
             assert await h.hub.memory.get(OFFSET_KEY) == update_id + 1
             names = [r.name for r in tg.requests if r.name not in MENU_CALLS]
             assert names[:3] == ["getMe", "deleteWebhook", "getUpdates"]
-            assert tg.calls("getUpdates")[0].params["allowed_updates"] == ["message"]
+            assert tg.calls("getUpdates")[0].params["allowed_updates"] == ["message", "callback_query"]
             started = time.monotonic()
         assert time.monotonic() - started < 1.5, "a waiting long poll must not hold up the stop"
 

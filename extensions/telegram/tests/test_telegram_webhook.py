@@ -88,7 +88,7 @@ async def test_webhook_mode_answers_posted_updates_and_sets_the_webhook(tmp_path
         async with started(hub, tg=tg):
             assert tg.state.webhook_url == PUBLIC_URL
             assert tg.state.webhook_secret == SECRET
-            assert tg.state.webhook_allowed_updates == ["message"]
+            assert tg.state.webhook_allowed_updates == ["message", "callback_query"]
             update_id, _ = tg.push_message(chat_id=42, text="hello over the webhook")
             status, body = await tg.deliver(update_id, url=local(hub))
             assert (status, body) == (200, {"ok": True})

@@ -270,6 +270,7 @@ class Dashboard:
         r.add_get("/runs/{id}", self.run_page)
         r.add_get("/runs/{id}/trace", self.run_trace)
         r.add_post("/runs/{id}/stop", self.run_stop)
+        r.add_post("/approvals/{id}", self.approval_answer)
         r.add_get("/chat", self.chat_page)
         r.add_post("/chat", self.chat_send)
         r.add_get("/chat/events", self.chat_events)
@@ -528,7 +529,18 @@ class Dashboard:
     async def _trace(self, record: RunRecord) -> dict[str, Any]:
         events = await self.hub.runs.events(record.id)
         tree = await collect_tree(self.hub.runs, record.id, max_runs=200)
-        return {"run": record, "items": trace_items(record, events), "tree": tree, "live": record.ended is None}
+        # a run waiting for a person's yes shows the question, with the operator's buttons
+        approval = None
+        if record.ended is None:
+            approval = next((a for a in await self.hub.approvals.waiting() if a.run_id == record.id), None)
+        return {
+            "run": record,
+            "items": trace_items(record, events),
+            "tree": tree,
+            "live": record.ended is None,
+            "approval": approval,
+            "approval_args": json.dumps(approval.args, ensure_ascii=False) if approval is not None else "",
+        }
 
     async def run_page(self, request: web.Request) -> web.Response:
         record = await self._run(request)
@@ -549,6 +561,22 @@ class Dashboard:
         how = f"{stopped.state}" + (f" ({stopped.reason})" if stopped.reason else "")
         msg = f"stop requested: run {record.id[:10]} is still running" if stopped.ended is None else f"stopped: {how}"
         raise self._done(request, f"/ui/runs/{record.id}", msg)
+
+    async def approval_answer(self, request: web.Request) -> web.StreamResponse:
+        """The operator's answer to a run waiting before an action (as ``hub approvals``)."""
+        approval_id = request.match_info["id"]
+        if len(approval_id) > _MAX_PARAM:
+            raise BadRequest(f"approval id is longer than {_MAX_PARAM} characters")
+        form = await request.post()
+        approve = form.get("approve") == "1"
+        found = await self.hub.approvals.store.get(approval_id)
+        back = f"/ui/runs/{found.run_id}" if found is not None else "/ui/"
+        try:
+            answer = await self.hub.approvals.answer_as_operator(approval_id, approve=approve)
+        except HubError as e:
+            raise self._done(request, back, f"not answered: {e}") from None
+        log.info("dashboard: approval %s: %s", approval_id, answer.message)
+        raise self._done(request, back, answer.message if answer.accepted else f"not answered: {answer.message}")
 
     # --- the chat panel (hub/http/dashboard/_chat.py) -------------------------------------
 

@@ -4,6 +4,7 @@ inbox and the run store have a PostgreSQL class of their own, for workers sharin
 
 from __future__ import annotations
 
+from ._approvals import SqlApprovalStore
 from ._conversations import prune_conversations
 from ._inbox import PostgresInbox, SqlInbox
 from ._migrations import SCHEMA_VERSION
@@ -29,6 +30,7 @@ __all__ = [
     "PostgresInbox",
     "PostgresRunStore",
     "SCHEMA_VERSION",
+    "SqlApprovalStore",
     "SqlDatabase",
     "SqlInbox",
     "SqlLeaseStore",

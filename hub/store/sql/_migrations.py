@@ -216,6 +216,26 @@ _V60 = """
 ALTER TABLE runs ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0
 """
 
+# one row per question; state moves forward by compare-and-set (hub/store/_approvals.py)
+_V120 = """
+CREATE TABLE IF NOT EXISTS approvals (
+    id TEXT{c} PRIMARY KEY,
+    key TEXT{c} NOT NULL UNIQUE,
+    run_id TEXT{c} NOT NULL,
+    context TEXT{c} NOT NULL,
+    platform TEXT,
+    user_id TEXT,
+    action TEXT NOT NULL,
+    args TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created {real} NOT NULL,
+    expires {real} NOT NULL,
+    answered {real},
+    answered_by TEXT
+);
+CREATE INDEX IF NOT EXISTS approvals_state ON approvals (state, created)
+"""
+
 SQLITE_STEPS: tuple[Step, ...] = (
     Step(1, "the tables of the releases before versioning", _SQLITE_V1, _sqlite_inbox_columns),
     Step(2, "inbox leases (claimed_by, lease_until)", _SQLITE_V2),
@@ -226,6 +246,7 @@ SQLITE_STEPS: tuple[Step, ...] = (
     Step(10, "conversations: last activity, generation, keep (retention by conversation, /new)", _SQLITE_V10),
     Step(50, "the models that answered a run's steps (runs.models)", _V50),
     Step(60, "cached prompt tokens of runs (runs.cached_tokens)", _V60),
+    Step(120, "approvals runs wait on before an action (approvals)", _V120.format(real="REAL", c="")),
 )
 
 # --- PostgreSQL -----------------------------------------------------------------------
@@ -364,6 +385,9 @@ POSTGRES_STEPS: tuple[Step, ...] = (
         60,
         "cached prompt tokens of runs (runs.cached_tokens)",
         _V60.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS").replace("INTEGER", "BIGINT"),
+        120,
+        "approvals runs wait on before an action (approvals)",
+        _V120.format(real="DOUBLE PRECISION", c=' COLLATE "C"'),
     ),
 )
 
