@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from hub import Context, Extension, Input, LiveText, Service, output
-from hub.platform import Resolve, SendFailed, account_key, quiet_loggers, split_account_key
+from hub.platform import ApprovalRequest, Approver, Resolve, SendFailed, account_key, quiet_loggers, split_account_key
 
 from ._bot import (
     MAX_LENGTH,
@@ -146,7 +146,7 @@ def extension(settings: DiscordSettings, *, resolve: Resolve | None = None) -> E
         ],
         services=[Service(name=bot.label, start=bot.start, stop=bot.stop) for bot in bots.values()],
         description="Discord bot: DMs, mentions and watched channels.",
-        approver=bot.approver,
+        approver=_AccountApprover(bot_of),
     )
 
 
@@ -164,3 +164,16 @@ def _subscriber(
         return stop
 
     return subscribe
+
+
+class _AccountApprover(Approver):
+    """Asks through the bot of the conversation's account (each bot has its own buttons)."""
+
+    def __init__(self, bot_of: Callable[[Any], DiscordBot]) -> None:
+        self.bot_of = bot_of
+
+    async def ask(self, request: ApprovalRequest, ctx: Any) -> None:
+        await self.bot_of(ctx).approver.ask(request, ctx)
+
+    async def settled(self, request: ApprovalRequest, message: str, ctx: Any) -> None:
+        await self.bot_of(ctx).approver.settled(request, message, ctx)

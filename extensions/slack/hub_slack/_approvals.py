@@ -8,8 +8,8 @@ settled the buttons are taken away. A press never reaches the inbox or the model
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from hub.platform import ApprovalRequest, Approver, SendFailed

@@ -385,6 +385,8 @@ POSTGRES_STEPS: tuple[Step, ...] = (
         60,
         "cached prompt tokens of runs (runs.cached_tokens)",
         _V60.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS").replace("INTEGER", "BIGINT"),
+    ),
+    Step(
         120,
         "approvals runs wait on before an action (approvals)",
         _V120.format(real="DOUBLE PRECISION", c=' COLLATE "C"'),
