@@ -37,6 +37,7 @@ from .features import (
     FailureReply,
     Heartbeat,
     Metrics,
+    Reminders,
     RoleGuard,
     RunStops,
     Scheduler,
@@ -108,6 +109,7 @@ class Features:
     outbound: OutboundLimiter | None = None  # [store] redis_url: platforms' rate limits across workers
     mcp: Any = None  # [mcp.*]: hub.mcp.McpServers, whose tools are actions (None: no server configured)
     skills: SkillSet | None = None  # [agent] skills_dir, when the folder exists
+    reminders: Reminders | None = None  # [agent] reminders
 
 
 def make_model(
@@ -282,6 +284,16 @@ def compose(
         memory=stores.memory,
         skipped=metrics.schedule_skipped,
     )
+    reminders = None
+    if config.agent.reminders:  # set in conversations, fired as their inputs (hub/features/_reminders.py)
+        reminders = Reminders(
+            stores.reminders,
+            memory=stores.memory,
+            submit=submit,
+            started=started,
+            cap=config.limits.reminders_per_user,
+            timezone=config.agent.timezone,
+        )
     http = http_component(config)
     # inbound pictures and PDFs: worker processes of their own, bounded (hub/engine/_decoding.py)
     decoder = Decoder(config.media_limits())
@@ -292,6 +304,8 @@ def compose(
         skills = SkillSet(skills_dir, on_change=lambda name, text: revisions.record(REVISION_PREFIX + name, text))
     # failure_reply: the replies a killed hub owed are sent once the platforms are up
     components: list[Component] = [PersonaWatcher(personas, skills=skills), scheduler, stops, decoder, failure_reply]
+    if reminders is not None:
+        components.append(reminders)
     if mcp is not None:  # first: their tools are there before the first input is taken
         components.insert(0, mcp)
     if db is not None:  # the database stays bounded
@@ -328,6 +342,7 @@ def compose(
         outbound=RedisLimiter(config.store.redis_url) if config.store.redis_url else None,
         mcp=mcp,
         skills=skills,
+        reminders=reminders,
     )
 
 

@@ -1,4 +1,4 @@
-"""Features that take part in runs through the hook protocol: budgets, the background spend, the failure reply, stopping a run, roles, metrics, child runs, schedules, the heartbeat and private access."""
+"""Features that take part in runs through the hook protocol: budgets, the background spend, the failure reply, stopping a run, roles, metrics, child runs, schedules, reminders, the heartbeat and private access."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from ._children import ORPHANED, ChildRuns
 from ._failure_reply import FailureReply
 from ._heartbeat import Heartbeat
 from ._metrics import CONTENT_TYPE, Metrics
+from ._reminders import MIN_CRON_INTERVAL, Reminders, check_cron, parse_when, reminder_id
 from ._roles import RoleGuard
 from ._schedules import Scheduler, next_fire, tick_id
 from ._stops import STOPPED_BY_OPERATOR, RunStops, request_stop
@@ -25,16 +26,21 @@ __all__ = [
     "Decision",
     "FailureReply",
     "Heartbeat",
+    "MIN_CRON_INTERVAL",
     "Metrics",
     "ORPHANED",
     "POLICIES",
     "PairingError",
+    "Reminders",
     "RoleGuard",
     "RunStops",
     "STOPPED_BY_OPERATOR",
     "Scheduler",
     "background_trigger",
+    "check_cron",
     "next_fire",
+    "parse_when",
+    "reminder_id",
     "request_stop",
     "tick_id",
     "utc_day",

@@ -38,6 +38,7 @@ from ._memory import MemoryStore
 from ._merge import merge3
 from ._pairings import Pairing, PairingStore
 from ._redacting import RedactingRunStore
+from ._reminders import InMemoryReminderStore, Reminder, ReminderStore
 from ._retention import Retention, prune
 from ._revisions import Revision, RevisionStore
 from ._run_records import RunRecord, RunState, RunStore, RunTotals, collect_tree, preview, search_needle
@@ -52,6 +53,7 @@ __all__ = [
     "InMemoryInbox",
     "InMemoryLeaseStore",
     "InMemoryPairingStore",
+    "InMemoryReminderStore",
     "InMemoryRevisionStore",
     "InMemoryRunStore",
     "InMemoryScheduleStore",
@@ -68,6 +70,8 @@ __all__ = [
     "Parked",
     "Pending",
     "RedactingRunStore",
+    "Reminder",
+    "ReminderStore",
     "Retention",
     "Upkeep",
     "PAIRING_GRACE",

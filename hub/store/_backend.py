@@ -27,6 +27,7 @@ from ._inbox import InboxStore
 from ._leases import LeaseStore, sole_worker_id, worker_id
 from ._memory import MemoryStore
 from ._pairings import PairingStore
+from ._reminders import InMemoryReminderStore, ReminderStore
 from ._revisions import RevisionStore
 from ._run_records import RunStore
 from ._schedules import ScheduleStore
@@ -42,6 +43,7 @@ from .sql import (
     SqlLeaseStore,
     SqlMemoryStore,
     SqlPairingStore,
+    SqlReminderStore,
     SqlRevisionStore,
     SqlRunStore,
     SqlScheduleStore,
@@ -89,6 +91,8 @@ class Stores:
     lock: ConversationLock | None = None
     stops: StopStore = field(default_factory=InMemoryStopStore)
     """Stop requests, polled by the worker holding each run (hub/features/_stops.py)."""
+    reminders: ReminderStore = field(default_factory=InMemoryReminderStore)
+    """Reminders set in conversations (hub/features/_reminders.py)."""
 
     @property
     def shared(self) -> bool:
@@ -106,6 +110,7 @@ class Stores:
             self.revisions,
             self.pairings,
             self.stops,
+            self.reminders,
         )
 
     async def open(self) -> Stores:
@@ -198,6 +203,7 @@ def open_stores(
         pairings=SqlPairingStore(db),
         lock=lock,
         stops=SqlStopStore(db),
+        reminders=SqlReminderStore(db),
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ._inbox import PostgresInbox, SqlInbox
 from ._migrations import SCHEMA_VERSION
 from ._postgres import PgDatabase, inspect
+from ._reminders import SqlReminderStore
 from ._runs import PostgresRunStore, SqlRunStore
 from ._sql_store import SqlStore
 from ._sqlite import INLINE_MAX, Database, SqlDatabase
@@ -33,6 +34,7 @@ __all__ = [
     "SqlLeaseStore",
     "SqlMemoryStore",
     "SqlPairingStore",
+    "SqlReminderStore",
     "SqlRevisionStore",
     "SqlRunStore",
     "SqlScheduleStore",

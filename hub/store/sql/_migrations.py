@@ -195,6 +195,25 @@ _V60 = """
 ALTER TABLE runs ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0
 """
 
+# v150: reminders set in a conversation (hub/features/_reminders.py). ``due`` is the next
+# nominal fire, ``pending`` a claimed fire whose input is not recorded yet (resent, once).
+_V150 = """
+CREATE TABLE IF NOT EXISTS reminders (
+    id TEXT PRIMARY KEY,
+    context TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    cron TEXT NOT NULL DEFAULT '',
+    timezone TEXT NOT NULL DEFAULT 'UTC',
+    due REAL NOT NULL,
+    active INTEGER NOT NULL DEFAULT 1,
+    pending REAL,
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS reminders_due ON reminders (active, due);
+CREATE INDEX IF NOT EXISTS reminders_user ON reminders (user_id, active)
+"""
+
 SQLITE_STEPS: tuple[Step, ...] = (
     Step(1, "the tables of the releases before versioning", _SQLITE_V1, _sqlite_inbox_columns),
     Step(2, "inbox leases (claimed_by, lease_until)", _SQLITE_V2),
@@ -204,6 +223,7 @@ SQLITE_STEPS: tuple[Step, ...] = (
     Step(8, "who and what of runs (user_name, user_handle, message, reply) and of pairings", _V8),
     Step(50, "the models that answered a run's steps (runs.models)", _V50),
     Step(60, "cached prompt tokens of runs (runs.cached_tokens)", _V60),
+    Step(150, "reminders", _V150),
 )
 
 # --- PostgreSQL -----------------------------------------------------------------------
@@ -331,6 +351,11 @@ POSTGRES_STEPS: tuple[Step, ...] = (
         60,
         "cached prompt tokens of runs (runs.cached_tokens)",
         _V60.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS").replace("INTEGER", "BIGINT"),
+    ),
+    Step(
+        150,
+        "reminders",
+        _V150.replace("TEXT PRIMARY KEY", 'TEXT COLLATE "C" PRIMARY KEY').replace("REAL", "DOUBLE PRECISION"),
     ),
 )
 
