@@ -9,7 +9,8 @@ Plugin order is the order of the hooks: the run stops first (a run is known to b
 and so can be stopped, from its first hook on); then the daily budgets (``limits``), so a
 spent budget stops a run before anything else sees it; the background spend (schedules,
 webhooks, reminders and child runs, ``[limits] background_cost_per_day``); the failure reply; then the role
-guard, the metrics, child runs and episodic memory.
+guard, the metrics, child runs, the message history (search_history, the dashboard's search) and
+episodic memory.
 
 Where a new feature goes: a class in its own module that subclasses
 :class:`~hub.engine.Plugin` (and has ``start``/``stop`` if it runs in the background),
@@ -36,6 +37,7 @@ from .features import (
     ChildRuns,
     FailureReply,
     Heartbeat,
+    HistoryIndex,
     Metrics,
     Reminders,
     RoleGuard,
@@ -110,6 +112,7 @@ class Features:
     mcp: Any = None  # [mcp.*]: hub.mcp.McpServers, whose tools are actions (None: no server configured)
     skills: SkillSet | None = None  # [agent] skills_dir, when the folder exists
     reminders: Reminders | None = None  # [agent] reminders
+    history: HistoryIndex | None = None  # every run's messages, for search_history and the dashboard
 
 
 def make_model(
@@ -258,6 +261,7 @@ def compose(
             on_usage=lambda ctx, usage: _count_usage(config, budgets, metrics, ctx, usage),
         )
     training = TrainingExport(config, redactor) if config.memory.export_training else None
+    history = HistoryIndex(stores.history, redactor=redactor if redactor else None)  # (hub/features/_history.py)
     plugins = Plugins(
         [
             stops,
@@ -267,6 +271,7 @@ def compose(
             guard,
             metrics,
             children,
+            history,
             *([episodes] if episodes is not None else []),
             *([training] if training is not None else []),
         ]
@@ -343,6 +348,7 @@ def compose(
         mcp=mcp,
         skills=skills,
         reminders=reminders,
+        history=history,
     )
 
 

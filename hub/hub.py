@@ -231,6 +231,9 @@ class Hub:
         self.reminders = features.reminders  # [agent] reminders (hub/features/_reminders.py), or None
         if self.reminders is not None:  # set_reminder, list_reminders, cancel_reminder, /reminders
             self.register(self.reminders.extension())
+        self.history = features.history  # every run's messages, indexed (hub/features/_history.py)
+        if self.config.agent.history_search and self.history is not None:  # search_history
+            self.register(self.history.extension())
 
         # the bot's own context (hub/engine/_agent_context.py), resolved at start once extensions are in
         self.agent: AgentContext | None = None

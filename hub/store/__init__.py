@@ -21,6 +21,7 @@ from ._backend import (
 )
 from ._datadir import DataDirLock, check_database
 from ._health import StoreCollector, StoreHealth, databases
+from ._history import HistoryEntry, HistoryHit, HistoryStore, InMemoryHistoryStore, search_terms
 from ._in_memory import (
     InMemoryInbox,
     InMemoryLeaseStore,
@@ -50,6 +51,10 @@ from ._usage import UsageStore
 __all__ = [
     "ConversationLock",
     "DataDirLock",
+    "HistoryEntry",
+    "HistoryHit",
+    "HistoryStore",
+    "InMemoryHistoryStore",
     "InMemoryInbox",
     "InMemoryLeaseStore",
     "InMemoryPairingStore",
@@ -82,6 +87,7 @@ __all__ = [
     "RunTotals",
     "preview",
     "search_needle",
+    "search_terms",
     "RunState",
     "RunStore",
     "ScheduleStore",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import HubError
 from ._datadir import DataDirLock, check_database
+from ._history import HistoryStore, InMemoryHistoryStore
 from ._in_memory import (
     InMemoryLeaseStore,
     InMemoryPairingStore,
@@ -36,9 +37,11 @@ from ._usage import UsageStore
 from .sql import (
     Database,
     PgDatabase,
+    PostgresHistoryStore,
     PostgresInbox,
     PostgresRunStore,
     SqlDatabase,
+    SqlHistoryStore,
     SqlInbox,
     SqlLeaseStore,
     SqlMemoryStore,
@@ -93,6 +96,8 @@ class Stores:
     """Stop requests, polled by the worker holding each run (hub/features/_stops.py)."""
     reminders: ReminderStore = field(default_factory=InMemoryReminderStore)
     """Reminders set in conversations (hub/features/_reminders.py)."""
+    history: HistoryStore = field(default_factory=InMemoryHistoryStore)
+    """Messages indexed for search (hub/features/_history.py)."""
 
     @property
     def shared(self) -> bool:
@@ -111,6 +116,7 @@ class Stores:
             self.pairings,
             self.stops,
             self.reminders,
+            self.history,
         )
 
     async def open(self) -> Stores:
@@ -204,6 +210,7 @@ def open_stores(
         lock=lock,
         stops=SqlStopStore(db),
         reminders=SqlReminderStore(db),
+        history=PostgresHistoryStore(db) if s.url else SqlHistoryStore(db),
     )
 
 

@@ -4,6 +4,7 @@ inbox and the run store have a PostgreSQL class of their own, for workers sharin
 
 from __future__ import annotations
 
+from ._history import PostgresHistoryStore, SqlHistoryStore
 from ._inbox import PostgresInbox, SqlInbox
 from ._migrations import SCHEMA_VERSION
 from ._postgres import PgDatabase, inspect
@@ -26,10 +27,12 @@ __all__ = [
     "Database",
     "INLINE_MAX",
     "PgDatabase",
+    "PostgresHistoryStore",
     "PostgresInbox",
     "PostgresRunStore",
     "SCHEMA_VERSION",
     "SqlDatabase",
+    "SqlHistoryStore",
     "SqlInbox",
     "SqlLeaseStore",
     "SqlMemoryStore",

@@ -214,6 +214,55 @@ CREATE INDEX IF NOT EXISTS reminders_due ON reminders (active, due);
 CREATE INDEX IF NOT EXISTS reminders_user ON reminders (user_id, active)
 """
 
+# v151: what people said and the bot answered them, one row a message, for search_history
+# and the dashboard's search: FTS5 over ``text`` on SQLite (kept in sync by triggers),
+# a tsvector with a GIN index on PostgreSQL. ``user_id``: whose conversation it is.
+_SQLITE_V151 = """
+CREATE TABLE IF NOT EXISTS history (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    context TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    text TEXT NOT NULL,
+    ts REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS history_user ON history (user_id, ts);
+CREATE INDEX IF NOT EXISTS history_run ON history (run_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS history_fts USING fts5(
+    text, content='history', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+)
+"""
+
+
+async def _sqlite_history_triggers(conn: Any) -> None:
+    # a trigger's body holds ";": not splittable as the step's SQL is
+    await conn.execute(
+        "CREATE TRIGGER IF NOT EXISTS history_added AFTER INSERT ON history BEGIN "
+        "INSERT INTO history_fts (rowid, text) VALUES (new.id, new.text); END"
+    )
+    await conn.execute(
+        "CREATE TRIGGER IF NOT EXISTS history_deleted AFTER DELETE ON history BEGIN "
+        "INSERT INTO history_fts (history_fts, rowid, text) VALUES ('delete', old.id, old.text); END"
+    )
+
+
+_PG_V151 = """
+CREATE TABLE IF NOT EXISTS history (
+    id BIGSERIAL PRIMARY KEY,
+    run_id TEXT COLLATE "C" NOT NULL,
+    context TEXT COLLATE "C" NOT NULL,
+    user_id TEXT COLLATE "C" NOT NULL,
+    role TEXT NOT NULL,
+    text TEXT NOT NULL,
+    ts DOUBLE PRECISION NOT NULL,
+    doc tsvector GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED
+);
+CREATE INDEX IF NOT EXISTS history_user ON history (user_id, ts);
+CREATE INDEX IF NOT EXISTS history_run ON history (run_id);
+CREATE INDEX IF NOT EXISTS history_doc ON history USING GIN (doc)
+"""
+
 SQLITE_STEPS: tuple[Step, ...] = (
     Step(1, "the tables of the releases before versioning", _SQLITE_V1, _sqlite_inbox_columns),
     Step(2, "inbox leases (claimed_by, lease_until)", _SQLITE_V2),
@@ -224,6 +273,7 @@ SQLITE_STEPS: tuple[Step, ...] = (
     Step(50, "the models that answered a run's steps (runs.models)", _V50),
     Step(60, "cached prompt tokens of runs (runs.cached_tokens)", _V60),
     Step(150, "reminders", _V150),
+    Step(151, "message history and its full-text index (history, history_fts)", _SQLITE_V151, _sqlite_history_triggers),
 )
 
 # --- PostgreSQL -----------------------------------------------------------------------
@@ -357,6 +407,7 @@ POSTGRES_STEPS: tuple[Step, ...] = (
         "reminders",
         _V150.replace("TEXT PRIMARY KEY", 'TEXT COLLATE "C" PRIMARY KEY').replace("REAL", "DOUBLE PRECISION"),
     ),
+    Step(151, "message history and its full-text index (history, doc tsvector)", _PG_V151),
 )
 
 SCHEMA_VERSION = SQLITE_STEPS[-1].version
