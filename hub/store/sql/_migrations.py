@@ -263,6 +263,44 @@ CREATE INDEX IF NOT EXISTS history_run ON history (run_id);
 CREATE INDEX IF NOT EXISTS history_doc ON history USING GIN (doc)
 """
 
+# v152: the dashboard's search (RunStore.search, conversations) through a full-text index of
+# each run's who and what, not a LIKE over every row: FTS5 over runs kept by triggers (an
+# update only when a searched column changed), a generated tsvector with a GIN index on PostgreSQL.
+_RUNS_FTS_COLUMNS = 'context, "user", user_name, user_handle, message, reply'
+_SQLITE_V152 = f"""
+CREATE VIRTUAL TABLE IF NOT EXISTS runs_fts USING fts5(
+    {_RUNS_FTS_COLUMNS}, content='runs', content_rowid='rowid', tokenize='unicode61 remove_diacritics 2'
+)
+"""
+
+
+async def _sqlite_runs_fts(conn: Any) -> None:
+    new = ", ".join(f"new.{c.strip()}" for c in _RUNS_FTS_COLUMNS.split(","))
+    old = ", ".join(f"old.{c.strip()}" for c in _RUNS_FTS_COLUMNS.split(","))
+    changed = " OR ".join(f"old.{c.strip()} IS NOT new.{c.strip()}" for c in _RUNS_FTS_COLUMNS.split(","))
+    await conn.execute(
+        "CREATE TRIGGER IF NOT EXISTS runs_fts_added AFTER INSERT ON runs BEGIN "
+        f"INSERT INTO runs_fts (rowid, {_RUNS_FTS_COLUMNS}) VALUES (new.rowid, {new}); END"
+    )
+    await conn.execute(
+        "CREATE TRIGGER IF NOT EXISTS runs_fts_deleted AFTER DELETE ON runs BEGIN "
+        f"INSERT INTO runs_fts (runs_fts, rowid, {_RUNS_FTS_COLUMNS}) VALUES ('delete', old.rowid, {old}); END"
+    )
+    await conn.execute(
+        f"CREATE TRIGGER IF NOT EXISTS runs_fts_changed AFTER UPDATE ON runs WHEN {changed} BEGIN "
+        f"INSERT INTO runs_fts (runs_fts, rowid, {_RUNS_FTS_COLUMNS}) VALUES ('delete', old.rowid, {old}); "
+        f"INSERT INTO runs_fts (rowid, {_RUNS_FTS_COLUMNS}) VALUES (new.rowid, {new}); END"
+    )
+    await conn.execute("INSERT INTO runs_fts (runs_fts) VALUES ('rebuild')")  # the runs already there
+
+
+_PG_V152 = """
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS search tsvector GENERATED ALWAYS AS (to_tsvector('simple',
+    COALESCE(context, '') || ' ' || COALESCE("user", '') || ' ' || COALESCE(user_name, '') || ' ' ||
+    COALESCE(user_handle, '') || ' ' || COALESCE(message, '') || ' ' || COALESCE(reply, ''))) STORED;
+CREATE INDEX IF NOT EXISTS runs_search ON runs USING GIN (search)
+"""
+
 SQLITE_STEPS: tuple[Step, ...] = (
     Step(1, "the tables of the releases before versioning", _SQLITE_V1, _sqlite_inbox_columns),
     Step(2, "inbox leases (claimed_by, lease_until)", _SQLITE_V2),
@@ -274,6 +312,7 @@ SQLITE_STEPS: tuple[Step, ...] = (
     Step(60, "cached prompt tokens of runs (runs.cached_tokens)", _V60),
     Step(150, "reminders", _V150),
     Step(151, "message history and its full-text index (history, history_fts)", _SQLITE_V151, _sqlite_history_triggers),
+    Step(152, "the runs' full-text index for the dashboard's search (runs_fts)", _SQLITE_V152, _sqlite_runs_fts),
 )
 
 # --- PostgreSQL -----------------------------------------------------------------------
@@ -408,6 +447,7 @@ POSTGRES_STEPS: tuple[Step, ...] = (
         _V150.replace("TEXT PRIMARY KEY", 'TEXT COLLATE "C" PRIMARY KEY').replace("REAL", "DOUBLE PRECISION"),
     ),
     Step(151, "message history and its full-text index (history, doc tsvector)", _PG_V151),
+    Step(152, "the runs' full-text index for the dashboard's search (runs.search)", _PG_V152),
 )
 
 SCHEMA_VERSION = SQLITE_STEPS[-1].version
