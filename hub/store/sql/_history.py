@@ -6,6 +6,7 @@ phrase on SQLite and as a lexeme on PostgreSQL. The seam is hub/store/_history.p
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -25,8 +26,10 @@ class SqlHistoryStore(SqlStore, HistoryStore, store="history"):
     """SQLite: FTS5."""
 
     async def add(self, entries: Sequence[HistoryEntry]) -> None:
-        for e in entries:
-            await self.db.write(_INSERT, (e.run_id, e.context, e.user, e.role, e.text, e.ts))
+        # queued together: the group commit makes them one transaction
+        await asyncio.gather(
+            *(self.db.submit(_INSERT, (e.run_id, e.context, e.user, e.role, e.text, e.ts)) for e in entries)
+        )
 
     @staticmethod
     def _match(terms: list[str], joiner: str) -> str:
