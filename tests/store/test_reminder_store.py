@@ -72,6 +72,22 @@ class Reminding(RuleBasedStateMachine):
         if fits:
             self.model[rid] = (self.prefix + user, 100.0, repeats, None, True)
 
+    @rule(user=users, n=st.integers(2, 4))
+    def add_at_once(self, user: str, n: int) -> None:
+        """Both workers add for one person together: the cap holds, and what fits gets in."""
+        who = self.prefix + user
+        rs = [Reminder(f"{self.prefix}{next(self.ids)}", "c:x", who, "t", due=100.0) for _ in range(n)]
+
+        async def together() -> list[bool]:
+            return await asyncio.gather(*(self.workers[i % 2].add(r, cap=CAP) for i, r in enumerate(rs)))
+
+        room = CAP - self.active(who)
+        got = self.run(together())
+        assert sum(got) == min(room, n), (got, room)
+        for r, ok in zip(rs, got, strict=True):
+            if ok:
+                self.model[r.id] = (who, 100.0, False, None, True)
+
     @rule(data=st.data())
     def claim_at_once(self, data: st.DataObject) -> None:
         """Both workers claim the same fire together: exactly one wins, unless one is pending."""

@@ -196,7 +196,8 @@ ALTER TABLE runs ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0
 """
 
 # v150: reminders set in a conversation (hub/features/_reminders.py). ``due`` is the next
-# nominal fire, ``pending`` a claimed fire whose input is not recorded yet (resent, once).
+# nominal fire, ``pending`` a claimed fire whose input is not recorded yet (resent, once);
+# ``slot`` (0 up to the cap, unique per person; NULL once a one-off fired) holds the cap.
 _V150 = """
 CREATE TABLE IF NOT EXISTS reminders (
     id TEXT PRIMARY KEY,
@@ -208,10 +209,12 @@ CREATE TABLE IF NOT EXISTS reminders (
     due REAL NOT NULL,
     active INTEGER NOT NULL DEFAULT 1,
     pending REAL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    slot INTEGER
 );
 CREATE INDEX IF NOT EXISTS reminders_due ON reminders (active, due);
-CREATE INDEX IF NOT EXISTS reminders_user ON reminders (user_id, active)
+CREATE INDEX IF NOT EXISTS reminders_user ON reminders (user_id, active);
+CREATE UNIQUE INDEX IF NOT EXISTS reminders_slot ON reminders (user_id, slot)
 """
 
 # v151: what people said and the bot answered them, one row a message, for search_history

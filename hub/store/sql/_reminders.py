@@ -1,6 +1,7 @@
 """The SQL of the reminders (table ``reminders``, migration 150), for SQLite and PostgreSQL
-alike. The cap and the claim are each one conditional statement with ``RETURNING``, so
-workers sharing the database never both win a fire. The seam is hub/store/_reminders.py."""
+alike. A claim is one conditional statement with ``RETURNING``, so workers sharing the
+database never both win a fire; the cap per person is a slot under a unique index, so they
+never together pass it. The seam is hub/store/_reminders.py."""
 
 from __future__ import annotations
 
@@ -12,6 +13,22 @@ from ._sql_store import SqlStore
 __all__ = ["SqlReminderStore"]
 
 _COLUMNS = "id, context, user_id, text, due, cron, timezone, created, active, pending"
+
+
+# the lowest slot below the cap that none of the person's reminders holds
+_ADD_IN_SLOT = """
+INSERT INTO reminders (id, context, user_id, text, due, cron, timezone, created, active, slot)
+SELECT ?, ?, ?, ?, ?, ?, ?, ?, 1, free.n FROM (
+    SELECT MIN(c.n) AS n FROM (
+        SELECT 0 AS n UNION ALL SELECT slot + 1 FROM reminders WHERE user_id = ? AND slot IS NOT NULL
+    ) c WHERE c.n NOT IN (SELECT slot FROM reminders WHERE user_id = ? AND slot IS NOT NULL)
+) free WHERE free.n IS NOT NULL AND free.n < ?
+ON CONFLICT DO NOTHING RETURNING id
+"""
+
+
+def _fields(r: Reminder) -> tuple[Any, ...]:
+    return (r.id, r.context, r.user, r.text, r.due, r.cron, r.timezone, r.created)
 
 
 def _row(row: Any) -> Reminder:
@@ -34,14 +51,27 @@ class SqlReminderStore(SqlStore, ReminderStore, store="reminders"):
 
     async def add(self, reminder: Reminder, *, cap: int) -> bool:
         r = reminder
-        row = await self.db.fetchone(
-            "INSERT INTO reminders (id, context, user_id, text, due, cron, timezone, created, active) "
-            "SELECT ?, ?, ?, ?, ?, ?, ?, ?, 1 "
-            "WHERE ? = 0 OR (SELECT COUNT(*) FROM reminders WHERE user_id = ? AND active = 1) < ? "
-            "ON CONFLICT (id) DO NOTHING RETURNING id",
-            (r.id, r.context, r.user, r.text, r.due, r.cron, r.timezone, r.created, cap, r.user, cap),
-        )
-        return row is not None
+        if not cap:
+            row = await self.db.fetchone(
+                "INSERT INTO reminders (id, context, user_id, text, due, cron, timezone, created, active) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1) ON CONFLICT DO NOTHING RETURNING id",
+                (r.id, r.context, r.user, r.text, r.due, r.cron, r.timezone, r.created),
+            )
+            return row is not None
+        # The cap is a unique slot: the lowest free one below it, or none. Two workers adding
+        # at once may pick the same slot; the unique index lets one in, and the other tries
+        # the next free slot: never past the cap, whatever the interleaving.
+        for _ in range(cap):
+            row = await self.db.fetchone(_ADD_IN_SLOT, (*_fields(r), r.user, r.user, cap))
+            if row is not None:
+                return True
+            if await self._held(r.user) >= cap or await self.get(r.id) is not None:
+                return False
+        return False
+
+    async def _held(self, user: str) -> int:
+        row = await self.db.fetchone("SELECT COUNT(*) FROM reminders WHERE user_id = ? AND slot IS NOT NULL", (user,))
+        return int(row[0]) if row is not None else 0
 
     async def get(self, reminder_id: str) -> Reminder | None:
         row = await self.db.fetchone(f"SELECT {_COLUMNS} FROM reminders WHERE id = ?", (reminder_id,))
@@ -79,12 +109,14 @@ class SqlReminderStore(SqlStore, ReminderStore, store="reminders"):
 
     async def claim(self, reminder_id: str, expected: float, following: float | None) -> bool:
         row = await self.db.fetchone(
-            "UPDATE reminders SET due = ?, active = ?, pending = ? "
+            # a one-off's fire gives its slot back: the cap counts reminders still waiting
+            "UPDATE reminders SET due = ?, active = ?, pending = ?, slot = CASE WHEN ? = 1 THEN slot END "
             "WHERE id = ? AND due = ? AND active = 1 AND pending IS NULL RETURNING id",
             (
                 following if following is not None else expected,
                 1 if following is not None else 0,
                 expected,
+                1 if following is not None else 0,
                 reminder_id,
                 expected,
             ),
