@@ -115,6 +115,10 @@ class Features:
     history: HistoryIndex | None = None  # every run's messages, for search_history and the dashboard
 
 
+def _persona_zone(persona: Persona | None) -> str | None:
+    return persona.timezone if persona is not None else None
+
+
 def make_model(
     config: HubConfig,
     *,
@@ -298,6 +302,7 @@ def compose(
             started=started,
             cap=config.limits.reminders_per_user,
             timezone=config.agent.timezone,
+            persona_zone=lambda conversation: _persona_zone(persona_for(conversation)),
         )
     http = http_component(config)
     # inbound pictures and PDFs: worker processes of their own, bounded (hub/engine/_decoding.py)

@@ -5,7 +5,8 @@ them.
 A reminder is set in a conversation by a person, for a time said in their words ("tomorrow
 at nine", read by ``dateparser`` in their time zone) or on a cron expression (repeating; at
 most one fire every 15 minutes). Each person's time zone is the one they last named to
-``set_reminder``, kept under ``timezone:USER`` in the memory store, else ``[agent] timezone``.
+``set_reminder``, kept under ``timezone:USER`` in the memory store, else the conversation's
+persona's ``timezone``, else ``[agent] timezone``.
 At most ``[limits] reminders_per_user`` wait per person, checked by the store in the same
 statement that adds one.
 
@@ -33,7 +34,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..definitions import Action, Command, CommandContext, Extension, RunContext
+from ..definitions import Action, Command, CommandContext, Conversation, Extension, RunContext
 from ..errors import ActionError, HubError
 from ..store import MemoryStore, Reminder, ReminderStore
 
@@ -168,6 +169,7 @@ class Reminders:
         cap: int,
         timezone: str = "UTC",
         fired: Callable[[], None] = lambda: None,
+        persona_zone: Callable[[Conversation], str | None] = lambda conversation: None,
         clock: Clock = time.time,
         sleep: Sleep = asyncio.sleep,
         max_sleep: float = 60.0,
@@ -182,18 +184,27 @@ class Reminders:
         self._submit = submit
         self._started = started
         self._fired = fired
+        self._persona_zone = persona_zone
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     # --- what people and the model do -----------------------------------------------------
 
-    async def zone_of(self, user: str) -> str:
-        """The time zone ``user`` last named, else the default."""
+    async def zone_of(self, user: str, *, default: str | None = None) -> str:
+        """The time zone ``user`` last named, else ``default`` (the persona's), else ``[agent] timezone``."""
         named = await self.memory.get(_timezone_key(user)) if user else None
-        return named if isinstance(named, str) and named else self.timezone
+        return named if isinstance(named, str) and named else default or self.timezone
 
     async def set(
-        self, *, context: str, user: str, text: str, when: str = "", repeat: str = "", timezone: str = ""
+        self,
+        *,
+        context: str,
+        user: str,
+        text: str,
+        when: str = "",
+        repeat: str = "",
+        timezone: str = "",
+        default_zone: str | None = None,
     ) -> Reminder:
         """Store a reminder (see :class:`_SetReminder` for the fields).
 
@@ -207,7 +218,7 @@ class Reminders:
             _zone(timezone)
             if user:
                 await self.memory.set(_timezone_key(user), timezone)
-        zone = timezone or await self.zone_of(user)
+        zone = timezone or await self.zone_of(user, default=default_zone)
         now = self.clock()
         if repeat.strip():
             repeat = " ".join(repeat.split())
@@ -257,6 +268,7 @@ class Reminders:
                 when=args.when,
                 repeat=args.repeat,
                 timezone=args.timezone,
+                default_zone=self._persona_zone(ctx.context),
             )
             return {"set": self.describe(r)}
 

@@ -234,3 +234,33 @@ async def test_a_crash_while_firing_is_handled_once_after_restart(
             assert await _reminder_inputs(hub) == [reminder_id(r, r.due)]
             assert await hub.stores.reminders.get("r1") is None  # done
         assert [t for _, t in said.items] == ["echo: [reminder] take the pills"]
+
+
+async def test_the_personas_time_zone_comes_before_the_default_and_a_named_one_before_both(
+    tmp_path: Path, said: Said
+) -> None:
+    (tmp_path / "desk.toml").write_text(
+        'name = "Desk"\ninstructions = "Help."\ncontexts = ["test:chat"]\ntimezone = "America/New_York"\n'
+    )
+    responses = [
+        _call("set_reminder", {"text": "stand-up", "when": "tomorrow at 9:00"}),
+        "<response><output>ok</output></response>",
+        _call("set_reminder", {"text": "call", "when": "tomorrow at 9:00", "timezone": "Asia/Tokyo"}),
+        "<response><output>ok</output></response>",
+    ]
+    async with _hub(_config(tmp_path, ""), said, responses) as hub:
+        await hub.send("test:chat:ann", data="remind me", user="ann")
+        await hub.send("test:chat:ann", data="remind me, I am in Tokyo", user="ann")
+        first, second = sorted(await hub.stores.reminders.waiting(user="ann"), key=lambda r: r.text, reverse=True)
+        assert (first.text, first.timezone) == ("stand-up", "America/New_York")
+        assert datetime.fromtimestamp(first.due, ZoneInfo("UTC")).hour == 14  # 9:00 in New York
+        assert (second.text, second.timezone) == ("call", "Asia/Tokyo")
+        assert datetime.fromtimestamp(second.due, ZoneInfo("UTC")).hour == 0  # 9:00 in Tokyo
+
+
+def test_a_persona_with_an_unknown_time_zone_is_refused(tmp_path: Path) -> None:
+    from hub.errors import ConfigError
+    from hub.personas import parse_persona
+
+    with pytest.raises(ConfigError, match="unknown time zone 'Mars/Olympus'"):
+        parse_persona('name = "X"\ninstructions = "Y"\ntimezone = "Mars/Olympus"\n', tmp_path / "x.toml")
