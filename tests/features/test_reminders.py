@@ -264,3 +264,22 @@ def test_a_persona_with_an_unknown_time_zone_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="unknown time zone 'Mars/Olympus'"):
         parse_persona('name = "X"\ninstructions = "Y"\ntimezone = "Mars/Olympus"\n', tmp_path / "x.toml")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_two_workers_fire_a_reminder_once(tmp_path: Path, said: Said, backend: str) -> None:
+    async with _backend(backend) as url, contextlib.AsyncExitStack() as stack:
+        configs = [_config(tmp_path, url) for _ in range(2)]
+        if url:  # PostgreSQL: the shared store, and a data dir of its own per worker
+            for i, cfg in enumerate(configs):
+                cfg.hub.data_dir = str(tmp_path / f"w{i}")
+        r = Reminder("r1", "test:chat:ann", "ann", "feed the cat", due=T0 - 5, timezone=PARIS)
+        async with open_stores(configs[0]) as stores:
+            assert await stores.reminders.add(r, cap=0)
+        hubs = [await stack.enter_async_context(_hub(cfg, said)) for cfg in configs]
+        await asyncio.gather(*(_reminders(h).tick() for h in hubs), *(_reminders(h).tick() for h in hubs))
+        await said.wait_for(1)
+        for hub in hubs:
+            await _reminders(hub).tick()
+        assert await _reminder_inputs(hubs[0]) == [reminder_id(r, r.due)]
+        assert [t for _, t in said.items] == ["echo: [reminder] feed the cat"]
