@@ -104,3 +104,16 @@ async def test_without_the_key_the_model_has_no_search_history(tmp_path: Path, s
     cfg.agent.history_search = False
     hub = Hub(cfg, model=ScriptedModel(reply_to_input), load_extensions=False, extensions=[test_extension(said)])
     assert "search_history" not in hub.actions
+
+
+async def test_what_the_index_keeps_is_redacted_as_the_run_log_is(tmp_path: Path, said: Said) -> None:
+    secret = "sk-live-history-0123456789abcdef"
+    cfg = _config(tmp_path, "")
+    cfg.model.api_key = secret
+    hub = Hub(cfg, model=ScriptedModel(reply_to_input), load_extensions=False, extensions=[test_extension(said)])
+    async with hub:
+        await hub.send("test:chat:ann", data=f"my key is {secret}", user="ann")
+        assert hub.history is not None
+        hits = await hub.history.store.search("ann", "key")
+        assert len(hits) == 2 and all(secret not in h.snippet and "REDACTED" in h.snippet for h in hits)
+        assert await hub.history.store.search("ann", secret) == []
