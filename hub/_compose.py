@@ -9,7 +9,8 @@ Plugin order is the order of the hooks: the run stops first (a run is known to b
 and so can be stopped, from its first hook on); then the daily budgets (``limits``), so a
 spent budget stops a run before anything else sees it; the background spend (schedules,
 webhooks, reminders and child runs, ``[limits] background_cost_per_day``); the failure reply; then the role
-guard, the metrics, child runs and episodic memory.
+guard, the metrics, child runs, the message history (search_history, the dashboard's search) and
+episodic memory.
 
 Where a new feature goes: a class in its own module that subclasses
 :class:`~hub.engine.Plugin` (and has ``start``/``stop`` if it runs in the background),
@@ -37,7 +38,9 @@ from .features import (
     ChildRuns,
     FailureReply,
     Heartbeat,
+    HistoryIndex,
     Metrics,
+    Reminders,
     RoleGuard,
     RunStops,
     Scheduler,
@@ -112,6 +115,12 @@ class Features:
     mcp: Any = None  # [mcp.*]: hub.mcp.McpServers, whose tools are actions (None: no server configured)
     skills: SkillSet | None = None  # [agent] skills_dir, when the folder exists
     voice: Voice | None = None  # [voice]: voice notes heard, replies spoken
+    reminders: Reminders | None = None  # [agent] reminders
+    history: HistoryIndex | None = None  # every run's messages, for search_history and the dashboard
+
+
+def _persona_zone(persona: Persona | None) -> str | None:
+    return persona.timezone if persona is not None else None
 
 
 def make_model(
@@ -269,6 +278,7 @@ def compose(
             on_usage=lambda ctx, usage: _count_usage(config, budgets, metrics, ctx, usage),
         )
     training = TrainingExport(config, redactor) if config.memory.export_training else None
+    history = HistoryIndex(stores.history, redactor=redactor if redactor else None)  # (hub/features/_history.py)
     plugins = Plugins(
         [
             stops,
@@ -279,6 +289,7 @@ def compose(
             approvals,  # after the role guard: a call it denies is never put to a person
             metrics,
             children,
+            history,
             *([episodes] if episodes is not None else []),
             *([training] if training is not None else []),
         ]
@@ -296,6 +307,17 @@ def compose(
         memory=stores.memory,
         skipped=metrics.schedule_skipped,
     )
+    reminders = None
+    if config.agent.reminders:  # set in conversations, fired as their inputs (hub/features/_reminders.py)
+        reminders = Reminders(
+            stores.reminders,
+            memory=stores.memory,
+            submit=submit,
+            started=started,
+            cap=config.limits.reminders_per_user,
+            timezone=config.agent.timezone,
+            persona_zone=lambda conversation: _persona_zone(persona_for(conversation)),
+        )
     http = http_component(config)
     # inbound pictures and PDFs: worker processes of their own, bounded (hub/engine/_decoding.py)
     decoder = Decoder(config.media_limits())
@@ -316,6 +338,8 @@ def compose(
     voice = Voice(config) if config.voice is not None else None
     if voice is not None:  # its client closed at the hub's stop
         components.append(voice)
+    if reminders is not None:
+        components.append(reminders)
     if mcp is not None:  # first: their tools are there before the first input is taken
         components.insert(0, mcp)
     if db is not None:  # the database stays bounded
@@ -354,6 +378,8 @@ def compose(
         mcp=mcp,
         skills=skills,
         voice=voice,
+        reminders=reminders,
+        history=history,
     )
 
 

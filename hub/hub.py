@@ -242,6 +242,12 @@ class Hub:
             self.register(web_chat_extension())
         if self.skills is not None:  # load_skill
             self.register(self.skills.extension())
+        self.reminders = features.reminders  # [agent] reminders (hub/features/_reminders.py), or None
+        if self.reminders is not None:  # set_reminder, list_reminders, cancel_reminder, /reminders
+            self.register(self.reminders.extension())
+        self.history = features.history  # every run's messages, indexed (hub/features/_history.py)
+        if self.config.agent.history_search and self.history is not None:  # search_history
+            self.register(self.history.extension())
 
         # the bot's own context (hub/engine/_agent_context.py), resolved at start once extensions are in
         self.agent: AgentContext | None = None

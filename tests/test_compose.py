@@ -23,6 +23,7 @@ def test_features_are_plugins_in_one_order_and_none_holds_the_hub(make_rig, conf
         "approvals",
         "metrics",
         "child_runs",
+        "history",
         "episodes",
     ]
     assert all(isinstance(p, Plugin) for p in hub.plugins)

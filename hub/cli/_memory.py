@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import HubConfig
+from ..features import forget_history
 from ..memory import (
     Episode,
     all_episodes,
@@ -104,7 +105,14 @@ async def forget(
     async with contextlib.AsyncExitStack() as stack:
         memory: MemoryStore | None = None
         if has_database(config):
-            memory = (await stack.enter_async_context(open_stores(config))).memory
+            stores = await stack.enter_async_context(open_stores(config))
+            memory = stores.memory
+            if user:  # their messages leave the search index (hub/features/_history.py), their reminders go
+                searchable = await forget_history(stores.history, user, platform=platform)
+                reminders = 0 if platform else await stores.reminders.forget(user)
+                keys.extend(
+                    f"{n} {what}" for n, what in ((searchable, "indexed messages"), (reminders, "reminders")) if n
+                )
         if episode_store_exists(config):
             async with open_episode_store(config) as store:
                 # the episodes' id keys go too (hub.episode.ID_PREFIX)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import fnmatch
 import ipaddress
 import re
+import zoneinfo
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -192,6 +193,26 @@ class AgentSection(_Section):
         'after it), "collect" (all that arrived, in one run after it), "interrupt" (stops it, starts anew); '
         "a persona's busy wins",
     )
+    reminders: bool = Field(
+        False, description="built-in actions set_reminder, list_reminders and cancel_reminder, and /reminders in chat"
+    )
+    history_search: bool = Field(
+        False, description="built-in action search_history: the past messages of the person the bot talks to"
+    )
+    timezone: str = Field(
+        "UTC",
+        description='the time zone reminders are read in ("tomorrow at nine") until a person names their own '
+        "(an IANA name: Europe/Paris)",
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, v: str) -> str:
+        try:
+            zoneinfo.ZoneInfo(v)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as e:
+            raise ValueError(f"unknown time zone {v!r} (an IANA name, e.g. Europe/Paris or UTC)") from e
+        return v
 
 
 class LimitsSection(_Section):
@@ -210,6 +231,7 @@ class LimitsSection(_Section):
         description="money schedules, reminders, webhooks and child runs may spend together per UTC day, apart "
         "from conversations; past it they are skipped until the next day (0: no limit)",
     )
+    reminders_per_user: int = Field(20, ge=0, description="reminders one person may have waiting (0: no limit)")
     reply: str = Field(
         "Sorry, I have reached my limit for now. Please try again later.",
         description="what the user gets when a limit stops a run (empty: nothing)",

@@ -17,6 +17,7 @@ import logging
 import os
 import stat
 import time
+import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +58,20 @@ class Persona(BaseModel):
     busy: Literal["steer", "queue", "collect", "interrupt"] | None = Field(
         None, description="a message arriving during a run of this persona (default: [agent] busy)"
     )
+    timezone: str | None = Field(
+        None,
+        description="the time zone its reminders are read in until a person names their own (default: [agent] timezone)",
+    )
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                zoneinfo.ZoneInfo(v)
+            except (zoneinfo.ZoneInfoNotFoundError, ValueError) as e:
+                raise ValueError(f"unknown time zone {v!r} (an IANA name, e.g. Europe/Paris or UTC)") from e
+        return v
 
     @field_validator("instructions")
     @classmethod

@@ -24,6 +24,7 @@ from ._backend import (
 from ._conversations import CONVERSATION_PREFIXES, FORGOTTEN_PREFIXES, Forgotten, Generation
 from ._datadir import DataDirLock, check_database
 from ._health import StoreCollector, StoreHealth, databases
+from ._history import HistoryEntry, HistoryHit, HistoryStore, InMemoryHistoryStore, search_terms
 from ._in_memory import (
     InMemoryApprovalStore,
     InMemoryInbox,
@@ -43,6 +44,7 @@ from ._merge import Counters, counter_paths, merge3
 from ._pairings import Pairing, PairingStore
 from ._people import LINK_ATTEMPTS, LINK_CODE_TTL, LinkError, LinkResult, People
 from ._redacting import RedactingRunStore
+from ._reminders import InMemoryReminderStore, Reminder, ReminderStore
 from ._retention import Retention, prune
 from ._revisions import Revision, RevisionStore
 from ._run_records import RunRecord, RunState, RunStore, RunTotals, collect_tree, preview, search_needle
@@ -65,9 +67,14 @@ __all__ = [
     "Counters",
     "counter_paths",
     "DataDirLock",
+    "HistoryEntry",
+    "HistoryHit",
+    "HistoryStore",
+    "InMemoryHistoryStore",
     "InMemoryInbox",
     "InMemoryLeaseStore",
     "InMemoryPairingStore",
+    "InMemoryReminderStore",
     "InMemoryRevisionStore",
     "InMemoryRunStore",
     "InMemoryScheduleStore",
@@ -89,6 +96,8 @@ __all__ = [
     "Parked",
     "Pending",
     "RedactingRunStore",
+    "Reminder",
+    "ReminderStore",
     "Retention",
     "Upkeep",
     "PAIRING_GRACE",
@@ -99,6 +108,7 @@ __all__ = [
     "RunTotals",
     "preview",
     "search_needle",
+    "search_terms",
     "RunState",
     "RunStore",
     "ScheduleStore",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import HubError
 from ._approvals import ApprovalStore
 from ._datadir import DataDirLock, check_database
+from ._history import HistoryStore, InMemoryHistoryStore
 from ._in_memory import (
     InMemoryApprovalStore,
     InMemoryLeaseStore,
@@ -29,6 +30,7 @@ from ._inbox import InboxStore
 from ._leases import LeaseStore, sole_worker_id, worker_id
 from ._memory import MemoryStore
 from ._pairings import PairingStore
+from ._reminders import InMemoryReminderStore, ReminderStore
 from ._revisions import RevisionStore
 from ._run_records import RunStore
 from ._schedules import ScheduleStore
@@ -37,14 +39,17 @@ from ._usage import UsageStore
 from .sql import (
     Database,
     PgDatabase,
+    PostgresHistoryStore,
     PostgresInbox,
     PostgresRunStore,
     SqlApprovalStore,
     SqlDatabase,
+    SqlHistoryStore,
     SqlInbox,
     SqlLeaseStore,
     SqlMemoryStore,
     SqlPairingStore,
+    SqlReminderStore,
     SqlRevisionStore,
     SqlRunStore,
     SqlScheduleStore,
@@ -94,6 +99,10 @@ class Stores:
     """Stop requests, polled by the worker holding each run (hub/features/_stops.py)."""
     approvals: ApprovalStore = field(default_factory=InMemoryApprovalStore)
     """Questions runs wait on before an action (hub/features/_approvals.py)."""
+    reminders: ReminderStore = field(default_factory=InMemoryReminderStore)
+    """Reminders set in conversations (hub/features/_reminders.py)."""
+    history: HistoryStore = field(default_factory=InMemoryHistoryStore)
+    """Messages indexed for search (hub/features/_history.py)."""
 
     @property
     def shared(self) -> bool:
@@ -112,6 +121,8 @@ class Stores:
             self.pairings,
             self.stops,
             self.approvals,
+            self.reminders,
+            self.history,
         )
 
     async def open(self) -> Stores:
@@ -205,6 +216,8 @@ def open_stores(
         lock=lock,
         stops=SqlStopStore(db),
         approvals=SqlApprovalStore(db),
+        reminders=SqlReminderStore(db),
+        history=PostgresHistoryStore(db) if s.url else SqlHistoryStore(db),
     )
 
 

@@ -209,6 +209,8 @@ async def _prune_runs(
             row = await _one(db, f"SELECT COUNT(*) FROM run_events WHERE run_id IN ({marks})", ids)
             events += int(row[0]) if row else 0
             await db.write_apart(f"DELETE FROM run_events WHERE run_id IN ({marks})", ids)
+        if "history" in tables:  # a pruned run's messages leave the search index with it
+            await db.write_apart(f"DELETE FROM history WHERE run_id IN ({marks})", ids)
         await db.write_apart(f"DELETE FROM runs WHERE id IN ({marks})", ids)
         runs += len(ids)
         if len(ids) < policy.batch:

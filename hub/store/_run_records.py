@@ -170,7 +170,9 @@ class RunStore(ABC):
         platform: str | None = None,
     ) -> builtins.list[RunRecord]:
         """One page of the runs whose context, user, name, handle, message or reply contains
-        ``text`` (case-insensitive; a leading ``@`` is dropped), most recent first, as :meth:`page`."""
+        ``text`` (case-insensitive; a leading ``@`` is dropped), most recent first, as :meth:`page`.
+        The SQL stores read their full-text index instead: runs holding a word that starts
+        with each word of ``text`` (punctuation, ``%`` and ``_`` are not words)."""
         runs = await self.page(limit=1_000_000, before=before, state=state, context=context, platform=platform)
         needle = search_needle(text)
         return [r for r in runs if any(needle in (v or "").lower() for v in _searched(r))][:limit]

@@ -136,6 +136,18 @@ async def test_postgres_workers_opening_together_migrate_once() -> None:
             await asyncio.gather(*(db.close() for db in dbs))
 
 
+_UNDO_AFTER_V60 = {  # v150-v152: reminders, the message history, the runs' full-text index
+    "sqlite": (
+        "DROP TRIGGER runs_fts_added",
+        "DROP TRIGGER runs_fts_deleted",
+        "DROP TRIGGER runs_fts_changed",
+        "DROP TABLE runs_fts",
+        "DROP TABLE history_fts",
+        "DROP TABLE history",
+        "DROP TABLE reminders",
+    ),
+    "postgres": ("ALTER TABLE runs DROP COLUMN search", "DROP TABLE history", "DROP TABLE reminders"),
+}
 _UNDO_AFTER_V4 = (
     "ALTER TABLE runs DROP COLUMN cost",  # v5
     "ALTER TABLE token_usage DROP COLUMN cost",
@@ -156,7 +168,7 @@ async def test_runs_the_store_failed_before_the_flag_existed_are_flagged_once(ba
     # a database at version 3: runs had no store_failed column, only the reason's words said it
     async with sql_database(backend, tmp_path) as db:
         await db.write("ALTER TABLE runs DROP COLUMN store_failed")
-        for statement in _UNDO_AFTER_V4:  # the steps after it, undone: a database at version 3
+        for statement in (*_UNDO_AFTER_V60[backend], *_UNDO_AFTER_V4):  # the steps after it, undone: at version 3
             await db.write(statement)
         await db.write("DELETE FROM schema_version WHERE version >= 4")
         for run_id, state, reason in (

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from ._approvals import SqlApprovalStore
 from ._conversations import prune_conversations
+from ._history import PostgresHistoryStore, SqlHistoryStore
 from ._inbox import PostgresInbox, SqlInbox
 from ._migrations import SCHEMA_VERSION
 from ._postgres import PgDatabase, inspect
+from ._reminders import SqlReminderStore
 from ._runs import PostgresRunStore, SqlRunStore
 from ._sql_store import SqlStore
 from ._sqlite import INLINE_MAX, Database, SqlDatabase
@@ -27,15 +29,18 @@ __all__ = [
     "Database",
     "INLINE_MAX",
     "PgDatabase",
+    "PostgresHistoryStore",
     "PostgresInbox",
     "PostgresRunStore",
     "SCHEMA_VERSION",
     "SqlApprovalStore",
     "SqlDatabase",
+    "SqlHistoryStore",
     "SqlInbox",
     "SqlLeaseStore",
     "SqlMemoryStore",
     "SqlPairingStore",
+    "SqlReminderStore",
     "SqlRevisionStore",
     "SqlRunStore",
     "SqlScheduleStore",

@@ -236,6 +236,115 @@ CREATE TABLE IF NOT EXISTS approvals (
 CREATE INDEX IF NOT EXISTS approvals_state ON approvals (state, created)
 """
 
+# v150: reminders set in a conversation (hub/features/_reminders.py). ``due`` is the next
+# nominal fire, ``pending`` a claimed fire whose input is not recorded yet (resent, once);
+# ``slot`` (0 up to the cap, unique per person; NULL once a one-off fired) holds the cap.
+_V150 = """
+CREATE TABLE IF NOT EXISTS reminders (
+    id TEXT PRIMARY KEY,
+    context TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    cron TEXT NOT NULL DEFAULT '',
+    timezone TEXT NOT NULL DEFAULT 'UTC',
+    due REAL NOT NULL,
+    active INTEGER NOT NULL DEFAULT 1,
+    pending REAL,
+    created REAL NOT NULL,
+    slot INTEGER
+);
+CREATE INDEX IF NOT EXISTS reminders_due ON reminders (active, due);
+CREATE INDEX IF NOT EXISTS reminders_user ON reminders (user_id, active);
+CREATE UNIQUE INDEX IF NOT EXISTS reminders_slot ON reminders (user_id, slot)
+"""
+
+# v151: what people said and the bot answered them, one row a message, for search_history
+# and the dashboard's search: FTS5 over ``text`` on SQLite (kept in sync by triggers),
+# a tsvector with a GIN index on PostgreSQL. ``user_id``: whose conversation it is.
+_SQLITE_V151 = """
+CREATE TABLE IF NOT EXISTS history (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    context TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    text TEXT NOT NULL,
+    ts REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS history_user ON history (user_id, ts);
+CREATE INDEX IF NOT EXISTS history_run ON history (run_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS history_fts USING fts5(
+    text, content='history', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+)
+"""
+
+
+async def _sqlite_history_triggers(conn: Any) -> None:
+    # a trigger's body holds ";": not splittable as the step's SQL is
+    await conn.execute(
+        "CREATE TRIGGER IF NOT EXISTS history_added AFTER INSERT ON history BEGIN "
+        "INSERT INTO history_fts (rowid, text) VALUES (new.id, new.text); END"
+    )
+    await conn.execute(
+        "CREATE TRIGGER IF NOT EXISTS history_deleted AFTER DELETE ON history BEGIN "
+        "INSERT INTO history_fts (history_fts, rowid, text) VALUES ('delete', old.id, old.text); END"
+    )
+
+
+_PG_V151 = """
+CREATE TABLE IF NOT EXISTS history (
+    id BIGSERIAL PRIMARY KEY,
+    run_id TEXT COLLATE "C" NOT NULL,
+    context TEXT COLLATE "C" NOT NULL,
+    user_id TEXT COLLATE "C" NOT NULL,
+    role TEXT NOT NULL,
+    text TEXT NOT NULL,
+    ts DOUBLE PRECISION NOT NULL,
+    doc tsvector GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED
+);
+CREATE INDEX IF NOT EXISTS history_user ON history (user_id, ts);
+CREATE INDEX IF NOT EXISTS history_run ON history (run_id);
+CREATE INDEX IF NOT EXISTS history_doc ON history USING GIN (doc)
+"""
+
+# v152: the dashboard's search (RunStore.search, conversations) through a full-text index of
+# each run's who and what, not a LIKE over every row: FTS5 over runs kept by triggers (an
+# update only when a searched column changed), a generated tsvector with a GIN index on PostgreSQL.
+_RUNS_FTS_COLUMNS = 'context, "user", user_name, user_handle, message, reply'
+_SQLITE_V152 = f"""
+CREATE VIRTUAL TABLE IF NOT EXISTS runs_fts USING fts5(
+    {_RUNS_FTS_COLUMNS}, content='runs', content_rowid='rowid', tokenize='unicode61 remove_diacritics 2'
+)
+"""
+
+
+async def _sqlite_runs_fts(conn: Any) -> None:
+    new = ", ".join(f"new.{c.strip()}" for c in _RUNS_FTS_COLUMNS.split(","))
+    old = ", ".join(f"old.{c.strip()}" for c in _RUNS_FTS_COLUMNS.split(","))
+    changed = " OR ".join(f"old.{c.strip()} IS NOT new.{c.strip()}" for c in _RUNS_FTS_COLUMNS.split(","))
+    await conn.execute(
+        "CREATE TRIGGER IF NOT EXISTS runs_fts_added AFTER INSERT ON runs BEGIN "
+        f"INSERT INTO runs_fts (rowid, {_RUNS_FTS_COLUMNS}) VALUES (new.rowid, {new}); END"
+    )
+    await conn.execute(
+        "CREATE TRIGGER IF NOT EXISTS runs_fts_deleted AFTER DELETE ON runs BEGIN "
+        f"INSERT INTO runs_fts (runs_fts, rowid, {_RUNS_FTS_COLUMNS}) VALUES ('delete', old.rowid, {old}); END"
+    )
+    await conn.execute(
+        f"CREATE TRIGGER IF NOT EXISTS runs_fts_changed AFTER UPDATE ON runs WHEN {changed} BEGIN "
+        f"INSERT INTO runs_fts (runs_fts, rowid, {_RUNS_FTS_COLUMNS}) VALUES ('delete', old.rowid, {old}); "
+        f"INSERT INTO runs_fts (rowid, {_RUNS_FTS_COLUMNS}) VALUES (new.rowid, {new}); END"
+    )
+    await conn.execute("INSERT INTO runs_fts (runs_fts) VALUES ('rebuild')")  # the runs already there
+
+
+_PG_V152 = """
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS search tsvector GENERATED ALWAYS AS (to_tsvector('simple',
+    COALESCE(context, '') || ' ' || COALESCE("user", '') || ' ' || COALESCE(user_name, '') || ' ' ||
+    COALESCE(user_handle, '') || ' ' || COALESCE(message, '') || ' ' || COALESCE(reply, ''))) STORED;
+CREATE INDEX IF NOT EXISTS runs_search ON runs USING GIN (search)
+"""
+
 SQLITE_STEPS: tuple[Step, ...] = (
     Step(1, "the tables of the releases before versioning", _SQLITE_V1, _sqlite_inbox_columns),
     Step(2, "inbox leases (claimed_by, lease_until)", _SQLITE_V2),
@@ -247,6 +356,9 @@ SQLITE_STEPS: tuple[Step, ...] = (
     Step(50, "the models that answered a run's steps (runs.models)", _V50),
     Step(60, "cached prompt tokens of runs (runs.cached_tokens)", _V60),
     Step(120, "approvals runs wait on before an action (approvals)", _V120.format(real="REAL", c="")),
+    Step(150, "reminders", _V150),
+    Step(151, "message history and its full-text index (history, history_fts)", _SQLITE_V151, _sqlite_history_triggers),
+    Step(152, "the runs' full-text index for the dashboard's search (runs_fts)", _SQLITE_V152, _sqlite_runs_fts),
 )
 
 # --- PostgreSQL -----------------------------------------------------------------------
@@ -391,6 +503,13 @@ POSTGRES_STEPS: tuple[Step, ...] = (
         "approvals runs wait on before an action (approvals)",
         _V120.format(real="DOUBLE PRECISION", c=' COLLATE "C"'),
     ),
+    Step(
+        150,
+        "reminders",
+        _V150.replace("TEXT PRIMARY KEY", 'TEXT COLLATE "C" PRIMARY KEY').replace("REAL", "DOUBLE PRECISION"),
+    ),
+    Step(151, "message history and its full-text index (history, doc tsvector)", _PG_V151),
+    Step(152, "the runs' full-text index for the dashboard's search (runs.search)", _PG_V152),
 )
 
 SCHEMA_VERSION = SQLITE_STEPS[-1].version

@@ -12,7 +12,8 @@ from collections.abc import Awaitable
 from typing import Any
 
 from ...logs import Log, from_dict, to_dict
-from .._run_records import RunRecord, RunState, RunStore, RunTotals, search_needle
+from .._history import search_terms
+from .._run_records import RunRecord, RunState, RunStore, RunTotals
 from ._postgres import PgDatabase
 from ._sql_store import SqlStore
 from ._values import dumps
@@ -32,15 +33,17 @@ _COLUMNS = (
 )
 _VALUES = ",".join("?" for _ in _COLUMNS.split(","))  # one placeholder a column
 _QUALIFIED = ", ".join(f"r.{c.strip()}" for c in _COLUMNS.split(","))
-# what a search looks in (hub/store/_run_records.py: RunStore.search), each lowercased
-_SEARCHED = ("context", '"user"', "user_name", "user_handle", "message", "reply")
-_MATCH = "(" + " OR ".join(f"LOWER(COALESCE({c}, '')) LIKE ? ESCAPE '\\'" for c in _SEARCHED) + ")"
+# what a search looks in (hub/store/_run_records.py: RunStore.search): context, user, name,
+# handle, message and reply, through their full-text index (migration 152), never a scan
 
 
-def _like(text: str) -> str:
-    """A LIKE pattern for rows containing ``text`` (its own %, _ and \\ taken literally)."""
-    needle = search_needle(text)
-    return "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+def _fts_match(text: str) -> tuple[str, tuple[Any, ...]]:
+    """SQLite: the runs holding a word starting with each word of ``text`` (FTS5 ``runs_fts``);
+    each word a quoted prefix phrase, so no part of ``text`` is query syntax."""
+    terms = search_terms(text)
+    if not terms:
+        return "0 = 1", ()
+    return "rowid IN (SELECT rowid FROM runs_fts WHERE runs_fts MATCH ?)", (" ".join(f'"{t}"*' for t in terms),)
 
 
 def _row(run: RunRecord) -> tuple[Any, ...]:
@@ -95,6 +98,8 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
     """Runs in the hub's database, for one process (SQLite): every run found ``running`` at
     start was cut off by a crash. Event entries and progress are written behind (committed
     within milliseconds, in order); a run's start and end are durable when awaited."""
+
+    _match = staticmethod(_fts_match)  # the search's condition: PostgreSQL's is its own
 
     # a histogram's bucket of a run (never negative: the rows start at ``since``), truncated
     _BUCKET = "CAST((started - ?) / ? AS INTEGER)"
@@ -186,8 +191,9 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
                 where.append(f"{col} = ?")
                 params.append(val)
         if text:
-            where.append(_MATCH)
-            params.extend([_like(text)] * len(_SEARCHED))
+            match, args = self._match(text)
+            where.append(match)
+            params.extend(args)
         if platform is not None:
             where.append("context >= ? AND context < ?")
             params.extend(_prefix_range(platform + ":"))
@@ -221,8 +227,9 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
             where.append("context >= ? AND context < ?")
             params.extend(_prefix_range(platform + ":"))
         if text:
-            where.append(_MATCH)
-            params.extend([_like(text)] * len(_SEARCHED))
+            match, args = self._match(text)
+            where.append(match)
+            params.extend(args)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         # each conversation's latest (matching) run, found by the (context, started) index
         rows = await self.db.fetchall(
@@ -335,6 +342,15 @@ class PostgresRunStore(SqlRunStore):
 
     def __init__(self, db: PgDatabase) -> None:
         super().__init__(db)
+
+    @staticmethod
+    def _match(text: str) -> tuple[str, tuple[Any, ...]]:
+        """The runs holding a word starting with each word of ``text`` (the generated
+        ``search`` tsvector and its GIN index); each word a quoted lexeme, never syntax."""
+        terms = search_terms(text)
+        if not terms:
+            return "0 = 1", ()
+        return "search @@ to_tsquery('simple', ?)", (" & ".join(f"'{t}':*" for t in terms),)
 
     async def _orphaned(self, run: RunRecord) -> bool:
         return await self.db.try_lock(run.context)
