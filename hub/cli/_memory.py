@@ -152,9 +152,11 @@ async def forget_person(config: HubConfig, who: str) -> tuple[int, list[str]]:
                     platform, _, user = identity.partition(":")
                     where = forget_filter(user=user, platform=platform)
                     deleted += await forget_store(store, where, index=stores.memory)
-        # the history search index ([agent] history_search, another branch of issue 38's
-        # round) deletes each identity's messages here, before the links that name them go
-        # episodes first: were the store to fail here, the person is still found by the next try
+        # their messages leave the search index (hub/features/_history.py), before the links
+        # that name them go: were the store to fail here, the person is still found next try
+        for identity in ids:
+            platform, _, user = identity.partition(":")
+            await forget_history(stores.history, user, platform=platform)
         await people.forget(person)
     return deleted, ids
 

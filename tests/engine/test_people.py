@@ -109,10 +109,14 @@ async def test_forget_person_removes_them_everywhere_and_nobody_else(make_rig, c
         await rig.say("secret from bob", user="bob")
         await rig.say("carl was here", user="carl")
         await rig.hub.memory.set("working-memory:cli:shared", [{"kind": "input", "user": "ann", "content": "x"}])
+        assert await rig.hub.stores.history.search("bob", "secret")  # indexed for search_history
     deleted, ids = await forget_person(config, "cli:bob")
     assert deleted == 0 and ids == ["cli:ann", "cli:bob"]
     rig = make_rig()
     async with rig.hub:
+        history = rig.hub.stores.history
+        assert await history.search("bob", "secret") == [] and await history.search("ann", "remember") == []
+        assert await history.search("carl", "carl")  # nobody else's messages went
         memory = rig.hub.memory
         people = People(memory)
         assert await people.find("cli:ann") is None and await people.memory_of("cli:ann") == {}
