@@ -5,7 +5,7 @@ the data dir's lock (the sweep of workers' inbox claims is :class:`hub.engine.In
 
 The seams: runs (``_run_records``), the inbox (``_inbox``), leases (``_leases``), key-value
 memory (``_memory``), usage in tokens and money (``_usage``), stop requests (``_stops``),
-schedule ticks (``_schedules``), persona revisions (``_revisions``) and pairings (``_pairings``).
+schedule ticks (``_schedules``), persona revisions (``_revisions``), pairings (``_pairings``) and held posts (``_reviews``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from ._in_memory import (
     InMemoryInbox,
     InMemoryLeaseStore,
     InMemoryPairingStore,
+    InMemoryReviewStore,
     InMemoryRevisionStore,
     InMemoryRunStore,
     InMemoryScheduleStore,
@@ -39,6 +40,7 @@ from ._merge import merge3
 from ._pairings import Pairing, PairingStore
 from ._redacting import RedactingRunStore
 from ._retention import Retention, prune
+from ._reviews import REVIEW_MOVES, Review, ReviewState, ReviewStore
 from ._revisions import Revision, RevisionStore
 from ._run_records import RunRecord, RunState, RunStore, RunTotals, collect_tree, preview, search_needle
 from ._schedules import ScheduleStore, Tick
@@ -52,6 +54,7 @@ __all__ = [
     "InMemoryInbox",
     "InMemoryLeaseStore",
     "InMemoryPairingStore",
+    "InMemoryReviewStore",
     "InMemoryRevisionStore",
     "InMemoryRunStore",
     "InMemoryScheduleStore",
@@ -72,6 +75,10 @@ __all__ = [
     "Upkeep",
     "PAIRING_GRACE",
     "prune_pairings",
+    "REVIEW_MOVES",
+    "Review",
+    "ReviewState",
+    "ReviewStore",
     "Revision",
     "RevisionStore",
     "RunRecord",

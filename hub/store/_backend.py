@@ -18,6 +18,7 @@ from ._datadir import DataDirLock, check_database
 from ._in_memory import (
     InMemoryLeaseStore,
     InMemoryPairingStore,
+    InMemoryReviewStore,
     InMemoryRevisionStore,
     InMemoryScheduleStore,
     InMemoryStopStore,
@@ -27,6 +28,7 @@ from ._inbox import InboxStore
 from ._leases import LeaseStore, sole_worker_id, worker_id
 from ._memory import MemoryStore
 from ._pairings import PairingStore
+from ._reviews import ReviewStore
 from ._revisions import RevisionStore
 from ._run_records import RunStore
 from ._schedules import ScheduleStore
@@ -42,6 +44,7 @@ from .sql import (
     SqlLeaseStore,
     SqlMemoryStore,
     SqlPairingStore,
+    SqlReviewStore,
     SqlRevisionStore,
     SqlRunStore,
     SqlScheduleStore,
@@ -89,6 +92,8 @@ class Stores:
     lock: ConversationLock | None = None
     stops: StopStore = field(default_factory=InMemoryStopStore)
     """Stop requests, polled by the worker holding each run (hub/features/_stops.py)."""
+    reviews: ReviewStore = field(default_factory=InMemoryReviewStore)
+    """Posts held for an operator (``review = true`` on a public timeline; ``hub review``)."""
 
     @property
     def shared(self) -> bool:
@@ -106,6 +111,7 @@ class Stores:
             self.revisions,
             self.pairings,
             self.stops,
+            self.reviews,
         )
 
     async def open(self) -> Stores:
@@ -198,6 +204,7 @@ def open_stores(
         pairings=SqlPairingStore(db),
         lock=lock,
         stops=SqlStopStore(db),
+        reviews=SqlReviewStore(db),
     )
 
 

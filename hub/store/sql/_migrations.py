@@ -195,6 +195,25 @@ _V60 = """
 ALTER TABLE runs ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0
 """
 
+# the review queue of public timelines: posts held for an operator (hub/store/_reviews.py)
+_V140 = """
+CREATE TABLE IF NOT EXISTS reviews (
+    id TEXT PRIMARY KEY,
+    platform TEXT NOT NULL,
+    output TEXT NOT NULL,
+    chat TEXT NOT NULL,
+    text TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created REAL NOT NULL,
+    expires REAL NOT NULL,
+    in_reply_to TEXT,
+    decided REAL,
+    result TEXT,
+    extra TEXT
+);
+CREATE INDEX IF NOT EXISTS reviews_state ON reviews (state, created)
+"""
+
 SQLITE_STEPS: tuple[Step, ...] = (
     Step(1, "the tables of the releases before versioning", _SQLITE_V1, _sqlite_inbox_columns),
     Step(2, "inbox leases (claimed_by, lease_until)", _SQLITE_V2),
@@ -204,6 +223,7 @@ SQLITE_STEPS: tuple[Step, ...] = (
     Step(8, "who and what of runs (user_name, user_handle, message, reply) and of pairings", _V8),
     Step(50, "the models that answered a run's steps (runs.models)", _V50),
     Step(60, "cached prompt tokens of runs (runs.cached_tokens)", _V60),
+    Step(140, "posts held for review (reviews)", _V140),
 )
 
 # --- PostgreSQL -----------------------------------------------------------------------
@@ -331,6 +351,11 @@ POSTGRES_STEPS: tuple[Step, ...] = (
         60,
         "cached prompt tokens of runs (runs.cached_tokens)",
         _V60.replace("ADD COLUMN", "ADD COLUMN IF NOT EXISTS").replace("INTEGER", "BIGINT"),
+    ),
+    Step(
+        140,
+        "posts held for review (reviews)",
+        _V140.replace("REAL", "DOUBLE PRECISION").replace("id TEXT PRIMARY KEY", 'id TEXT COLLATE "C" PRIMARY KEY'),
     ),
 )
 
