@@ -15,7 +15,8 @@ media hosts at public addresses), :func:`read_capped` (a local file, capped), :f
 and :func:`human_size`; for chat commands :func:`parse_command` (``/name args`` in a message's
 text) and :class:`CommandInfo` (a command as ``hub.commands.menu(...)`` lists it); for
 intake :class:`PoisonUpdates` (an update that fails every time is parked in the inbox, and
-intake goes on).
+intake goes on); for public timelines :class:`PublicSettings`, :class:`ReviewQueue`,
+:func:`reserve_posts`, :func:`admit_reply` and :func:`check_length` (hub/platform/_public.py).
 
 The core never names a platform; extensions map their client's errors onto
 :class:`RateLimited`, :class:`TransientSendError` and :class:`PermanentSendError` and send
@@ -31,13 +32,14 @@ from ..config import MIN_SECRET_LENGTH, check_secret_length
 from ..engine import CommandInfo
 from ..logging_setup import quiet_loggers
 from ..media import MediaHosts, Resolve, display_name, fetch_url, host_name, human_size, read_capped
-from ..store import Lease, LeaseKeeper
+from ..store import Lease, LeaseKeeper, Review
 from ._access import admit_private, private_access, send_pairing_code
 from ._audience import AllowList, LoopGuard
 from ._commands import parse_command
 from ._live_message import LiveMessage, LiveResult, balance_fences, live_drafts
 from ._markers import marker, prune_markers
 from ._poison import PoisonUpdates, is_transient
+from ._public import DAY, PublicSettings, ReviewQueue, admit_reply, check_length, reserve_posts
 from ._reply import reply_target
 from ._send import Governor, PermanentSendError, RateLimit, RateLimited, SendFailed, TransientSendError
 from ._settings import PlatformSettings
@@ -68,6 +70,13 @@ __all__ = [
     "TypingIndicator",
     "reply_target",
     "PlatformSettings",
+    "PublicSettings",
+    "Review",
+    "ReviewQueue",
+    "admit_reply",
+    "check_length",
+    "reserve_posts",
+    "DAY",
     "quiet_loggers",
     "admit_private",
     "marker",
