@@ -21,6 +21,7 @@ from ..errors import ConfigError, HubError
 from ..logging_setup import setup_logging
 from ._memory import MEMORY_COMMANDS, add_memory_commands
 from ._pairing import ACCESS_COMMANDS, add_access_commands
+from ._review import REVIEW_COMMANDS, add_review_commands
 from ._store import STORE_COMMANDS, add_store_commands
 from ._tools import TOOLS_COMMANDS, add_tools_commands
 
@@ -90,6 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     add_memory_commands(sub, common)
     add_store_commands(sub, common)
     add_access_commands(sub, common)
+    add_review_commands(sub, common)
     add_tools_commands(sub, common)
     return p
 
@@ -123,6 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.update(MEMORY_COMMANDS)
     commands.update(STORE_COMMANDS)
     commands.update(ACCESS_COMMANDS)
+    commands.update(REVIEW_COMMANDS)
     commands.update(TOOLS_COMMANDS)
     lock = None
     try:

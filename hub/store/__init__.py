@@ -40,7 +40,7 @@ from ._merge import merge3
 from ._pairings import Pairing, PairingStore
 from ._redacting import RedactingRunStore
 from ._retention import Retention, prune
-from ._reviews import REVIEW_MOVES, Review, ReviewState, ReviewStore
+from ._reviews import REVIEW_MOVES, Review, ReviewRefused, ReviewState, ReviewStore
 from ._revisions import Revision, RevisionStore
 from ._run_records import RunRecord, RunState, RunStore, RunTotals, collect_tree, preview, search_needle
 from ._schedules import ScheduleStore, Tick
@@ -77,6 +77,7 @@ __all__ = [
     "prune_pairings",
     "REVIEW_MOVES",
     "Review",
+    "ReviewRefused",
     "ReviewState",
     "ReviewStore",
     "Revision",

@@ -19,7 +19,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
 from typing import Literal
 
-__all__ = ["Review", "ReviewState", "ReviewStore", "REVIEW_MOVES"]
+from ..errors import HubError
+
+__all__ = ["Review", "ReviewRefused", "ReviewState", "ReviewStore", "REVIEW_MOVES"]
 
 ReviewState = Literal["pending", "approved", "rejected", "posting", "posted", "failed"]
 
@@ -33,6 +35,14 @@ REVIEW_MOVES: dict[str, frozenset[str]] = {
 }
 """The moves a held post may make. ``posting`` never goes back to ``approved``: a worker cut
 off while posting leaves it there, and nobody posts it a second time."""
+
+
+class ReviewRefused(HubError):
+    """An operator's decision on a held post that cannot be made; ``missing``: no post has that id."""
+
+    def __init__(self, message: str, *, missing: bool = False) -> None:
+        super().__init__(message)
+        self.missing = missing
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +123,27 @@ class ReviewStore(ABC):
         if new not in REVIEW_MOVES.get(old, frozenset()):
             raise ValueError(f"a held post does not move from {old!r} to {new!r}")
         return await self._move(review_id, old, new, now=time.time() if now is None else now, text=text, result=result)
+
+    async def decide(self, review_id: str, *, approve: bool, text: str | None = None) -> Review:
+        """An operator's decision (``hub review``, ``POST /reviews/{id}``, the dashboard): approve
+        (with ``text`` instead of what it says, when given) or reject a pending post. The
+        extension's worker posts an approved post within seconds.
+
+        Raises:
+            ReviewRefused: no held post has that id, the text is empty, or the post is not
+                pending any more (decided, or expired): the message says which.
+        """
+        if text is not None and not text.strip():
+            raise ReviewRefused(f"held post {review_id}: the edited text is empty; reject it instead")
+        moved = await self.move(review_id, "pending", "approved" if approve else "rejected", text=text)
+        if moved is not None:
+            return moved
+        now = await self.get(review_id)
+        if now is None:
+            raise ReviewRefused(f"no held post {review_id!r} (hub review list shows them)", missing=True)
+        raise ReviewRefused(
+            f"held post {review_id} is {now.shown_state}: it can no longer be {'approved' if approve else 'rejected'}"
+        )
 
     async def prune(self, before: float) -> int:
         """Forget the held posts created before ``before`` that are done with (posted,
