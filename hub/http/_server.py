@@ -297,6 +297,9 @@ class HttpServer:
 
         self._events = EventRoutes(hub)
         self._events.add_to(app)
+        from ._reviews import ReviewRoutes
+
+        ReviewRoutes(hub).add_to(app)
         self._add_dashboard(app, hub)
         # lingering: after an answer given before its body was read (401, 408, 413), a client
         # still sending gets a second to take it, not aiohttp's ten (the hub's stop waits on it)
