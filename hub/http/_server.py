@@ -238,14 +238,15 @@ def _say_what_is_open(cfg: Any, port: int) -> None:
     where = f"{cfg.host}:{port}"
     metrics = "/metrics" if cfg.metrics else None
     if cfg.token:
-        guarded = ", ".join(p for p in ("/events, /runs, /ui/", metrics) if p)
+        guarded = ", ".join(p for p in ("/events, /runs, /reviews, /ui/", metrics) if p)
         off = "" if cfg.metrics else "; /metrics is off ([http] metrics = false)"
         log.info("http: open to anyone who reaches %s: /healthz; behind the [http] token: %s%s", where, guarded, off)
         return
     open_ = ", ".join(p for p in ("/healthz", metrics) if p)
     log.warning(
         "http: no [http] token: open to anyone who reaches %s: %s; off: the dashboard (/ui/) and the "
-        "run events (/events, /runs)%s. Set [http] token (16+ characters) to guard %s and serve them",
+        "run events (/events, /runs) and the review queue (/reviews)%s. "
+        "Set [http] token (16+ characters) to guard %s and serve them",
         where,
         open_,
         "" if cfg.metrics else ", /metrics ([http] metrics = false)",
