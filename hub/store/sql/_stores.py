@@ -419,7 +419,7 @@ class SqlReviewStore(SqlStore, ReviewStore, store="reviews"):
         return Review(*row) if row else None
 
     async def list(self, *, platform: str | None = None, state: str | None = None) -> list[Review]:
-        where, params = "1 = 1", []
+        where, params = "1 = 1", list[str]()
         if platform is not None:
             where, params = where + " AND platform = ?", [*params, platform]
         if state is not None:
