@@ -176,3 +176,26 @@ def test_missing_settings_are_named() -> None:
         extension(MastodonSettings(base_url="https://mastodon.example"))
     with pytest.raises(ValueError, match="pairing"):
         MastodonSettings(base_url="https://m.example", access_token="x", dm_policy="pairing")
+
+
+async def test_a_held_reply_is_posted_once_when_approved_with_its_thread_details(tmp_path: Path) -> None:
+    async with FakeMastodon() as fake:
+        note = fake.mention("check me", username="fay", account_id="11", spoiler_text="cw", visibility="private")
+        async with bot(fake, tmp_path, ScriptedModel(["Draft"]), review=True) as b:
+            (result,) = await b.runs(1)
+            held_id = result.outputs[0].data["held_for_review"]
+            assert fake.sent == []
+            reviews = b.hub.stores.reviews
+            await reviews.decide(held_id, approve=True, text="Checked")
+            assert b.bot.reviews is not None
+            posted = await asyncio.gather(b.bot.reviews.post_approved(), b.bot.reviews.post_approved())
+            assert sorted(posted) == [0, 1]
+            (sent,) = await fake.wait_sent(1)
+            assert (sent["text"], sent["in_reply_to"], sent["visibility"], sent["spoiler_text"]) == (
+                "@fay Checked",
+                note["status"]["id"],
+                "private",
+                "cw",
+            )
+            done = await reviews.get(held_id)
+            assert done is not None and done.state == "posted"
