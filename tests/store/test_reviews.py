@@ -160,3 +160,19 @@ def test_moves_win_once_across_workers(backend: str, tmp_path: Path) -> None:
     finally:
         loop.run_until_complete(stack.__aexit__(None, None, None))
         loop.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_prune_forgets_only_posts_done_with(backend: str, tmp_path: Path) -> None:
+    async with two_workers(backend, tmp_path) as (a, _):
+        for rid in ("wait", "ok", "busy", "done", "no", "bad"):
+            await a.add(held(rid))
+        await a.move("ok", "pending", "approved")
+        for rid in ("busy", "done", "bad"):
+            await a.move(rid, "pending", "approved")
+            await a.move(rid, "approved", "posting")
+        await a.move("done", "posting", "posted")
+        await a.move("bad", "posting", "failed")
+        await a.move("no", "pending", "rejected")
+        assert await a.prune(time.time() + 1) == 3
+        assert {r.id for r in await a.list()} == {"wait", "ok", "busy"}  # waiting, approved, maybe posted
