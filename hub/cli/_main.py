@@ -45,7 +45,7 @@ def _version() -> str:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="hub",
-        description="An LLM agent on Discord, Telegram, X, Mastodon, Slack, Matrix, WhatsApp, Signal and the terminal.",
+        description="An LLM agent on Discord, Telegram, X, Mastodon, Bluesky, Slack, Matrix, WhatsApp, Signal and the terminal.",
     )
     p.add_argument("--version", action="version", version=f"hub {_version()}")
     common = argparse.ArgumentParser(add_help=False)

@@ -442,7 +442,9 @@ class HttpServer:
         hub = self.hub
         ok = hub.started
         databases, unreachable = await hub.store_health.databases() if ok else ([], None)
-        degraded = "; ".join(p for p in (hub.store_health.problem() if ok else None, unreachable) if p) or None
+        store = "; ".join(p for p in (hub.store_health.problem() if ok else None, unreachable) if p) or None
+        platforms = dict(hub.platform_problems)  # an extension that stopped (a revoked session)
+        degraded = store or "; ".join(platforms.values()) or None
         status = 200 if ok and not degraded else 503
         body: dict[str, Any] = {"status": ("degraded" if degraded else "ok") if ok else "down"}
         assert hub.config.http is not None
@@ -451,8 +453,10 @@ class HttpServer:
         body.update(runs_running=hub.runner.running, queue_depth=hub.runner.queued)
         if databases:  # usually one: the database every store shares
             body["database"] = databases[0] if len(databases) == 1 else databases
-        if degraded:
-            body["store"] = degraded
+        if store:
+            body["store"] = store
+        if platforms:
+            body["platforms"] = platforms
         if hub.episodes is not None and (note := hub.episodes.health()):
             body["note"] = note  # not whole, but no failure of the hub: the status stays
         models = hub.model_problems()
