@@ -44,7 +44,7 @@ class BlueskySettings(PublicSettings):
     app_password: SecretStr = SecretStr("")
     """An app password of the account (Settings > Privacy and security > App passwords)."""
     base_url: str = ""
-    """The PDS's XRPC URL; empty: https://bsky.social (tests point it at a fake)."""
+    """The PDS (``/xrpc`` is added); empty: https://bsky.social (tests point it at a fake)."""
     poll_interval: float = Field(30.0, ge=5)
     """Seconds between reads of the notifications; the first is at start."""
     ignored_users: list[str] = Field(default_factory=list)

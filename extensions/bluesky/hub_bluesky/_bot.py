@@ -108,7 +108,11 @@ def build_text(text: str, mentions: dict[str, str]) -> client_utils.TextBuilder:
 
 
 def make_client(settings: BlueskySettings) -> AsyncClient:
-    return AsyncClient(base_url=settings.base_url or None)
+    """The SDK's client for ``base_url`` (the PDS; its ``/xrpc`` path added when left out)."""
+    url = settings.base_url.rstrip("/")
+    if url and not url.endswith("/xrpc"):
+        url += "/xrpc"
+    return AsyncClient(base_url=url or None)
 
 
 def _send_error(e: Exception) -> Exception:

@@ -25,7 +25,7 @@ def settings_for(fake: FakeBluesky, **kw: Any) -> BlueskySettings:
     values: dict[str, Any] = {
         "handle": BOT_HANDLE,
         "app_password": APP_PASSWORD,
-        "base_url": f"{fake.base_url}/xrpc",
+        "base_url": fake.base_url,  # the SDK's /xrpc path is added
         "dry_run": False,
         "post_interval": 0,
         "posts_per_minute": 1000,
