@@ -159,3 +159,17 @@ def test_text_is_split_in_graphemes_and_facets_count_utf8_bytes() -> None:
     text, facets = tb.build_text(), tb.build_facets()
     link = facets[0]
     assert text.encode()[link.index.byte_start : link.index.byte_end] == b"https://a.example"
+
+
+async def test_a_held_reply_is_posted_once_when_approved_in_its_thread(tmp_path: Path) -> None:
+    async with FakeBluesky() as fake:
+        note = fake.mention("check me", handle="dee.bsky.social")
+        async with bot(fake, tmp_path, ScriptedModel(["Draft"]), review=True) as b:
+            await until(lambda: len(b.results) == 1)
+            held_id = b.results[0].outputs[0].data["held_for_review"]
+            assert fake.sent == []
+            await b.hub.stores.reviews.decide(held_id, approve=True, text="Checked")
+            assert b.bot.reviews is not None
+            assert sorted(await asyncio.gather(b.bot.reviews.post_approved(), b.bot.reviews.post_approved())) == [0, 1]
+            (sent,) = await fake.wait_sent(1)
+        assert (sent["text"], sent["root"], sent["parent"]) == ("@dee.bsky.social Checked", note["uri"], note["uri"])
