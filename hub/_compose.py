@@ -344,7 +344,9 @@ def compose(
         components.insert(0, mcp)
     if db is not None:  # the database stays bounded
         components.append(Retention(db, config.hub.retention))
-    components.append(Upkeep(stores.pairings, config.hub.retention))  # what no conversation owns
+    components.append(
+        Upkeep(stores.pairings, config.hub.retention, reviews=stores.reviews)
+    )  # what no conversation owns
     if http is not None:
         components.append(http)
     if episodes is not None:

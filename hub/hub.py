@@ -111,6 +111,8 @@ class Hub:
         self.stores = open_stores(self.config, worker=self.worker, memory=memory, runs=runs, inbox=inbox, leases=leases)
         self._db: SqlDatabase | None = self.stores.db
         self.memory: MemoryStore = self.stores.memory
+        self.platform_problems: dict[str, str] = {}
+        """Platforms that stopped working, and why (:meth:`platform_problem`)."""
         self.runs: RunStore = recorded_runs(self.stores.runs, bus=self.bus, redactor=self.redactor)
         self.inbox: InboxStore = self.stores.inbox
         # listeners that must run once across workers sharing the store hold a lease (hub/store/_leases.py)
@@ -272,6 +274,14 @@ class Hub:
             # each named model's requests counted by outcome (hub_model_requests_total)
             self._model = make_model(self.config, observe=self.metrics.model_request)
         return self._model
+
+    def platform_problem(self, platform: str, problem: str | None) -> None:
+        """An extension says it stopped working and why (a revoked session), or that it works
+        again (None): ``/healthz`` reports the hub ``degraded`` while any is set."""
+        if problem:
+            self.platform_problems[platform] = problem
+        else:
+            self.platform_problems.pop(platform, None)
 
     def model_problems(self) -> dict[str, str]:
         """Named models not answering now, and why (a circuit open, keys refused): what

@@ -23,6 +23,7 @@ from ._approvals import APPROVAL_COMMANDS, add_approval_commands
 from ._memory import MEMORY_COMMANDS, add_memory_commands
 from ._pairing import ACCESS_COMMANDS, add_access_commands
 from ._people import PEOPLE_COMMANDS, add_people_commands
+from ._review import REVIEW_COMMANDS, add_review_commands
 from ._store import STORE_COMMANDS, add_store_commands
 from ._tools import TOOLS_COMMANDS, add_tools_commands
 
@@ -46,7 +47,7 @@ def _version() -> str:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="hub",
-        description="An LLM agent on Discord, Telegram, X, Slack, Matrix, WhatsApp, Signal, email and the terminal.",
+        description="An LLM agent on Discord, Telegram, X, Mastodon, Bluesky, Slack, Matrix, WhatsApp, Signal, email and the terminal.",
     )
     p.add_argument("--version", action="version", version=f"hub {_version()}")
     common = argparse.ArgumentParser(add_help=False)
@@ -94,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     add_access_commands(sub, common)
     add_people_commands(sub, common)
     add_approval_commands(sub, common)
+    add_review_commands(sub, common)
     add_tools_commands(sub, common)
     return p
 
@@ -129,6 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.update(ACCESS_COMMANDS)
     commands.update(PEOPLE_COMMANDS)
     commands.update(APPROVAL_COMMANDS)
+    commands.update(REVIEW_COMMANDS)
     commands.update(TOOLS_COMMANDS)
     lock = None
     try:

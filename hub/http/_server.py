@@ -238,14 +238,15 @@ def _say_what_is_open(cfg: Any, port: int) -> None:
     where = f"{cfg.host}:{port}"
     metrics = "/metrics" if cfg.metrics else None
     if cfg.token:
-        guarded = ", ".join(p for p in ("/events, /runs, /ui/", metrics) if p)
+        guarded = ", ".join(p for p in ("/events, /runs, /reviews, /ui/", metrics) if p)
         off = "" if cfg.metrics else "; /metrics is off ([http] metrics = false)"
         log.info("http: open to anyone who reaches %s: /healthz; behind the [http] token: %s%s", where, guarded, off)
         return
     open_ = ", ".join(p for p in ("/healthz", metrics) if p)
     log.warning(
         "http: no [http] token: open to anyone who reaches %s: %s; off: the dashboard (/ui/) and the "
-        "run events (/events, /runs)%s. Set [http] token (16+ characters) to guard %s and serve them",
+        "run events (/events, /runs) and the review queue (/reviews)%s. "
+        "Set [http] token (16+ characters) to guard %s and serve them",
         where,
         open_,
         "" if cfg.metrics else ", /metrics ([http] metrics = false)",
@@ -297,6 +298,9 @@ class HttpServer:
 
         self._events = EventRoutes(hub)
         self._events.add_to(app)
+        from ._reviews import ReviewRoutes
+
+        ReviewRoutes(hub).add_to(app)
         self._add_dashboard(app, hub)
         # lingering: after an answer given before its body was read (401, 408, 413), a client
         # still sending gets a second to take it, not aiohttp's ten (the hub's stop waits on it)
@@ -438,7 +442,9 @@ class HttpServer:
         hub = self.hub
         ok = hub.started
         databases, unreachable = await hub.store_health.databases() if ok else ([], None)
-        degraded = "; ".join(p for p in (hub.store_health.problem() if ok else None, unreachable) if p) or None
+        store = "; ".join(p for p in (hub.store_health.problem() if ok else None, unreachable) if p) or None
+        platforms = dict(hub.platform_problems)  # an extension that stopped (a revoked session)
+        degraded = store or "; ".join(platforms.values()) or None
         status = 200 if ok and not degraded else 503
         body: dict[str, Any] = {"status": ("degraded" if degraded else "ok") if ok else "down"}
         assert hub.config.http is not None
@@ -447,8 +453,10 @@ class HttpServer:
         body.update(runs_running=hub.runner.running, queue_depth=hub.runner.queued)
         if databases:  # usually one: the database every store shares
             body["database"] = databases[0] if len(databases) == 1 else databases
-        if degraded:
-            body["store"] = degraded
+        if store:
+            body["store"] = store
+        if platforms:
+            body["platforms"] = platforms
         if hub.episodes is not None and (note := hub.episodes.health()):
             body["note"] = note  # not whole, but no failure of the hub: the status stays
         models = hub.model_problems()

@@ -20,7 +20,9 @@ intake goes on); for voice :func:`speak` (a reply as OGG/Opus voice messages, wh
 for approvals :class:`Approver` (how a platform asks a person, with its own
 buttons, before an action runs: ``Extension(approver=...)``), the :class:`ApprovalRequest` it
 shows and ``hub.approvals.answer(...)`` (an :class:`ApprovalDesk`), whose
-:class:`ApprovalAnswer` it shows to whoever answered.
+:class:`ApprovalAnswer` it shows to whoever answered;
+for public timelines :class:`PublicSettings`, :class:`ReviewQueue`,
+:func:`reserve_posts`, :func:`admit_reply` and :func:`check_length` (hub/platform/_public.py).
 
 The core never names a platform; extensions map their client's errors onto
 :class:`RateLimited`, :class:`TransientSendError` and :class:`PermanentSendError` and send
@@ -37,13 +39,14 @@ from ..definitions import ApprovalAnswer, ApprovalDesk, ApprovalRequest, Approve
 from ..engine import CommandInfo
 from ..logging_setup import quiet_loggers
 from ..media import MediaHosts, Resolve, display_name, fetch_url, host_name, human_size, read_capped
-from ..store import Lease, LeaseKeeper
+from ..store import Lease, LeaseKeeper, Review
 from ._access import admit_private, private_access, send_pairing_code
 from ._audience import AllowList, LoopGuard
 from ._commands import parse_command
 from ._live_message import LiveMessage, LiveResult, balance_fences, live_drafts
 from ._markers import marker, prune_markers
 from ._poison import PoisonUpdates, is_transient
+from ._public import DAY, PublicSettings, ReviewQueue, admit_reply, check_length, reserve_posts
 from ._reply import reply_target
 from ._send import Governor, PermanentSendError, RateLimit, RateLimited, SendFailed, TransientSendError
 from ._settings import DEFAULT_ACCOUNT, PlatformSettings, account_key, split_account_key
@@ -85,6 +88,13 @@ __all__ = [
     "DEFAULT_ACCOUNT",
     "account_key",
     "split_account_key",
+    "PublicSettings",
+    "Review",
+    "ReviewQueue",
+    "admit_reply",
+    "check_length",
+    "reserve_posts",
+    "DAY",
     "quiet_loggers",
     "admit_private",
     "marker",

@@ -5,8 +5,8 @@ the data dir's lock (the sweep of workers' inbox claims is :class:`hub.engine.In
 
 The seams: runs (``_run_records``), the inbox (``_inbox``), leases (``_leases``), key-value
 memory (``_memory``), usage in tokens and money (``_usage``), stop requests (``_stops``),
-schedule ticks (``_schedules``), persona revisions (``_revisions``), pairings (``_pairings``)
-and approvals (``_approvals``).
+schedule ticks (``_schedules``), persona revisions (``_revisions``), pairings (``_pairings``),
+approvals (``_approvals``) and held posts (``_reviews``).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from ._in_memory import (
     InMemoryInbox,
     InMemoryLeaseStore,
     InMemoryPairingStore,
+    InMemoryReviewStore,
     InMemoryRevisionStore,
     InMemoryRunStore,
     InMemoryScheduleStore,
@@ -46,6 +47,7 @@ from ._people import LINK_ATTEMPTS, LINK_CODE_TTL, LinkError, LinkResult, People
 from ._redacting import RedactingRunStore
 from ._reminders import InMemoryReminderStore, Reminder, ReminderStore
 from ._retention import Retention, prune
+from ._reviews import REVIEW_MOVES, Review, ReviewRefused, ReviewState, ReviewStore
 from ._revisions import Revision, RevisionStore
 from ._run_records import RunRecord, RunState, RunStore, RunTotals, collect_tree, preview, search_needle
 from ._schedules import ScheduleStore, Tick
@@ -75,6 +77,7 @@ __all__ = [
     "InMemoryLeaseStore",
     "InMemoryPairingStore",
     "InMemoryReminderStore",
+    "InMemoryReviewStore",
     "InMemoryRevisionStore",
     "InMemoryRunStore",
     "InMemoryScheduleStore",
@@ -102,6 +105,11 @@ __all__ = [
     "Upkeep",
     "PAIRING_GRACE",
     "prune_pairings",
+    "REVIEW_MOVES",
+    "Review",
+    "ReviewRefused",
+    "ReviewState",
+    "ReviewStore",
     "Revision",
     "RevisionStore",
     "RunRecord",

@@ -21,6 +21,7 @@ from ._in_memory import (
     InMemoryApprovalStore,
     InMemoryLeaseStore,
     InMemoryPairingStore,
+    InMemoryReviewStore,
     InMemoryRevisionStore,
     InMemoryScheduleStore,
     InMemoryStopStore,
@@ -31,6 +32,7 @@ from ._leases import LeaseStore, sole_worker_id, worker_id
 from ._memory import MemoryStore
 from ._pairings import PairingStore
 from ._reminders import InMemoryReminderStore, ReminderStore
+from ._reviews import ReviewStore
 from ._revisions import RevisionStore
 from ._run_records import RunStore
 from ._schedules import ScheduleStore
@@ -50,6 +52,7 @@ from .sql import (
     SqlMemoryStore,
     SqlPairingStore,
     SqlReminderStore,
+    SqlReviewStore,
     SqlRevisionStore,
     SqlRunStore,
     SqlScheduleStore,
@@ -103,6 +106,8 @@ class Stores:
     """Reminders set in conversations (hub/features/_reminders.py)."""
     history: HistoryStore = field(default_factory=InMemoryHistoryStore)
     """Messages indexed for search (hub/features/_history.py)."""
+    reviews: ReviewStore = field(default_factory=InMemoryReviewStore)
+    """Posts held for an operator (``review = true`` on a public timeline; ``hub review``)."""
 
     @property
     def shared(self) -> bool:
@@ -123,6 +128,7 @@ class Stores:
             self.approvals,
             self.reminders,
             self.history,
+            self.reviews,
         )
 
     async def open(self) -> Stores:
@@ -218,6 +224,7 @@ def open_stores(
         approvals=SqlApprovalStore(db),
         reminders=SqlReminderStore(db),
         history=PostgresHistoryStore(db) if s.url else SqlHistoryStore(db),
+        reviews=SqlReviewStore(db),
     )
 
 

@@ -19,6 +19,7 @@ from ._inbox import InboxStore, Parked, Pending
 from ._leases import Clock, Lease, LeaseStore, check_lease
 from ._memory import MemoryStore
 from ._pairings import Pairing, PairingStore
+from ._reviews import Review, ReviewStore, moved
 from ._revisions import Revision, RevisionStore
 from ._run_records import RunRecord, RunState, RunStore
 from ._schedules import ScheduleStore, Tick
@@ -30,6 +31,7 @@ __all__ = [
     "InMemoryInbox",
     "InMemoryLeaseStore",
     "InMemoryPairingStore",
+    "InMemoryReviewStore",
     "InMemoryRevisionStore",
     "InMemoryRunStore",
     "InMemoryScheduleStore",
@@ -330,6 +332,41 @@ class InMemoryUsageStore(UsageStore):
             return False
         self._spent[(scope, day)] = spent + amount
         return True
+
+
+class InMemoryReviewStore(ReviewStore):
+    def __init__(self) -> None:
+        self._reviews: dict[str, Review] = {}
+
+    async def add(self, review: Review) -> None:
+        if review.id in self._reviews:
+            raise ValueError(f"a held post {review.id!r} exists already")
+        self._reviews[review.id] = review
+
+    async def get(self, review_id: str) -> Review | None:
+        return self._reviews.get(review_id)
+
+    async def list(self, *, platform: str | None = None, state: str | None = None) -> builtins.list[Review]:
+        return sorted(
+            (
+                r
+                for r in self._reviews.values()
+                if (platform is None or r.platform == platform) and (state is None or r.state == state)
+            ),
+            key=lambda r: (r.created, r.id),
+        )
+
+    async def _move(
+        self, review_id: str, old: str, new: str, *, now: float, text: str | None, result: str | None
+    ) -> Review | None:
+        r = self._reviews.get(review_id)
+        if r is None or r.state != old or (old == "pending" and r.expires <= now):
+            return None
+        self._reviews[review_id] = r = moved(r, new, now=now, text=text, result=result)
+        return r
+
+    async def _delete(self, review_id: str) -> int:
+        return 1 if self._reviews.pop(review_id, None) is not None else 0
 
 
 class InMemoryStopStore(StopStore):

@@ -1,5 +1,6 @@
 """Upkeep of what no conversation owns, pruned apart from :mod:`hub.store._retention` (which
-prunes runs, inputs and conversations): pending pairings of strangers who never came back.
+prunes runs, inputs and conversations): pending pairings of strangers who never came back, and
+held posts done with (posted, rejected, failed, expired) a while ago.
 
 Each rule is a small function; :class:`Upkeep` runs them every ``[hub.retention] interval``.
 """
@@ -13,14 +14,19 @@ from typing import Any
 
 from ..config import RetentionSection
 from ._pairings import PairingStore
+from ._reviews import ReviewStore
 
-__all__ = ["PAIRING_GRACE", "Upkeep", "prune_pairings"]
+__all__ = ["PAIRING_GRACE", "REVIEW_KEEP", "Upkeep", "prune_pairings"]
 
 log = logging.getLogger("hub.store")
 
 PAIRING_GRACE = 7 * 86_400.0
 """Seconds a pending pairing is kept past its code's expiry (``hub pairing list`` shows it),
 then forgotten: a stranger who writes again gets a new code, as after the expiry."""
+
+
+REVIEW_KEEP = 30 * 86_400.0
+"""Seconds a held post that is done with stays listed (``hub review list --all``), then goes."""
 
 
 async def prune_pairings(pairings: PairingStore, *, now: float | None = None, grace: float = PAIRING_GRACE) -> int:
@@ -31,8 +37,9 @@ async def prune_pairings(pairings: PairingStore, *, now: float | None = None, gr
 class Upkeep:
     """A hub component: the rules above, at start and every ``policy.interval`` seconds."""
 
-    def __init__(self, pairings: PairingStore, policy: RetentionSection) -> None:
+    def __init__(self, pairings: PairingStore, policy: RetentionSection, *, reviews: ReviewStore | None = None) -> None:
         self.pairings = pairings
+        self.reviews = reviews
         self.policy = policy
         self._task: asyncio.Task[None] | None = None
 
@@ -45,6 +52,8 @@ class Upkeep:
             try:
                 if gone := await prune_pairings(self.pairings):
                     log.info("upkeep: %d pending pairings of strangers forgotten", gone)
+                if self.reviews is not None and (gone := await self.reviews.prune(time.time() - REVIEW_KEEP)):
+                    log.info("upkeep: %d held posts done with over %d days ago forgotten", gone, REVIEW_KEEP // 86_400)
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # the store's health reports a failing store; the next round tries again

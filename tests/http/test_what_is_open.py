@@ -44,6 +44,6 @@ async def test_with_a_token_the_start_says_what_it_guards(
     async with make_chat_hub():
         pass
     said = said_at_start(caplog)
-    assert "behind the [http] token: /events, /runs, /ui/" in said
+    assert "behind the [http] token: /events, /runs, /reviews, /ui/" in said
     assert "/metrics is off" in said
     assert TOKEN not in said

@@ -11,12 +11,15 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
+
+from hub.store import Review
 
 from .conftest import TOKEN, HeldModel, dashboard, persona_text, seed, wait_until
 
@@ -245,4 +248,29 @@ async def test_phone_viewport_and_a_thousand_runs_paged_fast(browser: Browser, t
                 again = [await page.evaluate(_TIMED_FETCH, url) for _ in range(3)]
                 print(f"{url} took {ms:.0f} ms, then {', '.join(f'{t:.0f}' for t in again)} ms")
                 assert min(again) < 200, f"{url} took {ms:.0f} ms, then {again} ms"
+        await page.context.close()
+
+
+async def test_review_page_approves_an_edit_and_rejects(browser: Browser, tmp_path: Path) -> None:
+    async with dashboard(tmp_path) as d:
+        now = time.time()
+        reviews = d.hub.stores.reviews
+        for rid, text in (("aa11", "A draft with a typo"), ("bb22", "Not this one")):
+            await reviews.add(Review(rid, "twitter", "twitter:reply", "c1", text, "pending", now, now + 600, "99"))
+        page = await new_page(browser, d.base)
+        await log_in(page)
+        await page.click("nav.desktop >> text=Review")
+        first = page.locator("section.review#review-aa11")
+        await expect(first).to_contain_text("in reply to 99")
+        await page.screenshot(path=SHOTS / "reviews.png", full_page=True)
+        await first.locator("textarea").fill("A checked draft")
+        await first.locator("button", has_text="Approve").click()
+        await expect(page.locator(".msg")).to_contain_text("approved: twitter post aa11")
+        await page.locator("section.review#review-bb22").locator("button", has_text="Reject").click()
+        await expect(page.locator(".msg")).to_contain_text("rejected: twitter post bb22")
+        await expect(page.locator("section.review")).to_have_count(0)
+        await expect(page.locator("tr.review-done[data-review=aa11] .badge")).to_have_text("approved")
+        approved, rejected = await reviews.get("aa11"), await reviews.get("bb22")
+        assert approved is not None and (approved.state, approved.text) == ("approved", "A checked draft")
+        assert rejected is not None and rejected.state == "rejected"
         await page.context.close()

@@ -6,7 +6,9 @@ timeline, key ``home``, for schedules; plain text goes to ``twitter:post``).
 Outputs: ``twitter:reply`` answers the mention the run is handling (from the input's
 metadata, never from a model-chosen attribute); ``twitter:post`` posts on the timeline.
 Input: ``twitter:mention``, a poll every ``poll_interval`` seconds, the first at start.
-``dry_run`` (on by default) logs what would be posted instead of posting it.
+``dry_run`` (on by default) logs what would be posted instead of posting it; ``review``
+holds each post for an operator (``hub review``); both, and the caps, are every public
+timeline's (:mod:`hub.platform`'s ``PublicSettings``).
 
 Credentials come from the environment through ``${VAR}`` in config.toml. Reading needs
 ``bearer_token``, or else the four OAuth 1.0a keys; posting (``dry_run = false``) needs
@@ -23,9 +25,9 @@ from tweepy.asynchronous import AsyncClient
 from yarl import URL
 
 from hub import ConfigError, Context, Extension, Input, Service, TextArgs, output
-from hub.platform import PlatformSettings, Resolve, host_name, quiet_loggers
+from hub.platform import PublicSettings, Resolve, host_name, quiet_loggers
 
-from ._bot import MEDIA_HOSTS, POSTS_KEY, SINCE_ID_KEY, TwitterBot, reserve_posts
+from ._bot import MEDIA_HOSTS, POSTS_KEY, SINCE_ID_KEY, TwitterBot
 from ._client import RateLimitState, TwitterClient, make_client
 from ._text import MAX_TWEET, split_tweets, weighted_len
 
@@ -41,7 +43,6 @@ __all__ = [
     "MAX_TWEET",
     "SINCE_ID_KEY",
     "POSTS_KEY",
-    "reserve_posts",
     "MEDIA_HOSTS",
     "ENV_VARS",
     "MIN_POLL_INTERVAL",
@@ -58,11 +59,13 @@ ENV_VARS = {
 }
 
 
-class TwitterSettings(PlatformSettings):
+class TwitterSettings(PublicSettings):
     """``[extensions.twitter]``. Secrets are ``SecretStr``: they never show in a repr or a log.
 
     ``allowed_users`` (numeric ids or usernames), ``loop_guard_*`` (answers per
-    conversation) and ``send_*`` are every platform's (:class:`hub.platform.PlatformSettings`).
+    conversation) and ``send_*`` are every platform's (:class:`hub.platform.PlatformSettings`);
+    ``dry_run``, ``review``, ``max_posts_per_day`` and ``replies_per_account`` every public
+    timeline's (:class:`hub.platform.PublicSettings`).
     """
 
     bearer_token: SecretStr = SecretStr("")
@@ -77,8 +80,6 @@ class TwitterSettings(PlatformSettings):
     """OAuth 1.0a access token secret of the bot's account."""
     poll_interval: float = 90.0
     """Seconds between mention polls; the first poll is at start. At least 15."""
-    dry_run: bool = True
-    """Log what would be posted instead of posting it."""
     user_id: str = ""
     """The bot account's numeric id. Asked of X at start when the OAuth 1.0a keys are set;
     needed when they are not (a dry run reading with the bearer token only)."""
@@ -94,8 +95,6 @@ class TwitterSettings(PlatformSettings):
     """Seconds between two posts in one conversation (the parts of a thread)."""
     posts_per_minute: int = Field(10, ge=1)
     """Posts per minute over all conversations."""
-    max_posts_per_day: int = Field(100, ge=1)
-    """Posts in any 24 hours; over it, answers fail (recorded as not sent) instead of posting."""
     lease_ttl: float = Field(30.0, ge=1, le=3600)
     """Seconds the mention poller's lease lasts unrenewed: how long a dead worker's poller
     stays unowned before another worker sharing the store takes over."""

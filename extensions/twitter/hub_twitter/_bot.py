@@ -36,15 +36,20 @@ from hub.platform import (
     MediaHosts,
     RateLimit,
     Resolve,
+    Review,
+    ReviewQueue,
     SendFailed,
+    admit_reply,
+    check_length,
     fetch_url,
     human_size,
     reply_target,
+    reserve_posts,
     split_off_loop,
 )
 
 from ._client import BaseURLSession, RateLimitState, make_client, reset_in, send_error, upload_media
-from ._text import split_tweets, weighted_len
+from ._text import MAX_TWEET, split_tweets, weighted_len
 
 if TYPE_CHECKING:
     from hub import Hub
@@ -63,7 +68,6 @@ MENTIONS = "GET /2/users/:id/mentions"
 MAX_PAGES = 160  # X keeps the 800 most recent mentions: 8 pages of 100 (160 of 5)
 MAX_RATE_WAIT = 16 * 60.0  # a reset further away than one window is a wrong clock: cap it
 SENT_MARKER_TTL = 7 * 86400.0
-DAY = 86400.0
 _TWEET_FIELDS = [
     "author_id",
     "conversation_id",
@@ -119,6 +123,8 @@ class TwitterBot:
         self._send: Send | None = None
         self._task: asyncio.Task[None] | None = None
         self.keeper: LeaseKeeper | None = None  # the mention poller's lease, once subscribed
+        self.reviews: ReviewQueue | None = None  # with review = true, once started
+        self._review_task: asyncio.Task[None] | None = None
         self._poll_lock = asyncio.Lock()
         self._media: dict[str, Any] = {}  # media_key -> tweepy Media of the page being handled
         self.polls = 0
@@ -160,7 +166,12 @@ class TwitterBot:
         except BaseException:
             await self.stop()  # the hub stops only services that started: close the session here
             raise
+        if s.review:
+            self.reviews = ReviewQueue(hub.stores.reviews, PLATFORM, expiry=s.review_expiry, poster=self._post_held)
+            self._review_task = hub.create_task(self.reviews.run(), name="twitter:reviews")
         mode = "dry run: nothing is posted" if s.dry_run else "posting"
+        if s.review:
+            mode += "; each post is held for review (hub review list)"
         log.info(
             "twitter: signed in as %s (%s); %s",
             f"@{self.username}" if self.username else self.user_id,
@@ -193,6 +204,10 @@ class TwitterBot:
 
     async def stop(self) -> None:
         await self._stop_polling()
+        task, self._review_task = self._review_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -310,7 +325,7 @@ class TwitterBot:
             await asyncio.sleep(wait)
 
     async def _handle(self, tweet: Any, users: dict[str, Any], *, first_start: bool) -> bool:
-        assert self._send is not None
+        assert self._send is not None and self.hub is not None
         tid, author = str(tweet.id), str(tweet.author_id)
         user = users.get(author)
         username = getattr(user, "username", None)
@@ -336,6 +351,18 @@ class TwitterBot:
                 conversation,
                 self.settings.loop_guard_turns,
                 self.settings.loop_guard_window,
+                tid,
+            )
+            return False
+        s = self.settings
+        if not await admit_reply(
+            self.hub.memory, author, platform=PLATFORM, limit=s.replies_per_account, window=s.replies_window
+        ):
+            log.warning(
+                "twitter: %s had %d answers in %.0fs (replies_per_account): mention %s not answered",
+                who,
+                s.replies_per_account,
+                s.replies_window,
                 tid,
             )
             return False
@@ -425,6 +452,11 @@ class TwitterBot:
                 f"the text needs {n} posts, over max_thread = {self.settings.max_thread}: nothing was posted",
             )
         files = await self._pictures(ctx, chat)
+        if self.reviews is not None:
+            if files:
+                raise SendFailed(PLATFORM, chat, "pictures are not held for review: nothing was posted or held")
+            held = await self.reviews.hold(text, output=output, chat=chat, in_reply_to=in_reply_to)
+            return {"held_for_review": held.id, "in_reply_to": in_reply_to, "expires": held.expires}
         if self.settings.dry_run:
             for i, part in enumerate(parts, 1):
                 log.info(
@@ -467,6 +499,34 @@ class TwitterBot:
         log.info("twitter: posted %s%s", ", ".join(ids), f" in reply to {in_reply_to}" if in_reply_to else "")
         return {"tweet_ids": ids, "in_reply_to": in_reply_to}
 
+    async def _post_held(self, review: Review) -> dict[str, Any]:
+        """Post a held post an operator approved (its text maybe edited): split again, counted
+        against the daily cap, each part checked, as any answer. The review's ``posting``
+        state is its marker: a worker cut off here leaves it so, and nobody posts it again."""
+        chat = review.chat
+        parts = await split_off_loop(split_tweets, review.text)
+        if not parts:
+            raise SendFailed(PLATFORM, chat, "nothing to post: the text is empty")
+        if len(parts) > self.settings.max_thread:
+            raise SendFailed(
+                PLATFORM, chat, f"the text needs {len(parts)} posts, over max_thread = {self.settings.max_thread}"
+            )
+        if self.settings.dry_run:
+            for i, part in enumerate(parts, 1):
+                log.info("twitter (dry run): would post approved %s %d/%d: %s", review.id, i, len(parts), part)
+            return {"dry_run": True, "tweets": parts}
+        assert self.governor is not None and self.hub is not None
+        await reserve_posts(
+            self.hub.memory, len(parts), platform=PLATFORM, limit=self.settings.max_posts_per_day, chat=chat
+        )
+        ids: list[str] = []
+        previous = review.in_reply_to
+        for part in parts:
+            previous = await self.governor.send(chat, self._poster(part, previous))
+            ids.append(previous)
+        log.info("twitter: posted approved %s: %s", review.id, ", ".join(ids))
+        return {"tweet_ids": ids, "in_reply_to": review.in_reply_to}
+
     async def _pictures(self, ctx: RunContext, chat: str) -> list[MediaFile]:
         """The files the output's ``media`` attribute names, within X's limits for pictures."""
         attrs = ctx.attributes
@@ -500,6 +560,9 @@ class TwitterBot:
     def _poster(
         self, text: str, in_reply_to: str | None, media_ids: list[str] | None = None
     ) -> Callable[[], Awaitable[str]]:
+        # the last check before it leaves: X counts weighted characters (twitter-text)
+        check_length(PLATFORM, "post", text, measure=weighted_len, limit=MAX_TWEET, unit="weighted characters")
+
         async def post() -> str:
             assert self.client is not None
             try:
@@ -545,7 +608,7 @@ class TwitterBot:
     async def _reserve(self, n: int, chat: str) -> None:
         """Count ``n`` posts against ``max_posts_per_day``, or refuse them all."""
         assert self.hub is not None
-        await reserve_posts(self.hub.memory, n, limit=self.settings.max_posts_per_day, chat=chat)
+        await reserve_posts(self.hub.memory, n, platform=PLATFORM, limit=self.settings.max_posts_per_day, chat=chat)
 
     async def _prune_markers(self) -> None:
         assert self.hub is not None
@@ -554,30 +617,6 @@ class TwitterBot:
             value = await self.hub.memory.get(key)
             if not isinstance(value, dict) or now - float(value.get("ts", 0)) > SENT_MARKER_TTL:
                 await self.hub.memory.delete(key)
-
-
-async def reserve_posts(memory: Any, n: int, *, limit: int, chat: str) -> list[float]:
-    """Count ``n`` posts against ``limit`` a day in ``memory`` (the hub's store, shared by every
-    worker), or refuse them all with :class:`SendFailed`; the times counted now. A
-    compare-and-set (``memory.update``): two workers never both take the last post.
-
-    Raises:
-        SendFailed: the day's posts and ``n`` more would pass ``limit``; nothing is counted.
-    """
-    now = time.time()
-
-    def take(stored: Any) -> list[float]:
-        times = [t for t in (stored or []) if now - t < DAY]
-        if len(times) + n > limit:
-            raise SendFailed(
-                PLATFORM,
-                chat,
-                f"max_posts_per_day = {limit} reached ({len(times)} in the last 24 h, {n} more asked): nothing was posted",
-            )
-        return times + [now] * n
-
-    taken: list[float] = await memory.update(POSTS_KEY, take)
-    return taken
 
 
 def _norm(user: str) -> str:

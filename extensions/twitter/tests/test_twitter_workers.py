@@ -17,11 +17,11 @@ from fake_twitter import FakeTwitter
 from test_twitter import numbered, routed, settings_for
 
 from hub import Hub
-from hub.platform import SendFailed
+from hub.platform import SendFailed, reserve_posts
 from hub.store.sql import Database, PgDatabase, SqlMemoryStore
 from hub.testing import temp_config
 from hub.testing.postgres import temporary_schema
-from hub_twitter import POSTS_KEY, TwitterBot, extension, reserve_posts
+from hub_twitter import POSTS_KEY, TwitterBot, extension
 
 
 class MeetingStore(SqlMemoryStore):
@@ -92,7 +92,7 @@ async def test_reservations_raced_from_two_connections_never_pass_the_limit(back
 
         async def one(store: SqlMemoryStore, n: int) -> Any:
             try:
-                return await reserve_posts(store, n, limit=7, chat="home")
+                return await reserve_posts(store, n, platform="twitter", limit=7, chat="home")
             except SendFailed as e:
                 return e
 

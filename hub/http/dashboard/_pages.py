@@ -72,7 +72,7 @@ from ...logs import (
 )
 from ...personas import parse_persona, rollback, write_persona
 from ...redact import MASK
-from ...store import Revision, RunRecord, RunState, collect_tree
+from ...store import ReviewRefused, Revision, RunRecord, RunState, collect_tree
 from .._security import client_address, parse_networks
 from ._charts import BUCKETS, WINDOWS, amount, chart
 from ._chat import MAX_MESSAGE, ChatPanel
@@ -288,6 +288,9 @@ class Dashboard:
         r.add_get("/access/rows", self.access_rows)
         r.add_post("/access/approve", self.approve)
         r.add_post("/access/revoke", self.revoke)
+        r.add_get("/reviews", self.reviews_page)
+        r.add_post("/reviews/{id}/approve", self.review_approve)
+        r.add_post("/reviews/{id}/reject", self.review_reject)
         r.add_get("/tools", self.tools_page)
         r.add_get("/health", self.health_page)
         r.add_get("/health/charts", self.health_charts)
@@ -987,6 +990,33 @@ class Dashboard:
         n = await self.hub.access.revoke(user, platform=platform)
         msg = f"revoked {n} pairing{'s' if n != 1 else ''} of user {user}" if n else f"no pairing of user {user}"
         raise self._done(request, "/ui/access", msg)
+
+    # --- reviews (posts held on public timelines) ----------------------------------------
+
+    async def reviews_page(self, request: web.Request) -> web.Response:
+        everything = await self.hub.stores.reviews.list()
+        waiting = [r for r in everything if r.shown_state == "pending"]
+        done = [r for r in reversed(everything) if r.shown_state != "pending"][:50]
+        return self._page(request, "reviews.html", nav="reviews", waiting=waiting, done=done)
+
+    async def _decide(self, request: web.Request, *, approve: bool) -> web.StreamResponse:
+        form = await request.post()
+        review_id = request.match_info["id"][:_MAX_PARAM]
+        text = str(form["text"]) if approve and "text" in form else None
+        try:
+            r = await self.hub.stores.reviews.decide(review_id, approve=approve, text=text)
+        except ReviewRefused as e:
+            msg = f"not {'approved' if approve else 'rejected'}: {e}"
+        else:
+            msg = f"{r.state}: {r.platform} post {r.id}" + (" (posted within seconds)" if approve else "")
+            log.info("dashboard: %s", msg)
+        raise self._done(request, "/ui/reviews", msg)
+
+    async def review_approve(self, request: web.Request) -> web.StreamResponse:
+        return await self._decide(request, approve=True)
+
+    async def review_reject(self, request: web.Request) -> web.StreamResponse:
+        return await self._decide(request, approve=False)
 
     # --- health -------------------------------------------------------------------------
 

@@ -345,6 +345,25 @@ ALTER TABLE runs ADD COLUMN IF NOT EXISTS search tsvector GENERATED ALWAYS AS (t
 CREATE INDEX IF NOT EXISTS runs_search ON runs USING GIN (search)
 """
 
+# the review queue of public timelines: posts held for an operator (hub/store/_reviews.py)
+_V140 = """
+CREATE TABLE IF NOT EXISTS reviews (
+    id TEXT PRIMARY KEY,
+    platform TEXT NOT NULL,
+    output TEXT NOT NULL,
+    chat TEXT NOT NULL,
+    text TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created REAL NOT NULL,
+    expires REAL NOT NULL,
+    in_reply_to TEXT,
+    decided REAL,
+    result TEXT,
+    extra TEXT
+);
+CREATE INDEX IF NOT EXISTS reviews_state ON reviews (state, created)
+"""
+
 SQLITE_STEPS: tuple[Step, ...] = (
     Step(1, "the tables of the releases before versioning", _SQLITE_V1, _sqlite_inbox_columns),
     Step(2, "inbox leases (claimed_by, lease_until)", _SQLITE_V2),
@@ -356,6 +375,7 @@ SQLITE_STEPS: tuple[Step, ...] = (
     Step(50, "the models that answered a run's steps (runs.models)", _V50),
     Step(60, "cached prompt tokens of runs (runs.cached_tokens)", _V60),
     Step(120, "approvals runs wait on before an action (approvals)", _V120.format(real="REAL", c="")),
+    Step(140, "posts held for review (reviews)", _V140),
     Step(150, "reminders", _V150),
     Step(151, "message history and its full-text index (history, history_fts)", _SQLITE_V151, _sqlite_history_triggers),
     Step(152, "the runs' full-text index for the dashboard's search (runs_fts)", _SQLITE_V152, _sqlite_runs_fts),
@@ -502,6 +522,11 @@ POSTGRES_STEPS: tuple[Step, ...] = (
         120,
         "approvals runs wait on before an action (approvals)",
         _V120.format(real="DOUBLE PRECISION", c=' COLLATE "C"'),
+    ),
+    Step(
+        140,
+        "posts held for review (reviews)",
+        _V140.replace("REAL", "DOUBLE PRECISION").replace("id TEXT PRIMARY KEY", 'id TEXT COLLATE "C" PRIMARY KEY'),
     ),
     Step(
         150,

@@ -1,5 +1,5 @@
 """The SQL of the smaller stores: key-value memory, leases, usage (tokens and money), stop
-requests, schedule ticks, persona revisions and pairings. Each is one class for SQLite and PostgreSQL alike: the statements are
+requests, schedule ticks, persona revisions, pairings and held posts. Each is one class for SQLite and PostgreSQL alike: the statements are
 the same (``?`` placeholders, ``ON CONFLICT`` upserts), and the database translates them. The
 seams are hub/store's modules of the same names.
 """
@@ -16,6 +16,7 @@ from .._conversations import FORGOTTEN_PREFIXES, Forgotten, Generation, conversa
 from .._leases import Clock, Lease, LeaseStore, check_lease
 from .._memory import MemoryStore
 from .._pairings import Pairing, PairingStore
+from .._reviews import Review, ReviewStore
 from .._revisions import Revision, RevisionStore, text_hash
 from .._schedules import ScheduleStore, Tick
 from .._stops import StopStore
@@ -29,6 +30,7 @@ __all__ = [
     "SqlLeaseStore",
     "SqlMemoryStore",
     "SqlPairingStore",
+    "SqlReviewStore",
     "SqlRevisionStore",
     "SqlScheduleStore",
     "SqlStopStore",
@@ -448,3 +450,64 @@ class SqlPairingStore(SqlStore, PairingStore, store="pairings"):
         n = await self.db.fetchone(f"SELECT COUNT(*) FROM pairings WHERE {where}", (before,))
         await self.db.write(f"DELETE FROM pairings WHERE {where}", (before,))
         return int(n[0]) if n else 0
+
+
+# --- held posts (the review queue) ---------------------------------------------------------
+
+_REVIEW_COLUMNS = "id, platform, output, chat, text, state, created, expires, in_reply_to, decided, result, extra"
+
+
+class SqlReviewStore(SqlStore, ReviewStore, store="reviews"):
+    """Held posts in the hub's database (table ``reviews``): ``hub review`` opens it beside a
+    running hub, and every worker of one PostgreSQL database shares it."""
+
+    async def add(self, review: Review) -> None:
+        await self.db.write(
+            f"INSERT INTO reviews ({_REVIEW_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                review.id,
+                review.platform,
+                review.output,
+                review.chat,
+                review.text,
+                review.state,
+                review.created,
+                review.expires,
+                review.in_reply_to,
+                review.decided,
+                review.result,
+                review.extra,
+            ),
+        )
+
+    async def get(self, review_id: str) -> Review | None:
+        row = await self.db.fetchone(f"SELECT {_REVIEW_COLUMNS} FROM reviews WHERE id = ?", (review_id,))
+        return Review(*row) if row else None
+
+    async def list(self, *, platform: str | None = None, state: str | None = None) -> list[Review]:
+        where, params = "1 = 1", list[str]()
+        if platform is not None:
+            where, params = where + " AND platform = ?", [*params, platform]
+        if state is not None:
+            where, params = where + " AND state = ?", [*params, state]
+        rows = await self.db.fetchall(
+            f"SELECT {_REVIEW_COLUMNS} FROM reviews WHERE {where} ORDER BY created, id", params
+        )
+        return [Review(*r) for r in rows]
+
+    async def _move(
+        self, review_id: str, old: str, new: str, *, now: float, text: str | None, result: str | None
+    ) -> Review | None:
+        # one conditional statement: the state it moves from is the compare of the compare-and-set
+        row = await self.db.fetchone(
+            "UPDATE reviews SET state = ?, text = COALESCE(?, text), result = COALESCE(?, result), "
+            "decided = CASE WHEN state = 'pending' THEN ? ELSE decided END "
+            "WHERE id = ? AND state = ? AND (state != 'pending' OR expires > ?) "
+            f"RETURNING {_REVIEW_COLUMNS}",
+            (new, text, result, now, review_id, old, now),
+        )
+        return Review(*row) if row else None
+
+    async def _delete(self, review_id: str) -> int:
+        row = await self.db.fetchone("DELETE FROM reviews WHERE id = ? RETURNING id", (review_id,))
+        return 1 if row else 0

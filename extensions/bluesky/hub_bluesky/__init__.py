@@ -1,0 +1,146 @@
+"""Bluesky: mentions and replies in, replies (and threads) out, through the atproto SDK.
+
+Context: ``bluesky:thread`` (one per thread, keyed by the at:// uri of its root post).
+Output: ``bluesky:reply`` answers the post the run is handling, with ``reply {root, parent}``
+references. Input: ``bluesky:mention``, ``listNotifications`` read every ``poll_interval``
+seconds (the first at start).
+
+``dry_run`` (on by default) logs what would be posted; ``review`` holds each reply for an
+operator (``hub review``); both, and the caps, are every public timeline's
+(:class:`hub.platform.PublicSettings`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import Field, SecretStr, field_validator
+
+from hub import ConfigError, Context, Extension, Input, Service, TextArgs, output
+from hub.platform import PublicSettings, quiet_loggers
+
+from ._bot import CURSOR_KEY, MAX_GRAPHEMES, PLATFORM, BlueskyBot, SessionRevoked, build_text, make_client, split_post
+
+__all__ = [
+    "BlueskySettings",
+    "BlueskyBot",
+    "SessionRevoked",
+    "extension",
+    "make_client",
+    "build_text",
+    "split_post",
+    "CURSOR_KEY",
+    "MAX_GRAPHEMES",
+    "PLATFORM",
+]
+
+
+class BlueskySettings(PublicSettings):
+    """``[extensions.bluesky]``. The app password is a ``SecretStr``: it never shows in a log."""
+
+    handle: str = ""
+    """The bot's handle (``hub.bsky.social``)."""
+    app_password: SecretStr = SecretStr("")
+    """An app password of the account (Settings > Privacy and security > App passwords)."""
+    base_url: str = ""
+    """The PDS (``/xrpc`` is added); empty: https://bsky.social (tests point it at a fake)."""
+    poll_interval: float = Field(30.0, ge=5)
+    """Seconds between reads of the notifications; the first is at start."""
+    ignored_users: list[str] = Field(default_factory=list)
+    """Never answer these accounts (handles or dids: known bots, say)."""
+    backlog_max_age: float = Field(3600.0, ge=0)
+    """First start only: mentions older than this are not answered."""
+    max_thread: int = Field(8, ge=1, le=25)
+    """Longest thread one answer may become; a longer answer is refused, not cut."""
+    post_interval: float = Field(1.0, ge=0)
+    """Seconds between two posts in one thread."""
+    posts_per_minute: int = Field(10, ge=1)
+    """Posts per minute over all threads."""
+    lease_ttl: float = Field(30.0, ge=1, le=3600)
+    """Seconds the reader's lease lasts unrenewed (another worker takes over after)."""
+
+    @field_validator("base_url")
+    @classmethod
+    def _absolute_url(cls, v: str) -> str:
+        if v and not v.startswith(("http://", "https://")):
+            raise ValueError(f"{v!r} is not an absolute http(s) URL (https://bsky.social, say)")
+        return v
+
+    @field_validator("dm_policy")
+    @classmethod
+    def _no_public_pairing(cls, v: str) -> str:
+        if v == "pairing":
+            raise ValueError('"pairing" is not available on Bluesky: mentions are public; use "allowlist" or "open"')
+        return v
+
+    def check(self) -> None:
+        """Raise ConfigError naming the key that is missing.
+
+        Raises:
+            ConfigError: ``handle`` or ``app_password`` is empty.
+        """
+        if not self.handle:
+            raise ConfigError(
+                "is empty; the bot's handle is needed (hub.bsky.social, say)", key="extensions.bluesky.handle"
+            )
+        if not self.app_password.get_secret_value():
+            raise ConfigError(
+                'is empty; set BLUESKY_APP_PASSWORD in the environment (app_password = "${BLUESKY_APP_PASSWORD}")',
+                key="extensions.bluesky.app_password",
+            )
+
+
+_INSTRUCTIONS = (
+    "You are answering on Bluesky. The input is a public post that mentions or replies to you. "
+    "Reply briefly in plain text (no Markdown): one post is 300 characters; longer text becomes a thread."
+)
+
+
+def extension(
+    settings: BlueskySettings,
+    *,
+    client_factory: Callable[[BlueskySettings], Any] | None = None,
+    bot: BlueskyBot | None = None,
+) -> Extension:
+    """The Bluesky extension; ``bot`` lets a caller keep a handle on the running bot (``poll()``).
+
+    Raises:
+        ConfigError: ``handle`` or ``app_password`` is missing.
+    """
+    quiet_loggers("atproto", "atproto_client", "httpx")
+    settings.check()
+    if bot is not None and (client_factory is not None or bot.settings is not settings):
+        raise ValueError("a given bot brings its own settings and client_factory")
+    b = bot or BlueskyBot(settings, client_factory=client_factory)
+
+    thread: Context[TextArgs, dict[str, Any]] = Context(
+        type="bluesky:thread",
+        schema=TextArgs,
+        description="A thread on Bluesky, keyed by the at:// uri of its root post; mentions come in here.",
+        instructions=_INSTRUCTIONS,
+        reply_output="bluesky:reply",
+    )
+
+    @output(
+        type="bluesky:reply",
+        context="bluesky:thread",
+        description="Reply on Bluesky to the post you are answering (long text becomes a thread).",
+    )
+    async def reply(content: str, ctx: Any) -> dict[str, Any]:
+        return await b.reply(content, ctx)
+
+    return Extension(
+        name=PLATFORM,
+        contexts=[thread],
+        outputs=[reply],
+        inputs=[
+            Input(
+                type="bluesky:mention",
+                subscribe=b.subscribe,
+                description="Posts that mention or reply to the bot, from listNotifications.",
+            )
+        ],
+        services=[Service(name=PLATFORM, start=b.start, stop=b.stop)],
+        description="Bluesky: answers mentions and replies.",
+    )

@@ -1,0 +1,553 @@
+"""The Mastodon client at work: mentions in, replies (and threads) out, through Mastodon.py.
+
+Inbound, the notifications of type ``mention`` newer than the saved position are read oldest
+first (``min_id`` pages) and each is recorded (``send``) before the position moves past it:
+a crash can repeat a read but never lose or re-answer a mention. The streaming API
+(``stream_user``) only wakes the reader at once; when the stream drops, the reader polls every
+``poll_interval`` seconds while it reconnects, so nothing waits on the stream being up.
+
+Outbound, a reply is a status with ``in_reply_to_id``, the mention of the person answered, a
+visibility never more public than the mention's, and its content warning; a longer one is a
+thread within the instance's limit (``/api/v2/instance``). Each status carries an
+``Idempotency-Key`` made from the run's input, the output and the part: a retry after a 429,
+a 5xx or a restart gets the status the first attempt made, never a second one.
+
+Mastodon.py is synchronous: each call runs in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from mastodon import (
+    Mastodon,
+    MastodonAPIError,
+    MastodonNetworkError,
+    MastodonRatelimitError,
+    MastodonServerError,
+    MastodonUnauthorizedError,
+    StreamListener,
+)
+
+from hub import OutputLog, RunContext, RunError
+from hub.platform import (
+    AllowList,
+    Backoff,
+    Governor,
+    LeaseKeeper,
+    PermanentSendError,
+    RateLimit,
+    RateLimited,
+    Review,
+    ReviewQueue,
+    SendFailed,
+    TransientSendError,
+    admit_reply,
+    check_length,
+    reply_target,
+    reserve_posts,
+)
+
+from ._text import split_status, status_length
+
+if TYPE_CHECKING:
+    from hub import Hub
+
+    from . import MastodonSettings
+
+__all__ = ["MastodonBot", "SINCE_ID_KEY", "PLATFORM", "make_client"]
+
+log = logging.getLogger("hub_mastodon")
+
+PLATFORM = "mastodon"
+SINCE_ID_KEY = "mastodon:since_id"
+ROOT_PREFIX = "mastodon:root:"
+PAGE = 40  # notifications per request (Mastodon allows 80)
+_VISIBILITY = ("public", "unlisted", "private", "direct")  # from most to least public
+
+Send = Callable[..., Awaitable[Any]]
+ClientFactory = Callable[["MastodonSettings"], Mastodon]
+
+
+def make_client(settings: MastodonSettings) -> Mastodon:
+    """Mastodon.py's client for ``base_url``; rate limits are thrown, and the Governor waits."""
+    return Mastodon(
+        access_token=settings.access_token.get_secret_value(),
+        api_base_url=settings.base_url,
+        ratelimit_method="throw",
+        request_timeout=settings.request_timeout,
+    )
+
+
+def _send_error(e: Exception, client: Mastodon) -> Exception:
+    """A Mastodon.py error as the Governor's kinds: 429 waits for the window's reset."""
+    if isinstance(e, MastodonRatelimitError):
+        reset = getattr(client, "ratelimit_reset", None)
+        return RateLimited(max(0.5, float(reset) - time.time()) if reset else 5.0, scope="global")
+    if isinstance(e, MastodonServerError | MastodonNetworkError):
+        return TransientSendError(str(e))
+    if isinstance(e, MastodonAPIError):
+        return PermanentSendError(str(e))
+    return e
+
+
+def more_private(a: str, b: str) -> str:
+    """The less public of two visibilities: a reply never shows further than what it answers."""
+    return _VISIBILITY[max(_VISIBILITY.index(a), _VISIBILITY.index(b))]
+
+
+class _Wake(StreamListener):
+    """The stream's events, from its thread: a mention wakes the reader; the end is reported."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, wake: asyncio.Event) -> None:
+        self.loop, self.wake = loop, wake
+
+    def on_notification(self, notification: Any) -> None:
+        self.loop.call_soon_threadsafe(self.wake.set)
+
+    def on_abort(self, err: Exception) -> None:
+        self.loop.call_soon_threadsafe(self.wake.set)
+
+
+class MastodonBot:
+    """One bot account on one instance: its client, the mention reader and the posting side."""
+
+    def __init__(self, settings: MastodonSettings, *, client_factory: ClientFactory | None = None) -> None:
+        self.settings = settings
+        self._factory = client_factory or make_client
+        self.client: Mastodon | None = None
+        self.hub: Hub | None = None
+        self.governor: Governor | None = None
+        self.reviews: ReviewQueue | None = None
+        self.account_id = ""
+        self.acct = ""
+        self.max_characters = 500
+        self.per_url = 23
+        self.allow = AllowList(_norm(str(u)) for u in settings.allowed_users)
+        self.ignore = AllowList(_norm(u) for u in settings.ignored_users)
+        self.keeper: LeaseKeeper | None = None
+        self._send: Send | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._wake = asyncio.Event()
+        self._stream: Any = None
+        self._lock = asyncio.Lock()
+        self.polls = 0
+        """Reads of the notifications since start."""
+        self.streams = 0
+        """Streams opened since start."""
+
+    async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def start(self, hub: Hub) -> None:
+        """Sign in (``verify_credentials``) and read the instance's limits (``/api/v2/instance``)."""
+        self.hub = hub
+        self.client = client = self._factory(self.settings)
+        try:
+            me = await self._call(client.account_verify_credentials)
+        except MastodonUnauthorizedError as e:
+            raise RuntimeError(
+                f"mastodon: {self.settings.base_url} refused the access_token (MASTODON_ACCESS_TOKEN): {e}"
+            ) from e
+        self.account_id, self.acct = str(me["id"]), str(me["acct"])
+        try:
+            statuses = (await self._call(client.instance_v2))["configuration"]["statuses"]
+            self.max_characters = int(statuses["max_characters"])
+            self.per_url = int(statuses["characters_reserved_per_url"])
+        except (MastodonAPIError, KeyError, TypeError) as e:  # an older instance: Mastodon's defaults
+            log.warning("mastodon: no limits from /api/v2/instance (%s); assuming 500 characters, 23 a URL", e)
+        s = self.settings
+        self.governor = Governor(
+            PLATFORM,
+            per_chat=RateLimit(1, s.post_interval) if s.post_interval > 0 else None,
+            global_=RateLimit(s.posts_per_minute, 60.0),
+            max_attempts=s.send_attempts,
+            max_wait=s.send_max_wait,
+        )
+        self.governor.report_to(hub)
+        if s.review:
+            self.reviews = ReviewQueue(hub.stores.reviews, PLATFORM, expiry=s.review_expiry, poster=self._post_held)
+            self._tasks.append(hub.create_task(self.reviews.run(), name="mastodon:reviews"))
+        mode = "dry run: nothing is posted" if s.dry_run else f"posting ({s.visibility})"
+        log.info(
+            "mastodon: signed in as @%s on %s (%d characters a status, %d a URL); %s%s",
+            self.acct,
+            s.base_url,
+            self.max_characters,
+            self.per_url,
+            mode,
+            "; each post is held for review (hub review list)" if s.review else "",
+        )
+
+    async def stop(self) -> None:
+        self._close_stream()
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self.client = None
+
+    async def subscribe(self, send: Send, hub: Hub) -> Callable[[], Awaitable[None]]:
+        """Read mentions under the lease ``mastodon:read:<account id>`` (one worker reads)."""
+        self._send = send
+        self.keeper = hub.lease(f"mastodon:read:{self.account_id}", ttl=self.settings.lease_ttl)
+        task = hub.create_task(self.keeper.hold(self._read_forever), name="mastodon:mentions")
+        self._tasks.append(task)
+
+        async def unsubscribe() -> None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+        return unsubscribe
+
+    # --- reading ------------------------------------------------------------------------
+
+    def _open_stream(self, loop: asyncio.AbstractEventLoop) -> None:
+        assert self.client is not None
+        self._stream = self.client.stream_user(_Wake(loop, self._wake), run_async=True, reconnect_async=False)
+        self.streams += 1
+
+    def _close_stream(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            # closing waits for the reading thread to let go of the socket: never on the loop
+            threading.Thread(target=stream.close, name="mastodon:stream-close", daemon=True).start()
+
+    def streaming(self) -> bool:
+        """Whether the stream is up now."""
+        return self._stream is not None and bool(self._stream.is_receiving())
+
+    async def _read_forever(self) -> None:
+        """Read at start, at each streamed mention, and every ``poll_interval`` seconds while
+        the stream is down (and, as a safety net, while it is up)."""
+        s = self.settings
+        backoff = Backoff(first=s.poll_interval, most=max(s.poll_interval * 16, 900.0), jitter=0.0)
+        try:
+            while True:
+                if s.stream and not (self._stream is not None and self._stream.is_alive()):
+                    if self._stream is not None:
+                        log.warning("mastodon: the stream dropped; reading notifications by id until it is back")
+                    self._close_stream()
+                    try:
+                        await self._call(self._open_stream, asyncio.get_running_loop())
+                    except Exception as e:
+                        log.warning("mastodon: streaming is unavailable (%s); reading notifications by id", e)
+                self._wake.clear()
+                try:
+                    await self.poll()
+                    backoff.reset()
+                    delay = s.poll_interval if self.streaming() or not s.stream else min(s.poll_interval, 15.0)
+                    self._connected(True)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:
+                    self._connected(False)
+                    delay = backoff.next()
+                    log.warning(
+                        "mastodon: reading mentions failed (%s: %s); again in %.0fs", type(e).__name__, e, delay
+                    )
+                try:
+                    await asyncio.wait_for(self._wake.wait(), delay)
+                except TimeoutError:
+                    pass
+        finally:
+            self._close_stream()
+            self._connected(False)
+
+    def _connected(self, up: bool) -> None:
+        if self.hub is not None:
+            self.hub.metrics.platform_connected(PLATFORM, up)
+
+    async def poll(self) -> int:
+        """Hand the mentions after the saved position to the hub, oldest first; how many were new."""
+        if self._send is None or self.hub is None or self.client is None:
+            raise RunError("mastodon: poll() before the hub started the extension")
+        async with self._lock:
+            since = await self.hub.memory.get(SINCE_ID_KEY)
+            first_start = since is None
+            new = 0
+            while True:
+                await self._respect_limit()
+                page = await self._call(self.client.notifications, types=["mention"], min_id=since, limit=PAGE)
+                notes = sorted(page, key=lambda n: int(n["id"]))
+                for note in notes:
+                    if await self._handle(note, first_start=first_start):
+                        new += 1
+                    since = str(note["id"])
+                    await self.hub.memory.set(SINCE_ID_KEY, since)  # after it is recorded
+                if len(notes) < PAGE:
+                    break
+            self.polls += 1
+            return new
+
+    async def _respect_limit(self) -> None:
+        """Wait (cancellably) when the response headers said the window is spent."""
+        c = self.client
+        remaining, reset = getattr(c, "ratelimit_remaining", None), getattr(c, "ratelimit_reset", None)
+        if remaining == 0 and reset:
+            wait = min(float(reset) - time.time(), 300.0)
+            if wait > 0:
+                log.info("mastodon: no requests left in this window; waiting %.0fs", wait)
+                await asyncio.sleep(wait)
+
+    async def _handle(self, note: Any, *, first_start: bool) -> bool:
+        assert self._send is not None and self.hub is not None
+        status = note.get("status")
+        account = note["account"]
+        if status is None:
+            return False
+        sid, author, acct = str(status["id"]), str(account["id"]), str(account["acct"])
+        who = f"@{acct}"
+        if author == self.account_id:
+            log.debug("mastodon: %s is the bot's own status: ignored", sid)
+            return False
+        created = status.get("created_at")
+        if (
+            first_start
+            and hasattr(created, "timestamp")
+            and created.timestamp() < time.time() - self.settings.backlog_max_age
+        ):
+            log.info("mastodon: first start: mention %s from %s is older than backlog_max_age: not answered", sid, who)
+            return False
+        ids = (author, _norm(acct))
+        listed = bool(self.allow) and self.allow.allows(*ids)
+        restricted = bool(self.allow) or self.settings.dm_policy == "allowlist"
+        if (restricted and not listed) or (self.ignore and self.ignore.allows(*ids)):
+            log.info("mastodon: mention %s from %s: not on allowed_users (or on ignored_users): ignored", sid, who)
+            return False
+        s = self.settings
+        root = await self._root(status)
+        # a bot-to-bot exchange stops after loop_guard_turns answers in a thread, over every worker
+        if (
+            account.get("bot")
+            and s.loop_guard_turns
+            and not await admit_reply(
+                self.hub.memory, f"bots:{root}", platform=PLATFORM, limit=s.loop_guard_turns, window=s.loop_guard_window
+            )
+        ):
+            log.warning(
+                "mastodon: %s is a bot, and thread %s had %d answers to bots (loop guard): not answered",
+                who,
+                root,
+                s.loop_guard_turns,
+            )
+            return False
+        if not await admit_reply(
+            self.hub.memory, author, platform=PLATFORM, limit=s.replies_per_account, window=s.replies_window
+        ):
+            log.warning(
+                "mastodon: %s had %d answers in %.0fs (replies_per_account): mention %s not answered",
+                who,
+                s.replies_per_account,
+                s.replies_window,
+                sid,
+            )
+            return False
+        sub = await self._send(
+            "mastodon:thread",
+            {"id": root},
+            _plain(str(status.get("content") or "")),
+            user=who,
+            platform_id=f"mastodon:{sid}",
+            meta={
+                "status_id": sid,
+                "account_id": author,
+                "acct": acct,
+                "visibility": str(status.get("visibility") or "public"),
+                "spoiler_text": str(status.get("spoiler_text") or ""),
+                "user_name": account.get("display_name") or acct,
+                "user_handle": acct,
+            },
+        )
+        if sub.duplicate:
+            log.info("mastodon: mention %s was recorded before: not answered again", sid)
+            return False
+        return True
+
+    async def _root(self, status: Any) -> str:
+        """The id of the first status of ``status``'s thread: known for the threads the bot
+        answered in, else asked of the instance (``/context``)."""
+        assert self.hub is not None and self.client is not None
+        sid, parent = str(status["id"]), status.get("in_reply_to_id")
+        if not parent:
+            return sid
+        known = await self.hub.memory.get(f"{ROOT_PREFIX}{parent}")
+        if known:
+            return str(known)
+        try:
+            context = await self._call(self.client.status_context, parent)
+            ancestors = context["ancestors"]
+            return str(ancestors[0]["id"]) if ancestors else str(parent)
+        except MastodonAPIError:  # the parent is gone or hidden: the thread starts at it
+            return str(parent)
+
+    # --- posting ------------------------------------------------------------------------
+
+    async def reply(self, text: str, ctx: RunContext) -> dict[str, Any]:
+        """Answer the mention this run is handling (the newest among its inputs)."""
+        mention = reply_target(ctx, "status_id")
+        meta = mention or {}
+        target = str(meta.get("status_id") or ctx.context.key)
+        acct = str(meta.get("acct") or "")
+        visibility = more_private(self.settings.visibility, str(meta.get("visibility") or "public"))
+        spoiler = str(meta.get("spoiler_text") or "")
+        chat = ctx.context.key
+        prefix = f"@{acct} " if acct and f"@{acct}" not in text else ""
+        parts = self._split(text, prefix=prefix, spoiler=spoiler, chat=chat)
+        if self.reviews is not None:
+            held = await self.reviews.hold(
+                text,
+                output="mastodon:reply",
+                chat=chat,
+                in_reply_to=target,
+                extra={"acct": acct, "visibility": visibility, "spoiler_text": spoiler},
+            )
+            return {"held_for_review": held.id, "in_reply_to": target, "expires": held.expires}
+        if self.settings.dry_run:
+            for i, part in enumerate(parts, 1):
+                log.info(
+                    "mastodon (dry run): would post %d/%d in reply to %s (%s): %s",
+                    i,
+                    len(parts),
+                    target,
+                    visibility,
+                    part,
+                )
+            return {"dry_run": True, "in_reply_to": target, "statuses": parts, "visibility": visibility}
+        source = ctx.inputs[-1].id if ctx.inputs else ctx.run.id
+        ordinal = sum(1 for e in ctx.logs if isinstance(e, OutputLog) and e.type == "mastodon:reply" and e.sent)
+        return await self._post(
+            parts,
+            chat=chat,
+            in_reply_to=target,
+            visibility=visibility,
+            spoiler=spoiler,
+            key=f"{source}:mastodon:reply:{ordinal}",
+            ctx=ctx,
+        )
+
+    def _split(self, text: str, *, prefix: str, spoiler: str, chat: str) -> list[str]:
+        limit = self.max_characters - status_length(spoiler, per_url=self.per_url)
+        parts = split_status(text, limit=limit, per_url=self.per_url, prefix=prefix)
+        if not parts:
+            raise SendFailed(PLATFORM, chat, "nothing to post: the text is empty")
+        if len(parts) > self.settings.max_thread:
+            raise SendFailed(
+                PLATFORM,
+                chat,
+                f"the text needs {len(parts)} statuses, over max_thread = {self.settings.max_thread}: nothing was posted",
+            )
+        return parts
+
+    async def _post(
+        self,
+        parts: list[str],
+        *,
+        chat: str,
+        in_reply_to: str,
+        visibility: str,
+        spoiler: str,
+        key: str,
+        ctx: RunContext | None = None,
+    ) -> dict[str, Any]:
+        assert self.hub is not None and self.governor is not None
+        await reserve_posts(
+            self.hub.memory, len(parts), platform=PLATFORM, limit=self.settings.max_posts_per_day, chat=chat
+        )
+        ids: list[str] = []
+        previous = in_reply_to
+        try:
+            for i, part in enumerate(parts):
+                idempotency = hashlib.sha256(f"{key}:{i}".encode()).hexdigest()[:32]
+                previous = await self.governor.send(
+                    chat, self._poster(part, previous, visibility, spoiler, idempotency)
+                )
+                ids.append(previous)
+                await self.hub.memory.set(f"{ROOT_PREFIX}{previous}", chat)  # its replies join this thread
+                if ctx is not None:
+                    await ctx.part_sent(i, previous)
+        except SendFailed as e:
+            if ids:
+                raise SendFailed(
+                    PLATFORM, chat, f"{e.reason}; {len(ids)} of {len(parts)} statuses were posted: {ids}"
+                ) from e
+            raise
+        log.info("mastodon: posted %s in reply to %s", ", ".join(ids), in_reply_to)
+        return {"status_ids": ids, "in_reply_to": in_reply_to, "visibility": visibility}
+
+    def _poster(
+        self, text: str, in_reply_to: str, visibility: str, spoiler: str, idempotency: str
+    ) -> Callable[[], Awaitable[str]]:
+        # the last check before it leaves, counted as the instance counts
+        check_length(
+            PLATFORM,
+            "status",
+            text,
+            measure=lambda t: status_length(t, per_url=self.per_url) + status_length(spoiler, per_url=self.per_url),
+            limit=self.max_characters,
+            unit="characters",
+        )
+
+        async def post() -> str:
+            client = self.client
+            assert client is not None
+            try:
+                status = await self._call(
+                    client.status_post,
+                    text,
+                    in_reply_to_id=in_reply_to,
+                    visibility=visibility,
+                    spoiler_text=spoiler or None,
+                    idempotency_key=idempotency,  # the same on every retry: posted once
+                )
+            except Exception as e:
+                mapped = _send_error(e, client)
+                if mapped is e:
+                    raise
+                raise mapped from e
+            return str(status["id"])
+
+        return post
+
+    async def _post_held(self, review: Review) -> dict[str, Any]:
+        """Post a held reply an operator approved (its text maybe edited)."""
+        import json
+
+        extra = json.loads(review.extra or "{}")
+        acct, spoiler = str(extra.get("acct") or ""), str(extra.get("spoiler_text") or "")
+        prefix = f"@{acct} " if acct and f"@{acct}" not in review.text else ""
+        parts = self._split(review.text, prefix=prefix, spoiler=spoiler, chat=review.chat)
+        if self.settings.dry_run:
+            log.info("mastodon (dry run): would post approved %s: %s", review.id, parts)
+            return {"dry_run": True, "statuses": parts}
+        return await self._post(
+            parts,
+            chat=review.chat,
+            in_reply_to=review.in_reply_to or review.chat,
+            visibility=str(extra.get("visibility") or self.settings.visibility),
+            spoiler=spoiler,
+            key=f"review:{review.id}",
+        )
+
+
+def _norm(user: str) -> str:
+    """Allow-list entries: account ids as they are, ``@user@domain`` without ``@``, lower case."""
+    return str(user).strip().lstrip("@").lower()
+
+
+def _plain(html: str) -> str:
+    """A status's HTML as text: paragraphs and line breaks kept, tags dropped, entities read."""
+    import html as html_lib
+    import re
+
+    text = re.sub(r"<br\s*/?>", "\n", html)
+    text = re.sub(r"</p>\s*<p>", "\n\n", text)
+    return html_lib.unescape(re.sub(r"<[^>]+>", "", text)).strip()

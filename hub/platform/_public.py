@@ -1,0 +1,212 @@
+"""Posting in public (X, Mastodon, Bluesky): the safety every public timeline shares.
+
+A mistake in public costs most: a reply loop with another bot, a flood that gets the account
+suspended, an answer nobody checked under the operator's name. So each public extension's
+settings derive from :class:`PublicSettings` (``dry_run`` on by default, ``review``, the
+caps), and it posts through these pieces:
+
+- :func:`reserve_posts`: the daily cap (``max_posts_per_day``), counted in the hub's memory
+  store with a compare-and-set, so that workers sharing it never pass it together;
+- :func:`admit_reply`: at most ``replies_per_account`` answers to one account in
+  ``replies_window`` seconds (the same compare-and-set), checked before a mention reaches
+  the model;
+- :class:`ReviewQueue`: with ``review = true`` a post is held in the store's review queue
+  (:class:`hub.store.Review`) instead; an operator approves (maybe edits) or rejects it
+  (``hub review``, ``POST /reviews/{id}``, the dashboard), and the extension's worker that
+  claims the approved post (a compare-and-set on its state) posts it, once;
+- :func:`check_length`: the last check before a post leaves, counted the platform's way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import Field
+
+from ..store import MemoryStore, Review, ReviewStore
+from ._send import SendFailed
+from ._settings import PlatformSettings
+
+__all__ = [
+    "PublicSettings",
+    "ReviewQueue",
+    "admit_reply",
+    "check_length",
+    "reserve_posts",
+    "DAY",
+]
+
+log = logging.getLogger("hub.platform")
+
+DAY = 86400.0
+REVIEW_POLL = 5.0
+"""Seconds between two looks for approved posts (an approval on another process lands within)."""
+
+
+class PublicSettings(PlatformSettings):
+    """The keys every public timeline shares (``[extensions.twitter]``, ``.mastodon``,
+    ``.bluesky``), beside every platform's (:class:`PlatformSettings`)."""
+
+    dry_run: bool = True
+    """Log what would be posted instead of posting it."""
+    review: bool = False
+    """Hold each post for an operator (``hub review list | approve ID | reject ID``)."""
+    review_expiry: float = Field(86400.0, gt=0)
+    """Seconds a held post waits for an operator; after it, it can no longer be approved."""
+    max_posts_per_day: int = Field(100, ge=1)
+    """Posts in any 24 hours, over every worker; over it, answers fail (recorded as not sent)."""
+    replies_per_account: int = Field(5, ge=0)
+    """Answers to one account within ``replies_window`` (0: no cap); its further mentions are
+    not answered until the window has room again."""
+    replies_window: float = Field(3600.0, gt=0)
+    """Seconds ``replies_per_account`` counts over."""
+
+
+def _times(stored: Any, now: float, window: float) -> list[float]:
+    return [float(t) for t in (stored or []) if now - float(t) < window]
+
+
+async def reserve_posts(
+    memory: MemoryStore, n: int, *, platform: str, limit: int, chat: str, now: float | None = None
+) -> list[float]:
+    """Count ``n`` posts of ``platform`` against ``limit`` a day in ``memory`` (the hub's store,
+    shared by every worker; key ``<platform>:posts``), or refuse them all; the times counted
+    now. A compare-and-set (``memory.update``): two workers never both take the last post.
+
+    Raises:
+        SendFailed: the day's posts and ``n`` more would pass ``limit``; nothing is counted.
+    """
+    at = time.time() if now is None else now
+
+    def take(stored: Any) -> list[float]:
+        times = _times(stored, at, DAY)
+        if len(times) + n > limit:
+            raise SendFailed(
+                platform,
+                chat,
+                f"max_posts_per_day = {limit} reached ({len(times)} in the last 24 h, {n} more asked): nothing was posted",
+            )
+        return times + [at] * n
+
+    taken: list[float] = await memory.update(f"{platform}:posts", take)
+    return taken
+
+
+async def admit_reply(
+    memory: MemoryStore, account: str, *, platform: str, limit: int, window: float, now: float | None = None
+) -> bool:
+    """Whether the bot may answer ``account`` once more (and if so, that answer is counted):
+    at most ``limit`` in ``window`` seconds over every worker (key
+    ``<platform>:replies:<account>``, a compare-and-set). ``limit`` 0: always."""
+    if limit <= 0:
+        return True
+    at = time.time() if now is None else now
+    admitted = False
+
+    def take(stored: Any) -> list[float]:
+        nonlocal admitted
+        times = _times(stored, at, window)
+        admitted = len(times) < limit
+        return times + [at] if admitted else times
+
+    await memory.update(f"{platform}:replies:{account}", take)
+    return admitted
+
+
+def check_length(platform: str, chat: str, text: str, *, measure: Callable[[str], int], limit: int, unit: str) -> None:
+    """Refuse a post longer than the platform takes, counted its way (``measure``).
+
+    Raises:
+        SendFailed: ``text`` measures over ``limit``; nothing was posted.
+    """
+    n = measure(text)
+    if n > limit:
+        raise SendFailed(platform, chat, f"a post of {n} {unit} is over {platform}'s {limit}: nothing was posted")
+
+
+Poster = Callable[[Review], Awaitable[Any]]
+"""Posts a held post as approved (its text maybe edited); returns what it posted (JSON-able)."""
+
+
+class ReviewQueue:
+    """One platform's side of the review queue: holding posts, and posting the approved ones.
+
+    ``poster`` is the platform's way to post a held post; :meth:`post_approved` claims each
+    approved post (approved -> posting, a compare-and-set) before it posts it, so of several
+    workers one posts it; a worker cut off while posting leaves it ``posting``, never posted
+    twice. :meth:`run` looks for approved posts every :data:`REVIEW_POLL` seconds.
+    """
+
+    def __init__(self, store: ReviewStore, platform: str, *, expiry: float, poster: Poster) -> None:
+        self.store = store
+        self.platform = platform
+        self.expiry = expiry
+        self.poster = poster
+        self._wake = asyncio.Event()
+
+    async def hold(
+        self, text: str, *, output: str, chat: str, in_reply_to: str | None, extra: dict[str, Any] | None = None
+    ) -> Review:
+        """Keep ``text`` for an operator; what the output reports instead of posting."""
+        now = time.time()
+        review = Review(
+            id=secrets.token_hex(4),
+            platform=self.platform,
+            output=output,
+            chat=chat,
+            text=text,
+            state="pending",
+            created=now,
+            expires=now + self.expiry,
+            in_reply_to=in_reply_to,
+            extra=json.dumps(extra) if extra else None,
+        )
+        await self.store.add(review)
+        log.info(
+            "%s: post held for review as %s (hub review approve %s): %s", self.platform, review.id, review.id, text
+        )
+        return review
+
+    def poke(self) -> None:
+        """Look for approved posts now (an approval in this process)."""
+        self._wake.set()
+
+    async def post_approved(self) -> int:
+        """Post every approved post of this platform that this worker claims; how many were posted."""
+        posted = 0
+        for review in await self.store.list(platform=self.platform, state="approved"):
+            claimed = await self.store.move(review.id, "approved", "posting")
+            if claimed is None:
+                continue  # another worker claimed it
+            try:
+                result = await self.poster(claimed)
+            except SendFailed as e:
+                await self.store.move(claimed.id, "posting", "failed", result=e.reason)
+                log.warning("%s: approved post %s failed: %s", self.platform, claimed.id, e.reason)
+                continue
+            except Exception as e:
+                # left "posting": it may have gone out; posting it again could duplicate it
+                log.exception("%s: approved post %s: %s; left as posting, not retried", self.platform, claimed.id, e)
+                continue
+            await self.store.move(claimed.id, "posting", "posted", result=json.dumps(result, default=str))
+            posted += 1
+        return posted
+
+    async def run(self, *, interval: float = REVIEW_POLL) -> None:
+        """Post approved posts as they come, until cancelled."""
+        while True:
+            try:
+                await self.post_approved()
+            except Exception as e:  # the store briefly away: look again next time
+                log.warning("%s: looking for approved posts failed: %s", self.platform, e)
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), interval)
+            except TimeoutError:
+                pass
