@@ -299,8 +299,11 @@ class Hub:
         self.registry.register(ext)
 
     def _busy_of(self, slot: Any) -> str:
-        """``busy`` for a conversation: its persona's, else ``[agent] busy``."""
+        """``busy`` for a conversation: its route's, else its persona's, else ``[agent] busy``."""
         inst = ContextInstance(slot.definition, slot.args, slot.key, extension=self.registry.owner_of(slot.definition))
+        route = self.route_for(inst.id)
+        if route is not None and route.busy:
+            return route.busy
         persona = self.persona_for(inst)
         return persona.busy if persona is not None and persona.busy else self.config.agent.busy
 

@@ -676,6 +676,10 @@ class RouteSection(_Section):
     actions: list[str] | None = Field(
         None, description="the actions offered (globs, MCP tools included: time__*); absent = every action"
     )
+    busy: Literal["steer", "queue", "collect", "interrupt"] | None = Field(
+        None,
+        description="a message arriving during a run of these conversations (absent: the persona's, else [agent] busy)",
+    )
 
     def allows(self, action: str) -> bool:
         """Whether an action named ``action`` may be offered and called under this route."""

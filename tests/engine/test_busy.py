@@ -106,6 +106,15 @@ async def test_a_personas_busy_wins_over_the_config(make_hub: Any, config: Any) 
     assert [inputs(r) for r in results] == [["m1"], ["m2"], ["m3"]]
 
 
+async def test_a_routes_busy_wins_over_the_persona_and_the_config(make_hub: Any, config: Any) -> None:
+    from hub.config import RouteSection
+
+    persona = 'name = "Q"\ninstructions = "You take what came together."\nbusy = "collect"\n'
+    config.routes = [RouteSection(match="cli:session:*", busy="queue")]
+    results, _ = await busy_run(make_hub, config, "steer", persona=persona)
+    assert [inputs(r) for r in results] == [["m1"], ["m2"], ["m3"]]
+
+
 def test_an_unknown_mode_is_refused_naming_the_key() -> None:
     from hub import ConfigError
     from hub.config import config_from_dict
