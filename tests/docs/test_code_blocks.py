@@ -120,10 +120,11 @@ VALUES = {"WHATSAPP_PHONE_NUMBER_ID": "106540352242922", "SIGNAL_NUMBER": "+1555
 
 
 class AnyEnv(dict[str, str]):
-    """An environment where every variable is set (to a value long enough for a secret)."""
+    """An environment where every variable is set (to a value long enough for a secret, and
+    its own: two accounts' tokens must differ)."""
 
     def get(self, key: str, default: Any = None) -> str:  # type: ignore[override]
-        return super().get(key, VALUES.get(key) or TOKEN_SHAPES.get(key, "") + "x" * 32)
+        return super().get(key, VALUES.get(key) or TOKEN_SHAPES.get(key, "") + key.lower() + "x" * 32)
 
 
 def extension_settings() -> dict[str, Any]:
