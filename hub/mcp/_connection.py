@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-import httpx2
-
 from ..backoff import Backoff
 from ..config import McpServerSection
 from ..definitions import Action
@@ -191,8 +189,12 @@ class McpServer:
                 cwd=cwd,
             )
             return stdio_client(params, errlog=self.errlog or sys.stderr)
+        import httpx2  # the mcp SDK's HTTP client, imported with it (a started hub imports neither)
+
+        from ._bounded import BoundedJson
+
         timeout = httpx2.Timeout(self.section.timeout, read=max(300.0, self.section.timeout))
-        transport = _BoundedJson(httpx2.AsyncHTTPTransport(), s.max_message_bytes)
+        transport = BoundedJson(httpx2.AsyncHTTPTransport(), s.max_message_bytes)
         client = httpx2.AsyncClient(headers=dict(s.headers), timeout=timeout, transport=transport)
         return _http(client, s.url, s.max_message_bytes)
 
@@ -321,7 +323,7 @@ def _which(program: str) -> str:
 
 def _http(client: Any, url: str, limit: int) -> Any:
     """The streamable HTTP transport, closing ``client`` with it; an SSE event over ``limit``
-    bytes fails its request (the SDK's own bound), as a JSON body does (:class:`_BoundedJson`)."""
+    bytes fails its request (the SDK's own bound), as a JSON body does (:class:`hub.mcp._bounded.BoundedJson`)."""
     from contextlib import asynccontextmanager
 
     from mcp.client.streamable_http import streamable_http_client
@@ -332,46 +334,6 @@ def _http(client: Any, url: str, limit: int) -> Any:
             yield streams
 
     return transport()
-
-
-class _BoundedJson(httpx2.AsyncBaseTransport):
-    """An httpx2 transport whose JSON bodies are read to ``limit`` bytes at most: the SDK reads
-    such an answer whole (``aread``), so one over the limit fails as a stream error, which the
-    SDK turns into an error for that request, before it is held."""
-
-    def __init__(self, inner: Any, limit: int) -> None:
-        self.inner = inner
-        self.limit = limit
-
-    async def handle_async_request(self, request: Any) -> Any:
-        response = await self.inner.handle_async_request(request)
-        if response.headers.get("content-type", "").lower().startswith("application/json"):
-            response.stream = _Capped(response.stream, self.limit)
-        return response
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-class _Capped(httpx2.AsyncByteStream):
-    """A response body that raises once more than ``limit`` bytes have come."""
-
-    def __init__(self, stream: Any, limit: int) -> None:
-        self.stream = stream
-        self.limit = limit
-
-    async def __aiter__(self) -> Any:
-        size = 0
-        async for chunk in self.stream:
-            size += len(chunk)
-            if size > self.limit:
-                raise httpx2.StreamError(
-                    f"the server's answer is over {self.limit} bytes (max_message_bytes): left unread"
-                )
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self.stream.aclose()
 
 
 def _reason(e: BaseException) -> str:

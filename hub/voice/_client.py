@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import logging
 import re
-
-import openai
-from openai import AsyncOpenAI
+from typing import TYPE_CHECKING
 
 from ..audio import AudioClip
 from ..config import HubConfig, VoiceSection
 from ..errors import VoiceError
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
 
 __all__ = ["Voice", "speech_parts"]
 
@@ -32,12 +33,23 @@ class Voice:
             raise ValueError("Voice needs a [voice] table")
         self.section: VoiceSection = section
         self.timeout = config.model.timeout
-        self._client = client or AsyncOpenAI(
-            base_url=section.base_url or config.model.base_url or None,
-            api_key=section.api_key or config.model.api_key or "not-needed",
-            timeout=self.timeout,
-            max_retries=0,  # a voice note is answered now or told it failed: never a queue of retries
-        )
+        self._base_url = section.base_url or config.model.base_url or None
+        self._api_key = section.api_key or config.model.api_key or "not-needed"
+        self._made: AsyncOpenAI | None = client
+
+    @property
+    def _client(self) -> AsyncOpenAI:
+        """The SDK's client, made at the first voice note: a hub that hears none never imports it."""
+        if self._made is None:
+            from openai import AsyncOpenAI
+
+            self._made = AsyncOpenAI(
+                base_url=self._base_url,
+                api_key=self._api_key,
+                timeout=self.timeout,
+                max_retries=0,  # a voice note is answered now or told it failed: never a queue of retries
+            )
+        return self._made
 
     @property
     def speaks(self) -> bool:
@@ -48,7 +60,8 @@ class Voice:
         """Nothing: the client connects on first use."""
 
     async def stop(self) -> None:
-        await self._client.close()
+        if self._made is not None:
+            await self._made.close()
 
     async def transcribe(self, clip: AudioClip) -> str:
         """The text spoken in ``clip`` (WAV, measured already).
@@ -56,6 +69,8 @@ class Voice:
         Raises:
             VoiceError: the server failed, hung past ``[model] timeout`` or answered nothing usable.
         """
+        import openai
+
         try:
             result = await self._client.audio.transcriptions.create(
                 model=self.section.transcribe_model,
@@ -82,6 +97,8 @@ class Voice:
         """
         if not self.section.speak_model:
             raise VoiceError("no [voice] speak_model is set")
+        import openai
+
         try:
             response = await self._client.audio.speech.create(
                 model=self.section.speak_model,
