@@ -4,7 +4,6 @@ nobody else's."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from pathlib import Path
 from typing import Any
@@ -151,11 +150,12 @@ async def test_a_run_that_takes_another_members_message_shows_no_person_memory(m
     async def say(content: str, ctx: RunContext) -> None:
         pass
 
-    eve_in = asyncio.Event()
+    said: list[Any] = []
 
     @action(name="wait", description="Wait.")
     async def wait(args: NoArgs, ctx: RunContext) -> dict[str, str]:
-        await eve_in.wait()
+        # eve writes while alice's run is in its first step: that step's prompt is built
+        said.append(await rig.hub.submit("room:1", None, "what do you know?", user="eve"))
         return {}
 
     room = Context(type="room", schema=TextArgs, reply_output="room:say")
@@ -166,10 +166,8 @@ async def test_a_run_that_takes_another_members_message_shows_no_person_memory(m
         people = People(rig.hub.memory)
         await people.remember(await people.person_of("rooms", "alice"), "note", "ALICE-ONLY")
         first = await rig.hub.submit("room:1", None, "hi all", user="alice")
-        second = await rig.hub.submit("room:1", None, "what do you know?", user="eve")
-        eve_in.set()
-        result = await second.wait()
-        assert (await first.wait()).run_id == result.run_id
+        result = await first.wait()
+        assert (await said[0].wait()).run_id == result.run_id
     before, after = (prompt_text(r) for r in rig.model.requests)
     assert "ALICE-ONLY" in before and "what do you know?" not in before
     assert "what do you know?" in after and "ALICE-ONLY" not in after
