@@ -70,7 +70,10 @@ async def test_the_model_sees_names_and_loads_a_skill_with_its_files(make_hub, c
         prompt = hub.model.requests[0].system
     assert '<skill name="invoices">Answers about invoices.</skill>' in prompt
     assert "read the invoice" not in prompt, "only names and descriptions until it is loaded"
-    loaded, template, escape = [e for e in result.logs if isinstance(e, ActionResultLog)]
+    loaded, *second = [e for e in result.logs if isinstance(e, ActionResultLog)]
+    # the second step's two calls run at once, off the loop: their results come in either order
+    (template,) = [r for r in second if r.ok]
+    (escape,) = [r for r in second if not r.ok]
     assert loaded.data["instructions"].endswith("Step 1: read the invoice") and loaded.data["files"] == ["template.txt"]
     assert template.data["content"] == "INVOICE #{n}"
     assert not escape.ok and "has no file" in escape.error
