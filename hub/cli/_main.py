@@ -164,7 +164,7 @@ async def cmd_run(config: HubConfig, args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with hub:
-        from .._heap import settle_heap
+        from ._heap import settle_heap
 
         log.debug("start-up heap frozen out of garbage collection: %d objects", settle_heap())
         log.info("hub running with %s; stop with Ctrl-C or SIGTERM", ", ".join(hub.extensions) or "no extensions")
