@@ -247,7 +247,7 @@ async def main_async(args: argparse.Namespace) -> dict:
         data = Path(tmp)
         hub, counts = make_hub(data, args.max_runs, args.prune_interval)
         async with hub:
-            from hub._heap import settle_heap
+            from hub.cli._heap import settle_heap
 
             settle_heap()  # as `hub run` does once the hub has started
             cap = await capacity(hub, args.capacity_turns)
