@@ -17,6 +17,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from ..config import HubConfig, load_config
+from ..definitions import installed_platforms, platform_list
 from ..errors import ConfigError, HubError
 from ..logging_setup import setup_logging
 from ._approvals import APPROVAL_COMMANDS, add_approval_commands
@@ -44,11 +45,19 @@ def _version() -> str:
         return "unknown"
 
 
+def _description() -> str:
+    """What ``hub --help`` opens with: the platforms installed, read from their packages' metadata."""
+    try:
+        platforms = installed_platforms()
+    except HubError as e:  # a package's broken metadata must not take the help (or any command) down
+        return f"An LLM agent on the platforms installed (their list is unreadable: {e})."
+    if not platforms:
+        return "An LLM agent gateway; no platform is installed (pip install 'hub[all]', or one platform's extra)."
+    return f"An LLM agent on {platform_list(platforms)}."
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="hub",
-        description="An LLM agent on Discord, Telegram, X, Mastodon, Bluesky, Slack, Matrix, WhatsApp, Signal, email and the terminal.",
-    )
+    p = argparse.ArgumentParser(prog="hub", description=_description())
     p.add_argument("--version", action="version", version=f"hub {_version()}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", default=None, help="config file (default: ./config.toml)")

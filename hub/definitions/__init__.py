@@ -8,6 +8,7 @@ from ._context_names import split_context_name
 from ._decorators import action, command, input, output, service
 from ._hub_api import HubAPI, PlatformMetrics, Queued
 from ._loader import ENTRY_POINT_GROUP, import_extension, load_extension, load_extensions
+from ._platforms import PLATFORM_GROUP, InstalledPlatform, installed_platforms, platform_list
 from ._registry import Registry
 from ._run_context import Conversation, RunContext
 from ._run_outcome import RunResult, StopRun, store_reason
@@ -49,8 +50,10 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "Extension",
     "HubAPI",
+    "InstalledPlatform",
     "Input",
     "NoArgs",
+    "PLATFORM_GROUP",
     "Output",
     "OutputResult",
     "PlatformMetrics",
@@ -70,10 +73,12 @@ __all__ = [
     "command_handler_result",
     "import_extension",
     "input",
+    "installed_platforms",
     "load_extension",
     "load_extensions",
     "load_memory",
     "plain_json",
+    "platform_list",
     "output",
     "save_memory",
     "service",
