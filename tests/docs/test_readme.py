@@ -10,7 +10,8 @@ import tomllib
 from tests.docs.test_code_blocks import ROOT, blocks
 
 README = ROOT / "README.md"
-MAX_BYTES = 16_000
+# 16,500 since the Slack and Matrix quick starts: one per platform (tests/docs/test_platforms.py)
+MAX_BYTES = 16_500
 
 
 def test_the_readme_opens_with_the_two_commands() -> None:

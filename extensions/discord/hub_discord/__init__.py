@@ -36,6 +36,7 @@ from ._bot import (
     intents,
     start_error,
 )
+from ._messages import INVITE_PERMISSIONS, invite_url
 from ._settings import MEDIA_HOSTS, DiscordChannel, DiscordSettings
 
 __all__ = [
@@ -46,6 +47,8 @@ __all__ = [
     "extension",
     "ignore_reason",
     "intents",
+    "INVITE_PERMISSIONS",
+    "invite_url",
     "start_error",
     "MAX_LENGTH",
     "MEDIA_HOSTS",

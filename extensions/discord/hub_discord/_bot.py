@@ -60,6 +60,7 @@ from ._messages import (
     SAFE_MENTIONS,
     ignore_reason,
     intents,
+    invite_url,
     media_of,
     message_text,
 )
@@ -321,6 +322,8 @@ class DiscordBot:
             client.user.id,
             len(client.guilds),
         )
+        if not client.guilds and client.application_id is not None:  # a new bot: say how to add it
+            log.warning("discord: the bot is in no server yet; invite it: %s", invite_url(client.application_id))
         if self._connected is not None:
             self._connected.set()
 

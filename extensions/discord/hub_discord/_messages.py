@@ -34,6 +34,23 @@ def intents() -> discord.Intents:
     return i
 
 
+# What the invite asks for (README, docs/platforms/discord.md): read channels and threads and
+# their history (a reply quotes the message it answers), answer there, and send files and
+# voice notes. Named flags, so the number in the docs is checked against them.
+INVITE_PERMISSIONS = discord.Permissions(
+    view_channel=True,
+    send_messages=True,
+    send_messages_in_threads=True,
+    read_message_history=True,
+    attach_files=True,
+)
+
+
+def invite_url(application_id: int) -> str:
+    """The link that adds the bot to a server with :data:`INVITE_PERMISSIONS` (scope ``bot``)."""
+    return discord.utils.oauth_url(application_id, permissions=INVITE_PERMISSIONS, scopes=("bot",))
+
+
 def addressed_to(message: discord.Message, me: discord.abc.User) -> bool:
     """A mention of the bot (its user or its managed role), or a reply to one of its messages."""
     if any(u.id == me.id for u in message.mentions):

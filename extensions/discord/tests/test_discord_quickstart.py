@@ -1,6 +1,7 @@
-"""The README's Discord quick start, followed as written: the shipped ``config.toml`` with the
-README's ``[extensions.discord]`` lines and the token from the environment, then a mention
-answered, against the loopback fake of Discord's gateway and REST API.
+"""The Discord quick start (README.md and docs/platforms/discord.md), followed as written:
+the shipped ``config.toml`` with the section's ``[extensions.discord]`` lines and the token
+from the environment, then a mention answered, against the loopback fake of Discord's
+gateway and REST API.
 
 What the test changes, and only that: Discord's address (the fake's, patched into discord.py),
 the data folder (a temporary directory), episodic memory and the terminal off, and the model
@@ -25,10 +26,15 @@ ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "fake-token"
 
 
-def quick_start() -> str:
-    text = (ROOT / "README.md").read_text()
-    match = re.search(r"^## Quick start: Discord\n(.*?)^## ", text, re.S | re.M)
-    assert match, "README.md has no '## Quick start: Discord' section"
+SOURCES = {
+    "README.md": r"^## Quick start: Discord\n(.*?)^## ",
+    "docs/platforms/discord.md": r"^## Quick start\n(.*?)^## ",
+}
+
+
+def quick_start(source: str) -> str:
+    match = re.search(SOURCES[source], (ROOT / source).read_text(), re.S | re.M)
+    assert match, f"{source} has no Discord quick start section"
     return match.group(1)
 
 
@@ -39,8 +45,9 @@ def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def test_the_readme_quick_start_answers_on_discord(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    section = quick_start()
+@pytest.mark.parametrize("source", sorted(SOURCES))
+async def test_the_quick_start_answers_on_discord(source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    section = quick_start(source)
     (toml,) = re.findall(r"```toml\n(.*?)```", section, re.S)
     readme = tomllib.loads(re.sub(r"^ +", "", toml, flags=re.M))
     assert "export DISCORD_BOT_TOKEN=" in section and readme["extensions"]["discord"]["enabled"] is True

@@ -1,6 +1,7 @@
-"""The README's Telegram quick start, followed as written: the shipped ``config.toml`` with the
-README's ``[extensions.telegram]`` lines, the token from the environment, and a message to
-the bot answered, against the loopback fake of Telegram.
+"""The Telegram quick start (README.md and docs/platforms/telegram.md), followed as written:
+the shipped ``config.toml`` with the section's ``[extensions.telegram]`` lines, the token
+from the environment, and a message to the bot answered, against the loopback fake of
+Telegram.
 
 What the test changes, and only that: Telegram's address (the fake's), the data and persona
 folders (a temporary directory), episodic memory off (Chroma takes seconds to start), the
@@ -15,6 +16,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fake_telegram import FakeTelegram
 
 from hub import Hub, ScriptedModel
@@ -24,11 +26,16 @@ ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "123456789:AAH-quick-start-token"
 
 
-def quick_start() -> str:
-    """The README's Telegram quick start section."""
-    text = (ROOT / "README.md").read_text()
-    match = re.search(r"^## Quick start: Telegram\n(.*?)^## ", text, re.S | re.M)
-    assert match, "README.md has no '## Quick start: Telegram' section"
+SOURCES = {
+    "README.md": r"^## Quick start: Telegram\n(.*?)^## ",
+    "docs/platforms/telegram.md": r"^## Quick start\n(.*?)^## ",
+}
+
+
+def quick_start(source: str) -> str:
+    """The Telegram quick start section of ``source``."""
+    match = re.search(SOURCES[source], (ROOT / source).read_text(), re.S | re.M)
+    assert match, f"{source} has no Telegram quick start section"
     return match.group(1)
 
 
@@ -39,8 +46,9 @@ def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def test_the_quick_start_exports_the_variable_the_config_reads() -> None:
-    section = quick_start()
+@pytest.mark.parametrize("source", sorted(SOURCES))
+def test_the_quick_start_exports_the_variable_the_config_reads(source: str) -> None:
+    section = quick_start(source)
     (toml,) = re.findall(r"```toml\n(.*?)```", section, re.S)
     table = tomllib.loads(re.sub(r"^ +", "", toml, flags=re.M))["extensions"]["telegram"]
     assert table["enabled"] is True
@@ -49,8 +57,9 @@ def test_the_quick_start_exports_the_variable_the_config_reads() -> None:
     assert f"export {var.group(1)}=" in section
 
 
-async def test_the_readme_quick_start_answers_on_telegram(tmp_path: Path) -> None:
-    section = quick_start()
+@pytest.mark.parametrize("source", sorted(SOURCES))
+async def test_the_quick_start_answers_on_telegram(source: str, tmp_path: Path) -> None:
+    section = quick_start(source)
     (toml,) = re.findall(r"```toml\n(.*?)```", section, re.S)
     shipped = tomllib.loads((ROOT / "config.toml").read_text())
     raw = merged(shipped, tomllib.loads(re.sub(r"^ +", "", toml, flags=re.M)))

@@ -1,6 +1,7 @@
-"""The README's X quick start, followed as written: the shipped ``config.toml`` with the
-README's ``[extensions.twitter]`` lines and the five keys from the environment, then a
-mention answered in dry run (logged, nothing posted), against the loopback fake of X's API.
+"""The X quick start (README.md and docs/platforms/x.md), followed as written: the shipped
+``config.toml`` with the section's ``[extensions.twitter]`` lines and the five keys from the
+environment, then a mention answered in dry run (logged, nothing posted), against the
+loopback fake of X's API.
 
 What the test changes, and only that: X's address (the fake's, patched into the client), the
 data folder (a temporary directory), episodic memory and the terminal off, and the model
@@ -27,10 +28,12 @@ from hub_twitter import TwitterBot, TwitterSettings, extension, make_client
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def quick_start() -> str:
-    text = (ROOT / "README.md").read_text()
-    match = re.search(r"^## Quick start: X\n(.*?)^## ", text, re.S | re.M)
-    assert match, "README.md has no '## Quick start: X' section"
+SOURCES = {"README.md": r"^## Quick start: X\n(.*?)^## ", "docs/platforms/x.md": r"^## Quick start\n(.*?)^## "}
+
+
+def quick_start(source: str) -> str:
+    match = re.search(SOURCES[source], (ROOT / source).read_text(), re.S | re.M)
+    assert match, f"{source} has no X quick start section"
     return match.group(1)
 
 
@@ -41,16 +44,17 @@ def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def test_the_readme_quick_start_answers_a_mention_in_dry_run(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("source", sorted(SOURCES))
+async def test_the_quick_start_answers_a_mention_in_dry_run(
+    source: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="hub_twitter")
-    section = quick_start()
+    section = quick_start(source)
     (toml,) = re.findall(r"```toml\n(.*?)```", section, re.S)
     readme = tomllib.loads(re.sub(r"^ +", "", toml, flags=re.M))
     table = readme["extensions"]["twitter"]
     variables = [m.group(1) for v in table.values() if isinstance(v, str) and (m := re.fullmatch(r"\$\{(\w+)\}", v))]
-    assert len(variables) == 5 and all(f"{v}=" in section for v in variables), "the README exports every key"
+    assert len(variables) == 5 and all(f"{v}=" in section for v in variables), "the section exports every key"
     shipped = tomllib.loads((ROOT / "config.toml").read_text())
     raw = merged(
         merged(shipped, readme),
