@@ -1,4 +1,5 @@
-"""Hub: one asyncio process that puts an LLM agent on Discord, Telegram and X at once.
+"""Hub: one asyncio process that puts an LLM agent on Discord, Telegram, X, Mastodon, Bluesky, Slack,
+Matrix, WhatsApp, Signal and email at once, and in the terminal.
 
 The public surface is this module's ``__all__``; everything else is internal.
 """
