@@ -1,4 +1,4 @@
-"""What extensions declare (actions, outputs, inputs, contexts, services, commands), the run context their handlers get, and the registry and loader that find them."""
+"""What extensions declare (actions, outputs, inputs, contexts, services, commands), the run context their handlers get, the registry and loader that find them, and the platforms installed."""
 
 from __future__ import annotations
 
