@@ -35,7 +35,7 @@ def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def example_config(name: str, tmp_path: Path, **over: Any) -> HubConfig:
+def example_config(name: str, tmp_path: Path, *, env: dict[str, str] | None = None, **over: Any) -> HubConfig:
     """``examples/NAME/config.toml`` with ``over`` merged in and the data folder in ``tmp_path``.
 
     The config keeps its own path, so ``module =``, ``contexts_dir`` and MCP servers' ``cwd``
@@ -43,4 +43,4 @@ def example_config(name: str, tmp_path: Path, **over: Any) -> HubConfig:
     """
     path = EXAMPLES / name / "config.toml"
     raw = merged(tomllib.loads(path.read_text()), {"hub": {"data_dir": str(tmp_path / "data")}, **over})
-    return config_from_dict(raw, path=path, env=ENV)
+    return config_from_dict(raw, path=path, env={**ENV, **(env or {})})
