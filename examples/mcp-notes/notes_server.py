@@ -1,6 +1,6 @@
 """An MCP server with two tools, add_note and search_notes, over a JSON file of notes.
 
-Written with the mcp SDK's high-level server (``MCPServer`` from mcp 2, ``FastMCP`` before);
+Written with the mcp SDK's high-level server (``MCPServer``, called ``FastMCP`` before mcp 2);
 the hub runs it over stdio as ``[mcp.notes]`` says. The notes file is ``$NOTES_FILE``.
 """
 
@@ -10,10 +10,7 @@ import json
 import os
 from pathlib import Path
 
-try:  # the SDK's high-level server is MCPServer from mcp 2 on, FastMCP before
-    from mcp.server.mcpserver import MCPServer
-except ImportError:  # pragma: no cover
-    from mcp.server.fastmcp import FastMCP as MCPServer
+from mcp.server.mcpserver import MCPServer  # FastMCP before mcp 2, the same API
 
 NOTES = Path(os.environ.get("NOTES_FILE", "notes.json"))
 server = MCPServer("notes")
