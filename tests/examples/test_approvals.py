@@ -12,7 +12,7 @@ import aiohttp
 
 from hub import Hub, RunState, ScriptedModel
 from tests._support.processes import hub_cmd
-from tests.examples.conftest import ENV, ROOT, example_config
+from tests.examples._examples import ENV, ROOT, example_config
 
 sys.path.insert(0, str(ROOT / "extensions" / "telegram" / "tests"))
 from fake_telegram import FakeTelegram  # noqa: E402

@@ -9,7 +9,7 @@ import tomllib
 from pathlib import Path
 
 from hub import Hub, ScriptedModel
-from tests.examples.conftest import EXAMPLES, example_config
+from tests.examples._examples import EXAMPLES, example_config
 
 HERE = EXAMPLES / "custom-platform"
 sys.path.insert(0, str(HERE / "tests"))

@@ -13,7 +13,7 @@ from pathlib import Path
 from hub import Hub, RunState, ScriptedModel
 from hub.models import ModelRequest
 from tests._support.clock import FakeClock
-from tests.examples.conftest import EXAMPLES, ROOT, example_config
+from tests.examples._examples import EXAMPLES, ROOT, example_config
 
 sys.path.insert(0, str(ROOT / "extensions" / "telegram" / "tests"))
 from fake_telegram import FakeTelegram  # noqa: E402

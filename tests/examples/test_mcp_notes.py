@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hub import Hub, RunState, ScriptedModel
-from tests.examples.conftest import ROOT, example_config
+from tests.examples._examples import ROOT, example_config
 
 sys.path.insert(0, str(ROOT / "extensions" / "telegram" / "tests"))
 from fake_telegram import FakeTelegram  # noqa: E402

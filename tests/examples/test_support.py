@@ -11,7 +11,7 @@ from typing import Any
 
 from hub import Hub, RunState, ScriptedModel
 from hub.models import ModelRequest
-from tests.examples.conftest import ROOT, example_config
+from tests.examples._examples import ROOT, example_config
 
 for _platform in ("telegram", "slack"):
     sys.path.insert(0, str(ROOT / "extensions" / _platform / "tests"))

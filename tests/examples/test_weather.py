@@ -12,7 +12,7 @@ from aiohttp import web
 
 from hub import Hub, RunState, ScriptedModel
 from hub.testing import Failure, FakeServer, Recorded
-from tests.examples.conftest import ROOT, example_config
+from tests.examples._examples import ROOT, example_config
 
 sys.path.insert(0, str(ROOT / "extensions" / "telegram" / "tests"))
 from fake_telegram import FakeTelegram  # noqa: E402
