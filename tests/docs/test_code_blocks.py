@@ -260,3 +260,12 @@ def test_a_skip_mark_gives_its_reason() -> None:
         for n, line in enumerate(path.read_text().splitlines(), 1):
             if "docs-test:" in line:
                 assert SKIP.search(line), f"{path.relative_to(ROOT)}:{n}: a skip mark needs a reason"
+
+
+def test_an_included_file_is_checked_in_place_of_its_line(tmp_path: Path) -> None:
+    """A block that includes a file is that file's text; one that names no file fails."""
+    page = ROOT / "docs" / "examples" / "weather.md"
+    (config,) = [b for b in blocks(page) if b.lang == "toml" and "[extensions.weather]" in b.text]
+    assert config.text == (ROOT / "examples" / "weather" / "config.toml").read_text().rstrip("\n")
+    with pytest.raises(AssertionError, match="not a file"):
+        included(page, "examples/no-such-example/config.toml")
