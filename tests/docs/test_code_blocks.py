@@ -8,6 +8,10 @@
   real command line, a script or folder named is in the repository; a command of another
   program must be one a reader can have (``KNOWN_PROGRAMS``).
 
+A block that includes a file of the repository (``--8<-- "examples/weather/config.toml"``,
+pymdownx.snippets, as the examples' pages do) is checked with that file in its place, so the
+included files are checked as the page shows them.
+
 A block that is not meant to be used as it stands (an error shown, a template) is marked with
 ``<!-- docs-test: skip REASON -->`` on the line before it; the reason is required.
 """
@@ -34,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SKIP = re.compile(r"<!-- docs-test: skip (\S.*?) -->\s*$")
 PERSONA_FILE = re.compile(r"#\s*contexts/([\w.-]+\.toml)\s*\n")
 FENCE = re.compile(r"^(\s*)```(\w*)[^\n]*$")
+SNIPPET = re.compile(r'^--8<-- "([^"]+)"$', re.M)
 
 # programs a reader runs that are not the hub's: what they do is theirs to document
 KNOWN_PROGRAMS = frozenset(
@@ -103,9 +108,18 @@ def blocks(path: Path) -> list[Block]:
         while j < len(lines) and lines[j].strip() != "```":
             j += 1
         body = "\n".join(line.removeprefix(indent) for line in lines[i + 1 : j])
+        body = SNIPPET.sub(lambda m: included(path, m.group(1)), body)
         out.append(Block(path, i + 1, lang, body, skip.group(1) if skip else None))
         i = j + 1
     return out
+
+
+def included(page: Path, name: str) -> str:
+    """The text of a file a block includes (a path from the repository's root, as mkdocs.yml's
+    snippets ``base_path`` says)."""
+    target = ROOT / name
+    assert target.is_file(), f"{page.relative_to(ROOT)} includes {name}, which is not a file"
+    return target.read_text().rstrip("\n")
 
 
 def all_blocks(lang: str | tuple[str, ...]) -> list[Block]:
@@ -246,3 +260,12 @@ def test_a_skip_mark_gives_its_reason() -> None:
         for n, line in enumerate(path.read_text().splitlines(), 1):
             if "docs-test:" in line:
                 assert SKIP.search(line), f"{path.relative_to(ROOT)}:{n}: a skip mark needs a reason"
+
+
+def test_an_included_file_is_checked_in_place_of_its_line(tmp_path: Path) -> None:
+    """A block that includes a file is that file's text; one that names no file fails."""
+    page = ROOT / "docs" / "examples" / "weather.md"
+    (config,) = [b for b in blocks(page) if b.lang == "toml" and "[extensions.weather]" in b.text]
+    assert config.text == (ROOT / "examples" / "weather" / "config.toml").read_text().rstrip("\n")
+    with pytest.raises(AssertionError, match="not a file"):
+        included(page, "examples/no-such-example/config.toml")
