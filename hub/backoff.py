@@ -19,7 +19,7 @@ class Backoff:
 
     ``jitter`` is the fraction of each delay drawn at random (0.5: between half and all
     of it; 0: none), which keeps clients that failed together from retrying together.
-    :meth:`delay` answers for a given attempt; :meth:`next` and :meth:`reset` count the
+    [`delay()`][hub.platform.Backoff.delay] answers for a given attempt; [`next()`][hub.platform.Backoff.next] and [`reset()`][hub.platform.Backoff.reset] count the
     attempts for a loop that retries until it succeeds.
     """
 
@@ -54,5 +54,5 @@ class Backoff:
 
     @property
     def failures(self) -> int:
-        """Failures in a row since the last :meth:`reset`."""
+        """Failures in a row since the last [`reset()`][hub.platform.Backoff.reset]."""
         return self._attempt

@@ -1,4 +1,4 @@
-"""The hub's errors, one tree rooted at :class:`HubError`.
+"""The hub's errors, one tree rooted at [`HubError`][hub.HubError].
 
 ::
 
@@ -17,7 +17,7 @@
     │   └── MediaRefused       a decompression bomb, an archive or executable, unreadable content
     └── RunError           misuse of the run API (unknown context, hub not started)
 
-Signals that steer the loop (:class:`RetryAction`) are deliberately outside the tree.
+Signals that steer the loop ([`RetryAction`][hub.RetryAction]) are deliberately outside the tree.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class ModelUnavailable(ModelError):
 class ContextTooLong(ModelError):
     """The model refused the prompt as longer than its context window (OpenAI's
     ``context_length_exceeded``, and the phrasings of compatible servers: see
-    :func:`hub.models.context_too_long`). Never retried as is and never a reason to fail
+    `hub.models.context_too_long()`). Never retried as is and never a reason to fail
     over to another model: with ``[agent] compaction`` the engine summarises the oldest
     history and asks again, once."""
 

@@ -1,25 +1,25 @@
 """Run events as they happen: the seed's "logs notify subscribers".
 
-:class:`EventBus` fans each run's events out to its subscribers; :class:`PublishingRunStore`
+`EventBus` fans each run's events out to its subscribers; `PublishingRunStore`
 sits in front of the hub's run store, the one place every log entry of every run passes, and
-publishes what it records. A subscriber (:class:`EventStream`, what :meth:`Hub.events`
+publishes what it records. A subscriber ([`EventStream`][hub.EventStream], what `Hub.events()`
 returns) has a bounded buffer: when it is full, further events are dropped for that
-subscriber, counted, and reported to it as one :class:`Dropped` event where the gap is. The
+subscriber, counted, and reported to it as one [`Dropped`][hub.Dropped] event where the gap is. The
 engine never waits on a subscriber.
 
 Events, each with a ``kind`` discriminator:
 
-- :class:`RunStarted` (``run_started``), then one :class:`RunEvent` per log entry of the run
+- [`RunStarted`][hub.RunStarted] (``run_started``), then one [`RunEvent`][hub.RunEvent] per log entry of the run
   (its ``kind`` is the entry's: ``input``, ``step``, ``thought``, ``action_call``,
-  ``action_result``, ``output``, ``error``, ``state``), then :class:`RunEnded`
+  ``action_result``, ``output``, ``error``, ``state``), then [`RunEnded`][hub.RunEnded]
   (``run_ended``, with the terminal state). ``seq`` numbers a run's events from 1, in order;
   a run that began before anyone subscribed is announced by a ``run_started`` before its
   first event that is published.
-- :class:`OutputPartial` (``output_partial``): text a live output received while the model
+- [`OutputPartial`][hub.OutputPartial] (``output_partial``): text a live output received while the model
   writes it (``text`` is the new part, masked, an end that could begin a secret held back;
   the parts joined are what the model wrote inside the ``<output>``, masked); the
   ``output`` event with the whole entry follows once it was delivered. Not stored: a replay from the run store has none.
-- :class:`Dropped` (``dropped``): ``count`` events this subscriber missed.
+- [`Dropped`][hub.Dropped] (``dropped``): ``count`` events this subscriber missed.
 """
 
 from __future__ import annotations

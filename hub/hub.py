@@ -1,4 +1,4 @@
-"""The :class:`Hub`: registries, stores, the runner and the engine, with an explicit lifecycle.
+"""The [`Hub`][hub.Hub]: registries, stores, the runner and the engine, with an explicit lifecycle.
 
 Use it as an async context manager (``async with Hub(config) as hub``); ``start`` and
 ``stop`` are idempotent. Everything a hub holds lives on the instance: two hubs in one
@@ -78,10 +78,10 @@ class Hub:
     """One agent hub. Give it a config, and optionally replacements for any seam.
 
     Its features (budgets, role guard, metrics, child runs, episodic memory, schedules,
-    HTTP, persona revisions) are built once by :func:`hub._compose.compose` and take part
+    HTTP, persona revisions) are built once by `hub._compose.compose()` and take part
     in runs only through ``hub.plugins``. ``heartbeat``: a file to touch while the hub runs
     (``hub run`` passes the one ``hub health`` reads). ``worker``: its identity as a lease
-    holder (default: host, pid and a random suffix; see :mod:`hub.store`).
+    holder (default: host, pid and a random suffix; see `hub.store`).
     """
 
     def __init__(
@@ -112,7 +112,7 @@ class Hub:
         self._db: SqlDatabase | None = self.stores.db
         self.memory: MemoryStore = self.stores.memory
         self.platform_problems: dict[str, str] = {}
-        """Platforms that stopped working, and why (:meth:`platform_problem`)."""
+        """Platforms that stopped working, and why ([`platform_problem()`][hub.Hub.platform_problem])."""
         self.runs: RunStore = recorded_runs(self.stores.runs, bus=self.bus, redactor=self.redactor)
         self.inbox: InboxStore = self.stores.inbox
         # listeners that must run once across workers sharing the store hold a lease (hub/store/_leases.py)
@@ -344,7 +344,7 @@ class Hub:
 
     @property
     def started(self) -> bool:
-        """True from the end of :meth:`start` to the beginning of :meth:`stop`: input is taken."""
+        """True from the end of [`start()`][hub.Hub.start] to the beginning of [`stop()`][hub.Hub.stop]: input is taken."""
         return self._state == _Lifecycle.STARTED
 
     async def start(self) -> Hub:
@@ -500,7 +500,7 @@ class Hub:
         return self.tasks.create(coro, name=name)
 
     def lease(self, name: str, *, ttl: float = 30.0, retry: float | None = None) -> LeaseKeeper:
-        """A keeper of the lease ``name`` for this worker (see :mod:`hub.store`): run a
+        """A keeper of the lease ``name`` for this worker (see `hub.store`): run a
         listener that must be unique across workers with ``hub.create_task(keeper.hold(work),
         name=...)``; it runs only while this worker holds the lease. ``ttl``: how long a dead
         worker's lease keeps others waiting."""
@@ -531,11 +531,11 @@ class Hub:
         media: Sequence[MediaPart] = (),
         command: CommandCall | None = None,
     ) -> Submission:
-        """Record an input and queue it; returns at once (see :meth:`send` to wait).
+        """Record an input and queue it; returns at once (see [`send()`][hub.Hub.send] to wait).
         ``formatted`` is how the log shows it (an input's ``format``); ``media``: the
         pictures and files that came with it, as references (fetched when a run needs them);
         ``command``: the chat command it is (a platform parsed ``/name args``), answered
-        without the model when that command is on (:attr:`commands`), else it is text."""
+        without the model when that command is on (`commands`), else it is text."""
         if self._state != _Lifecycle.STARTED:
             raise RunError("the hub is not started (use `async with Hub(...)` or await hub.start())")
         definition, parsed, key = self.resolve_context(context, args)

@@ -45,7 +45,7 @@ class MediaPart:
 
     ``kind`` is what the platform calls it (``"image"``, ``"document"``, ``"sticker"``,
     ``"audio"``, ``"video"``, ``"voice"``); ``mime``, ``size`` and ``name`` are what the
-    platform *claims* (the bytes are sniffed when fetched, :mod:`hub.media`); ``ref`` is what
+    platform *claims* (the bytes are sniffed when fetched, `hub.media`); ``ref`` is what
     the input's ``fetch`` needs to get the bytes again (a Telegram ``file_id``, a URL), so an
     input resumed after a restart fetches them anew. ``name`` is for display only, never a path.
     """
@@ -83,7 +83,7 @@ class InputLog:
     formatted: str | None = None
     """How the log shows it, from the input's ``format`` (None: the content itself)."""
     media: list[MediaPart] = field(default_factory=list)
-    """Pictures and files that came with it, as references (:class:`MediaPart`)."""
+    """Pictures and files that came with it, as references ([`MediaPart`][hub.MediaPart])."""
     drafts: list[dict[str, Any]] = field(default_factory=list)
     """Live replies an interrupted run left half-written for this input (``type`` and
     ``parts``), that the run handling it again completes in place of sending new ones."""

@@ -1,4 +1,4 @@
-"""The sections of ``config.toml``: one pydantic model per table, and :class:`HubConfig`,
+"""The sections of ``config.toml``: one pydantic model per table, and [`HubConfig`][hub.HubConfig],
 the whole file. Reading the file and ``${VAR}`` substitution are in ``_load``.
 """
 
@@ -31,7 +31,7 @@ MIN_SECRET_LENGTH = 16
 
 
 def check_secret_length(value: str, *, what: str = "") -> str:
-    """``value`` when it has at least :data:`MIN_SECRET_LENGTH` characters besides the
+    """``value`` when it has at least [`MIN_SECRET_LENGTH`][hub.platform.MIN_SECRET_LENGTH] characters besides the
     whitespace around it (spaces are no secret: sixteen of them are guessed at once).
 
     Raises:
@@ -666,7 +666,7 @@ def _check_fallbacks(where: str, fallbacks: list[str], models: dict[str, Any], *
 class RouteSection(_Section):
     """``[[routes]]``: the conversations whose names ``match`` get this persona, model and
     actions. The first route that matches wins; a conversation no route matches keeps the
-    defaults. Read by :meth:`HubConfig.route_for`."""
+    defaults. Read by [`HubConfig.route_for()`][hub.HubConfig.route_for]."""
 
     match: str = Field(
         min_length=1, description='a glob over conversation names: "telegram:chat:support/*", "discord:*"'
@@ -842,7 +842,7 @@ class HubConfig(BaseModel):
         return self.resolve(self.hub.contexts_dir)
 
     def media_limits(self) -> MediaLimits:
-        """``[media]`` as :class:`hub.media.MediaLimits` (paths relative to the config file)."""
+        """``[media]`` as `hub.media.MediaLimits` (paths relative to the config file)."""
         m = self.media
         return MediaLimits(
             max_bytes=m.max_bytes,

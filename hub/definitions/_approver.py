@@ -1,12 +1,12 @@
 """The seam through which a platform asks a person to approve an action in its own way
-(Telegram's inline keyboard, Discord's buttons, the terminal's y/n): :class:`Approver`,
+(Telegram's inline keyboard, Discord's buttons, the terminal's y/n): [`Approver`][hub.platform.Approver],
 declared by an extension as ``Extension(approver=...)``, and what it is given and answers.
 
 The core never names a platform: the approvals feature (hub/features/_approvals.py) hands the
-extension that owns the conversation an :class:`ApprovalRequest`; the extension shows it, and
+extension that owns the conversation an [`ApprovalRequest`][hub.platform.ApprovalRequest]; the extension shows it, and
 when the person answers (a button pressed, a line typed) it calls
 ``hub.approvals.answer(id, approve=..., user=..., platform=...)`` and shows the
-:class:`ApprovalAnswer`'s ``message`` to whoever answered.
+[`ApprovalAnswer`][hub.platform.ApprovalAnswer]'s ``message`` to whoever answered.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class Approver(ABC):
 
     @abstractmethod
     async def ask(self, request: ApprovalRequest, ctx: Any) -> None:
-        """Show ``request`` in ``ctx``'s conversation (``ctx``: the run's :class:`~hub.RunContext`) with a way to approve or deny it.
+        """Show ``request`` in ``ctx``'s conversation (``ctx``: the run's [`RunContext`][hub.RunContext]) with a way to approve or deny it.
 
         Raises:
             Exception: it could not be shown (the approval still waits; an operator can answer).

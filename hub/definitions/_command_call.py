@@ -1,4 +1,4 @@
-"""A command someone sent, as the platform parsed it (:class:`CommandCall`): what a platform
+"""A command someone sent, as the platform parsed it ([`CommandCall`][hub.CommandCall]): what a platform
 hands ``send(..., command=...)``. Its own module: the hub API's signature names it, and the
 commands' module needs that API."""
 

@@ -1,9 +1,9 @@
-"""Chat commands: what an extension declares (:class:`Command`, made by ``@command``), what a
-platform hands the hub when someone sends one (:class:`CommandCall`), and what a command's
-handler gets (:class:`CommandContext`).
+"""Chat commands: what an extension declares ([`Command`][hub.Command], made by ``@command``), what a
+platform hands the hub when someone sends one ([`CommandCall`][hub.CommandCall]), and what a command's
+handler gets ([`CommandContext`][hub.CommandContext]).
 
 A command is answered without asking the model: the hub's intake sees it before any run
-(:mod:`hub.engine`). The built-in ones (``/start``, ``/help``, ``/new``, ``/stop``) are the
+(`hub.engine`). The built-in ones (``/start``, ``/help``, ``/new``, ``/stop``) are the
 engine's; an extension adds its own with ``@command("name", description=...)``.
 """
 
@@ -37,7 +37,7 @@ def check_command_name(name: str) -> str:
 
 @dataclass(slots=True, eq=False)
 class Command:
-    """A chat command: ``/name args``. ``handler(cmd)`` gets a :class:`CommandContext` and
+    """A chat command: ``/name args``. ``handler(cmd)`` gets a [`CommandContext`][hub.CommandContext] and
     returns the answer's text (or None when it answered itself, started a run, or has nothing
     to say). ``arguments`` describes the text it takes after its name ("": none; platforms
     with typed options offer one optional text option then). ``roles``: only users holding
@@ -62,7 +62,7 @@ class Command:
 
 class CommandContext:
     """What a command's handler gets: the conversation, the user, the arguments, and two ways
-    to act: :meth:`reply` (through the conversation's usual output) and :meth:`run` (the
+    to act: [`reply()`][hub.CommandContext.reply] (through the conversation's usual output) and [`run()`][hub.CommandContext.run] (the
     model answers ``text`` as a message from this user, in a run of its own)."""
 
     __slots__ = ("name", "args", "context", "user", "platform", "roles", "run_id", "hub", "_reply", "_run")
@@ -86,7 +86,7 @@ class CommandContext:
         self.args = args
         """The text after the command's name (stripped; "" when none)."""
         self.context = context
-        """The conversation (a :class:`~hub.ContextInstance`: ``.id``, ``.args``, ``.key``);
+        """The conversation (a [`ContextInstance`][hub.ContextInstance]: ``.id``, ``.args``, ``.key``);
         its memory is not loaded: a command does not run the conversation."""
         self.user = user
         self.platform = platform

@@ -1,9 +1,9 @@
-"""A run as handlers see it: :class:`RunContext`, what handlers and hooks get (the hub, the
-record, the conversation and the call), and the :class:`Conversation` it holds.
+"""A run as handlers see it: [`RunContext`][hub.RunContext], what handlers and hooks get (the hub, the
+record, the conversation and the call), and the `Conversation` it holds.
 
 The engine builds one per run (``hub.engine``'s ``Run``) and derives a copy per action call
-and output (:meth:`RunContext.derive`). How a run ends (:class:`~hub.RunResult`,
-``StopRun``) is :mod:`._run_outcome`'s.
+and output ([`RunContext.derive()`][hub.RunContext.derive]). How a run ends ([`RunResult`][hub.RunResult],
+``StopRun``) is `_run_outcome`'s.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ MemoryT = TypeVar("MemoryT")
 
 
 class Conversation(Protocol):
-    """The conversation a run handles, as :class:`RunContext` holds it: a
-    :class:`~hub.ContextInstance` (declared beside its definition, which this module's
+    """The conversation a run handles, as [`RunContext`][hub.RunContext] holds it: a
+    [`ContextInstance`][hub.ContextInstance] (declared beside its definition, which this module's
     types are imported by)."""
 
     definition: Any
@@ -102,7 +102,7 @@ class RunContext(Generic[ArgsT, MemoryT]):
         """Recalled episodes, rendered, that the prompt shows (filled by a ``before_run`` hook)."""
         self._stop: Callable[[RunState, str], None] | None = None
         self.output: OutputLog | None = None
-        """The output an output handler is delivering (see :meth:`part_sent`)."""
+        """The output an output handler is delivering (see [`part_sent()`][hub.RunContext.part_sent])."""
         self.agent: Any = None
         """The bot's own context as this run sees it (an ``AgentView``: ``.memory``,
         ``await .update(fn)``), or None when the bot has none."""
@@ -112,7 +112,7 @@ class RunContext(Generic[ArgsT, MemoryT]):
         or None: no user, or inputs from several people (then no person memory is shown)."""
         self.person_memory: dict[str, Any] = {}
         """That person's own memory, apart from the conversation's (``ctx.memory``); an action
-        changes it with :meth:`remember`, never by assigning here."""
+        changes it with [`remember()`][hub.RunContext.remember], never by assigning here."""
         self.person_calls: set[str] = set()
         """The action calls that wrote the person's memory: kept out of the conversation's
         shared history, where another member of a group would read their arguments."""
@@ -139,7 +139,7 @@ class RunContext(Generic[ArgsT, MemoryT]):
 
     @property
     def media(self) -> RunMedia:
-        """The run's files (:class:`hub.media.RunMedia`): an output handler sends the one its
+        """The run's files (`hub.media.RunMedia`): an output handler sends the one its
         ``src`` names with ``await ctx.media.resolve(src)``."""
         if self._media is None:  # a context built outside a run: no files, default limits
             self._media = RunMedia(MediaLimits())

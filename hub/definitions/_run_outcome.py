@@ -1,6 +1,6 @@
-"""How a run ends: :class:`RunResult`, what :meth:`Hub.send <hub.Hub.send>` returns;
-:class:`StopRun`, the signal a hook or a handler raises to end a run early; and
-:func:`store_reason`, the words of a run the store failed."""
+"""How a run ends: [`RunResult`][hub.RunResult], what `Hub.send <hub.Hub.send>()` returns;
+`StopRun`, the signal a hook or a handler raises to end a run early; and
+`store_reason()`, the words of a run the store failed."""
 
 from __future__ import annotations
 
@@ -29,14 +29,14 @@ class StopRun(Exception):  # noqa: N818 - a signal that steers the loop, not an 
 
 def store_reason(e: StoreError) -> str:
     """The reason a run the store failed ends with, in the words operators read (``store_error:
-    ...``); code tells such a run by :attr:`RunResult.store_failure`, not by these words."""
+    ...``); code tells such a run by [`RunResult.store_failure`][hub.RunResult.store_failure], not by these words."""
     during = f" ({e.during})" if e.during else ""
     return f"store_error: {type(e).__name__}{during}: {e}"
 
 
 @dataclass(slots=True)
 class RunResult:
-    """What :meth:`Hub.send` returns: the terminal state and the whole chain of logs."""
+    """What `Hub.send()` returns: the terminal state and the whole chain of logs."""
 
     run_id: str
     context: str

@@ -1,5 +1,5 @@
-"""The definitions an extension declares, as plain data: :class:`Action`, :class:`Output`,
-:class:`Input`, :class:`Context`, :class:`Service` and :class:`Extension`. :class:`ContextInstance` is one conversation of a :class:`Context`. The decorators that
+"""The definitions an extension declares, as plain data: [`Action`][hub.Action], [`Output`][hub.Output],
+[`Input`][hub.Input], [`Context`][hub.Context], [`Service`][hub.Service] and [`Extension`][hub.Extension]. [`ContextInstance`][hub.ContextInstance] is one conversation of a [`Context`][hub.Context]. The decorators that
 build them from handlers, inferring their schemas, are in ``_decorators``.
 """
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("hub.engine")
 
 HubRef = Any
-"""The :class:`~hub.Hub` an ``install``, ``subscribe``, ``enabled`` or ``start`` receives. Typed
+"""The [`Hub`][hub.Hub] an ``install``, ``subscribe``, ``enabled`` or ``start`` receives. Typed
 ``Any`` here because definitions sit below the hub in the layers (they may not import it)."""
 
 ErrorDecision = Literal["continue", "retry", "abort"]
@@ -161,13 +161,13 @@ class Output:
     a string in place of the raw content.
 
     The handler gets the validated content and ``ctx`` (``ctx.output`` is its own log entry).
-    It returns nothing, data that goes into the entry's ``data``, an :class:`OutputResult`, or
+    It returns nothing, data that goes into the entry's ``data``, an [`OutputResult`][hub.OutputResult], or
     a list of them: the first updates the entry, each further one is an entry of its own. An
     entry whose result says ``processed=False`` is shown to the model as new, and the run
     takes another step for it.
 
     ``live=True`` (text outputs only) delivers while the model writes: the handler is called
-    when the opening tag arrives, with a :class:`~hub.engine.LiveText` in place of the content,
+    when the opening tag arrives, with a [`LiveText`][hub.LiveText] in place of the content,
     and returns once it has delivered the final text (a message edited in place).
     """
 
@@ -213,7 +213,7 @@ class Input:
     """A listener: ``subscribe(send, hub)`` starts it and returns an async callable that stops it.
 
     ``schema`` (a type pydantic validates; ``Any``: anything) is checked against the data each
-    ``send`` carries: a mismatch is an :class:`~hub.ExtensionError` naming the input type and
+    ``send`` carries: a mismatch is an [`ExtensionError`][hub.ExtensionError] naming the input type and
     the field. ``format(data)`` is how the log shows the input (the prompt, traces).
     """
 
@@ -226,8 +226,8 @@ class Input:
     enabled: Callable[[HubRef], bool] | None = None
     fetch: Callable[[MediaPart, int], Awaitable[bytes]] | None = None
     """``fetch(part, max_bytes)``: the bytes of a file this input recorded (a
-    :class:`~hub.MediaPart` it sent with ``media=``), read at most ``max_bytes`` (raise
-    :class:`~hub.MediaTooLarge` past it). Called only when a run needs the bytes."""
+    [`MediaPart`][hub.MediaPart] it sent with ``media=``), read at most ``max_bytes`` (raise
+    [`MediaTooLarge`][hub.MediaTooLarge] past it). Called only when a run needs the bytes."""
 
     _adapter: TypeAdapter[Any] | None = field(default=None, init=False, repr=False)
 
@@ -353,18 +353,18 @@ RESERVED_PATHS = ("/healthz", "/metrics", "/webhooks", "/events", "/runs", "/ui"
 @dataclass(frozen=True, slots=True)
 class RouteRequest:
     """A request to an extension's route, authenticated and read by the hub: the body is
-    capped by ``[http] max_body`` and ``data`` is its JSON, cleaned (:mod:`hub.http`)."""
+    capped by ``[http] max_body`` and ``data`` is its JSON, cleaned (`hub.http`)."""
 
     path: str
     headers: Mapping[str, str]
     body: bytes
     data: Any
     query: Mapping[str, str] = field(default_factory=dict)
-    """The query string's parameters (a GET's, for :attr:`Route.get`)."""
+    """The query string's parameters (a GET's, for [`Route.get`][hub.Route.get])."""
 
 
 class RouteVerifier(Protocol):
-    """How a route whose requests are signed proves them (see :class:`Route`)."""
+    """How a route whose requests are signed proves them (see [`Route`][hub.Route])."""
 
     def headers(self, headers: Mapping[str, str]) -> str | None:
         """Why the request is refused from its headers alone (missing, stale), or None."""
@@ -390,8 +390,8 @@ class Route:
     The hub checks ``secret_header`` against ``secret`` (in constant time, from the headers,
     before any body is read: 401 otherwise), caps and times the body as it does for
     ``/webhooks/NAME``, parses it as JSON (400 when it is not) and answers 503 while the hub
-    is not taking input. ``handler`` gets a :class:`RouteRequest` and returns a
-    :class:`RouteAnswer` (None: 200). A ``StoreError`` it raises answers 503, so the sender
+    is not taking input. ``handler`` gets a [`RouteRequest`][hub.RouteRequest] and returns a
+    [`RouteAnswer`][hub.RouteAnswer] (None: 200). A ``StoreError`` it raises answers 503, so the sender
     delivers again; answer only once what came in is recorded.
 
     A platform that signs each request instead (an HMAC of the body, as Slack does) gives
@@ -459,7 +459,7 @@ class Extension:
     install: Callable[[HubRef], Awaitable[None] | None] | None = None
     description: str = ""
     agent_context: Context | None = None
-    """The bot's own context (see :mod:`hub.engine`), registered with ``contexts``."""
+    """The bot's own context (see `hub.engine`), registered with ``contexts``."""
     routes: Sequence[Route] = ()
     """HTTP routes served on the hub's ``[http]`` endpoint (a platform's webhook)."""
     commands: Sequence[Command] = ()

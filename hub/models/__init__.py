@@ -1,14 +1,14 @@
 """The model seam: a request in, text chunks out.
 
 ``Model.stream(request)`` is an async iterator of text chunks (and, for a request that offers
-``tools``, :class:`ToolCallDelta` pieces of the model's native tool calls) that ends with one
-:class:`Usage`, which also says why the model stopped (``finish_reason``: ``"length"`` when
-the response was cut at the token limit). Providers raise :class:`~hub.errors.ModelError` with ``retryable`` set for
-429, 5xx, timeouts and connection failures; :func:`stream_with_retry` retries those with
+``tools``, `ToolCallDelta` pieces of the model's native tool calls) that ends with one
+[`Usage`][hub.Usage], which also says why the model stopped (``finish_reason``: ``"length"`` when
+the response was cut at the token limit). Providers raise [`ModelError`][hub.ModelError] with ``retryable`` set for
+429, 5xx, timeouts and connection failures; `stream_with_retry()` retries those with
 exponential backoff and jitter, bounded, and raises ``ModelUnavailable`` past the bound.
 
-Above the seam, :mod:`hub.models.failover` makes one model of several named ones (failover,
-key pools), with the circuit breaker :class:`Circuit` and the key pool :class:`KeyPool`.
+Above the seam, `hub.models.failover` makes one model of several named ones (failover,
+key pools), with the circuit breaker `Circuit` and the key pool `KeyPool`.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ _TOO_LONG = re.compile(
 
 def context_too_long(message: str | None, code: str | None = None) -> bool:
     """Whether a model's error says the prompt is longer than its context window: by
-    ``code`` (:data:`CONTEXT_TOO_LONG_CODES`) or by the common phrasings of OpenAI-compatible
+    ``code`` (`CONTEXT_TOO_LONG_CODES`) or by the common phrasings of OpenAI-compatible
     servers (OpenAI, vLLM, llama.cpp, Ollama, Mistral, Anthropic-compatible, Gemini)."""
     if code and code.lower() in CONTEXT_TOO_LONG_CODES:
         return True
@@ -109,7 +109,7 @@ class Usage:
     """``"stop"``, ``"length"`` (cut at the token limit), ... as the provider says; None: unknown."""
     model: str | None = None
     """Which named model answered (``"model"`` for ``[model]``, else a ``[models.NAME]``), when
-    the model is a :class:`~hub.models.failover.FailoverModel`; None: the only one there is."""
+    the model is a `FailoverModel`; None: the only one there is."""
     cached_tokens: int = 0
     """Of ``prompt_tokens``, those the provider served from its prompt cache (OpenAI's
     ``usage.prompt_tokens_details.cached_tokens``; 0 when it says nothing)."""
@@ -141,7 +141,7 @@ class RetryPolicy:
     max_delay: float = 20.0
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        """Exponential backoff with jitter (:class:`~hub.backoff.Backoff`); a server's Retry-After is a floor."""
+        """Exponential backoff with jitter ([`Backoff`][hub.platform.Backoff]); a server's Retry-After is a floor."""
         return Backoff(self.base_delay, self.max_delay).delay(attempt, retry_after=retry_after)
 
 

@@ -1,7 +1,7 @@
 """A scripted model for tests and benchmarks, like pydantic-ai's FunctionModel.
 
 Give it responses (strings, exceptions to raise, functions of the request, or a native tool
-turn: a list of text pieces and :class:`~hub.models.ToolCallDelta` pieces, streamed as they
+turn: a list of text pieces and `ToolCallDelta` pieces, streamed as they
 are); it streams each string in chunks split at awkward places: inside tags, attributes and between the surrogate-free
 code points of multi-byte characters, with a seeded random generator so failures replay.
 """

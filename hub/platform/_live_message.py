@@ -1,10 +1,10 @@
 """A reply edited in place while the model writes it: the platform-neutral part of live replies.
 
-:class:`LiveMessage` reads a :class:`~hub.engine.LiveText` and keeps one platform message (or,
+[`LiveMessage`][hub.platform.LiveMessage] reads a [`LiveText`][hub.LiveText] and keeps one platform message (or,
 past the platform's length limit, several, in order) showing it. A platform gives it only
 its primitives, ``send(text) -> message id`` and ``edit(message id, text)``, which raise
-:class:`~hub.platform.SendFailed` when given up on; every request goes through the
-platform's :class:`~hub.platform.Governor`, so edits are paced per chat and a 429's
+[`SendFailed`][hub.platform.SendFailed] when given up on; every request goes through the
+platform's [`Governor`][hub.platform.Governor], so edits are paced per chat and a 429's
 ``retry_after`` is honoured like a send's.
 
 - The first message is sent once there is something worth showing (``first_chars``
@@ -87,7 +87,7 @@ class LiveResult:
 
 
 class LiveMessage:
-    """Shows a :class:`LiveText` as messages edited in place; see the module's docstring."""
+    """Shows a [`LiveText`][hub.LiveText] as messages edited in place; see the module's docstring."""
 
     def __init__(
         self,

@@ -74,7 +74,7 @@ class Governor:
     """Outbound pacing and retries for one platform.
 
     ``per_chat`` and ``global_`` are sliding windows (Telegram: about 1 message a second per
-    chat, 30 a second overall). A :class:`RateLimited` from the platform pauses that chat
+    chat, 30 a second overall). A [`RateLimited`][hub.platform.RateLimited] from the platform pauses that chat
     (or every chat, for a global limit) for ``retry_after`` and retries; transient errors
     are retried with exponential backoff and jitter; everything is bounded by
     ``max_attempts`` and ``max_wait``. Messages to one chat are sent in order.

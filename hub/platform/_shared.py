@@ -1,4 +1,4 @@
-"""Outbound rate limits shared by every worker: the :class:`~hub.platform.Governor` of each
+"""Outbound rate limits shared by every worker: the [`Governor`][hub.platform.Governor] of each
 ``hub run`` asks one limiter in Redis (``[store] redis_url``) before each send, so a chat's
 rate and a bot token's global rate hold across workers, not only within one.
 
@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 
 class RateLimit(Protocol):
-    """What a limit is here (:class:`hub.platform.RateLimit`): ``count`` sends per ``per`` seconds."""
+    """What a limit is here ([`hub.platform.RateLimit`][hub.platform.RateLimit]): ``count`` sends per ``per`` seconds."""
 
     @property
     def count(self) -> int: ...

@@ -18,7 +18,7 @@ class TypingIndicator:
     ``show(chat)`` is one request that shows the indicator; it is repeated every
     ``interval`` seconds (platforms clear it after a few seconds) until every future
     watched for the chat is done. One task per chat, made with ``create_task`` (pass
-    :meth:`Hub.create_task <hub.Hub.create_task>`); an error from ``show`` ends that chat's
+    `Hub.create_task <hub.Hub.create_task>()`); an error from ``show`` ends that chat's
     indicator (logged), never the run.
     """
 

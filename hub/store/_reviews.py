@@ -1,15 +1,15 @@
-"""Held posts: the :class:`ReviewStore` seam, the review queue of public timelines
+"""Held posts: the `ReviewStore` seam, the review queue of public timelines
 (``review = true``: each post waits for an operator, ``hub review``, ``POST /reviews/{id}``,
 the dashboard's review page).
 
 A held post moves through its states by compare-and-set on the state alone
-(:meth:`ReviewStore.move`): of two operators, two workers or a restart racing on one post,
+(`ReviewStore.move()`): of two operators, two workers or a restart racing on one post,
 exactly one move from a state wins, so an approved post is claimed for posting once and
 posted once. A pending post past its expiry can no longer be approved; it reads
 ``expired``.
 
-The backends: :class:`hub.store.InMemoryReviewStore` (hub/store/_in_memory.py) and
-:class:`hub.store.sql.SqlReviewStore` (hub/store/sql/_stores.py, table ``reviews``).
+The backends: `hub.store.InMemoryReviewStore` (hub/store/_in_memory.py) and
+`hub.store.sql.SqlReviewStore` (hub/store/sql/_stores.py, table ``reviews``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""Runs: the :class:`RunStore` seam, one row per run with an append-only event log.
+"""Runs: the `RunStore` seam, one row per run with an append-only event log.
 
 States (DESIGN.md): ``running`` from the first step; then one terminal state of
 ``completed``, ``failed``, ``rejected`` or ``killed``. Runs found ``running`` at boot were cut
 off by a crash and become ``killed`` with reason ``abnormal_exit``.
 
-The backends: :class:`hub.store.InMemoryRunStore` (hub/store/_in_memory.py) and the SQL one
+The backends: `hub.store.InMemoryRunStore` (hub/store/_in_memory.py) and the SQL one
 (hub/store/sql/_runs.py), on SQLite or, shared by several workers, on PostgreSQL.
 """
 
@@ -68,7 +68,7 @@ class RunRecord:
     user_handle: str | None = None
     """The sender's @username, without the ``@`` (``meta["user_handle"]``)."""
     message: str = ""
-    """A one-line preview of the input the run was started for (see :func:`preview`)."""
+    """A one-line preview of the input the run was started for (see `preview()`)."""
     reply: str = ""
     """A one-line preview of the run's last reply sent, once it sent one."""
     models: str = ""
@@ -110,8 +110,8 @@ class RunStore(ABC):
 
     def create_soon(self, run: RunRecord) -> Awaitable[None]:
         """Record a new run now and wait later: the result ends once the run is durable
-        (raising what :meth:`create` would). A store that writes behind commits it with the
-        entries appended after it, at the next :meth:`sync`: the engine's first step waits
+        (raising what `create()` would). A store that writes behind commits it with the
+        entries appended after it, at the next `sync()`: the engine's first step waits
         for both at once, before the model is asked anything."""
         return asyncio.ensure_future(self.create(run))
 
@@ -152,7 +152,7 @@ class RunStore(ABC):
         page costs the same however deep it is. ``before`` is the (started, id) of the last
         run of the previous page; ``platform`` keeps contexts whose type begins ``PLATFORM:``.
 
-        This default reads through :meth:`list`; stores with an index override it.
+        This default reads through `list()`; stores with an index override it.
         """
         runs = await self.list(limit=1_000_000, state=state, context=context)
         runs = [r for r in runs if _in_page(r, before, platform)]
@@ -170,7 +170,7 @@ class RunStore(ABC):
         platform: str | None = None,
     ) -> builtins.list[RunRecord]:
         """One page of the runs whose context, user, name, handle, message or reply contains
-        ``text`` (case-insensitive; a leading ``@`` is dropped), most recent first, as :meth:`page`.
+        ``text`` (case-insensitive; a leading ``@`` is dropped), most recent first, as `page()`.
         The SQL stores read their full-text index instead: runs holding a word that starts
         with each word of ``text`` (punctuation, ``%`` and ``_`` are not words)."""
         runs = await self.page(limit=1_000_000, before=before, state=state, context=context, platform=platform)
@@ -181,7 +181,7 @@ class RunStore(ABC):
         self, *, limit: int = 50, platform: str | None = None, text: str | None = None
     ) -> builtins.list[tuple[RunRecord, int]]:
         """Conversations by their latest run, newest first: ``(that run, runs in the conversation)``.
-        With ``text``, the conversations that have runs matching it (as :meth:`search`), each
+        With ``text``, the conversations that have runs matching it (as `search()`), each
         with its latest matching run and the number of them."""
         runs = await (
             self.search(text, limit=1_000_000, platform=platform)

@@ -4,7 +4,7 @@ Each fake is a real aiohttp server on 127.0.0.1 (port 0), used as an async conte
 so tests drive the *real* client libraries (openai, python-telegram-bot, discord.py,
 tweepy) and exercise their own request, parsing and retry code. The platform fakes live
 beside their extensions (``extensions/telegram/tests/fake_telegram.py``, ...); a new
-platform's fake subclasses :class:`FakeServer` and implements ``_build_app``.
+platform's fake subclasses [`FakeServer`][hub.testing.FakeServer] and implements ``_build_app``.
 
 Shared by all of them (``FakeServer``): ``requests`` (every request received, in order),
 ``sent`` (every message the bot sent), ``fail_next(name, status=..., count=...)`` to make
@@ -13,7 +13,7 @@ the next calls of an endpoint fail, ``failures`` (the injected failures actually
 
 A fake that serves files at a platform's media host (Discord's CDN, X's pictures) serves
 them under that host's real name on its loopback port, and the extension under test is
-given :func:`loopback_resolver` for those names: its downloads go through the real host and
+given [`loopback_resolver()`][hub.testing.loopback_resolver] for those names: its downloads go through the real host and
 address rules (``hub.platform.MediaHosts``), with only the lookup of those names pointed here.
 """
 

@@ -1,11 +1,11 @@
 """A loopback fake of OpenAI's chat-completions API: one server for the tests and ``bench/``.
 
 In tests, ``FakeOpenAI(responses)`` answers ``POST /v1/chat/completions`` with the next
-scripted response (a string, a native tool turn built by :func:`tool_turn`, or a callable of
+scripted response (a string, a native tool turn built by [`tool_turn()`][hub.testing.tool_turn], or a callable of
 the request body returning either);
 ``fail_next("chat", status=429, count=N)`` injects errors (a 401 quotes the key it was
 given, as OpenAI's does), ``hang_next()`` a request that gets no answer until the server
-stops, and :func:`closed_port` gives a port nothing listens on (a refused connection);
+stops, and [`closed_port()`][hub.testing.closed_port] gives a port nothing listens on (a refused connection);
 ``requests`` / ``bodies`` record what came in. For benchmarks (the hub and a peer talking to the same process, so
 that neither gets a faster model) it runs as a process::
 
@@ -20,7 +20,7 @@ Endpoints
     and ``usage``, then ``data: [DONE]``. ``latency`` seconds pass before the first byte
     of the body (the model's time to first token). The usage's
     ``prompt_tokens_details.cached_tokens`` plays a provider's prompt cache: the longest
-    prefix the prompt (:func:`prompt_text`) shares with one of the last 16 prompts.
+    prefix the prompt (`prompt_text()`) shares with one of the last 16 prompts.
     A tool turn streams as OpenAI streams it (the shape of the streams openai-python's own
     tests recorded from the API): a first chunk with the role and ``content: null``, the text
     if any, then for each call one chunk with its ``index``, ``id``, ``type`` and function
@@ -114,7 +114,7 @@ class ToolTurn:
 
 
 def tool_turn(content: str | None = None, *calls: tuple[str, Any], **kw: Any) -> ToolTurn:
-    """A :class:`ToolTurn`: ``tool_turn(None, ("get_weather", {"city": "Paris"}))``."""
+    """A [`ToolTurn`][hub.testing.ToolTurn]: ``tool_turn(None, ("get_weather", {"city": "Paris"}))``."""
     return ToolTurn(content, [{"name": n, "arguments": a} for n, a in calls], **kw)
 
 
@@ -228,7 +228,7 @@ class FakeOpenAI(FakeServer):
     """OpenAI's chat completions on 127.0.0.1.
 
     A request takes, in order of preference: an injected failure; the next of
-    ``responses`` (consumed); the ``script``'s pick (see :func:`load_script`); ``default``.
+    ``responses`` (consumed); the ``script``'s pick (see [`load_script()`][hub.testing.load_script]); ``default``.
     With none left it answers 500. ``chunk_delay`` paces the stream one event per write;
     without it events go out in writes of about ``write_bytes``. ``record=False`` keeps
     no request log (only the ``stats`` a benchmark reads), for long runs.
@@ -468,7 +468,7 @@ class FakeOpenAI(FakeServer):
         return web.json_response(payload, status=failure.status, headers=headers)
 
     def _count(self, messages: list[Any], text: str, *, client: str, model: str, pick: int) -> dict[str, Any]:
-        """The request's usage (about 4 characters a token), and its line in :attr:`stats`."""
+        """The request's usage (about 4 characters a token), and its line in `stats`."""
         texts = [content_text(m.get("content")) for m in messages]
         prompt_chars = sum(len(t) for t in texts)
         prompt_tokens = max(1, prompt_chars // 4)
