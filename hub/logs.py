@@ -51,12 +51,19 @@ class MediaPart:
     """
 
     kind: str
+    """What the platform calls it: `image`, `document`, `sticker`, `audio`, `video` or `voice`."""
     ref: str
+    """What the input's `fetch` needs to get the bytes again (a Telegram `file_id`, a URL)."""
     mime: str = ""
+    """The type the platform claims (the bytes are sniffed when fetched)."""
     size: int | None = None
+    """The size in bytes the platform claims, if it says."""
     name: str = ""
+    """A name to show (a file name as sent); never used as a path."""
     width: int | None = None
+    """Width in pixels of a picture or video, if the platform says."""
     height: int | None = None
+    """Height in pixels of a picture or video, if the platform says."""
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -73,13 +80,21 @@ class InputLog:
 
     kind: ClassVar[Literal["input"]] = "input"
     type: str
+    """The input's type: `text` for a message, else what the input declared (a webhook's, a schedule's)."""
     content: Any
+    """What came in: the message's text, or the input's data (validated by its schema)."""
     id: str = field(default_factory=new_id)
+    """The entry's id, unique across runs."""
     user: str | None = None
+    """Who sent it, as the platform names them (a user id); None for a schedule or webhook."""
     platform_id: str | None = None
+    """The platform's id of the message: a redelivered one is recognised and not answered twice."""
     meta: dict[str, Any] = field(default_factory=dict)
+    """Whatever else the platform passed with it (chat type, reply-to id, ...)."""
     ts: float = field(default_factory=time.time)
+    """When it was recorded (seconds since the epoch)."""
     processed: bool = False
+    """True once a run's prompt has shown it to the model."""
     formatted: str | None = None
     """How the log shows it, from the input's ``format`` (None: the content itself)."""
     media: list[MediaPart] = field(default_factory=list)
@@ -91,21 +106,34 @@ class InputLog:
 
 @dataclass(slots=True)
 class ThoughtLog:
+    """What the model wrote between its tags in one step: reasoning the user never sees."""
+
     kind: ClassVar[Literal["thought"]] = "thought"
     content: str
+    """The text the model wrote outside any tag: its reasoning, not shown to users."""
     step: int = 0
+    """The step of the run that wrote it (from 1)."""
     ts: float = field(default_factory=time.time)
+    """When it was recorded (seconds since the epoch)."""
 
 
 @dataclass(slots=True)
 class ActionCallLog:
+    """A call of an action by the model, as it made it; its result is an [`ActionResultLog`][hub.ActionResultLog]."""
+
     kind: ClassVar[Literal["action_call"]] = "action_call"
     name: str
+    """The action called."""
     args: Any
+    """The arguments as the model gave them (checked against the action's schema when it runs)."""
     index: int = 0
+    """Its position among the run's calls (from 0), by which a `{{calls[N]}}` template names it."""
     id: str = field(default_factory=new_id)
+    """The call's id; its [`ActionResultLog`][hub.ActionResultLog] names it as `call_id`."""
     step: int = 0
+    """The step of the run that made the call (from 1)."""
     ts: float = field(default_factory=time.time)
+    """When it was recorded (seconds since the epoch)."""
     tool_call_id: str | None = None
     """In the tools style, the call's id as the model gave it (or one the hub made where
     it gave none): sent back as is, since some servers accept only their own ids."""
@@ -117,15 +145,25 @@ class ActionResultLog:
 
     kind: ClassVar[Literal["action_result"]] = "action_result"
     call_id: str
+    """The `id` of the [`ActionCallLog`][hub.ActionCallLog] this answers."""
     name: str
+    """The action called."""
     ok: bool
+    """True when the action returned; False when it raised or was refused."""
     data: Any = None
+    """What the action returned (JSON-able), shown to the model."""
     error: str | None = None
+    """Why it failed, as the model is told; None when `ok`."""
     denied: bool = False
+    """True when the action did not run because a plugin (the role guard) refused it."""
     step: int = 0
+    """The step of the run that made the call (from 1)."""
     duration: float = 0.0
+    """Seconds the action ran."""
     ts: float = field(default_factory=time.time)
+    """When it was recorded (seconds since the epoch)."""
     processed: bool = False
+    """True once a later step's prompt has shown it to the model."""
 
 
 @dataclass(slots=True)
@@ -134,14 +172,23 @@ class OutputLog:
 
     kind: ClassVar[Literal["output"]] = "output"
     type: str
+    """The output's type: the `type` of the model's `<output>` tag, or of its `output_TYPE` tool call."""
     content: Any
+    """What the model wrote inside the tag (or the tool call's content)."""
     attrs: dict[str, str] = field(default_factory=dict)
+    """The tag's attributes, as the model gave them."""
     id: str = field(default_factory=new_id)
+    """The entry's id, unique across runs."""
     sent: bool = False
+    """True once the output's handler succeeded: the platform took it."""
     error: str | None = None
+    """Why sending failed (the handler's error, a [`SendFailed`][hub.platform.SendFailed]); None otherwise."""
     data: Any = None
+    """What the handler returned for the log (a platform's message id, ...)."""
     step: int = 0
+    """The step of the run that produced it (from 1)."""
     ts: float = field(default_factory=time.time)
+    """When it was recorded (seconds since the epoch)."""
     parts: list[dict[str, Any]] = field(default_factory=list)
     """The parts a platform reported sent (``RunContext.part_sent``), when it splits one output."""
     formatted: str | None = None
@@ -163,13 +210,21 @@ class OutputLog:
 
 @dataclass(slots=True)
 class StepLog:
+    """One step of a run, recorded when it ends: one call of the model, with its tokens, cost and timing."""
+
     kind: ClassVar[Literal["step"]] = "step"
     step: int
+    """The step's number in its run (from 1)."""
     prompt_tokens: int = 0
+    """Tokens of the prompt, as the model's provider counted them."""
     completion_tokens: int = 0
+    """Tokens the model wrote."""
     duration: float = 0.0
+    """Seconds the whole step took, the model call and the actions."""
     llm_latency: float = 0.0
+    """Seconds from sending the prompt to the model's first token."""
     ts: float = field(default_factory=time.time)
+    """When it was recorded (seconds since the epoch)."""
     cost: float = 0.0
     """What the step's model call cost, at the answering model's prices (0: unknown prices, or no call)."""
     model: str = ""
@@ -184,17 +239,27 @@ class ErrorLog:
 
     kind: ClassVar[Literal["error"]] = "error"
     message: str
+    """What went wrong, as the model is told in its next step."""
     where: str = ""
+    """Which part of the hub caught it: `model`, `parser`, `output`, `hook`, `voice` or `finish`."""
     step: int = 0
+    """The step of the run it happened in (from 1)."""
     ts: float = field(default_factory=time.time)
+    """When it was recorded (seconds since the epoch)."""
 
 
 @dataclass(slots=True)
 class StateLog:
+    """A change of the run's state; the last one of a run is its terminal state and its reason."""
+
     kind: ClassVar[Literal["state"]] = "state"
     state: str
+    """The state entered: a [`RunState`][hub.RunState] value (`running`, `completed`, `failed`, `rejected`,
+    `killed`)."""
     reason: str | None = None
+    """Why, for a run that did not complete (an error, a refusal, who stopped it); None otherwise."""
     ts: float = field(default_factory=time.time)
+    """When it was recorded (seconds since the epoch)."""
 
 
 @dataclass(slots=True)
@@ -219,18 +284,23 @@ class VoiceLog:
 
     kind: ClassVar[Literal["voice"]] = "voice"
     direction: Literal["heard", "spoken"]
+    """`heard` for a voice note transcribed, `spoken` for a reply turned into speech."""
     model: str = ""
+    """The speech model that did it."""
     seconds: float = 0.0
     """Seconds of audio transcribed, or spoken."""
     chars: int = 0
     """Characters spoken (0 for a transcription)."""
     cost: float = 0.0
+    """What it cost at `[voice] price_transcribe` or `price_speak` (0: no price set)."""
     text: str = ""
     """The transcript, or the text spoken."""
     input_id: str | None = None
     """The input whose voice note this is (a transcription)."""
     step: int = 0
+    """The step of the run it belongs to (0: before the first step, for a transcription)."""
     ts: float = field(default_factory=time.time)
+    """When it was recorded (seconds since the epoch)."""
 
 
 Log = (
@@ -245,6 +315,7 @@ Log = (
     | SummaryLog
     | VoiceLog
 )
+"""Any entry of a run's log: match on the classes (or on their ``kind``) to handle each."""
 
 _BY_KIND: dict[str, type] = {
     c.kind: c

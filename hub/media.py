@@ -344,6 +344,8 @@ def display_name(name: str, *, limit: int = 80) -> str:
 
 
 def human_size(n: int | None) -> str:
+    """A size in bytes as people read it, in powers of 1000: ``"980 B"``, ``"1.5 MB"``,
+    ``"3 GB"``; ``"unknown size"`` for None. For messages that tell a user a file is too big."""
     if n is None:
         return "unknown size"
     if n < 1000:

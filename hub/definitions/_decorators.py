@@ -197,6 +197,10 @@ def input(  # noqa: A001 - the contract's name
 
 
 def service(name: str, *, start: Callable[..., Awaitable[None]], stop: Callable[[], Awaitable[None]]) -> Service:
+    """Declare a client with a lifecycle (a platform's connection, a pool), for
+    ``Extension(services=[...])``: ``await start(hub)`` runs when the hub starts, before any
+    input subscribes, and ``await stop()`` when it stops, after every input stopped. A
+    ``start`` that raises fails the hub's start with [`ExtensionFailed`][hub.ExtensionFailed]."""
     return Service(name=name, start=start, stop=stop)
 
 

@@ -53,13 +53,22 @@ class PairingError(HubError):
 
 @dataclass(frozen=True, slots=True)
 class Decision:
+    """What `hub.access.check(...)` decides about a private message (``[extensions.NAME]
+    dm_policy``): answer it, ask the sender to pair, or drop it. A platform extension gets it
+    through [`admit_private`][hub.platform.admit_private], which also writes the log lines.
+    """
+
     verdict: Literal["allow", "pair", "deny"]
+    """`allow`: hand the message to the hub; `pair`: send [`message`][hub.Decision.message] and nothing else;
+    `deny`: drop it."""
     code: str | None = None
+    """For `pair`: the one-time code the user must have approved (`hub pairing approve CODE`)."""
     fresh: bool = False
     """For ``pair``: the code was drawn for this message; the user has not been told it yet."""
 
     @property
     def allowed(self) -> bool:
+        """Whether the message goes to the hub (``verdict == "allow"``)."""
         return self.verdict == "allow"
 
     @property

@@ -75,13 +75,23 @@ def context_too_long(message: str | None, code: str | None = None) -> bool:
 
 @dataclass(slots=True)
 class ModelRequest:
+    """What a run asks of a [`Model`][hub.Model] for one step: the system prompt, the
+    conversation as chat messages, and the limits. A model of one's own reads it in
+    [`Model.stream`][hub.Model.stream].
+    """
+
     system: str
+    """The system prompt: the persona, the actions and outputs, the protocol."""
     messages: list[dict[str, Any]]
     """Chat messages; a user message's ``content`` is text, or a list of parts (``text`` and
     ``image_url``) when pictures go to a vision model."""
     max_tokens: int | None = None
+    """The most tokens the model may write (`[model] max_tokens`); None: the provider's limit."""
     temperature: float | None = None
+    """Sampling temperature (`[model] temperature`); None: the provider's default."""
     metadata: dict[str, Any] = field(default_factory=dict)
+    """Notes of the hub about the request (its ``purpose``, the ``tools`` it offers), for its own
+    use; not sent to the provider."""
     tools: list[dict[str, Any]] | None = None
     """OpenAI ``tools`` (``{"type": "function", "function": {name, description, parameters}}``)
     for the model's native tool calling (``prompt_style = "tools"``); None: none offered."""
@@ -104,7 +114,9 @@ class Usage:
     """The last item of a stream: tokens used, and why the model stopped."""
 
     prompt_tokens: int = 0
+    """Tokens of the prompt, as the provider counted them."""
     completion_tokens: int = 0
+    """Tokens the model wrote."""
     finish_reason: str | None = None
     """``"stop"``, ``"length"`` (cut at the token limit), ... as the provider says; None: unknown."""
     model: str | None = None
@@ -116,7 +128,21 @@ class Usage:
 
 
 class Model(ABC):
+    """The model a hub talks to: anything that streams an answer to a [`ModelRequest`][hub.ModelRequest].
+
+    The hub builds its own from ``[model]`` (an OpenAI-compatible client, a failover of
+    ``[models.NAME]``); pass one as ``Hub(config, model=...)`` to use another, such as a
+    [`ScriptedModel`][hub.ScriptedModel] in tests. A subclass implements
+    [`stream`][hub.Model.stream], which yields text chunks as they arrive (and tool-call pieces
+    when ``request.tools`` is set), then one [`Usage`][hub.Usage]; it raises
+    [`ModelError`][hub.ModelError] (or [`ModelUnavailable`][hub.ModelUnavailable],
+    [`ContextTooLong`][hub.ContextTooLong]) for a failure the hub should retry or report.
+    [`start`][hub.Model.start] and [`close`][hub.Model.close] are optional hooks the hub calls
+    with its own lifecycle.
+    """
+
     name: str = "model"
+    """The model's name as logs, metrics and `hub health` show it."""
 
     @abstractmethod
     def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage | ToolCallDelta]:

@@ -45,6 +45,7 @@ __all__ = [
 log = logging.getLogger("hub.platform")
 
 DAY = 86400.0
+"""Seconds in a day: the window of ``max_posts_per_day`` ([`reserve_posts`][hub.platform.reserve_posts])."""
 REVIEW_POLL = 5.0
 """Seconds between two looks for approved posts (an approval on another process lands within)."""
 

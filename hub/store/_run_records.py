@@ -34,11 +34,22 @@ __all__ = [
 
 
 class RunState(StrEnum):
+    """Where a run stands: ``running``, then one terminal state. A string enum, so a state
+    compares equal to its value (``RunState.COMPLETED == "completed"``), as stored and as
+    [`RunEnded.state`][hub.RunEnded] and [`StateLog.state`][hub.StateLog] carry it.
+    """
+
     RUNNING = "running"
+    """Taken by a worker and not ended yet."""
     COMPLETED = "completed"
+    """Ended normally: the model finished (its outputs may still have failed to send)."""
     FAILED = "failed"
+    """Ended by an error: the model failed past its retries, an action aborted it, the store failed."""
     REJECTED = "rejected"
+    """Ended because a critical action was denied (the role guard)."""
     KILLED = "killed"
+    """Stopped: by someone (`/stop`, [`Hub.stop_run`][hub.Hub.stop_run]), by a limit (`max_steps`,
+    `max_tokens`), or cut off by a restart."""
 
 
 TERMINAL_STATES = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.REJECTED, RunState.KILLED})
@@ -46,18 +57,35 @@ TERMINAL_STATES = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.REJEC
 
 @dataclass(slots=True)
 class RunRecord:
+    """The record of one run as the run store keeps it: its state and totals, without its log
+    (``hub runs`` lists these; [`Hub.stop_run`][hub.Hub.stop_run] returns one). Its log entries
+    are in [`RunResult.logs`][hub.RunResult] and ``hub trace``.
+    """
+
     context: str
+    """The conversation the run is in (`TYPE:KEY`)."""
     id: str = field(default_factory=new_id)
+    """The run's id (`hub trace ID` takes it, or a unique prefix)."""
     state: RunState = RunState.RUNNING
+    """Where the run stands now."""
     reason: str | None = None
+    """Why a run that did not complete ended so; None otherwise."""
     steps: int = 0
+    """How many steps (model calls) it took."""
     prompt_tokens: int = 0
+    """Prompt tokens of all its steps."""
     completion_tokens: int = 0
+    """Tokens the model wrote in all its steps."""
     started: float = field(default_factory=time.time)
+    """When it started (seconds since the epoch)."""
     ended: float | None = None
+    """When it ended; None while it runs."""
     parent_id: str | None = None
+    """The run that started it as a child run, if any."""
     user: str | None = None
+    """Who sent the input it answers, if known."""
     seq: int = 0
+    """How many log entries it has (they are numbered from 1)."""
     # the store failed the run (an outage, not its input's fault): its inputs are retried,
     # never counted towards parking them; kept as a flag, so nothing reads it from the reason
     store_failed: bool = False
@@ -79,10 +107,12 @@ class RunRecord:
 
     @property
     def tokens(self) -> int:
+        """Prompt and completion tokens together."""
         return self.prompt_tokens + self.completion_tokens
 
     @property
     def duration(self) -> float | None:
+        """Seconds from its start to its end; None while it runs."""
         return None if self.ended is None else self.ended - self.started
 
 

@@ -29,12 +29,17 @@
 Nothing here talks to the network, and nothing in the core imports this package.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..models.scripted import ScriptedModel
 from .config import temp_config
 from .fakes import Failure, FakeServer, Recorded, loopback_resolver
 from .pictures import image_bytes, png
+
+if TYPE_CHECKING:
+    # what __getattr__ below imports when asked for, named here for type checkers and for the
+    # API reference (griffe reads this block), which would otherwise not see these names
+    from .openai import FakeOpenAI, Script, ToolTurn, closed_port, load_script, tool_turn
 
 __all__ = [
     "Failure",
