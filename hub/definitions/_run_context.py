@@ -87,12 +87,20 @@ class RunContext(Generic[ArgsT, MemoryT]):
         """The hub, for a handler that uses its public API (``ctx.hub.send``, ``ctx.hub.metrics``)."""
         self._runs = runs
         self.run = run
+        """The run's record ([`RunRecord`][hub.RunRecord]): its id, its user, its totals so far."""
         self.context = context
+        """The conversation the run is in: its ``id`` (``TYPE:KEY``), args, memory and history."""
         self.logs = logs
+        """The run's log so far, oldest first (read it; the run appends to it)."""
         self.inputs: list[InputLog] = []
+        """The inputs this run answers (more than one when several came in while it was busy)."""
         self.call: ActionCallLog | None = None
+        """For an action's handler: the call being run, as the model made it; None elsewhere."""
         self.attributes: BaseModel | None = None
+        """For an output's handler: the tag's attributes, validated by the output's ``attributes`` schema."""
         self.action_memory: Any = None
+        """For an action declared with ``memory="name"``: its persistent value, loaded before the
+        handler runs and saved after (assign to it to change it)."""
         self.progress: Callable[[], None] = _no_progress
         """Tell the heartbeat this run is alive (an action waiting on something long)."""
         self.pause: Callable[[bool], None] = _no_pause
@@ -165,6 +173,7 @@ class RunContext(Generic[ArgsT, MemoryT]):
 
     @property
     def user(self) -> str | None:
+        """Who sent the input the run answers (a platform's user id), or None."""
         return self.run.user
 
     async def remember(self, key: str, value: Any) -> None:

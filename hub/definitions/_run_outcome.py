@@ -39,23 +39,34 @@ class RunResult:
     """What `Hub.send()` returns: the terminal state and the whole chain of logs."""
 
     run_id: str
+    """The run's id."""
     context: str
+    """The conversation it ran in (`TYPE:KEY`)."""
     state: RunState
+    """Its terminal state: [`RunState.COMPLETED`][hub.RunState.COMPLETED] unless something stopped it."""
     reason: str | None
+    """Why a run that did not complete ended so; None for a completed one."""
     logs: list[Log]
+    """The run's whole log, oldest first: its input, steps, calls, outputs and states."""
     steps: int = 0
+    """How many steps (model calls) it took."""
     prompt_tokens: int = 0
+    """Prompt tokens of all its steps."""
     completion_tokens: int = 0
+    """Tokens the model wrote in all its steps."""
     duration: float = 0.0
+    """Seconds from its start to its end."""
     store_failure: StoreError | None = None
     """The store error that failed the run (its inputs wait in the inbox and are retried), or None."""
 
     @property
     def ok(self) -> bool:
+        """Whether the run completed."""
         return self.state == RunState.COMPLETED
 
     @property
     def outputs(self) -> list[OutputLog]:
+        """Its outputs, sent or not, in order ([`OutputLog`][hub.OutputLog])."""
         return [e for e in self.logs if isinstance(e, OutputLog)]
 
     @property

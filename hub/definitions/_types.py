@@ -448,16 +448,31 @@ class Route:
 
 @dataclass(slots=True, eq=False)
 class Extension:
-    """What one platform or toolset contributes to a hub."""
+    """What one platform or toolset contributes to a hub: everything it declares, under one name.
+
+    A package makes one in a factory function named by its ``hub.extensions`` entry point (the
+    factory takes the extension's settings model, validated from ``[extensions.NAME]``); a
+    program may also pass one to ``Hub(extensions=[...])`` or [`Hub.register`][hub.Hub.register].
+    Two extensions may not declare the same name: [`ExtensionError`][hub.ExtensionError]
+    names both.
+    """
 
     name: str
+    """The extension's name, as its ``[extensions.NAME]`` table and its entry point name it."""
     actions: Sequence[Action] = ()
+    """Actions the model may call ([`@action`][hub.action])."""
     outputs: Sequence[Output] = ()
+    """Ways for the model to say something ([`@output`][hub.output])."""
     inputs: Sequence[Input] = ()
+    """Listeners that bring messages in ([`@input`][hub.input])."""
     contexts: Sequence[Context] = ()
+    """Kinds of conversation its inputs send to ([`Context`][hub.Context])."""
     services: Sequence[Service] = ()
+    """Clients started before its inputs and stopped after them ([`service`][hub.service])."""
     install: Callable[[HubRef], Awaitable[None] | None] | None = None
+    """Called with the hub once at start, before services start: set up what needs the hub."""
     description: str = ""
+    """A line about what it does, for people reading a listing (the model never sees it)."""
     agent_context: Context | None = None
     """The bot's own context (see `hub.engine`), registered with ``contexts``."""
     routes: Sequence[Route] = ()

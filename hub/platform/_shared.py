@@ -51,7 +51,7 @@ class OutboundLimiter(ABC):
         0; else count nothing and return the seconds to wait before asking again."""
 
     async def close(self) -> None:  # noqa: B027 - limiters without connections have nothing to close
-        pass
+        """Release the limiter's connections when the hub stops; idempotent."""
 
 
 class RedisLimiter(OutboundLimiter):
