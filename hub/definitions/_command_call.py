@@ -17,5 +17,8 @@ class CommandCall:
     share (a group chat, a channel), where ``[commands] group_roles`` apply."""
 
     name: str
+    """The command, without its slash."""
     args: str = ""
+    """The text after its name ("": none)."""
     group: bool = False
+    """Sent where several people talk (a group chat, a channel)."""

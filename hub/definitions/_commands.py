@@ -44,10 +44,15 @@ class Command:
     one of these ``[roles]`` may use it (and see it in ``/help``)."""
 
     name: str
+    """The command, without its slash: ``/name``."""
     handler: Callable[[CommandContext], Awaitable[str | None]]
+    """``await handler(cmd)``: answers the command (see above)."""
     description: str
+    """What it does, in ``/help`` and the platforms' command menus."""
     arguments: str = ""
+    """What text it takes after its name, for ``/help`` ("": none)."""
     roles: Sequence[str] = ()
+    """Only users holding one of these roles may use it; empty: everyone."""
 
     def __post_init__(self) -> None:
         check_command_name(self.name)
@@ -89,6 +94,7 @@ class CommandContext:
         """The conversation (a [`ContextInstance`][hub.ContextInstance]: ``.id``, ``.args``, ``.key``);
         its memory is not loaded: a command does not run the conversation."""
         self.user = user
+        """Who sent it (the platform's user id), or None."""
         self.platform = platform
         """The extension the conversation belongs to (``telegram``, ``cli``, ...)."""
         self.roles = roles
@@ -96,6 +102,7 @@ class CommandContext:
         self.run_id = run_id
         """The command's own run (``hub trace RUN_ID`` shows its input and answer)."""
         self.hub = hub
+        """The hub, for a handler that uses its public API."""
         self._reply = reply
         self._run = run
 
