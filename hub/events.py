@@ -75,6 +75,7 @@ class RunStarted:
     """A run began (or, for a subscriber that came later, is announced before its first event)."""
 
     kind: ClassVar[Literal["run_started"]] = "run_started"
+    """``"run_started"``: what the event is, to match on or to filter with ``kinds``."""
     run_id: str
     """The run's id."""
     context: str
@@ -104,6 +105,8 @@ class RunEvent:
     entry: Log
     """The log entry, as it was when recorded."""
     index: int = 0
+    """Its position in the run's stored log (from 1): a reconnecting client sends the last it saw as ``Last-
+    Event-ID``."""
 
     @property
     def kind(self) -> str:
@@ -116,6 +119,7 @@ class RunEnded:
     """A run reached its terminal state: the last event of a run, with its totals."""
 
     kind: ClassVar[Literal["run_ended"]] = "run_ended"
+    """``"run_ended"``: what the event is, to match on or to filter with ``kinds``."""
     run_id: str
     """The run's id."""
     context: str
@@ -143,6 +147,7 @@ class OutputPartial:
     """Content that arrived inside a live output (not stored: the output's entry holds it all)."""
 
     kind: ClassVar[Literal["output_partial"]] = "output_partial"
+    """``"output_partial"``: what the event is, to match on or to filter with ``kinds``."""
     run_id: str
     """The run's id."""
     context: str
@@ -164,6 +169,7 @@ class Dropped:
     """This subscriber fell behind and missed ``count`` events here."""
 
     kind: ClassVar[Literal["dropped"]] = "dropped"
+    """``"dropped"``: what the event is, to match on or to filter with ``kinds``."""
     count: int
     """How many events were dropped at this point of the stream."""
 

@@ -66,10 +66,12 @@ class MediaPart:
     """Height in pixels of a picture or video, if the platform says."""
 
     def to_dict(self) -> dict[str, Any]:
+        """The part as JSON can hold it, to store."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MediaPart:
+        """A part from [`to_dict`][hub.MediaPart.to_dict]'s output; unknown keys are ignored."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 
@@ -79,6 +81,7 @@ class InputLog:
     """Something that came in: a message, a webhook body, a scheduled prompt, a child-run request."""
 
     kind: ClassVar[Literal["input"]] = "input"
+    """``"input"``: what the entry is, the same for every instance, to match on."""
     type: str
     """The input's type: `text` for a message, else what the input declared (a webhook's, a schedule's)."""
     content: Any
@@ -109,6 +112,7 @@ class ThoughtLog:
     """What the model wrote between its tags in one step: reasoning the user never sees."""
 
     kind: ClassVar[Literal["thought"]] = "thought"
+    """``"thought"``: what the entry is, the same for every instance, to match on."""
     content: str
     """The text the model wrote outside any tag: its reasoning, not shown to users."""
     step: int = 0
@@ -122,6 +126,7 @@ class ActionCallLog:
     """A call of an action by the model, as it made it; its result is an [`ActionResultLog`][hub.ActionResultLog]."""
 
     kind: ClassVar[Literal["action_call"]] = "action_call"
+    """``"action_call"``: what the entry is, the same for every instance, to match on."""
     name: str
     """The action called."""
     args: Any
@@ -144,6 +149,7 @@ class ActionResultLog:
     """The result (or the error) of one call; what the model sees next step."""
 
     kind: ClassVar[Literal["action_result"]] = "action_result"
+    """``"action_result"``: what the entry is, the same for every instance, to match on."""
     call_id: str
     """The `id` of the [`ActionCallLog`][hub.ActionCallLog] this answers."""
     name: str
@@ -171,6 +177,7 @@ class OutputLog:
     """An output the model produced; ``sent`` is True only once its handler succeeded."""
 
     kind: ClassVar[Literal["output"]] = "output"
+    """``"output"``: what the entry is, the same for every instance, to match on."""
     type: str
     """The output's type: the `type` of the model's `<output>` tag, or of its `output_TYPE` tool call."""
     content: Any
@@ -213,6 +220,7 @@ class StepLog:
     """One step of a run, recorded when it ends: one call of the model, with its tokens, cost and timing."""
 
     kind: ClassVar[Literal["step"]] = "step"
+    """``"step"``: what the entry is, the same for every instance, to match on."""
     step: int
     """The step's number in its run (from 1)."""
     prompt_tokens: int = 0
@@ -238,6 +246,7 @@ class ErrorLog:
     """Something went wrong but was handled (malformed XML, a failed hook)."""
 
     kind: ClassVar[Literal["error"]] = "error"
+    """``"error"``: what the entry is, the same for every instance, to match on."""
     message: str
     """What went wrong, as the model is told in its next step."""
     where: str = ""
@@ -253,6 +262,7 @@ class StateLog:
     """A change of the run's state; the last one of a run is its terminal state and its reason."""
 
     kind: ClassVar[Literal["state"]] = "state"
+    """``"state"``: what the entry is, the same for every instance, to match on."""
     state: str
     """The state entered: a [`RunState`][hub.RunState] value (`running`, `completed`, `failed`, `rejected`,
     `killed`)."""
@@ -269,6 +279,7 @@ class SummaryLog:
     memory in place of the entries it covers, and in the trace of the run that wrote it."""
 
     kind: ClassVar[Literal["summary"]] = "summary"
+    """``"summary"``: what the entry is, the same for every instance, to match on."""
     content: str
     entries: int = 0
     """How many history entries it covers, all compactions together."""
@@ -283,6 +294,7 @@ class VoiceLog:
     transcript is the input's text)."""
 
     kind: ClassVar[Literal["voice"]] = "voice"
+    """``"voice"``: what the entry is, the same for every instance, to match on."""
     direction: Literal["heard", "spoken"]
     """`heard` for a voice note transcribed, `spoken` for a reply turned into speech."""
     model: str = ""

@@ -86,9 +86,8 @@ class RunRecord:
     """Who sent the input it answers, if known."""
     seq: int = 0
     """How many log entries it has (they are numbered from 1)."""
-    # the store failed the run (an outage, not its input's fault): its inputs are retried,
-    # never counted towards parking them; kept as a flag, so nothing reads it from the reason
     store_failed: bool = False
+    """The store failed the run (an outage, not its input's fault): its inputs are retried, never parked for it."""
     cost: float = 0.0
     """What its model calls cost, at ``[model] price_input``/``price_output`` (0: none, or unknown prices)."""
     user_name: str | None = None
