@@ -35,9 +35,13 @@ class AudioClip:
     """Audio ready to send on: its bytes, type, length in seconds and a display name."""
 
     data: bytes = field(repr=False)
+    """The encoded audio."""
     mime: str
+    """Its type (``audio/ogg`` for OGG/Opus)."""
     seconds: float
+    """Its length in seconds."""
     name: str = "audio"
+    """A file name to show."""
     peaks: bytes = field(default=b"", repr=False)
     """Its loudness over time, at most 256 levels of 0-255 (the waveform Discord draws on a
     voice message); empty for audio that is not a spoken reply."""

@@ -24,8 +24,11 @@ class Backoff:
     """
 
     first: float = 1.0
+    """The first delay, in seconds."""
     most: float = 60.0
+    """The longest delay, in seconds."""
     jitter: float = 0.5
+    """The fraction of each delay drawn at random."""
     _attempt: int = field(default=0, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -589,9 +589,12 @@ class MediaHosts:
     loopback fake for its fake's names, and only those."""
 
     names: tuple[str, ...]
+    """The hosts allowed: each one, and any host under it."""
     resolve: Resolve = public_addresses
+    """How a host's addresses are found and checked (default: public addresses only)."""
 
     def allows(self, host: str) -> bool:
+        """Whether ``host`` is one of ``names`` or under one (case-insensitive)."""
         host = host.lower().rstrip(".")
         return any(host == n or host.endswith("." + n) for n in self.names)
 

@@ -24,10 +24,15 @@ class ApprovalRequest:
     arguments, ``text`` (the question as the core words it) and when it ``expires``."""
 
     id: str
+    """The question's id: what an answer button carries back to ``hub.approvals.answer``."""
     action: str
+    """The action that waits for the answer."""
     args: Any
+    """Its arguments, as the model gave them."""
     text: str
+    """The question, as the core words it."""
     expires: float
+    """When an unanswered question counts as denied (seconds since the epoch)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +41,11 @@ class ApprovalAnswer:
     answered (approved, denied, too late, not yours to answer)."""
 
     accepted: bool
+    """Whether this was the one answer that counts (the first, from someone allowed)."""
     state: str
+    """Where the question stands now (``approved``, ``denied``, ``expired``, ...)."""
     message: str
+    """What to show whoever answered."""
 
 
 class ApprovalDesk(Protocol):
@@ -45,7 +53,10 @@ class ApprovalDesk(Protocol):
 
     async def answer(
         self, approval_id: str, *, approve: bool, user: str | None = None, platform: str | None = None
-    ) -> ApprovalAnswer: ...
+    ) -> ApprovalAnswer:
+        """Answer the question ``approval_id`` for ``user`` of ``platform``: approve or deny.
+        The first allowed answer counts; what it did is in the [`ApprovalAnswer`][hub.platform.ApprovalAnswer]."""
+        ...
 
 
 class Approver(ABC):

@@ -1,4 +1,4 @@
-"""How a run ends: [`RunResult`][hub.RunResult], what `Hub.send <hub.Hub.send>()` returns;
+"""How a run ends: [`RunResult`][hub.RunResult], what [`Hub.send()`][hub.Hub.send] returns;
 `StopRun`, the signal a hook or a handler raises to end a run early; and
 `store_reason()`, the words of a run the store failed."""
 

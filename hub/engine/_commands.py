@@ -70,10 +70,15 @@ class CommandInfo:
     """A command as menus and ``/help`` show it."""
 
     name: str
+    """The command, without its slash."""
     description: str
+    """What it does, one line."""
     arguments: str = ""
+    """What text it takes after its name ("": none)."""
     roles: tuple[str, ...] = ()
+    """The roles that may use it; empty: everyone."""
     built_in: bool = False
+    """Whether it is one of the hub's own (``/start``, ``/help``, ``/new``, ``/stop``...)."""
 
     def usage(self) -> str:
         """``/name [arguments]``."""

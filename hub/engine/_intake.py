@@ -7,7 +7,7 @@ and the `Runner`'s queues:
 - **recorded** (`Intake.submit()`): masked, then written to the inbox before anything
   else happens; a redelivered platform id is refused there (a duplicate, not answered again);
 - **queued and taken into a run**: the input waits in its conversation's slot; the intake
-  drives each slot, handing it to the engine (`Engine.run <hub.engine.Engine.run>()`)
+  drives each slot, handing it to the engine (`Engine.run()`)
   until nothing is left. The engine's run takes the inputs at its step boundaries and marks
   them done when it ends;
 - **in order across workers** (``lock``: workers sharing PostgreSQL): a run holds its

@@ -12,7 +12,13 @@ __all__ = ["LoopGuard", "AllowList"]
 
 class LoopGuard:
     """Stops bot-to-bot ping-pong: in one chat, at most ``max_turns`` answers to other bots
-    within ``window`` seconds; a message from a human resets the count."""
+    within ``window`` seconds; a message from a human resets the count.
+
+    Attributes:
+        max_turns: Answers to other bots allowed per chat within ``window``.
+        window: Seconds over which answers to bots are counted.
+        clock: The clock the window is measured on (a fake one in tests).
+    """
 
     def __init__(
         self, *, max_turns: int = 3, window: float = 600.0, clock: Callable[[], float] = time.monotonic

@@ -46,6 +46,12 @@ class PoisonUpdates:
         park_after: Failures after which an update is parked (at least 1).
         redactor: Masks secrets in what is parked, as the intake masks what it records
             (``hub.redactor``): a poison update is stored and shown by ``hub inbox`` too.
+
+    Attributes:
+        platform: The platform's name.
+        inbox: Where a poison update is parked.
+        park_after: Failures after which an update is parked.
+        redactor: Masks secrets in what is parked.
     """
 
     def __init__(

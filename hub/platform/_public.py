@@ -142,6 +142,12 @@ class ReviewQueue:
     approved post (approved -> posting, a compare-and-set) before it posts it, so of several
     workers one posts it; a worker cut off while posting leaves it ``posting``, never posted
     twice. [`run()`][hub.platform.ReviewQueue.run] looks for approved posts every `REVIEW_POLL` seconds.
+
+    Attributes:
+        store: Where held posts are kept, shared by every worker.
+        platform: The platform's name.
+        expiry: Seconds a held post stays postable.
+        poster: The platform's way to post a held post.
     """
 
     def __init__(self, store: ReviewStore, platform: str, *, expiry: float, poster: Poster) -> None:
@@ -175,6 +181,7 @@ class ReviewQueue:
         return review
 
     def poke(self) -> None:
+        """Look for approved posts now rather than at the next poll."""
         """Look for approved posts now (an approval in this process)."""
         self._wake.set()
 

@@ -22,7 +22,12 @@ T = TypeVar("T")
 
 
 class RateLimited(Exception):
-    """The platform asked us to wait ``retry_after`` seconds (HTTP 429, flood control)."""
+    """The platform asked us to wait ``retry_after`` seconds (HTTP 429, flood control).
+
+    Attributes:
+        retry_after: Seconds to wait before the next send (at least 0).
+        scope: ``chat``: this chat is paused; ``global``: every chat of the bot is.
+    """
 
     def __init__(self, retry_after: float, *, scope: str = "chat", message: str = "") -> None:
         self.retry_after = max(0.0, float(retry_after))
@@ -39,7 +44,13 @@ class PermanentSendError(Exception):
 
 
 class SendFailed(HubError):
-    """A send given up on; the output is recorded as not sent, with this reason."""
+    """A send given up on; the output is recorded as not sent, with this reason.
+
+    Attributes:
+        platform: The platform's name.
+        chat: Where the message was going.
+        reason: Why it was given up on, as the run's log shows it.
+    """
 
     def __init__(self, platform: str, chat: Any, reason: str) -> None:
         self.platform = platform
@@ -53,7 +64,9 @@ class RateLimit:
     """At most ``count`` sends per ``per`` seconds (a sliding window)."""
 
     count: int
+    """Sends allowed in a window."""
     per: float
+    """The window, in seconds."""
 
 
 @dataclass(slots=True)

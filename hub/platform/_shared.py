@@ -56,7 +56,12 @@ class OutboundLimiter(ABC):
 
 class RedisLimiter(OutboundLimiter):
     """Moving windows in Redis at ``url`` (``redis://host:6379/0``), through ``limits``.
-    ``namespace`` keeps hubs that share one Redis apart (keys ``hub:<namespace>:...``)."""
+    ``namespace`` keeps hubs that share one Redis apart (keys ``hub:<namespace>:...``).
+
+    Attributes:
+        url: The Redis server (``redis://host:6379/0``).
+        namespace: What keeps this hub's keys apart from others' on the same Redis.
+    """
 
     def __init__(self, url: str, *, namespace: str = "hub") -> None:
         self.url = url

@@ -60,9 +60,13 @@ class Lease:
     (it grows each time the lease is taken by a holder that did not hold it a moment ago)."""
 
     name: str
+    """The lease's name."""
     holder: str
+    """Who holds it."""
     expires: float
+    """When the holding ends unless renewed, on the store's clock."""
     token: int
+    """The fencing token: it grows each time a holder that did not just hold it takes the lease."""
 
 
 def check_lease(name: str, holder: str, ttl: float | None = None) -> None:
@@ -122,6 +126,16 @@ class LeaseKeeper:
     stays unowned); it is renewed every ``ttl / 3`` seconds, and a worker without it tries
     again every ``retry`` seconds (default ``ttl / 3``). ``on_change(held)`` is called when
     the lease is won or lost. ``sleep`` is swappable for tests.
+
+    Attributes:
+        store: The lease store it asks.
+        name: The lease's name (one per listener that must run once).
+        holder: Who holds it when held: this worker's identity.
+        ttl: Seconds a holding lasts without renewal.
+        renew_every: Seconds between renewals (``ttl / 3``).
+        retry: Seconds between tries while another worker holds it.
+        sleep: How it waits (a fake one in tests).
+        lease: The lease while held, else None.
     """
 
     def __init__(
@@ -148,6 +162,7 @@ class LeaseKeeper:
 
     @property
     def held(self) -> bool:
+        """Whether this worker holds the lease now."""
         return self.lease is not None
 
     def _set(self, lease: Lease | None) -> None:

@@ -50,24 +50,32 @@ class Review:
     """One post held for an operator: what it says, where it goes, and where it stands."""
 
     id: str
+    """The post's id in the queue (``hub review approve ID``)."""
     platform: str
+    """The platform that would post it."""
     output: str
     """The output that would have posted it (``twitter:reply``, ``mastodon:reply``, ...)."""
     chat: str
     """The conversation (or ``timeline``) it belongs to."""
     text: str
+    """What it says (an operator may edit it before approving)."""
     state: ReviewState
+    """``pending``, ``approved``, ``rejected``, ``posting``, ``posted`` or ``failed``."""
     created: float
+    """When it was held (seconds since the epoch)."""
     expires: float
+    """When a pending post stops being postable."""
     in_reply_to: str | None = None
     """The post it answers (None: a new post on the timeline)."""
     decided: float | None = None
+    """When an operator approved or rejected it; None while pending."""
     result: str | None = None
     """What posting it gave (the posts' ids as JSON), or why it failed."""
     extra: str | None = None
     """The platform's own details for posting it (JSON text: visibility, a content warning)."""
 
     def expired(self, now: float | None = None) -> bool:
+        """Whether it is pending past its ``expires`` (at ``now``, default: the time now)."""
         return self.state == "pending" and self.expires <= (time.time() if now is None else now)
 
     @property
