@@ -288,15 +288,20 @@ class MediaFile:
     """A file's bytes, for one run: its type as sniffed, and a display name (never a path)."""
 
     data: bytes = field(repr=False)
+    """The bytes, checked against ``[media]``'s limits."""
     mime: str
+    """The type, sniffed from the bytes (never the claimed one)."""
     name: str
+    """A name to show; never a path."""
 
     @property
     def size(self) -> int:
+        """Its size in bytes."""
         return len(self.data)
 
     @property
     def kind(self) -> str:
+        """``image`` for a picture, else ``document``."""
         return "image" if is_image(self.mime) else "document"
 
 
@@ -724,8 +729,11 @@ class Media:
     """
 
     data: bytes | None = field(default=None, repr=False)
+    """The file's bytes (or give ``path``)."""
     path: str | None = None
+    """A file under one of ``[media] allowed_paths`` (or give ``data``)."""
     name: str = ""
+    """The name to show and send it under."""
 
     def __post_init__(self) -> None:
         if (self.data is None) == (self.path is None):

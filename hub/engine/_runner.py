@@ -34,7 +34,18 @@ log = logging.getLogger("hub.engine")
 
 
 class Submission:
-    """An input handed to the runner: which run took it, and that run's result."""
+    """An input handed to the runner: which run took it, and that run's result.
+
+    What [`Hub.submit`][hub.Hub.submit] returns at once; ``await submission.wait()`` is what
+    [`Hub.send`][hub.Hub.send] does.
+
+    Attributes:
+        input: The input as recorded; None when nothing was recorded (a duplicate).
+        context: The conversation it went to (``TYPE:KEY``).
+        duplicate: True when its ``platform_id`` was recorded before: a redelivery, not run again.
+        run_id: Resolves to the id of the run that takes it.
+        result: Resolves to that run's [`RunResult`][hub.RunResult].
+    """
 
     __slots__ = ("input", "context", "run_id", "result", "duplicate")
 
@@ -47,6 +58,7 @@ class Submission:
         self.result: asyncio.Future[RunResult] = loop.create_future()
 
     async def wait(self) -> RunResult:
+        """The result of the run that handles it, once it ended (cancelling the wait leaves the run alone)."""
         return await asyncio.shield(self.result)
 
     def taken_by(self) -> str | None:

@@ -35,6 +35,8 @@ class LoopGuard:
         return len(self._bot_turns)
 
     def allow(self, chat: Any, *, from_bot: bool) -> bool:
+        """Whether to answer a message in ``chat``: always for a human's (which resets the
+        count); for another bot's, while fewer than ``max_turns`` answers to bots fall in ``window``."""
         if not from_bot:
             self._bot_turns.pop(chat, None)
             return True

@@ -104,9 +104,13 @@ class ToolTurn:
     the last fragment, with no finish reason, usage or ``[DONE]`` (a broken stream)."""
 
     content: str | None = None
+    """Text the turn writes before its calls, or None."""
     calls: list[dict[str, Any]] = field(default_factory=list)
+    """The calls: ``{"name", "arguments", "id"}`` each."""
     finish_reason: str | None = None
+    """The finish reason to send; None: ``tool_calls`` when there are calls, else ``stop``."""
     drop: bool = False
+    """Close the connection after the last fragment (a broken stream)."""
 
     def text(self) -> str:
         """What the turn writes, for the usage count and ``sent``."""
@@ -159,7 +163,23 @@ def content_text(content: Any) -> str:
 
 
 class Script:
-    """One client's responses and the rules that pick among them (see the module docstring)."""
+    """One client's responses and the rules that pick among them, from a script file's JSON.
+
+    ``spec`` is a list of responses, or ``{"responses": [...], "rules": [...]}``. A rule
+    ``{"contains": TEXT, "pick": N}`` (or ``"regex"``) picks response ``N`` when the text
+    occurs in what it looks at: ``"in": "last"`` the last message's content, ``"last_user"``
+    the last user message, ``"all"`` (the default) every message joined; ``"not": true``
+    inverts it. The first rule that matches picks; with none, response 0. A response
+    ``{"repeat": TEXT, "times": N, "prefix": ..., "suffix": ...}`` is built once, at load.
+
+    Raises:
+        ValueError: no responses, a rule's ``in`` unknown, or its ``pick`` out of range.
+
+    Attributes:
+        name: The client's name (a benchmark's ``X-Bench-Client`` header picks it).
+        responses: Its responses, built.
+        rules: Its rules, compiled: (where, test, negated, pick).
+    """
 
     def __init__(self, name: str, spec: Any) -> None:
         self.name = name
@@ -184,6 +204,7 @@ class Script:
             self.rules.append((where, test, bool(rule.get("not", False)), pick))
 
     def choose(self, messages: list[dict[str, Any]]) -> int:
+        """The index of the response for a request's ``messages``: the first matching rule's pick, else 0."""
         texts = [content_text(m.get("content")) for m in messages]
         views: dict[str, str] = {}
         for where, test, negate, pick in self.rules:
@@ -201,7 +222,16 @@ class Script:
 
 
 def load_script(spec: Any) -> tuple[dict[str, Script], str]:
-    """Clients and the default client's name, from a script (a path, or the parsed JSON)."""
+    """Clients and the default client's name, from a script (a path, or the parsed JSON).
+
+    A script is a list of responses every request shares, or
+    ``{"default": NAME, "clients": {NAME: SPEC, ...}}`` with one [`Script`][hub.testing.Script]
+    spec per client; None is one response that ends the run.
+
+    Raises:
+        ValueError: a client's spec is wrong (see [`Script`][hub.testing.Script]), or ``default``
+            names no client.
+    """
     if spec is None:
         spec = ["<response><reasoning>ok</reasoning></response>"]
     elif isinstance(spec, str):
@@ -232,6 +262,31 @@ class FakeOpenAI(FakeServer):
     With none left it answers 500. ``chunk_delay`` paces the stream one event per write;
     without it events go out in writes of about ``write_bytes``. ``record=False`` keeps
     no request log (only the ``stats`` a benchmark reads), for long runs.
+
+    Args:
+        responses: Answers to the next requests, in order: text, a [`ToolTurn`][hub.testing.ToolTurn],
+            or a function of the request's JSON body returning either.
+        script: A script file's path or its parsed JSON ([`load_script`][hub.testing.load_script]).
+        chunk: Characters of content per streamed event.
+        latency: Seconds before the first byte of a body (the model's time to first token).
+        chunk_delay: Seconds between events.
+        default: The answer when nothing else gives one; None: a 500.
+        write_bytes: About how many bytes go out per write when ``chunk_delay`` is 0.
+        record: Whether to keep the request log.
+        port: The port to listen on; 0: a free one.
+
+    Attributes:
+        state: What outlives one server: the request log, the sent answers, the failures, the bodies.
+        responses: The answers left, consumed in order.
+        default: The answer when nothing else gives one.
+        chunk: Characters of content per streamed event.
+        latency: Seconds before the first byte of a body.
+        chunk_delay: Seconds between events.
+        write_bytes: Bytes per write without ``chunk_delay``.
+        record: Whether the request log is kept.
+        port: Its port (0 until started on a free one).
+        stats: One entry per chat request (client, model, response, prompt size), for ``GET /stats``.
+        speech_seconds_per_char: Seconds of tone ``/v1/audio/speech`` makes per character of input.
     """
 
     def __init__(
