@@ -32,6 +32,8 @@ PUBLIC = ("hub", "hub.platform", "hub.testing")
 PAGES = ROOT / "docs" / "reference"
 DIRECTIVE = re.compile(r"^::: ([\w.]+)\s*$", re.M)
 ROLE = re.compile(r":(func|class|meth|attr|data|mod|exc|obj|const):`")
+
+
 @cache
 def package() -> griffe.Module:
     loader = griffe.GriffeLoader(search_paths=[str(ROOT)], docstring_parser=griffe.Parser.google)
