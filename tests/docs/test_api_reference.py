@@ -86,6 +86,8 @@ def test_every_entry_on_a_reference_page_names_something_real() -> None:
             griffe_object(path)
         except KeyError:
             pytest.fail(f"{page}: `::: {path}` names nothing")
+    # one entry per name, in the order of use: a whole public module would be dumped in its own order
+    assert not set(PUBLIC) & set(rendered()), "render the names of a public module one by one"
 
 
 def documented_fields(cls: griffe.Object) -> set[str]:
@@ -181,6 +183,7 @@ def test_no_docstring_holds_a_sphinx_role() -> None:
         loader = griffe.GriffeLoader(search_paths=[str(folder.parent)])
         found += [path for path, doc in docstrings(loader.load(folder.name)) if ROLE.search(doc)]
     assert len(extension_packages()) >= 10
+    found += [page.name for page in PAGES.glob("*.md") if ROLE.search(page.read_text())]
     assert not found, f"Sphinx roles show as raw text on the site; use [`Name`][hub.Name]: {found}"
 
 
