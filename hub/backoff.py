@@ -19,8 +19,9 @@ class Backoff:
 
     ``jitter`` is the fraction of each delay drawn at random (0.5: between half and all
     of it; 0: none), which keeps clients that failed together from retrying together.
-    [`delay()`][hub.platform.Backoff.delay] answers for a given attempt; [`next()`][hub.platform.Backoff.next] and [`reset()`][hub.platform.Backoff.reset] count the
-    attempts for a loop that retries until it succeeds.
+    [`delay()`][hub.platform.Backoff.delay] answers for a given attempt;
+    [`next()`][hub.platform.Backoff.next] and [`reset()`][hub.platform.Backoff.reset] count the attempts
+    for a loop that retries until it succeeds.
     """
 
     first: float = 1.0

@@ -384,7 +384,8 @@ class Hub:
 
     @property
     def started(self) -> bool:
-        """True from the end of [`start()`][hub.Hub.start] to the beginning of [`stop()`][hub.Hub.stop]: input is taken."""
+        """True from the end of [`start()`][hub.Hub.start] to the beginning of [`stop()`][hub.Hub.stop]:
+        input is taken."""
         return self._state == _Lifecycle.STARTED
 
     async def start(self) -> Hub:

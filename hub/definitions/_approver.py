@@ -64,7 +64,8 @@ class Approver(ABC):
 
     @abstractmethod
     async def ask(self, request: ApprovalRequest, ctx: Any) -> None:
-        """Show ``request`` in ``ctx``'s conversation (``ctx``: the run's [`RunContext`][hub.RunContext]) with a way to approve or deny it.
+        """Show ``request`` in ``ctx``'s conversation (``ctx``: the run's [`RunContext`][hub.RunContext])
+        with a way to approve or deny it.
 
         Raises:
             Exception: it could not be shown (the approval still waits; an operator can answer).

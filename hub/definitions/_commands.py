@@ -67,8 +67,8 @@ class Command:
 
 class CommandContext:
     """What a command's handler gets: the conversation, the user, the arguments, and two ways
-    to act: [`reply()`][hub.CommandContext.reply] (through the conversation's usual output) and [`run()`][hub.CommandContext.run] (the
-    model answers ``text`` as a message from this user, in a run of its own)."""
+    to act: [`reply()`][hub.CommandContext.reply] (through the conversation's usual output) and
+    [`run()`][hub.CommandContext.run] (the model answers ``text`` as a message from this user, in a run of its own)."""
 
     __slots__ = ("name", "args", "context", "user", "platform", "roles", "run_id", "hub", "_reply", "_run")
 

@@ -1,6 +1,7 @@
 """The definitions an extension declares, as plain data: [`Action`][hub.Action], [`Output`][hub.Output],
-[`Input`][hub.Input], [`Context`][hub.Context], [`Service`][hub.Service] and [`Extension`][hub.Extension]. [`ContextInstance`][hub.ContextInstance] is one conversation of a [`Context`][hub.Context]. The decorators that
-build them from handlers, inferring their schemas, are in ``_decorators``.
+[`Input`][hub.Input], [`Context`][hub.Context], [`Service`][hub.Service] and [`Extension`][hub.Extension].
+[`ContextInstance`][hub.ContextInstance] is one conversation of a [`Context`][hub.Context]. The decorators
+that build them from handlers, inferring their schemas, are in ``_decorators``.
 """
 
 from __future__ import annotations

@@ -138,7 +138,8 @@ Poster = Callable[[Review], Awaitable[Any]]
 class ReviewQueue:
     """One platform's side of the review queue: holding posts, and posting the approved ones.
 
-    ``poster`` is the platform's way to post a held post; [`post_approved()`][hub.platform.ReviewQueue.post_approved] claims each
+    ``poster`` is the platform's way to post a held post;
+    [`post_approved()`][hub.platform.ReviewQueue.post_approved] claims each
     approved post (approved -> posting, a compare-and-set) before it posts it, so of several
     workers one posts it; a worker cut off while posting leaves it ``posting``, never posted
     twice. [`run()`][hub.platform.ReviewQueue.run] looks for approved posts every `REVIEW_POLL` seconds.

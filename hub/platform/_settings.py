@@ -116,6 +116,7 @@ def account_key(account: str, key: str) -> str:
 
 
 def split_account_key(key: str) -> tuple[str, str]:
-    """``(account, key)`` of a key [`account_key()`][hub.platform.account_key] made (``("", key)`` without an account)."""
+    """``(account, key)`` of a key [`account_key()`][hub.platform.account_key] made (``("", key)`` without
+    an account)."""
     account, sep, rest = key.partition("/")
     return (account, rest) if sep and _ACCOUNT_NAME.fullmatch(account) else (DEFAULT_ACCOUNT, key)

@@ -17,7 +17,8 @@ from typing import Any, Protocol
 
 
 class RateLimit(Protocol):
-    """What a limit is here ([`hub.platform.RateLimit`][hub.platform.RateLimit]): ``count`` sends per ``per`` seconds."""
+    """What a limit is here ([`hub.platform.RateLimit`][hub.platform.RateLimit]): ``count`` sends per
+    ``per`` seconds."""
 
     @property
     def count(self) -> int: ...

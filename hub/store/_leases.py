@@ -10,7 +10,8 @@ can be told apart). Taking a lease is one conditional UPSERT (free, expired, or 
 ours), never read-then-write, so two workers racing for it cannot both win. Times come from
 the store's injected clock (wall time: workers on several machines compare expiries).
 
-A [`LeaseKeeper`][hub.platform.LeaseKeeper] holds one lease for its owner: [`LeaseKeeper.hold()`][hub.platform.LeaseKeeper.hold] waits for
+A [`LeaseKeeper`][hub.platform.LeaseKeeper] holds one lease for its owner:
+[`LeaseKeeper.hold()`][hub.platform.LeaseKeeper.hold] waits for
 the lease, runs the owner's work while it is held, renews it in the background, and cancels
 the work as soon as the lease is lost (a renewal refused, or not confirmed before expiry).
 

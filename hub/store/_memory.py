@@ -64,8 +64,8 @@ class MemoryStore(ABC):
 
     async def get_versioned(self, key: str) -> tuple[Any | None, Any]:
         """The value at ``key`` and its version (an opaque token, None when absent), for
-        [`set_if_unchanged()`][hub.MemoryStore.set_if_unchanged]. The SQL stores give a version every worker agrees on; this
-        default is exact within one event loop."""
+        [`set_if_unchanged()`][hub.MemoryStore.set_if_unchanged]. The SQL stores give a version every
+        worker agrees on; this default is exact within one event loop."""
         value = await self.get(key)
         return value, _token(value)
 

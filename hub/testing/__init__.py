@@ -19,7 +19,8 @@
 - ``hub.testing.audio``: real audio made at test time with PyAV (``ogg_opus``, ``audio_bytes`` in
   OGG/Opus, M4A/AAC, MP3, WAV or WebM, ``silence``, ``lying_wav``), for voice; ``FakeOpenAI``
   serves ``/v1/audio/transcriptions`` and ``/v1/audio/speech`` with it.
-- [`temp_config()`][hub.testing.temp_config]: a config on a test's temporary folder (data, personas), episodic memory off.
+- [`temp_config()`][hub.testing.temp_config]: a config on a test's temporary folder (data, personas),
+episodic memory off.
 - [`png()`][hub.testing.png] and [`image_bytes()`][hub.testing.image_bytes]: picture files to attach, drawn with Pillow.
 - ``hub.testing.fixtures``: autouse pytest fixtures (no network, logging restored) to import into
   a ``conftest.py``.

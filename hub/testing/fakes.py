@@ -175,7 +175,8 @@ class FakeServer:
         return f"http://{self.host}:{self.port}"
 
     async def start(self) -> None:
-        """Serve on ``host`` (at ``port``, or a free one when it is 0); idempotent. ``async with`` starts and stops it."""
+        """Serve on ``host`` (at ``port``, or a free one when it is 0); idempotent. ``async with`` starts
+        and stops it."""
         if self._runner is not None:
             return
         self.closing = False

@@ -63,9 +63,10 @@ class TwitterSettings(PublicSettings):
     """``[extensions.twitter]``. Secrets are ``SecretStr``: they never show in a repr or a log.
 
     ``allowed_users`` (numeric ids or usernames), ``loop_guard_*`` (answers per
-    conversation) and ``send_*`` are every platform's ([`hub.platform.PlatformSettings`][hub.platform.PlatformSettings]);
-    ``dry_run``, ``review``, ``max_posts_per_day`` and ``replies_per_account`` every public
-    timeline's ([`hub.platform.PublicSettings`][hub.platform.PublicSettings]).
+    conversation) and ``send_*`` are every platform's
+    ([`hub.platform.PlatformSettings`][hub.platform.PlatformSettings]); ``dry_run``, ``review``,
+    ``max_posts_per_day`` and ``replies_per_account`` every public timeline's
+    ([`hub.platform.PublicSettings`][hub.platform.PublicSettings]).
     """
 
     bearer_token: SecretStr = SecretStr("")
