@@ -1,8 +1,8 @@
 """The composition root: the one place that builds a hub's features from its config.
 
-:func:`compose` makes every feature once, hands each what it needs (a store, the runner,
+`compose()` makes every feature once, hands each what it needs (a store, the runner,
 the hub's ``submit`` or output registry, never the hub itself), and returns them as
-:class:`Features`: the ordered :class:`~hub.engine.Plugins` through which they take part in
+`Features`: the ordered `Plugins` through which they take part in
 runs, and the components the hub starts and stops. Nothing is attached or replaced later.
 
 Plugin order is the order of the hooks: the run stops first (a run is known to be in flight,
@@ -13,7 +13,7 @@ guard, the metrics, child runs, the message history (search_history, the dashboa
 episodic memory.
 
 Where a new feature goes: a class in its own module that subclasses
-:class:`~hub.engine.Plugin` (and has ``start``/``stop`` if it runs in the background),
+`Plugin` (and has ``start``/``stop`` if it runs in the background),
 built here with its dependencies and added to the plugins (and components).
 """
 
@@ -92,7 +92,7 @@ def recorded_runs(runs: RunStore, *, bus: EventBus | None, redactor: Redactor) -
 
 @dataclass(slots=True)
 class Features:
-    """Everything :func:`compose` built, in the order the hub uses it."""
+    """Everything `compose()` built, in the order the hub uses it."""
 
     redactor: Redactor
     prompts: PromptBuilder
@@ -133,7 +133,7 @@ def make_model(
     """The model the config asks for, by table (``"model"``: ``[model]``, else ``[models.NAME]``).
 
     A local GGUF model with no fallbacks is itself. Otherwise it is a
-    :class:`~hub.models.failover.FailoverModel` of the table and its ``fallbacks``, each with a
+    `FailoverModel` of the table and its ``fallbacks``, each with a
     client per key: ``observe(model, outcome)`` hears of each request (the metrics), ``clock``
     drives the breakers and resting keys (tests; default ``time.monotonic``).
 

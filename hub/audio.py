@@ -7,7 +7,7 @@ takes (whisper.cpp's server takes nothing else). A spoken reply, in whatever for
 speech server answered, is encoded as OGG/Opus, the voice-message format of Telegram,
 Discord and WhatsApp.
 
-These run in the engine's bounded decoding workers (:class:`hub.engine.Decoder`), never on
+These run in the engine's bounded decoding workers (`hub.engine.Decoder`), never on
 the hub's loop: an audio bomb (a tiny file whose header claims hours, or that decodes to
 hours) is refused on its claim before decoding, or as soon as what it decoded passes
 ``max_seconds``, so its CPU and memory stay those of ``max_seconds`` of audio.
@@ -35,9 +35,13 @@ class AudioClip:
     """Audio ready to send on: its bytes, type, length in seconds and a display name."""
 
     data: bytes = field(repr=False)
+    """The encoded audio."""
     mime: str
+    """Its type (``audio/ogg`` for OGG/Opus)."""
     seconds: float
+    """Its length in seconds."""
     name: str = "audio"
+    """A file name to show."""
     peaks: bytes = field(default=b"", repr=False)
     """Its loudness over time, at most 256 levels of 0-255 (the waveform Discord draws on a
     voice message); empty for audio that is not a spoken reply."""

@@ -19,13 +19,17 @@ class Backoff:
 
     ``jitter`` is the fraction of each delay drawn at random (0.5: between half and all
     of it; 0: none), which keeps clients that failed together from retrying together.
-    :meth:`delay` answers for a given attempt; :meth:`next` and :meth:`reset` count the
-    attempts for a loop that retries until it succeeds.
+    [`delay()`][hub.platform.Backoff.delay] answers for a given attempt;
+    [`next()`][hub.platform.Backoff.next] and [`reset()`][hub.platform.Backoff.reset] count the attempts
+    for a loop that retries until it succeeds.
     """
 
     first: float = 1.0
+    """The first delay, in seconds."""
     most: float = 60.0
+    """The longest delay, in seconds."""
     jitter: float = 0.5
+    """The fraction of each delay drawn at random."""
     _attempt: int = field(default=0, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -54,5 +58,5 @@ class Backoff:
 
     @property
     def failures(self) -> int:
-        """Failures in a row since the last :meth:`reset`."""
+        """Failures in a row since the last [`reset()`][hub.platform.Backoff.reset]."""
         return self._attempt

@@ -1,4 +1,4 @@
-"""The hub's errors, one tree rooted at :class:`HubError`.
+"""The hub's errors, one tree rooted at [`HubError`][hub.HubError].
 
 ::
 
@@ -17,7 +17,7 @@
     │   └── MediaRefused       a decompression bomb, an archive or executable, unreadable content
     └── RunError           misuse of the run API (unknown context, hub not started)
 
-Signals that steer the loop (:class:`RetryAction`) are deliberately outside the tree.
+Signals that steer the loop ([`RetryAction`][hub.RetryAction]) are deliberately outside the tree.
 """
 
 from __future__ import annotations
@@ -51,7 +51,9 @@ class ConfigError(HubError):
 
     def __init__(self, message: str, *, path: str | None = None, key: str | None = None) -> None:
         self.path = path
+        """The file at fault, if known."""
         self.key = key
+        """The dotted key at fault (``model.max_tokens``), if known."""
         where = ""
         if path and key:
             where = f"{path}: {key}: "
@@ -67,6 +69,7 @@ class ExtensionError(HubError):
 
     def __init__(self, name: str, message: str) -> None:
         self.name = name
+        """The extension's name."""
         super().__init__(f"extension {name!r}: {message}")
 
 
@@ -75,6 +78,7 @@ class ExtensionFailed(ExtensionError):
 
     def __init__(self, name: str, original: BaseException) -> None:
         self.original = original
+        """The exception its code raised (also chained as ``__cause__``)."""
         super().__init__(name, f"{type(original).__name__}: {original}")
 
 
@@ -87,7 +91,9 @@ class ModelError(HubError):
 
     def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
         self.status = status
+        """The HTTP status the model's server answered, if any."""
         self.retryable = retryable
+        """Whether trying again may succeed (a timeout, a 429, a 5xx): the hub retries, then fails over."""
         super().__init__(message)
 
 
@@ -98,7 +104,7 @@ class ModelUnavailable(ModelError):
 class ContextTooLong(ModelError):
     """The model refused the prompt as longer than its context window (OpenAI's
     ``context_length_exceeded``, and the phrasings of compatible servers: see
-    :func:`hub.models.context_too_long`). Never retried as is and never a reason to fail
+    `hub.models.context_too_long()`). Never retried as is and never a reason to fail
     over to another model: with ``[agent] compaction`` the engine summarises the oldest
     history and asks again, once."""
 
@@ -117,8 +123,11 @@ class StoreError(HubError):
         self, message: str, *, store: str | None = None, operation: str | None = None, during: str | None = None
     ) -> None:
         self.store = store
+        """The backend or table that failed (``sqlite``, ``postgres``), if known."""
         self.operation = operation
+        """What failed there (``open``, ``read``, ``lock``, ``migrate``, ...), if known."""
         self.during = during
+        """The store operation it broke, ``STORE.OPERATION`` (``inbox.record``), once a store named it."""
         super().__init__(message)
 
     def within(self, store: str, operation: str) -> StoreError:
@@ -133,6 +142,7 @@ class ActionError(HubError):
 
     def __init__(self, action: str, message: str) -> None:
         self.action = action
+        """The action's name."""
         super().__init__(f"action {action!r}: {message}")
 
 
@@ -150,7 +160,9 @@ class MediaError(HubError):
 
     def __init__(self, reason: str, *, name: str = "") -> None:
         self.reason = reason
+        """The short, safe sentence a user may be shown."""
         self.name = name
+        """The file's display name (never a path), if it has one."""
         super().__init__(f"{name}: {reason}" if name else reason)
 
 

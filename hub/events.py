@@ -1,25 +1,25 @@
 """Run events as they happen: the seed's "logs notify subscribers".
 
-:class:`EventBus` fans each run's events out to its subscribers; :class:`PublishingRunStore`
+`EventBus` fans each run's events out to its subscribers; `PublishingRunStore`
 sits in front of the hub's run store, the one place every log entry of every run passes, and
-publishes what it records. A subscriber (:class:`EventStream`, what :meth:`Hub.events`
+publishes what it records. A subscriber ([`EventStream`][hub.EventStream], what `Hub.events()`
 returns) has a bounded buffer: when it is full, further events are dropped for that
-subscriber, counted, and reported to it as one :class:`Dropped` event where the gap is. The
+subscriber, counted, and reported to it as one [`Dropped`][hub.Dropped] event where the gap is. The
 engine never waits on a subscriber.
 
 Events, each with a ``kind`` discriminator:
 
-- :class:`RunStarted` (``run_started``), then one :class:`RunEvent` per log entry of the run
+- [`RunStarted`][hub.RunStarted] (``run_started``), then one [`RunEvent`][hub.RunEvent] per log entry of the run
   (its ``kind`` is the entry's: ``input``, ``step``, ``thought``, ``action_call``,
-  ``action_result``, ``output``, ``error``, ``state``), then :class:`RunEnded`
+  ``action_result``, ``output``, ``error``, ``state``), then [`RunEnded`][hub.RunEnded]
   (``run_ended``, with the terminal state). ``seq`` numbers a run's events from 1, in order;
   a run that began before anyone subscribed is announced by a ``run_started`` before its
   first event that is published.
-- :class:`OutputPartial` (``output_partial``): text a live output received while the model
+- [`OutputPartial`][hub.OutputPartial] (``output_partial``): text a live output received while the model
   writes it (``text`` is the new part, masked, an end that could begin a secret held back;
   the parts joined are what the model wrote inside the ``<output>``, masked); the
   ``output`` event with the whole entry follows once it was delivered. Not stored: a replay from the run store has none.
-- :class:`Dropped` (``dropped``): ``count`` events this subscriber missed.
+- [`Dropped`][hub.Dropped] (``dropped``): ``count`` events this subscriber missed.
 """
 
 from __future__ import annotations
@@ -72,13 +72,22 @@ KINDS = frozenset(
 
 @dataclass(slots=True)
 class RunStarted:
+    """A run began (or, for a subscriber that came later, is announced before its first event)."""
+
     kind: ClassVar[Literal["run_started"]] = "run_started"
+    """``"run_started"``: what the event is, to match on or to filter with ``kinds``."""
     run_id: str
+    """The run's id."""
     context: str
+    """The conversation the run is in (`TYPE:KEY`)."""
     seq: int
+    """The event's number among its run's events, from 1, in order."""
     parent_id: str | None = None
+    """The run that started this one as a child run, if any."""
     user: str | None = None
+    """Who sent the input the run answers, if known."""
     ts: float = field(default_factory=time.time)
+    """When it started (seconds since the epoch)."""
 
 
 @dataclass(slots=True)
@@ -88,29 +97,49 @@ class RunEvent:
     reconnects names to be sent what followed (``Last-Event-ID``)."""
 
     run_id: str
+    """The run's id."""
     context: str
+    """The conversation the run is in (`TYPE:KEY`)."""
     seq: int
+    """The event's number among its run's events, from 1, in order."""
     entry: Log
+    """The log entry, as it was when recorded."""
     index: int = 0
+    """Its position in the run's stored log (from 1): a reconnecting client sends the last it saw as ``Last-
+    Event-ID``."""
 
     @property
     def kind(self) -> str:
+        """The entry's kind: ``input``, ``step``, ``thought``, ``action_call``, ... (a [`Log`][hub.Log])."""
         return self.entry.kind
 
 
 @dataclass(slots=True)
 class RunEnded:
+    """A run reached its terminal state: the last event of a run, with its totals."""
+
     kind: ClassVar[Literal["run_ended"]] = "run_ended"
+    """``"run_ended"``: what the event is, to match on or to filter with ``kinds``."""
     run_id: str
+    """The run's id."""
     context: str
+    """The conversation the run is in (`TYPE:KEY`)."""
     seq: int
+    """The event's number among its run's events, from 1, in order."""
     state: str
+    """The terminal state, a [`RunState`][hub.RunState] value (`completed`, `failed`, `rejected`, `killed`)."""
     reason: str | None = None
+    """Why a run that did not complete ended so; None for a completed one."""
     steps: int = 0
+    """How many steps (model calls) the run took."""
     prompt_tokens: int = 0
+    """Prompt tokens of all its steps."""
     completion_tokens: int = 0
+    """Tokens the model wrote in all its steps."""
     duration: float | None = None
+    """Seconds from its start to its end, when known."""
     ts: float = field(default_factory=time.time)
+    """When it ended (seconds since the epoch)."""
 
 
 @dataclass(slots=True)
@@ -118,13 +147,21 @@ class OutputPartial:
     """Content that arrived inside a live output (not stored: the output's entry holds it all)."""
 
     kind: ClassVar[Literal["output_partial"]] = "output_partial"
+    """``"output_partial"``: what the event is, to match on or to filter with ``kinds``."""
     run_id: str
+    """The run's id."""
     context: str
+    """The conversation the run is in (`TYPE:KEY`)."""
     seq: int
+    """The event's number among its run's events, from 1, in order."""
     output_id: str
+    """The id of the output's [`OutputLog`][hub.OutputLog], which follows once delivered."""
     type: str
+    """The output's type."""
     text: str
+    """The new text, masked; an end that could begin a secret is held back until it cannot."""
     ts: float = field(default_factory=time.time)
+    """When it arrived (seconds since the epoch)."""
 
 
 @dataclass(slots=True)
@@ -132,10 +169,13 @@ class Dropped:
     """This subscriber fell behind and missed ``count`` events here."""
 
     kind: ClassVar[Literal["dropped"]] = "dropped"
+    """``"dropped"``: what the event is, to match on or to filter with ``kinds``."""
     count: int
+    """How many events were dropped at this point of the stream."""
 
 
 Event = RunStarted | RunEvent | RunEnded | OutputPartial | Dropped
+"""Anything an [`EventStream`][hub.EventStream] yields: match on the classes or on ``kind``."""
 
 
 def event_dict(event: Event) -> dict[str, Any]:
@@ -174,9 +214,13 @@ class EventStream:
     ) -> None:
         self._bus = bus
         self.context = context
+        """Only this conversation's events (``TYPE:KEY``); None: every conversation's."""
         self.run = run
+        """Only this run's events, and the stream ends after its ``run_ended``; None: every run's."""
         self.kinds = kinds
+        """Only events of these kinds; None: every kind."""
         self.maxsize = maxsize
+        """How many unread events the stream holds before it drops further ones."""
         self._buf: deque[Event] = deque()
         self._wake = asyncio.Event()
         self._missed = 0
@@ -191,6 +235,7 @@ class EventStream:
         self._timer: asyncio.TimerHandle | None = None
 
     def wants(self, run_id: str, context: str, kind: str) -> bool:
+        """Whether an event of ``kind`` in the run ``run_id`` of ``context`` passes the filters."""
         return (
             (self.run is None or run_id == self.run)
             and (self.context is None or context == self.context)
@@ -259,6 +304,7 @@ class EventStream:
         self.close()
 
     async def aclose(self) -> None:
+        """[`close()`][hub.EventStream.close], for code that closes async iterators with ``await``."""
         self.close()
 
 

@@ -1,4 +1,4 @@
-"""The :class:`Hub`: registries, stores, the runner and the engine, with an explicit lifecycle.
+"""The [`Hub`][hub.Hub]: registries, stores, the runner and the engine, with an explicit lifecycle.
 
 Use it as an async context manager (``async with Hub(config) as hub``); ``start`` and
 ``stop`` are idempotent. Everything a hub holds lives on the instance: two hubs in one
@@ -75,13 +75,35 @@ class _Lifecycle(Enum):
 
 
 class Hub:
-    """One agent hub. Give it a config, and optionally replacements for any seam.
+    """One agent hub: the extensions, the stores, the model and the runs, in one asyncio process.
 
-    Its features (budgets, role guard, metrics, child runs, episodic memory, schedules,
-    HTTP, persona revisions) are built once by :func:`hub._compose.compose` and take part
-    in runs only through ``hub.plugins``. ``heartbeat``: a file to touch while the hub runs
-    (``hub run`` passes the one ``hub health`` reads). ``worker``: its identity as a lease
-    holder (default: host, pid and a random suffix; see :mod:`hub.store`).
+    Build it from a [`HubConfig`][hub.HubConfig], start it with ``async with Hub(config) as
+    hub:`` (or [`start`][hub.Hub.start] and [`stop`][hub.Hub.stop]), and send it inputs with
+    [`send`][hub.Hub.send] or [`submit`][hub.Hub.submit]; its platforms' inputs send their own
+    once it started. Everything but the config may be replaced, for tests and embedding
+    programs. Its features (budgets, the role guard, metrics, child runs, episodic memory,
+    schedules, HTTP) are built from the config once, here.
+
+    Args:
+        config: The validated config; None: the defaults.
+        model: The model to use instead of the one ``[model]`` describes (a
+            [`ScriptedModel`][hub.ScriptedModel] in tests).
+        memory: The key-value store of conversations' memory, instead of the configured one.
+        runs: The run store, instead of the configured one.
+        inbox: The inbox of inputs not yet handled, instead of the configured one.
+        leases: The lease store, instead of the configured one.
+        extensions: Extensions to register besides those the config turns on.
+        load_extensions: Whether to load the extensions ``[extensions.NAME]`` names (by their
+            entry points); False: only ``extensions``.
+        personas: The persona files, instead of those in ``[hub] contexts_dir``.
+        heartbeat: A file to touch while the hub runs (``hub run`` passes the one ``hub
+            health`` reads).
+        worker: Its identity as a lease holder and inbox claimant (default: host, pid and a
+            random suffix).
+
+    Raises:
+        ExtensionError: an extension ``[extensions.NAME]`` names cannot be loaded, or two
+            define the same name.
     """
 
     def __init__(
@@ -100,7 +122,9 @@ class Hub:
         worker: str | None = None,
     ) -> None:
         self.config = config or HubConfig()
+        """The config the hub was built from."""
         self.redactor = Redactor.from_config(self.config)
+        """Masks the config's secrets (tokens, keys) in what the hub logs, stores and shows."""
         # run events (hub/events.py): every entry the run store records is published, masked
         self.bus = EventBus()
         # who this hub is among workers (inbox claims) and as a lease holder: unique per hub,
@@ -111,8 +135,9 @@ class Hub:
         self.stores = open_stores(self.config, worker=self.worker, memory=memory, runs=runs, inbox=inbox, leases=leases)
         self._db: SqlDatabase | None = self.stores.db
         self.memory: MemoryStore = self.stores.memory
+        """The key-value store conversations, actions and extensions keep their state in."""
         self.platform_problems: dict[str, str] = {}
-        """Platforms that stopped working, and why (:meth:`platform_problem`)."""
+        """Platforms that stopped working, and why ([`platform_problem()`][hub.Hub.platform_problem])."""
         self.runs: RunStore = recorded_runs(self.stores.runs, bus=self.bus, redactor=self.redactor)
         self.inbox: InboxStore = self.stores.inbox
         # listeners that must run once across workers sharing the store hold a lease (hub/store/_leases.py)
@@ -132,11 +157,17 @@ class Hub:
         self.registry = Registry()
         # the registries by name, as extensions and handlers read them (the same dicts)
         self.extensions: dict[str, Extension] = self.registry.extensions
+        """The registered extensions, by name."""
         self.contexts: dict[str, Context] = self.registry.contexts
+        """Every context type the extensions declared, by type."""
         self.actions: dict[str, Action] = self.registry.actions
+        """Every action the model may be offered, by name."""
         self.outputs: dict[str, Output] = self.registry.outputs
+        """Every output type, by type."""
         self.inputs: dict[str, Input] = self.registry.inputs
+        """Every input, by name."""
         self.routes: dict[str, Route] = self.registry.routes  # served by the [http] endpoint
+        """The extensions' HTTP routes, by path."""
         self._stops: list[Callable[[], Awaitable[None]]] = []
         self._started_services: list[Any] = []
         self._started_components: list[Component] = []
@@ -169,10 +200,13 @@ class Hub:
         self.features = features
         # questions runs wait on before an action; every answer goes through it (hub/features/_approvals.py)
         self.approvals = features.approvals
+        """The approval desk ([`ApprovalDesk`][hub.platform.ApprovalDesk]): a platform passes a person's
+        answer with ``hub.approvals.answer(...)``."""
         self.prompts = features.prompts
         self.plugins = features.plugins
         self.components: list[Component] = features.components
         self.metrics = features.metrics
+        """The Prometheus metrics ``/metrics`` serves; an extension counts its own on them."""
         self.budgets = features.budgets
         self.background = features.background
         self.revisions = features.revisions
@@ -215,6 +249,7 @@ class Hub:
         self.commands = Commands(
             deps, settings=self.config.commands, roles_of=features.guard.roles_of, stopper=features.stops
         )
+        """The chat commands that are on; a platform lists them with ``hub.commands.menu(...)``."""
         self.stops = features.stops
         # every input's lifecycle: recorded, queued, taken into the engine's runs, resumed
         self.intake = Intake(
@@ -239,6 +274,8 @@ class Hub:
             redact=self.redactor.redact if self.redactor else None,
             people=People(self.stores.memory),
         )
+        """Who may talk to the bot in private: ``await hub.access.check(...)`` gives a
+        [`Decision`][hub.Decision] ([`admit_private`][hub.platform.admit_private] asks it)."""
         self.register(self.children.extension())
         if self.config.http is not None and self.config.http.token:  # the dashboard's chat panel
             self.register(web_chat_extension())
@@ -270,6 +307,7 @@ class Hub:
 
     @property
     def model(self) -> Model:
+        """The model runs talk to: the one given, else the one ``[model]`` describes, made on first use."""
         if self._model is None:
             # each named model's requests counted by outcome (hub_model_requests_total)
             self._model = make_model(self.config, observe=self.metrics.model_request)
@@ -329,6 +367,8 @@ class Hub:
         return model
 
     def persona_for(self, inst: Conversation) -> Persona | None:
+        """The persona a conversation speaks with: its ``[[routes]]``'s, else ``[personas]``'s
+        for the instance, its type or its extension, else its context's own; None: the default."""
         o = self.persona_overrides
         route = self.config.route_for(inst.id)
         override = (
@@ -344,7 +384,8 @@ class Hub:
 
     @property
     def started(self) -> bool:
-        """True from the end of :meth:`start` to the beginning of :meth:`stop`: input is taken."""
+        """True from the end of [`start()`][hub.Hub.start] to the beginning of [`stop()`][hub.Hub.stop]:
+        input is taken."""
         return self._state == _Lifecycle.STARTED
 
     async def start(self) -> Hub:
@@ -430,6 +471,10 @@ class Hub:
                 self._stops.append(stop)
 
     async def stop(self) -> None:
+        """Stop taking input and stop everything [`start`][hub.Hub.start] started, in the reverse
+        order: the inputs, then the runs in flight (given ``[hub] shutdown_grace`` to end), the
+        components, the services, the models and the stores. Errors in one part are logged and
+        the rest still stop. Idempotent; a stopped hub does not start again."""
         if self._state in (_Lifecycle.NEW, _Lifecycle.STOPPED, _Lifecycle.STOPPING):
             self._state = _Lifecycle.STOPPED if self._state == _Lifecycle.NEW else self._state
             return
@@ -500,7 +545,7 @@ class Hub:
         return self.tasks.create(coro, name=name)
 
     def lease(self, name: str, *, ttl: float = 30.0, retry: float | None = None) -> LeaseKeeper:
-        """A keeper of the lease ``name`` for this worker (see :mod:`hub.store`): run a
+        """A keeper of the lease ``name`` for this worker (see `hub.store`): run a
         listener that must be unique across workers with ``hub.create_task(keeper.hold(work),
         name=...)``; it runs only while this worker holds the lease. ``ttl``: how long a dead
         worker's lease keeps others waiting."""
@@ -531,11 +576,11 @@ class Hub:
         media: Sequence[MediaPart] = (),
         command: CommandCall | None = None,
     ) -> Submission:
-        """Record an input and queue it; returns at once (see :meth:`send` to wait).
+        """Record an input and queue it; returns at once (see [`send()`][hub.Hub.send] to wait).
         ``formatted`` is how the log shows it (an input's ``format``); ``media``: the
         pictures and files that came with it, as references (fetched when a run needs them);
         ``command``: the chat command it is (a platform parsed ``/name args``), answered
-        without the model when that command is on (:attr:`commands`), else it is text."""
+        without the model when that command is on (`commands`), else it is text."""
         if self._state != _Lifecycle.STARTED:
             raise RunError("the hub is not started (use `async with Hub(...)` or await hub.start())")
         definition, parsed, key = self.resolve_context(context, args)

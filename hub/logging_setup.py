@@ -82,7 +82,7 @@ def setup_logging(
 ) -> logging.Handler:
     """Send every log record to ``stream`` (stderr) as text or JSON lines; returns the handler.
 
-    ``redactor`` (a :class:`~hub.redact.Redactor`) masks secrets in every record.
+    ``redactor`` (a `Redactor`) masks secrets in every record.
     """
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.addFilter(_Ids())

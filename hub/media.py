@@ -1,22 +1,22 @@
 """Pictures and files: what came in (references), what is read (bytes, sniffed), what goes out.
 
-An input carries :class:`~hub.logs.MediaPart` references only; the bytes are fetched when a
+An input carries [`MediaPart`][hub.MediaPart] references only; the bytes are fetched when a
 run needs them (an image for a vision model, a text or PDF file to read), held in memory for
 that run and never written to disk. Everything here is a pure function of bytes and
-:class:`MediaLimits`, so the engine, the prompt and every platform apply the same rules:
+`MediaLimits`, so the engine, the prompt and every platform apply the same rules:
 
 - a size cap per file (``max_bytes``) and a number of files per run (``max_per_run``);
-- the type is read from the content (:func:`sniff`), never from the name or the platform's claim;
+- the type is read from the content (`sniff()`), never from the name or the platform's claim;
 - archives and executables are never passed on (by content, and by name as well);
 - a picture is decoded only when its header says it holds at most ``max_pixels`` pixels, with
   Pillow's own decompression-bomb guard as a second net; it reaches a model re-encoded
   (metadata such as GPS dropped) and downscaled to ``max_side``;
 - text files and PDFs may be given to the model as their text, cut at ``max_text_chars``;
-- a file name is shown to the model and the user (:func:`display_name`), never used as a path.
+- a file name is shown to the model and the user ([`display_name()`][hub.platform.display_name]), never used as a path.
 
-Outbound, an action returns :class:`Media` (bytes, or a path under an allowed directory) and
+Outbound, an action returns [`Media`][hub.Media] (bytes, or a path under an allowed directory) and
 an output names it by the handle its result shows (``media:1``) or by a URL whose host the
-operator allowed; :class:`RunMedia` keeps a run's files and resolves those names.
+operator allowed; `RunMedia` keeps a run's files and resolves those names.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ __all__ = [
 
 @dataclass(slots=True, frozen=True)
 class MediaLimits:
-    """``[media]`` as the code uses it (see :class:`hub.config._sections.MediaSection`)."""
+    """``[media]`` as the code uses it (see `hub.config._sections.MediaSection`)."""
 
     max_bytes: int = 10_000_000
     max_per_run: int = 4
@@ -288,20 +288,25 @@ class MediaFile:
     """A file's bytes, for one run: its type as sniffed, and a display name (never a path)."""
 
     data: bytes = field(repr=False)
+    """The bytes, checked against ``[media]``'s limits."""
     mime: str
+    """The type, sniffed from the bytes (never the claimed one)."""
     name: str
+    """A name to show; never a path."""
 
     @property
     def size(self) -> int:
+        """Its size in bytes."""
         return len(self.data)
 
     @property
     def kind(self) -> str:
+        """``image`` for a picture, else ``document``."""
         return "image" if is_image(self.mime) else "document"
 
 
 def check(data: bytes, *, name: str = "", limits: MediaLimits) -> MediaFile:
-    """``data`` as a :class:`MediaFile` the hub may pass on: within ``max_bytes``, its type
+    """``data`` as a [`MediaFile`][hub.MediaFile] the hub may pass on: within ``max_bytes``, its type
     sniffed, never an archive or an executable (by content or by name).
 
     Raises:
@@ -344,6 +349,8 @@ def display_name(name: str, *, limit: int = 80) -> str:
 
 
 def human_size(n: int | None) -> str:
+    """A size in bytes as people read it, in powers of 1000: ``"980 B"``, ``"1.5 MB"``,
+    ``"3 GB"``; ``"unknown size"`` for None. For messages that tell a user a file is too big."""
     if n is None:
         return "unknown size"
     if n < 1000:
@@ -455,7 +462,7 @@ def data_url(mime: str, data: bytes) -> str:
 def extract_text(file: MediaFile, *, limits: MediaLimits, deadline: float | None = None) -> str:
     """The text of a text file or a PDF, cut at ``max_text_chars`` with a visible marker.
     A PDF is read page by page until the cap is filled, ``max_pdf_pages`` are read, or the
-    clock (:func:`time.monotonic`) passes ``deadline``; then a marker says what was left.
+    clock (`time.monotonic()`) passes ``deadline``; then a marker says what was left.
     CPU-bound for PDFs: the engine runs it in a worker process of its own.
 
     Raises:
@@ -587,9 +594,12 @@ class MediaHosts:
     loopback fake for its fake's names, and only those."""
 
     names: tuple[str, ...]
+    """The hosts allowed: each one, and any host under it."""
     resolve: Resolve = public_addresses
+    """How a host's addresses are found and checked (default: public addresses only)."""
 
     def allows(self, host: str) -> bool:
+        """Whether ``host`` is one of ``names`` or under one (case-insensitive)."""
         host = host.lower().rstrip(".")
         return any(host == n or host.endswith("." + n) for n in self.names)
 
@@ -719,8 +729,11 @@ class Media:
     """
 
     data: bytes | None = field(default=None, repr=False)
+    """The file's bytes (or give ``path``)."""
     path: str | None = None
+    """A file under one of ``[media] allowed_paths`` (or give ``data``)."""
     name: str = ""
+    """The name to show and send it under."""
 
     def __post_init__(self) -> None:
         if (self.data is None) == (self.path is None):
@@ -754,7 +767,7 @@ class RunMedia:
         self.unheard: set[str] = set()
         """Those of ``refused`` that are voice notes not heard (the reply says "hear", not "open")."""
         self.speaker: Speaker | None = None
-        """Speaks a reply for this run (see :func:`hub.platform.speak`); None: no ``[voice]``."""
+        """Speaks a reply for this run (see [`hub.platform.speak()`][hub.platform.speak]); None: no ``[voice]``."""
 
     async def add(self, media: Media) -> dict[str, Any]:
         """Keep an action's file for this run; what its result shows in its place. A file
@@ -773,7 +786,7 @@ class RunMedia:
         return {"media": handle, "name": file.name, "type": file.mime, "size": file.size}
 
     async def stash(self, value: Any) -> Any:
-        """``value`` (an action's result) with every :class:`Media` in it kept and replaced
+        """``value`` (an action's result) with every [`Media`][hub.Media] in it kept and replaced
         by its handle; an unusable file is replaced by ``{"media_error": reason}``."""
         if isinstance(value, Media):
             try:

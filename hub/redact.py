@@ -1,16 +1,16 @@
 """Secrets redaction: tokens, keys and passwords never reach a log line, a trace or a prompt.
 
-A :class:`Redactor` knows the secret values of one config: every string under a key named
+A `Redactor` knows the secret values of one config: every string under a key named
 like a secret (``token``, ``api_key``, ``secret``, ``password``, ...), every value a
 ``${VAR}`` with a secret-looking name put into the config, and the process environment's
 secret-looking variables. It replaces each occurrence (raw, JSON-escaped or XML-escaped) by
 ``[REDACTED]``.
 
-It is applied where text enters: :meth:`Hub.submit` masks every input, the engine masks
+It is applied where text enters: `Hub.submit()` masks every input, the engine masks
 action results and the model's elements as they arrive, so the run's logs, and everything
 made from them (prompts of either style, the run store, working memory, episodes, training
 export), never hold a known secret. Where text leaves the process, a logging filter
-(:class:`RedactingFilter`), the prompt builder (both prompt styles, for text that came from
+(`RedactingFilter`), the prompt builder (both prompt styles, for text that came from
 elsewhere: a persona, a context's memory) and the run store (``hub.store.RedactingRunStore``,
 for error reasons) mask again. With no secrets known, a redactor is false and every method
 returns its argument unchanged, at the cost of one attribute test.
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 
 class _Element(Protocol):
-    """What :meth:`Redactor.redact_element` needs of a parsed element (a dataclass)."""
+    """What `Redactor.redact_element()` needs of a parsed element (a dataclass)."""
 
     @property
     def content(self) -> str: ...
@@ -136,7 +136,7 @@ class Redactor:
         return value
 
     def redact_element(self, el: _E) -> _E:
-        """The model's element (:class:`hub.protocol.Element`) with its content and attributes
+        """The model's element (`hub.protocol.Element`) with its content and attributes
         masked (the same object when clean)."""
         if self._pattern is None:
             return el

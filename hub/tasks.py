@@ -1,5 +1,5 @@
-"""The hub's background tasks: one owner that tracks them (:class:`TaskGroup`), and a helper
-for a component's own task (:func:`cancel_and_wait`)."""
+"""The hub's background tasks: one owner that tracks them (`TaskGroup`), and a helper
+for a component's own task (`cancel_and_wait()`)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ T = TypeVar("T")
 class TaskGroup:
     """Every background task of one hub (runs, listeners, pollers, retries), as PTB's
     ``Application`` keeps its tasks: an error a task raises is logged when it ends, and
-    :meth:`close` cancels the ones still going and waits for them.
+    `close()` cancels the ones still going and waits for them.
 
-    Unlike :class:`asyncio.TaskGroup`, one task's failure does not cancel the others: a
+    Unlike `asyncio.TaskGroup`, one task's failure does not cancel the others: a
     poller that dies must not take the conversations' runs with it.
     """
 

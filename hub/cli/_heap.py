@@ -1,6 +1,6 @@
 """The process's heap once the hub has started: what it loaded to start (modules, schemas,
 extensions, their compiled validators) lives as long as the process, so the garbage
-collector is told to skip it (:func:`gc.freeze`). A full collection walks every object it
+collector is told to skip it (`gc.freeze()`). A full collection walks every object it
 tracks, and before this one in two of them were start-up objects: in bench/soak.py the
 collections of the oldest generation were the event loop's longest pauses once retention
 ran beside the loop (see docs/benchmarks/index.md)."""

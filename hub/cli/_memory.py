@@ -127,7 +127,7 @@ async def forget(
 
 async def forget_person(config: HubConfig, who: str) -> tuple[int, list[str]]:
     """Forget a person everywhere, with the hub stopped: their episodes on each identity's
-    platform, then (:meth:`hub.store.People.forget`) their memory, links and messages in the
+    platform, then (`hub.store.People.forget()`) their memory, links and messages in the
     conversations' kept history. Returns (episodes deleted, the identities the person had).
 
     Raises:

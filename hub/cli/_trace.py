@@ -1,6 +1,6 @@
 """A run's event log, readable in a terminal, and the tree of child runs below it.
 
-Text from users and models reaches the operator's terminal through here: :func:`escape_terminal`
+Text from users and models reaches the operator's terminal through here: `escape_terminal()`
 shows control characters as escapes, so an ESC sequence in a message cannot retitle, clear
 or redraw the terminal.
 """

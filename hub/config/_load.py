@@ -2,11 +2,11 @@
 
 Every string may hold ``${VAR}``, replaced from the environment, so secrets stay out of the
 file; ``${VAR:-default}`` and ``${VAR:?message}`` work as in Docker Compose. An unset
-variable is named: a warning (:attr:`HubConfig.unset`), or an error where the key needs a
-value. An unknown key or a wrong type is a :class:`~hub.errors.ConfigError` that names the
+variable is named: a warning ([`HubConfig.unset`][hub.HubConfig.unset]), or an error where the key needs a
+value. An unknown key or a wrong type is a [`ConfigError`][hub.ConfigError] that names the
 file and the dotted key, and never echoes a value that came from the environment or sits
 in a secret's key. Extension tables are checked against the extension's own settings model
-when it loads (see :mod:`hub.definitions`).
+when it loads (see `hub.definitions`).
 
 This module reads and checks the file; the sections' models are in ``_sections``.
 """
@@ -157,7 +157,7 @@ def _depth(value: Any) -> int:
 
 def read_toml(path: Path) -> dict[str, Any]:
     """A TOML file, refused in one line when it is not a regular file, larger than
-    :data:`MAX_FILE_BYTES`, not TOML, or nested deeper than :data:`MAX_DEPTH`.
+    `MAX_FILE_BYTES`, not TOML, or nested deeper than `MAX_DEPTH`.
 
     Opened without blocking, so a FIFO or a device is refused instead of waited on.
 
@@ -181,9 +181,9 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 
 def loads_toml(data: bytes, *, path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """TOML text as :func:`read_toml` takes a file's (the dashboard's persona editor checks
+    """TOML text as `read_toml()` takes a file's (the dashboard's persona editor checks
     an edit before it is written), refused in one line when too large, not TOML, or nested
-    deeper than :data:`MAX_DEPTH`.
+    deeper than `MAX_DEPTH`.
 
     Raises:
         ConfigError: naming ``path``.

@@ -1,4 +1,4 @@
-"""The sections of ``config.toml``: one pydantic model per table, and :class:`HubConfig`,
+"""The sections of ``config.toml``: one pydantic model per table, and [`HubConfig`][hub.HubConfig],
 the whole file. Reading the file and ``${VAR}`` substitution are in ``_load``.
 """
 
@@ -31,7 +31,7 @@ MIN_SECRET_LENGTH = 16
 
 
 def check_secret_length(value: str, *, what: str = "") -> str:
-    """``value`` when it has at least :data:`MIN_SECRET_LENGTH` characters besides the
+    """``value`` when it has at least [`MIN_SECRET_LENGTH`][hub.platform.MIN_SECRET_LENGTH] characters besides the
     whitespace around it (spaces are no secret: sixteen of them are guessed at once).
 
     Raises:
@@ -666,7 +666,7 @@ def _check_fallbacks(where: str, fallbacks: list[str], models: dict[str, Any], *
 class RouteSection(_Section):
     """``[[routes]]``: the conversations whose names ``match`` get this persona, model and
     actions. The first route that matches wins; a conversation no route matches keeps the
-    defaults. Read by :meth:`HubConfig.route_for`."""
+    defaults. Read by [`HubConfig.route_for()`][hub.HubConfig.route_for]."""
 
     match: str = Field(
         min_length=1, description='a glob over conversation names: "telegram:chat:support/*", "discord:*"'
@@ -691,6 +691,38 @@ _UserId = Annotated[str, BeforeValidator(lambda v: str(v) if isinstance(v, int) 
 
 
 class HubConfig(BaseModel):
+    """The whole ``config.toml``, validated: one attribute per section.
+
+    Read a file with [`load_config`][hub.load_config] (``${VAR}`` substituted, relative paths
+    taken from the file's folder); ``HubConfig()`` is the defaults, and
+    ``HubConfig.model_validate({...})`` builds one in code, as tests do. An unknown key or a wrong
+    type raises pydantic's ``ValidationError`` here, and [`ConfigError`][hub.ConfigError] (one
+    line naming the file and the key) from [`load_config`][hub.load_config]. Every key, with its
+    type, default and meaning, is on [the config reference](config.md).
+
+    Attributes:
+        hub: ``[hub]``: the data folder, the personas folder, the log level and format.
+        models: ``[models.NAME]``: named models, with every key of ``[model]``, for fallbacks and routes.
+        model: ``[model]``: the model the hub talks to, its limits and prices.
+        agent: ``[agent]``: per-run limits, compaction, reminders, the prompt's shape.
+        extensions: ``[extensions.NAME]``: each extension on, with its own settings (a platform's token...).
+        http: ``[http]``: the HTTP endpoint (health, metrics, webhooks, events); None: off.
+        store: ``[store]``: where the hub's state lives (SQLite in ``data_dir``, or PostgreSQL).
+        webhooks: ``[webhooks.NAME]``: ``POST /webhooks/NAME`` bodies sent to a context.
+        schedules: ``[schedules.NAME]``: inputs sent on a clock.
+        personas: ``[personas]``: a context type, instance or extension mapped to a persona name.
+        limits: ``[limits]``: budgets per conversation, per user and for the whole bot.
+        commands: ``[commands]``: the chat commands that are on.
+        approvals: ``[approvals]``: actions a person must approve before they run.
+        roles: ``[roles.NAME]``: who holds a role, per platform.
+        memory: ``[memory]``: episodic memory (Chroma).
+        media: ``[media]``: limits on pictures and files, in and out.
+        voice: ``[voice]``: voice notes in, spoken replies out; None: off.
+        mcp: ``[mcp.NAME]``: MCP servers whose tools become actions.
+        routes: ``[[routes]]``: conversations bound to a persona, a model and actions.
+        path: The file it was read from; None for a config built in code.
+    """
+
     model_config = ConfigDict(extra="forbid")
 
     hub: HubSection = Field(default_factory=HubSection)
@@ -812,6 +844,7 @@ class HubConfig(BaseModel):
 
     @property
     def base_dir(self) -> Path:
+        """The folder relative paths in the config start from: the file's, else the working folder."""
         return self.path.parent if self.path else Path.cwd()
 
     def resolve(self, p: str) -> Path:
@@ -821,6 +854,7 @@ class HubConfig(BaseModel):
 
     @property
     def data_dir(self) -> Path:
+        """``[hub] data_dir``, resolved: where the hub keeps its state."""
         return self.resolve(self.hub.data_dir)
 
     def check_data_dir(self) -> None:
@@ -839,10 +873,11 @@ class HubConfig(BaseModel):
 
     @property
     def contexts_dir(self) -> Path:
+        """``[hub] contexts_dir``, resolved: the persona files."""
         return self.resolve(self.hub.contexts_dir)
 
     def media_limits(self) -> MediaLimits:
-        """``[media]`` as :class:`hub.media.MediaLimits` (paths relative to the config file)."""
+        """``[media]`` as `hub.media.MediaLimits` (paths relative to the config file)."""
         m = self.media
         return MediaLimits(
             max_bytes=m.max_bytes,

@@ -1,12 +1,12 @@
 """The seam through which a platform asks a person to approve an action in its own way
-(Telegram's inline keyboard, Discord's buttons, the terminal's y/n): :class:`Approver`,
+(Telegram's inline keyboard, Discord's buttons, the terminal's y/n): [`Approver`][hub.platform.Approver],
 declared by an extension as ``Extension(approver=...)``, and what it is given and answers.
 
 The core never names a platform: the approvals feature (hub/features/_approvals.py) hands the
-extension that owns the conversation an :class:`ApprovalRequest`; the extension shows it, and
+extension that owns the conversation an [`ApprovalRequest`][hub.platform.ApprovalRequest]; the extension shows it, and
 when the person answers (a button pressed, a line typed) it calls
 ``hub.approvals.answer(id, approve=..., user=..., platform=...)`` and shows the
-:class:`ApprovalAnswer`'s ``message`` to whoever answered.
+[`ApprovalAnswer`][hub.platform.ApprovalAnswer]'s ``message`` to whoever answered.
 """
 
 from __future__ import annotations
@@ -24,10 +24,15 @@ class ApprovalRequest:
     arguments, ``text`` (the question as the core words it) and when it ``expires``."""
 
     id: str
+    """The question's id: what an answer button carries back to ``hub.approvals.answer``."""
     action: str
+    """The action that waits for the answer."""
     args: Any
+    """Its arguments, as the model gave them."""
     text: str
+    """The question, as the core words it."""
     expires: float
+    """When an unanswered question counts as denied (seconds since the epoch)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +41,11 @@ class ApprovalAnswer:
     answered (approved, denied, too late, not yours to answer)."""
 
     accepted: bool
+    """Whether this was the one answer that counts (the first, from someone allowed)."""
     state: str
+    """Where the question stands now (``approved``, ``denied``, ``expired``, ...)."""
     message: str
+    """What to show whoever answered."""
 
 
 class ApprovalDesk(Protocol):
@@ -45,7 +53,10 @@ class ApprovalDesk(Protocol):
 
     async def answer(
         self, approval_id: str, *, approve: bool, user: str | None = None, platform: str | None = None
-    ) -> ApprovalAnswer: ...
+    ) -> ApprovalAnswer:
+        """Answer the question ``approval_id`` for ``user`` of ``platform``: approve or deny.
+        The first allowed answer counts; what it did is in the [`ApprovalAnswer`][hub.platform.ApprovalAnswer]."""
+        ...
 
 
 class Approver(ABC):
@@ -53,7 +64,8 @@ class Approver(ABC):
 
     @abstractmethod
     async def ask(self, request: ApprovalRequest, ctx: Any) -> None:
-        """Show ``request`` in ``ctx``'s conversation (``ctx``: the run's :class:`~hub.RunContext`) with a way to approve or deny it.
+        """Show ``request`` in ``ctx``'s conversation (``ctx``: the run's [`RunContext`][hub.RunContext])
+        with a way to approve or deny it.
 
         Raises:
             Exception: it could not be shown (the approval still waits; an operator can answer).

@@ -1,4 +1,4 @@
-"""A command someone sent, as the platform parsed it (:class:`CommandCall`): what a platform
+"""A command someone sent, as the platform parsed it ([`CommandCall`][hub.CommandCall]): what a platform
 hands ``send(..., command=...)``. Its own module: the hub API's signature names it, and the
 commands' module needs that API."""
 
@@ -17,5 +17,8 @@ class CommandCall:
     share (a group chat, a channel), where ``[commands] group_roles`` apply."""
 
     name: str
+    """The command, without its slash."""
     args: str = ""
+    """The text after its name ("": none)."""
     group: bool = False
+    """Sent where several people talk (a group chat, a channel)."""

@@ -1,9 +1,9 @@
-"""Chat commands: what an extension declares (:class:`Command`, made by ``@command``), what a
-platform hands the hub when someone sends one (:class:`CommandCall`), and what a command's
-handler gets (:class:`CommandContext`).
+"""Chat commands: what an extension declares ([`Command`][hub.Command], made by ``@command``), what a
+platform hands the hub when someone sends one ([`CommandCall`][hub.CommandCall]), and what a command's
+handler gets ([`CommandContext`][hub.CommandContext]).
 
 A command is answered without asking the model: the hub's intake sees it before any run
-(:mod:`hub.engine`). The built-in ones (``/start``, ``/help``, ``/new``, ``/stop``) are the
+(`hub.engine`). The built-in ones (``/start``, ``/help``, ``/new``, ``/stop``) are the
 engine's; an extension adds its own with ``@command("name", description=...)``.
 """
 
@@ -37,17 +37,22 @@ def check_command_name(name: str) -> str:
 
 @dataclass(slots=True, eq=False)
 class Command:
-    """A chat command: ``/name args``. ``handler(cmd)`` gets a :class:`CommandContext` and
+    """A chat command: ``/name args``. ``handler(cmd)`` gets a [`CommandContext`][hub.CommandContext] and
     returns the answer's text (or None when it answered itself, started a run, or has nothing
     to say). ``arguments`` describes the text it takes after its name ("": none; platforms
     with typed options offer one optional text option then). ``roles``: only users holding
     one of these ``[roles]`` may use it (and see it in ``/help``)."""
 
     name: str
+    """The command, without its slash: ``/name``."""
     handler: Callable[[CommandContext], Awaitable[str | None]]
+    """``await handler(cmd)``: answers the command (see above)."""
     description: str
+    """What it does, in ``/help`` and the platforms' command menus."""
     arguments: str = ""
+    """What text it takes after its name, for ``/help`` ("": none)."""
     roles: Sequence[str] = ()
+    """Only users holding one of these roles may use it; empty: everyone."""
 
     def __post_init__(self) -> None:
         check_command_name(self.name)
@@ -62,8 +67,8 @@ class Command:
 
 class CommandContext:
     """What a command's handler gets: the conversation, the user, the arguments, and two ways
-    to act: :meth:`reply` (through the conversation's usual output) and :meth:`run` (the
-    model answers ``text`` as a message from this user, in a run of its own)."""
+    to act: [`reply()`][hub.CommandContext.reply] (through the conversation's usual output) and
+    [`run()`][hub.CommandContext.run] (the model answers ``text`` as a message from this user, in a run of its own)."""
 
     __slots__ = ("name", "args", "context", "user", "platform", "roles", "run_id", "hub", "_reply", "_run")
 
@@ -86,9 +91,10 @@ class CommandContext:
         self.args = args
         """The text after the command's name (stripped; "" when none)."""
         self.context = context
-        """The conversation (a :class:`~hub.ContextInstance`: ``.id``, ``.args``, ``.key``);
+        """The conversation (a [`ContextInstance`][hub.ContextInstance]: ``.id``, ``.args``, ``.key``);
         its memory is not loaded: a command does not run the conversation."""
         self.user = user
+        """Who sent it (the platform's user id), or None."""
         self.platform = platform
         """The extension the conversation belongs to (``telegram``, ``cli``, ...)."""
         self.roles = roles
@@ -96,6 +102,7 @@ class CommandContext:
         self.run_id = run_id
         """The command's own run (``hub trace RUN_ID`` shows its input and answer)."""
         self.hub = hub
+        """The hub, for a handler that uses its public API."""
         self._reply = reply
         self._run = run
 

@@ -3,7 +3,7 @@
 The schemas come from pydantic annotations: an action's arguments from its handler's first
 parameter, an output's content from its handler's first parameter (``str`` means text), a
 context's args from ``schema``. Decorators return the definition objects, which are plain
-data: registries live on the :class:`~hub.Hub` instance, never at module level.
+data: registries live on the [`Hub`][hub.Hub] instance, never at module level.
 
 The definition classes are in ``_types``; this module holds the decorators and the schema
 inference.
@@ -146,7 +146,7 @@ def output(
     live: bool = False,
 ) -> Any:
     """Declare an output; the first parameter's annotation is its content schema (``str``: text).
-    With ``live=True`` the handler takes a :class:`~hub.engine.LiveText` and the content is text."""
+    With ``live=True`` the handler takes a [`LiveText`][hub.LiveText] and the content is text."""
 
     def wrap(f: Callable[..., Awaitable[Any]]) -> Output:
         if not inspect.iscoroutinefunction(f):
@@ -197,6 +197,10 @@ def input(  # noqa: A001 - the contract's name
 
 
 def service(name: str, *, start: Callable[..., Awaitable[None]], stop: Callable[[], Awaitable[None]]) -> Service:
+    """Declare a client with a lifecycle (a platform's connection, a pool), for
+    ``Extension(services=[...])``: ``await start(hub)`` runs when the hub starts, before any
+    input subscribes, and ``await stop()`` when it stops, after every input stopped. A
+    ``start`` that raises fails the hub's start with [`ExtensionFailed`][hub.ExtensionFailed]."""
     return Service(name=name, start=start, stop=stop)
 
 
@@ -207,7 +211,7 @@ def command(
     arguments: str = "",
     roles: Sequence[str] = (),
 ) -> Callable[[Callable[[CommandContext], Awaitable[str | None]]], Command]:
-    """Declare a chat command ``/name``: the handler gets a :class:`~hub.CommandContext` and
+    """Declare a chat command ``/name``: the handler gets a [`CommandContext`][hub.CommandContext] and
     returns the answer's text (or None). ``description`` (default: the docstring's first
     line) is shown in ``/help`` and the platforms' command menus; ``arguments`` describes the
     text it takes after its name; ``roles`` limits it to users holding one of those roles."""

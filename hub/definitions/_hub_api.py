@@ -1,7 +1,7 @@
-"""What a handler may use of the hub, as ``ctx.hub``: :class:`HubAPI`.
+"""What a handler may use of the hub, as ``ctx.hub``: `HubAPI`.
 
-The :class:`~hub.Hub` satisfies it (mypy checks that where the hub is handed to the
-engine); it is declared here, below the hub, so that :class:`~hub.RunContext` can name it
+The [`Hub`][hub.Hub] satisfies it (mypy checks that where the hub is handed to the
+engine); it is declared here, below the hub, so that [`RunContext`][hub.RunContext] can name it
 without importing the hub. The engine only passes it on to the handlers' context.
 """
 
@@ -34,7 +34,7 @@ class PlatformMetrics(Protocol):
 
 
 class Queued(Protocol):
-    """What :meth:`HubAPI.submit` returns (a :class:`~hub.Submission`)."""
+    """What `HubAPI.submit()` returns (a [`Submission`][hub.Submission])."""
 
     duplicate: bool
     run_id: asyncio.Future[str]
@@ -45,7 +45,7 @@ class Queued(Protocol):
 
 class HubAPI(Protocol):
     """The hub's public surface a handler may use. ``context`` is a context type (with
-    ``args``), a ``TYPE:KEY`` instance name, or a :class:`~hub.Context`."""
+    ``args``), a ``TYPE:KEY`` instance name, or a [`Context`][hub.Context]."""
 
     @property
     def config(self) -> HubConfig: ...

@@ -5,7 +5,7 @@
 ``hub.extensions``. The platforms that ship with the hub (``hub-telegram``, ...) are found
 that way too, exactly like a third-party package: the core names none of them. The
 module's ``extension``
-attribute is an :class:`~hub.Extension`, or a factory whose first parameter is annotated
+attribute is an [`Extension`][hub.Extension], or a factory whose first parameter is annotated
 with a pydantic model: the table's other keys are validated against it (an unknown key or
 a wrong type is a ConfigError naming ``extensions.NAME.KEY``).
 """

@@ -1,5 +1,5 @@
 """What a hub knows by name: its extensions and the contexts, actions, outputs and inputs
-they declare (:class:`Registry`), and the resolution of a ``TYPE:KEY`` name to a context."""
+they declare (`Registry`), and the resolution of a ``TYPE:KEY`` name to a context."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""A run as handlers see it: :class:`RunContext`, what handlers and hooks get (the hub, the
-record, the conversation and the call), and the :class:`Conversation` it holds.
+"""A run as handlers see it: [`RunContext`][hub.RunContext], what handlers and hooks get (the hub, the
+record, the conversation and the call), and the `Conversation` it holds.
 
 The engine builds one per run (``hub.engine``'s ``Run``) and derives a copy per action call
-and output (:meth:`RunContext.derive`). How a run ends (:class:`~hub.RunResult`,
-``StopRun``) is :mod:`._run_outcome`'s.
+and output ([`RunContext.derive()`][hub.RunContext.derive]). How a run ends ([`RunResult`][hub.RunResult],
+``StopRun``) is `_run_outcome`'s.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ MemoryT = TypeVar("MemoryT")
 
 
 class Conversation(Protocol):
-    """The conversation a run handles, as :class:`RunContext` holds it: a
-    :class:`~hub.ContextInstance` (declared beside its definition, which this module's
+    """The conversation a run handles, as [`RunContext`][hub.RunContext] holds it: a
+    [`ContextInstance`][hub.ContextInstance] (declared beside its definition, which this module's
     types are imported by)."""
 
     definition: Any
@@ -87,12 +87,20 @@ class RunContext(Generic[ArgsT, MemoryT]):
         """The hub, for a handler that uses its public API (``ctx.hub.send``, ``ctx.hub.metrics``)."""
         self._runs = runs
         self.run = run
+        """The run's record ([`RunRecord`][hub.RunRecord]): its id, its user, its totals so far."""
         self.context = context
+        """The conversation the run is in: its ``id`` (``TYPE:KEY``), args, memory and history."""
         self.logs = logs
+        """The run's log so far, oldest first (read it; the run appends to it)."""
         self.inputs: list[InputLog] = []
+        """The inputs this run answers (more than one when several came in while it was busy)."""
         self.call: ActionCallLog | None = None
+        """For an action's handler: the call being run, as the model made it; None elsewhere."""
         self.attributes: BaseModel | None = None
+        """For an output's handler: the tag's attributes, validated by the output's ``attributes`` schema."""
         self.action_memory: Any = None
+        """For an action declared with ``memory="name"``: its persistent value, loaded before the
+        handler runs and saved after (assign to it to change it)."""
         self.progress: Callable[[], None] = _no_progress
         """Tell the heartbeat this run is alive (an action waiting on something long)."""
         self.pause: Callable[[bool], None] = _no_pause
@@ -102,7 +110,7 @@ class RunContext(Generic[ArgsT, MemoryT]):
         """Recalled episodes, rendered, that the prompt shows (filled by a ``before_run`` hook)."""
         self._stop: Callable[[RunState, str], None] | None = None
         self.output: OutputLog | None = None
-        """The output an output handler is delivering (see :meth:`part_sent`)."""
+        """The output an output handler is delivering (see [`part_sent()`][hub.RunContext.part_sent])."""
         self.agent: Any = None
         """The bot's own context as this run sees it (an ``AgentView``: ``.memory``,
         ``await .update(fn)``), or None when the bot has none."""
@@ -112,7 +120,7 @@ class RunContext(Generic[ArgsT, MemoryT]):
         or None: no user, or inputs from several people (then no person memory is shown)."""
         self.person_memory: dict[str, Any] = {}
         """That person's own memory, apart from the conversation's (``ctx.memory``); an action
-        changes it with :meth:`remember`, never by assigning here."""
+        changes it with [`remember()`][hub.RunContext.remember], never by assigning here."""
         self.person_calls: set[str] = set()
         """The action calls that wrote the person's memory: kept out of the conversation's
         shared history, where another member of a group would read their arguments."""
@@ -139,7 +147,7 @@ class RunContext(Generic[ArgsT, MemoryT]):
 
     @property
     def media(self) -> RunMedia:
-        """The run's files (:class:`hub.media.RunMedia`): an output handler sends the one its
+        """The run's files (`hub.media.RunMedia`): an output handler sends the one its
         ``src`` names with ``await ctx.media.resolve(src)``."""
         if self._media is None:  # a context built outside a run: no files, default limits
             self._media = RunMedia(MediaLimits())
@@ -165,6 +173,7 @@ class RunContext(Generic[ArgsT, MemoryT]):
 
     @property
     def user(self) -> str | None:
+        """Who sent the input the run answers (a platform's user id), or None."""
         return self.run.user
 
     async def remember(self, key: str, value: Any) -> None:

@@ -239,7 +239,7 @@ class ActionCalls:
     @staticmethod
     async def _arguments(action: Action, call: ActionCallLog, calls: list[Call]) -> Any:
         """The call's arguments, each ``{{calls[N]}}`` template resolved, checked against the
-        action's schema (:meth:`Action.parse_arguments`: a JSON schema for an MCP tool)."""
+        action's schema (`Action.parse_arguments()`: a JSON schema for an MCP tool)."""
         raw = await resolve_templates(call.args, calls[: call.index], call.index)
         return action.parse_arguments(raw)
 

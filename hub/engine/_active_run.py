@@ -1,8 +1,8 @@
-"""One run as the engine's step loop holds it (:class:`Run`).
+"""One run as the engine's step loop holds it (`Run`).
 
 The run's one object: its record and event log, the slot whose inputs it takes, the
-conversation once prepared, what handlers see (:class:`~hub.definitions.RunContext`) and the
-step loop's state. The types handlers see live in :mod:`hub.definitions`.
+conversation once prepared, what handlers see ([`RunContext`][hub.RunContext]) and the
+step loop's state. The types handlers see live in `hub.definitions`.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ class Run:
         progress: Callable[[], None],
         pause: Callable[[bool], None] | None = None,
     ) -> RunContext:
-        """What handlers see of this run: the one place a run's :class:`RunContext` is built
+        """What handlers see of this run: the one place a run's [`RunContext`][hub.RunContext] is built
         (each call and output derives its own from it)."""
         ctx: RunContext = RunContext(self.deps.hub, self.record, instance, self.logs, runs=self.deps.runs)
         ctx.progress = progress

@@ -2,7 +2,7 @@
 
 A conversation's context holds what one chat remembers; the bot's own context holds what
 the bot as a whole remembers (facts it learned, a running tally). It is an ordinary
-:class:`~hub.Context` (its ``create``, ``load``, ``save``, ``render``, ``memory_schema``,
+[`Context`][hub.Context] (its ``create``, ``load``, ``save``, ``render``, ``memory_schema``,
 ``description``, ``instructions``, actions and outputs all apply), with one instance, keyed
 ``bot``. It is named by ``[agent] context = "TYPE"`` or declared by an extension as
 ``Extension(agent_context=...)``.
@@ -11,10 +11,10 @@ Every run sees the same instance, in its prompt and as ``ctx.agent``. Its memory
 when the hub starts (a ``load`` or ``create`` that fails fails the start, not a user's run)
 and shared in process, so concurrent runs never overwrite each other's changes with a stale
 copy. Each run re-reads it first: what another worker saved is merged in (with what this
-process changed and has not saved yet). :meth:`AgentContext.update` serialises a
+process changed and has not saved yet). `AgentContext.update()` serialises a
 read-modify-write that awaits (one update at a time), and the memory is saved, like any
 context memory, when a run ends: merged onto what other workers saved meanwhile
-(:meth:`hub.store.MemoryStore.save_merged`), never written over it.
+([`hub.store.MemoryStore.save_merged()`][hub.MemoryStore.save_merged]), never written over it.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class AgentContext:
     @property
     def memory(self) -> Any:
         """The bot's shared memory (loaded as the hub starts). Change it without awaiting in
-        between, or through :meth:`update`."""
+        between, or through `update()`."""
         if self.instance is None:
             raise RuntimeError("the bot's own context is loaded as the hub starts")
         return self.instance.memory
@@ -215,5 +215,5 @@ class AgentView:
         self._agent.memory = value
 
     async def update(self, fn: Callable[[Any], Any | Awaitable[Any]]) -> Any:
-        """See :meth:`AgentContext.update`."""
+        """See `AgentContext.update()`."""
         return await self._agent.update(fn, self._ctx)

@@ -1,16 +1,16 @@
 """A run's inbound files: fetched when needed, checked, and made into what the prompt shows.
 
-Before each step, :meth:`Attachments.prepare` looks at the inputs the run has not seen yet.
-Each file (a :class:`~hub.logs.MediaPart` reference) is fetched through the ``fetch`` of
+Before each step, `Attachments.prepare()` looks at the inputs the run has not seen yet.
+Each file (a [`MediaPart`][hub.MediaPart] reference) is fetched through the ``fetch`` of
 the input that recorded it, only when the model can use it: a picture for a vision model
 (``[model] vision``), a text file or a PDF to read (``[media] read_files``). Everything else
 is a placeholder: kind, name, type, size. The bytes live in the run's
-:class:`~hub.media.RunMedia` until it ends; the stored logs and history keep references.
+`RunMedia` until it ends; the stored logs and history keep references.
 
-Pictures are decoded and PDFs read by the engine's :class:`~hub.engine.Decoder`, in worker
+Pictures are decoded and PDFs read by the engine's `Decoder`, in worker
 processes bounded in time, CPU and memory. A file over ``[media] max_bytes``, a
 decompression bomb, one that takes too long to decode, an archive or an executable is refused: the prompt says so, and when a message brought nothing but refused files,
-:meth:`Attachments.refusal` is the reply the user gets without asking the model.
+`Attachments.refusal()` is the reply the user gets without asking the model.
 """
 
 from __future__ import annotations

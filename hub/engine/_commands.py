@@ -3,9 +3,9 @@ and ``/stop``, and the extensions' own (``@command``).
 
 A platform that recognises a command (Telegram's ``/cmd@bot``, a Discord application
 command, a line typed in the terminal) hands it to ``send(..., command=CommandCall(...))``.
-The intake (:mod:`hub.engine`) records it in the inbox like any input (a redelivery is
+The intake (`hub.engine`) records it in the inbox like any input (a redelivery is
 not answered twice), and instead of queueing it behind the conversation's run it has
-:meth:`Commands.answer` answer it at once: a ``/stop`` must not wait for the run it stops.
+`Commands.answer()` answer it at once: a ``/stop`` must not wait for the run it stops.
 
 Each command is a run of its own, with no step: its input, the answer sent through the
 conversation's reply output, its end, all in the run's log (``hub trace``). It loads no
@@ -70,10 +70,15 @@ class CommandInfo:
     """A command as menus and ``/help`` show it."""
 
     name: str
+    """The command, without its slash."""
     description: str
+    """What it does, one line."""
     arguments: str = ""
+    """What text it takes after its name ("": none)."""
     roles: tuple[str, ...] = ()
+    """The roles that may use it; empty: everyone."""
     built_in: bool = False
+    """Whether it is one of the hub's own (``/start``, ``/help``, ``/new``, ``/stop``...)."""
 
     def usage(self) -> str:
         """``/name [arguments]``."""
@@ -81,7 +86,7 @@ class CommandInfo:
 
 
 class Stopper(Protocol):
-    """What ``/stop`` and ``/new`` stop runs with (:class:`hub.features.RunStops`)."""
+    """What ``/stop`` and ``/new`` stop runs with (`hub.features.RunStops`)."""
 
     async def stop_conversation(
         self,
@@ -103,7 +108,7 @@ Submit = Callable[..., Awaitable[Queued]]
 
 class Commands:
     """The commands of one hub: which are on (``[commands]``), who may use which (``roles_of``:
-    the ``[roles]`` a user holds on a platform), and answering one (:meth:`answer`).
+    the ``[roles]`` a user holds on a platform), and answering one (`answer()`).
     ``stopper`` stops runs for ``/stop`` and ``/new`` (None: nothing is ever stopped)."""
 
     def __init__(
@@ -170,7 +175,7 @@ class Commands:
         return [i for i in self.available() if not i.roles or held & set(i.roles)]
 
     def menus(self, platform: str) -> tuple[list[CommandInfo], dict[str, list[CommandInfo]]]:
-        """What a platform registers in its command menus: everyone's (:meth:`menu` with no
+        """What a platform registers in its command menus: everyone's (`menu()` with no
         user), and for each user ``[roles]`` names on ``platform`` whose menu differs (a
         role's commands added), that user's own."""
         everyone = self.menu(platform)
@@ -211,7 +216,7 @@ class Commands:
     ) -> RunResult:
         """Answer the command ``call`` that ``entry`` (recorded in the inbox) carries, as a run
         of its own with no step; ``started(run_id)`` once its row is written. ``submit`` is how
-        a handler's :meth:`CommandContext.run` hands text to the model. Never raises but for
+        a handler's [`CommandContext.run()`][hub.CommandContext.run] hands text to the model. Never raises but for
         a cancellation."""
         deps = self.deps
         inst = conversation(deps, definition, args, key)

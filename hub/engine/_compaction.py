@@ -2,9 +2,9 @@
 
 With ``[agent] compaction`` (the default), a step whose prompt had to leave older history out
 (the prompt budget), a conversation holding more than twice ``max_history`` entries, or a model
-that answered "context too long" (:class:`~hub.errors.ContextTooLong`) has the oldest part
+that answered "context too long" ([`ContextTooLong`][hub.ContextTooLong]) has the oldest part
 of its history summarised by the model, together with the summary before it, into one
-:class:`~hub.logs.SummaryLog`. The summary replaces those entries at the head of the
+`SummaryLog`. The summary replaces those entries at the head of the
 conversation's working memory (``working-memory:ID``, through the memory store as the
 history is), so it survives restarts and ``/new`` forgets it; the prompt shows it as a
 summary, before the history. The run's trace records each new summary, and the summary
@@ -67,7 +67,7 @@ class Compactor:
 
     def due(self, run: Run, request: ModelRequest) -> bool:
         """Whether this step's prompt calls for a compaction: it left older history out, or
-        the conversation holds more than :data:`COMPACTION_SLACK` times ``max_history``
+        the conversation holds more than `COMPACTION_SLACK` times ``max_history``
         entries. Compacting seldom, and much at once, keeps the prompt an identical prefix
         (a provider's prompt cache) for many turns in between."""
         inst = run.instance

@@ -1,9 +1,9 @@
 """A conversation as a run sees it: prepared before the run, shown each step, saved after.
 
-:func:`conversation` is the context instance a run handles; :func:`prepare` loads its
+`conversation()` is the context instance a run handles; `prepare()` loads its
 persistent memory (or creates it), its bounded history and the contexts it uses;
-:func:`available` and :func:`prompt_parts` are what one step may do and what its prompt
-shows; :func:`save` writes the state back when the run ends.
+`available()` and `prompt_parts()` are what one step may do and what its prompt
+shows; `save()` writes the state back when the run ends.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ log = logging.getLogger("hub.engine")
 
 
 def conversation(deps: EngineDeps, definition: Context, args: Any, key: str) -> ContextInstance:
-    """The context instance a run handles, before :func:`prepare` loads it."""
+    """The context instance a run handles, before `prepare()` loads it."""
     return ContextInstance(definition=definition, args=args, key=key, extension=deps.registry.owner_of(definition))
 
 

@@ -14,10 +14,10 @@ own (forked from multiprocessing's fork server, which has the decoders loaded), 
   picture's worker tells its size (after the JPEG draft) and waits for room before it decodes;
 - a run that ends (killed, stopped, cancelled) kills its worker, and the hub's stop kills all.
 
-The pool is the engine's: only the engine's :class:`~hub.engine._attachments.Attachments`
+The pool is the engine's: only the engine's `Attachments`
 decodes. It has a lifecycle (workers to end when the hub stops), so it is a component built
 by the composition root and handed to the engine, as a feature is. The decoding itself is
-:mod:`hub.media`'s, pure functions of bytes and limits.
+`hub.media`'s, pure functions of bytes and limits.
 """
 
 from __future__ import annotations
@@ -260,7 +260,7 @@ class Decoder:
             threads.shutdown(wait=False)
 
     async def image(self, data: bytes, *, name: str) -> tuple[str, bytes]:
-        """:func:`hub.media.image_for_model` in a worker: ``(mime, bytes)``.
+        """`hub.media.image_for_model()` in a worker: ``(mime, bytes)``.
 
         Raises:
             MediaRefused: refused by the decoder, or past a bound (time, CPU, memory).
@@ -269,7 +269,7 @@ class Decoder:
         return result
 
     async def text(self, file: MediaFile) -> str:
-        """:func:`hub.media.extract_text` in a worker (a PDF past half its time gives what it read).
+        """`hub.media.extract_text()` in a worker (a PDF past half its time gives what it read).
 
         Raises:
             MediaRefused: refused by the reader, or past a bound (time, CPU, memory).
@@ -278,7 +278,7 @@ class Decoder:
         return result
 
     async def audio(self, data: bytes, *, name: str, max_seconds: float) -> AudioClip:
-        """:func:`hub.audio.for_transcription` in a worker: the voice note as 16 kHz WAV, measured.
+        """`hub.audio.for_transcription()` in a worker: the voice note as 16 kHz WAV, measured.
 
         Raises:
             MediaRefused: not audio, corrupt, longer than ``max_seconds``, or past a bound.
@@ -287,7 +287,7 @@ class Decoder:
         return result
 
     async def voice(self, data: bytes, *, name: str, max_seconds: float | None = None) -> AudioClip:
-        """:func:`hub.audio.to_voice` in a worker: a speech server's answer as OGG/Opus.
+        """`hub.audio.to_voice()` in a worker: a speech server's answer as OGG/Opus.
 
         Raises:
             MediaRefused: not audio, corrupt, or past a bound.

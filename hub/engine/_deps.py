@@ -1,10 +1,10 @@
-"""What the engine works with, handed to it by the hub that builds it (:class:`EngineDeps`).
+"""What the engine works with, handed to it by the hub that builds it (`EngineDeps`).
 
-The engine, its actions, outputs and conversation helpers take one :class:`EngineDeps`
+The engine, its actions, outputs and conversation helpers take one `EngineDeps`
 instead of the whole hub: the stores it writes, the model and how to ask it
-(:class:`ModelAccess`), the registry of definitions, the runner's limits, the ordered
+(`ModelAccess`), the registry of definitions, the runner's limits, the ordered
 plugins and the redactor, each named. ``hub`` is only passed on to handlers as ``ctx.hub``
-(typed :class:`~hub.definitions.HubAPI`, the public API an action may use); the engine never
+(typed `HubAPI`, the public API an action may use); the engine never
 reads it.
 """
 
@@ -79,7 +79,7 @@ class EngineDeps:
     """Where inbound pictures are decoded and PDFs read: worker processes, bounded (a component
     of the hub's, built by the composition root)."""
     media_limits: MediaLimits = field(default_factory=MediaLimits)
-    """``[media]``, read once (:meth:`HubConfig.media_limits`)."""
+    """``[media]``, read once ([`HubConfig.media_limits()`][hub.HubConfig.media_limits])."""
     bus: EventBus | None = None
     """Where live outputs publish what they receive (``output_partial`` events)."""
     voice: Voice | None = None

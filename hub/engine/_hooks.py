@@ -1,8 +1,8 @@
 """The one ordered hook protocol through which features take part in a run.
 
 A feature (limits, the role guard, episodic memory, child runs, metrics, ...) is a
-:class:`Plugin`: it receives what it needs when it is built, and overrides only the hooks it
-takes part in. The engine calls the hooks through one :class:`Plugins` dispatcher, in the
+`Plugin`: it receives what it needs when it is built, and overrides only the hooks it
+takes part in. The engine calls the hooks through one `Plugins` dispatcher, in the
 order the composition root registered them:
 
 1. ``before_run(run)``: after the context is prepared, before the first step. Raising

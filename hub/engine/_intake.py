@@ -1,13 +1,13 @@
 """The input lifecycle, in one place: an input is recorded, queued, taken into runs in
 order, answered, and resumed after a crash or a store outage.
 
-:class:`Intake` owns every stage of it, through the :class:`~hub.store.InboxStore` seam
-and the :class:`~hub.engine.Runner`'s queues:
+`Intake` owns every stage of it, through the `InboxStore` seam
+and the `Runner`'s queues:
 
-- **recorded** (:meth:`Intake.submit`): masked, then written to the inbox before anything
+- **recorded** (`Intake.submit()`): masked, then written to the inbox before anything
   else happens; a redelivered platform id is refused there (a duplicate, not answered again);
 - **queued and taken into a run**: the input waits in its conversation's slot; the intake
-  drives each slot, handing it to the engine (:meth:`Engine.run <hub.engine.Engine.run>`)
+  drives each slot, handing it to the engine (`Engine.run()`)
   until nothing is left. The engine's run takes the inputs at its step boundaries and marks
   them done when it ends;
 - **in order across workers** (``lock``: workers sharing PostgreSQL): a run holds its
@@ -17,7 +17,7 @@ and the :class:`~hub.engine.Runner`'s queues:
 - **retried after a store outage**: a run the store failed, having answered nothing, left its
   inputs in the inbox; they go to a new run after a backoff, and once those retries are
   spent, to one run every ``STRANDED_EVERY`` seconds until the store is back;
-- **resumed after a crash** (:meth:`Intake.resume`): inputs recorded but not answered
+- **resumed after a crash** (`Intake.resume()`): inputs recorded but not answered
   before the last stop (or held by a worker that died) are claimed and queued again, once;
   an input the cut-off run had answered is done, one that failed too often is parked;
 - **claimed from dead workers** (with ``lock``): every ``sweep_every`` seconds this worker
@@ -28,7 +28,7 @@ and the :class:`~hub.engine.Runner`'s queues:
   answered in the next (``interrupt``; the stopped run's messages are in its history). Every
   input is in the inbox first, so each mode keeps "nothing lost, nothing twice, in order";
 - **a command** (``command=``, a ``/word`` the hub answers itself): recorded like any input,
-  then answered at once by :class:`~hub.engine.Commands`, before any model call and without
+  then answered at once by `Commands`, before any model call and without
   waiting behind the conversation's run (``/stop`` must reach the run it stops).
 """
 
@@ -62,7 +62,7 @@ log = logging.getLogger("hub.engine")
 
 COMMAND_KEY = "command"
 """The key of an input's ``meta`` that marks it as a command (``{"name", "args"}``): the
-hub's own, set only by :meth:`Intake.submit`, so an input resumed after a crash is answered
+hub's own, set only by `Intake.submit()`, so an input resumed after a crash is answered
 as the command it was."""
 
 STORE_RETRY_ATTEMPTS = 10
@@ -395,7 +395,7 @@ class Intake:
 
     async def recover(self, cause: str = "was cut off by a crash") -> set[str]:
         """Record the runs cut off (by a crash, or with their worker) as ``killed``/``abnormal_exit``;
-        their ids, for :meth:`resume`."""
+        their ids, for `resume()`."""
         killed = await self.runs.recover()
         for run in killed:
             log.warning("run %s of %s %s: killed (abnormal_exit)", run.id[:8], run.context, cause)
@@ -407,7 +407,7 @@ class Intake:
         input whose run was cut off after it answered is done, not answered again. A live
         reply the last run left half-written goes with its input (``InputLog.drafts``): the
         new run completes that message instead of sending a second copy. ``killed``: the runs
-        :meth:`recover` just found cut off."""
+        `recover()` just found cut off."""
         if not self.runner.accepting:
             return  # stopping: claiming inputs this worker can no longer run would strand them
         last_runs: dict[str, _LastRun] = {}

@@ -1,14 +1,14 @@
 """Live output, as the engine holds it: an open ``<output>`` delivered while the model
-writes it (:class:`LiveOutput`), and its content as the handler reads it (:class:`LiveText`).
+writes it (`LiveOutput`), and its content as the handler reads it ([`LiveText`][hub.LiveText]).
 
 An output declared with ``live=True`` (``@output(type=..., live=True)``) is handed to its
-handler as soon as its content begins, as a :class:`LiveText`, instead of the whole
+handler as soon as its content begins, as a [`LiveText`][hub.LiveText], instead of the whole
 content once it closes. The engine appends what the model writes inside the open
 ``<output>`` and finishes the text when the closing tag arrives, or when the stream ends
 inside it (then ``cut_off`` is True and the final text carries the cut-off mark, as for any
 output). The handler still returns its result once it has delivered the final text.
 The engine's output dispatch decides which outputs go live and sends them in order; a
-platform's side (a message edited in place) is :mod:`hub.platform`'s ``LiveMessage``.
+platform's side (a message edited in place) is [`hub.platform`][hub.platform]'s ``LiveMessage``.
 
 What a reader sees while the model writes (``text``) is masked by the redactor, as the final
 text is, and leaves out an end that could be the first part of a known secret (the redactor

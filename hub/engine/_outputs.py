@@ -259,7 +259,7 @@ class OutputDispatch:
 
     @staticmethod
     def _results(run: Run, out: Output, entry: OutputLog, data: Any) -> list[OutputLog]:
-        """Apply what the handler returned: plain data, one :class:`OutputResult` or a list of
+        """Apply what the handler returned: plain data, one [`OutputResult`][hub.OutputResult] or a list of
         them. The first updates ``entry``; each further one is returned as an entry of its own."""
         results = data if isinstance(data, list) and data and all(isinstance(r, OutputResult) for r in data) else [data]
         extra: list[OutputLog] = []

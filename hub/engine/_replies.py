@@ -1,7 +1,7 @@
 """A fixed text sent to a conversation outside the step loop: the answer to a command, the
 limit reply, the failure reply. It goes through the conversation's usual output (its
 context's ``reply_output``), as the model's plain-text reply would, and is recorded in the
-run's log as an :class:`~hub.logs.OutputLog` whose ``data`` says what it was.
+run's log as an [`OutputLog`][hub.OutputLog] whose ``data`` says what it was.
 """
 
 from __future__ import annotations

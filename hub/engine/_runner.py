@@ -1,10 +1,10 @@
 """The runner: the queues and the limits every run shares.
 
-Inputs for a context instance wait in its :class:`Slot`, in the order received; the slot's
-run takes them at its next step boundary (:meth:`Slot.take`). At most one run of a slot goes
-at a time: :class:`~hub.engine.Intake` drives each slot and records its task here. Model
-calls share one semaphore (:meth:`Runner.llm_slot`); action calls that name the same
-``queue`` run one at a time (:meth:`Runner.queue_lock`).
+Inputs for a context instance wait in its `Slot`, in the order received; the slot's
+run takes them at its next step boundary (`Slot.take()`). At most one run of a slot goes
+at a time: `Intake` drives each slot and records its task here. Model
+calls share one semaphore (`Runner.llm_slot()`); action calls that name the same
+``queue`` run one at a time (`Runner.queue_lock()`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ..store import RunState
 __all__ = ["BUSY_MODES", "INTERRUPTED", "Runner", "Slot", "Submission"]
 
 BUSY_MODES = ("steer", "queue", "collect", "interrupt")
-"""``[agent] busy``: what a message arriving during a run does (see :meth:`Slot.take`)."""
+"""``[agent] busy``: what a message arriving during a run does (see `Slot.take()`)."""
 
 INTERRUPTED = "interrupted"
 """The reason a run ends ``killed`` with when a new message interrupts it (``busy = "interrupt"``)."""
@@ -34,7 +34,18 @@ log = logging.getLogger("hub.engine")
 
 
 class Submission:
-    """An input handed to the runner: which run took it, and that run's result."""
+    """An input handed to the runner: which run took it, and that run's result.
+
+    What [`Hub.submit`][hub.Hub.submit] returns at once; ``await submission.wait()`` is what
+    [`Hub.send`][hub.Hub.send] does.
+
+    Attributes:
+        input: The input as recorded; None when nothing was recorded (a duplicate).
+        context: The conversation it went to (``TYPE:KEY``).
+        duplicate: True when its ``platform_id`` was recorded before: a redelivery, not run again.
+        run_id: Resolves to the id of the run that takes it.
+        result: Resolves to that run's [`RunResult`][hub.RunResult].
+    """
 
     __slots__ = ("input", "context", "run_id", "result", "duplicate")
 
@@ -47,6 +58,7 @@ class Submission:
         self.result: asyncio.Future[RunResult] = loop.create_future()
 
     async def wait(self) -> RunResult:
+        """The result of the run that handles it, once it ended (cancelling the wait leaves the run alone)."""
         return await asyncio.shield(self.result)
 
     def taken_by(self) -> str | None:
@@ -144,8 +156,8 @@ class Slot:
 
 
 class Runner:
-    """The queues and the limits: one :class:`Slot` per context instance, at most one run of
-    each at a time (whoever drives the slot, :class:`~hub.engine.Intake`, sets its
+    """The queues and the limits: one `Slot` per context instance, at most one run of
+    each at a time (whoever drives the slot, `Intake`, sets its
     ``task``), the model-call limit every step shares, and the locks of actions that name the
     same ``queue``. It never starts a run itself."""
 

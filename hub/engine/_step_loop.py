@@ -1,11 +1,11 @@
 """The step loop: prepare, prompt, stream, act on each element as it closes, loop, finish.
 
-One :class:`Engine` per hub. :meth:`Engine.run` drives one run of one context instance's
-slot (:class:`~hub.engine.Slot`), which the :class:`~hub.engine.Intake` hands it, one run at
+One `Engine` per hub. `Engine.run()` drives one run of one context instance's
+slot (`Slot`), which the `Intake` hands it, one run at
 a time; the run takes the inputs that arrive in the slot meanwhile at its next step boundary.
 
 An element acts when its closing tag arrives: thoughts are logged, action calls are started
-(:mod:`hub.engine`), outputs are sent in order (:mod:`hub.engine`). Only closed elements
+(`hub.engine`), outputs are sent in order (`hub.engine`). Only closed elements
 act: an element the stream ended inside is reported, never run or delivered as if whole. A
 stream that broke before anything acted is retried with a fresh parser.
 
@@ -56,7 +56,7 @@ FINISH_GRACE = 10.0
 
 
 class Engine:
-    """The step loop, given what it uses (:class:`~hub.engine.EngineDeps`), never the hub."""
+    """The step loop, given what it uses (`EngineDeps`), never the hub."""
 
     def __init__(self, deps: EngineDeps) -> None:
         self.deps = deps
@@ -136,7 +136,7 @@ class Engine:
     async def _finish_uncancelled(
         self, run: Run, state: RunState, reason: str | None, *, store_failure: StoreError | None = None
     ) -> RunResult:
-        """:meth:`_finish` in a task of its own, so that a cancellation of the run's task (the
+        """`_finish()` in a task of its own, so that a cancellation of the run's task (the
         hub stopping under a run that is ending) does not cut it short: the memory is saved,
         the row made final and the inputs marked done, within ``FINISH_GRACE`` seconds; the
         cancellation is raised after, with the end left on the slot for the waiters."""
@@ -269,7 +269,7 @@ class Engine:
         return stream.calls
 
     async def _prompt(self, run: Run) -> tuple[ModelRequest, list[Log], Usage]:
-        """This step's request, after a compaction when one is due (:mod:`hub.engine`'s
+        """This step's request, after a compaction when one is due (`hub.engine`'s
         compaction); the entries it shows as new, and what the summary calls used. A failed
         compaction leaves the oldest history out, as it would be without one."""
         request, fresh = self._request(run)

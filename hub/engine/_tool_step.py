@@ -1,6 +1,6 @@
 """One step in the tools style (``prompt_style = "tools"``): the model's native tool calls.
 
-The response streams text and ``tool_calls`` pieces (:class:`~hub.models.ToolCallDelta`).
+The response streams text and ``tool_calls`` pieces (`ToolCallDelta`).
 The text is the reply to the conversation the input came from, delivered live where the
 reply output is live, else when the response ends. A tool call's pieces are assembled by
 their index; a call is whole when the next one begins or the model finishes with a reason

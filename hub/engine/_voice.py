@@ -3,9 +3,9 @@
 A voice note is fetched, then measured and converted in a bounded decoding worker (refused
 past ``[voice] max_seconds`` before anything is uploaded), then transcribed; the transcript
 becomes the input's text, marked spoken (``meta["spoken"]``), and the history keeps it. A
-reply is spoken when a platform asks (:func:`hub.platform.speak`) and ``reply_with_voice``
+reply is spoken when a platform asks ([`hub.platform.speak()`][hub.platform.speak]) and ``reply_with_voice``
 says so for this run: in parts under the platform's limit, each made OGG/Opus in a worker.
-Seconds heard and characters spoken are priced into the run's cost, as a :class:`VoiceLog`
+Seconds heard and characters spoken are priced into the run's cost, as a [`VoiceLog`][hub.VoiceLog]
 the trace shows.
 """
 
@@ -40,7 +40,7 @@ def is_audio(kind: str, mime: str) -> bool:
 
 
 class _Run(Protocol):
-    """What a run's voice uses of its :class:`~hub.engine._active_run.Run` (which holds it)."""
+    """What a run's voice uses of its `Run` (which holds it)."""
 
     record: RunRecord
     logs: list[Log]

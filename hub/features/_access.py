@@ -1,13 +1,13 @@
 """Who may talk to the bot in private: ``dm_policy`` and the pairing store.
 
 A platform extension asks, for each direct message, ``await hub.access.check(platform, user,
-policy, allowed_users)`` and acts on the :class:`Decision`: ``allow`` (hand the message to
+policy, allowed_users)`` and acts on the [`Decision`][hub.Decision]: ``allow`` (hand the message to
 the hub), ``pair`` (send ``decision.message``, which carries a one-time code, and nothing
 else: the message never reaches the model) or ``deny`` (drop it). An unknown user is told a
 code once per code lifetime: ``decision.message`` is None while the code they were given is
 still valid, so unpaired users cannot make the bot send for them; a platform that could not
-deliver the code calls :meth:`Access.retract`, and the next message draws a new one. The
-operator approves a code with ``hub pairing approve CODE``; approvals are kept by a :class:`~hub.store.PairingStore`
+deliver the code calls `Access.retract()`, and the next message draws a new one. The
+operator approves a code with ``hub pairing approve CODE``; approvals are kept by a `PairingStore`
 (SQLite in ``data/hub.db`` by default), so they survive restarts, and codes expire.
 """
 
@@ -53,13 +53,22 @@ class PairingError(HubError):
 
 @dataclass(frozen=True, slots=True)
 class Decision:
+    """What `hub.access.check(...)` decides about a private message (``[extensions.NAME]
+    dm_policy``): answer it, ask the sender to pair, or drop it. A platform extension gets it
+    through [`admit_private`][hub.platform.admit_private], which also writes the log lines.
+    """
+
     verdict: Literal["allow", "pair", "deny"]
+    """`allow`: hand the message to the hub; `pair`: send [`message`][hub.Decision.message] and nothing else;
+    `deny`: drop it."""
     code: str | None = None
+    """For `pair`: the one-time code the user must have approved (`hub pairing approve CODE`)."""
     fresh: bool = False
     """For ``pair``: the code was drawn for this message; the user has not been told it yet."""
 
     @property
     def allowed(self) -> bool:
+        """Whether the message goes to the hub (``verdict == "allow"``)."""
         return self.verdict == "allow"
 
     @property
@@ -106,7 +115,7 @@ class Access:
         operator approving it sees who asked.
 
         Raises:
-            ConfigError: ``policy`` is not one of :data:`POLICIES`.
+            ConfigError: ``policy`` is not one of `POLICIES`.
         """
         if policy not in POLICIES:
             raise ConfigError(f"dm_policy must be one of {', '.join(POLICIES)}, not {policy!r}")

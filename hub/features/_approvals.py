@@ -1,10 +1,10 @@
 """Approvals: an action listed in ``[approvals] actions`` (globs: ``github__*``) or declared
 ``@action(confirm=True)`` waits for a person's yes before it runs.
 
-:class:`Approvals` is a plugin whose ``authorize`` asks and waits, and the desk every answer
+`Approvals` is a plugin whose ``authorize`` asks and waits, and the desk every answer
 goes through (``hub.approvals``: a platform's buttons, ``hub approvals approve ID``,
 ``POST /approvals/{id}``, the dashboard). The question is a row of the
-:class:`~hub.store.ApprovalStore`, whose state moves forward by compare-and-set only, so:
+`ApprovalStore`, whose state moves forward by compare-and-set only, so:
 
 - approving runs the action once: the run claims the approved row (``approved`` -> ``done``)
   before it calls the handler;

@@ -9,7 +9,7 @@ store, in money at ``[model]`` prices.
 
 Across workers the limit holds through the store: before it starts, a background run
 reserves a hold (the most a background run has cost here so far) with
-:meth:`~hub.store.UsageStore.reserve`, one conditional statement that adds it only if the
+`reserve()`, one conditional statement that adds it only if the
 day's total stays within the limit, so workers never admit together more runs than the
 limit leaves room for. Each step's cost is then added as it is spent, and the hold given
 back when the run ends. A run the store refuses is skipped: ``killed`` with reason

@@ -4,7 +4,7 @@ Per-run limits (steps, tokens, seconds) are the engine's (``[agent]``). This mod
 what spans runs (``[limits]``):
 
 - ``conversation_tokens_per_day`` and ``user_tokens_per_day``: tokens are counted after
-  every step, per UTC day, in a :class:`~hub.store.UsageStore`;
+  every step, per UTC day, in a `UsageStore`;
 - ``conversation_cost_per_day``, ``user_cost_per_day`` and ``cost_per_day`` (the whole bot):
   money, each step's cost at ``[model] price_input``/``price_output`` (0 = unknown: nothing
   is counted), in the same store.

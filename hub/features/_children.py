@@ -13,7 +13,7 @@ The child's run row names its parent (``parent_id``); ``hub trace`` shows the tr
 live within their parent: when a parent ends, its children still running are stopped and
 recorded ``killed`` with reason ``orphaned`` (and a child whose parent ended before it
 started is killed the same way). A run may not start a child in its own context or an
-ancestor's (it would wait on itself), nor nest deeper than :data:`MAX_DEPTH`.
+ancestor's (it would wait on itself), nor nest deeper than `MAX_DEPTH`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ When a run ends ``failed`` or ``killed``, the person waiting for it gets the per
 ``failure_reply`` (else ``[agent] failure_reply``; ``""`` for none) through the
 conversation's usual output, once, recorded in the run's log. Not for:
 
-- a limit: it has its own reply (``[limits] reply``, :mod:`hub.features._budgets`);
+- a limit: it has its own reply (``[limits] reply``, `hub.features._budgets`);
 - a shutdown, or a store that failed the run before it answered: the input is taken up
   again (at the next start, or once the store is back), and answered then;
 - a user's own ``/stop``: its answer says so;

@@ -1,12 +1,12 @@
 """Search over past messages: every run's messages are kept in the
-:class:`~hub.store.HistoryStore` when it ends (:class:`HistoryIndex`, a plugin), and with
+`HistoryStore` when it ends (`HistoryIndex`, a plugin), and with
 ``[agent] history_search = true`` the model gets the built-in action ``search_history``.
 
 Each message is filed under one person: what they wrote, and the bot's answers in the runs
 they started. ``search_history`` searches only the person the bot is talking to (the run's
 user), so in a group it finds the asker's own messages and the answers to them, never another
 member's. Inputs nobody wrote (schedules, reminders, webhooks, child runs) are not kept; what
-is kept is redacted as the run log is. :func:`forget_history` is what ``hub memory forget``
+is kept is redacted as the run log is. `forget_history()` is what ``hub memory forget``
 calls to take a person out of the index.
 """
 
@@ -42,7 +42,7 @@ class _SearchHistory(BaseModel):
 
 
 class HistoryIndex(Plugin):
-    """Keeps each run's messages (``after_run``) and offers ``search_history`` (:meth:`extension`)."""
+    """Keeps each run's messages (``after_run``) and offers ``search_history`` (`extension()`)."""
 
     name = "history"
 

@@ -1,17 +1,17 @@
 """The hub's Prometheus metrics, in a registry of its own (two hubs in one process never collide).
 
-The engine feeds them through the plugin hooks (:class:`Metrics` is a plugin); platform extensions
-report their sends and rate limits through :meth:`Metrics.platform_send` and
-:meth:`Metrics.platform_429`. ``GET /metrics`` (hub/http/_server.py) serves :meth:`Metrics.render`.
+The engine feeds them through the plugin hooks (`Metrics` is a plugin); platform extensions
+report their sends and rate limits through `Metrics.platform_send()` and
+`Metrics.platform_429()`. ``GET /metrics`` (hub/http/_server.py) serves `Metrics.render()`.
 
 Labels stay bounded: context *types*, output types, platform, schedule and webhook names;
 never a chat id or a user. Every labelled counter has its series at 0 for the label values
-known at start (:meth:`Metrics.declare`), so ``rate(hub_runs_total{state="failed"}[5m])``
+known at start (`Metrics.declare()`), so ``rate(hub_runs_total{state="failed"}[5m])``
 is 0, not "no data", before the first failure. The standard ``process_*`` and
 ``python_*`` collectors and ``hub_build_info`` are in the registry too.
 
 ``/metrics`` answers the OpenMetrics format when the scraper asks for it (Prometheus
-does), else the classic text format (:meth:`Metrics.render`), without the ``*_created``
+does), else the classic text format (`Metrics.render()`), without the ``*_created``
 samples that format would show as gauge families of their own.
 """
 

@@ -12,7 +12,7 @@ statement that adds one.
 
 A fire is an input of type ``reminder`` to the conversation it was set in, so the persona
 writes the reminder, and its run draws on ``[limits] background_cost_per_day``
-(hub/features/_background.py). Fires are claimed in the :class:`~hub.store.ReminderStore`
+(hub/features/_background.py). Fires are claimed in the `ReminderStore`
 by a compare-and-set of the due time, so each happens once across workers; the input goes in
 with the platform id ``reminder:ID:DUE``, and a claim a worker left unrecorded (it died) is
 sent again by the next pass of any worker, which the inbox keeps once. A fire that fell due
@@ -154,7 +154,7 @@ class _CancelReminder(BaseModel):
 
 class Reminders:
     """The reminders feature (see the module doc): a hub component (``start``/``stop``: the
-    loop that fires them) and the extension of its actions and command (:meth:`extension`).
+    loop that fires them) and the extension of its actions and command (`extension()`).
 
     ``submit`` is the hub's; ``started()`` says input is taken; ``fired()`` counts a fire.
     ``clock`` and ``sleep`` are swappable until ``start``."""
@@ -206,7 +206,7 @@ class Reminders:
         timezone: str = "",
         default_zone: str | None = None,
     ) -> Reminder:
-        """Store a reminder (see :class:`_SetReminder` for the fields).
+        """Store a reminder (see `_SetReminder` for the fields).
 
         Raises:
             ActionError: the time or cron is not one, has passed or repeats too often, the

@@ -9,7 +9,7 @@ Roles come from config, per platform (the extension that owns the conversation):
 A call is allowed when every user whose input the run is handling holds one of the
 action's roles (per person: an identity linked with ``/link`` to a listed one holds its roles): in a group chat, a message from someone else taken in the same run cannot
 borrow an admin's rights. Inputs with no user (schedules, webhooks) hold no role. A denial
-is an :class:`ActionResultLog` with ``denied`` set, which the model sees as
+is an `ActionResultLog` with ``denied`` set, which the model sees as
 ``<action_result status="denied">``; for an action marked ``critical`` it ends the run
 ``rejected``.
 """

@@ -2,14 +2,14 @@
 
 Schedules come from ``[schedules.NAME]`` in config.toml and from persona files
 (``[schedules.NAME]`` there too, named ``PERSONA/NAME``; edits are picked up while the hub
-runs). Each fire calls :meth:`Hub.submit`, like any other trigger.
+runs). Each fire calls `Hub.submit()`, like any other trigger.
 
-The last fire time of each schedule is kept in a :class:`~hub.store.ScheduleStore`, so
+The last fire time of each schedule is kept in a `ScheduleStore`, so
 schedules survive restarts: a fire that fell due while the hub was down runs once at start,
 not once per miss. A schedule seen for the first time starts counting from that moment.
 
 Several workers (hubs sharing one store) may run the same schedules: each tick is claimed
-in the store first, by a compare-and-set of the last fire time (:meth:`~hub.store.ScheduleStore.claim`),
+in the store first, by a compare-and-set of the last fire time (`claim()`),
 and only the worker whose claim changed it sends the input, so a tick fires once across
 workers. The input goes in with the platform id ``schedule:NAME:TICK`` and the claim is
 marked done once it is recorded. A claim a worker left unfinished (it died in between) is

@@ -1,9 +1,9 @@
 """Stopping one run in progress, on whichever worker holds it: an operator's stop (``hub stop
 RUN_ID``, ``POST /runs/{id}/stop``, the dashboard's Stop button) and a user's ``/stop``.
 
-:class:`RunStops` is a plugin that knows the runs in flight in this process (from
+`RunStops` is a plugin that knows the runs in flight in this process (from
 ``before_run`` to ``after_run``) and a component that polls the stop requests
-(:class:`~hub.store.StopStore`) while there are any. A stop of a run held here ends it at
+(`StopStore`) while there are any. A stop of a run held here ends it at
 once; any other becomes a request row, which the worker holding the run (another ``hub run``
 on PostgreSQL, or the ``hub run`` beside a ``hub stop`` on SQLite) takes within
 ``poll`` seconds. Either way the run ends through the engine's own stop: ``killed``, with

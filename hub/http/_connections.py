@@ -1,7 +1,7 @@
 """The HTTP endpoint's connection defences, under aiohttp's protocol: a deadline for each
 request's headers, a cap on open connections that drops the oldest unproven one when full
 (or answers 503 when none is), and aiohttp's malformed-request errors logged as the client's
-mistake. The listener and the routes are in :mod:`hub.http`.
+mistake. The listener and the routes are in `hub.http`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class _Handler(RequestHandler):
 
 
 def handler_factory(server: web.Server, **kwargs: Any) -> Callable[[], RequestHandler]:
-    """What makes each connection's :class:`_Handler`, with the keywords ``server`` was built with."""
+    """What makes each connection's `_Handler`, with the keywords ``server`` was built with."""
     loop = asyncio.get_running_loop()
     return lambda: _Handler(server, loop=loop, **kwargs)
 

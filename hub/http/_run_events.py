@@ -6,7 +6,7 @@ they are off and answer ``404`` with a JSON reason (a run's log is the conversat
 
 ``/events?context=TYPE:KEY&run=ID&kinds=output,run_ended`` streams events from the moment of
 connection, one SSE message per event: ``event`` is its kind, ``data`` its JSON
-(:func:`hub.events.event_dict`), and ``id`` says where it is in the run store:
+(`hub.events.event_dict()`), and ``id`` says where it is in the run store:
 ``RUN_ID:N`` for the run's N-th stored log entry (``:0`` its start, ``:end`` its end;
 ``output_partial`` events, which are not stored, carry none). A client that reconnects with
 ``Last-Event-ID: RUN_ID:N`` (the header browsers send, or ``?last_event_id=``) is first sent,

@@ -2,7 +2,7 @@
 headers on every response, the ``[http] token`` as a bearer, and who the client is behind
 the proxies ``[http] trusted_proxies`` names.
 
-The headers are set by one hook, :func:`add_security_headers`, on aiohttp's
+The headers are set by one hook, `add_security_headers()`, on aiohttp's
 ``on_response_prepare`` signal: it sees every response just before its headers go out,
 those a handler returns, those raised as exceptions (a 303, a 404 from the router, a 405)
 and streams a handler prepares itself (``/events``), which a middleware could no longer change.
@@ -42,7 +42,7 @@ async def add_security_headers(request: web.BaseRequest, response: web.StreamRes
 
 
 def set_security_headers(path: str, response: web.StreamResponse) -> None:
-    """The headers of :func:`add_security_headers` on ``response``, an answer to ``path``
+    """The headers of `add_security_headers()` on ``response``, an answer to ``path``
     (also for answers no route gave: aiohttp's own 400 to a request it could not parse)."""
     headers = response.headers
     dashboard = path == "/ui" or path.startswith("/ui/")

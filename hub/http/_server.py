@@ -10,7 +10,7 @@ the raw body keyed by the secret, or of ``TIMESTAMP.`` and the body when the req
 ``X-Hub-Timestamp: TIMESTAMP``, refused outside a 5-minute window); both are compared in
 constant time. The credentials are checked from the headers before the body is read, and an
 unknown name answers exactly as a wrong credential does. The JSON body, cleaned by
-:func:`hub.http._untrusted_json.load_json`, becomes an input (type ``webhook``) to the webhook's
+`hub.http._untrusted_json.load_json()`, becomes an input (type ``webhook``) to the webhook's
 context. It answers ``202 {"run_id": ...}``, or with ``?wait=1`` ``200`` with the run's
 terminal state and outputs once it ends. An ``Idempotency-Key`` header makes a redelivery
 answer ``200 {"duplicate": true}`` instead of running again. Nothing runs on a 4xx.
@@ -373,7 +373,7 @@ class HttpServer:
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
         """Headers are in: stop the header deadline; a body is read under its deadline and cap
-        before anything else looks at the request (see :meth:`_prove`); failures become JSON
+        before anything else looks at the request (see `_prove()`); failures become JSON
         answers: a failing store is 503, anything else a logged 500."""
         conn = self._guard.of(request) if self._guard is not None else None
         if conn is not None:
@@ -407,7 +407,7 @@ class HttpServer:
         a body is still coming, whatever the route: a webhook (ours or an extension's) proves
         itself with its secret and reads its own body under ``body_timeout``; every other body
         (a dashboard login, a form) is read here, whole, under the same deadline and a cap
-        (:data:`LOGIN_MAX_BODY` for a login, ``max_body`` else), before its handler runs."""
+        (`LOGIN_MAX_BODY` for a login, ``max_body`` else), before its handler runs."""
         signed = request.path.startswith("/webhooks/") or request.path in self._routes
         if conn is not None:
             conn.proven = not (signed or request.body_exists)
@@ -538,7 +538,7 @@ class HttpServer:
     async def _route(self, route: Route, request: web.Request) -> web.Response:
         """An extension's route: its secret header (or its verifier's look at the headers)
         checked before the body is read, the body capped, a signature checked against it,
-        then parsed as JSON (or a form), then the extension's handler (see :class:`hub.Route`)."""
+        then parsed as JSON (or a form), then the extension's handler (see [`hub.Route`][hub.Route])."""
         verify = route.verify
         if route.secret_header or route.secret or verify is None:
             given = request.headers.get(route.secret_header, "")

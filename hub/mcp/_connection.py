@@ -1,4 +1,4 @@
-"""One configured MCP server (:class:`McpServer`): its connection, kept up while the hub runs.
+"""One configured MCP server (`McpServer`): its connection, kept up while the hub runs.
 
 A supervisor task connects (stdio: the hub starts the server as its child; or streamable
 HTTP), initialises, lists the tools and holds the session until the connection breaks or
@@ -323,7 +323,7 @@ def _which(program: str) -> str:
 
 def _http(client: Any, url: str, limit: int) -> Any:
     """The streamable HTTP transport, closing ``client`` with it; an SSE event over ``limit``
-    bytes fails its request (the SDK's own bound), as a JSON body does (:class:`hub.mcp._bounded.BoundedJson`)."""
+    bytes fails its request (the SDK's own bound), as a JSON body does (`hub.mcp._bounded.BoundedJson`)."""
     from contextlib import asynccontextmanager
 
     from mcp.client.streamable_http import streamable_http_client

@@ -1,4 +1,4 @@
-"""Every ``[mcp.*]`` server of a config (:class:`McpServers`): a component of the hub.
+"""Every ``[mcp.*]`` server of a config (`McpServers`): a component of the hub.
 
 At start each enabled server is started at once, in parallel; the hub waits for each first
 attempt (up to its ``connect_timeout``) so that its tools are there for the first message,
@@ -7,7 +7,7 @@ tried again with backoff). Its tools are published to the registry as actions
 ``SERVER__TOOL`` as they come and go. At stop every server ends (a stdio server's process
 group is terminated, then killed).
 
-:func:`probe` starts a config's servers only to ask them for their tools (``hub check``,
+`probe()` starts a config's servers only to ask them for their tools (``hub check``,
 ``hub mcp list``), then stops them.
 """
 

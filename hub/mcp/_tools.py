@@ -1,4 +1,4 @@
-"""An MCP server's tool as an action (:class:`McpAction`), named ``SERVER__TOOL``.
+"""An MCP server's tool as an action (`McpAction`), named ``SERVER__TOOL``.
 
 Its arguments are checked against the tool's own JSON schema (``jsonschema``) before the
 call, so an invalid call goes back to the model as an action error, as for any action. Its
@@ -6,7 +6,7 @@ result becomes what the model sees: text (cut at the server's ``max_result_chars
 marker), structured content, resource links; pictures join the run's files (``media:N``
 handles). A result with ``isError`` is an action error. A tool whose schema is not a valid
 JSON schema is left out, with the reason, rather than offered broken; so is one whose
-description or schema carries an injection or is over its cap (:func:`vet_tool`).
+description or schema carries an injection or is over its cap (`vet_tool()`).
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def make_action(
 
 
 def result_for_model(action: str, result: Any, *, max_chars: int) -> Any:
-    """A CallToolResult as the model sees it; ``isError`` raises :class:`ActionError`."""
+    """A CallToolResult as the model sees it; ``isError`` raises [`ActionError`][hub.ActionError]."""
     texts: list[str] = []
     extra: dict[str, Any] = {}
     for block in getattr(result, "content", None) or ():

@@ -1,7 +1,7 @@
 """An episode: one finished run as episodic memory keeps it, and the store-level operations.
 
-:class:`Episode` is what came in, what the agent thought and did, the results and how the
-run ended, with the conversation, user, platform and time; :func:`episode_from_run` makes
+`Episode` is what came in, what the agent thought and did, the results and how the
+run ended, with the conversation, user, platform and time; `episode_from_run()` makes
 one from a run's logs (which hold no known secret: they are masked where they enter).
 
 What is embedded is the episode's *key*: the inputs' text and the agent's answer, which
@@ -9,8 +9,8 @@ is what a later question resembles (a whole digest with action arguments dilutes
 the prompt shows is the summary, or the deterministic digest. Both, and the prompt and
 completion for training export, are in the record's metadata.
 
-The functions below work on a :class:`VectorStore` directly; the runtime plugin
-(:mod:`hub.memory`) and the offline commands (:mod:`hub.cli`) share them.
+The functions below work on a `VectorStore` directly; the runtime plugin
+(`hub.memory`) and the offline commands (`hub.cli`) share them.
 """
 
 from __future__ import annotations

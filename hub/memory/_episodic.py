@@ -1,6 +1,6 @@
 """Episodic memory at run time: each finished run becomes an episode; new inputs recall the relevant ones.
 
-:class:`EpisodicMemory` is a plugin and a component. It keeps episodes (:mod:`hub.memory`)
+`EpisodicMemory` is a plugin and a component. It keeps episodes (`hub.memory`)
 in a `VectorStore` (Chroma under ``data/chroma`` by default) and takes part in every run:
 
 - ``before_run``: the episodes closest to the new inputs (of that conversation, or of all
@@ -12,7 +12,7 @@ in a `VectorStore` (Chroma under ``data/chroma`` by default) and takes part in e
   oldest past ``max_episodes`` are deleted.
 
 Forgetting a user and exporting training data with the hub stopped are the command line's
-(:mod:`hub.cli`).
+(`hub.cli`).
 
 Memory is an aid, never a reason to fail: a store that cannot be opened (corrupt, no
 permission, chromadb missing) is one error in the log and the hub runs without it.
@@ -20,7 +20,7 @@ permission, chromadb missing) is one error in the log and the hub runs without i
 A Chroma server (``[memory] chroma_url``) may be down, restarting, or not up yet when the
 hub starts: the hub then retries it in the background, with backoff, and memory comes on
 by itself when the server answers. Meanwhile, and whenever the store fails a write, the
-run's episode waits in the outbox (:mod:`hub.memory._outbox`, in the hub's own store) and
+run's episode waits in the outbox (`hub.memory._outbox`, in the hub's own store) and
 is written once the store takes it: episodes are never lost to an outage.
 """
 

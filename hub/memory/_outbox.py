@@ -51,7 +51,7 @@ class EpisodeOutbox:
         self.parked = 0
 
     async def add(self, episode: Episode) -> None:
-        """Keep ``episode`` until :meth:`remove`. Raises StoreError (the memory store failed)."""
+        """Keep ``episode`` until `remove()`. Raises StoreError (the memory store failed)."""
         record = episode.to_record()
         value = {"id": record.id, "text": record.text, "metadata": dict(record.metadata), "time": episode.time}
         key = f"{OUTBOX_PREFIX}{episode.time:017.6f}:{record.id}"  # sorts by the run's end

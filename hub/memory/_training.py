@@ -1,11 +1,11 @@
 """The running training export: each new episode appended to a JSONL file as the hub runs.
 
 ``[memory] export_training = true`` turns it on. After every run, the run's episode (see
-:func:`hub.memory.episode_from_run`) becomes one ``{"prompt", "completion"}`` line, the
+`hub.memory.episode_from_run()`) becomes one ``{"prompt", "completion"}`` line, the
 line ``hub export-training`` writes for it, with the same rule (completed runs that
 answered) and secrets masked by the hub's redactor. The file is ``training_path`` under
 ``data_dir``; when it would pass ``training_max_bytes`` it is rotated (``.1``, ``.2``, ...,
-``training_backups`` kept) by the standard library's :class:`RotatingFileHandler`.
+``training_backups`` kept) by the standard library's `RotatingFileHandler`.
 
 Lines are written in a thread, one at a time and in the order runs end; a failed write is
 logged, never a reason to fail a run (the episode store keeps the episode for a later

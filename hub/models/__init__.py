@@ -1,14 +1,14 @@
 """The model seam: a request in, text chunks out.
 
 ``Model.stream(request)`` is an async iterator of text chunks (and, for a request that offers
-``tools``, :class:`ToolCallDelta` pieces of the model's native tool calls) that ends with one
-:class:`Usage`, which also says why the model stopped (``finish_reason``: ``"length"`` when
-the response was cut at the token limit). Providers raise :class:`~hub.errors.ModelError` with ``retryable`` set for
-429, 5xx, timeouts and connection failures; :func:`stream_with_retry` retries those with
+``tools``, `ToolCallDelta` pieces of the model's native tool calls) that ends with one
+[`Usage`][hub.Usage], which also says why the model stopped (``finish_reason``: ``"length"`` when
+the response was cut at the token limit). Providers raise [`ModelError`][hub.ModelError] with ``retryable`` set for
+429, 5xx, timeouts and connection failures; `stream_with_retry()` retries those with
 exponential backoff and jitter, bounded, and raises ``ModelUnavailable`` past the bound.
 
-Above the seam, :mod:`hub.models.failover` makes one model of several named ones (failover,
-key pools), with the circuit breaker :class:`Circuit` and the key pool :class:`KeyPool`.
+Above the seam, `hub.models.failover` makes one model of several named ones (failover,
+key pools), with the circuit breaker `Circuit` and the key pool `KeyPool`.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ _TOO_LONG = re.compile(
 
 def context_too_long(message: str | None, code: str | None = None) -> bool:
     """Whether a model's error says the prompt is longer than its context window: by
-    ``code`` (:data:`CONTEXT_TOO_LONG_CODES`) or by the common phrasings of OpenAI-compatible
+    ``code`` (`CONTEXT_TOO_LONG_CODES`) or by the common phrasings of OpenAI-compatible
     servers (OpenAI, vLLM, llama.cpp, Ollama, Mistral, Anthropic-compatible, Gemini)."""
     if code and code.lower() in CONTEXT_TOO_LONG_CODES:
         return True
@@ -75,13 +75,23 @@ def context_too_long(message: str | None, code: str | None = None) -> bool:
 
 @dataclass(slots=True)
 class ModelRequest:
+    """What a run asks of a [`Model`][hub.Model] for one step: the system prompt, the
+    conversation as chat messages, and the limits. A model of one's own reads it in
+    [`Model.stream`][hub.Model.stream].
+    """
+
     system: str
+    """The system prompt: the persona, the actions and outputs, the protocol."""
     messages: list[dict[str, Any]]
     """Chat messages; a user message's ``content`` is text, or a list of parts (``text`` and
     ``image_url``) when pictures go to a vision model."""
     max_tokens: int | None = None
+    """The most tokens the model may write (`[model] max_tokens`); None: the provider's limit."""
     temperature: float | None = None
+    """Sampling temperature (`[model] temperature`); None: the provider's default."""
     metadata: dict[str, Any] = field(default_factory=dict)
+    """Notes of the hub about the request (its ``purpose``, the ``tools`` it offers), for its own
+    use; not sent to the provider."""
     tools: list[dict[str, Any]] | None = None
     """OpenAI ``tools`` (``{"type": "function", "function": {name, description, parameters}}``)
     for the model's native tool calling (``prompt_style = "tools"``); None: none offered."""
@@ -104,19 +114,35 @@ class Usage:
     """The last item of a stream: tokens used, and why the model stopped."""
 
     prompt_tokens: int = 0
+    """Tokens of the prompt, as the provider counted them."""
     completion_tokens: int = 0
+    """Tokens the model wrote."""
     finish_reason: str | None = None
     """``"stop"``, ``"length"`` (cut at the token limit), ... as the provider says; None: unknown."""
     model: str | None = None
     """Which named model answered (``"model"`` for ``[model]``, else a ``[models.NAME]``), when
-    the model is a :class:`~hub.models.failover.FailoverModel`; None: the only one there is."""
+    the model is a `FailoverModel`; None: the only one there is."""
     cached_tokens: int = 0
     """Of ``prompt_tokens``, those the provider served from its prompt cache (OpenAI's
     ``usage.prompt_tokens_details.cached_tokens``; 0 when it says nothing)."""
 
 
 class Model(ABC):
+    """The model a hub talks to: anything that streams an answer to a [`ModelRequest`][hub.ModelRequest].
+
+    The hub builds its own from ``[model]`` (an OpenAI-compatible client, a failover of
+    ``[models.NAME]``); pass one as ``Hub(config, model=...)`` to use another, such as a
+    [`ScriptedModel`][hub.ScriptedModel] in tests. A subclass implements
+    [`stream`][hub.Model.stream], which yields text chunks as they arrive (and tool-call pieces
+    when ``request.tools`` is set), then one [`Usage`][hub.Usage]; it raises
+    [`ModelError`][hub.ModelError] (or [`ModelUnavailable`][hub.ModelUnavailable],
+    [`ContextTooLong`][hub.ContextTooLong]) for a failure the hub should retry or report.
+    [`start`][hub.Model.start] and [`close`][hub.Model.close] are optional hooks the hub calls
+    with its own lifecycle.
+    """
+
     name: str = "model"
+    """The model's name as logs, metrics and `hub health` show it."""
 
     @abstractmethod
     def stream(self, request: ModelRequest) -> AsyncIterator[str | Usage | ToolCallDelta]:
@@ -141,7 +167,7 @@ class RetryPolicy:
     max_delay: float = 20.0
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        """Exponential backoff with jitter (:class:`~hub.backoff.Backoff`); a server's Retry-After is a floor."""
+        """Exponential backoff with jitter ([`Backoff`][hub.platform.Backoff]); a server's Retry-After is a floor."""
         return Backoff(self.base_delay, self.max_delay).delay(attempt, retry_after=retry_after)
 
 

@@ -10,7 +10,7 @@ system clock and which a test can only move by patching; here the clock is an ar
     HALF_OPEN: one trial request at a time; its success --> CLOSED, its failure --> OPEN
 
 The invariant: while open, nothing is let through before the cooldown has passed; while
-half-open, at most one trial is out. Every permission is a :class:`Ticket` stamped with the
+half-open, at most one trial is out. Every permission is a `Ticket` stamped with the
 circuit's generation, which changes at every transition: the late result of a request let
 through before a transition (a slow request that fails after the circuit opened) moves
 nothing.
@@ -34,8 +34,8 @@ class CircuitState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Ticket:
-    """Permission for one request: hand it back with :meth:`Circuit.success`,
-    :meth:`Circuit.failure` or :meth:`Circuit.release` (neither: cancelled, or not the model's fault)."""
+    """Permission for one request: hand it back with `Circuit.success()`,
+    `Circuit.failure()` or `Circuit.release()` (neither: cancelled, or not the model's fault)."""
 
     generation: int
     trial: bool

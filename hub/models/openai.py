@@ -2,7 +2,7 @@
 
 The streaming chat request, a turn's hot path, is sent on a shared aiohttp session; the
 ``openai`` SDK stays for everything else (a caller's own ``client``, audio) and words the
-errors (:mod:`._openai_errors`), so what is raised is what the SDK would raise.
+errors (`_openai_errors`), so what is raised is what the SDK would raise.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class OpenAIModel(Model):
     client of the same base URL on the loop (a client per key costs no pool of its own).
     The SSE body is decoded here. The SDK's request building and per-chunk models were
     about half of a turn's CPU (the docs' benchmarks page). Errors are the SDK's own
-    exception types before they become :class:`~hub.errors.ModelError` (chained as its
+    exception types before they become [`ModelError`][hub.ModelError] (chained as its
     ``__cause__``), so nothing above the client sees a difference.
 
     Args:
@@ -278,7 +278,7 @@ class _Chunks:
                     self._tool_calls(delta["tool_calls"])
 
     def _tool_calls(self, calls: Any) -> None:
-        """The ``tool_calls`` of one delta, as :class:`ToolCallDelta` pieces."""
+        """The ``tool_calls`` of one delta, as `ToolCallDelta` pieces."""
         for call in calls if isinstance(calls, list) else ():
             if not isinstance(call, dict) or not isinstance(call.get("index"), int):
                 raise ModelError(f"{self.name}: a tool call in the stream has no index: {str(call)[:200]}")

@@ -1,7 +1,7 @@
 """A scripted model for tests and benchmarks, like pydantic-ai's FunctionModel.
 
 Give it responses (strings, exceptions to raise, functions of the request, or a native tool
-turn: a list of text pieces and :class:`~hub.models.ToolCallDelta` pieces, streamed as they
+turn: a list of text pieces and `ToolCallDelta` pieces, streamed as they
 are); it streams each string in chunks split at awkward places: inside tags, attributes and between the surrogate-free
 code points of multi-byte characters, with a seeded random generator so failures replay.
 """
@@ -59,9 +59,28 @@ class ScriptedModel(Model):
     ``chunk``: a fixed chunk size, or None for random sizes 1..12. ``delay``: seconds before
     the first chunk (a slow model). When the script runs out, ``default`` answers (or an
     error is raised, so a test never waits on a silent model).
+
+    Args:
+        responses: What to answer, in order, one per request: text (with the protocol's tags),
+            a scripted tool-call turn, an exception to raise, or a function of the request;
+            or one function that answers every request.
+        chunk: A fixed chunk size, or None for random sizes 1..12.
+        seed: Seeds the random chunk sizes, so a test's stream is the same each run.
+        delay: Seconds before the first chunk.
+        chunk_delay: Seconds between chunks.
+        default: The answer once the responses run out; None: an error.
+
+    Attributes:
+        chunk: A fixed chunk size, or None for random sizes.
+        delay: Seconds before the first chunk.
+        chunk_delay: Seconds between chunks.
+        default: The answer once the responses run out.
+        requests: Every request it was sent, in order: what a test asserts the prompt held.
+        cache: Which prompt prefixes it has seen, to report ``cached_tokens`` as a provider would.
     """
 
     name = "scripted"
+    """Its name in logs and metrics."""
 
     def __init__(
         self,
@@ -84,6 +103,7 @@ class ScriptedModel(Model):
         self.cache = PrefixCache()
 
     def add(self, *responses: Script) -> None:
+        """Queue more responses, after those left."""
         self._queue.extend(responses)
 
     def _next(self, request: ModelRequest) -> str | Turn | BaseException:
@@ -100,6 +120,7 @@ class ScriptedModel(Model):
         return item
 
     def split(self, text: str) -> list[str]:
+        """``text`` in the chunks it streams it as (``chunk`` long, or random sizes)."""
         out, i = [], 0
         while i < len(text):
             n = self.chunk or self._rng.randint(1, 12)

@@ -88,7 +88,7 @@ def load_persona(path: Path) -> Persona:
 
 def parse_persona(text: str, path: Path) -> Persona:
     """Validate the text of a persona file before it is written to ``path``, exactly as
-    :func:`load_persona` would read it (the dashboard's editor). Raises ConfigError."""
+    `load_persona()` would read it (the dashboard's editor). Raises ConfigError."""
     return _validated(loads_toml(text.encode("utf-8"), path=path), path)
 
 
@@ -183,7 +183,7 @@ class PersonaSet:
         return files
 
     def skipped(self) -> dict[Path, str]:
-        """Files of the folder that are not read, and why (see :func:`persona_files`)."""
+        """Files of the folder that are not read, and why (see `persona_files()`)."""
         return dict(self._skipped)
 
     def load_all(self, *, strict: bool = False) -> list[ConfigError]:

@@ -1,7 +1,7 @@
 """Persona revisions: every accepted version of every persona file, kept in a
-:class:`~hub.store.RevisionStore`.
+`RevisionStore`.
 
-The hub records a revision each time :class:`~hub.personas.PersonaSet` accepts a new version
+The hub records a revision each time `PersonaSet` accepts a new version
 of a file (at start and on every valid edit); a text equal to the latest revision is not
 recorded again, so restarts add nothing. ``hub persona history NAME`` lists them with a
 diff, ``hub persona rollback NAME REV`` writes one back to ``contexts/NAME.toml``, where

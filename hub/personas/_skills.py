@@ -116,7 +116,7 @@ def _regular(path: Path, root: Path) -> bool:
 
 
 class SkillSet:
-    """The skills under a folder; :meth:`refresh` picks up edits (the persona watcher calls it).
+    """The skills under a folder; `refresh()` picks up edits (the persona watcher calls it).
 
     ``on_change(name, text)`` is called for each accepted new version (the revision store
     keeps it, as ``skill:NAME``)."""
@@ -140,7 +140,7 @@ class SkillSet:
         self._notify()
 
     async def refresh_async(self) -> None:
-        """:meth:`refresh` with the files read in a worker thread, off the event loop; the new
+        """`refresh()` with the files read in a worker thread, off the event loop; the new
         versions are handed to ``on_change`` on the loop."""
         await asyncio.to_thread(self._collect)
         self._notify()

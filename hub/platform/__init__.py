@@ -1,34 +1,42 @@
 """What every platform extension needs, and the API it lives on beside ``hub`` itself.
 
-Splitting long text (:func:`split_message`; :func:`split_off_loop` for a costly measure), an outbound :class:`Governor` (pacing,
-``retry_after``, retries), the one :class:`Backoff`, a :class:`TypingIndicator`, the
-:func:`reply_target` lookup, a :class:`LoopGuard` for bot-to-bot exchanges,
-:class:`AllowList`, the base of every platform's settings (:class:`PlatformSettings`) and
-:func:`quiet_loggers` for a client library's chatter, :func:`check_secret_length` (a webhook
-secret's rule: at least :data:`MIN_SECRET_LENGTH` characters), :func:`private_access`
-(``dm_policy`` applied to a private message), :func:`send_pairing_code` (its code, once,
-off the intake path) and :func:`admit_private` (both, with the log lines every platform writes), :class:`LiveMessage` (a reply edited in
-place while the model writes it, for ``live = true``), :class:`LeaseKeeper` (a listener that must run on one worker
-only runs while it holds the lease; get one from ``hub.lease(name)``), and for files :func:`fetch_url` (a
-download capped at a size while it is read; with :class:`MediaHosts`, only from the platform's
-media hosts at public addresses), :func:`read_capped` (a local file, capped), :func:`display_name`
-and :func:`human_size`; for chat commands :func:`parse_command` (``/name args`` in a message's
-text) and :class:`CommandInfo` (a command as ``hub.commands.menu(...)`` lists it); for
-intake :class:`PoisonUpdates` (an update that fails every time is parked in the inbox, and
-intake goes on); for voice :func:`speak` (a reply as OGG/Opus voice messages, when
-``[voice]`` says this run's reply is spoken);
-for approvals :class:`Approver` (how a platform asks a person, with its own
-buttons, before an action runs: ``Extension(approver=...)``), the :class:`ApprovalRequest` it
-shows and ``hub.approvals.answer(...)`` (an :class:`ApprovalDesk`), whose
-:class:`ApprovalAnswer` it shows to whoever answered;
-for public timelines :class:`PublicSettings`, :class:`ReviewQueue`,
-:func:`reserve_posts`, :func:`admit_reply` and :func:`check_length` (hub/platform/_public.py).
+Splitting long text ([`split_message()`][hub.platform.split_message];
+[`split_off_loop()`][hub.platform.split_off_loop] for a costly measure), an outbound
+[`Governor`][hub.platform.Governor] (pacing, ``retry_after``, retries), the one
+[`Backoff`][hub.platform.Backoff], a [`TypingIndicator`][hub.platform.TypingIndicator], the
+[`reply_target()`][hub.platform.reply_target] lookup, a [`LoopGuard`][hub.platform.LoopGuard] for
+bot-to-bot exchanges, [`AllowList`][hub.platform.AllowList], the base of every platform's settings
+([`PlatformSettings`][hub.platform.PlatformSettings]) and [`quiet_loggers()`][hub.platform.quiet_loggers]
+for a client library's chatter, [`check_secret_length()`][hub.platform.check_secret_length] (a webhook
+secret's rule: at least [`MIN_SECRET_LENGTH`][hub.platform.MIN_SECRET_LENGTH] characters),
+[`private_access()`][hub.platform.private_access] (``dm_policy`` applied to a private message),
+[`send_pairing_code()`][hub.platform.send_pairing_code] (its code, once, off the intake path) and
+[`admit_private()`][hub.platform.admit_private] (both, with the log lines every platform writes),
+[`LiveMessage`][hub.platform.LiveMessage] (a reply edited in place while the model writes it, for
+``live = true``), [`LeaseKeeper`][hub.platform.LeaseKeeper] (a listener that must run on one worker only runs while
+it holds the lease; get one from ``hub.lease(name)``), and for files
+[`fetch_url()`][hub.platform.fetch_url] (a download capped at a size while it is read; with
+[`MediaHosts`][hub.platform.MediaHosts], only from the platform's media hosts at public addresses),
+[`read_capped()`][hub.platform.read_capped] (a local file, capped),
+[`display_name()`][hub.platform.display_name] and [`human_size()`][hub.platform.human_size]; for chat
+commands [`parse_command()`][hub.platform.parse_command] (``/name args`` in a message's text) and
+[`CommandInfo`][hub.platform.CommandInfo] (a command as ``hub.commands.menu(...)`` lists it); for intake
+[`PoisonUpdates`][hub.platform.PoisonUpdates] (an update that fails every time is parked in the inbox, and
+intake goes on); for voice [`speak()`][hub.platform.speak] (a reply as OGG/Opus voice messages, when
+``[voice]`` says this run's reply is spoken); for approvals [`Approver`][hub.platform.Approver] (how a
+platform asks a person, with its own buttons, before an action runs: ``Extension(approver=...)``), the
+[`ApprovalRequest`][hub.platform.ApprovalRequest] it shows and ``hub.approvals.answer(...)`` (an
+[`ApprovalDesk`][hub.platform.ApprovalDesk]), whose [`ApprovalAnswer`][hub.platform.ApprovalAnswer] it
+shows to whoever answered; for public timelines [`PublicSettings`][hub.platform.PublicSettings],
+[`ReviewQueue`][hub.platform.ReviewQueue], [`reserve_posts()`][hub.platform.reserve_posts],
+[`admit_reply()`][hub.platform.admit_reply] and [`check_length()`][hub.platform.check_length] (hub/platform/_public.py).
 
 The core never names a platform; extensions map their client's errors onto
-:class:`RateLimited`, :class:`TransientSendError` and :class:`PermanentSendError` and send
-through a :class:`Governor`, which honours ``retry_after``, spaces messages per chat and
-globally, and gives up with :class:`SendFailed` after a bounded number of attempts, so a
-send that finally fails is a failed output in the run's log, never reported as sent.
+[`RateLimited`][hub.platform.RateLimited], [`TransientSendError`][hub.platform.TransientSendError] and
+[`PermanentSendError`][hub.platform.PermanentSendError] and send through a
+[`Governor`][hub.platform.Governor], which honours ``retry_after``, spaces messages per chat and globally,
+and gives up with [`SendFailed`][hub.platform.SendFailed] after a bounded number of attempts, so a send
+that finally fails is a failed output in the run's log, never reported as sent.
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ async def admit_private(
     user_name: str | None = None,
     user_handle: str | None = None,
 ) -> bool:
-    """:func:`private_access` as each platform acts on it: True when the private message may
+    """[`private_access()`][hub.platform.private_access] as each platform acts on it: True when the private message may
     reach the model; else why not is logged and, under ``"pairing"``, the user's code is sent
     once through ``send`` (the platform's paced sender; None: no way to answer right now)."""
     decision = await private_access(

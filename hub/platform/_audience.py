@@ -12,7 +12,13 @@ __all__ = ["LoopGuard", "AllowList"]
 
 class LoopGuard:
     """Stops bot-to-bot ping-pong: in one chat, at most ``max_turns`` answers to other bots
-    within ``window`` seconds; a message from a human resets the count."""
+    within ``window`` seconds; a message from a human resets the count.
+
+    Attributes:
+        max_turns: Answers to other bots allowed per chat within ``window``.
+        window: Seconds over which answers to bots are counted.
+        clock: The clock the window is measured on (a fake one in tests).
+    """
 
     def __init__(
         self, *, max_turns: int = 3, window: float = 600.0, clock: Callable[[], float] = time.monotonic
@@ -29,6 +35,8 @@ class LoopGuard:
         return len(self._bot_turns)
 
     def allow(self, chat: Any, *, from_bot: bool) -> bool:
+        """Whether to answer a message in ``chat``: always for a human's (which resets the
+        count); for another bot's, while fewer than ``max_turns`` answers to bots fall in ``window``."""
         if not from_bot:
             self._bot_turns.pop(chat, None)
             return True

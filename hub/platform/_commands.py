@@ -1,12 +1,12 @@
 """Chat commands on a platform: recognising ``/name args`` in a message's text
-(:func:`parse_command`), for a platform whose client does not parse commands itself.
+([`parse_command()`][hub.platform.parse_command]), for a platform whose client does not parse commands itself.
 
 The commands themselves are the hub's (``hub.commands``: the built-in ``/start``, ``/help``,
 ``/new``, ``/stop`` and the extensions' ``@command``s, as ``[commands]`` leaves them on):
 ``hub.commands.names()`` is what counts as a command, ``hub.commands.menu(platform, user)``
 what a platform registers in its command menu (with each description). A platform maps its
 client's command event (Telegram's ``/cmd@bot``, a Discord application command, a typed
-line) onto :class:`~hub.CommandCall` and passes it to ``send(..., command=call)``, with the
+line) onto [`CommandCall`][hub.CommandCall] and passes it to ``send(..., command=call)``, with the
 message's text as the data; the hub answers it without a model call. A ``/word`` that is
 not a command stays text for the model.
 """

@@ -1,10 +1,10 @@
 """A reply edited in place while the model writes it: the platform-neutral part of live replies.
 
-:class:`LiveMessage` reads a :class:`~hub.engine.LiveText` and keeps one platform message (or,
+[`LiveMessage`][hub.platform.LiveMessage] reads a [`LiveText`][hub.LiveText] and keeps one platform message (or,
 past the platform's length limit, several, in order) showing it. A platform gives it only
 its primitives, ``send(text) -> message id`` and ``edit(message id, text)``, which raise
-:class:`~hub.platform.SendFailed` when given up on; every request goes through the
-platform's :class:`~hub.platform.Governor`, so edits are paced per chat and a 429's
+[`SendFailed`][hub.platform.SendFailed] when given up on; every request goes through the
+platform's [`Governor`][hub.platform.Governor], so edits are paced per chat and a 429's
 ``retry_after`` is honoured like a send's.
 
 - The first message is sent once there is something worth showing (``first_chars``
@@ -81,13 +81,60 @@ class LiveResult:
     failed (the remainder was then sent as new messages)."""
 
     message_ids: list[Any]
+    """The ids of the messages that show the text, in order."""
     edits: int
+    """How many edits were made."""
     sends: int
+    """How many messages were sent."""
     fell_back: bool
+    """Whether an edit failed, so the remainder was sent as new messages."""
 
 
 class LiveMessage:
-    """Shows a :class:`LiveText` as messages edited in place; see the module's docstring."""
+    """Shows a [`LiveText`][hub.LiveText] as messages edited in place, for an output declared
+    ``live=True``: a platform gives it its ``send`` and ``edit`` and awaits
+    [`deliver`][hub.platform.LiveMessage.deliver].
+
+    - The first message is sent once there is something worth showing (``first_chars``
+      characters, or the whole text if it is shorter); it is then edited at most once per
+      ``interval`` seconds, and once more, promptly, when the output closes.
+    - A message is filled up to ``limit`` (as ``length`` counts), then sealed, and the text
+      goes on in a new message; a fenced code block cut there is closed and reopened, so
+      every state shown has balanced fences.
+    - Each message id is recorded through ``on_part`` as soon as the message exists, so a
+      restart after a crash edits it (``adopt``) instead of sending a second copy.
+    - When an edit fails, that message is left as it is, and once the output closes the
+      remainder is sent once, as new message(s).
+
+    Args:
+        send: ``await send(text)``: posts a message and returns its id; raises
+            [`SendFailed`][hub.platform.SendFailed] when given up on (send through the
+            platform's [`Governor`][hub.platform.Governor]).
+        edit: ``await edit(message_id, text)``: replaces a message's text; raises as ``send``.
+        limit: The most a message may hold, as ``length`` counts.
+        length: How the platform counts a text's length ([`utf16_len`][hub.platform.utf16_len] on Telegram).
+        interval: The least seconds between two edits of a message.
+        first_chars: How much text the first message waits for.
+        on_part: ``await on_part(index, message_id)`` as each message exists
+            (``ctx.part_sent``: the outbound ledger).
+        adopt: Message ids a run that was cut off already sent (from
+            [`live_drafts`][hub.platform.live_drafts]), edited in place of new ones.
+        delete: ``await delete(message_id)``: removes an adopted message the final text no longer needs.
+        clock: The clock intervals are measured on (a fake one in tests).
+        final_attempts: Tries of the final edit or send before giving up.
+        retry_delay: Seconds between those tries.
+
+    Attributes:
+        limit: The most a message may hold.
+        length: How a text's length is counted.
+        interval: The least seconds between two edits of a message.
+        first_chars: How much text the first message waits for.
+        final_attempts: Tries of the final edit or send.
+        retry_delay: Seconds between those tries.
+        unsent: Continuation sends that failed and were tried again.
+        edits: Edits made so far.
+        sends: Messages sent so far.
+    """
 
     def __init__(
         self,

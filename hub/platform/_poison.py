@@ -3,11 +3,11 @@
 An extension takes each update from its platform into the hub's inbox before it confirms
 it (Telegram's offset, a webhook's answer). An update that fails every time (a bug in
 reading it, a shape the library does not expect) would then stop intake for the whole
-bot, retried forever. :class:`PoisonUpdates` counts the failures of each update and, at
+bot, retried forever. [`PoisonUpdates`][hub.platform.PoisonUpdates] counts the failures of each update and, at
 ``park_after``, parks it in the inbox (``hub inbox`` lists it, ``retry`` answers it,
 ``drop`` gives it up) so the extension moves past it: as the inbox parks a poison input.
 
-Failures of the store or of the hub (:class:`~hub.StoreError`, a hub that is stopping)
+Failures of the store or of the hub ([`StoreError`][hub.StoreError], a hub that is stopping)
 are not the update's fault: they are never counted, and the update is retried as often
 as it takes, so a database outage parks nothing.
 """
@@ -46,6 +46,12 @@ class PoisonUpdates:
         park_after: Failures after which an update is parked (at least 1).
         redactor: Masks secrets in what is parked, as the intake masks what it records
             (``hub.redactor``): a poison update is stored and shown by ``hub inbox`` too.
+
+    Attributes:
+        platform: The platform's name.
+        inbox: Where a poison update is parked.
+        park_after: Failures after which an update is parked.
+        redactor: Masks secrets in what is parked.
     """
 
     def __init__(

@@ -2,19 +2,19 @@
 
 A mistake in public costs most: a reply loop with another bot, a flood that gets the account
 suspended, an answer nobody checked under the operator's name. So each public extension's
-settings derive from :class:`PublicSettings` (``dry_run`` on by default, ``review``, the
+settings derive from [`PublicSettings`][hub.platform.PublicSettings] (``dry_run`` on by default, ``review``, the
 caps), and it posts through these pieces:
 
-- :func:`reserve_posts`: the daily cap (``max_posts_per_day``), counted in the hub's memory
+- [`reserve_posts()`][hub.platform.reserve_posts]: the daily cap (``max_posts_per_day``), counted in the hub's memory
   store with a compare-and-set, so that workers sharing it never pass it together;
-- :func:`admit_reply`: at most ``replies_per_account`` answers to one account in
+- [`admit_reply()`][hub.platform.admit_reply]: at most ``replies_per_account`` answers to one account in
   ``replies_window`` seconds (the same compare-and-set), checked before a mention reaches
   the model;
-- :class:`ReviewQueue`: with ``review = true`` a post is held in the store's review queue
-  (:class:`hub.store.Review`) instead; an operator approves (maybe edits) or rejects it
+- [`ReviewQueue`][hub.platform.ReviewQueue]: with ``review = true`` a post is held in the store's review queue
+  ([`hub.store.Review`][hub.platform.Review]) instead; an operator approves (maybe edits) or rejects it
   (``hub review``, ``POST /reviews/{id}``, the dashboard), and the extension's worker that
   claims the approved post (a compare-and-set on its state) posts it, once;
-- :func:`check_length`: the last check before a post leaves, counted the platform's way.
+- [`check_length()`][hub.platform.check_length]: the last check before a post leaves, counted the platform's way.
 """
 
 from __future__ import annotations
@@ -45,13 +45,14 @@ __all__ = [
 log = logging.getLogger("hub.platform")
 
 DAY = 86400.0
+"""Seconds in a day: the window of ``max_posts_per_day`` ([`reserve_posts`][hub.platform.reserve_posts])."""
 REVIEW_POLL = 5.0
 """Seconds between two looks for approved posts (an approval on another process lands within)."""
 
 
 class PublicSettings(PlatformSettings):
     """The keys every public timeline shares (``[extensions.twitter]``, ``.mastodon``,
-    ``.bluesky``), beside every platform's (:class:`PlatformSettings`)."""
+    ``.bluesky``), beside every platform's ([`PlatformSettings`][hub.platform.PlatformSettings])."""
 
     dry_run: bool = True
     """Log what would be posted instead of posting it."""
@@ -137,10 +138,17 @@ Poster = Callable[[Review], Awaitable[Any]]
 class ReviewQueue:
     """One platform's side of the review queue: holding posts, and posting the approved ones.
 
-    ``poster`` is the platform's way to post a held post; :meth:`post_approved` claims each
+    ``poster`` is the platform's way to post a held post;
+    [`post_approved()`][hub.platform.ReviewQueue.post_approved] claims each
     approved post (approved -> posting, a compare-and-set) before it posts it, so of several
     workers one posts it; a worker cut off while posting leaves it ``posting``, never posted
-    twice. :meth:`run` looks for approved posts every :data:`REVIEW_POLL` seconds.
+    twice. [`run()`][hub.platform.ReviewQueue.run] looks for approved posts every `REVIEW_POLL` seconds.
+
+    Attributes:
+        store: Where held posts are kept, shared by every worker.
+        platform: The platform's name.
+        expiry: Seconds a held post stays postable.
+        poster: The platform's way to post a held post.
     """
 
     def __init__(self, store: ReviewStore, platform: str, *, expiry: float, poster: Poster) -> None:
@@ -174,6 +182,7 @@ class ReviewQueue:
         return review
 
     def poke(self) -> None:
+        """Look for approved posts now rather than at the next poll."""
         """Look for approved posts now (an approval in this process)."""
         self._wake.set()
 

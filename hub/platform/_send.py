@@ -22,7 +22,12 @@ T = TypeVar("T")
 
 
 class RateLimited(Exception):
-    """The platform asked us to wait ``retry_after`` seconds (HTTP 429, flood control)."""
+    """The platform asked us to wait ``retry_after`` seconds (HTTP 429, flood control).
+
+    Attributes:
+        retry_after: Seconds to wait before the next send (at least 0).
+        scope: ``chat``: this chat is paused; ``global``: every chat of the bot is.
+    """
 
     def __init__(self, retry_after: float, *, scope: str = "chat", message: str = "") -> None:
         self.retry_after = max(0.0, float(retry_after))
@@ -39,7 +44,13 @@ class PermanentSendError(Exception):
 
 
 class SendFailed(HubError):
-    """A send given up on; the output is recorded as not sent, with this reason."""
+    """A send given up on; the output is recorded as not sent, with this reason.
+
+    Attributes:
+        platform: The platform's name.
+        chat: Where the message was going.
+        reason: Why it was given up on, as the run's log shows it.
+    """
 
     def __init__(self, platform: str, chat: Any, reason: str) -> None:
         self.platform = platform
@@ -53,7 +64,9 @@ class RateLimit:
     """At most ``count`` sends per ``per`` seconds (a sliding window)."""
 
     count: int
+    """Sends allowed in a window."""
     per: float
+    """The window, in seconds."""
 
 
 @dataclass(slots=True)
@@ -74,10 +87,44 @@ class Governor:
     """Outbound pacing and retries for one platform.
 
     ``per_chat`` and ``global_`` are sliding windows (Telegram: about 1 message a second per
-    chat, 30 a second overall). A :class:`RateLimited` from the platform pauses that chat
+    chat, 30 a second overall). A [`RateLimited`][hub.platform.RateLimited] from the platform pauses that chat
     (or every chat, for a global limit) for ``retry_after`` and retries; transient errors
     are retried with exponential backoff and jitter; everything is bounded by
     ``max_attempts`` and ``max_wait``. Messages to one chat are sent in order.
+
+    A platform makes one when it starts, calls [`report_to`][hub.platform.Governor.report_to]
+    with the hub, and sends every message with ``await governor.send(chat, lambda: post(...))``.
+
+    Args:
+        platform: The platform's name, as metrics and errors name it.
+        per_chat: The limit per chat; None: none.
+        global_: The limit for the whole bot; None: none.
+        max_attempts: Tries per message before [`SendFailed`][hub.platform.SendFailed].
+        max_wait: Seconds a message may wait in all (pauses and backoff) before it fails.
+        base_delay: The first backoff after a transient error, in seconds (then doubled, with jitter).
+        clock: The clock the windows are measured on (a fake one in tests).
+        sleep: How to wait (a fake one in tests).
+        on_send: Called with (platform, ok) after each message; [`report_to`][hub.platform.Governor.report_to] sets it.
+        on_rate_limited: Called with the platform at each 429; [`report_to`][hub.platform.Governor.report_to] sets it.
+        shared: Limits shared with other workers ([`OutboundLimiter`][hub.platform.OutboundLimiter]);
+            [`report_to`][hub.platform.Governor.report_to] sets the hub's.
+        bot: Whose global limit this is (the bot token's identity), when one platform runs several bots.
+
+    Attributes:
+        platform: The platform's name.
+        per_chat: The limit per chat, or None.
+        max_attempts: Tries per message.
+        max_wait: Seconds a message may wait in all.
+        base_delay: The first backoff after a transient error.
+        clock: The clock the windows are measured on.
+        sleep: How it waits.
+        on_send: Called with (platform, ok) after each message.
+        on_rate_limited: Called with the platform at each 429.
+        shared: The limits shared with other workers, or None.
+        bot: Whose global limit this is.
+        sent: Messages sent so far.
+        failed: Messages that failed for good so far.
+        rate_limited: 429s received so far.
     """
 
     def __init__(

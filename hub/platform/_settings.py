@@ -82,7 +82,7 @@ class PlatformSettings(BaseModel):
         return self
 
     def every_account(self) -> list[tuple[str, Self]]:
-        """The default account (:data:`DEFAULT_ACCOUNT`, this table) first, then each
+        """The default account ([`DEFAULT_ACCOUNT`][hub.platform.DEFAULT_ACCOUNT], this table) first, then each
         ``accounts`` table merged over it, in the order the config gives them."""
         return [(DEFAULT_ACCOUNT, self), *self._accounts.items()]
 
@@ -116,6 +116,7 @@ def account_key(account: str, key: str) -> str:
 
 
 def split_account_key(key: str) -> tuple[str, str]:
-    """``(account, key)`` of a key :func:`account_key` made (``("", key)`` without an account)."""
+    """``(account, key)`` of a key [`account_key()`][hub.platform.account_key] made (``("", key)`` without
+    an account)."""
     account, sep, rest = key.partition("/")
     return (account, rest) if sep and _ACCOUNT_NAME.fullmatch(account) else (DEFAULT_ACCOUNT, key)

@@ -1,4 +1,4 @@
-"""Outbound rate limits shared by every worker: the :class:`~hub.platform.Governor` of each
+"""Outbound rate limits shared by every worker: the [`Governor`][hub.platform.Governor] of each
 ``hub run`` asks one limiter in Redis (``[store] redis_url``) before each send, so a chat's
 rate and a bot token's global rate hold across workers, not only within one.
 
@@ -17,7 +17,8 @@ from typing import Any, Protocol
 
 
 class RateLimit(Protocol):
-    """What a limit is here (:class:`hub.platform.RateLimit`): ``count`` sends per ``per`` seconds."""
+    """What a limit is here ([`hub.platform.RateLimit`][hub.platform.RateLimit]): ``count`` sends per
+    ``per`` seconds."""
 
     @property
     def count(self) -> int: ...
@@ -51,12 +52,17 @@ class OutboundLimiter(ABC):
         0; else count nothing and return the seconds to wait before asking again."""
 
     async def close(self) -> None:  # noqa: B027 - limiters without connections have nothing to close
-        pass
+        """Release the limiter's connections when the hub stops; idempotent."""
 
 
 class RedisLimiter(OutboundLimiter):
     """Moving windows in Redis at ``url`` (``redis://host:6379/0``), through ``limits``.
-    ``namespace`` keeps hubs that share one Redis apart (keys ``hub:<namespace>:...``)."""
+    ``namespace`` keeps hubs that share one Redis apart (keys ``hub:<namespace>:...``).
+
+    Attributes:
+        url: The Redis server (``redis://host:6379/0``).
+        namespace: What keeps this hub's keys apart from others' on the same Redis.
+    """
 
     def __init__(self, url: str, *, namespace: str = "hub") -> None:
         self.url = url

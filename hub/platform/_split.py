@@ -22,7 +22,7 @@ def utf16_len(text: str) -> int:
 def _pieces(text: str, limit: int, length: Callable[[str], int], markdown: bool) -> list[str | FencedBlock]:
     """Cut text into pieces: fenced code blocks whole when they fit, else left whole for
     `split_message` to split by lines with their fence reopened; the prose between them as
-    it is, cut finer (:func:`_finer`) only where a piece does not fit alone. Pieces
+    it is, cut finer (`_finer()`) only where a piece does not fit alone. Pieces
     concatenate back to the text."""
     out: list[str | FencedBlock] = []
     pos = 0
@@ -208,11 +208,11 @@ def split_message(text: str, limit: int, *, length: Callable[[str], int] = len, 
 
 
 LONG_SPLIT = 2_000
-"""Characters past which :func:`split_off_loop` splits in a worker thread."""
+"""Characters past which [`split_off_loop()`][hub.platform.split_off_loop] splits in a worker thread."""
 
 
 async def split_off_loop(split: Callable[[str], list[str]], text: str) -> list[str]:
-    """``split(text)``, in a worker thread when ``text`` is longer than :data:`LONG_SPLIT`
+    """``split(text)``, in a worker thread when ``text`` is longer than [`LONG_SPLIT`][hub.platform.LONG_SPLIT]
     characters: a platform whose measure is costly (mrkdwn rendered, twitter-text's count)
     must not hold the event loop every platform shares while it splits a long reply."""
     if len(text) <= LONG_SPLIT:

@@ -18,8 +18,14 @@ class TypingIndicator:
     ``show(chat)`` is one request that shows the indicator; it is repeated every
     ``interval`` seconds (platforms clear it after a few seconds) until every future
     watched for the chat is done. One task per chat, made with ``create_task`` (pass
-    :meth:`Hub.create_task <hub.Hub.create_task>`); an error from ``show`` ends that chat's
+    [`Hub.create_task()`][hub.Hub.create_task]); an error from ``show`` ends that chat's
     indicator (logged), never the run.
+
+    Attributes:
+        platform: The platform's name, for the log.
+        show: ``await show(chat)``: one request that shows the indicator.
+        create_task: How its tasks are made ([`Hub.create_task`][hub.Hub.create_task]).
+        interval: Seconds between two requests for a chat.
     """
 
     def __init__(

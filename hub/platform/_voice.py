@@ -1,6 +1,6 @@
 """The speech seam every platform uses: a reply as voice messages, when the run wants one.
 
-A platform's reply output delivers the text as always, then calls :func:`speak` and sends
+A platform's reply output delivers the text as always, then calls [`speak()`][hub.platform.speak] and sends
 each clip as its voice message (Telegram ``sendVoice``, a Discord voice message, WhatsApp
 audio). Whether a reply is spoken is the hub's decision (``[voice] speak_model`` and
 ``reply_with_voice``, and whether this run's input was a voice note), so every platform

@@ -61,9 +61,9 @@ Rules:
   within one ``feed()`` is one ``TextEvent``).
 - ``close()`` flushes held-back text as text and ends every open element with
   ``closed=False``. It is idempotent; ``feed()`` after ``close()`` returns ``[]``.
-- :class:`LiveParser` (an ElementParser) also reports the content of an open element named
+- `LiveParser` (an ElementParser) also reports the content of an open element named
   in ``live`` (raw elements only) as it arrives: ``feed_live()``/``close_live()`` return
-  :class:`Partial` reports and elements in document order, each element after its last
+  `Partial` reports and elements in document order, each element after its last
   ``Partial``. A ``feed_live()`` gives at most one ``Partial`` per element; the reports'
   texts joined are the element's content, for any chunking. Held-back text (``</out``) is
   reported once it is known to be text. Its ``feed()``/``close()`` return elements only.
@@ -244,7 +244,7 @@ class ElementParser(_Scanner):
 
 
 class LiveParser(ElementParser):
-    """An ElementParser that also reports, as :class:`Partial`, the content of an open element
+    """An ElementParser that also reports, as `Partial`, the content of an open element
     named in ``live`` as it arrives (an output delivered while the model writes it).
 
     Only raw elements are reported live (their content is text, and only one is open at a

@@ -1,14 +1,14 @@
 """The XML prompt: persona, protocol, actions and outputs, state, history under a token budget.
 
-Text from users (inputs, action results, memory) is escaped with :func:`escape`, so no
+Text from users (inputs, action results, memory) is escaped with `escape()`, so no
 message can close a tag or forge an ``<action_call>``. Every style orders its prompt for a
 provider's prompt cache (the longest identical prefix it saw): what is stable (the persona,
 the protocol, the actions and outputs, the skills) first, then the conversation's summary
 and history (which only grow between compactions), and last what changes every turn (the
 conversation's state, recalled episodes, the current run).
 
-Every prompt style (:meth:`PromptBuilder.build`, :meth:`PromptBuilder.build_chat`, and
-``_tools_prompt``'s :class:`ToolsPrompt` for native tool calling) fits the
+Every prompt style (`PromptBuilder.build()`, `PromptBuilder.build_chat()`, and
+``_tools_prompt``'s `ToolsPrompt` for native tool calling) fits the
 whole prompt into ``budget`` tokens, the current run included: an entry too large for its
 share is cut with a visible marker, and older entries of the run give way to newer ones.
 Both pass the finished request through the redactor, so no known secret reaches a model.
@@ -100,7 +100,7 @@ class PromptParts:
     extra: dict[str, str] = field(default_factory=dict)
     media: Mapping[str, str] = field(default_factory=dict)
     """Input id → what the prompt shows for that input's files this run (their text, or why
-    not); inputs not in it (history) show placeholders (:func:`hub.media.placeholders`)."""
+    not); inputs not in it (history) show placeholders (`hub.media.placeholders()`)."""
     images: Sequence[str] = ()
     """``data:`` URLs of the current run's pictures, sent as ``image_url`` parts (vision)."""
     skills: Sequence[tuple[str, str]] = ()
@@ -111,7 +111,7 @@ class PromptParts:
 
 
 class PromptBuilder:
-    """Builds :class:`ModelRequest` objects; caches what does not change between steps."""
+    """Builds [`ModelRequest`][hub.ModelRequest] objects; caches what does not change between steps."""
 
     def __init__(self, *, budget: int = 6000, max_entry_chars: int = 4000, redactor: Redactor | None = None) -> None:
         self.budget = budget
@@ -205,7 +205,7 @@ class PromptBuilder:
         media: Mapping[str, str] | None = None,
     ) -> str | None:
         """One log entry as the prompt shows it; its body cut at ``limit`` characters.
-        ``media``: what this run's inputs' files show (see :attr:`PromptParts.media`)."""
+        ``media``: what this run's inputs' files show (see `PromptParts.media`)."""
         flag = ' new="true"' if new else ""
         body = _body(e, media)
         if body is None:
@@ -408,7 +408,7 @@ class PromptBuilder:
         escaping, counting) was a fifth of such a turn's CPU. The key is the entry's id and
         time it was made (saved with it) and what of it can still change (an output's
         ``sent``); the cache is bounded by
-        :data:`HISTORY_CACHE_CHARS`, least recently shown first out."""
+        `HISTORY_CACHE_CHARS`, least recently shown first out."""
         key = _entry_key(e, self.max_entry_chars)
         if key is not None:
             hit = self._lines.get(key)
@@ -473,7 +473,7 @@ def _redact_content(r: Redactor, content: Any) -> Any:
 
 
 _SHOWN = (InputLog, OutputLog, ActionCallLog, ActionResultLog, ThoughtLog, ErrorLog)
-"""The entries a prompt shows (:func:`_body` is not None for exactly these)."""
+"""The entries a prompt shows (`_body()` is not None for exactly these)."""
 _ENTRY_OVERHEAD = 120
 """Characters an entry's tag and cut marker take besides its body (an upper estimate)."""
 _MIN_SHARE = 64

@@ -1,6 +1,6 @@
-"""The tag grammar and the scanner under :mod:`hub.protocol`'s two parsers: the tag names,
+"""The tag grammar and the scanner under `hub.protocol`'s two parsers: the tag names,
 the events and elements they report, the compiled patterns for a set of names, and the
-incremental scanner (:class:`_Scanner`) that turns chunks into tags and text. The parsers
+incremental scanner (`_Scanner`) that turns chunks into tags and text. The parsers
 themselves and their documentation are in ``_parser``.
 """
 
@@ -55,7 +55,7 @@ Event: TypeAlias = StartEvent | TextEvent | EndEvent
 
 @dataclass(slots=True, frozen=True)
 class Partial:
-    """Content that arrived inside an open element reported live (:class:`LiveParser`),
+    """Content that arrived inside an open element reported live (`LiveParser`),
     since its previous report: the element's ``Partial`` texts, joined, are its content."""
 
     name: str

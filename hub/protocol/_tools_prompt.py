@@ -7,7 +7,7 @@ chat turns: inputs are user messages, what the hub said is assistant text, each 
 is an assistant ``tool_calls`` entry answered by a ``tool`` message with its result.
 
 Tool names are what OpenAI accepts (``[A-Za-z0-9_-]{1,64}``): a name that is not is mapped,
-and :class:`ToolNames` (in the request's ``metadata["tools"]``) maps a called name back to
+and `ToolNames` (in the request's ``metadata["tools"]``) maps a called name back to
 the action or output it stands for. The budget and the redaction are the other styles'.
 """
 
@@ -159,7 +159,7 @@ class _ToolsCache:
 
 
 class ToolsPrompt:
-    """Builds the tools style's requests with a :class:`PromptBuilder`'s budget and redactor,
+    """Builds the tools style's requests with a `PromptBuilder`'s budget and redactor,
     keeping the last tool schemas it built (a conversation offers the same ones each step)."""
 
     def __init__(self, prompts: PromptBuilder) -> None:
@@ -277,7 +277,7 @@ def _messages(
     """Chat messages of ``entries``: an assistant turn per step (its text and its calls),
     each call's result as a ``tool`` message after it. Calls and results carry the call's
     event id as ``_call`` (a server's ids need not be unique across turns), which
-    :func:`_balanced` pairs them by and removes."""
+    `_balanced()` pairs them by and removes."""
     out: list[dict[str, Any]] = []
     turn: dict[str, Any] | None = None
     ids: dict[str, str] = {}  # a call's event id -> its tool-call id, for its result

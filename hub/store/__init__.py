@@ -1,7 +1,7 @@
 """Everything the hub keeps, as aiogram's storages are built: one base per store (its seam and
-data types), one module per backend (in memory here, SQL in :mod:`hub.store.sql`), and the
-backend chosen once (:func:`open_stores`). Besides the stores: retention, store health and
-the data dir's lock (the sweep of workers' inbox claims is :class:`hub.engine.Intake`'s).
+data types), one module per backend (in memory here, SQL in `hub.store.sql`), and the
+backend chosen once (`open_stores()`). Besides the stores: retention, store health and
+the data dir's lock (the sweep of workers' inbox claims is `hub.engine.Intake`'s).
 
 The seams: runs (``_run_records``), the inbox (``_inbox``), leases (``_leases``), key-value
 memory (``_memory``), usage in tokens and money (``_usage``), stop requests (``_stops``),

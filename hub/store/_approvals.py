@@ -1,4 +1,4 @@
-"""Approvals: the :class:`ApprovalStore` seam, the question a run waits on before an action
+"""Approvals: the `ApprovalStore` seam, the question a run waits on before an action
 that needs a person's yes (``[approvals] actions``, ``@action(confirm=True)``).
 
 An approval is one row whose ``state`` moves only forward, each move a compare-and-set in
@@ -13,8 +13,8 @@ its ``key`` (the conversation, the inputs the run handles, the action and its ar
 run resumed after a crash asks the same question and waits on the same row, instead of
 asking twice.
 
-The backends: :class:`hub.store.InMemoryApprovalStore` (hub/store/_in_memory.py) and
-:class:`hub.store.sql.SqlApprovalStore` (hub/store/sql/_approvals.py, table ``approvals``).
+The backends: `hub.store.InMemoryApprovalStore` (hub/store/_in_memory.py) and
+`hub.store.sql.SqlApprovalStore` (hub/store/sql/_approvals.py, table ``approvals``).
 """
 
 from __future__ import annotations

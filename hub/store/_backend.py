@@ -1,4 +1,4 @@
-"""The backend, chosen once: :func:`open_stores` gives every store of a hub over one database.
+"""The backend, chosen once: `open_stores()` gives every store of a hub over one database.
 
 SQLite in ``data_dir`` (``[store] url`` empty, the default), or PostgreSQL at ``[store] url``,
 which several ``hub run`` workers share. The hub and the command line (``hub runs``, ``hub
@@ -82,7 +82,7 @@ ConversationLock = Callable[[str], AbstractAsyncContextManager[Any]]
 class Stores:
     """Every store of a hub and the database they share (None: all in memory).
 
-    Built by :func:`open_stores`, not yet open: ``await stores.open()`` (the hub does at
+    Built by `open_stores()`, not yet open: ``await stores.open()`` (the hub does at
     start), or ``async with open_stores(config) as stores``. ``lock`` is set where workers
     share the stores (PostgreSQL): the conversation lock a run holds, and the sign that the
     inbox's claims are kept and a dead worker's are taken over.
@@ -111,7 +111,7 @@ class Stores:
 
     @property
     def shared(self) -> bool:
-        """Whether several workers share these stores (each run holds :attr:`lock`)."""
+        """Whether several workers share these stores (each run holds `lock`)."""
         return self.lock is not None
 
     def _all(self) -> tuple[Any, ...]:
@@ -165,7 +165,7 @@ def open_stores(
     inbox: InboxStore | None = None,
     leases: LeaseStore | None = None,
 ) -> Stores:
-    """The stores ``config`` asks for, over one database (see :class:`Stores` to open them).
+    """The stores ``config`` asks for, over one database (see `Stores` to open them).
 
     With ``[store] url`` they are PostgreSQL's, shared by workers: the run store recovers only
     runs no live worker holds, and the inbox holds the inputs it takes on for ``worker`` (this
@@ -231,7 +231,7 @@ def open_stores(
 def claim_data_dir(config: HubConfig, *, allow_empty: bool = False) -> DataDirLock:
     """Take the data dir's lock for a process that runs the hub (``hub run``, ``hub chat``):
     one such process per data dir. With SQLite the database there is checked too, before the
-    stores open (:func:`check_database`); with PostgreSQL, which many workers share, the lock
+    stores open (`check_database()`); with PostgreSQL, which many workers share, the lock
     still guards what stays in the data dir (embedded Chroma, the heartbeat, the training
     file), so workers on one machine each get their own.
 
@@ -251,7 +251,7 @@ def claim_data_dir(config: HubConfig, *, allow_empty: bool = False) -> DataDirLo
 
 
 def sole_worker(config: HubConfig) -> str | None:
-    """The worker name of a process holding the data dir's lock (:func:`claim_data_dir`) where
+    """The worker name of a process holding the data dir's lock (`claim_data_dir()`) where
     that makes it the only worker there can be (SQLite): the same name on every start, so a
     restart after a crash takes its leases back at once. None where workers share the store
     (PostgreSQL, each with a data dir of its own, maybe at the same path on another machine):

@@ -3,15 +3,15 @@
 Retention judges a conversation by its last activity (a run of it, a command in it, its
 ``/new``), never by when one of its keys last changed: memory that did not change is not
 rewritten, and pruning it key by key deleted what an active user's bot remembered. Its keys
-(:data:`CONVERSATION_PREFIXES`) are pruned together, and a conversation marked ``keep`` (the
+(`CONVERSATION_PREFIXES`) are pruned together, and a conversation marked ``keep`` (the
 bot's own context) never.
 
 The generation says which life of the conversation a run belongs to. A run takes it when it
-starts (:meth:`hub.store.MemoryStore.begin`); ``/new`` (:meth:`~hub.store.MemoryStore.forget`)
+starts ([`hub.store.MemoryStore.begin()`][hub.MemoryStore.begin]); ``/new`` ([`forget()`][hub.MemoryStore.forget])
 and retention end that life, and every write a run makes of the conversation's keys is
 conditional on its generation still being current, in the same statement as the write. A
 run that loaded the old history before ``/new`` therefore cannot save it back (its writes are
-dropped: :class:`Forgotten`), whatever order the awaits land in, on any worker.
+dropped: `Forgotten`), whatever order the awaits land in, on any worker.
 """
 
 from __future__ import annotations

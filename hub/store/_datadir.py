@@ -5,7 +5,7 @@ kernel drops it when the process dies, however it dies), so a second process on 
 dir stops at once instead of answering every message and firing every schedule twice. The
 lock file keeps the pid of the last hub that ran there, which is how the second one names it.
 
-Before the stores open, :func:`check_database` refuses what would lose history silently: a
+Before the stores open, `check_database()` refuses what would lose history silently: a
 database that ``PRAGMA quick_check`` finds damaged, and an empty or missing ``hub.db`` in a
 dir that shows a hub ran there before (a Chroma store, a lock file, a heartbeat).
 """
@@ -35,7 +35,7 @@ class DatabaseRefused(HubError):
 
 
 class DataDirLock:
-    """An exclusive, non-blocking ``flock`` on ``DATA_DIR/hub.lock``, held until :meth:`release`
+    """An exclusive, non-blocking ``flock`` on ``DATA_DIR/hub.lock``, held until `release()`
     or the process's end. ``existed`` tells whether a hub had run in this dir before."""
 
     def __init__(self, data_dir: Path) -> None:

@@ -1,13 +1,13 @@
-"""Message history: the :class:`HistoryStore` seam, what people said and what the bot answered
+"""Message history: the `HistoryStore` seam, what people said and what the bot answered
 them, one entry a message, indexed for full-text search (``search_history``, the dashboard).
 
 Each entry belongs to one person (``user``): their own message, or the bot's answer to them.
 A search names the person, so it never reaches another's messages, even in a group they share.
-The search text is read as words, never as query syntax: :func:`search_terms` keeps only the
+The search text is read as words, never as query syntax: `search_terms()` keeps only the
 words of it (FTS operators, quotes, ``%`` and ``_`` are not words), and each backend quotes them.
 
-The backends: :class:`InMemoryHistoryStore` (here), :class:`hub.store.sql.SqlHistoryStore`
-(SQLite, FTS5) and :class:`hub.store.sql.PostgresHistoryStore` (tsvector and a GIN index).
+The backends: `InMemoryHistoryStore` (here), `hub.store.sql.SqlHistoryStore`
+(SQLite, FTS5) and `hub.store.sql.PostgresHistoryStore` (tsvector and a GIN index).
 """
 
 from __future__ import annotations

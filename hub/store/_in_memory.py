@@ -237,7 +237,7 @@ class _NotJson(TypeError):
 def _copy(value: Any) -> Any:
     """A copy of a JSON value (containers new, scalars shared: they are immutable), checking
     it on the way. One pass, a fraction of ``copy.deepcopy``'s cost (its memo and dispatch),
-    which a turn paid three times when saving memory. Raises :class:`_NotJson`."""
+    which a turn paid three times when saving memory. Raises `_NotJson`."""
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():

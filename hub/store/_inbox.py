@@ -6,12 +6,12 @@ a redelivered platform id is refused; at boot, inputs of runs that died before a
 are taken again.
 
 A poison input (one whose run fails, or kills the process, every time) must not wedge its
-conversation: each failed run is counted once per input (:meth:`InboxStore.failed`), and at
+conversation: each failed run is counted once per input (`InboxStore.failed()`), and at
 ``[hub] dead_letter_after`` failures the input is *parked* with its last error. Parked
 inputs are not resumed; ``hub inbox`` lists them, ``hub inbox retry ID`` puts one back and
 ``hub inbox drop ID`` gives it up.
 
-The backends: :class:`hub.store.InMemoryInbox` (hub/store/_in_memory.py) and the SQL ones
+The backends: `hub.store.InMemoryInbox` (hub/store/_in_memory.py) and the SQL ones
 (hub/store/sql/_inbox.py): one process's on SQLite, the workers' shared one on PostgreSQL.
 """
 
@@ -75,7 +75,7 @@ class InboxStore(ABC):
     async def claim(self) -> list[Pending]:
         """The pending inputs this worker takes on (at start, and from dead workers later),
         oldest first. With one process that is every pending input; where several workers
-        share the inbox (:class:`hub.store.sql.PostgresInbox`) only those no live worker holds."""
+        share the inbox (`hub.store.sql.PostgresInbox`) only those no live worker holds."""
         return await self.pending()
 
     async def renew(self) -> int:
@@ -85,7 +85,7 @@ class InboxStore(ABC):
     async def hold(self, ids: list[str]) -> list[str]:
         """Of ``ids`` (inputs this worker queued), those it still holds and may answer now;
         called under the conversation's lock, just before a run takes them. With one process
-        that is all of them; where workers share the inbox (:class:`hub.store.sql.PostgresInbox`)
+        that is all of them; where workers share the inbox (`hub.store.sql.PostgresInbox`)
         an input whose lease lapsed and that another worker claimed, or that a run already
         answered, is left out: it is that worker's to answer, or answered."""
         return list(ids)

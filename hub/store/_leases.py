@@ -4,20 +4,21 @@ Several ``hub run`` workers can share one store. A platform listener that must r
 (Telegram's ``getUpdates`` loop, the X mention poller) runs only on the worker that holds
 its lease; the others stand by and take over once it is released or has expired.
 
-A :class:`LeaseStore` keeps one row per lease: its holder, when it expires, and a fencing
+A `LeaseStore` keeps one row per lease: its holder, when it expires, and a fencing
 ``token`` that grows each time the lease is taken anew (so work done under an old holding
 can be told apart). Taking a lease is one conditional UPSERT (free, expired, or already
 ours), never read-then-write, so two workers racing for it cannot both win. Times come from
 the store's injected clock (wall time: workers on several machines compare expiries).
 
-A :class:`LeaseKeeper` holds one lease for its owner: :meth:`LeaseKeeper.hold` waits for
+A [`LeaseKeeper`][hub.platform.LeaseKeeper] holds one lease for its owner:
+[`LeaseKeeper.hold()`][hub.platform.LeaseKeeper.hold] waits for
 the lease, runs the owner's work while it is held, renews it in the background, and cancels
 the work as soon as the lease is lost (a renewal refused, or not confirmed before expiry).
 
-The worker's identity (:func:`worker_id`) is host, pid and a random suffix, so two hubs in
+The worker's identity (`worker_id()`) is host, pid and a random suffix, so two hubs in
 one process are two holders.
-The backends: :class:`hub.store.InMemoryLeaseStore` (the hubs of one process) and
-:class:`hub.store.sql.SqlLeaseStore` (the workers sharing a database), in
+The backends: `hub.store.InMemoryLeaseStore` (the hubs of one process) and
+`hub.store.sql.SqlLeaseStore` (the workers sharing a database), in
 hub/store/_in_memory.py and hub/store/sql/_stores.py.
 """
 
@@ -60,9 +61,13 @@ class Lease:
     (it grows each time the lease is taken by a holder that did not hold it a moment ago)."""
 
     name: str
+    """The lease's name."""
     holder: str
+    """Who holds it."""
     expires: float
+    """When the holding ends unless renewed, on the store's clock."""
     token: int
+    """The fencing token: it grows each time a holder that did not just hold it takes the lease."""
 
 
 def check_lease(name: str, holder: str, ttl: float | None = None) -> None:
@@ -122,6 +127,16 @@ class LeaseKeeper:
     stays unowned); it is renewed every ``ttl / 3`` seconds, and a worker without it tries
     again every ``retry`` seconds (default ``ttl / 3``). ``on_change(held)`` is called when
     the lease is won or lost. ``sleep`` is swappable for tests.
+
+    Attributes:
+        store: The lease store it asks.
+        name: The lease's name (one per listener that must run once).
+        holder: Who holds it when held: this worker's identity.
+        ttl: Seconds a holding lasts without renewal.
+        renew_every: Seconds between renewals (``ttl / 3``).
+        retry: Seconds between tries while another worker holds it.
+        sleep: How it waits (a fake one in tests).
+        lease: The lease while held, else None.
     """
 
     def __init__(
@@ -148,6 +163,7 @@ class LeaseKeeper:
 
     @property
     def held(self) -> bool:
+        """Whether this worker holds the lease now."""
         return self.lease is not None
 
     def _set(self, lease: Lease | None) -> None:

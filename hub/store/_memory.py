@@ -3,8 +3,8 @@
 Keys follow Daydreams: ``context:<id>``, ``memory:<id>``, ``working-memory:<id>`` and
 ``action:<name>:<id>`` for action memory. Values are anything JSON can hold.
 
-The backends: :class:`hub.InMemoryStore` (hub/store/_in_memory.py) and
-:class:`hub.store.sql.SqlMemoryStore` (hub/store/sql/_stores.py).
+The backends: [`hub.InMemoryStore`][hub.InMemoryStore] (hub/store/_in_memory.py) and
+`hub.store.sql.SqlMemoryStore` (hub/store/sql/_stores.py).
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ class MemoryStore(ABC):
 
     async def get_versioned(self, key: str) -> tuple[Any | None, Any]:
         """The value at ``key`` and its version (an opaque token, None when absent), for
-        :meth:`set_if_unchanged`. The SQL stores give a version every worker agrees on; this
-        default is exact within one event loop."""
+        [`set_if_unchanged()`][hub.MemoryStore.set_if_unchanged]. The SQL stores give a version every
+        worker agrees on; this default is exact within one event loop."""
         value = await self.get(key)
         return value, _token(value)
 
@@ -120,7 +120,7 @@ class MemoryStore(ABC):
     ) -> tuple[Any, Any]:
         """Save ``value``, a memory loaded as ``base`` at ``version``, without losing what other
         writers saved since: if the stored value changed, this save's changes (``base`` to
-        ``value``) are merged onto it (:func:`hub.store.merge3`; the paths in ``counters``
+        ``value``) are merged onto it (`hub.store.merge3()`; the paths in ``counters``
         add up, every other leaf is last writer wins). Returns what was stored (``value``,
         or the merge) and its version. With ``generation``, nothing is saved once that life of
         the conversation has ended (``/new``, retention): a deleted key is not written back.

@@ -30,11 +30,11 @@ __all__ = ["merge3", "Counters", "counter_paths"]
 _ABSENT: Any = object()
 
 Counters = frozenset[tuple[str, ...]]
-"""Counter paths, parsed (:func:`counter_paths`): each a tuple of keys, ``*`` any key."""
+"""Counter paths, parsed (`counter_paths()`): each a tuple of keys, ``*`` any key."""
 
 
 def counter_paths(paths: Iterable[str] | Counters | None) -> Counters:
-    """Counter paths as :func:`merge3` takes them, from their declared spelling.
+    """Counter paths as `merge3()` takes them, from their declared spelling.
 
     Raises:
         ValueError: a path is empty or has an empty part (``"a..b"``).

@@ -1,8 +1,8 @@
-"""Pairings: the :class:`PairingStore` seam, who was given a code to talk to the bot in private
+"""Pairings: the `PairingStore` seam, who was given a code to talk to the bot in private
 and who was approved (``dm_policy = "pairing"``, hub/features/_access.py decides with it).
 
-The backends: :class:`hub.store.InMemoryPairingStore` (hub/store/_in_memory.py) and
-:class:`hub.store.sql.SqlPairingStore` (hub/store/sql/_stores.py).
+The backends: `hub.store.InMemoryPairingStore` (hub/store/_in_memory.py) and
+`hub.store.sql.SqlPairingStore` (hub/store/sql/_stores.py).
 """
 
 from __future__ import annotations

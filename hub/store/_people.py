@@ -30,7 +30,7 @@ __all__ = ["LinkError", "LinkResult", "People", "LINK_CODE_TTL", "LINK_ATTEMPTS"
 LINK_CODE_TTL = 600.0
 """Seconds a ``/link`` code stays valid."""
 LINK_ATTEMPTS = 5
-"""Wrong codes one identity may send within :data:`LINK_CODE_TTL` before ``/link CODE`` is
+"""Wrong codes one identity may send within `LINK_CODE_TTL` before ``/link CODE`` is
 refused until the window passes: 32**8 codes, 5 tries a window, guessing one is hopeless."""
 
 _ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # as pairing codes: no 0/O, 1/I
@@ -62,7 +62,7 @@ def _normalize(code: str) -> str:
 
 
 class People:
-    """Persons over a :class:`MemoryStore`; ``clock`` is for tests of expiry."""
+    """Persons over a [`MemoryStore`][hub.MemoryStore]; ``clock`` is for tests of expiry."""
 
     def __init__(
         self,

@@ -1,16 +1,16 @@
-"""Reminders: the :class:`ReminderStore` seam the reminders feature keeps them in
+"""Reminders: the `ReminderStore` seam the reminders feature keeps them in
 (hub/features/_reminders.py), so they survive restarts and each fire happens once across
 workers.
 
 A reminder's ``due`` is its next nominal fire. A fire is claimed by a compare-and-set of
-``due`` (:meth:`ReminderStore.claim`): the claim moves ``due`` on (or ends a one-off
+``due`` (`ReminderStore.claim()`): the claim moves ``due`` on (or ends a one-off
 reminder) and keeps the claimed time in ``pending`` until its input is recorded
-(:meth:`ReminderStore.finish`). A worker that dies in between leaves ``pending`` set, and
+(`ReminderStore.finish()`). A worker that dies in between leaves ``pending`` set, and
 whoever finds it sends that input again under the same platform id, which the inbox keeps
 once.
 
-The backends: :class:`InMemoryReminderStore` (here) and
-:class:`hub.store.sql.SqlReminderStore` (hub/store/sql/_reminders.py).
+The backends: `InMemoryReminderStore` (here) and
+`hub.store.sql.SqlReminderStore` (hub/store/sql/_reminders.py).
 """
 
 from __future__ import annotations

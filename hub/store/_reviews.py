@@ -1,15 +1,15 @@
-"""Held posts: the :class:`ReviewStore` seam, the review queue of public timelines
+"""Held posts: the `ReviewStore` seam, the review queue of public timelines
 (``review = true``: each post waits for an operator, ``hub review``, ``POST /reviews/{id}``,
 the dashboard's review page).
 
 A held post moves through its states by compare-and-set on the state alone
-(:meth:`ReviewStore.move`): of two operators, two workers or a restart racing on one post,
+(`ReviewStore.move()`): of two operators, two workers or a restart racing on one post,
 exactly one move from a state wins, so an approved post is claimed for posting once and
 posted once. A pending post past its expiry can no longer be approved; it reads
 ``expired``.
 
-The backends: :class:`hub.store.InMemoryReviewStore` (hub/store/_in_memory.py) and
-:class:`hub.store.sql.SqlReviewStore` (hub/store/sql/_stores.py, table ``reviews``).
+The backends: `hub.store.InMemoryReviewStore` (hub/store/_in_memory.py) and
+`hub.store.sql.SqlReviewStore` (hub/store/sql/_stores.py, table ``reviews``).
 """
 
 from __future__ import annotations
@@ -50,24 +50,32 @@ class Review:
     """One post held for an operator: what it says, where it goes, and where it stands."""
 
     id: str
+    """The post's id in the queue (``hub review approve ID``)."""
     platform: str
+    """The platform that would post it."""
     output: str
     """The output that would have posted it (``twitter:reply``, ``mastodon:reply``, ...)."""
     chat: str
     """The conversation (or ``timeline``) it belongs to."""
     text: str
+    """What it says (an operator may edit it before approving)."""
     state: ReviewState
+    """``pending``, ``approved``, ``rejected``, ``posting``, ``posted`` or ``failed``."""
     created: float
+    """When it was held (seconds since the epoch)."""
     expires: float
+    """When a pending post stops being postable."""
     in_reply_to: str | None = None
     """The post it answers (None: a new post on the timeline)."""
     decided: float | None = None
+    """When an operator approved or rejected it; None while pending."""
     result: str | None = None
     """What posting it gave (the posts' ids as JSON), or why it failed."""
     extra: str | None = None
     """The platform's own details for posting it (JSON text: visibility, a content warning)."""
 
     def expired(self, now: float | None = None) -> bool:
+        """Whether it is pending past its ``expires`` (at ``now``, default: the time now)."""
         return self.state == "pending" and self.expires <= (time.time() if now is None else now)
 
     @property

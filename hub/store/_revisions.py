@@ -1,8 +1,8 @@
-"""Persona revisions: the :class:`RevisionStore` seam, every accepted version of every persona
+"""Persona revisions: the `RevisionStore` seam, every accepted version of every persona
 file (hub/personas records them, lists them and rolls them back).
 
-The backends: :class:`hub.store.InMemoryRevisionStore` (hub/store/_in_memory.py) and
-:class:`hub.store.sql.SqlRevisionStore` (hub/store/sql/_stores.py).
+The backends: `hub.store.InMemoryRevisionStore` (hub/store/_in_memory.py) and
+`hub.store.sql.SqlRevisionStore` (hub/store/sql/_stores.py).
 """
 
 from __future__ import annotations

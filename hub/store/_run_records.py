@@ -1,10 +1,10 @@
-"""Runs: the :class:`RunStore` seam, one row per run with an append-only event log.
+"""Runs: the `RunStore` seam, one row per run with an append-only event log.
 
 States (DESIGN.md): ``running`` from the first step; then one terminal state of
 ``completed``, ``failed``, ``rejected`` or ``killed``. Runs found ``running`` at boot were cut
 off by a crash and become ``killed`` with reason ``abnormal_exit``.
 
-The backends: :class:`hub.store.InMemoryRunStore` (hub/store/_in_memory.py) and the SQL one
+The backends: `hub.store.InMemoryRunStore` (hub/store/_in_memory.py) and the SQL one
 (hub/store/sql/_runs.py), on SQLite or, shared by several workers, on PostgreSQL.
 """
 
@@ -34,11 +34,22 @@ __all__ = [
 
 
 class RunState(StrEnum):
+    """Where a run stands: ``running``, then one terminal state. A string enum, so a state
+    compares equal to its value (``RunState.COMPLETED == "completed"``), as stored and as
+    [`RunEnded.state`][hub.RunEnded] and [`StateLog.state`][hub.StateLog] carry it.
+    """
+
     RUNNING = "running"
+    """Taken by a worker and not ended yet."""
     COMPLETED = "completed"
+    """Ended normally: the model finished (its outputs may still have failed to send)."""
     FAILED = "failed"
+    """Ended by an error: the model failed past its retries, an action aborted it, the store failed."""
     REJECTED = "rejected"
+    """Ended because a critical action was denied (the role guard)."""
     KILLED = "killed"
+    """Stopped: by someone (`/stop`, [`Hub.stop_run`][hub.Hub.stop_run]), by a limit (`max_steps`,
+    `max_tokens`), or cut off by a restart."""
 
 
 TERMINAL_STATES = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.REJECTED, RunState.KILLED})
@@ -46,21 +57,37 @@ TERMINAL_STATES = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.REJEC
 
 @dataclass(slots=True)
 class RunRecord:
+    """The record of one run as the run store keeps it: its state and totals, without its log
+    (``hub runs`` lists these; [`Hub.stop_run`][hub.Hub.stop_run] returns one). Its log entries
+    are in [`RunResult.logs`][hub.RunResult] and ``hub trace``.
+    """
+
     context: str
+    """The conversation the run is in (`TYPE:KEY`)."""
     id: str = field(default_factory=new_id)
+    """The run's id (`hub trace ID` takes it, or a unique prefix)."""
     state: RunState = RunState.RUNNING
+    """Where the run stands now."""
     reason: str | None = None
+    """Why a run that did not complete ended so; None otherwise."""
     steps: int = 0
+    """How many steps (model calls) it took."""
     prompt_tokens: int = 0
+    """Prompt tokens of all its steps."""
     completion_tokens: int = 0
+    """Tokens the model wrote in all its steps."""
     started: float = field(default_factory=time.time)
+    """When it started (seconds since the epoch)."""
     ended: float | None = None
+    """When it ended; None while it runs."""
     parent_id: str | None = None
+    """The run that started it as a child run, if any."""
     user: str | None = None
+    """Who sent the input it answers, if known."""
     seq: int = 0
-    # the store failed the run (an outage, not its input's fault): its inputs are retried,
-    # never counted towards parking them; kept as a flag, so nothing reads it from the reason
+    """How many log entries it has (they are numbered from 1)."""
     store_failed: bool = False
+    """The store failed the run (an outage, not its input's fault): its inputs are retried, never parked for it."""
     cost: float = 0.0
     """What its model calls cost, at ``[model] price_input``/``price_output`` (0: none, or unknown prices)."""
     user_name: str | None = None
@@ -68,7 +95,7 @@ class RunRecord:
     user_handle: str | None = None
     """The sender's @username, without the ``@`` (``meta["user_handle"]``)."""
     message: str = ""
-    """A one-line preview of the input the run was started for (see :func:`preview`)."""
+    """A one-line preview of the input the run was started for (see `preview()`)."""
     reply: str = ""
     """A one-line preview of the run's last reply sent, once it sent one."""
     models: str = ""
@@ -79,10 +106,12 @@ class RunRecord:
 
     @property
     def tokens(self) -> int:
+        """Prompt and completion tokens together."""
         return self.prompt_tokens + self.completion_tokens
 
     @property
     def duration(self) -> float | None:
+        """Seconds from its start to its end; None while it runs."""
         return None if self.ended is None else self.ended - self.started
 
 
@@ -110,8 +139,8 @@ class RunStore(ABC):
 
     def create_soon(self, run: RunRecord) -> Awaitable[None]:
         """Record a new run now and wait later: the result ends once the run is durable
-        (raising what :meth:`create` would). A store that writes behind commits it with the
-        entries appended after it, at the next :meth:`sync`: the engine's first step waits
+        (raising what `create()` would). A store that writes behind commits it with the
+        entries appended after it, at the next `sync()`: the engine's first step waits
         for both at once, before the model is asked anything."""
         return asyncio.ensure_future(self.create(run))
 
@@ -152,7 +181,7 @@ class RunStore(ABC):
         page costs the same however deep it is. ``before`` is the (started, id) of the last
         run of the previous page; ``platform`` keeps contexts whose type begins ``PLATFORM:``.
 
-        This default reads through :meth:`list`; stores with an index override it.
+        This default reads through `list()`; stores with an index override it.
         """
         runs = await self.list(limit=1_000_000, state=state, context=context)
         runs = [r for r in runs if _in_page(r, before, platform)]
@@ -170,7 +199,7 @@ class RunStore(ABC):
         platform: str | None = None,
     ) -> builtins.list[RunRecord]:
         """One page of the runs whose context, user, name, handle, message or reply contains
-        ``text`` (case-insensitive; a leading ``@`` is dropped), most recent first, as :meth:`page`.
+        ``text`` (case-insensitive; a leading ``@`` is dropped), most recent first, as `page()`.
         The SQL stores read their full-text index instead: runs holding a word that starts
         with each word of ``text`` (punctuation, ``%`` and ``_`` are not words)."""
         runs = await self.page(limit=1_000_000, before=before, state=state, context=context, platform=platform)
@@ -181,7 +210,7 @@ class RunStore(ABC):
         self, *, limit: int = 50, platform: str | None = None, text: str | None = None
     ) -> builtins.list[tuple[RunRecord, int]]:
         """Conversations by their latest run, newest first: ``(that run, runs in the conversation)``.
-        With ``text``, the conversations that have runs matching it (as :meth:`search`), each
+        With ``text``, the conversations that have runs matching it (as `search()`), each
         with its latest matching run and the number of them."""
         runs = await (
             self.search(text, limit=1_000_000, platform=platform)

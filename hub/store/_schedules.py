@@ -1,9 +1,9 @@
-"""Schedule ticks: the :class:`ScheduleStore` seam the scheduler keeps its last fires in
+"""Schedule ticks: the `ScheduleStore` seam the scheduler keeps its last fires in
 (hub/features/_schedules.py), so schedules survive restarts and a tick fires once across
 workers (each tick is claimed by a compare-and-set of the last fire time).
 
-The backends: :class:`hub.store.InMemoryScheduleStore` (hub/store/_in_memory.py) and
-:class:`hub.store.sql.SqlScheduleStore` (hub/store/sql/_stores.py).
+The backends: `hub.store.InMemoryScheduleStore` (hub/store/_in_memory.py) and
+`hub.store.sql.SqlScheduleStore` (hub/store/sql/_stores.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Stop requests: the :class:`StopStore` seam through which a stop reaches the worker that holds a run.
+"""Stop requests: the `StopStore` seam through which a stop reaches the worker that holds a run.
 
 An operator's stop (``hub stop RUN_ID``, ``POST /runs/{id}/stop``, the dashboard) or a user's
 ``/stop`` may arrive on another process than the one running the run: another ``hub run``
@@ -7,8 +7,8 @@ row here; every worker polls the rows while it has runs in flight, stops the run
 and clears their rows (hub/features/_stops.py). A row nobody takes (its run ended, or died
 with its worker) is pruned.
 
-The backends: :class:`hub.store.InMemoryStopStore` (hub/store/_in_memory.py) and
-:class:`hub.store.sql.SqlStopStore` (hub/store/sql/_stores.py, table ``run_stops``).
+The backends: `hub.store.InMemoryStopStore` (hub/store/_in_memory.py) and
+`hub.store.sql.SqlStopStore` (hub/store/sql/_stores.py, table ``run_stops``).
 """
 
 from __future__ import annotations

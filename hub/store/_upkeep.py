@@ -1,8 +1,8 @@
-"""Upkeep of what no conversation owns, pruned apart from :mod:`hub.store._retention` (which
+"""Upkeep of what no conversation owns, pruned apart from `hub.store._retention` (which
 prunes runs, inputs and conversations): pending pairings of strangers who never came back, and
 held posts done with (posted, rejected, failed, expired) a while ago.
 
-Each rule is a small function; :class:`Upkeep` runs them every ``[hub.retention] interval``.
+Each rule is a small function; `Upkeep` runs them every ``[hub.retention] interval``.
 """
 
 from __future__ import annotations

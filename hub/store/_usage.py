@@ -1,8 +1,8 @@
-"""Usage, in tokens and in money: the :class:`UsageStore` seam the daily budgets count in
+"""Usage, in tokens and in money: the `UsageStore` seam the daily budgets count in
 (hub/features/_budgets.py).
 
-The backends: :class:`hub.store.InMemoryUsageStore` (hub/store/_in_memory.py) and
-:class:`hub.store.sql.SqlUsageStore` (hub/store/sql/_stores.py).
+The backends: `hub.store.InMemoryUsageStore` (hub/store/_in_memory.py) and
+`hub.store.sql.SqlUsageStore` (hub/store/sql/_stores.py).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """What tests of the hub and of extensions need: a scripted model and loopback fakes.
 
-- :class:`ScriptedModel`: the model, scripted; streams its responses in awkward chunks.
-- :class:`FakeServer`: the base of every loopback fake of a remote API (a real aiohttp
+- [`ScriptedModel`][hub.ScriptedModel]: the model, scripted; streams its responses in awkward chunks.
+- [`FakeServer`][hub.testing.FakeServer]: the base of every loopback fake of a remote API (a real aiohttp
   server on 127.0.0.1), with a request log, failure injection (``fail_next``) and waits;
-  :func:`loopback_resolver` points a platform's media host names at such a fake.
-- :class:`FakeOpenAI`: OpenAI's chat completions, for the real ``openai`` client (also the
-  server the benchmarks run against: ``python -m hub.testing.openai``); :func:`tool_turn`
+  [`loopback_resolver()`][hub.testing.loopback_resolver] points a platform's media host names at such a fake.
+- [`FakeOpenAI`][hub.testing.FakeOpenAI]: OpenAI's chat completions, for the real ``openai`` client (also the
+  server the benchmarks run against: ``python -m hub.testing.openai``); [`tool_turn()`][hub.testing.tool_turn]
   scripts an answer of native tool calls, streamed as the API streams them.
 - ``hub.testing.whatsapp``: ``FakeWhatsApp``, Meta's Graph API for the real ``pywa_async`` client
   and the signed webhooks Meta sends (also a program for the WhatsApp quick start:
@@ -19,8 +19,9 @@
 - ``hub.testing.audio``: real audio made at test time with PyAV (``ogg_opus``, ``audio_bytes`` in
   OGG/Opus, M4A/AAC, MP3, WAV or WebM, ``silence``, ``lying_wav``), for voice; ``FakeOpenAI``
   serves ``/v1/audio/transcriptions`` and ``/v1/audio/speech`` with it.
-- :func:`temp_config`: a config on a test's temporary folder (data, personas), episodic memory off.
-- :func:`png` and :func:`image_bytes`: picture files to attach, drawn with Pillow.
+- [`temp_config()`][hub.testing.temp_config]: a config on a test's temporary folder (data, personas),
+episodic memory off.
+- [`png()`][hub.testing.png] and [`image_bytes()`][hub.testing.image_bytes]: picture files to attach, drawn with Pillow.
 - ``hub.testing.fixtures``: autouse pytest fixtures (no network, logging restored) to import into
   a ``conftest.py``.
 - ``hub.testing.postgres``: a PostgreSQL schema of its own per test (``[store] url``), dropped
@@ -29,12 +30,17 @@
 Nothing here talks to the network, and nothing in the core imports this package.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..models.scripted import ScriptedModel
 from .config import temp_config
 from .fakes import Failure, FakeServer, Recorded, loopback_resolver
 from .pictures import image_bytes, png
+
+if TYPE_CHECKING:
+    # what __getattr__ below imports when asked for, named here for type checkers and for the
+    # API reference (griffe reads this block), which would otherwise not see these names
+    from .openai import FakeOpenAI, Script, ToolTurn, closed_port, load_script, tool_turn
 
 __all__ = [
     "Failure",

@@ -2,7 +2,7 @@
 
 A tone (or noise) of the length a test chooses, in the containers and codecs platforms
 send: OGG/Opus (Telegram, WhatsApp and Discord voice notes), M4A/AAC (iPhones), MP3, WAV,
-WebM. :func:`lying_wav` is an audio bomb: a tiny WAV whose header claims hours.
+WebM. `lying_wav()` is an audio bomb: a tiny WAV whose header claims hours.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ FORMATS: dict[str, tuple[str, str, int]] = {
 
 def audio_bytes(seconds: float = 1.0, *, format: str = "ogg", freq: float = 440.0, noise: bool = False) -> bytes:  # noqa: A002
     """``seconds`` of a sine tone at ``freq`` Hz (or white noise), mono, encoded as ``format``
-    (a key of :data:`FORMATS`)."""
+    (a key of `FORMATS`)."""
     import av
     import numpy as np
 

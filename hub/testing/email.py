@@ -1,13 +1,13 @@
 """Real mail servers on loopback, for the email extension's tests and its quick start.
 
-- :class:`Dovecot`: Debian's ``dovecot-imapd`` (``/usr/sbin/dovecot``) started in a
+- `Dovecot`: Debian's ``dovecot-imapd`` (``/usr/sbin/dovecot``) started in a
   temporary folder: ``passwd-file`` auth, maildir, ``127.0.0.1`` on a free port, ``ssl =
   no``, a short ``base_dir`` (unix socket paths are limited to 108 bytes). Mail reaches the
-  bot's mailbox by IMAP ``APPEND`` (:meth:`Dovecot.deliver`), as a delivery agent would put it
+  bot's mailbox by IMAP ``APPEND`` (`Dovecot.deliver()`), as a delivery agent would put it
   there; the test then watches the mailbox's flags as the extension leaves them.
-- :class:`SmtpSink`: ``aiosmtpd``'s real SMTP server on a free port, with ``AUTH`` (over
+- `SmtpSink`: ``aiosmtpd``'s real SMTP server on a free port, with ``AUTH`` (over
   plain text: loopback only), keeping every message the bot sends.
-- :func:`mail`: a test mail as bytes, with the headers a real one carries.
+- `mail()`: a test mail as bytes, with the headers a real one carries.
 
 Run it alone for the quick start: ``python -m hub.testing.email --imap-port 1143
 --smtp-port 1025`` starts both; each line typed on its standard input is mailed to the bot,
@@ -119,7 +119,7 @@ class Dovecot:
         capability: str | None = None,
     ) -> None:
         """``cert``: a certificate chain and its key (PEM): TLS is then offered, by STARTTLS on
-        :attr:`port` and from the first byte on :attr:`tls_port`. ``capability``: what the
+        `port` and from the first byte on `tls_port`. ``capability``: what the
         server says it can do after the login, instead of Dovecot's list (a server without
         IDLE: ``"IMAP4rev1 UIDPLUS"``)."""
         if not os.path.exists(DOVECOT):

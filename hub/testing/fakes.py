@@ -4,7 +4,7 @@ Each fake is a real aiohttp server on 127.0.0.1 (port 0), used as an async conte
 so tests drive the *real* client libraries (openai, python-telegram-bot, discord.py,
 tweepy) and exercise their own request, parsing and retry code. The platform fakes live
 beside their extensions (``extensions/telegram/tests/fake_telegram.py``, ...); a new
-platform's fake subclasses :class:`FakeServer` and implements ``_build_app``.
+platform's fake subclasses [`FakeServer`][hub.testing.FakeServer] and implements ``_build_app``.
 
 Shared by all of them (``FakeServer``): ``requests`` (every request received, in order),
 ``sent`` (every message the bot sent), ``fail_next(name, status=..., count=...)`` to make
@@ -13,7 +13,7 @@ the next calls of an endpoint fail, ``failures`` (the injected failures actually
 
 A fake that serves files at a platform's media host (Discord's CDN, X's pictures) serves
 them under that host's real name on its loopback port, and the extension under test is
-given :func:`loopback_resolver` for those names: its downloads go through the real host and
+given [`loopback_resolver()`][hub.testing.loopback_resolver] for those names: its downloads go through the real host and
 address rules (``hub.platform.MediaHosts``), with only the lookup of those names pointed here.
 """
 
@@ -56,12 +56,19 @@ class Recorded:
     """
 
     name: str
+    """The endpoint, as the platform names it."""
     method: str
+    """The HTTP method."""
     path: str
+    """The request's path."""
     params: dict[str, Any]
+    """The query string and the decoded body, merged."""
     headers: dict[str, str]
+    """The request's headers."""
     status: int = 0
+    """The status the fake answered."""
     at: float = field(default_factory=time.monotonic)
+    """When it came (``time.monotonic()``)."""
 
 
 @dataclass
@@ -69,11 +76,17 @@ class Failure:
     """An injected failure: the next ``count`` calls of ``name`` answer ``status``."""
 
     name: str
+    """The endpoint that fails."""
     status: int
+    """The HTTP status it answers."""
     retry_after: float | None
+    """The ``retry_after`` it asks for (a 429's), or None."""
     count: int
+    """How many calls it fails."""
     description: str | None = None
+    """The error's text, where the platform's errors carry one; None: the fake's own."""
     served: int = 0
+    """How many failing answers were given so far."""
     code: str | None = None
     """The error's ``code`` where the platform's errors carry one (OpenAI: ``context_length_exceeded``)."""
 
@@ -86,10 +99,13 @@ class FakeServer:
     """
 
     host = "127.0.0.1"
+    """Where it listens: loopback only."""
 
     def __init__(self) -> None:
         self.port: int = 0
+        """Its port: 0 until started on a free one (or set it before ``start`` for a fixed one)."""
         self.closing = False
+        """True while it stops: a long poll or a wait sees it and returns."""
         self._runner: web.AppRunner | None = None
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
 
@@ -155,9 +171,12 @@ class FakeServer:
 
     @property
     def base_url(self) -> str:
+        """``http://127.0.0.1:PORT``: point the client under test at it."""
         return f"http://{self.host}:{self.port}"
 
     async def start(self) -> None:
+        """Serve on ``host`` (at ``port``, or a free one when it is 0); idempotent. ``async with`` starts
+        and stops it."""
         if self._runner is not None:
             return
         self.closing = False

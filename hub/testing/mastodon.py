@@ -7,8 +7,8 @@ posts nothing new; over the limit 422 as Mastodon answers) and the streaming API
 /api/v1/streaming/user`` (server-sent events: ``event: notification``).
 
 Rate limits are in every answer's ``X-RateLimit-*`` headers; ``fail_next("POST /api/v1/statuses",
-status=429)`` answers 429 with them spent, ``status=503`` a server error. :meth:`FakeMastodon.mention`
-adds a mention (and streams it to the connected clients); :meth:`drop_streams` ends the streams
+status=429)`` answers 429 with them spent, ``status=503`` a server error. `FakeMastodon.mention()`
+adds a mention (and streams it to the connected clients); `drop_streams()` ends the streams
 from the server's side.
 """
 

@@ -1,11 +1,11 @@
 """A loopback fake of OpenAI's chat-completions API: one server for the tests and ``bench/``.
 
 In tests, ``FakeOpenAI(responses)`` answers ``POST /v1/chat/completions`` with the next
-scripted response (a string, a native tool turn built by :func:`tool_turn`, or a callable of
+scripted response (a string, a native tool turn built by [`tool_turn()`][hub.testing.tool_turn], or a callable of
 the request body returning either);
 ``fail_next("chat", status=429, count=N)`` injects errors (a 401 quotes the key it was
 given, as OpenAI's does), ``hang_next()`` a request that gets no answer until the server
-stops, and :func:`closed_port` gives a port nothing listens on (a refused connection);
+stops, and [`closed_port()`][hub.testing.closed_port] gives a port nothing listens on (a refused connection);
 ``requests`` / ``bodies`` record what came in. For benchmarks (the hub and a peer talking to the same process, so
 that neither gets a faster model) it runs as a process::
 
@@ -20,7 +20,7 @@ Endpoints
     and ``usage``, then ``data: [DONE]``. ``latency`` seconds pass before the first byte
     of the body (the model's time to first token). The usage's
     ``prompt_tokens_details.cached_tokens`` plays a provider's prompt cache: the longest
-    prefix the prompt (:func:`prompt_text`) shares with one of the last 16 prompts.
+    prefix the prompt (`prompt_text()`) shares with one of the last 16 prompts.
     A tool turn streams as OpenAI streams it (the shape of the streams openai-python's own
     tests recorded from the API): a first chunk with the role and ``content: null``, the text
     if any, then for each call one chunk with its ``index``, ``id``, ``type`` and function
@@ -104,9 +104,13 @@ class ToolTurn:
     the last fragment, with no finish reason, usage or ``[DONE]`` (a broken stream)."""
 
     content: str | None = None
+    """Text the turn writes before its calls, or None."""
     calls: list[dict[str, Any]] = field(default_factory=list)
+    """The calls: ``{"name", "arguments", "id"}`` each."""
     finish_reason: str | None = None
+    """The finish reason to send; None: ``tool_calls`` when there are calls, else ``stop``."""
     drop: bool = False
+    """Close the connection after the last fragment (a broken stream)."""
 
     def text(self) -> str:
         """What the turn writes, for the usage count and ``sent``."""
@@ -114,7 +118,7 @@ class ToolTurn:
 
 
 def tool_turn(content: str | None = None, *calls: tuple[str, Any], **kw: Any) -> ToolTurn:
-    """A :class:`ToolTurn`: ``tool_turn(None, ("get_weather", {"city": "Paris"}))``."""
+    """A [`ToolTurn`][hub.testing.ToolTurn]: ``tool_turn(None, ("get_weather", {"city": "Paris"}))``."""
     return ToolTurn(content, [{"name": n, "arguments": a} for n, a in calls], **kw)
 
 
@@ -159,7 +163,23 @@ def content_text(content: Any) -> str:
 
 
 class Script:
-    """One client's responses and the rules that pick among them (see the module docstring)."""
+    """One client's responses and the rules that pick among them, from a script file's JSON.
+
+    ``spec`` is a list of responses, or ``{"responses": [...], "rules": [...]}``. A rule
+    ``{"contains": TEXT, "pick": N}`` (or ``"regex"``) picks response ``N`` when the text
+    occurs in what it looks at: ``"in": "last"`` the last message's content, ``"last_user"``
+    the last user message, ``"all"`` (the default) every message joined; ``"not": true``
+    inverts it. The first rule that matches picks; with none, response 0. A response
+    ``{"repeat": TEXT, "times": N, "prefix": ..., "suffix": ...}`` is built once, at load.
+
+    Raises:
+        ValueError: no responses, a rule's ``in`` unknown, or its ``pick`` out of range.
+
+    Attributes:
+        name: The client's name (a benchmark's ``X-Bench-Client`` header picks it).
+        responses: Its responses, built.
+        rules: Its rules, compiled: (where, test, negated, pick).
+    """
 
     def __init__(self, name: str, spec: Any) -> None:
         self.name = name
@@ -184,6 +204,7 @@ class Script:
             self.rules.append((where, test, bool(rule.get("not", False)), pick))
 
     def choose(self, messages: list[dict[str, Any]]) -> int:
+        """The index of the response for a request's ``messages``: the first matching rule's pick, else 0."""
         texts = [content_text(m.get("content")) for m in messages]
         views: dict[str, str] = {}
         for where, test, negate, pick in self.rules:
@@ -201,7 +222,16 @@ class Script:
 
 
 def load_script(spec: Any) -> tuple[dict[str, Script], str]:
-    """Clients and the default client's name, from a script (a path, or the parsed JSON)."""
+    """Clients and the default client's name, from a script (a path, or the parsed JSON).
+
+    A script is a list of responses every request shares, or
+    ``{"default": NAME, "clients": {NAME: SPEC, ...}}`` with one [`Script`][hub.testing.Script]
+    spec per client; None is one response that ends the run.
+
+    Raises:
+        ValueError: a client's spec is wrong (see [`Script`][hub.testing.Script]), or ``default``
+            names no client.
+    """
     if spec is None:
         spec = ["<response><reasoning>ok</reasoning></response>"]
     elif isinstance(spec, str):
@@ -228,10 +258,35 @@ class FakeOpenAI(FakeServer):
     """OpenAI's chat completions on 127.0.0.1.
 
     A request takes, in order of preference: an injected failure; the next of
-    ``responses`` (consumed); the ``script``'s pick (see :func:`load_script`); ``default``.
+    ``responses`` (consumed); the ``script``'s pick (see [`load_script()`][hub.testing.load_script]); ``default``.
     With none left it answers 500. ``chunk_delay`` paces the stream one event per write;
     without it events go out in writes of about ``write_bytes``. ``record=False`` keeps
     no request log (only the ``stats`` a benchmark reads), for long runs.
+
+    Args:
+        responses: Answers to the next requests, in order: text, a [`ToolTurn`][hub.testing.ToolTurn],
+            or a function of the request's JSON body returning either.
+        script: A script file's path or its parsed JSON ([`load_script`][hub.testing.load_script]).
+        chunk: Characters of content per streamed event.
+        latency: Seconds before the first byte of a body (the model's time to first token).
+        chunk_delay: Seconds between events.
+        default: The answer when nothing else gives one; None: a 500.
+        write_bytes: About how many bytes go out per write when ``chunk_delay`` is 0.
+        record: Whether to keep the request log.
+        port: The port to listen on; 0: a free one.
+
+    Attributes:
+        state: What outlives one server: the request log, the sent answers, the failures, the bodies.
+        responses: The answers left, consumed in order.
+        default: The answer when nothing else gives one.
+        chunk: Characters of content per streamed event.
+        latency: Seconds before the first byte of a body.
+        chunk_delay: Seconds between events.
+        write_bytes: Bytes per write without ``chunk_delay``.
+        record: Whether the request log is kept.
+        port: Its port (0 until started on a free one).
+        stats: One entry per chat request (client, model, response, prompt size), for ``GET /stats``.
+        speech_seconds_per_char: Seconds of tone ``/v1/audio/speech`` makes per character of input.
     """
 
     def __init__(
@@ -468,7 +523,7 @@ class FakeOpenAI(FakeServer):
         return web.json_response(payload, status=failure.status, headers=headers)
 
     def _count(self, messages: list[Any], text: str, *, client: str, model: str, pick: int) -> dict[str, Any]:
-        """The request's usage (about 4 characters a token), and its line in :attr:`stats`."""
+        """The request's usage (about 4 characters a token), and its line in `stats`."""
         texts = [content_text(m.get("content")) for m in messages]
         prompt_chars = sum(len(t) for t in texts)
         prompt_tokens = max(1, prompt_chars // 4)

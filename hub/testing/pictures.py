@@ -28,5 +28,5 @@ def image_bytes(
 
 
 def png(width: int = 64, height: int = 48, *, mode: str = "RGB", color: Any = (200, 30, 30), **save: Any) -> bytes:
-    """A PNG of one ``color``: :func:`image_bytes` with ``format="PNG"``."""
+    """A PNG of one ``color``: [`image_bytes()`][hub.testing.image_bytes] with ``format="PNG"``."""
     return image_bytes(width, height, format="PNG", mode=mode, color=color, **save)

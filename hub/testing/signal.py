@@ -8,9 +8,9 @@ and the receive websocket ``GET /v1/receive/{number}``.
 
 As the real API does, a frame is written to the websockets connected when it is delivered
 and dropped when none is (signal-cli has taken it from Signal's servers by then); each frame
-is ``{"envelope": {...}, "account": "<number>"}``. :meth:`FakeSignal.message` builds the
+is ``{"envelope": {...}, "account": "<number>"}``. `FakeSignal.message()` builds the
 envelope of a user's message (text, group, mentions, a quote, attachments, a reaction, an
-edit); :meth:`FakeSignal.deliver` writes it; :meth:`FakeSignal.drop_connections` closes the
+edit); `FakeSignal.deliver()` writes it; `FakeSignal.drop_connections()` closes the
 sockets from the server's side, as a restarted container does. Errors are the API's:
 ``400 {"error": "..."}``, and 429 with ``challenge_tokens`` for Signal's rate limit
 (``fail_next("send", status=429)``).
@@ -405,7 +405,7 @@ class FakeSignal(FakeServer):
         return {"envelope": envelope, "account": self.number}, stamp
 
     def quote_of(self, sent: dict[str, Any]) -> dict[str, Any]:
-        """A quote of a message the bot sent (one of :attr:`sent`), as a user's reply carries it."""
+        """A quote of a message the bot sent (one of `sent`), as a user's reply carries it."""
         return {
             "id": sent["timestamp"],
             "author": self.number,

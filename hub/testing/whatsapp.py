@@ -3,13 +3,13 @@
 (signed with ``X-Hub-Signature-256``, the GET verification).
 
 The real client (``pywa_async``) is pointed at it through the extension's ``base_url``: its
-requests to ``graph.facebook.com`` go to :attr:`FakeWhatsApp.base_url` instead. Media are
+requests to ``graph.facebook.com`` go to `FakeWhatsApp.base_url` instead. Media are
 served at ``lookaside.fbsbx.com`` on the fake's port, so the extension's download goes
-through its real host rules with only that name resolved here (:func:`loopback_resolver`).
+through its real host rules with only that name resolved here (`loopback_resolver()`).
 
 As Meta does, the fake accepts a free-form message to a user who has not written within 24
 hours (200, with a message id) and then fails it with a ``failed`` status webhook carrying
-error 131047; :meth:`FakeWhatsApp.fail_code` makes the next calls answer a Graph error
+error 131047; `FakeWhatsApp.fail_code()` makes the next calls answer a Graph error
 (131056 pair rate limit, 130429 throughput, ...).
 
 Run it alone for the quick start: ``python -m hub.testing.whatsapp --port 8090
@@ -341,7 +341,7 @@ class FakeWhatsApp(FakeServer):
     async def deliver(
         self, payload: dict[str, Any] | bytes, *, secret: str | None = None, signature: str | None = None
     ) -> tuple[int, str]:
-        """POST a webhook to :attr:`webhook_url`, signed as Meta signs it; the answer's status and text."""
+        """POST a webhook to `webhook_url`, signed as Meta signs it; the answer's status and text."""
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         headers = {"Content-Type": "application/json"}
         headers["X-Hub-Signature-256"] = signature if signature is not None else sign(body, secret or self.app_secret)

@@ -7,7 +7,7 @@ seconds (the first at start).
 
 ``dry_run`` (on by default) logs what would be posted; ``review`` holds each reply for an
 operator (``hub review``); both, and the caps, are every public timeline's
-(:class:`hub.platform.PublicSettings`).
+([`hub.platform.PublicSettings`][hub.platform.PublicSettings]).
 """
 
 from __future__ import annotations

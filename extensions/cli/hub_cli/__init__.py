@@ -6,13 +6,13 @@ When standard output is a terminal, a reply is printed as the model writes it (a
 output); to a pipe or a file, whole replies are written, a line each, as before.
 
 The hub's chat commands work here as on every platform (``/help`` lists them): a line
-``/name args`` that names one is answered without the model (:func:`converse`). Lines are
+``/name args`` that names one is answered without the model (`converse()`). Lines are
 answered one at a time, in order, but ``/stop`` goes at once, while an answer is still
 being written, and ends it.
 
 An action that needs a person's yes (``[approvals]``) is asked here as a line ending in
 ``[y/n]``; the next line ``y`` or ``n`` (``yes``, ``no``) answers it, and does not reach the
-model (:class:`TerminalApprover`).
+model (`TerminalApprover`).
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ _NO = frozenset({"n", "no"})
 
 class TerminalApprover(Approver):
     """The terminal's way to ask: a ``[y/n]`` line; the user's next ``y`` or ``n`` answers
-    the oldest open question (:meth:`take`, called by :func:`converse` for each line)."""
+    the oldest open question (`take()`, called by `converse()` for each line)."""
 
     def __init__(self, settings: CliSettings, out: TextIO | None = None) -> None:
         self._settings = settings

@@ -1,11 +1,11 @@
 """One Discord connection: the client's lifecycle, the listener and the sender.
 
-:class:`DiscordBot` is three things the extension declares, sharing one ``discord.Client``:
+`DiscordBot` is three things the extension declares, sharing one ``discord.Client``:
 the service (login, gateway, close), the input (each MESSAGE_CREATE checked, recorded through
 ``send`` and answered by a run) and the ``discord:message`` output (split, paced and retried
-through a :class:`~hub.platform.Governor`). Deciding whether to answer is :func:`ignore_reason`,
-pure over the message (in :mod:`._messages`, with the output's limits); acting on it is
-:meth:`DiscordBot._handle`. Start errors are worded in :mod:`._errors`.
+through a [`Governor`][hub.platform.Governor]). Deciding whether to answer is `ignore_reason()`,
+pure over the message (in `_messages`, with the output's limits); acting on it is
+`DiscordBot._handle()`. Start errors are worded in `_errors`.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ new one is logged as not taken (with its ids) instead of growing memory without 
 
 
 class _Client(discord.Client):
-    """discord.Client whose events go to the :class:`DiscordBot`."""
+    """discord.Client whose events go to the `DiscordBot`."""
 
     def __init__(self, bot: DiscordBot, **options: Any) -> None:
         # A text bot: no voice, so no warning that voice's optional packages are missing.
@@ -387,7 +387,7 @@ class DiscordBot:
         """Take the messages in order. The gateway never delivers a message again, so one
         that cannot be recorded is retried here, with backoff, the later ones waiting
         behind it (a database outage delays them, loses none); one that fails
-        :data:`PARK_AFTER` times for a reason of its own is parked in the inbox."""
+        `PARK_AFTER` times for a reason of its own is parked in the inbox."""
         assert self._hub is not None
         poison = PoisonUpdates(self.label, self._hub.inbox, park_after=PARK_AFTER, redactor=self._hub.redactor)
         backoff = Backoff(first=0.5, most=30.0, jitter=0.2)
@@ -581,7 +581,7 @@ class DiscordBot:
 
     async def send_voice(self, content: str, ctx: RunContext) -> list[str]:
         """The reply spoken too, after its text, when ``[voice]`` says so
-        (:func:`hub.platform.speak`): each part a voice message (flag IS_VOICE_MESSAGE, with
+        ([`hub.platform.speak()`][hub.platform.speak]): each part a voice message (flag IS_VOICE_MESSAGE, with
         its duration and waveform), or an audio file where the bot may not send voice
         messages. A part that fails is logged and ends the speaking: the text went out."""
         clips = await speak(ctx, content)

@@ -1,5 +1,5 @@
 """Discord's errors as the bot reports them: the one line an operator reads when the bot
-cannot log in or connect (:func:`start_error`), and the wait a rate limit asks for.
+cannot log in or connect (`start_error()`), and the wait a rate limit asks for.
 """
 
 from __future__ import annotations

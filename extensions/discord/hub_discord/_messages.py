@@ -1,6 +1,6 @@
 """Which Discord messages the bot answers, and what the model reads of them: the intents,
-whether a message is addressed to the bot, :func:`ignore_reason` (pure over the message)
-and :func:`message_text`; with the output's limits and the mentions it may ping.
+whether a message is addressed to the bot, `ignore_reason()` (pure over the message)
+and `message_text()`; with the output's limits and the mentions it may ping.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def ignore_reason(
 
 def message_text(message: discord.Message) -> str:
     """What the model reads: the text with mentions as names (attachments are
-    :func:`media_of`'s, shown after it)."""
+    `media_of()`'s, shown after it)."""
     return message.clean_content.strip() if message.content else ""
 
 

@@ -16,7 +16,7 @@ class DiscordSettings(PlatformSettings):
     """What the operator may set under ``[extensions.discord]``.
 
     ``allowed_users`` (user ids, in guilds and DMs), ``loop_guard_*`` and ``send_*`` are
-    every platform's (:class:`hub.platform.PlatformSettings`).
+    every platform's ([`hub.platform.PlatformSettings`][hub.platform.PlatformSettings]).
     """
 
     shared_by_accounts = ("live",)  # one output (live or whole) and one prompt serve every account
@@ -58,7 +58,7 @@ class DiscordSettings(PlatformSettings):
     """Seconds a shard's lease lasts unrenewed: how long a dead worker's shards stay
     disconnected before another worker sharing the store takes them over."""
     media_hosts: list[str] = Field(default_factory=list)
-    """Hosts added to :data:`MEDIA_HOSTS` that attachments may be fetched from (a host, or
+    """Hosts added to `MEDIA_HOSTS` that attachments may be fetched from (a host, or
     any host under it); an attachment is fetched only from them, and only at public addresses."""
 
     @field_validator("media_hosts")

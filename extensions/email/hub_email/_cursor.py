@@ -3,7 +3,7 @@ and kept across restarts): the highest UID taken, under the folder's UIDVALIDITY
 
 The cursor only moves forward, in the order (UIDVALIDITY, UID): a server gives a folder
 whose UIDs changed a greater UIDVALIDITY (RFC 3501 2.3.1.1), so a newer one always wins.
-Each move is one :meth:`~hub.store.MemoryStore.update` (a compare-and-set, applied again if
+Each move is one [`update()`][hub.MemoryStore.update] (a compare-and-set, applied again if
 another writer came first): a worker that lost the lease and still finishes a mail, or a
 late write after a restart, never moves it back, which would read mail again (the inbox
 would refuse it, but the work would be done twice).

@@ -4,7 +4,7 @@ and UIDNEXT), find mail by UID, fetch it without marking it read (``BODY.PEEK[]`
 server has no IDLE).
 
 aioimaplib speaks implicit TLS; ``STARTTLS`` it lists but does not carry out, so
-:meth:`Mailbox._starttls` upgrades its connection with asyncio's ``start_tls`` after the
+`Mailbox._starttls()` upgrades its connection with asyncio's ``start_tls`` after the
 server's go-ahead, as RFC 3501 6.2.1 describes, and asks for the capabilities again.
 """
 

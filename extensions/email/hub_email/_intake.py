@@ -5,7 +5,7 @@ mail recorded in the hub's inbox (``platform_id = "email:<Message-ID>"``: a mail
 again is refused there, so it is answered once).
 
 A mail that fails to be taken for a reason of its own (one that cannot be read, a bug) is
-counted; at its :data:`PARK_AFTER`-th failure it is parked in the inbox with its secrets
+counted; at its `PARK_AFTER`-th failure it is parked in the inbox with its secrets
 masked (``hub inbox``) and the reader goes past it. A store failure is never counted: the
 mail is read again until the store takes it.
 """
@@ -60,7 +60,7 @@ class Intake:
         recorded or parked (it may be flagged read), False when it is not for the bot.
 
         Raises:
-            NotTaken: it failed, fewer than :data:`PARK_AFTER` times, or the store failed.
+            NotTaken: it failed, fewer than `PARK_AFTER` times, or the store failed.
         """
         inbound: Inbound | None = None
         key = f"email:sha256-{hashlib.sha256(raw).hexdigest()[:32]}@hub.invalid"

@@ -104,8 +104,8 @@ def parse(raw: bytes) -> EmailMessage:
 
 
 def read_mail(raw: bytes, *, ref: str) -> Inbound:
-    """``raw`` as an :class:`Inbound`; its attachments are referenced as ``ref`` + ``/`` + their
-    index (what :func:`attachments` gives the bytes of).
+    """``raw`` as an `Inbound`; its attachments are referenced as ``ref`` + ``/`` + their
+    index (what `attachments()` gives the bytes of).
 
     Raises:
         Unreadable: it has no sender address.

@@ -37,7 +37,7 @@ class EmailSettings(PlatformSettings):
     """What the operator may set under ``[extensions.email]``.
 
     ``dm_policy``, ``loop_guard_*`` and ``send_*`` are every platform's
-    (:class:`hub.platform.PlatformSettings`); every mail thread is a private conversation,
+    ([`hub.platform.PlatformSettings`][hub.platform.PlatformSettings]); every mail thread is a private conversation,
     so ``dm_policy`` applies to each. ``allowed_users`` is a synonym of ``allowed_senders``.
     """
 

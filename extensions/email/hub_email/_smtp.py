@@ -1,5 +1,5 @@
 """Mail out through SMTP (``aiosmtplib``), paced and retried by a
-:class:`~hub.platform.Governor`; and the reply itself: ``Re: subject``, ``In-Reply-To`` and
+[`Governor`][hub.platform.Governor]; and the reply itself: ``Re: subject``, ``In-Reply-To`` and
 ``References`` set so that the user's mail program shows it in the thread, and
 ``Auto-Submitted: auto-replied`` (RFC 3834) so that other robots do not answer it.
 

@@ -8,7 +8,7 @@ start, after a disconnect and every ``poll_interval`` seconds.
 
 ``dry_run`` (on by default) logs what would be posted; ``review`` holds each reply for an
 operator (``hub review``); both, and the caps, are every public timeline's
-(:class:`hub.platform.PublicSettings`).
+([`hub.platform.PublicSettings`][hub.platform.PublicSettings]).
 """
 
 from __future__ import annotations

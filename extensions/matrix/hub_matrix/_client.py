@@ -2,7 +2,7 @@
 
 The login: an ``access_token`` is used as given; else a ``password`` logs in once and the
 device it makes (its id and token) is kept in ``<data_dir>/matrix/``, so a restart is the
-same device. Outbound events go through the :class:`~hub.platform.Governor` (per-room and
+same device. Outbound events go through the [`Governor`][hub.platform.Governor] (per-room and
 global pacing; ``M_LIMIT_EXCEEDED``'s ``retry_after_ms`` honoured), each with one
 transaction id across its retries, so a send retried after a timeout is not posted twice.
 nio's own retries are off: the governor is the one place that waits and retries.
@@ -282,7 +282,7 @@ class MatrixClient:
         mention: str | None = None,
         on_part: Callable[[int, str], Awaitable[None]] | None = None,
     ) -> list[str]:
-        """Send ``text`` in parts of at most :data:`MAX_LENGTH`, in order; the first part
+        """Send ``text`` in parts of at most `MAX_LENGTH`, in order; the first part
         replies to ``reply_to``. ``on_part(index, event_id)`` is awaited after each part went
         out (the output handler records it, so a restart never sends it again).
 

@@ -16,9 +16,9 @@ MAX_EVENT_BYTES = 60_000
 """An event's content as sent, at most: a homeserver refuses events over 65,536 bytes, and
 the envelope (ids, signatures, the sender) takes the rest."""
 MAX_LENGTH = 16_000
-"""A message's text at most, in JSON-escaped units (:func:`wire_len`): its edit carries it
+"""A message's text at most, in JSON-escaped units (`wire_len()`): its edit carries it
 three times (the fallback ``body``, the new ``body``, the HTML), and stays under
-:data:`MAX_EVENT_BYTES` (an HTML body that would not is left out: the plain one stands)."""
+`MAX_EVENT_BYTES` (an HTML body that would not is left out: the plain one stands)."""
 
 # CommonMark with tables and strikethrough; raw HTML off, so what the model writes is escaped
 _MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(["table", "strikethrough"])

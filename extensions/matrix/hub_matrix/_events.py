@@ -1,4 +1,4 @@
-"""Which room events the bot answers, and what the model reads of them: :func:`classify`,
+"""Which room events the bot answers, and what the model reads of them: `classify()`,
 pure over the event as the homeserver sent it (a dict), so that an event the client library
 could not parse is judged the same way, and a malformed one is ignored, never a crash.
 """
@@ -145,7 +145,7 @@ def classify(
     display_name: str = "",
 ) -> Inbound | Ignored | Encrypted:
     """What to do with ``event`` (a timeline event as the homeserver sent it) in ``room_id``:
-    answer it (:class:`Inbound`), refuse it (:class:`Encrypted`), or leave it (:class:`Ignored`)."""
+    answer it (`Inbound`), refuse it (`Encrypted`), or leave it (`Ignored`)."""
     envelope = _envelope(event)
     if isinstance(envelope, Ignored):
         return envelope

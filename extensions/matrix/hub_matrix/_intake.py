@@ -12,7 +12,7 @@ message sent there in clear is refused the same way, never answered in clear.
 
 An event that fails to be taken for a reason of its own (a bug in reading it, a shape the
 intake does not expect) raises, so that the sync loop keeps its token and syncs the batch
-again; at its :data:`PARK_AFTER`-th failure it is parked in the inbox (``hub inbox``) and the
+again; at its `PARK_AFTER`-th failure it is parked in the inbox (``hub inbox``) and the
 sync goes on past it. A store failure is never counted: the batch is synced until the store
 takes it.
 """
@@ -60,7 +60,7 @@ PARK_AFTER = 3
 
 
 class Intake:
-    """Takes each room event and invite into the hub as :meth:`take` and :meth:`invited` decide."""
+    """Takes each room event and invite into the hub as `take()` and `invited()` decide."""
 
     def __init__(
         self,
@@ -104,7 +104,7 @@ class Intake:
         return ""
 
     async def take_or_park(self, room_id: str, event: Any) -> None:
-        """:meth:`take`, or park ``event`` once it has failed :data:`PARK_AFTER` times;
+        """`take()`, or park ``event`` once it has failed `PARK_AFTER` times;
         returns when the sync may go past it. Raises (its batch is synced again) while it
         has failed fewer times, or whenever the store failed."""
         key = event_key(room_id, event)

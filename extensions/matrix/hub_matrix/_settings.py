@@ -24,7 +24,7 @@ class MatrixSettings(PlatformSettings):
     and one of ``access_token`` and ``password`` are required.
 
     ``allowed_users`` (user ids, ``@ann:example.org``), ``dm_policy``, ``loop_guard_*`` and
-    ``send_*`` are every platform's (:class:`hub.platform.PlatformSettings`).
+    ``send_*`` are every platform's ([`hub.platform.PlatformSettings`][hub.platform.PlatformSettings]).
     """
 
     homeserver: str

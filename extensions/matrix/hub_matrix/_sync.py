@@ -9,7 +9,7 @@ message sent before it: a bot added to an account with years of history does not
 
 An event that makes the intake fail (a bug, an event of a shape it does not expect) keeps
 the token where it is: the batch is synced again (the inbox refuses what it took already),
-and at the event's :data:`~._intake.PARK_AFTER`-th failure it is parked in the inbox and the
+and at the event's `PARK_AFTER`-th failure it is parked in the inbox and the
 sync goes past it, so one event never wedges the sync and none is lost. A store error is
 never counted against an event: the batch is synced again until the store takes it.
 An invite that fails to be taken is logged and passed over (it is not an input to park).

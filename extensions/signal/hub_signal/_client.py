@@ -1,5 +1,5 @@
 """Everything the bot asks of signal-cli-rest-api (aiohttp against its documented REST API),
-paced and retried by a :class:`~hub.platform.Governor`, and the websocket it receives on.
+paced and retried by a [`Governor`][hub.platform.Governor], and the websocket it receives on.
 
 Neither Python client fits an asyncio hub that must record each message before it lets it
 be acknowledged: ``pysignalclirestapi`` is synchronous (``requests``) and has no websocket

@@ -6,7 +6,7 @@ the bot or a reply to it, the loop guard), recorded in the hub's inbox
 
 A redelivery (the same author and timestamp) is refused by the inbox, so it is answered
 once. A frame that fails to be taken for a reason of its own (a shape the intake does not
-read, a bug) is counted; the receiver tries it again, and at its :data:`PARK_AFTER`-th
+read, a bug) is counted; the receiver tries it again, and at its `PARK_AFTER`-th
 failure it is parked in the inbox with its secrets masked (``hub inbox``) and intake goes
 on. A store failure is never counted: the frame is tried until the store takes it.
 """
@@ -57,7 +57,7 @@ class Intake:
         self.typing = TypingIndicator("signal", client.typing, create_task=hub.create_task, interval=10.0)
 
     async def take_or_park(self, raw: str) -> None:
-        """:meth:`take` the frame ``raw``, or park it once it has failed :data:`PARK_AFTER`
+        """`take()` the frame ``raw``, or park it once it has failed `PARK_AFTER`
         times; returns when the receiver may go past it. Raises (the receiver tries it again)
         while it has failed fewer times, or whenever the store failed."""
         try:

@@ -78,8 +78,9 @@ class SignalSettings(PlatformSettings):
     """What the operator may set under ``[extensions.signal]``.
 
     ``allowed_users`` (numbers, ``+15550001111``, or account UUIDs), ``dm_policy``,
-    ``loop_guard_*`` and ``send_*`` are every platform's (:class:`hub.platform.PlatformSettings`).
-    ``dm_policy`` applies to direct chats; in groups ``allowed_users`` and ``allowed_groups`` do.
+    ``loop_guard_*`` and ``send_*`` are every platform's
+    ([`hub.platform.PlatformSettings`][hub.platform.PlatformSettings]). ``dm_policy`` applies to direct
+    chats; in groups ``allowed_users`` and ``allowed_groups`` do.
     """
 
     url: str = "http://127.0.0.1:8080"

@@ -4,15 +4,15 @@ One ``AsyncApp`` listens for ``message`` and ``app_mention`` events and the slas
 It runs with ``process_before_response``: the ack (the Socket Mode envelope's answer, or the
 Events API's HTTP answer) is sent only once the listener has returned, that is once the event
 is recorded in the inbox. A listener that fails raises: nothing is acknowledged and Slack
-delivers the event again; an event that fails :data:`~._intake.PARK_AFTER` times for a
+delivers the event again; an event that fails `PARK_AFTER` times for a
 reason of its own (not the store's) is parked in the inbox, then acknowledged.
 
-- **Socket Mode** (the default): :meth:`Bolt.run_socket` holds the connection
+- **Socket Mode** (the default): `Bolt.run_socket()` holds the connection
   (``apps.connections.open``, then the websocket; slack-sdk reconnects by itself) on the one
   worker holding the lease ``slack:socket:<bot user id>``.
-- **Events API** (``signing_secret`` set): :meth:`Bolt.route` is served on the hub's
+- **Events API** (``signing_secret`` set): `Bolt.route()` is served on the hub's
   ``[http]`` endpoint at ``events_path``; every worker answers, each request proven by its
-  signature (:mod:`._signature`) before its body is parsed.
+  signature (`_signature`) before its body is parsed.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Everything the bot sends to Slack's Web API (slack-sdk's ``AsyncWebClient``), paced and
-retried by :class:`~hub.platform.Governor`\\ s under Slack's rate tiers, and the files it
+retried by [`Governor`][hub.platform.Governor]\\ s under Slack's rate tiers, and the files it
 downloads.
 
 Messages go out as a ``section`` block of mrkdwn with the plain text beside it (what a
@@ -199,7 +199,7 @@ class SlackClient:
     # --- messages -------------------------------------------------------------------------
 
     async def post(self, channel: str, text: str, *, thread_ts: str | None = None) -> str:
-        """One message (Markdown, at most :data:`MAX_LENGTH` once in mrkdwn); returns its ``ts``."""
+        """One message (Markdown, at most `MAX_LENGTH` once in mrkdwn); returns its ``ts``."""
 
         async def once() -> str:
             try:

@@ -3,7 +3,7 @@ Slack slash commands, each acknowledged within Slack's 3-second window.
 
 A slash command is recorded in the hub like a message (``slack:command:<trigger id>``, so a
 redelivered envelope is answered once) and answered without the model. Its answer rides on
-the acknowledgement itself when it comes within :data:`ACK_WITHIN` seconds (the usual case:
+the acknowledgement itself when it comes within `ACK_WITHIN` seconds (the usual case:
 commands take milliseconds); else the command is acknowledged empty and the answer is posted
 to its ``response_url`` (which Slack keeps for 30 minutes). Someone the access rules leave
 out is told so in the acknowledgement, to them only.

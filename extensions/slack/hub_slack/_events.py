@@ -1,6 +1,6 @@
-"""Which Slack events the bot answers, and where: :func:`classify` (pure over the event) turns
-a ``message`` or ``app_mention`` event into an :class:`Inbound` (the conversation, the text,
-the files) or an :class:`Ignored` (why not).
+"""Which Slack events the bot answers, and where: `classify()` (pure over the event) turns
+a ``message`` or ``app_mention`` event into an `Inbound` (the conversation, the text,
+the files) or an `Ignored` (why not).
 
 Where: a direct message channel is one conversation (``slack:channel:D123``), its threads
 included; in a channel every thread is a conversation of its own

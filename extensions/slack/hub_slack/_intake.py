@@ -1,5 +1,5 @@
 """Slack's events into the hub, however they arrive (a Socket Mode envelope or an Events API
-POST): which to answer (:func:`classify`), who may talk to the bot (``dm_policy``,
+POST): which to answer (`classify()`), who may talk to the bot (``dm_policy``,
 ``allowed_users``), the loop guard, then the message recorded in the hub's inbox.
 
 An event is acknowledged to Slack only once it is recorded (or deliberately ignored): the
@@ -10,7 +10,7 @@ answered twice.
 
 An event that fails to be taken for a reason of its own (a bug in reading it, a shape the
 intake does not expect) is not acknowledged either, so Slack delivers it again; at its
-:data:`PARK_AFTER`-th failure it is parked in the inbox (``hub inbox``) and acknowledged,
+`PARK_AFTER`-th failure it is parked in the inbox (``hub inbox``) and acknowledged,
 and intake goes on. A store failure is never counted: Slack delivers the event until the
 store takes it.
 """
@@ -90,7 +90,7 @@ class Intake:
         self._pruned = 0.0  # time.monotonic() of the last prune of idle threads' markers
 
     async def take_or_park(self, event: dict[str, Any], *, last: bool = False) -> None:
-        """:meth:`take`, or park ``event`` once it has failed :data:`PARK_AFTER` times (at
+        """`take()`, or park ``event`` once it has failed `PARK_AFTER` times (at
         once when ``last``: Slack will not deliver it again); returns when it may be
         acknowledged to Slack. Raises (not acknowledged: Slack delivers it again) while it
         has failed fewer times, or whenever the store failed."""
@@ -209,7 +209,7 @@ class Intake:
 
     async def prune_threads(self, *, now: float | None = None) -> int:
         """Forget the markers of threads idle for ``[hub.retention] days`` (else
-        :data:`THREAD_MARKER_DAYS`); how many."""
+        `THREAD_MARKER_DAYS`); how many."""
         days = self.hub.config.hub.retention.days or THREAD_MARKER_DAYS
         gone = await prune_markers(self.hub.memory, THREAD_PREFIX, max_age=days * 86_400, now=now)
         if gone:

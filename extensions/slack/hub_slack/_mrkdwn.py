@@ -1,7 +1,7 @@
-"""The model writes Markdown; Slack renders mrkdwn, its own dialect. :func:`to_mrkdwn` rewrites
+"""The model writes Markdown; Slack renders mrkdwn, its own dialect. `to_mrkdwn()` rewrites
 one into the other (``**b**`` to ``*b*``, ``[t](u)`` to ``<u|t>``, headings bold), leaves code
 as it is, escapes ``& < >`` as Slack asks and keeps only user and channel mentions (never
-``@channel``, ``@here`` or ``@everyone``). :func:`to_plain` is the same text without markup:
+``@channel``, ``@here`` or ``@everyone``). `to_plain()` is the same text without markup:
 the message's ``text`` beside its mrkdwn block (notifications, screen readers), and what is
 sent alone when Slack refuses the block.
 """

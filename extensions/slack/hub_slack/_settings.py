@@ -17,7 +17,7 @@ class SlackSettings(PlatformSettings):
     """What the operator may set under ``[extensions.slack]``.
 
     ``allowed_users`` (user ids, ``U...``), ``dm_policy``, ``loop_guard_*`` and ``send_*`` are
-    every platform's (:class:`hub.platform.PlatformSettings`).
+    every platform's ([`hub.platform.PlatformSettings`][hub.platform.PlatformSettings]).
     """
 
     shared_by_accounts = ("live",)  # one output (live or whole) and one prompt serve every account
@@ -64,7 +64,7 @@ class SlackSettings(PlatformSettings):
     max_request_age: float = Field(300.0, ge=10, le=300)
     """Events API: seconds a signed request stays valid (at most Slack's 300); an older timestamp is a replay."""
     media_hosts: list[str] = Field(default_factory=list)
-    """Hosts added to :data:`MEDIA_HOSTS` that files may be downloaded from (a host, or any
+    """Hosts added to `MEDIA_HOSTS` that files may be downloaded from (a host, or any
     host under it), only at public addresses."""
 
     @field_validator("media_hosts")

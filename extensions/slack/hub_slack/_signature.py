@@ -2,7 +2,7 @@
 ``v0:<timestamp>:<body>`` keyed by the signing secret, checked by slack-sdk's
 ``SignatureVerifier``.
 
-The hub asks :meth:`SlackSignature.headers` before it reads the body: a request without the
+The hub asks `SlackSignature.headers()` before it reads the body: a request without the
 headers, or whose timestamp is further than ``max_request_age`` from now, is refused (a replay
 of a captured request), so nothing of its body is read. The body, capped at ``[http]
 max_body``, is then checked against the signature before anything parses it. A signature seen
@@ -29,7 +29,7 @@ _SEEN_MAX = 10_000
 
 
 class SlackSignature:
-    """A :class:`hub.RouteVerifier` for Slack's signed requests."""
+    """A [`hub.RouteVerifier`][hub.RouteVerifier] for Slack's signed requests."""
 
     def __init__(self, signing_secret: str, *, max_age: float = 300.0, clock: Callable[[], float] = time.time) -> None:
         self.max_age = max_age
@@ -63,7 +63,7 @@ class SlackSignature:
 
     def _is_valid(self, body: bytes, stamp: str, signature: str) -> bool:
         """slack-sdk's ``SignatureVerifier.is_valid``, over bytes (the freshness is checked by
-        :meth:`headers`, before the body is read)."""
+        `headers()`, before the body is read)."""
         try:
             age = self.clock() - int(stamp)
         except ValueError:

@@ -4,7 +4,7 @@
 
 Photos, documents, stickers, voice notes, audio, video and video notes arrive as references
 (``file_id``); the hub fetches one through ``getFile`` only when a run needs its bytes
-(:meth:`TelegramClient.fetch`). A photo without a caption is answered like a message. With
+(`TelegramClient.fetch()`). A photo without a caption is answered like a message. With
 ``[voice]``, voice notes, audio and video notes are heard (transcribed), and a reply is also
 spoken as ``sendVoice`` OGG/Opus when ``reply_with_voice`` says so (not a live one); a user
 whose privacy settings forbid voice messages gets the text alone.
@@ -249,7 +249,7 @@ def _outputs(accounts: _Accounts, settings: TelegramSettings) -> list[Output]:
 
 async def _speak(client: TelegramClient, chat_id: int, content: str, quote: int | None, ctx: RunContext) -> list[int]:
     """The reply spoken too, as voice messages after its text, when ``[voice]`` says so
-    (:func:`hub.platform.speak`). A voice message that fails is logged: the text went out."""
+    ([`hub.platform.speak()`][hub.platform.speak]). A voice message that fails is logged: the text went out."""
     ids: list[int] = []
     for clip in await speak(ctx, content):
         try:

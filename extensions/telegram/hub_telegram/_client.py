@@ -1,7 +1,7 @@
 """The bot's connection: python-telegram-bot's ``Bot``, who it is, and everything outbound.
 
 Outbound messages are split at 4096 UTF-16 units (code blocks whole), sent in order through
-the :class:`~hub.platform.Governor` (per-chat and global pacing, ``retry_after`` honoured),
+the [`Governor`][hub.platform.Governor] (per-chat and global pacing, ``retry_after`` honoured),
 with PTB's errors mapped onto the governor's retry classes. Markup that Telegram refuses is
 sent again as plain text. The token never reaches a log line.
 """

@@ -51,7 +51,7 @@ async def _never_called(update: Any, context: Any) -> None:
 
 
 class TelegramCommands:
-    """The commands of one bot: its menus (:meth:`register`) and recognising one (:meth:`parse`)."""
+    """The commands of one bot: its menus (`register()`) and recognising one (`parse()`)."""
 
     def __init__(self, client: TelegramClient, hub: Hub) -> None:
         self.client = client
@@ -83,7 +83,7 @@ class TelegramCommands:
     # --- the menus ----------------------------------------------------------------------
 
     def menus(self) -> list[tuple[BotCommandScope, list[BotCommand]]]:
-        """Each scope's menu, as :meth:`register` sets them."""
+        """Each scope's menu, as `register()` sets them."""
         everyone, own = self.hub.commands.menus("telegram")
 
         def menu(infos: Any, *, group: bool = False) -> list[BotCommand]:
@@ -117,7 +117,7 @@ class TelegramCommands:
         )
 
     async def keep_registering(self) -> None:
-        """:meth:`register` until it succeeds, after a failure waiting a growing delay (logged)."""
+        """`register()` until it succeeds, after a failure waiting a growing delay (logged)."""
         backoff = Backoff(first=1.0, most=60.0, jitter=0.2)
         while True:
             try:

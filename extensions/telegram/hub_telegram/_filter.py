@@ -1,7 +1,7 @@
 """Deciding, without side effects, whether an update is a message the bot should answer.
 
-Like python-telegram-bot's ``check_update``: :func:`classify` looks at one update and says
-:class:`Inbound` (answer it) or :class:`Ignored` (and why). The stateful loop guard is
+Like python-telegram-bot's ``check_update``: `classify()` looks at one update and says
+`Inbound` (answer it) or `Ignored` (and why). The stateful loop guard is
 applied by the poller afterwards.
 """
 

@@ -7,9 +7,9 @@ approval's button (a ``callback_query``) is answered through ``hub.approvals`` (
 An update is taken only once it is recorded (or deliberately ignored): the poller moves its
 offset past it, the webhook answers Telegram's POST, only then. A redelivered message is
 refused by the inbox (its platform id is known) and is not answered twice. An update that
-fails to be taken :data:`PARK_AFTER` times for a reason of its own (not the store's) is
+fails to be taken `PARK_AFTER` times for a reason of its own (not the store's) is
 parked in the inbox (``hub inbox``), and intake goes on past it. An update that
-python-telegram-bot cannot parse at all (:meth:`Intake.parse_or_park`) is parked at once: the
+python-telegram-bot cannot parse at all (`Intake.parse_or_park()`) is parked at once: the
 same JSON fails the same way every time, and one such update would otherwise fail its
 whole ``getUpdates`` batch.
 """
@@ -47,7 +47,7 @@ PARK_AFTER = 3
 
 
 class Intake:
-    """Takes each update into the hub as :meth:`take` decides; one per subscribed input."""
+    """Takes each update into the hub as `take()` decides; one per subscribed input."""
 
     def __init__(
         self,
@@ -119,7 +119,7 @@ class Intake:
         await self.take_or_park(update, me)
 
     async def take_or_park(self, update: Update, me: Any) -> None:
-        """:meth:`take`, or park ``update`` once it has failed :data:`PARK_AFTER` times;
+        """`take()`, or park ``update`` once it has failed `PARK_AFTER` times;
         returns when it may be confirmed to Telegram. Raises (the update is tried again)
         while it has failed fewer times, or whenever the store failed."""
         key = self.scoped(_update_key(update))

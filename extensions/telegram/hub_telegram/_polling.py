@@ -11,7 +11,7 @@ A redelivered message is refused by the inbox
 (its platform id is known) and is not answered twice.
 
 With several workers only the holder of the lease ``telegram:poll:<bot id>`` polls (the
-extension runs :meth:`Poller.run` under it). In webhook mode nothing polls: updates come
+extension runs `Poller.run()` under it). In webhook mode nothing polls: updates come
 through the webhook (``_webhook``) to the same intake.
 """
 

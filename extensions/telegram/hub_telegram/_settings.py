@@ -21,7 +21,7 @@ class TelegramSettings(PlatformSettings):
     """Settings of the Telegram extension (validated by the loader; unknown keys are errors).
 
     ``allowed_users``, ``loop_guard_*`` and ``send_*`` are every platform's
-    (:class:`hub.platform.PlatformSettings`).
+    ([`hub.platform.PlatformSettings`][hub.platform.PlatformSettings]).
     """
 
     shared_by_accounts = ("live", "parse_mode")  # one output (live or whole) and one prompt serve every account

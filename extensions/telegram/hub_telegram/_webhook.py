@@ -3,7 +3,7 @@ endpoint at that URL's path, so any worker behind a load balancer can take updat
 
 The hub checks ``X-Telegram-Bot-Api-Secret-Token`` against ``webhook_secret`` before it
 reads the body (401, nothing recorded), caps the body and parses it. An update is handled
-exactly as a polled one, by the intake (:meth:`Intake.receive`: filters, access, the inbox) and
+exactly as a polled one, by the intake (`Intake.receive()`: filters, access, the inbox) and
 the POST is answered only once the update is recorded: when recording fails the answer is
 503 and Telegram delivers it again; a redelivery is refused by the inbox (its platform id
 is known), so it is answered once.

@@ -8,7 +8,7 @@ metadata, never from a model-chosen attribute); ``twitter:post`` posts on the ti
 Input: ``twitter:mention``, a poll every ``poll_interval`` seconds, the first at start.
 ``dry_run`` (on by default) logs what would be posted instead of posting it; ``review``
 holds each post for an operator (``hub review``); both, and the caps, are every public
-timeline's (:mod:`hub.platform`'s ``PublicSettings``).
+timeline's ([`hub.platform`][hub.platform]'s ``PublicSettings``).
 
 Credentials come from the environment through ``${VAR}`` in config.toml. Reading needs
 ``bearer_token``, or else the four OAuth 1.0a keys; posting (``dry_run = false``) needs
@@ -63,9 +63,10 @@ class TwitterSettings(PublicSettings):
     """``[extensions.twitter]``. Secrets are ``SecretStr``: they never show in a repr or a log.
 
     ``allowed_users`` (numeric ids or usernames), ``loop_guard_*`` (answers per
-    conversation) and ``send_*`` are every platform's (:class:`hub.platform.PlatformSettings`);
-    ``dry_run``, ``review``, ``max_posts_per_day`` and ``replies_per_account`` every public
-    timeline's (:class:`hub.platform.PublicSettings`).
+    conversation) and ``send_*`` are every platform's
+    ([`hub.platform.PlatformSettings`][hub.platform.PlatformSettings]); ``dry_run``, ``review``,
+    ``max_posts_per_day`` and ``replies_per_account`` every public timeline's
+    ([`hub.platform.PublicSettings`][hub.platform.PublicSettings]).
     """
 
     bearer_token: SecretStr = SecretStr("")
@@ -99,7 +100,7 @@ class TwitterSettings(PublicSettings):
     """Seconds the mention poller's lease lasts unrenewed: how long a dead worker's poller
     stays unowned before another worker sharing the store takes over."""
     media_hosts: list[str] = Field(default_factory=list)
-    """Hosts added to :data:`MEDIA_HOSTS` that a mention's pictures may be fetched from (a
+    """Hosts added to `MEDIA_HOSTS` that a mention's pictures may be fetched from (a
     host, or any host under it); pictures come only from them, and only at public addresses."""
 
     @field_validator("media_hosts")

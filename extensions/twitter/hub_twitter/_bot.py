@@ -7,7 +7,7 @@ Rate-limit headers are obeyed before each request: with nothing left, the poll s
 until the window resets (cancellable, so the hub stops at once).
 
 Outbound, text over 280 weighted characters becomes a thread, each part replying to the
-previous one, sent through a :class:`~hub.platform.Governor`. Before the first part, a
+previous one, sent through a [`Governor`][hub.platform.Governor]. Before the first part, a
 marker is committed in the hub's memory; a run that resumes after a crash finds it and
 does not post the same answer again.
 
@@ -92,8 +92,8 @@ class TwitterBot:
     """One bot account on X: its client, the mention poller and the posting side.
 
     ``client_factory(settings)`` builds the tweepy client (default:
-    :func:`~hub_twitter.make_client`); tests give one routed to a loopback fake.
-    :meth:`poll` runs one poll now (the loop also calls it every ``poll_interval``).
+    `make_client()`); tests give one routed to a loopback fake.
+    `poll()` runs one poll now (the loop also calls it every ``poll_interval``).
     """
 
     def __init__(

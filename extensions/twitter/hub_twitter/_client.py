@@ -1,7 +1,7 @@
 """tweepy's ``AsyncClient``, made to remember rate-limit headers and to talk to another host.
 
 tweepy returns parsed bodies and drops the headers, but polling politely needs
-``x-rate-limit-remaining`` and ``x-rate-limit-reset`` of every answer: :class:`TwitterClient`
+``x-rate-limit-remaining`` and ``x-rate-limit-reset`` of every answer: `TwitterClient`
 keeps the last ones per endpoint. ``api_base_url`` (a proxy, or a loopback fake in tests)
 is applied by the session after tweepy signs the request for ``api.twitter.com``, so
 OAuth 1.0a signatures stay valid for a proxy that forwards to X.

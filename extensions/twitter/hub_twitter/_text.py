@@ -53,7 +53,7 @@ def _token_len(token: str) -> int:
 
 
 def _summed_len(text: str) -> int:
-    """:func:`weighted_len` as the sum of its tokens' and whitespace runs' counts, each
+    """`weighted_len()` as the sum of its tokens' and whitespace runs' counts, each
     counted once per process: what the split measures its candidate cuts with."""
     return sum(_token_len(t) for t in _SPACES.split(text) if t)
 
@@ -62,7 +62,7 @@ def split_tweets(text: str, limit: int = MAX_TWEET) -> list[str]:
     """``text`` as posts of at most ``limit`` weighted characters, in order, never truncated.
 
     Splits prefer paragraph, line, sentence and word boundaries
-    (:func:`hub.platform.split_message`, as plain text), and every post is measured as X
+    ([`hub.platform.split_message()`][hub.platform.split_message], as plain text), and every post is measured as X
     measures it before it is returned. Each post is stripped of the
     whitespace at its edges, which X would drop anyway.
     """

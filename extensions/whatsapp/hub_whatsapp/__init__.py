@@ -194,7 +194,8 @@ class _WhatsApp:
 
     async def _spoken(self, wa_id: str, content: str, ctx: RunContext) -> list[str]:
         """The reply spoken too, as voice notes after its text, when ``[voice]`` says so
-        (:func:`hub.platform.speak`); inside the window only. A failure is logged: the text went out."""
+        ([`hub.platform.speak()`][hub.platform.speak]); inside the window only. A failure is logged: the
+        text went out."""
         ids: list[str] = []
         for clip in await speak(ctx, content):
             try:

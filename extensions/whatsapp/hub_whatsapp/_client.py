@@ -1,5 +1,5 @@
 """Everything the bot sends to the Graph API (``pywa_async``), paced and retried by a
-:class:`~hub.platform.Governor` under Meta's limits, and the media it downloads.
+[`Governor`][hub.platform.Governor] under Meta's limits, and the media it downloads.
 
 pywa builds ``https://graph.facebook.com/v{version}/...`` itself and has no base-URL option;
 it takes an ``httpx.AsyncClient``, whose transport here sends that host to ``base_url``
@@ -7,7 +7,7 @@ when one is set (a loopback fake in tests). Meta's errors map onto the governor'
 131056 (pair rate limit) pauses that user, 130429 (throughput), 80007 and 4 pause every
 send, each with a growing backoff since Meta gives no ``Retry-After``; 5xx, ``is_transient``
 errors and network errors are retried; 131047 (the 24-hour window closed) is
-:class:`OutsideWindow`, never retried as it is; the rest are final.
+`OutsideWindow`, never retried as it is; the rest are final.
 """
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ class WhatsAppClient:
     # --- messages -------------------------------------------------------------------------
 
     async def send_text(self, to: str, text: str, *, reply_to: str | None = None) -> str:
-        """One text message (at most :data:`MAX_LENGTH` characters); its ``wamid``."""
+        """One text message (at most `MAX_LENGTH` characters); its ``wamid``."""
 
         async def once() -> str:
             sent = await self.wa.send_message(to=to, text=text, reply_to_message_id=reply_to, preview_url=False)

@@ -1,5 +1,5 @@
 """What a webhook POST from Meta holds, read from its JSON (pure): the messages users sent
-(:class:`Inbound`) and the statuses of the bot's own (:class:`Status`), for this phone
+(`Inbound`) and the statuses of the bot's own (`Status`), for this phone
 number only.
 
 A payload is ``{"object": "whatsapp_business_account", "entry": [{"changes": [{"field":
@@ -79,7 +79,7 @@ class Status:
 
 def read_payload(payload: Any, phone_number_id: str) -> tuple[list[Inbound | Unreadable], list[Status]]:
     """The messages and statuses of ``payload`` for ``phone_number_id``. A message that cannot
-    be read is an :class:`Unreadable` in its place (with its ``wamid`` when it has one), so the
+    be read is an `Unreadable` in its place (with its ``wamid`` when it has one), so the
     others are taken and that one counted towards being parked.
 
     Raises:

@@ -5,7 +5,7 @@
 Meta retries a webhook until it gets 200: a POST whose message could not be recorded is
 answered 503 and delivered again, and a redelivery (the same ``wamid``) is refused by the
 inbox, so it is answered once. A message that fails to be taken for a reason of its own (a
-shape the intake does not read, a bug) is counted; at its :data:`PARK_AFTER`-th failure it
+shape the intake does not read, a bug) is counted; at its `PARK_AFTER`-th failure it
 is parked in the inbox with its secrets masked (``hub inbox``), the POST answered 200, and
 intake goes on. A store failure is never counted: Meta delivers until the store takes it.
 
@@ -111,7 +111,7 @@ class Intake:
             raise failed
 
     async def take_or_park(self, message: Inbound | Unreadable) -> None:
-        """:meth:`take`, or park ``message`` once it has failed :data:`PARK_AFTER` times.
+        """`take()`, or park ``message`` once it has failed `PARK_AFTER` times.
         Raises while it has failed fewer times, or whenever the store failed."""
         key = _key(message)
         try:

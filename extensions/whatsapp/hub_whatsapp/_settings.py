@@ -22,7 +22,7 @@ class WhatsAppSettings(PlatformSettings):
 
     ``allowed_users`` (WhatsApp ids: the phone number in international form, digits only),
     ``dm_policy``, ``loop_guard_*`` and ``send_*`` are every platform's
-    (:class:`hub.platform.PlatformSettings`). Every WhatsApp chat is a private one, so
+    ([`hub.platform.PlatformSettings`][hub.platform.PlatformSettings]). Every WhatsApp chat is a private one, so
     ``dm_policy`` applies to each.
     """
 
@@ -69,7 +69,7 @@ class WhatsAppSettings(PlatformSettings):
     ready_timeout: float = Field(30.0, gt=0)
     """Seconds ``hub run`` waits for the Graph API to answer at start."""
     media_hosts: list[str] = Field(default_factory=list)
-    """Hosts added to :data:`MEDIA_HOSTS` that media may be downloaded from (public addresses only)."""
+    """Hosts added to `MEDIA_HOSTS` that media may be downloaded from (public addresses only)."""
 
     @field_validator("phone_number_id")
     @classmethod

@@ -5,7 +5,7 @@
   (compared in constant time), 403 otherwise.
 - **POST**: every request must carry ``X-Hub-Signature-256``, the HMAC-SHA256 of its raw
   body keyed by ``app_secret`` (pywa's ``webhook_updates_validator``): the hub asks
-  :class:`MetaSignature` about the header before the body is read and about the body before
+  `MetaSignature` about the header before the body is read and about the body before
   it is parsed, so a forged request is refused (401) with nothing of it taken. Meta signs no
   timestamp, so a replay is not refused here: it is a redelivery, and the inbox refuses a
   message it has (by its ``wamid``).
@@ -37,7 +37,7 @@ _SIGNATURE = re.compile(r"sha256=[0-9a-fA-F]{64}")
 
 
 class MetaSignature:
-    """A :class:`hub.RouteVerifier` for Meta's signed webhooks."""
+    """A [`hub.RouteVerifier`][hub.RouteVerifier] for Meta's signed webhooks."""
 
     def __init__(self, app_secret: str) -> None:
         self._secret = app_secret

@@ -6,7 +6,7 @@ Each user's window is kept in the hub's memory store, so every worker sees it:
 ``whatsapp:window:<wa_id>`` is the time (Meta's, seconds) of their newest message, and
 ``whatsapp:closed:<wa_id>`` when Meta last refused a message for the window (a ``failed``
 status with 131047). The window is open while the newest message is newer than the
-refusal and younger than 24 hours less :data:`MARGIN`. Writers only ever move a time
+refusal and younger than 24 hours less `MARGIN`. Writers only ever move a time
 forward, by the store's compare-and-set (``memory.update``): two workers taking two messages
 of one user at once keep the newer time, whichever writes last.
 """

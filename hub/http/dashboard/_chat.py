@@ -1,7 +1,7 @@
 """The dashboard's chat panel: the operator talks to the bot in a conversation of their own,
 ``web:chat:<session>``, and watches the reply as the model writes it.
 
-:func:`web_chat_extension` is the conversation's definition (context ``web:chat``, live output
+`web_chat_extension()` is the conversation's definition (context ``web:chat``, live output
 ``web:reply``), registered by the hub when the dashboard is on. A message posted at
 ``/ui/chat`` is submitted as any platform's input (the persona, tools and budgets of that
 conversation apply: the quickest way to try a persona edit or a new MCP tool). The reply

@@ -1,9 +1,9 @@
 """The dashboard's health page: a bounded history of the hub's own metrics.
 
-:class:`MetricsHistory` reads the hub's Prometheus registry (hub/features/_metrics.py) every
+`MetricsHistory` reads the hub's Prometheus registry (hub/features/_metrics.py) every
 ``interval`` seconds and keeps the last ``size`` samples in a ring: runs in progress, queue
 depth, the model's mean first-token latency over the interval, and per interval the 429s,
-the sends that failed and the tokens used; :meth:`MetricsHistory.buckets` cuts a window of
+the sends that failed and the tokens used; `MetricsHistory.buckets()` cuts a window of
 them into spans for the charts (hub/http/dashboard/_charts.py).
 """
 
@@ -42,7 +42,7 @@ SERIES: dict[str, tuple[str, str, str]] = {
     "rate_limited": ("429s from platforms", "", "sum"),
     "send_errors": ("sends that failed", "", "sum"),
 }
-"""Each charted field of :class:`Sample`: its title, unit, and how a span of samples adds up
+"""Each charted field of `Sample`: its title, unit, and how a span of samples adds up
 (the tokens are charted from the run store, which also holds the runs before this process)."""
 
 

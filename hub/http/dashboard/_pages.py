@@ -24,13 +24,13 @@ running run's trace, the pairings, the health figures), and one small script of 
   ``hub pairing``; the config's allow-lists beside them.
 - **Health**: totals for today and the last hour, uptime, version, model, the failed runs;
   charts over a chosen window with axes and units (hub/http/dashboard/_charts.py) of the run
-  store's runs, failures and tokens and of :class:`~hub.http.dashboard._health.MetricsHistory`'s
+  store's runs, failures and tokens and of `MetricsHistory`'s
   samples; platforms and budgets used today.
 
 Destructive changes (forget, revoke, rollback) take a confirmation step first; errors are
 pages of the layout (404, 400, 500 with the details in the log only).
 
-Log in by posting the token; sessions and CSRF are :mod:`hub.http.dashboard`'s. Every POST needs
+Log in by posting the token; sessions and CSRF are `hub.http.dashboard`'s. Every POST needs
 the session's CSRF token (form field ``csrf`` or header ``X-CSRF-Token``) and, when the
 browser sends one, an ``Origin`` of this host. The routes use the hub's public attributes
 (``runs``, ``personas``, ``revisions``, ``access``, ``memory``, ``episodes``, ``metrics``).

@@ -1,6 +1,7 @@
 """Which persona each conversation uses, as the engine would pick it for its next run.
 
-The same order as :meth:`hub.Hub.persona_for`: the ``[[routes]]`` it matches first, the ``[personas]`` overrides of the config (by
+The same order as [`hub.Hub.persona_for()`][hub.Hub.persona_for]: the ``[[routes]]`` it matches first, the
+``[personas]`` overrides of the config (by
 instance, context type or extension), then the context's own ``persona``, then a persona file
 naming the instance, its type or its extension, then the default. The dashboard shows it on a
 persona's page (the recent conversations that use it) and on each conversation's page.

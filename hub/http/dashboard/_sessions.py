@@ -4,7 +4,7 @@ An operator logs in by posting the token (compared in constant time); the browse
 only a random session id in a cookie (HttpOnly, SameSite=Strict, Path=/ui, Secure over
 https). Each session has its own CSRF token, which every change (a POST) must carry, in the
 form or in the ``X-CSRF-Token`` header that htmx sends. Wrong tokens are counted per client
-address (:class:`LoginThrottle`): after ``limit`` from one address within ``window`` seconds,
+address (`LoginThrottle`): after ``limit`` from one address within ``window`` seconds,
 that address is refused for the rest of the window. Other addresses' failures never refuse a
 login: past ``global_limit`` from all addresses together the dashboard logs that someone is
 guessing, and the right token still logs in (a token has 16 characters or more, so rotating
@@ -107,7 +107,7 @@ class Sessions:
 class LoginThrottle:
     """At most ``limit`` wrong tokens per client address within ``window`` seconds; past it,
     logins from that address wait until its oldest failure counted leaves the window. The
-    failures of all addresses together are counted too, but only to tell (:meth:`surge`): one
+    failures of all addresses together are counted too, but only to tell (`surge()`): one
     client's failures never hold back another's right token. Bounded to ``max_addresses``
     addresses."""
 

@@ -1,16 +1,16 @@
-"""The group-committing write queue both SQL databases share: :class:`hub.store.sql.Database`
-(SQLite) and :class:`hub.store.sql.PgDatabase` (PostgreSQL).
+"""The group-committing write queue both SQL databases share: `hub.store.sql.Database`
+(SQLite) and `hub.store.sql.PgDatabase` (PostgreSQL).
 
 Writes go through one queue; a writer task drains it and commits what it found as one
-batch (the backend's :meth:`GroupCommit._commit`), so many conversations writing at once
-cost a handful of commits. :meth:`GroupCommit.write` returns once its write is committed;
-:meth:`GroupCommit.write_soon` at once (a batch of those alone may wait ``linger`` seconds
+batch (the backend's `GroupCommit._commit()`), so many conversations writing at once
+cost a handful of commits. `GroupCommit.write()` returns once its write is committed;
+`GroupCommit.write_soon()` at once (a batch of those alone may wait ``linger`` seconds
 for more). The backend reports one error (or None) per write; each is settled alone: a
-waiter gets a :class:`StoreError` naming the table, a fire-and-forget write is counted as
-lost, and :meth:`GroupCommit.health` says the store is degraded while failures occur.
+waiter gets a [`StoreError`][hub.StoreError] naming the table, a fire-and-forget write is counted as
+lost, and `GroupCommit.health()` says the store is degraded while failures occur.
 
 The writer is watched: if it ever dies (a bug, an error from upkeep between batches), the
-writes of the batch it held fail with a :class:`StoreError` saying so, health reports it, and
+writes of the batch it held fail with a [`StoreError`][hub.StoreError] saying so, health reports it, and
 a new writer takes the queue at once, so a ``write`` never waits on a dead task and a
 ``flush`` never returns with nothing committed.
 """
@@ -47,8 +47,8 @@ def table_of(sql: str) -> str:
 
 
 class GroupCommit(ABC):
-    """The write queue, its writer and the store's health; a backend gives :meth:`_commit`
-    (and may adapt each write as it is queued, :meth:`_prepare`)."""
+    """The write queue, its writer and the store's health; a backend gives `_commit()`
+    (and may adapt each write as it is queued, `_prepare()`)."""
 
     label: ClassVar[str]
     """The backend as messages name it: ``"SQLite"``, ``"PostgreSQL"``."""
@@ -168,7 +168,7 @@ class GroupCommit(ABC):
 
     def submit(self, sql: str, params: Sequence[Any] | None = None) -> asyncio.Future[None]:
         """Queue a write now and return its commit, to await later: it shares the commit of
-        what is queued after it before that is awaited (a :class:`StoreError` naming the
+        what is queued after it before that is awaited (a [`StoreError`][hub.StoreError] naming the
         table if it failed)."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._put((sql, params, fut))
@@ -177,7 +177,7 @@ class GroupCommit(ABC):
     async def write_apart(self, sql: str, params: Sequence[Any] | None = None) -> None:
         """A large write (retention's deletes of hundreds of rows), committed beside the
         event loop, never on its thread: the loop goes on while it runs. This default is
-        :meth:`write` (PostgreSQL's writes never run on the loop's thread).
+        `write()` (PostgreSQL's writes never run on the loop's thread).
 
         Raises:
             StoreError: the write failed (naming the table).

@@ -1,7 +1,7 @@
 """The SQL of the message history (table ``history``, migration 151): on SQLite an FTS5 index
 (``history_fts``, kept in sync by triggers) ranked by bm25, on PostgreSQL a ``tsvector``
 column with a GIN index ranked by ``ts_rank``. The search text reaches neither as syntax: only
-its words (:func:`~hub.store.search_terms`, letters and digits) go in, each quoted as a
+its words (`search_terms()`, letters and digits) go in, each quoted as a
 phrase on SQLite and as a lexeme on PostgreSQL. The seam is hub/store/_history.py."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The inbox on SQL: :class:`SqlInbox` (one process, SQLite) and :class:`PostgresInbox`
+"""The inbox on SQL: `SqlInbox` (one process, SQLite) and `PostgresInbox`
 (workers sharing PostgreSQL, each holding the inputs it took on with a lease, claims taken
 with ``FOR UPDATE SKIP LOCKED``). The seam is hub/store/_inbox.py.
 """
@@ -145,8 +145,8 @@ class PostgresInbox(SqlInbox):
 
     An input is claimed by the worker that records it (``claimed_by``, ``lease_until``, on
     the server's clock). A live worker renews its leases every third of ``lease`` (the
-    claims sweep of :class:`hub.engine.Intake`); a worker that dies stops renewing, and once
-    its leases expire another worker's :meth:`claim` takes its inputs, row locks taken with
+    claims sweep of `hub.engine.Intake`); a worker that dies stops renewing, and once
+    its leases expire another worker's `claim()` takes its inputs, row locks taken with
     ``FOR UPDATE SKIP LOCKED`` so that two workers claiming at once never get the same
     input. An input whose run is still ``running`` (its worker holds the conversation's
     lock) is never claimed. A clean stop gives the worker's inputs back at once.

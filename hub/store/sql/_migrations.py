@@ -2,8 +2,8 @@
 
 Every store's tables are created here, in ordered steps, recorded in a ``schema_version``
 table (one row per step applied). The steps run when the database is opened, each once:
-:func:`migrate_sqlite` inside one ``BEGIN IMMEDIATE`` transaction (a second process waits
-for the write lock), :func:`migrate_postgres` inside one transaction holding an advisory
+`migrate_sqlite()` inside one ``BEGIN IMMEDIATE`` transaction (a second process waits
+for the write lock), `migrate_postgres()` inside one transaction holding an advisory
 lock, so workers starting together migrate once and never see half a schema.
 
 A database written before versions existed (no ``schema_version`` table) is version 0: step
@@ -556,7 +556,7 @@ def _too_new(where: str, found: int) -> StoreError:
 
 
 async def migrate_sqlite(conn: Any, *, where: str) -> int:
-    """Bring an aiosqlite connection (autocommit mode) to :data:`SCHEMA_VERSION`; returns the
+    """Bring an aiosqlite connection (autocommit mode) to `SCHEMA_VERSION`; returns the
     version it found. ``where`` names the database in errors.
 
     Raises:
@@ -588,7 +588,7 @@ async def migrate_sqlite(conn: Any, *, where: str) -> int:
 
 
 async def migrate_postgres(conn: Any, *, where: str) -> int:
-    """Bring an asyncpg connection's schema (its ``search_path``) to :data:`SCHEMA_VERSION`,
+    """Bring an asyncpg connection's schema (its ``search_path``) to `SCHEMA_VERSION`,
     holding an advisory lock so concurrent workers migrate once; returns the version found.
 
     Raises:

@@ -1,18 +1,18 @@
 """PostgreSQL behind every store (``[store] url``): an asyncpg pool with the same face as
-:class:`hub.store.sql.Database`, so the stores' SQL runs on either backend.
+`hub.store.sql.Database`, so the stores' SQL runs on either backend.
 
-:class:`PgDatabase` speaks the stores' SQL: ``?`` placeholders (and SQLite's ``?N``) become
+`PgDatabase` speaks the stores' SQL: ``?`` placeholders (and SQLite's ``?N``) become
 ``$N`` once per statement text. Writes are group-committed as on SQLite: a writer task
 drains a queue and commits what it found in one transaction; when a statement fails the
 batch is applied again with each write in a savepoint, so only the culprit fails. A lost
-connection fails the batch (the callers that wait get a :class:`~hub.errors.StoreError`,
-the fire-and-forget writes are counted lost), and :meth:`PgDatabase.health` reports it.
+connection fails the batch (the callers that wait get a [`StoreError`][hub.StoreError],
+the fire-and-forget writes are counted lost), and `PgDatabase.health()` reports it.
 Strings lose what PostgreSQL refuses (NUL becomes U+FFFD), so no input makes a write fail.
 
 Several workers share one database; what keeps them from stepping on each other is here
-too: :meth:`PgDatabase.lock` (a session advisory lock on a connection of its own, which
+too: `PgDatabase.lock()` (a session advisory lock on a connection of its own, which
 PostgreSQL releases by itself when the holder's connection dies) and the schema migration
-under an advisory lock at open (:mod:`hub.store.sql`).
+under an advisory lock at open (`hub.store.sql`).
 
 asyncpg is imported when a database is opened: it is the ``postgres`` extra.
 """
@@ -52,9 +52,9 @@ _TRY_LOCK = "SELECT CASE WHEN pg_try_advisory_lock($1) THEN pg_advisory_unlock($
 
 class PgDatabase(GroupCommit):
     """An asyncpg pool with a group-committing writer; the PostgreSQL twin of
-    :class:`hub.store.sql.Database`. ``url`` is a ``postgresql://`` URL (its query may set server
+    `hub.store.sql.Database`. ``url`` is a ``postgresql://`` URL (its query may set server
     settings, e.g. ``?search_path=hub``); ``pool_size`` bounds the connections of reads and
-    writes, ``lock_connections`` those held by :meth:`lock` (one per conversation running).
+    writes, ``lock_connections`` those held by `lock()` (one per conversation running).
     """
 
     dialect = "postgres"
@@ -419,7 +419,7 @@ class PgDatabase(GroupCommit):
         return bool(got)
 
     async def lock_backends(self) -> list[int]:
-        """The server process ids of the connections holding :meth:`lock` locks now (tests
+        """The server process ids of the connections holding `lock()` locks now (tests
         cut them with ``pg_terminate_backend`` to show a dead worker's lock goes)."""
         return [c.get_server_pid() for c in list(self._lock_conns)]
 

@@ -1,4 +1,4 @@
-"""The stores' SQL as PostgreSQL takes it, for :mod:`hub.store.sql`: ``?`` and ``?N`` placeholders
+"""The stores' SQL as PostgreSQL takes it, for `hub.store.sql`: ``?`` and ``?N`` placeholders
 as ``$N``, values PostgreSQL accepts (text without NUL), URLs without their password, the
 advisory lock keys, and which failures are the connection's (the batch is retried on another
 connection, or fails whole) rather than one statement's (only that write fails).
@@ -109,7 +109,7 @@ async def _reset(conn: Any) -> None:
     """What a read or write connection needs when it goes back to the pool: no transaction
     left open. (asyncpg's default also unlistens, closes cursors and resets settings, which
     these connections never change: a round trip per use saved. Its ``pg_advisory_unlock_all()``
-    is not needed either: the only session lock taken on them is :meth:`PgDatabase.try_lock`'s,
+    is not needed either: the only session lock taken on them is `PgDatabase.try_lock()`'s,
     released in the statement that takes it, and a connection whose check was cut short is
     closed, not given back.)"""
     if conn.is_in_transaction():

@@ -1,4 +1,4 @@
-"""The run store on SQL: :class:`SqlRunStore` (one process, SQLite) and :class:`PostgresRunStore`
+"""The run store on SQL: `SqlRunStore` (one process, SQLite) and `PostgresRunStore`
 (workers sharing PostgreSQL, where a run found ``running`` may be alive on another worker).
 The seam is hub/store/_run_records.py.
 """
@@ -332,8 +332,8 @@ class PostgresRunStore(SqlRunStore):
     """The run store on PostgreSQL (``[store] url``), shared by several workers.
 
     A run is ``running`` while its worker holds its conversation's advisory lock (the
-    runner takes it around every run, see :meth:`hub.store.sql.PgDatabase.lock`), and PostgreSQL
-    lets a lock go when its worker's connection dies. So :meth:`recover` kills only the
+    runner takes it around every run, see `hub.store.sql.PgDatabase.lock()`), and PostgreSQL
+    lets a lock go when its worker's connection dies. So `recover()` kills only the
     runs whose conversation's lock is free: the others are alive on another worker.
     """
 

@@ -1,9 +1,9 @@
 """What every SQL store shares: its database, opening it, and naming itself in its failures.
 
-A SQL store runs the same statements on SQLite and PostgreSQL through :data:`SqlDatabase`
-(``?`` placeholders, translated for PostgreSQL by :class:`~hub.store.sql.PgDatabase`); where
+A SQL store runs the same statements on SQLite and PostgreSQL through `SqlDatabase`
+(``?`` placeholders, translated for PostgreSQL by `PgDatabase`); where
 PostgreSQL needs other SQL or behaviour, it has a class of its own (the workers' inbox and run
-store). The database raises :class:`~hub.errors.StoreError` naming the table or the backend;
+store). The database raises [`StoreError`][hub.StoreError] naming the table or the backend;
 the store it passes through names itself and what it was doing (``inbox``, ``record``), so
 that an operator reads which part of the hub failed.
 """
@@ -29,8 +29,8 @@ class SqlStore:
     """The base of the SQL stores (beside the seam they implement): ``db`` is the database.
 
     A subclass gives its name as a class keyword (``class SqlInbox(SqlStore, InboxStore,
-    store="inbox")``); a :class:`StoreError` from any of its public coroutine methods then
-    says so in :attr:`StoreError.during` (``"inbox.record"``).
+    store="inbox")``); a [`StoreError`][hub.StoreError] from any of its public coroutine methods then
+    says so in `StoreError.during` (``"inbox.record"``).
     """
 
     store_name: ClassVar[str] = "store"

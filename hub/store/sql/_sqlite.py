@@ -2,9 +2,9 @@
 
 Writes go through one queue. A writer task drains it and commits everything it found in
 one transaction, so a thousand conversations writing at once cost a handful of commits,
-not a thousand. :meth:`Database.write` returns once the write is committed (use it when a
+not a thousand. `Database.write()` returns once the write is committed (use it when a
 later step depends on durability: a received message, a run's terminal state);
-:meth:`Database.write_soon` returns at once and is committed within milliseconds (event
+`Database.write_soon()` returns at once and is committed within milliseconds (event
 logs): a batch of such writes alone waits up to ``linger`` (5 ms) for more to share its
 commit, and any awaited write ends that wait. WAL mode with ``synchronous=NORMAL``: a crash
 may lose the last commits' worth of event log, never corrupt the file.
@@ -13,22 +13,22 @@ Small work runs on the event loop's thread. A turn's handful of commits and poin
 less in SQLite (WAL, no fsync on commit) than a trip to aiosqlite's thread and back, which
 also lets the two threads contend for the GIL (the figures are on the docs' benchmarks
 page). So a batch of up to
-:data:`INLINE_MAX` writes (and :data:`INLINE_BYTES`) that someone waits for, and
-:meth:`Database.fetchone`, run inline whenever aiosqlite's thread is idle; everything else (a
+`INLINE_MAX` writes (and `INLINE_BYTES`) that someone waits for, and
+`Database.fetchone()`, run inline whenever aiosqlite's thread is idle; everything else (a
 batch of ``write_soon`` writes alone, which nobody waits for, so the loop goes on beside it;
-larger batches, :meth:`Database.fetchall`, schema, vacuum, the WAL checkpoint) runs in that
+larger batches, `Database.fetchall()`, schema, vacuum, the WAL checkpoint) runs in that
 thread, and while anything is there, inline work queues behind it, so
 the connection is never used by two threads at once. Nothing inline can wait on a lock: the
 connection's busy timeout is 0, and work that meets another process's write lock is redone
 in the thread with ``busy_timeout`` (and the writer's retries). The WAL is checkpointed in the
-thread every :data:`CHECKPOINT_EVERY` commits, never by a commit on the loop (SQLite's
+thread every `CHECKPOINT_EVERY` commits, never by a commit on the loop (SQLite's
 automatic checkpoint, which copies pages and syncs the file, is off on this connection).
 
 One bad write never takes others down with it. When a batch fails, it is applied again
 with each write in a savepoint of its own, so only the culprit fails; ``SQLITE_BUSY``
 (another process, such as ``hub persona rollback``, holding the write lock) is retried
-with backoff. Writes that still fail are counted (:attr:`Database.lost_writes` for the
-fire-and-forget ones), and :meth:`Database.health` reports the store degraded while
+with backoff. Writes that still fail are counted (`Database.lost_writes` for the
+fire-and-forget ones), and `Database.health()` reports the store degraded while
 failures occur. Strings are stored as valid UTF-8 (a lone surrogate becomes U+FFFD), so no
 input can make a write fail.
 
@@ -77,7 +77,7 @@ SQLite's own default of 1,000 pages."""
 
 
 SqlDatabase: TypeAlias = "Database | PgDatabase"
-"""What the SQL stores are built on: SQLite here, or PostgreSQL (:class:`hub.store.sql.PgDatabase`,
+"""What the SQL stores are built on: SQLite here, or PostgreSQL (`hub.store.sql.PgDatabase`,
 the same methods), chosen by ``[store] url``."""
 
 
@@ -86,8 +86,8 @@ class Database(GroupCommit):
 
     ``busy_timeout`` is how long SQLite waits for another process's write lock before a
     batch is retried (``busy_retries`` times, with doubling delays); ``degraded_for`` is how
-    long a failure keeps :meth:`health` degraded. Opening it brings its schema to
-    :data:`hub.store.sql.SCHEMA_VERSION` (every store's tables, see :mod:`hub.store.sql`).
+    long a failure keeps `health()` degraded. Opening it brings its schema to
+    `hub.store.sql.SCHEMA_VERSION` (every store's tables, see `hub.store.sql`).
     """
 
     dialect = "sqlite"  # the SQL it speaks (hub.pg.PgDatabase speaks "postgres")

@@ -1,7 +1,7 @@
-"""The group commit's transaction, run in aiosqlite's thread for :class:`hub.store.sql.Database`:
+"""The group commit's transaction, run in aiosqlite's thread for `hub.store.sql.Database`:
 a batch committed as one transaction, or, when a statement fails, applied again with each
 write in a savepoint of its own so only the culprit fails; ``SQLITE_BUSY`` raised as
-:class:`_Busy` for the writer to retry with backoff.
+`_Busy` for the writer to retry with backoff.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Values as the database stores them: strings as valid UTF-8 (a lone surrogate becomes
 U+FFFD) and JSON that any reader accepts (a non-finite number becomes ``null``), so no input
-can make a write fail. Re-exported by :mod:`hub.store.sql`.
+can make a write fail. Re-exported by `hub.store.sql`.
 """
 
 from __future__ import annotations
