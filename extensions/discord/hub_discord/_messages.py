@@ -47,7 +47,7 @@ INVITE_PERMISSIONS = discord.Permissions(
 
 
 def invite_url(application_id: int) -> str:
-    """The link that adds the bot to a server with :data:`INVITE_PERMISSIONS` (scope ``bot``)."""
+    """The link that adds the bot to a server with `INVITE_PERMISSIONS` (scope ``bot``)."""
     return discord.utils.oauth_url(application_id, permissions=INVITE_PERMISSIONS, scopes=("bot",))
 
 
