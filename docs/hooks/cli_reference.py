@@ -18,6 +18,9 @@ from typing import Any
 
 MARKER = "<!-- cli-reference -->"
 PAGE = "operating/cli.md"
+# each table in a block that docs/assets/stylesheets/extra.css lays out (md_in_html), as on the
+# config reference
+OPEN, CLOSE = '<div class="hub-reference" markdown>', "</div>"
 
 _TYPES: dict[Any, str] = {int: "integer", float: "number", Path: "path", str: "text"}
 
@@ -95,13 +98,13 @@ def _cell(text: str | None) -> str:
 
 
 def table(actions: list[argparse.Action]) -> list[str]:
-    rows = ["| argument | value | default | meaning |", "|---|---|---|---|"]
+    rows = [OPEN, "", "| argument | type | default | meaning |", "|---|---|---|---|"]
     for action in actions:
         text = action.help if action.help != argparse.SUPPRESS else ""
         if isinstance(action, argparse._VersionAction):
             text = f"{text or 'print the version'}: `{action.version}`".replace("%(prog)s", "hub")
         rows.append(f"| `{invocation(action)}` | {_value(action)} | {_default(action)} | {_cell(text)} |")
-    return rows
+    return [*rows, "", CLOSE]
 
 
 def _exclusive(parser: argparse.ArgumentParser) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
+import yaml_env_tag
 
 from tests.docs.test_code_blocks import ROOT
 
@@ -15,6 +16,7 @@ class _Loader(yaml.SafeLoader):
 
 
 _Loader.add_multi_constructor("tag:yaml.org,2002:python/name:", lambda loader, suffix, node: suffix)
+_Loader.add_constructor("!ENV", yaml_env_tag.construct_env_tag)  # as mkdocs reads it
 
 
 def site() -> dict[str, Any]:
