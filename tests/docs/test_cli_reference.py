@@ -56,7 +56,9 @@ def test_every_argument_of_every_command_is_on_the_page_with_a_meaning() -> None
     found = sections(generator().cli_reference())
     common = found.pop(COMMON)
     parser = _parser()
-    leaves = {cmd: p for cmd, p in walk(parser) if not any(isinstance(a, argparse._SubParsersAction) for a in p._actions)}
+    leaves = {
+        cmd: p for cmd, p in walk(parser) if not any(isinstance(a, argparse._SubParsersAction) for a in p._actions)
+    }
     assert {"hub run", "hub health", "hub export-training", "hub memory forget", "hub skill rollback"} <= set(leaves)
     for command, leaf in [("hub", parser), *leaves.items()]:
         assert command in found, f"{command} has no section on the page"
@@ -70,7 +72,9 @@ def test_every_argument_of_every_command_is_on_the_page_with_a_meaning() -> None
     # what the page calls common, every command takes
     for command, leaf in leaves.items():
         taken = set().union(*(names(a) for a in leaf._actions))
-        assert set(common) <= taken, f"{command} lacks {set(common) - taken}, yet the page says every command takes them"
+        assert set(common) <= taken, (
+            f"{command} lacks {set(common) - taken}, yet the page says every command takes them"
+        )
     # the extra sections name no command the parser lacks
     assert set(found) == {"hub", *leaves}
 
