@@ -101,6 +101,7 @@ def table(actions: list[argparse.Action]) -> list[str]:
     rows = [OPEN, "", "| argument | type | default | meaning |", "|---|---|---|---|"]
     for action in actions:
         text = action.help if action.help != argparse.SUPPRESS else ""
+        text = (text or "").replace("%(default)s", str(action.default)).replace("%(prog)s", "hub")
         if isinstance(action, argparse._VersionAction):
             text = f"{text or 'print the version'}: `{action.version}`".replace("%(prog)s", "hub")
         rows.append(f"| `{invocation(action)}` | {_value(action)} | {_default(action)} | {_cell(text)} |")
