@@ -1,6 +1,7 @@
 # `make chat` sets everything up (a virtualenv in .venv) and starts a terminal chat;
 # `make test` runs the whole test suite. Both work on a fresh clone. `make docs` serves the
-# docs site (docs/, mkdocs.yml) at http://127.0.0.1:8000; `make docs-build` builds it into site/.
+# docs site (docs/, mkdocs.yml) at http://127.0.0.1:8000; `make docs-build` builds it into site/,
+# which reads from disk too (site/index.html: links and search work without a server).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin

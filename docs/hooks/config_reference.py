@@ -24,6 +24,8 @@ from pydantic_core import PydanticUndefined
 
 MARKER = "<!-- config-reference -->"
 PAGE = "reference/config.md"
+# each table in a block that docs/assets/stylesheets/extra.css lays out (md_in_html)
+OPEN, CLOSE = '<div class="hub-reference" markdown>', "</div>"
 
 
 def attribute_docstrings(model: type[BaseModel]) -> dict[str, str]:
@@ -117,7 +119,7 @@ def section_table(title: str, model: type[BaseModel], intro: str = "") -> str:
     lead = intro or inspect.cleandoc(model.__doc__ or "")
     if lead and not lead.startswith(("Usage docs", "A base class")):
         rows += [_cell(lead), ""]
-    rows += ["| key | type | default | meaning |", "|---|---|---|---|"]
+    rows += [OPEN, "", "| key | type | default | meaning |", "|---|---|---|---|"]
     for name, field in model.model_fields.items():
         if field.exclude:
             continue
@@ -129,7 +131,7 @@ def section_table(title: str, model: type[BaseModel], intro: str = "") -> str:
         rows.append(
             f"| `{key}` | {_type_name(field.annotation)}{_limits(field)} | {_default(field)} | {_cell(meaning)} |"
         )
-    return "\n".join(rows) + "\n"
+    return "\n".join([*rows, "", CLOSE]) + "\n"
 
 
 def _nested(annotation: Any) -> tuple[str, type[BaseModel]] | None:

@@ -22,7 +22,7 @@ __all__ = ["APPROVAL_COMMANDS", "add_approval_commands"]
 def add_approval_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add ``approvals`` to the ``hub`` parser."""
     p = sub.add_parser("approvals", parents=[common], help="actions waiting for a yes: list, approve ID, deny ID")
-    p.add_argument("action", choices=["list", "approve", "deny"])
+    p.add_argument("action", choices=["list", "approve", "deny"], help="what to do")
     p.add_argument("id", nargs="?", help="approve, deny: the approval's id (as list shows it)")
     p.add_argument("--all", action="store_true", help="list: answered ones too (kept a week)")
     p.add_argument("--json", action="store_true", help="list: one JSON object per line")

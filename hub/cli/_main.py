@@ -60,9 +60,14 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hub", description=_description())
     p.add_argument("--version", action="version", version=f"hub {_version()}")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", default=None, help="config file (default: ./config.toml)")
-    common.add_argument("--log-level", default=None, choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    common.add_argument("--log-format", default=None, choices=["text", "json"])
+    common.add_argument("--config", default=None, metavar="FILE", help="config file (default: ./config.toml)")
+    common.add_argument(
+        "--log-level",
+        default=None,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="overrides [hub] log_level (hub chat: WARNING unless given)",
+    )
+    common.add_argument("--log-format", default=None, choices=["text", "json"], help="overrides [hub] log_format")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", parents=[common], help="run every enabled extension until SIGINT/SIGTERM")
     chat = sub.add_parser("chat", parents=[common], help="talk to the agent in the terminal (or pipe lines in)")
@@ -73,32 +78,45 @@ def _parser() -> argparse.ArgumentParser:
             help="start even though hub.db is empty or missing in a data dir with history",
         )
     runs = sub.add_parser("runs", parents=[common], help="recent runs")
-    runs.add_argument("--limit", type=int, default=20)
-    runs.add_argument("--state", default=None, choices=["running", "completed", "failed", "rejected", "killed"])
-    runs.add_argument("--context", default=None, help="a context instance, TYPE:KEY")
+    runs.add_argument("--limit", type=int, default=20, metavar="N", help="at most N runs, newest first")
+    runs.add_argument(
+        "--state",
+        default=None,
+        choices=["running", "completed", "failed", "rejected", "killed"],
+        help="only runs in this state",
+    )
+    runs.add_argument("--context", default=None, metavar="TYPE:KEY", help="only this conversation (a context instance)")
     runs.add_argument("--json", action="store_true", help="one JSON object per line")
     runs.add_argument("--raw", action="store_true", help="print control characters as they are (not escaped)")
-    runs.add_argument("--follow", action="store_true", help="print runs' events as they arrive (hub/cli/_follow.py)")
+    runs.add_argument("--follow", action="store_true", help="print runs' events as they arrive, until Ctrl-C")
     trace = sub.add_parser("trace", parents=[common], help="one run's whole event log and its tree of child runs")
     trace.add_argument("run_id", help="a run id or a unique prefix of one")
-    trace.add_argument("--json", action="store_true")
+    trace.add_argument("--json", action="store_true", help="the run, its events and its child runs as one JSON object")
     trace.add_argument("--raw", action="store_true", help="print control characters as they are (not escaped)")
     trace.add_argument("--follow", action="store_true", help="print the run's events as they arrive, until it ends")
     stop = sub.add_parser("stop", parents=[common], help="stop a run in progress, on whichever worker holds it")
     stop.add_argument("run_id", help="a run id or a unique prefix of one")
-    stop.add_argument("--wait", type=float, default=10.0, help="seconds to wait for the run to end (default 10)")
+    stop.add_argument(
+        "--wait", type=float, default=10.0, metavar="SECONDS", help="seconds to wait for the run to end (default 10)"
+    )
     sub.add_parser("check", parents=[common], help="validate config, personas and extension settings")
     health = sub.add_parser("health", parents=[common], help="exit 0 if a running hub is alive (container healthcheck)")
-    health.add_argument("--max-age", type=float, default=60.0, help="seconds since the last heartbeat (no [http])")
+    health.add_argument(
+        "--max-age",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="without [http]: the heartbeat file may be at most this old (default 60)",
+    )
     persona = sub.add_parser("persona", help="persona revisions: history and rollback")
     psub = persona.add_subparsers(dest="persona_command", required=True)
     psub.add_parser("list", parents=[common], help="personas, their files and revision counts")
     history = psub.add_parser("history", parents=[common], help="every accepted revision of a persona, with diffs")
-    history.add_argument("name")
-    history.add_argument("--json", action="store_true")
+    history.add_argument("name", help="the persona's name")
+    history.add_argument("--json", action="store_true", help="one JSON object per revision")
     rollback = psub.add_parser("rollback", parents=[common], help="put a revision back in force")
-    rollback.add_argument("name")
-    rollback.add_argument("rev", type=int)
+    rollback.add_argument("name", help="the persona's name")
+    rollback.add_argument("rev", type=int, help="the revision number, as history lists it")
     add_memory_commands(sub, common)
     add_store_commands(sub, common)
     add_access_commands(sub, common)

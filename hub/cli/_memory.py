@@ -46,7 +46,7 @@ def add_memory_commands(
     )
     who = forget.add_mutually_exclusive_group(required=True)
     who.add_argument("--user", help="a user id, as the platform gives it")
-    who.add_argument("--context", help="a conversation, TYPE:KEY (e.g. telegram:chat:42)")
+    who.add_argument("--context", metavar="TYPE:KEY", help="a conversation (e.g. telegram:chat:42)")
     who.add_argument(
         "--person",
         help="a person everywhere, named by one identity (platform:user) or its id: their memory, "
@@ -55,8 +55,8 @@ def add_memory_commands(
     forget.add_argument("--platform", help="with --user: only on this platform (e.g. telegram)")
 
     export = sub.add_parser("export-training", parents=[common], help="episodes as JSONL prompt/completion pairs")
-    export.add_argument("--out", required=True, type=Path, help="the JSONL file to write")
-    export.add_argument("--context", help="only this conversation, TYPE:KEY")
+    export.add_argument("--out", required=True, type=Path, metavar="FILE", help="the JSONL file to write")
+    export.add_argument("--context", metavar="TYPE:KEY", help="only this conversation")
     export.add_argument("--meta", action="store_true", help="add run id, context, user, platform and time")
     export.add_argument("--all-states", action="store_true", help="also runs that did not complete")
 

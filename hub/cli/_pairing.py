@@ -25,7 +25,7 @@ def add_access_commands(
     pairing = sub.add_parser(
         "pairing", parents=[common], help="who may talk to the bot in private: list, approve CODE, revoke USER"
     )
-    pairing.add_argument("action", choices=["list", "approve", "revoke"])
+    pairing.add_argument("action", choices=["list", "approve", "revoke"], help="what to do")
     pairing.add_argument("value", nargs="?", help="approve: the code the user got; revoke: the user id")
     pairing.add_argument("--platform", default=None, help="revoke: only on this platform (default: every one)")
     pairing.add_argument("--json", action="store_true", help="list: one JSON object per line")

@@ -22,7 +22,7 @@ def add_people_commands(sub: argparse._SubParsersAction, common: argparse.Argume
     people = sub.add_parser(
         "people", parents=[common], help="one person across platforms: list, link CODE IDENTITY, unlink IDENTITY"
     )
-    people.add_argument("action", choices=["list", "link", "unlink"])
+    people.add_argument("action", choices=["list", "link", "unlink"], help="what to do")
     people.add_argument("value", nargs="?", help="link: the code the user got with /link; unlink: platform:user")
     people.add_argument("identity", nargs="?", help="link: the other identity to join, platform:user (e.g. discord:77)")
     people.add_argument("--json", action="store_true", help="list: one JSON object per line")

@@ -23,7 +23,7 @@ def add_review_commands(sub: argparse._SubParsersAction, common: argparse.Argume
     review = sub.add_parser(
         "review", parents=[common], help="posts held for review on X, Mastodon, Bluesky: list, approve ID, reject ID"
     )
-    review.add_argument("action", choices=["list", "approve", "reject"])
+    review.add_argument("action", choices=["list", "approve", "reject"], help="what to do")
     review.add_argument("id", nargs="?", help="approve, reject: the held post's id (hub review list)")
     review.add_argument("--text", default=None, help="approve: post this text instead (an edit)")
     review.add_argument("--all", action="store_true", help="list: every held post, not only those waiting")

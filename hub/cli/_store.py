@@ -29,7 +29,9 @@ def add_store_commands(
     inbox = sub.add_parser(
         "inbox", parents=[common], help="inputs parked after failing too often: list, retry ID, drop ID"
     )
-    inbox.add_argument("action", nargs="?", choices=["list", "retry", "drop"], default="list")
+    inbox.add_argument(
+        "action", nargs="?", choices=["list", "retry", "drop"], default="list", help="what to do (default: list)"
+    )
     inbox.add_argument("id", nargs="?", help="with retry/drop: an input id or a unique prefix (as listed)")
     inbox.add_argument("--json", action="store_true", help="list: one JSON object per line")
     prune = sub.add_parser("prune", parents=[common], help="apply [hub] retention now")

@@ -21,16 +21,16 @@ def add_tools_commands(sub: argparse._SubParsersAction, common: argparse.Argumen
     mcp = sub.add_parser("mcp", help="MCP servers: their tools")
     msub = mcp.add_subparsers(dest="mcp_command", required=True)
     listing = msub.add_parser("list", parents=[common], help="each configured server and its tools (starts them)")
-    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--json", action="store_true", help="one JSON object per server")
     skill = sub.add_parser("skill", help="skills: list, revisions and rollback")
     ssub = skill.add_subparsers(dest="skill_command", required=True)
     ssub.add_parser("list", parents=[common], help="skills, their descriptions and revision counts")
     history = ssub.add_parser("history", parents=[common], help="every accepted revision of a skill, with diffs")
-    history.add_argument("name")
-    history.add_argument("--json", action="store_true")
+    history.add_argument("name", help="the skill's name")
+    history.add_argument("--json", action="store_true", help="one JSON object per revision")
     rollback = ssub.add_parser("rollback", parents=[common], help="put a revision of a skill back in force")
-    rollback.add_argument("name")
-    rollback.add_argument("rev", type=int)
+    rollback.add_argument("name", help="the skill's name")
+    rollback.add_argument("rev", type=int, help="the revision number, as history lists it")
 
 
 async def probe_mcp(config: HubConfig) -> list[Any]:
