@@ -8,6 +8,7 @@ mistakes (a role nobody holds, a persona mapping for a context that does not exi
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,10 +99,28 @@ class _Checker:
             if personas.get(personas.default) is None and f"{personas.default}.toml" not in {
                 p.name for p in folder.glob("*.toml")
             }:
-                self.report.warnings.append(
-                    f"{folder}: no {personas.default}.toml: conversations with no persona get none"
-                )
+                # routes that give every conversation of a context type a persona leave the
+                # default unused there: only the types they leave out need it
+                bare = sorted(t for t in self.context_types if not self._routed(t))
+                if bare or not self.exts:
+                    whose = f" ({', '.join(bare)})" if bare else ""
+                    self.report.warnings.append(
+                        f"{folder}: no {personas.default}.toml: conversations{whose} with no persona get none"
+                    )
         self.report.personas = personas.names()
+
+    def _routed(self, context_type: str) -> bool:
+        """Whether a route with a persona fits every conversation of ``context_type``: its
+        ``match`` is ``PREFIX*`` (no other wildcard) with ``PREFIX`` a prefix of ``TYPE:``,
+        and no route before it without a persona takes any of them."""
+        whole = f"{context_type}:"
+        for route in self.config.routes:
+            literal = re.split(r"[*?\[]", route.match, maxsplit=1)[0]
+            if route.match == literal + "*" and whole.startswith(literal):
+                return bool(route.persona)
+            if not route.persona and (literal.startswith(whole) or whole.startswith(literal)):
+                return False  # an earlier route without a persona takes some of them
+        return False
 
     def _persona_mappings(self) -> None:
         """``[personas]`` names files that exist and scopes that an extension has; a persona's

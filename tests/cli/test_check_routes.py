@@ -46,3 +46,22 @@ def test_every_account_is_validated(tmp_path: Path) -> None:
     assert any("extensions.telegram.accounts.support.groups" in e for e in report.errors), report.errors
     report = check_config(_config(tmp_path, extensions=TELEGRAM))  # type: ignore[arg-type]
     assert report.ok and report.extensions == ["telegram"]
+
+
+def test_no_default_persona_is_named_only_where_routes_leave_conversations_without_one(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, extensions=TELEGRAM, routes=[{"match": "telegram:*", "persona": "support"}])
+    (tmp_path / "contexts" / "default.toml").unlink()
+    assert not [w for w in check_config(cfg).warnings if "no default.toml" in w]  # type: ignore[arg-type]
+
+    partial = _config(tmp_path, extensions=TELEGRAM, routes=[{"match": "telegram:chat:-100*", "persona": "support"}])
+    (tmp_path / "contexts" / "default.toml").unlink()
+    (warning,) = [w for w in check_config(partial).warnings if "no default.toml" in w]  # type: ignore[arg-type]
+    assert "(telegram:chat)" in warning
+
+    shadowed = _config(
+        tmp_path,
+        extensions=TELEGRAM,
+        routes=[{"match": "telegram:chat:9*", "actions": ["ping"]}, {"match": "telegram:*", "persona": "support"}],
+    )
+    (tmp_path / "contexts" / "default.toml").unlink()
+    assert [w for w in check_config(shadowed).warnings if "no default.toml" in w]  # type: ignore[arg-type]
