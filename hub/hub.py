@@ -54,6 +54,7 @@ from .store import (
     RunStore,
     StoreHealth,
     databases,
+    finish_forgetting,
     open_stores,
     worker_id,
 )
@@ -360,6 +361,7 @@ class Hub:
             self._check_routes()
             self.commands.check()
             await self.stores.open()
+            await finish_forgetting(self.stores)  # a `hub memory forget --person` cut off, before any input
             for err in self.personas.load_all():
                 log.error("%s", err)
             killed = await self.intake.recover()

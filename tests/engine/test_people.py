@@ -109,7 +109,7 @@ async def test_forget_person_removes_them_everywhere_and_nobody_else(make_rig, c
         await rig.say("carl was here", user="carl")
         await rig.hub.memory.set("working-memory:cli:shared", [{"kind": "input", "user": "ann", "content": "x"}])
         assert await rig.hub.stores.history.search("bob", "secret")  # indexed for search_history
-    deleted, ids = await forget_person(config, "cli:bob")
+    deleted, ids, _ = await forget_person(config, "cli:bob")
     assert deleted == 0 and ids == ["cli:ann", "cli:bob"]
     rig = make_rig()
     async with rig.hub:

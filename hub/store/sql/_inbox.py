@@ -38,6 +38,19 @@ class SqlInbox(SqlStore, InboxStore, store="inbox"):
         row = await self.db.fetchone("SELECT id FROM inbox WHERE platform_id = ?", (entry.platform_id,))
         return row is not None and row[0] == entry.id
 
+    async def forget_user(self, user: str, *, platform: str) -> int:
+        lo, hi = f"{platform}:", f"{platform};"
+        sender = "(data::jsonb ->> 'user')" if self.db.dialect == "postgres" else "json_extract(data, '$.user')"
+        rows = await self.db.fetchall(
+            f"SELECT id, state FROM inbox WHERE context >= ? AND context < ? AND {sender} = ?", (lo, hi, user)
+        )
+        for input_id, state in rows:
+            if state == "done":  # as retention strips a handled input: its platform id stays
+                await self.db.write("UPDATE inbox SET data = '{}', error = NULL WHERE id = ?", (input_id,))
+            else:
+                await self.db.write("DELETE FROM inbox WHERE id = ?", (input_id,))
+        return len(rows)
+
     def take(self, ids: list[str], run_id: str) -> None:
         for i in ids:
             self.db.write_soon("UPDATE inbox SET state = 'taken', run_id = ? WHERE id = ?", (run_id, i))
