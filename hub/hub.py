@@ -213,8 +213,14 @@ class Hub:
         )
         self.engine = Engine(deps)
         # chat commands (/start, /help, /new, /stop and the extensions'), answered by the intake
+        guard = features.guard
         self.commands = Commands(
-            deps, settings=self.config.commands, roles_of=features.guard.roles_of, stopper=features.stops
+            deps,
+            settings=self.config.commands,
+            roles_of=guard.roles_of,
+            stopper=features.stops,
+            # [commands] roles per person: one granted to a linked identity holds on all of them
+            person_roles=lambda platform, user: guard.person_roles(People(self.memory), platform, user),
         )
         self.stops = features.stops
         # every input's lifecycle: recorded, queued, taken into the engine's runs, resumed
