@@ -16,7 +16,7 @@ from .._history import search_terms
 from .._run_records import RunRecord, RunState, RunStore, RunTotals, forgotten_input
 from ._postgres import PgDatabase
 from ._sql_store import SqlStore
-from ._values import dumps
+from ._values import dumps, holds_text
 
 __all__ = ["SqlRunStore", "PostgresRunStore"]
 
@@ -335,23 +335,23 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
             await self._purge_index()
         return len(doomed), blanked
 
-    # whose input an event is, read from its JSON in SQL (PostgreSQL's own spelling below)
-    _EVENT_USER = "json_extract(e.data, '$.user')"
-
     async def _blank_inputs(self, user: str, lo: str, hi: str) -> int:
         """Their inputs taken by other people's runs in the platform's conversations (a
         message that joined a run under way) are blanked where they lie in those logs."""
+        holds, args = holds_text("e.data", user, self.db.dialect)
         rows = await self.db.fetchall(
             "SELECT e.run_id, e.seq, e.data FROM run_events e JOIN runs r ON r.id = e.run_id "
-            f"WHERE e.kind = 'input' AND r.context >= ? AND r.context < ? AND {self._EVENT_USER} = ?",
-            (lo, hi, user),
+            f"WHERE e.kind = 'input' AND r.context >= ? AND r.context < ? AND {holds}",
+            (lo, hi, *args),
         )
+        blanked = 0
         for run_id, seq, data in rows:
             entry = from_dict(json.loads(data))
             if isinstance(entry, InputLog) and entry.user == user:
                 blank = dumps(to_dict(forgotten_input(entry)))
                 await self.db.write("UPDATE run_events SET data = ? WHERE run_id = ? AND seq = ?", (blank, run_id, seq))
-        return len(rows)
+                blanked += 1
+        return blanked
 
     async def _purge_index(self) -> None:
         """SQLite's FTS5 keeps a deleted row's words in its segments, marked deleted, until they
@@ -405,8 +405,6 @@ class PostgresRunStore(SqlRunStore):
         if not terms:
             return "0 = 1", ()
         return "search @@ to_tsquery('simple', ?)", (" & ".join(f"'{t}':*" for t in terms),)
-
-    _EVENT_USER = "(e.data::jsonb ->> 'user')"
 
     async def _purge_index(self) -> None:
         pass  # the tsvector is a column of the row: it went with it
