@@ -1,6 +1,6 @@
 """Erasing a person from the hub's database (``hub memory forget --person``): for each of
 their identities, their runs and what they said in other people's runs (hub/store/_run_records.py),
-their inputs in the inbox, their messages in the search index; then their memory, links and
+their inputs in the inbox, their messages in the search index, their reminders; then their memory, links and
 words in every conversation's kept history (:meth:`People.forget`).
 
 Every step finds what is left and deletes it, so doing it again finishes a forget that was
@@ -31,6 +31,7 @@ class Erased:
     inputs_blanked: int = 0
     inbox: int = 0
     messages: int = 0
+    reminders: int = 0
 
     def __str__(self) -> str:
         parts = (
@@ -38,6 +39,7 @@ class Erased:
             (self.inputs_blanked, "inputs in others' runs"),
             (self.inbox, "inbox inputs"),
             (self.messages, "indexed messages"),
+            (self.reminders, "reminders"),
         )
         return ", ".join(f"{n} {what}" for n, what in parts if n) or "nothing in the database"
 
@@ -59,6 +61,7 @@ async def erase_person(stores: Stores, person: str, identities: list[str]) -> Er
             erased.inputs_blanked += blanked
             erased.inbox += await stores.inbox.forget_user(user, platform=platform)
             erased.messages += await stores.history.forget(user, platform=platform)
+            erased.reminders += await stores.reminders.forget(user, platform=platform)
         await people.forget(person, identities)
     await people.forgotten(person, "database")
     return erased

@@ -8,6 +8,7 @@ episodes part is tested with Chroma in tests/memory/test_forget_person_episodes.
 from __future__ import annotations
 
 import json
+import time
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 from hub.cli._memory import forget_person
 from hub.errors import HubError, StoreError
 from hub.logs import InputLog
-from hub.store import FORGOTTEN, People, RunRecord, RunState, open_stores
+from hub.store import FORGOTTEN, People, Reminder, RunRecord, RunState, open_stores
 from hub.testing.postgres import temporary_schema
 from tests._support.processes import hub_cmd
 
@@ -55,6 +56,10 @@ async def _talk(rig: Any) -> dict[str, str]:
         InputLog(type="child", content=f"look up {ANN}"),
     )
     tele = await _ended(runs, RunRecord(context="telegram:chat:5", user="bob", message=f"telegram {TELE}"))
+    # reminders bob set, here and (someone else) on Telegram
+    for rid, context, word in (("rem-cli", "cli:session:bob", BOB), ("rem-tg", "telegram:chat:5", TELE)):
+        reminder = Reminder(rid, context, "bob", f"water the plants {word}", time.time() + 3600)
+        assert await rig.hub.stores.reminders.add(reminder, cap=0)
     # a message of bob's still waiting in the inbox (the hub stopped before answering it)
     await rig.hub.inbox.record("cli:session:bob", InputLog(type="cli:session", content=f"later {BOB}", user="bob"))
     return {
@@ -102,7 +107,7 @@ async def test_forget_person_erases_their_runs_and_nobody_elses(make_rig, config
         deleted, identities, erased = await forget_person(config, "cli:bob")
         assert identities == ["cli:ann", "cli:bob"]
         # runs: ann's, bob's and the child of ann's; inbox: their two handled inputs and bob's waiting one
-        assert (erased.runs, erased.inputs_blanked, erased.inbox) == (3, 1, 3), erased
+        assert (erased.runs, erased.inputs_blanked, erased.inbox, erased.reminders) == (3, 1, 3, 1), erased
         async with open_stores(config) as stores:  # what the hub's next start would find
             assert stores.db is not None
             inbox = [d for (d,) in await stores.db.fetchall("SELECT data FROM inbox ORDER BY received")]
@@ -133,6 +138,7 @@ async def test_forget_person_erases_their_runs_and_nobody_elses(make_rig, config
             assert [r.id for r in await hub.runs.search(CARL)] == [ids["carl"]]
             assert [r.id for r in await hub.runs.search(TELE)] == [ids["tele"]]  # telegram's "bob" is another
             assert await hub.inbox.pending() == []
+            assert [r.id for r in await hub.stores.reminders.waiting(user="bob")] == ["rem-tg"]
             shared = await hub.runs.events(ids["shared"])
             said = [(e.content, e.user) for e in shared if isinstance(e, InputLog)]
             assert said[0] == ("carl opens", "carl") and said[2] == (FORGOTTEN, None) and len(said) == 3
