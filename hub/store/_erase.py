@@ -35,13 +35,14 @@ class Erased:
 
     def __str__(self) -> str:
         parts = (
-            (self.runs, "runs"),
-            (self.inputs_blanked, "inputs in others' runs"),
-            (self.inbox, "inbox inputs"),
-            (self.messages, "indexed messages"),
-            (self.reminders, "reminders"),
+            (self.runs, "run", "runs"),
+            (self.inputs_blanked, "input in others' runs", "inputs in others' runs"),
+            (self.inbox, "inbox input", "inbox inputs"),
+            (self.messages, "indexed message", "indexed messages"),
+            (self.reminders, "reminder", "reminders"),
         )
-        return ", ".join(f"{n} {what}" for n, what in parts if n) or "nothing in the database"
+        said = [f"{n} {one if n == 1 else many}" for n, one, many in parts if n]
+        return ", ".join(said) or "nothing in the database"
 
 
 async def erase_person(stores: Stores, person: str, identities: list[str]) -> Erased:
