@@ -199,3 +199,13 @@ async def test_a_run_that_takes_another_members_message_shows_no_person_memory(m
     before, after = (prompt_text(r) for r in rig.model.requests)
     assert "ALICE-ONLY" in before and "what do you know?" not in before
     assert "what do you know?" in after and "ALICE-ONLY" not in after
+
+
+def test_hub_people_help_says_both_forms_of_link(capsys: pytest.CaptureFixture[str]) -> None:
+    from hub.cli import main as cli_main
+
+    with pytest.raises(SystemExit):
+        cli_main(["people", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "link CODE joins your terminal identity (cli:<your OS user>, as in hub chat)" in text
+    assert "link CODE IDENTITY joins IDENTITY (platform:user) instead" in text
