@@ -1,6 +1,7 @@
 """Erasing a person from the hub's database (``hub memory forget --person``): for each of
 their identities, their runs and what they said in other people's runs (hub/store/_run_records.py),
-their inputs in the inbox, their messages in the search index, their reminders; then their memory, links and
+their inputs in the inbox, their messages in the search index, their reminders, the approval questions of their
+runs; then their memory, links and
 words in every conversation's kept history (:meth:`People.forget`).
 
 Every step finds what is left and deletes it, so doing it again finishes a forget that was
@@ -32,6 +33,7 @@ class Erased:
     inbox: int = 0
     messages: int = 0
     reminders: int = 0
+    approvals: int = 0
 
     def __str__(self) -> str:
         parts = (
@@ -40,6 +42,7 @@ class Erased:
             (self.inbox, "inbox input", "inbox inputs"),
             (self.messages, "indexed message", "indexed messages"),
             (self.reminders, "reminder", "reminders"),
+            (self.approvals, "approval question", "approval questions"),
         )
         said = [f"{n} {one if n == 1 else many}" for n, one, many in parts if n]
         return ", ".join(said) or "nothing in the database"
@@ -63,6 +66,7 @@ async def erase_person(stores: Stores, person: str, identities: list[str]) -> Er
             erased.inbox += await stores.inbox.forget_user(user, platform=platform)
             erased.messages += await stores.history.forget(user, platform=platform)
             erased.reminders += await stores.reminders.forget(user, platform=platform)
+            erased.approvals += await stores.approvals.forget_user(user, platform=platform)
         await people.forget(person, identities)
     await people.forgotten(person, "database")
     return erased

@@ -461,6 +461,12 @@ class InMemoryApprovalStore(ApprovalStore):
             del self._rows[approval_id]
         return len(old)
 
+    async def forget_user(self, user: str, *, platform: str) -> int:
+        theirs = [r.id for r in self._rows.values() if r.user == user and r.context.startswith(platform + ":")]
+        for approval_id in theirs:
+            del self._rows[approval_id]
+        return len(theirs)
+
 
 def _replace(row: Approval, **changes: Any) -> Approval:
     return dataclasses.replace(row, **changes)

@@ -18,7 +18,16 @@ import pytest
 from hub.cli._memory import forget_person
 from hub.errors import HubError, StoreError
 from hub.logs import InputLog
-from hub.store import FORGOTTEN, People, Reminder, RunRecord, RunState, open_stores
+from hub.store import (
+    FORGOTTEN,
+    Approval,
+    ApprovalState,
+    People,
+    Reminder,
+    RunRecord,
+    RunState,
+    open_stores,
+)
 from hub.testing.postgres import temporary_schema
 from tests._support.processes import hub_cmd
 
@@ -60,6 +69,24 @@ async def _talk(rig: Any) -> dict[str, str]:
     for rid, context, word in (("rem-cli", "cli:session:bob", BOB), ("rem-tg", "telegram:chat:5", TELE)):
         reminder = Reminder(rid, context, "bob", f"water the plants {word}", time.time() + 3600)
         assert await rig.hub.stores.reminders.add(reminder, cap=0)
+    # a question bob's run asked before an action (its arguments from his message), and carl's
+    for who, run_id, word in (("bob", bob.run_id, BOB), ("carl", carl.run_id, CARL)):
+        now = time.time()
+        await rig.hub.stores.approvals.ask(
+            Approval(
+                f"q-{who}",
+                f"k-{who}",
+                run_id,
+                f"cli:session:{who}",
+                "pay",
+                {"note": word},
+                ApprovalState.DENIED,
+                now,
+                now + 600,
+                platform="cli",
+                user=who,
+            )
+        )
     # a message of bob's still waiting in the inbox (the hub stopped before answering it)
     await rig.hub.inbox.record("cli:session:bob", InputLog(type="cli:session", content=f"later {BOB}", user="bob"))
     return {
@@ -109,7 +136,7 @@ async def test_forget_person_erases_their_runs_and_nobody_elses(make_rig, config
         # waiting one; messages: their two and the answers to them
         assert rc == 0 and out == (
             "forgot person cli:bob (cli:ann, cli:bob): 0 episodes, 3 runs, 1 input in others' runs, "
-            "3 inbox inputs, 4 indexed messages, 1 reminder\n"
+            "3 inbox inputs, 4 indexed messages, 1 reminder, 1 approval question\n"
         ), err
         async with open_stores(config) as stores:  # what the hub's next start would find
             assert stores.db is not None
@@ -142,6 +169,7 @@ async def test_forget_person_erases_their_runs_and_nobody_elses(make_rig, config
             assert [r.id for r in await hub.runs.search(TELE)] == [ids["tele"]]  # telegram's "bob" is another
             assert await hub.inbox.pending() == []
             assert [r.id for r in await hub.stores.reminders.waiting(user="bob")] == ["rem-tg"]
+            assert [q.id for q in await hub.stores.approvals.list()] == ["q-carl"]
             shared = await hub.runs.events(ids["shared"])
             said = [(e.content, e.user) for e in shared if isinstance(e, InputLog)]
             assert said[0] == ("carl opens", "carl") and said[2] == (FORGOTTEN, None) and len(said) == 3
