@@ -1,8 +1,8 @@
 """Erasing a person from the hub's database (``hub memory forget --person``): for each of
 their identities, their runs and what they said in other people's runs (hub/store/_run_records.py),
-their inputs in the inbox, their messages in the search index, their reminders, the approval questions of their
-runs; then their memory, links and
-words in every conversation's kept history (:meth:`People.forget`).
+their inputs in the inbox, their messages in the search index, their reminders and the
+approval questions of their runs; then their memory, links and words in every
+conversation's kept history (:meth:`People.forget`).
 
 Every step finds what is left and deletes it, so doing it again finishes a forget that was
 cut off: the journal entry (:meth:`People.begin_forgetting`) says whose, and it is done again

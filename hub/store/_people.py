@@ -257,12 +257,8 @@ class People:
         earlier forget of it that was cut off), every one of which is to be erased."""
         pending = (await self.forgetting()).get(person, [])
         ids = sorted(set(await self.identities(person)) | set(pending))
-        journal = await self.memory.get(f"{FORGETTING}{person}")
-        done = journal if isinstance(journal, dict) else {}
-        await self.memory.set(
-            f"{FORGETTING}{person}",
-            {"identities": ids, "episodes": bool(done.get("episodes")), "database": False},
-        )
+        # both parts to do, again: each finds only what is left, and an identity may be new
+        await self.memory.set(f"{FORGETTING}{person}", {"identities": ids, "episodes": False, "database": False})
         return ids
 
     async def forgetting(self, *, part: str | None = None) -> dict[str, list[str]]:
