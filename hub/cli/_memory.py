@@ -21,13 +21,11 @@ from ..memory import (
     Episode,
     all_episodes,
     episode_store_exists,
+    finish_forgetting,
     forget_filter,
     forget_store,
     open_episode_store,
     training_line,
-)
-from ..memory import (
-    finish_forgetting as finish_episodes,
 )
 from ..redact import Redactor
 from ..store import Erased, MemoryStore, erase_person, has_database, open_stores
@@ -155,7 +153,7 @@ async def forget_person(config: HubConfig, who: str) -> tuple[int, list[str], Er
         episodes: dict[str, int] = {}
         if episode_store_exists(config):
             async with open_episode_store(config) as store:
-                episodes = await finish_episodes(store, stores.memory)
+                episodes = await finish_forgetting(store, stores.memory)  # everyone's left, theirs too
         else:  # no store, no episode of anyone's
             for pending in await people.forgetting(part="episodes"):
                 await people.forgotten(pending, "episodes")
