@@ -54,6 +54,7 @@ from .store import (
     RunStore,
     StoreHealth,
     databases,
+    finish_forgetting,
     open_stores,
     worker_id,
 )
@@ -246,8 +247,14 @@ class Hub:
         )
         self.engine = Engine(deps)
         # chat commands (/start, /help, /new, /stop and the extensions'), answered by the intake
+        guard = features.guard
         self.commands = Commands(
-            deps, settings=self.config.commands, roles_of=features.guard.roles_of, stopper=features.stops
+            deps,
+            settings=self.config.commands,
+            roles_of=guard.roles_of,
+            stopper=features.stops,
+            # [commands] roles per person: one granted to a linked identity holds on all of them
+            person_roles=lambda platform, user: guard.person_roles(People(self.memory), platform, user),
         )
         """The chat commands that are on; a platform lists them with ``hub.commands.menu(...)``."""
         self.stops = features.stops
@@ -401,6 +408,7 @@ class Hub:
             self._check_routes()
             self.commands.check()
             await self.stores.open()
+            await finish_forgetting(self.stores)  # a `hub memory forget --person` cut off, before any input
             for err in self.personas.load_all():
                 log.error("%s", err)
             killed = await self.intake.recover()

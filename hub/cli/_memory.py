@@ -21,13 +21,14 @@ from ..memory import (
     Episode,
     all_episodes,
     episode_store_exists,
+    finish_forgetting,
     forget_filter,
     forget_store,
     open_episode_store,
     training_line,
 )
 from ..redact import Redactor
-from ..store import MemoryStore, has_database, open_stores
+from ..store import Erased, MemoryStore, erase_person, has_database, open_stores
 
 __all__ = ["add_memory_commands", "MEMORY_COMMANDS", "forget", "forget_person", "export_training"]
 
@@ -66,8 +67,9 @@ async def cmd_memory(config: HubConfig, args: argparse.Namespace) -> int:
         print("hub: --platform only narrows --user", file=sys.stderr)
         return 2
     if args.person:
-        deleted, ids = await forget_person(config, args.person)
-        print(f"forgot person {args.person} ({', '.join(ids)}): {deleted} episode{'s' if deleted != 1 else ''}")
+        deleted, ids, erased = await forget_person(config, args.person)
+        episodes = f"{deleted} episode{'s' if deleted != 1 else ''}"
+        print(f"forgot person {args.person} ({', '.join(ids)}): {episodes}, {erased}")
         return 0
     deleted, keys = await forget(config, user=args.user, context=args.context, platform=args.platform)
     if args.user:
@@ -125,10 +127,13 @@ async def forget(
     return deleted, keys
 
 
-async def forget_person(config: HubConfig, who: str) -> tuple[int, list[str]]:
+async def forget_person(config: HubConfig, who: str) -> tuple[int, list[str], Erased]:
     """Forget a person everywhere, with the hub stopped: their episodes on each identity's
-    platform, then (`hub.store.People.forget()`) their memory, links and messages in the
-    conversations' kept history. Returns (episodes deleted, the identities the person had).
+    platform, then (`hub.store.erase_person()`) their runs, inputs, indexed messages,
+    memory, links and words in the conversations' kept history. A journal entry written
+    first names them until both parts are done, so a forget cut off is finished by the next
+    one (any forget cut off before is finished with this one) and by the hub's next start.
+    Returns (episodes deleted, the identities the person had, what left the database).
 
     Raises:
         HubError: nobody is known by ``who`` (nothing is deleted).
@@ -139,26 +144,25 @@ async def forget_person(config: HubConfig, who: str) -> tuple[int, list[str]]:
 
     if not has_database(config):
         raise HubError(f"no person {who!r}: the hub has no database yet")
-    deleted = 0
     async with open_stores(config) as stores:
         people = People(stores.memory)
         person = await people.find(who)
         if person is None:
             raise HubError(f"no person {who!r}: name one by an identity (platform:user) or its id (hub people list)")
-        ids = await people.identities(person)
+        ids = await people.begin_forgetting(person)
+        episodes: dict[str, int] = {}
         if episode_store_exists(config):
             async with open_episode_store(config) as store:
-                for identity in ids:
-                    platform, _, user = identity.partition(":")
-                    where = forget_filter(user=user, platform=platform)
-                    deleted += await forget_store(store, where, index=stores.memory)
-        # their messages leave the search index (hub/features/_history.py), before the links
-        # that name them go: were the store to fail here, the person is still found next try
-        for identity in ids:
-            platform, _, user = identity.partition(":")
-            await forget_history(stores.history, user, platform=platform)
-        await people.forget(person)
-    return deleted, ids
+                episodes = await finish_forgetting(store, stores.memory)  # everyone's left, theirs too
+        else:  # no store, no episode of anyone's
+            for pending in await people.forgetting(part="episodes"):
+                await people.forgotten(pending, "episodes")
+        erased = Erased()
+        for pending, pending_ids in (await people.forgetting(part="database")).items():
+            done = await erase_person(stores, pending, pending_ids)
+            if pending == person:
+                erased = done
+    return episodes.get(person, 0), ids, erased
 
 
 async def export_training(

@@ -1,8 +1,10 @@
-"""``hub people list / link CODE IDENTITY / unlink IDENTITY``: one person across platforms.
+"""``hub people list / link CODE [IDENTITY] / unlink IDENTITY``: one person across platforms.
 
-``link`` is the operator's way of joining what ``/link CODE`` joins in chat: the code a user
-was given with ``/link``, and the other identity (``platform:user``) the operator vouches for.
-They open the hub's database beside a running hub, as ``hub pairing`` does.
+``link CODE`` is ``/link CODE`` typed in the terminal chat: the operator's terminal identity
+(``cli:<OS user>``, the one ``hub chat`` talks as) joins the person who was given the code,
+a wrong code counted against it as in chat. ``link CODE IDENTITY`` is the operator vouching
+for someone else: ``IDENTITY`` (``platform:user``) joins instead, and a wrong code is not
+counted. They open the hub's database beside a running hub, as ``hub pairing`` does.
 """
 
 from __future__ import annotations
@@ -20,12 +22,29 @@ __all__ = ["add_people_commands", "PEOPLE_COMMANDS"]
 def add_people_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add ``people`` to the ``hub`` parser."""
     people = sub.add_parser(
-        "people", parents=[common], help="one person across platforms: list, link CODE IDENTITY, unlink IDENTITY"
+        "people",
+        parents=[common],
+        help="one person across platforms: list, link CODE [IDENTITY], unlink IDENTITY",
+        description="link CODE joins your terminal identity (cli:<your OS user>, as in hub chat) with whoever "
+        "was given CODE by /link, as /link CODE in the terminal chat would; link CODE IDENTITY joins IDENTITY "
+        "(platform:user) instead, the operator vouching for someone else.",
     )
     people.add_argument("action", choices=["list", "link", "unlink"], help="what to do")
     people.add_argument("value", nargs="?", help="link: the code the user got with /link; unlink: platform:user")
-    people.add_argument("identity", nargs="?", help="link: the other identity to join, platform:user (e.g. discord:77)")
+    people.add_argument(
+        "identity",
+        nargs="?",
+        help="link: the identity to join, platform:user (e.g. discord:77); without it, your terminal identity",
+    )
     people.add_argument("--json", action="store_true", help="list: one JSON object per line")
+
+
+def terminal_identity() -> tuple[str, str]:
+    """The identity ``hub chat`` talks as: platform ``cli``, the OS user (the terminal
+    extension's own rule, read through its entry point as ``hub chat`` does)."""
+    from ..definitions import import_extension
+
+    return "cli", str(import_extension("cli").os_user())
 
 
 async def cmd_people(config: HubConfig, args: argparse.Namespace) -> int:
@@ -34,17 +53,26 @@ async def cmd_people(config: HubConfig, args: argparse.Namespace) -> int:
     from ._store import _stores
     from ._trace import escape_terminal
 
-    if args.action == "link" and not (args.value and args.identity):
-        raise HubError("hub people link needs the code the user got with /link and the other identity, platform:user")
+    if args.action == "link" and not args.value:
+        raise HubError(
+            "hub people link needs the code the user got with /link (and, to link someone other than "
+            "your terminal identity, their identity, platform:user)"
+        )
+    if args.action != "link" and args.identity:
+        raise HubError(f"hub people {args.action} takes no second identity ({args.identity!r})")
     if args.action == "unlink" and not args.value:
         raise HubError("hub people unlink needs an identity, platform:user")
     async with _stores(config) as stores:
         people = People(stores.memory)
         if args.action == "link":
-            platform, sep, user = args.identity.partition(":")
-            if not sep or not user:
-                raise HubError(f"{args.identity!r} is not an identity: write platform:user (e.g. discord:77)")
-            linked = await people.redeem(args.value, platform, user, operator=True)
+            if args.identity is None:  # as /link CODE typed in `hub chat`: a wrong code counts
+                platform, user = terminal_identity()
+                linked = await people.redeem(args.value, platform, user)
+            else:
+                platform, sep, user = args.identity.partition(":")
+                if not sep or not user:
+                    raise HubError(f"{args.identity!r} is not an identity: write platform:user (e.g. discord:77)")
+                linked = await people.redeem(args.value, platform, user, operator=True)
             print(f"linked: {escape_terminal(', '.join(linked.identities), newlines=False)} are person {linked.person}")
             return 0
         if args.action == "unlink":

@@ -118,10 +118,14 @@ class Commands:
         settings: CommandsSection,
         roles_of: Callable[[str, str | None], set[str]],
         stopper: Stopper | None = None,
+        person_roles: Callable[[str, str | None], Awaitable[set[str]]] | None = None,
     ) -> None:
         self.deps = deps
         self.settings = settings
         self.roles_of = roles_of
+        # the roles a user holds as a person (theirs and their linked identities'): what a
+        # command is allowed by; ``roles_of`` alone is what the platforms' menus are built from
+        self.person_roles = person_roles
         self.stopper = stopper
         self._answering: set[str] = set()  # the runs of the commands being answered here
         self._built_in: dict[str, Callable[[CommandContext], Awaitable[str | None]]] = {
@@ -168,10 +172,11 @@ class Commands:
     def takes(self, name: str) -> bool:
         return name in self.names()
 
-    def menu(self, platform: str, user: str | None = None) -> list[CommandInfo]:
+    def menu(self, platform: str, user: str | None = None, *, held: Collection[str] | None = None) -> list[CommandInfo]:
         """The commands ``user`` may use on ``platform`` (None: anyone, so only commands
-        without roles, and those whose role every user holds); ``/help`` lists these."""
-        held = self.roles_of(platform, user)
+        without roles, and those whose role every user holds); ``/help`` lists these, for
+        the roles the user ``held`` as a person."""
+        held = set(self.roles_of(platform, user) if held is None else held)
         return [i for i in self.available() if not i.roles or held & set(i.roles)]
 
     def menus(self, platform: str) -> tuple[list[CommandInfo], dict[str, list[CommandInfo]]]:
@@ -292,7 +297,9 @@ class Commands:
     ) -> str | None:
         """Run the command's handler; the answer's text (or None)."""
         platform = inst.extension or inst.type.split(":", 1)[0]
-        held = frozenset(self.roles_of(platform, entry.user))
+        held = frozenset(
+            await self.person_roles(platform, entry.user) if self.person_roles else self.roles_of(platform, entry.user)
+        )
         meta = {k: v for k, v in entry.meta.items() if k != "command"}
 
         async def reply(text: str) -> None:
@@ -355,7 +362,7 @@ class Commands:
         return f"{hello} Send me a message, or /help to see what I can do."
 
     async def _help(self, cmd: CommandContext) -> str:
-        lines = [f"{i.usage()} — {i.description}" for i in self.menu(cmd.platform or "", cmd.user)]
+        lines = [f"{i.usage()} — {i.description}" for i in self.menu(cmd.platform or "", cmd.user, held=cmd.roles)]
         return "Commands:\n" + "\n".join(lines)
 
     async def _stop(self, cmd: CommandContext, *, only: str | None = None) -> str:

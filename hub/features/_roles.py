@@ -42,6 +42,32 @@ class RoleGuard(Plugin):
                 held.add(role)
         return held
 
+    async def person_roles(self, people: People, platform: str, user: str | None) -> set[str]:
+        """The roles ``user`` holds on ``platform`` as a person: its own (:meth:`roles_of`) and
+        those of every identity linked to it with ``/link`` (unlinked, they are withdrawn).
+        Only the listed ids are looked up, and none when the roles are held already."""
+        held = self.roles_of(platform, user)
+        if user is None:
+            return held
+        person: str | None = None
+        for role, by_platform in self.roles.items():
+            if role in held:
+                continue
+            for listed_platform, ids in by_platform.items():
+                for listed in ids - {"*"}:
+                    if (listed_platform, listed) == (platform, user):
+                        continue
+                    if person is None:
+                        person = await people.lookup(platform, user)
+                        if person is None:  # never seen, so linked to nobody
+                            return held
+                    if await people.lookup(listed_platform, listed) == person:
+                        held.add(role)
+                        break
+                if role in held:
+                    break
+        return held
+
     async def authorize(self, action: Action, ctx: RunContext) -> str | None:
         if not action.roles:
             return None

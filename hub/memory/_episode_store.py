@@ -48,6 +48,8 @@ __all__ = [
     "prune_store",
     "forget_store",
     "forget_filter",
+    "forget_identities",
+    "finish_forgetting",
     "ID_PREFIX",
     "IDS_COMPLETE",
     "id_prefix",
@@ -399,6 +401,29 @@ async def forget_store(store: VectorStore, where: dict[str, Any], *, index: Memo
     if index is not None:
         await unindex_ids(index, doomed)
     return deleted
+
+
+async def forget_identities(store: VectorStore, identities: Sequence[str], *, index: MemoryStore | None) -> int:
+    """Delete the episodes of each ``platform:user`` in ``identities`` (a person's) and their id keys."""
+    deleted = 0
+    for identity in identities:
+        platform, _, user = identity.partition(":")
+        deleted += await forget_store(store, forget_filter(user=user, platform=platform), index=index)
+    return deleted
+
+
+async def finish_forgetting(store: VectorStore, memory: MemoryStore) -> dict[str, int]:
+    """The episodes of every person being forgotten whose episodes are still there (the
+    journal in ``memory``, hub/store/_people.py): deleted, and that part marked done. Each
+    person with the number of their episodes deleted."""
+    from ..store import People
+
+    people = People(memory)
+    done: dict[str, int] = {}
+    for person, ids in (await people.forgetting(part="episodes")).items():
+        done[person] = await forget_identities(store, ids, index=memory)
+        await people.forgotten(person, "episodes")
+    return done
 
 
 def _time_of(record: VectorRecord) -> float:

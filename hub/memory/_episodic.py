@@ -49,6 +49,7 @@ from ._episode_store import (
     _text,
     all_episodes,
     episode_from_run,
+    finish_forgetting,
     forget_filter,
     forget_store,
     id_key,
@@ -208,6 +209,9 @@ class EpisodicMemory(Plugin):
     async def _open_store_now(self, store: VectorStore) -> None:
         await store.open()
         await store.create_index(INDEX)
+        if self._marks is not None:  # a `hub memory forget --person` cut off: its episodes go first
+            for person, n in (await finish_forgetting(store, self._marks)).items():
+                log.warning("forgetting person %s was cut off; %d of their episodes deleted now", person, n)
         await self.prune()
         if self._marks is not None and not (self._marks_complete and self._ids_complete):
             await self._backfill(store, self._marks)

@@ -23,6 +23,7 @@ from ._backend import (
 )
 from ._conversations import CONVERSATION_PREFIXES, FORGOTTEN_PREFIXES, Forgotten, Generation
 from ._datadir import DataDirLock, check_database
+from ._erase import Erased, erase_person, finish_forgetting
 from ._health import StoreCollector, StoreHealth, databases
 from ._history import HistoryEntry, HistoryHit, HistoryStore, InMemoryHistoryStore, search_terms
 from ._in_memory import (
@@ -43,19 +44,35 @@ from ._leases import Lease, LeaseKeeper, LeaseStore, sole_worker_id, worker_id
 from ._memory import MemoryStore
 from ._merge import Counters, counter_paths, merge3
 from ._pairings import Pairing, PairingStore
-from ._people import LINK_ATTEMPTS, LINK_CODE_TTL, LinkError, LinkResult, People
+from ._people import FORGETTING, LINK_ATTEMPTS, LINK_CODE_TTL, LinkError, LinkResult, People
 from ._redacting import RedactingRunStore
 from ._reminders import InMemoryReminderStore, Reminder, ReminderStore
 from ._retention import Retention, prune
 from ._reviews import REVIEW_MOVES, Review, ReviewRefused, ReviewState, ReviewStore
 from ._revisions import Revision, RevisionStore
-from ._run_records import RunRecord, RunState, RunStore, RunTotals, collect_tree, preview, search_needle
+from ._run_records import (
+    FORGOTTEN,
+    RunRecord,
+    RunState,
+    RunStore,
+    RunTotals,
+    collect_tree,
+    forgotten_input,
+    preview,
+    search_needle,
+)
 from ._schedules import ScheduleStore, Tick
 from ._stops import StopStore
 from ._upkeep import PAIRING_GRACE, Upkeep, prune_pairings
 from ._usage import UsageStore
 
 __all__ = [
+    "Erased",
+    "FORGETTING",
+    "FORGOTTEN",
+    "erase_person",
+    "finish_forgetting",
+    "forgotten_input",
     "Approval",
     "ApprovalState",
     "ApprovalStore",

@@ -108,3 +108,8 @@ class ApprovalStore(ABC):
     @abstractmethod
     async def prune(self, before: float) -> int:
         """Forget the settled approvals created before ``before``; how many."""
+
+    @abstractmethod
+    async def forget_user(self, user: str, *, platform: str) -> int:
+        """Delete the questions of runs ``user`` started in ``platform``'s conversations (their
+        arguments came from that person's messages; ``hub memory forget --person``); how many."""

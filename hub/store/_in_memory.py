@@ -21,7 +21,7 @@ from ._memory import MemoryStore
 from ._pairings import Pairing, PairingStore
 from ._reviews import Review, ReviewStore, moved
 from ._revisions import Revision, RevisionStore
-from ._run_records import RunRecord, RunState, RunStore
+from ._run_records import RunRecord, RunState, RunStore, descendants, forgotten_input
 from ._schedules import ScheduleStore, Tick
 from ._stops import StopStore
 from ._usage import UsageStore
@@ -82,6 +82,27 @@ class InMemoryRunStore(RunStore):
     async def events(self, run_id: str) -> builtins.list[Log]:
         return [from_dict(d) for d in self._events.get(run_id, [])]
 
+    async def forget_user(self, user: str, *, platform: str) -> tuple[int, int]:
+        children: dict[str | None, builtins.list[str]] = {}
+        for r in self._runs.values():
+            children.setdefault(r.parent_id, []).append(r.id)
+        roots = [r.id for r in self._runs.values() if r.user == user and r.context.startswith(platform + ":")]
+        doomed = descendants(children, roots)
+        for run_id in doomed:
+            self._runs.pop(run_id, None)
+            self._events.pop(run_id, None)
+        blanked = 0
+        for run_id, events in self._events.items():
+            run = self._runs.get(run_id)
+            if run is None or not run.context.startswith(platform + ":"):
+                continue
+            for i, data in enumerate(events):
+                entry = from_dict(data)
+                if isinstance(entry, InputLog) and entry.user == user:
+                    events[i] = to_dict(forgotten_input(entry))
+                    blanked += 1
+        return len(doomed), blanked
+
     async def recover(self) -> builtins.list[RunRecord]:
         found = []
         for r in self._runs.values():
@@ -129,6 +150,12 @@ class InMemoryInbox(InboxStore):
 
     async def seen(self, platform_id: str) -> bool:
         return platform_id in self._platform_ids
+
+    async def forget_user(self, user: str, *, platform: str) -> int:
+        theirs = [i for i, it in self._items.items() if it.entry.user == user and it.context.startswith(platform + ":")]
+        for i in theirs:  # a handled input is not kept here: only those waiting are theirs
+            del self._items[i]
+        return len(theirs)
 
     async def failed(self, ids: list[str], run_id: str, error: str, *, park_after: int) -> list[str]:
         parked = []
@@ -433,6 +460,12 @@ class InMemoryApprovalStore(ApprovalStore):
         for approval_id in old:
             del self._rows[approval_id]
         return len(old)
+
+    async def forget_user(self, user: str, *, platform: str) -> int:
+        theirs = [r.id for r in self._rows.values() if r.user == user and r.context.startswith(platform + ":")]
+        for approval_id in theirs:
+            del self._rows[approval_id]
+        return len(theirs)
 
 
 def _replace(row: Approval, **changes: Any) -> Approval:

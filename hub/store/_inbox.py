@@ -123,6 +123,12 @@ class InboxStore(ABC):
     async def drop(self, input_id: str) -> bool:
         """A parked input is given up (marked done). False if none is parked with that id."""
 
+    @abstractmethod
+    async def forget_user(self, user: str, *, platform: str) -> int:
+        """Erase ``user``'s inputs in the platform's conversations (``hub memory forget
+        --person``): a handled one keeps only its platform id (a redelivery is still
+        recognised), one not yet handled is dropped. Returns how many were touched."""
+
     async def find(self, prefix: str) -> str | None:
         """The id of the one input whose id starts with ``prefix`` (as ``hub inbox`` prints it),
         or None when none or several do. This default looks among the pending and parked ones."""

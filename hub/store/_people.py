@@ -25,13 +25,16 @@ from typing import Any
 from ..errors import HubError
 from ._memory import MemoryStore
 
-__all__ = ["LinkError", "LinkResult", "People", "LINK_CODE_TTL", "LINK_ATTEMPTS"]
+__all__ = ["LinkError", "LinkResult", "People", "LINK_CODE_TTL", "LINK_ATTEMPTS", "FORGETTING"]
 
 LINK_CODE_TTL = 600.0
 """Seconds a ``/link`` code stays valid."""
 LINK_ATTEMPTS = 5
 """Wrong codes one identity may send within `LINK_CODE_TTL` before ``/link CODE`` is
 refused until the window passes: 32**8 codes, 5 tries a window, guessing one is hopeless."""
+
+FORGETTING = "forgetting:"
+"""The memory-store keys of forgets under way: ``forgetting:<person>``."""
 
 _ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # as pairing codes: no 0/O, 1/I
 _CODE_LENGTH = 8
@@ -104,10 +107,14 @@ class People:
 
     async def find(self, who: str) -> str | None:
         """The person ``who`` names (a person's id, ``p-...``, or one of its identities,
-        ``platform:user``), without drawing one; None when nobody is known by it."""
+        ``platform:user``), without drawing one; None when nobody is known by it. A person
+        whose forgetting was cut off is still found, by either."""
         found = await self.memory.get(f"person-of:{who}")
         if isinstance(found, str):
             return found
+        for person, ids in (await self.forgetting()).items():
+            if who == person or who in ids:
+                return person
         if await self.identities(who) or await self.memory.get(f"person-memory:{who}") is not None:
             return who
         return None
@@ -238,11 +245,55 @@ class People:
         stored: dict[str, Any] = await self.memory.update(f"person-memory:{person}", put)
         return stored
 
-    async def forget(self, person: str) -> list[str]:
+    # --- forgetting ---------------------------------------------------------------------
+    # ``hub memory forget --person`` writes a journal entry (``forgetting:<person>``: the
+    # identities, and which of the two parts are done) before it deletes anything, and
+    # removes it once both parts are: the hub's database (hub/store/_erase.py) and the
+    # episodes (hub/memory). A forget cut off is finished from the journal by the next
+    # forget, and by the hub's next start (each part by whoever holds its store).
+
+    async def begin_forgetting(self, person: str) -> list[str]:
+        """Journal that ``person`` is being forgotten; its identities (with those of an
+        earlier forget of it that was cut off), every one of which is to be erased."""
+        pending = (await self.forgetting()).get(person, [])
+        ids = sorted(set(await self.identities(person)) | set(pending))
+        # both parts to do, again: each finds only what is left, and an identity may be new
+        await self.memory.set(f"{FORGETTING}{person}", {"identities": ids, "episodes": False, "database": False})
+        return ids
+
+    async def forgetting(self, *, part: str | None = None) -> dict[str, list[str]]:
+        """The people whose forgetting is under way (or was cut off), with their identities;
+        ``part`` (``"episodes"`` or ``"database"``): only those whose part is still to do."""
+        out: dict[str, list[str]] = {}
+        for key in await self.memory.keys(FORGETTING):
+            journal = await self.memory.get(key)
+            if isinstance(journal, dict) and (part is None or not journal.get(part)):
+                out[key.removeprefix(FORGETTING)] = [str(i) for i in journal.get("identities", [])]
+        return out
+
+    async def forgotten(self, person: str, part: str) -> bool:
+        """Mark ``part`` of forgetting ``person`` done; once both are, the journal entry goes.
+        Whether the person is now forgotten whole."""
+        key = f"{FORGETTING}{person}"
+
+        def mark(cur: Any) -> Any:
+            return {**cur, part: True} if isinstance(cur, dict) else cur
+
+        if not isinstance(await self.memory.get(key), dict):
+            return True
+        journal = await self.memory.update(key, mark)
+        if isinstance(journal, dict) and journal.get("episodes") and journal.get("database"):
+            await self.memory.delete(key)
+            return True
+        return journal is None
+
+    async def forget(self, person: str, ids: list[str] | None = None) -> list[str]:
         """Remove ``person``: its memory, every identity's link, and what its identities said in
-        every conversation's kept history (``working-memory:``). Episodes and search indexes are
-        the caller's (``hub memory forget --person``). The identities it had."""
-        ids = await self.identities(person)
+        every conversation's kept history (``working-memory:``). Runs, episodes and search
+        indexes are the caller's (hub/store/_erase.py, ``hub memory forget --person``).
+        ``ids``: the identities it had (a forget resumed from the journal, its links gone
+        already); by default, those linked now. The identities."""
+        ids = await self.identities(person) if ids is None else ids
         for key in await self.memory.keys("working-memory:"):
             platform = key.removeprefix("working-memory:").split(":", 1)[0]
             users = {u for p, _, u in (i.partition(":") for i in ids) if p == platform}

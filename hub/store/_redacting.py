@@ -120,6 +120,9 @@ class RedactingRunStore(RunStore):
     async def events(self, run_id: str) -> builtins.list[Log]:
         return await self.inner.events(run_id)
 
+    async def forget_user(self, user: str, *, platform: str) -> tuple[int, int]:
+        return await self.inner.forget_user(user, platform=platform)
+
     async def recover(self) -> builtins.list[RunRecord]:
         return await self.inner.recover()
 

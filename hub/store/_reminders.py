@@ -76,8 +76,9 @@ class ReminderStore(ABC):
         """The input of the fire at ``fired`` is recorded: clear ``pending`` (a one-off is deleted)."""
 
     @abstractmethod
-    async def forget(self, user: str) -> int:
-        """Delete every reminder of ``user``; returns how many."""
+    async def forget(self, user: str, *, platform: str | None = None) -> int:
+        """Delete every reminder of ``user`` (set in ``platform``'s conversations only, when
+        given); returns how many."""
 
     async def open(self) -> None:  # noqa: B027
         pass
@@ -141,8 +142,12 @@ class InMemoryReminderStore(ReminderStore):
         else:
             del self._rows[reminder_id]
 
-    async def forget(self, user: str) -> int:
-        gone = [k for k, r in self._rows.items() if r.user == user]
+    async def forget(self, user: str, *, platform: str | None = None) -> int:
+        gone = [
+            k
+            for k, r in self._rows.items()
+            if r.user == user and (platform is None or r.context.startswith(platform + ":"))
+        ]
         for k in gone:
             del self._rows[k]
         return len(gone)

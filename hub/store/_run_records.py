@@ -19,15 +19,18 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from ..logs import Log, new_id
+from ..logs import InputLog, Log, new_id
 
 __all__ = [
+    "FORGOTTEN",
     "RunState",
     "RunRecord",
     "RunStore",
     "RunTotals",
     "TERMINAL_STATES",
     "collect_tree",
+    "descendants",
+    "forgotten_input",
     "preview",
     "search_needle",
 ]
@@ -274,6 +277,14 @@ class RunStore(ABC):
         return sorted((r for r in runs if r.state == RunState.RUNNING or r.started >= since), key=lambda r: r.started)
 
     @abstractmethod
+    async def forget_user(self, user: str, *, platform: str) -> tuple[int, int]:
+        """Erase ``user`` of ``platform`` from the run records (``hub memory forget --person``):
+        the runs they started in the platform's conversations and every run under those (child
+        runs), with their event logs; and in other people's runs there, each input of theirs
+        is replaced by a blank one (:func:`forgotten_input`). Returns (runs deleted, inputs
+        blanked). Running it again finds nothing more: a forget cut off is finished by repeating it."""
+
+    @abstractmethod
     async def recover(self) -> builtins.list[RunRecord]:
         """Runs left ``running`` by a crash become ``killed``/``abnormal_exit``; returns them."""
 
@@ -290,6 +301,29 @@ class RunStore(ABC):
 
     async def close(self) -> None:  # noqa: B027
         pass
+
+
+FORGOTTEN = "[forgotten]"
+"""What a forgotten person's input in someone else's run reads as from then on."""
+
+
+def forgotten_input(entry: InputLog) -> InputLog:
+    """``entry`` with nothing of its sender left: no text, user, platform id, names, media or
+    drafts; its id, type, time and whether it was handled stay, so the trace still reads in order."""
+    return InputLog(type=entry.type, content=FORGOTTEN, id=entry.id, ts=entry.ts, processed=entry.processed)
+
+
+def descendants(children: dict[str | None, builtins.list[str]], roots: builtins.list[str]) -> builtins.list[str]:
+    """``roots`` and every run under them, given each run's child runs."""
+    out, seen, frontier = [], set(), list(roots)
+    while frontier:
+        run_id = frontier.pop()
+        if run_id in seen:
+            continue
+        seen.add(run_id)
+        out.append(run_id)
+        frontier.extend(children.get(run_id, ()))
+    return out
 
 
 def search_needle(text: str) -> str:

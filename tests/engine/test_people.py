@@ -78,13 +78,16 @@ async def test_a_wrong_code_links_nothing(make_rig) -> None:
 
 
 async def test_the_operator_links_with_hub_people_link(make_rig, config, tmp_path: Path) -> None:
+    """``hub people link CODE IDENTITY``: the operator joins someone else's identity."""
     (tmp_path / "config.toml").write_text(f'[hub]\ndata_dir = "{config.data_dir}"\n', encoding="utf-8")
     rig = make_rig()
     async with rig.hub:
         code = re.search(r"code: (\w+)", await cmd(rig, "/link", user="ann"))
         assert code is not None
-        rc, out, err = await hub_cmd("people", "link", code.group(1), cwd=tmp_path)
-        assert rc == 2 and "needs the code the user got with /link and the other identity" in err
+        rc, out, err = await hub_cmd("people", "link", cwd=tmp_path)
+        assert rc == 2 and "needs the code the user got with /link" in err
+        rc, out, err = await hub_cmd("people", "link", code.group(1), "discord", cwd=tmp_path)
+        assert rc == 2 and "'discord' is not an identity: write platform:user" in err
         rc, out, err = await hub_cmd("people", "link", code.group(1), "discord:77", cwd=tmp_path)
         assert rc == 0 and "linked: cli:ann, discord:77 are person cli:ann" in out, err
         rc, out, err = await hub_cmd("people", "link", code.group(1), "slack:U1", cwd=tmp_path)
@@ -93,6 +96,31 @@ async def test_the_operator_links_with_hub_people_link(make_rig, config, tmp_pat
         assert rc == 0 and out.strip() == "cli:ann  cli:ann, discord:77", err
         rc, out, err = await hub_cmd("people", "unlink", "discord:77", cwd=tmp_path)
         assert rc == 0 and "unlinked: discord:77" in out, err
+
+
+async def test_hub_people_link_code_joins_the_operators_terminal_identity(make_rig, config, tmp_path: Path) -> None:
+    """``hub people link CODE``, as DESIGN.md has it: the terminal identity ``hub chat`` talks
+    as (``cli:<OS user>``) joins the code's issuer, as ``/link CODE`` typed there would; a
+    wrong code counts against that identity as in chat."""
+    (tmp_path / "config.toml").write_text(f'[hub]\ndata_dir = "{config.data_dir}"\n', encoding="utf-8")
+    operator = {"LOGNAME": "olga", "USER": "olga", "LNAME": "olga", "USERNAME": "olga"}  # getpass.getuser()
+    rig = make_rig(["<response><output>hello</output></response>"])
+    async with rig.hub:
+        people = People(rig.hub.memory)
+        await people.remember(await people.person_of("discord", "77"), "name", "Olga on Discord")
+        code = await people.new_code("discord", "77")  # what /link on Discord gave her
+        rc, out, err = await hub_cmd("people", "link", "WRONG123", cwd=tmp_path, env=operator)
+        assert rc == 2 and "no link code" in err, err
+        tries = await rig.hub.memory.get("link-tries:cli:olga")
+        assert tries is not None and tries["count"] == 1  # counted against her, as /link CODE in chat
+        rc, out, err = await hub_cmd("people", "link", code, cwd=tmp_path, env=operator)
+        assert rc == 0 and "linked: cli:olga, discord:77 are person discord:77" in out, err
+        assert await people.lookup("cli", "olga") == "discord:77"
+        # `hub chat` as olga is that person now: her Discord memory is in its prompt
+        assert (await rig.say("who am I?", user="olga")).ok
+        assert "Olga on Discord" in prompt_text(rig.model.requests[-1])
+        rc, out, err = await hub_cmd("people", "link", code, cwd=tmp_path, env=operator)
+        assert rc == 2 and "was used already" in err
 
 
 async def test_forget_person_removes_them_everywhere_and_nobody_else(make_rig, config) -> None:
@@ -109,7 +137,7 @@ async def test_forget_person_removes_them_everywhere_and_nobody_else(make_rig, c
         await rig.say("carl was here", user="carl")
         await rig.hub.memory.set("working-memory:cli:shared", [{"kind": "input", "user": "ann", "content": "x"}])
         assert await rig.hub.stores.history.search("bob", "secret")  # indexed for search_history
-    deleted, ids = await forget_person(config, "cli:bob")
+    deleted, ids, _ = await forget_person(config, "cli:bob")
     assert deleted == 0 and ids == ["cli:ann", "cli:bob"]
     rig = make_rig()
     async with rig.hub:
@@ -171,3 +199,13 @@ async def test_a_run_that_takes_another_members_message_shows_no_person_memory(m
     before, after = (prompt_text(r) for r in rig.model.requests)
     assert "ALICE-ONLY" in before and "what do you know?" not in before
     assert "what do you know?" in after and "ALICE-ONLY" not in after
+
+
+def test_hub_people_help_says_both_forms_of_link(capsys: pytest.CaptureFixture[str]) -> None:
+    from hub.cli import main as cli_main
+
+    with pytest.raises(SystemExit):
+        cli_main(["people", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "link CODE joins your terminal identity (cli:<your OS user>, as in hub chat)" in text
+    assert "link CODE IDENTITY joins IDENTITY (platform:user) instead" in text

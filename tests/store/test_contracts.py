@@ -202,6 +202,48 @@ async def test_inbox_records_once_takes_and_finishes(backend: str, tmp_path: Pat
         assert await inbox.seen("tg:1")  # handled ids stay known
 
 
+async def test_forget_user_takes_their_runs_children_and_inputs_on_their_platform_only(
+    backend: str, tmp_path: Path
+) -> None:
+    from hub.store import FORGOTTEN
+
+    async with _stores(backend, tmp_path) as stores:
+        runs, inbox = stores.runs, stores.inbox
+        theirs = RunRecord(context="tg:chat:1", user="7", started=1.0)
+        child = RunRecord(context="tg:helper", parent_id=theirs.id, started=2.0)
+        grandchild = RunRecord(context="tg:helper", parent_id=child.id, started=3.0)
+        group = RunRecord(context="tg:chat:-5", user="8", started=4.0)
+        elsewhere = RunRecord(context="dc:chat:1", user="7", started=5.0)  # "7" on another platform
+        for r in (theirs, child, grandchild, group, elsewhere):
+            await runs.create(r)
+        runs.append(theirs, InputLog(type="text", content="mine", user="7"))
+        runs.append(group, InputLog(type="text", content="8 opens", user="8"))
+        joined = InputLog(type="text", content="7 joins", user="7", meta={"user_name": "Seven"})
+        runs.append(group, joined)
+        runs.append(elsewhere, InputLog(type="text", content="other 7", user="7"))
+        waiting = InputLog(type="text", content="later", user="7")
+        handled = InputLog(type="text", content="earlier", user="7", platform_id="tg:99")
+        for context, entry in (
+            ("tg:chat:1", waiting),
+            ("tg:chat:1", handled),
+            ("dc:chat:1", InputLog(type="text", content="x", user="7")),
+        ):
+            assert await inbox.record(context, entry)
+        await inbox.done([handled.id])
+        await runs.sync()
+
+        assert await runs.forget_user("7", platform="tg") == (3, 1)
+        assert {r.id for r in await runs.list(limit=100)} == {group.id, elsewhere.id}
+        assert await runs.events(theirs.id) == []
+        said = [(e.id, e.content, e.user, e.meta) for e in await runs.events(group.id)]
+        assert said[0][1:3] == ("8 opens", "8") and said[1] == (joined.id, FORGOTTEN, None, {})
+        assert [e.content for e in await runs.events(elsewhere.id)] == ["other 7"]
+        assert await inbox.forget_user("7", platform="tg") == (1 if backend == "memory" else 2)
+        assert [p.context for p in await inbox.pending()] == ["dc:chat:1"]
+        assert await inbox.seen("tg:99")  # a redelivery of a handled one is still recognised
+        assert await runs.forget_user("7", platform="tg") == (0, 0)  # again: nothing more
+
+
 async def test_schedules_remember_the_last_fire(backend: str, tmp_path: Path) -> None:
     async with _open("schedules", backend, tmp_path) as store:
         assert await store.last("morning") is None

@@ -99,6 +99,37 @@ async def test_in_a_group_new_is_for_admins(tmp_path: Path) -> None:
     ]
 
 
+async def test_command_roles_are_per_person_so_a_linked_account_holds_them_until_unlinked(tmp_path: Path) -> None:
+    """Issue 38: [commands] roles (and an extension's own) granted to one identity hold for
+    every identity linked to it with /link, and no longer once it is unlinked."""
+    config = temp_config(tmp_path)
+    config.roles = {"admin": {"telegram": ["77"]}}
+    config.commands.roles = {"weather": ["admin"]}
+    async with FakeTelegram() as tg, running(tmp_path, tg, config=config, extensions=[TOOLS], default=None):
+        sent = 0
+
+        async def say(chat: int, text: str) -> str:
+            nonlocal sent
+            tg.push_message(chat_id=chat, text=text, from_id=chat)
+            sent += 1
+            await tg.wait_sent(sent)
+            return texts(tg)[-1]
+
+        assert await say(5, "/weather Paris") == "You may not use /weather: it needs the role admin."
+        assert await say(5, "/purge") == "You may not use /purge."
+        given = await say(77, "/link")
+        code = given.split("code: ", 1)[1].split()[0]
+        assert (await say(5, f"/link {code}")).startswith("Linked: telegram:5, telegram:77")
+        assert await say(5, "/weather Paris") == "Sunny in Paris."
+        assert await say(5, "/purge") == "Purged."
+        assert "/purge" in await say(5, "/help")
+        assert await say(5, "/unlink") == "Unlinked: this account is on its own now."
+        assert await say(5, "/weather Paris") == "You may not use /weather: it needs the role admin."
+        assert await say(5, "/purge") == "You may not use /purge."
+        assert "/purge" not in await say(5, "/help")
+        assert await say(77, "/purge") == "Purged."  # the listed identity keeps its role
+
+
 async def test_new_leaves_the_next_prompt_without_the_earlier_history(tmp_path: Path) -> None:
     answers = [reply("Noted, Ada."), reply("I do not know your name.")]
     async with FakeTelegram() as tg, running(tmp_path, tg, answers) as h:

@@ -90,6 +90,13 @@ class SqlApprovalStore(SqlStore, ApprovalStore, store="approvals"):
         )
         return len(rows)
 
+    async def forget_user(self, user: str, *, platform: str) -> int:
+        rows = await self.db.fetchall(
+            "DELETE FROM approvals WHERE user_id = ? AND context >= ? AND context < ? RETURNING id",
+            (user, f"{platform}:", f"{platform};"),
+        )
+        return len(rows)
+
 
 def _approval(row: tuple[Any, ...]) -> Approval:
     return Approval(

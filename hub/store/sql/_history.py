@@ -66,11 +66,21 @@ class SqlHistoryStore(SqlStore, HistoryStore, store="history"):
             )
         else:
             rows = await self.db.fetchall("DELETE FROM history WHERE user_id = ? RETURNING id", (user,))
+        if rows:
+            await self._purge_index()
         return len(rows)
+
+    async def _purge_index(self) -> None:
+        """FTS5 keeps a deleted message's words in its segments until they are merged: merged
+        now, so nothing of a forgotten person stays in the index's pages."""
+        await self.db.write_apart("INSERT INTO history_fts (history_fts) VALUES ('optimize')")
 
 
 class PostgresHistoryStore(SqlHistoryStore, store="history"):
     """PostgreSQL: a tsvector (the ``simple`` configuration: every language alike) and a GIN index."""
+
+    async def _purge_index(self) -> None:
+        pass  # the tsvector is a column of the row: it went with it
 
     @staticmethod
     def _query(terms: list[str], joiner: str) -> str:

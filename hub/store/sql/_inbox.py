@@ -14,7 +14,7 @@ from ...logs import InputLog, from_dict, to_dict
 from .._inbox import InboxStore, Parked, Pending
 from ._postgres import PgDatabase
 from ._sql_store import SqlStore
-from ._values import dumps
+from ._values import dumps, holds_text
 
 __all__ = ["SqlInbox", "PostgresInbox"]
 
@@ -37,6 +37,20 @@ class SqlInbox(SqlStore, InboxStore, store="inbox"):
             return True
         row = await self.db.fetchone("SELECT id FROM inbox WHERE platform_id = ?", (entry.platform_id,))
         return row is not None and row[0] == entry.id
+
+    async def forget_user(self, user: str, *, platform: str) -> int:
+        lo, hi = f"{platform}:", f"{platform};"
+        holds, args = holds_text("data", user, self.db.dialect)
+        rows = await self.db.fetchall(
+            f"SELECT id, state, data FROM inbox WHERE context >= ? AND context < ? AND {holds}", (lo, hi, *args)
+        )
+        theirs = [(i, state) for i, state, data in rows if _sender(data) == user]
+        for input_id, state in theirs:
+            if state == "done":  # as retention strips a handled input: its platform id stays
+                await self.db.write("UPDATE inbox SET data = '{}', error = NULL WHERE id = ?", (input_id,))
+            else:
+                await self.db.write("DELETE FROM inbox WHERE id = ?", (input_id,))
+        return len(theirs)
 
     def take(self, ids: list[str], run_id: str) -> None:
         for i in ids:
@@ -248,3 +262,13 @@ def _entry(data: str) -> InputLog:
     entry = from_dict(json.loads(data))
     assert isinstance(entry, InputLog)
     return entry
+
+
+def _sender(data: str) -> str | None:
+    """Who sent the input stored as ``data`` (None: nobody, or a row stripped already)."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    user = value.get("user") if isinstance(value, dict) else None
+    return user if isinstance(user, str) else None

@@ -221,6 +221,15 @@ class PgDatabase(GroupCommit):
         rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
 
+    @asynccontextmanager
+    async def scrubbing(self) -> AsyncIterator[None]:
+        """As SQLite's (hub/store/sql/_sqlite.py), as far as PostgreSQL lets a client go: the
+        deleted rows leave every table and index at once (the full-text vectors are columns
+        of theirs); their dead tuples stay in the files until the server's autovacuum (or a
+        ``VACUUM``) reuses the space."""
+        yield
+        await self.flush()
+
     async def incremental_vacuum(self, *, pages: int = 2000) -> int:
         """Nothing to do: PostgreSQL's autovacuum gives deleted rows' space back."""
         await self.flush()

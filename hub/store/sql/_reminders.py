@@ -127,6 +127,12 @@ class SqlReminderStore(SqlStore, ReminderStore, store="reminders"):
         await self.db.write("DELETE FROM reminders WHERE id = ? AND pending = ? AND active = 0", (reminder_id, fired))
         await self.db.write("UPDATE reminders SET pending = NULL WHERE id = ? AND pending = ?", (reminder_id, fired))
 
-    async def forget(self, user: str) -> int:
-        rows = await self.db.fetchall("DELETE FROM reminders WHERE user_id = ? RETURNING id", (user,))
+    async def forget(self, user: str, *, platform: str | None = None) -> int:
+        if platform:  # the platform's conversations: TYPE:KEY ids from "platform:" up to "platform;"
+            rows = await self.db.fetchall(
+                "DELETE FROM reminders WHERE user_id = ? AND context >= ? AND context < ? RETURNING id",
+                (user, f"{platform}:", f"{platform};"),
+            )
+        else:
+            rows = await self.db.fetchall("DELETE FROM reminders WHERE user_id = ? RETURNING id", (user,))
         return len(rows)

@@ -11,14 +11,21 @@ import time
 from collections.abc import Awaitable
 from typing import Any
 
-from ...logs import Log, from_dict, to_dict
+from ...logs import InputLog, Log, from_dict, to_dict
 from .._history import search_terms
-from .._run_records import RunRecord, RunState, RunStore, RunTotals
+from .._run_records import RunRecord, RunState, RunStore, RunTotals, forgotten_input
 from ._postgres import PgDatabase
 from ._sql_store import SqlStore
-from ._values import dumps
+from ._values import dumps, holds_text
 
 __all__ = ["SqlRunStore", "PostgresRunStore"]
+
+
+_BATCH = 500  # ids a statement names (SQLite allows 32,766 variables; a batch stays small)
+
+
+def _marks(ids: builtins.list[str]) -> str:
+    return ",".join("?" * len(ids))
 
 
 def _prefix_range(prefix: str) -> tuple[str, str]:
@@ -304,6 +311,53 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
         rows = await self.db.fetchall(f"SELECT {_COLUMNS} FROM runs WHERE {where} ORDER BY started", params)
         return [_record(tuple(r)) for r in rows]
 
+    async def forget_user(self, user: str, *, platform: str) -> tuple[int, int]:
+        lo, hi = _prefix_range(platform + ":")
+        rows = await self.db.fetchall(
+            'SELECT id FROM runs WHERE "user" = ? AND context >= ? AND context < ?', (user, lo, hi)
+        )
+        doomed = [str(r[0]) for r in rows]
+        seen, frontier = set(doomed), list(doomed)
+        while frontier:  # child runs: what they were asked came from this person's message
+            batch, frontier = frontier[:_BATCH], frontier[_BATCH:]
+            kids = await self.db.fetchall(f"SELECT id FROM runs WHERE parent_id IN ({_marks(batch)})", batch)
+            fresh = [str(k[0]) for k in kids if k[0] not in seen]
+            seen.update(fresh)
+            doomed.extend(fresh)
+            frontier.extend(fresh)
+        for i in range(0, len(doomed), _BATCH):
+            ids = doomed[i : i + _BATCH]
+            # the log first, the row last: cut off between them, the run is found again next time
+            await self.db.write_apart(f"DELETE FROM run_events WHERE run_id IN ({_marks(ids)})", ids)
+            await self.db.write_apart(f"DELETE FROM runs WHERE id IN ({_marks(ids)})", ids)
+        blanked = await self._blank_inputs(user, lo, hi)
+        if doomed:
+            await self._purge_index()
+        return len(doomed), blanked
+
+    async def _blank_inputs(self, user: str, lo: str, hi: str) -> int:
+        """Their inputs taken by other people's runs in the platform's conversations (a
+        message that joined a run under way) are blanked where they lie in those logs."""
+        holds, args = holds_text("e.data", user, self.db.dialect)
+        rows = await self.db.fetchall(
+            "SELECT e.run_id, e.seq, e.data FROM run_events e JOIN runs r ON r.id = e.run_id "
+            f"WHERE e.kind = 'input' AND r.context >= ? AND r.context < ? AND {holds}",
+            (lo, hi, *args),
+        )
+        blanked = 0
+        for run_id, seq, data in rows:
+            entry = from_dict(json.loads(data))
+            if isinstance(entry, InputLog) and entry.user == user:
+                blank = dumps(to_dict(forgotten_input(entry)))
+                await self.db.write("UPDATE run_events SET data = ? WHERE run_id = ? AND seq = ?", (blank, run_id, seq))
+                blanked += 1
+        return blanked
+
+    async def _purge_index(self) -> None:
+        """SQLite's FTS5 keeps a deleted row's words in its segments, marked deleted, until they
+        are merged: merged now, so the search index holds no word of a forgotten run."""
+        await self.db.write_apart("INSERT INTO runs_fts (runs_fts) VALUES ('optimize')")
+
     async def recover(self) -> builtins.list[RunRecord]:
         rows = await self.db.fetchall(f"SELECT {_COLUMNS} FROM runs WHERE state = ?", (str(RunState.RUNNING),))
         found = []
@@ -351,6 +405,9 @@ class PostgresRunStore(SqlRunStore):
         if not terms:
             return "0 = 1", ()
         return "search @@ to_tsquery('simple', ?)", (" & ".join(f"'{t}':*" for t in terms),)
+
+    async def _purge_index(self) -> None:
+        pass  # the tsvector is a column of the row: it went with it
 
     async def _orphaned(self, run: RunRecord) -> bool:
         return await self.db.try_lock(run.context)

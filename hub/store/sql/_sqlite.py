@@ -38,10 +38,11 @@ The transaction of each batch is in ``_sqlite_commit``; the cleaning of values i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
@@ -191,6 +192,34 @@ class Database(GroupCommit):
         except sqlite3.Error as e:
             self._failed(f"incremental vacuum: {e}")
             raise StoreError(f"{self.path}: incremental vacuum failed: {e}", store="sqlite", operation="vacuum") from e
+
+    @contextlib.asynccontextmanager
+    async def scrubbing(self) -> AsyncIterator[None]:
+        """Deletes within leave nothing behind in the file: SQLite overwrites deleted content
+        with zeros (``secure_delete``), and after them the WAL's copies of the old pages are
+        checkpointed away and the freed pages given back (``hub memory forget --person``).
+
+        Raises:
+            StoreError: the database failed.
+        """
+        await self.flush()
+        try:
+            await self._in_thread(_fetchall, "PRAGMA secure_delete = ON", ())
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: secure_delete: {e}", store="sqlite", operation="write") from e
+        try:
+            yield
+            await self.flush()
+        finally:
+            try:
+                await self._in_thread(_fetchall, "PRAGMA secure_delete = OFF", ())
+            except sqlite3.Error as e:
+                log.warning("%s: secure_delete left on for this connection: %s", self.path, e)
+        await self.incremental_vacuum()
+        try:
+            await self._in_thread(_fetchall, "PRAGMA wal_checkpoint(TRUNCATE)", ())
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: checkpoint: {e}", store="sqlite", operation="write") from e
 
     # --- where the work runs ------------------------------------------------------------
 

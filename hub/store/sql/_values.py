@@ -79,3 +79,16 @@ def _clean_params(params: Sequence[Any] | None) -> Sequence[Any] | None:
                 out = list(params)
             out[i] = c
     return params if out is None else out
+
+
+_PLAIN = re.compile(r"^[A-Za-z0-9_.:@+\-]+$")  # written as is inside a JSON string, by either writer
+
+
+def holds_text(column: str, text: str, dialect: str) -> tuple[str, tuple[Any, ...]]:
+    """A condition that keeps the rows whose JSON ``column`` may hold the string ``text``: a
+    substring test, cheap where parsing each row's JSON in SQL is not safe (PostgreSQL refuses
+    ``\\u0000`` in a value it extracts); the caller parses the rows it keeps. Text JSON
+    writes escaped keeps every row."""
+    if not _PLAIN.match(text):
+        return "1 = 1", ()
+    return f"{'strpos' if dialect == 'postgres' else 'instr'}({column}, ?) > 0", (text,)
