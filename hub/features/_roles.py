@@ -43,7 +43,7 @@ class RoleGuard(Plugin):
         return held
 
     async def person_roles(self, people: People, platform: str, user: str | None) -> set[str]:
-        """The roles ``user`` holds on ``platform`` as a person: its own (:meth:`roles_of`) and
+        """The roles ``user`` holds on ``platform`` as a person: its own (`roles_of`) and
         those of every identity linked to it with ``/link`` (unlinked, they are withdrawn).
         Only the listed ids are looked up, and none when the roles are held already."""
         held = self.roles_of(platform, user)

@@ -2,12 +2,12 @@
 their identities, their runs and what they said in other people's runs (hub/store/_run_records.py),
 their inputs in the inbox, their messages in the search index, their reminders and the
 approval questions of their runs; then their memory, links and words in every
-conversation's kept history (:meth:`People.forget`).
+conversation's kept history (`People.forget`).
 
 Every step finds what is left and deletes it, so doing it again finishes a forget that was
-cut off: the journal entry (:meth:`People.begin_forgetting`) says whose, and it is done again
-by the next ``hub memory forget`` and at the hub's next start (:func:`finish_forgetting`).
-On SQLite the deletes leave nothing in the file (:meth:`Database.scrubbing`).
+cut off: the journal entry (`People.begin_forgetting`) says whose, and it is done again
+by the next ``hub memory forget`` and at the hub's next start (`finish_forgetting`).
+On SQLite the deletes leave nothing in the file (`Database.scrubbing`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class Erased:
 
 
 async def erase_person(stores: Stores, person: str, identities: list[str]) -> Erased:
-    """Erase ``person`` (with ``identities``, from :meth:`People.begin_forgetting`) from the
+    """Erase ``person`` (with ``identities``, from `People.begin_forgetting`) from the
     database and mark that part of the journal done.
 
     Raises:

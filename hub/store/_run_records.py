@@ -281,7 +281,7 @@ class RunStore(ABC):
         """Erase ``user`` of ``platform`` from the run records (``hub memory forget --person``):
         the runs they started in the platform's conversations and every run under those (child
         runs), with their event logs; and in other people's runs there, each input of theirs
-        is replaced by a blank one (:func:`forgotten_input`). Returns (runs deleted, inputs
+        is replaced by a blank one (`forgotten_input`). Returns (runs deleted, inputs
         blanked). Running it again finds nothing more: a forget cut off is finished by repeating it."""
 
     @abstractmethod
