@@ -22,7 +22,11 @@ buttons, before an action runs: ``Extension(approver=...)``), the :class:`Approv
 shows and ``hub.approvals.answer(...)`` (an :class:`ApprovalDesk`), whose
 :class:`ApprovalAnswer` it shows to whoever answered;
 for public timelines :class:`PublicSettings`, :class:`ReviewQueue`,
-:func:`reserve_posts`, :func:`admit_reply` and :func:`check_length` (hub/platform/_public.py).
+:func:`reserve_posts`, :func:`admit_reply`, :func:`check_length`, and for a post naming
+pictures that cannot go with it :class:`PictureAttributes`, :func:`picture_names` and
+:func:`refuse_pictures` (hub/platform/_public.py), with :class:`PublicTimeline`, the runtime a
+public timeline's bot is built on (governor, review queue, the reader's lease, the mention
+guards, thread and picture checks, the review hand-off, the daily cap; hub/platform/_timeline.py).
 
 The core never names a platform; extensions map their client's errors onto
 :class:`RateLimited`, :class:`TransientSendError` and :class:`PermanentSendError` and send
@@ -46,12 +50,23 @@ from ._commands import parse_command
 from ._live_message import LiveMessage, LiveResult, balance_fences, live_drafts
 from ._markers import marker, prune_markers
 from ._poison import PoisonUpdates, is_transient
-from ._public import DAY, PublicSettings, ReviewQueue, admit_reply, check_length, reserve_posts
+from ._public import (
+    DAY,
+    PictureAttributes,
+    PublicSettings,
+    ReviewQueue,
+    admit_reply,
+    check_length,
+    picture_names,
+    refuse_pictures,
+    reserve_posts,
+)
 from ._reply import reply_target
 from ._send import Governor, PermanentSendError, RateLimit, RateLimited, SendFailed, TransientSendError
 from ._settings import DEFAULT_ACCOUNT, PlatformSettings, account_key, split_account_key
 from ._shared import OutboundLimiter, RedisLimiter
 from ._split import LONG_SPLIT, split_message, split_off_loop, utf16_len
+from ._timeline import PublicTimeline, norm_user
 from ._typing import TypingIndicator
 from ._voice import DEFAULT_SPEECH_CHARS, AudioClip, speak
 
@@ -94,6 +109,11 @@ __all__ = [
     "admit_reply",
     "check_length",
     "reserve_posts",
+    "PictureAttributes",
+    "picture_names",
+    "refuse_pictures",
+    "PublicTimeline",
+    "norm_user",
     "DAY",
     "quiet_loggers",
     "admit_private",

@@ -47,7 +47,7 @@ from ._people import LINK_ATTEMPTS, LINK_CODE_TTL, LinkError, LinkResult, People
 from ._redacting import RedactingRunStore
 from ._reminders import InMemoryReminderStore, Reminder, ReminderStore
 from ._retention import Retention, prune
-from ._reviews import REVIEW_MOVES, Review, ReviewRefused, ReviewState, ReviewStore
+from ._reviews import REVIEW_MOVES, Approved, Listening, Review, ReviewRefused, ReviewState, ReviewStore
 from ._revisions import Revision, RevisionStore
 from ._run_records import RunRecord, RunState, RunStore, RunTotals, collect_tree, preview, search_needle
 from ._schedules import ScheduleStore, Tick
@@ -86,6 +86,8 @@ __all__ = [
     "InMemoryUsageStore",
     "InboxStore",
     "Lease",
+    "Listening",
+    "Approved",
     "LeaseKeeper",
     "LeaseStore",
     "MemoryStore",

@@ -20,7 +20,7 @@ from pydantic import Field, SecretStr, field_validator
 from yarl import URL
 
 from hub import ConfigError, Context, Extension, Input, Service, TextArgs, output
-from hub.platform import PublicSettings, quiet_loggers
+from hub.platform import PictureAttributes, PublicSettings, quiet_loggers
 
 from ._bot import PLATFORM, SINCE_ID_KEY, MastodonBot, make_client, more_private
 from ._text import split_status, status_length
@@ -51,18 +51,6 @@ class MastodonSettings(PublicSettings):
     """Mentions from the streaming API (notifications are still read by id as a fallback)."""
     poll_interval: float = Field(60.0, ge=5)
     """Seconds between reads of the notifications (at most 15 while the stream is down)."""
-    ignored_users: list[str] = Field(default_factory=list)
-    """Never answer these accounts (``user@domain`` or ids: known bots, say)."""
-    backlog_max_age: float = Field(3600.0, ge=0)
-    """First start only (no saved position yet): mentions older than this are not answered."""
-    max_thread: int = Field(8, ge=1, le=25)
-    """Longest thread one answer may become; a longer answer is refused, not cut."""
-    post_interval: float = Field(1.0, ge=0)
-    """Seconds between two statuses in one thread."""
-    posts_per_minute: int = Field(10, ge=1)
-    """Statuses per minute over all threads."""
-    lease_ttl: float = Field(30.0, ge=1, le=3600)
-    """Seconds the mention reader's lease lasts unrenewed (another worker takes over after)."""
     request_timeout: float = Field(30.0, gt=0)
     """Seconds one request to the instance may take."""
 
@@ -72,16 +60,6 @@ class MastodonSettings(PublicSettings):
         if v and not (v.startswith(("http://", "https://")) and URL(v).host):
             raise ValueError(f"{v!r} is not an absolute http(s) URL (https://mastodon.social, say)")
         return v.rstrip("/")
-
-    @field_validator("dm_policy")
-    @classmethod
-    def _no_public_pairing(cls, v: str) -> str:
-        if v == "pairing":
-            raise ValueError(
-                '"pairing" is not available on Mastodon: mentions are public, so the one-time code would be '
-                'posted for everyone to see; use "allowlist" or "open"'
-            )
-        return v
 
     def check(self) -> None:
         """Raise ConfigError naming the key that is missing.
@@ -136,6 +114,7 @@ def extension(
         type="mastodon:reply",
         context="mastodon:thread",
         description="Reply on Mastodon to the post you are answering (long text becomes a thread).",
+        attributes=PictureAttributes,  # declared so that pictures named are refused, not dropped unseen
     )
     async def reply(content: str, ctx: Any) -> dict[str, Any]:
         return await m.reply(content, ctx)
