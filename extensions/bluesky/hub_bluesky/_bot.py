@@ -5,7 +5,8 @@ Inbound, ``listNotifications`` is read newest first, page by page back to the ne
 already handled (its ``indexedAt`` and uri, kept in the store as ``bluesky:cursor``), then
 the new mentions and replies are handed to the hub oldest first, the position saved after
 each is recorded: a crash repeats a read, never loses or re-answers a mention (the inbox
-knows each post's uri).
+knows each post's uri). A first start reads back as far as ``backlog_max_age``, and saves a
+position even when it found nothing, so that a storm right after start is read whole.
 
 Outbound, a reply carries ``reply {root, parent}`` strong references (uri and cid); text over
 300 graphemes becomes a thread, each post replying to the last; mentions and links are facets
@@ -221,6 +222,7 @@ class BlueskyBot:
             seen = await self.hub.memory.get(CURSOR_KEY)  # {"at": indexedAt, "uri": uri} of the newest handled
             fresh: list[Any] = []
             cursor = None
+            cutoff = time.time() - self.settings.backlog_max_age
             try:
                 while True:
                     page = await self.client.app.bsky.notification.list_notifications(
@@ -233,7 +235,9 @@ class BlueskyBot:
                             break
                         fresh.append(note)
                     cursor = page.cursor
-                    if done or not cursor or (not seen and fresh):  # first start: the newest page only
+                    # first start: back until a page reaches past backlog_max_age (not answered anyway)
+                    past = not seen and fresh and _epoch(fresh[-1].indexed_at) < cutoff
+                    if done or not cursor or past:
                         break
             except (BadRequestError, UnauthorizedError) as e:
                 if _revoked(e):
@@ -251,6 +255,8 @@ class BlueskyBot:
                 if note.reason in _REASONS and await self._handle(note, first_start=seen is None):
                     new += 1
                 await self.hub.memory.set(CURSOR_KEY, {"at": note.indexed_at, "uri": note.uri})
+            if seen is None and not fresh:  # none yet: every notification from now on is new
+                await self.hub.memory.set(CURSOR_KEY, {"at": "", "uri": ""})
             self.polls += 1
             return new
 

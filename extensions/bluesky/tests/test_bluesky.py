@@ -48,6 +48,9 @@ class Bot:
         self.hub, self.bot = hub, bot
         self.results: list[RunResult] = []
 
+    async def until_runs(self, n: int, timeout: float = 10) -> None:
+        await until(lambda: len(self.results) >= n, timeout)
+
 
 @asynccontextmanager
 async def bot(fake: FakeBluesky, data: Path, model: ScriptedModel | None = None, **kw: Any) -> AsyncIterator[Bot]:

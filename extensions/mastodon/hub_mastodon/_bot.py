@@ -2,7 +2,9 @@
 
 Inbound, the notifications of type ``mention`` newer than the saved position are read oldest
 first (``min_id`` pages) and each is recorded (``send``) before the position moves past it:
-a crash can repeat a read but never lose or re-answer a mention. The streaming API
+a crash can repeat a read but never lose or re-answer a mention. A first start (no saved
+position) reads back from the newest (``max_id`` pages) as far as ``backlog_max_age``, and
+saves a position even when it found none, so that a storm right after start is read whole. The streaming API
 (``stream_user``) only wakes the reader at once; when the stream drops, the reader polls every
 ``poll_interval`` seconds while it reconnects, so nothing waits on the stream being up.
 
@@ -252,14 +254,24 @@ class MastodonBot:
             raise RunError("mastodon: poll() before the hub started the extension")
         async with self._lock:
             since = await self.hub.memory.get(SINCE_ID_KEY)
-            first_start = since is None
             new = 0
+            if since is None:  # first start: the mentions within backlog_max_age, however many pages
+                for note in await self._backlog():
+                    if await self._handle(note, first_start=True):
+                        new += 1
+                    since = str(note["id"])
+                    await self.hub.memory.set(SINCE_ID_KEY, since)  # after it is recorded
+                if since is None:  # none yet: every mention from now on is new (ids are above 0)
+                    since = "0"
+                    await self.hub.memory.set(SINCE_ID_KEY, since)
+                self.polls += 1
+                return new
             while True:
                 await self._respect_limit()
                 page = await self._call(self.client.notifications, types=["mention"], min_id=since, limit=PAGE)
                 notes = sorted(page, key=lambda n: int(n["id"]))
                 for note in notes:
-                    if await self._handle(note, first_start=first_start):
+                    if await self._handle(note, first_start=False):
                         new += 1
                     since = str(note["id"])
                     await self.hub.memory.set(SINCE_ID_KEY, since)  # after it is recorded
@@ -267,6 +279,26 @@ class MastodonBot:
                     break
             self.polls += 1
             return new
+
+    async def _backlog(self) -> list[Any]:
+        """A first start's mentions, oldest first: pages back (``max_id``) from the newest until
+        one is short or reaches past ``backlog_max_age`` (older ones are not answered anyway)."""
+        assert self.client is not None
+        cutoff = time.time() - self.settings.backlog_max_age
+        notes: list[Any] = []
+        max_id = None
+        while True:
+            await self._respect_limit()
+            page = await self._call(self.client.notifications, types=["mention"], max_id=max_id, limit=PAGE)
+            notes.extend(page)
+            if len(page) < PAGE:
+                break
+            oldest = min(page, key=lambda n: int(n["id"]))
+            created = oldest.get("created_at")
+            if hasattr(created, "timestamp") and created.timestamp() < cutoff:
+                break
+            max_id = str(oldest["id"])
+        return sorted({str(n["id"]): n for n in notes}.values(), key=lambda n: int(n["id"]))
 
     async def _respect_limit(self) -> None:
         """Wait (cancellably) when the response headers said the window is spent."""
