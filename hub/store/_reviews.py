@@ -164,7 +164,7 @@ class ReviewStore(ABC):
     async def listen(self, wake: Approved) -> Listening | None:
         """Call ``wake`` with the platform of each post approved by another process sharing the store, where
         the backend can tell (PostgreSQL: LISTEN/NOTIFY); None where it cannot (the caller
-        polls).
+        polls). When the subscription is cut, ``wake("")``: look, and listen again.
 
         Raises:
             StoreError: the backend could tell, but the subscription failed (the caller polls).

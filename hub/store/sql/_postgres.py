@@ -435,9 +435,12 @@ class PgDatabase(GroupCommit):
                 f"{self.path}: notify {channel}: {type(e).__name__}: {e}", store="postgres", operation="notify"
             ) from e
 
-    async def listen(self, channel: str, told: Callable[[str], None]) -> PgListening:
+    async def listen(
+        self, channel: str, told: Callable[[str], None], *, lost: Callable[[], None] | None = None
+    ) -> PgListening:
         """Call ``told`` with each payload notified on ``channel``, on a connection of its own
-        (LISTEN holds it) until :meth:`PgListening.close`; once it is cut, ``alive`` is false.
+        (LISTEN holds it) until :meth:`PgListening.close`; once it is cut, ``alive`` is false
+        and ``lost`` is called (to listen again).
 
         Raises:
             StoreError: the connection or the LISTEN failed.
@@ -447,6 +450,8 @@ class PgDatabase(GroupCommit):
         try:
             conn = await asyncpg.connect(self.url, timeout=self.connect_timeout)
             await conn.add_listener(channel, lambda _conn, _pid, _channel, payload: told(str(payload)))
+            if lost is not None:
+                conn.add_termination_listener(lambda _conn: lost())
         except Exception as e:
             raise StoreError(
                 f"{self.path}: listen {channel}: {type(e).__name__}: {e}", store="postgres", operation="listen"

@@ -532,4 +532,4 @@ class SqlReviewStore(SqlStore, ReviewStore, store="reviews"):
             if schema == namespace:
                 wake(rest.partition("\t")[0])
 
-        return await self.db.listen(REVIEW_CHANNEL, told)  # type: ignore[union-attr]
+        return await self.db.listen(REVIEW_CHANNEL, told, lost=lambda: wake(""))  # type: ignore[union-attr]
