@@ -37,13 +37,10 @@ from atproto_client.exceptions import (
 
 from hub import RunContext, RunError
 from hub.platform import (
-    Governor,
-    LeaseKeeper,
     PermanentSendError,
     PublicTimeline,
     RateLimited,
     Review,
-    ReviewQueue,
     SendFailed,
     TransientSendError,
     check_length,
@@ -151,18 +148,6 @@ class BlueskyBot:
         self.problem: str | None = None
         """Why the extension stopped (a revoked session), for the hub's health."""
         self.polls = 0
-
-    @property
-    def governor(self) -> Governor | None:
-        return self.timeline.governor
-
-    @property
-    def reviews(self) -> ReviewQueue | None:
-        return self.timeline.reviews
-
-    @property
-    def keeper(self) -> LeaseKeeper | None:
-        return self.timeline.keeper
 
     async def start(self, hub: Hub) -> None:
         """Log in with the app password."""
@@ -311,7 +296,7 @@ class BlueskyBot:
         meta = {k: str(target[k]) for k in ("uri", "cid", "root_uri", "root_cid", "did", "handle")}
         chat = ctx.context.key
         self.timeline.no_pictures(ctx, chat, label="Bluesky")
-        if self.reviews is not None:
+        if self.timeline.reviews is not None:
             return await self.timeline.hold(
                 text, output="bluesky:reply", chat=chat, in_reply_to=meta["uri"], extra=meta
             )
@@ -328,7 +313,7 @@ class BlueskyBot:
     async def _post(
         self, parts: list[str], meta: dict[str, str], chat: str, *, ctx: RunContext | None = None
     ) -> dict[str, Any]:
-        assert self.hub is not None and self.governor is not None
+        assert self.hub is not None and self.timeline.governor is not None
         await self.timeline.reserve(len(parts), chat)
         root = models.ComAtprotoRepoStrongRef.Main(uri=meta["root_uri"], cid=meta["root_cid"])
         parent = models.ComAtprotoRepoStrongRef.Main(uri=meta["uri"], cid=meta["cid"])
@@ -336,7 +321,7 @@ class BlueskyBot:
         uris: list[str] = []
         for i, part in enumerate(parts):
             check_length(PLATFORM, chat, part, measure=graphemes, limit=MAX_GRAPHEMES, unit="graphemes")
-            ref = await self.governor.send(chat, self._poster(build_text(part, mentions), root, parent))
+            ref = await self.timeline.governor.send(chat, self._poster(build_text(part, mentions), root, parent))
             parent = ref
             uris.append(ref.uri)
             if ctx is not None:

@@ -14,6 +14,7 @@ from test_bluesky import CREATE, bot
 from hub import ScriptedModel
 from hub.config import HttpSection
 from hub.testing.bluesky import FakeBluesky
+from hub.testing.storms import check_capped_storm
 
 
 async def test_a_mention_storm_is_answered_under_the_daily_cap(tmp_path: Path) -> None:
@@ -31,15 +32,10 @@ async def test_a_mention_storm_is_answered_under_the_daily_cap(tmp_path: Path) -
         async with bot(fake, tmp_path, ScriptedModel(numbered), max_posts_per_day=40, posts_per_minute=10_000) as b:
             await b.until_runs(500, timeout=120)
             results = b.results
-        sent = fake.sent
-        assert len(sent) == 40 and len(fake.calls(CREATE)) == 40
-        assert len({s["parent"] for s in sent}) == 40  # none answered twice
-        outputs = [o for r in results for o in r.outputs]
-        assert sum(o.sent for o in outputs) == 40
-        refused = [o for o in outputs if not o.sent]
-        assert len(refused) == 460 and all("max_posts_per_day = 40" in (o.error or "") for o in refused)
-        recorded = {e.platform_id for r in results for e in r.logs if e.kind == "input"}
-        assert recorded == {f"bluesky:{n['uri']}" for n in notes}  # none lost
+        assert len(fake.calls(CREATE)) == 40
+        check_capped_storm(
+            results, cap=40, answered=[s["parent"] for s in fake.sent], mentions={f"bluesky:{n['uri']}" for n in notes}
+        )
 
 
 async def test_an_approval_over_http_wakes_the_poster_at_once(tmp_path: Path) -> None:
@@ -54,7 +50,9 @@ async def test_an_approval_over_http_wakes_the_poster_at_once(tmp_path: Path) ->
             url = f"http://127.0.0.1:{b.hub.http.port}/reviews/{held_id}"
             async with (
                 aiohttp.ClientSession() as s,
-                s.post(url, json={"approve": True, "text": "Checked"}, headers={"Authorization": f"Bearer {token}"}) as r,
+                s.post(
+                    url, json={"approve": True, "text": "Checked"}, headers={"Authorization": f"Bearer {token}"}
+                ) as r,
             ):
                 assert r.status == 200, await r.text()
             (sent,) = await fake.wait_sent(1, timeout=20)

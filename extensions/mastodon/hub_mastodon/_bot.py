@@ -40,13 +40,10 @@ from mastodon import (
 from hub import OutputLog, RunContext, RunError
 from hub.platform import (
     Backoff,
-    Governor,
-    LeaseKeeper,
     PermanentSendError,
     PublicTimeline,
     RateLimited,
     Review,
-    ReviewQueue,
     SendFailed,
     TransientSendError,
     check_length,
@@ -135,18 +132,6 @@ class MastodonBot:
         """Reads of the notifications since start."""
         self.streams = 0
         """Streams opened since start."""
-
-    @property
-    def governor(self) -> Governor | None:
-        return self.timeline.governor
-
-    @property
-    def reviews(self) -> ReviewQueue | None:
-        return self.timeline.reviews
-
-    @property
-    def keeper(self) -> LeaseKeeper | None:
-        return self.timeline.keeper
 
     async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await asyncio.to_thread(fn, *args, **kwargs)
@@ -385,7 +370,7 @@ class MastodonBot:
         prefix = f"@{acct} " if acct and f"@{acct}" not in text else ""
         self.timeline.no_pictures(ctx, chat, label="Mastodon")
         parts = self._split(text, prefix=prefix, spoiler=spoiler, chat=chat)
-        if self.reviews is not None:
+        if self.timeline.reviews is not None:
             return await self.timeline.hold(
                 text,
                 output="mastodon:reply",
@@ -425,14 +410,14 @@ class MastodonBot:
         key: str,
         ctx: RunContext | None = None,
     ) -> dict[str, Any]:
-        assert self.hub is not None and self.governor is not None
+        assert self.hub is not None and self.timeline.governor is not None
         await self.timeline.reserve(len(parts), chat)
         ids: list[str] = []
         previous = in_reply_to
         try:
             for i, part in enumerate(parts):
                 idempotency = hashlib.sha256(f"{key}:{i}".encode()).hexdigest()[:32]
-                previous = await self.governor.send(
+                previous = await self.timeline.governor.send(
                     chat, self._poster(part, previous, visibility, spoiler, idempotency)
                 )
                 ids.append(previous)

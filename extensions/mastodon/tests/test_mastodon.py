@@ -187,8 +187,10 @@ async def test_a_held_reply_is_posted_once_when_approved_with_its_thread_details
             assert fake.sent == []
             reviews = b.hub.stores.reviews
             await reviews.decide(held_id, approve=True, text="Checked")
-            assert b.bot.reviews is not None
-            posted = await asyncio.gather(b.bot.reviews.post_approved(), b.bot.reviews.post_approved())
+            assert b.bot.timeline.reviews is not None
+            posted = await asyncio.gather(
+                b.bot.timeline.reviews.post_approved(), b.bot.timeline.reviews.post_approved()
+            )
             assert sorted(posted) == [0, 1]
             (sent,) = await fake.wait_sent(1)
             assert (sent["text"], sent["in_reply_to"], sent["visibility"], sent["spoiler_text"]) == (

@@ -12,6 +12,7 @@ from test_mastodon import POST, bot, numbered
 
 from hub import ScriptedModel
 from hub.testing.mastodon import FakeMastodon
+from hub.testing.storms import check_capped_storm
 
 
 async def test_a_mention_storm_is_answered_under_the_daily_cap(tmp_path: Path) -> None:
@@ -21,15 +22,13 @@ async def test_a_mention_storm_is_answered_under_the_daily_cap(tmp_path: Path) -
         notes = [fake.mention(f"storm {i}", username=f"s{i}", account_id=str(1000 + i)) for i in range(500)]
         async with bot(fake, tmp_path, numbered(), max_posts_per_day=40, posts_per_minute=10_000) as b:
             results = await b.runs(500, timeout=120)
-        sent = fake.sent
-        assert len(sent) == 40 and len(fake.calls(POST)) == 40
-        assert len({s["in_reply_to"] for s in sent}) == 40  # none answered twice
-        outputs = [o for r in results for o in r.outputs]
-        assert sum(o.sent for o in outputs) == 40
-        refused = [o for o in outputs if not o.sent]
-        assert len(refused) == 460 and all("max_posts_per_day = 40" in (o.error or "") for o in refused)
-        recorded = {e.platform_id for r in results for e in r.logs if e.kind == "input"}
-        assert recorded == {f"mastodon:{n['status']['id']}" for n in notes}  # none lost
+        assert len(fake.calls(POST)) == 40
+        check_capped_storm(
+            results,
+            cap=40,
+            answered=[s["in_reply_to"] for s in fake.sent],
+            mentions={f"mastodon:{n['status']['id']}" for n in notes},
+        )
 
 
 async def test_an_approval_in_the_process_wakes_the_poster_at_once(tmp_path: Path) -> None:
@@ -39,7 +38,7 @@ async def test_an_approval_in_the_process_wakes_the_poster_at_once(tmp_path: Pat
         async with bot(fake, tmp_path, ScriptedModel(["Draft"]), review=True, review_poll=3600) as b:
             (result,) = await b.runs(1)
             held_id = result.outputs[0].data["held_for_review"]
-            assert b.bot.reviews is not None and b.bot.reviews.poll == 3600
+            assert b.bot.timeline.reviews is not None and b.bot.timeline.reviews.poll == 3600
             await b.hub.stores.reviews.decide(held_id, approve=True, text="Checked")  # as the dashboard does
             (sent,) = await fake.wait_sent(1, timeout=20)
         assert (sent["text"], sent["in_reply_to"]) == ("@fay Checked", note["status"]["id"])

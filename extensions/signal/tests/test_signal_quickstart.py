@@ -19,17 +19,8 @@ import pytest
 
 from hub import Hub, ScriptedModel
 from hub.config import config_from_dict
+from hub.testing import quickstart as qs
 from hub.testing.processes import SOURCE_ROOT, free_port
-from hub.testing.quickstart import (
-    command_line,
-    doc_section,
-    end_program,
-    exports,
-    quickstart_config,
-    shipped_config,
-    start_program,
-    toml_of,
-)
 from hub.testing.signal import USER
 
 SOURCES = {
@@ -39,40 +30,40 @@ SOURCES = {
 
 
 def section(source: str) -> str:
-    return doc_section(source, SOURCES[source])
+    return qs.doc_section(source, SOURCES[source])
 
 
 @pytest.mark.parametrize("source", sorted(SOURCES))
 def test_the_quick_start_toml_validates_with_the_variable_it_exports(source: str) -> None:
     text = section(source)
-    raw = shipped_config(text)
+    raw = qs.shipped_config(text)
     table = raw["extensions"]["signal"]
     assert table["enabled"] is True
-    env = exports(text)
+    env = qs.exports(text)
     var = re.fullmatch(r"\$\{(\w+)\}", table["number"])
     assert var and var.group(1) in env, "number comes from an exported variable"
     config_from_dict(raw, path=SOURCE_ROOT / "config.toml", env=env)
     # the fake it starts listens where url points, for the number exported
-    command = command_line(text, "hub.testing.signal")
+    command = qs.command_line(text, "hub.testing.signal")
     assert command[command.index("--port") + 1] == table["url"].rsplit(":", 1)[1]
     assert command[command.index("--number") + 1] == env[var.group(1)]
     # the two copies say the same
-    assert toml_of(text) == toml_of(section("README.md")) and env == exports(section("README.md"))
+    assert qs.toml_of(text) == qs.toml_of(section("README.md")) and env == qs.exports(section("README.md"))
 
 
 async def test_the_quick_start_answers_a_message_typed_into_the_fake(tmp_path: Path) -> None:
     text = section("docs/platforms/signal.md")
     port = free_port()
-    command = command_line(text, "hub.testing.signal")
+    command = qs.command_line(text, "hub.testing.signal")
     command[command.index("--port") + 1] = str(port)
     assert command[:3] == [".venv/bin/python", "-m", "hub.testing.signal"]
-    fake = await start_program(command)
+    fake = await qs.start_program(command)
     assert fake.stdin is not None and fake.stdout is not None
     try:
         async with asyncio.timeout(60):
             started = (await fake.stdout.readline()).decode()
             assert f"on http://127.0.0.1:{port} for +15550001111" in started, started
-            cfg = quickstart_config(
+            cfg = qs.quickstart_config(
                 text, tmp_path / "data", {"extensions": {"signal": {"url": f"http://127.0.0.1:{port}"}}}
             )
             model = ScriptedModel(['<response><output type="signal:message">Hello from the hub!</output></response>'])
@@ -89,5 +80,5 @@ async def test_the_quick_start_answers_a_message_typed_into_the_fake(tmp_path: P
                 while not any("bot -> " in ln for ln in lines):
                     lines.append((await fake.stdout.readline()).decode())
     finally:
-        await end_program(fake)
+        await qs.end_program(fake)
     assert any(ln.strip() == f"bot -> {USER}: Hello from the hub!" for ln in lines), lines

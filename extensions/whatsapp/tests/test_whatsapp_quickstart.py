@@ -19,17 +19,8 @@ import pytest
 
 from hub import Hub, ScriptedModel
 from hub.config import config_from_dict
+from hub.testing import quickstart as qs
 from hub.testing.processes import SOURCE_ROOT, free_port
-from hub.testing.quickstart import (
-    command_line,
-    doc_section,
-    end_program,
-    exports,
-    quickstart_config,
-    shipped_config,
-    start_program,
-    toml_of,
-)
 
 SOURCES = {
     "README.md": r"Quick start: WhatsApp",
@@ -38,37 +29,37 @@ SOURCES = {
 
 
 def section(source: str) -> str:
-    return doc_section(source, SOURCES[source])
+    return qs.doc_section(source, SOURCES[source])
 
 
 @pytest.mark.parametrize("source", sorted(SOURCES))
 def test_the_quick_start_toml_validates_with_the_variables_it_exports(source: str) -> None:
     text = section(source)
-    raw = shipped_config(text)
+    raw = qs.shipped_config(text)
     table = raw["extensions"]["whatsapp"]
     assert table["enabled"] is True and raw["http"]["port"] == 8080
-    env = exports(text)
+    env = qs.exports(text)
     for key in ("phone_number_id", "token", "app_secret", "verify_token"):
         var = re.fullmatch(r"\$\{(\w+)\}", table[key])
         assert var and var.group(1) in env, f"{key} comes from an exported variable"
     cfg = config_from_dict(raw, path=SOURCE_ROOT / "config.toml", env=env)
     assert cfg.http is not None and cfg.http.port == 8080
     # the fake it starts listens where base_url points, and posts where the hub listens
-    command = command_line(text, "hub.testing.whatsapp")
+    command = qs.command_line(text, "hub.testing.whatsapp")
     assert command[command.index("--port") + 1] == table["base_url"].rsplit(":", 1)[1]
     assert command[command.index("--webhook") + 1] == f"http://127.0.0.1:8080{table['webhook_path']}"
     # the two copies say the same
-    assert toml_of(text) == toml_of(section("README.md")) and env == exports(section("README.md"))
+    assert qs.toml_of(text) == qs.toml_of(section("README.md")) and env == qs.exports(section("README.md"))
 
 
 async def test_the_quick_start_answers_a_message_typed_into_the_fake(tmp_path: Path) -> None:
     text = section("docs/platforms/whatsapp.md")
     http_port, fake_port = free_port(), free_port()
-    command = command_line(text, "hub.testing.whatsapp")
+    command = qs.command_line(text, "hub.testing.whatsapp")
     command[command.index("--port") + 1] = str(fake_port)
     command[command.index("--webhook") + 1] = f"http://127.0.0.1:{http_port}/whatsapp"
     assert command[:3] == [".venv/bin/python", "-m", "hub.testing.whatsapp"]
-    fake = await start_program(command)
+    fake = await qs.start_program(command)
     assert fake.stdin is not None and fake.stdout is not None
     try:
         async with asyncio.timeout(60):
@@ -78,7 +69,7 @@ async def test_the_quick_start_answers_a_message_typed_into_the_fake(tmp_path: P
                 "http": {"port": http_port},
                 "extensions": {"whatsapp": {"base_url": f"http://127.0.0.1:{fake_port}"}},
             }
-            cfg = quickstart_config(text, tmp_path / "data", changes)
+            cfg = qs.quickstart_config(text, tmp_path / "data", changes)
             model = ScriptedModel(['<response><output type="whatsapp:message">Hello from the hub!</output></response>'])
             async with Hub(cfg, model=model):
                 fake.stdin.write(b"hello\n")
@@ -87,6 +78,6 @@ async def test_the_quick_start_answers_a_message_typed_into_the_fake(tmp_path: P
                 while not any("bot -> " in ln for ln in lines):
                     lines.append((await fake.stdout.readline()).decode())
     finally:
-        await end_program(fake)
+        await qs.end_program(fake)
     assert any("delivered: (200" in ln for ln in lines), lines
     assert any(ln.strip() == "bot -> 15550001111: Hello from the hub!" for ln in lines), lines
