@@ -29,8 +29,9 @@ from ._public import PublicSettings, ReviewQueue, admit_reply, picture_names, re
 from ._send import Governor, RateLimit, SendFailed
 
 if TYPE_CHECKING:
-    from ..hub import Hub
     from ..store import LeaseKeeper, Review
+
+Hub = Any  # the running hub (hub.Hub): the platform layer sits below it, so it is not imported
 
 __all__ = ["PublicTimeline", "norm_user"]
 

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.store.test_reviews import held, two_workers
 
 from hub.platform import ReviewQueue
 from hub.store import Review, ReviewStore
+from tests.store.test_reviews import held, two_workers
 
 HOUR = 3600.0
 
