@@ -66,7 +66,7 @@ from ._send import Governor, PermanentSendError, RateLimit, RateLimited, SendFai
 from ._settings import DEFAULT_ACCOUNT, PlatformSettings, account_key, split_account_key
 from ._shared import OutboundLimiter, RedisLimiter
 from ._split import LONG_SPLIT, split_message, split_off_loop, utf16_len
-from ._timeline import PublicTimeline, norm_user
+from ._timeline import PublicTimeline, TimelineBot, norm_user, timeline_extension
 from ._typing import TypingIndicator
 from ._voice import DEFAULT_SPEECH_CHARS, AudioClip, speak
 
@@ -113,6 +113,8 @@ __all__ = [
     "picture_names",
     "refuse_pictures",
     "PublicTimeline",
+    "TimelineBot",
+    "timeline_extension",
     "norm_user",
     "DAY",
     "quiet_loggers",

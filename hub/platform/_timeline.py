@@ -15,6 +15,10 @@ mentions, how it posts). The timeline brings, from the settings every public tim
   pictures refused where they cannot go (:meth:`PublicTimeline.no_pictures`), the hand-off
   to the review queue (:meth:`PublicTimeline.hold`), the dry run's log lines
   (:meth:`PublicTimeline.dry_run`) and the daily cap (:meth:`PublicTimeline.reserve`).
+
+:func:`timeline_extension` builds such a bot's extension: the context ``<platform>:thread``,
+the output ``<platform>:reply`` (its ``media`` attribute declared, so that pictures named are
+refused rather than dropped unseen), the input ``<platform>:mention`` and the service.
 """
 
 from __future__ import annotations
@@ -22,10 +26,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..definitions import Context, Extension, Input, Service, TextArgs, output
 from ._audience import AllowList
-from ._public import PublicSettings, ReviewQueue, admit_reply, picture_names, refuse_pictures, reserve_posts
+from ._public import (
+    PictureAttributes,
+    PublicSettings,
+    ReviewQueue,
+    admit_reply,
+    picture_names,
+    refuse_pictures,
+    reserve_posts,
+)
 from ._send import Governor, RateLimit, SendFailed
 
 if TYPE_CHECKING:
@@ -33,7 +46,7 @@ if TYPE_CHECKING:
 
 Hub = Any  # the running hub (hub.Hub): the platform layer sits below it, so it is not imported
 
-__all__ = ["PublicTimeline", "norm_user"]
+__all__ = ["PublicTimeline", "TimelineBot", "norm_user", "timeline_extension"]
 
 
 def norm_user(user: str) -> str:
@@ -250,3 +263,56 @@ class PublicTimeline:
         await reserve_posts(
             self.hub.memory, n, platform=self.platform, limit=self.settings.max_posts_per_day, chat=chat
         )
+
+
+class TimelineBot(Protocol):
+    """What :func:`timeline_extension` needs of a public timeline's bot."""
+
+    async def start(self, hub: Hub) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def subscribe(self, send: Callable[..., Awaitable[Any]], hub: Hub) -> Callable[[], Awaitable[None]]: ...
+
+    async def reply(self, text: str, ctx: Any) -> dict[str, Any]: ...
+
+
+def timeline_extension(
+    platform: str,
+    bot: TimelineBot,
+    *,
+    thread: str,
+    instructions: str,
+    reply: str,
+    mentions: str,
+    description: str,
+) -> Extension:
+    """The extension of a public timeline's ``bot``: ``<platform>:thread`` (``thread`` describes
+    its key; ``instructions`` tell the model how to answer there), ``<platform>:reply``
+    (``reply`` describes it), ``<platform>:mention`` (``mentions`` says where they come from)
+    and the service that starts and stops the bot."""
+    context: Context[TextArgs, dict[str, Any]] = Context(
+        type=f"{platform}:thread",
+        schema=TextArgs,
+        description=thread,
+        instructions=instructions,
+        reply_output=f"{platform}:reply",
+    )
+
+    @output(
+        type=f"{platform}:reply",
+        context=f"{platform}:thread",
+        description=reply,
+        attributes=PictureAttributes,  # declared so that pictures named are refused, not dropped unseen
+    )
+    async def answer(content: str, ctx: Any) -> dict[str, Any]:
+        return await bot.reply(content, ctx)
+
+    return Extension(
+        name=platform,
+        contexts=[context],
+        outputs=[answer],
+        inputs=[Input(type=f"{platform}:mention", subscribe=bot.subscribe, description=mentions)],
+        services=[Service(name=platform, start=bot.start, stop=bot.stop)],
+        description=description,
+    )

@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import Field, SecretStr, field_validator
 
-from hub import ConfigError, Context, Extension, Input, Service, TextArgs, output
-from hub.platform import PictureAttributes, PublicSettings, quiet_loggers
+from hub import ConfigError, Extension
+from hub.platform import PublicSettings, quiet_loggers, timeline_extension
 
 from ._bot import CURSOR_KEY, MAX_GRAPHEMES, PLATFORM, BlueskyBot, SessionRevoked, build_text, make_client, split_post
 
@@ -95,34 +95,12 @@ def extension(
         raise ValueError("a given bot brings its own settings and client_factory")
     b = bot or BlueskyBot(settings, client_factory=client_factory)
 
-    thread: Context[TextArgs, dict[str, Any]] = Context(
-        type="bluesky:thread",
-        schema=TextArgs,
-        description="A thread on Bluesky, keyed by the at:// uri of its root post; mentions come in here.",
+    return timeline_extension(
+        PLATFORM,
+        b,
+        thread="A thread on Bluesky, keyed by the at:// uri of its root post; mentions come in here.",
         instructions=_INSTRUCTIONS,
-        reply_output="bluesky:reply",
-    )
-
-    @output(
-        type="bluesky:reply",
-        context="bluesky:thread",
-        description="Reply on Bluesky to the post you are answering (long text becomes a thread).",
-        attributes=PictureAttributes,  # declared so that pictures named are refused, not dropped unseen
-    )
-    async def reply(content: str, ctx: Any) -> dict[str, Any]:
-        return await b.reply(content, ctx)
-
-    return Extension(
-        name=PLATFORM,
-        contexts=[thread],
-        outputs=[reply],
-        inputs=[
-            Input(
-                type="bluesky:mention",
-                subscribe=b.subscribe,
-                description="Posts that mention or reply to the bot, from listNotifications.",
-            )
-        ],
-        services=[Service(name=PLATFORM, start=b.start, stop=b.stop)],
+        reply="Reply on Bluesky to the post you are answering (long text becomes a thread).",
+        mentions="Posts that mention or reply to the bot, from listNotifications.",
         description="Bluesky: answers mentions and replies.",
     )

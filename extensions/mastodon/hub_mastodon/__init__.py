@@ -19,8 +19,8 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator
 from yarl import URL
 
-from hub import ConfigError, Context, Extension, Input, Service, TextArgs, output
-from hub.platform import PictureAttributes, PublicSettings, quiet_loggers
+from hub import ConfigError, Extension
+from hub.platform import PublicSettings, quiet_loggers, timeline_extension
 
 from ._bot import PLATFORM, SINCE_ID_KEY, MastodonBot, make_client, more_private
 from ._text import split_status, status_length
@@ -102,34 +102,12 @@ def extension(
         raise ValueError("a given bot brings its own settings and client_factory")
     m = bot or MastodonBot(settings, client_factory=client_factory)
 
-    thread: Context[TextArgs, dict[str, Any]] = Context(
-        type="mastodon:thread",
-        schema=TextArgs,
-        description="A thread on Mastodon, keyed by the status id of its first post; mentions come in here.",
+    return timeline_extension(
+        PLATFORM,
+        m,
+        thread="A thread on Mastodon, keyed by the status id of its first post; mentions come in here.",
         instructions=_INSTRUCTIONS,
-        reply_output="mastodon:reply",
-    )
-
-    @output(
-        type="mastodon:reply",
-        context="mastodon:thread",
-        description="Reply on Mastodon to the post you are answering (long text becomes a thread).",
-        attributes=PictureAttributes,  # declared so that pictures named are refused, not dropped unseen
-    )
-    async def reply(content: str, ctx: Any) -> dict[str, Any]:
-        return await m.reply(content, ctx)
-
-    return Extension(
-        name=PLATFORM,
-        contexts=[thread],
-        outputs=[reply],
-        inputs=[
-            Input(
-                type="mastodon:mention",
-                subscribe=m.subscribe,
-                description="Posts that mention the bot, from the streaming API and the notifications.",
-            )
-        ],
-        services=[Service(name=PLATFORM, start=m.start, stop=m.stop)],
+        reply="Reply on Mastodon to the post you are answering (long text becomes a thread).",
+        mentions="Posts that mention the bot, from the streaming API and the notifications.",
         description="Mastodon: answers mentions.",
     )

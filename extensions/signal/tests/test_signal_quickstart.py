@@ -3,10 +3,8 @@ shipped ``config.toml`` with the section's TOML, the variable its ``export`` lin
 the fake it starts (``python -m hub.testing.signal``, a real process) answering a typed
 message through the hub.
 
-What the test changes, and only that: the port (a free one, not 8080, which may be taken),
-the data folder (a temporary directory), episodic memory off (Chroma takes seconds to
-start), the terminal off (the test has no terminal) and the model (scripted, where the
-reader exports OPENAI_API_KEY).
+What the test changes is what ``hub.testing.quickstart.quickstart_config`` says, the port
+(a free one, not 8080, which may be taken) and the model (scripted).
 """
 
 from __future__ import annotations

@@ -3,10 +3,8 @@ the shipped ``config.toml`` with the section's TOML, the variables its ``export`
 and the fake it starts (``python -m hub.testing.whatsapp``, a real process) answering a
 typed message through the hub.
 
-What the test changes, and only that: the ports (free ones, not 8080 and 8090, which may be
-taken), the data folder (a temporary directory), episodic memory off (Chroma takes seconds
-to start), the terminal off (the test has no terminal) and the model (scripted, where the
-reader exports OPENAI_API_KEY).
+What the test changes is what ``hub.testing.quickstart.quickstart_config`` says, the ports
+(free ones, not 8080 and 8090, which may be taken) and the model (scripted).
 """
 
 from __future__ import annotations
