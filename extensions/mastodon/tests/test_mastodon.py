@@ -64,10 +64,12 @@ def numbered(prefix: str = "Thanks") -> ScriptedModel:
 
 @asynccontextmanager
 async def bot(fake: FakeMastodon, data: Path, model: ScriptedModel | None = None, **kw: Any) -> AsyncIterator[Bot]:
+    store_url = kw.pop("store_url", "")
     settings = settings_for(fake, **kw)
     mastodon = MastodonBot(settings)
     cfg = temp_config(data)
     cfg.hub.shutdown_grace = 2
+    cfg.store.url = store_url  # "" SQLite in data; a postgresql:// URL (hub.testing.postgres)
     hub = Hub(cfg, model=model or numbered(), load_extensions=False, extensions=[extension(settings, bot=mastodon)])
     b = Bot(hub, mastodon)
 

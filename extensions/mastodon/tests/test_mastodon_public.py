@@ -4,7 +4,10 @@ against the loopback fake instance."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,8 @@ from test_mastodon import POST, bot, numbered
 
 from hub import ScriptedModel
 from hub.testing.mastodon import FakeMastodon
+from hub.testing.postgres import temporary_schema
+from hub.testing.processes import SOURCE_ROOT
 from hub.testing.storms import check_capped_storm
 
 
@@ -42,6 +47,30 @@ async def test_an_approval_in_the_process_wakes_the_poster_at_once(tmp_path: Pat
             await b.hub.stores.reviews.decide(held_id, approve=True, text="Checked")  # as the dashboard does
             (sent,) = await fake.wait_sent(1, timeout=20)
         assert (sent["text"], sent["in_reply_to"]) == ("@fay Checked", note["status"]["id"])
+
+
+async def test_hub_review_approve_in_another_process_wakes_the_poster_on_postgresql(tmp_path: Path) -> None:
+    """`hub review approve` run as its own process beside the hub, both on one PostgreSQL
+    store: its NOTIFY wakes the poster (review_poll is an hour)."""
+    async with temporary_schema() as url, FakeMastodon() as fake:
+        note = fake.mention("check me", username="hal", account_id="13")
+        kw = {"review": True, "review_poll": 3600, "store_url": url}
+        async with bot(fake, tmp_path / "hub", ScriptedModel(["Draft"]), **kw) as b:
+            (result,) = await b.runs(1)
+            held_id = result.outputs[0].data["held_for_review"]
+            config = tmp_path / "cli.toml"
+            config.write_text(f'[hub]\ndata_dir = "{tmp_path / "cli"}"\n\n[store]\nurl = "{url}"\n')
+            cli = await asyncio.create_subprocess_exec(
+                sys.executable,
+                *("-m", "hub.cli", "review", "approve", held_id, "--text", "Checked", "--config", str(config)),
+                env={**os.environ, "PYTHONPATH": str(SOURCE_ROOT)},
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+            )
+            out, _ = await asyncio.wait_for(cli.communicate(), 60)
+            assert cli.returncode == 0 and f"approved: {held_id}" in out.decode(), out.decode()
+            (sent,) = await fake.wait_sent(1, timeout=20)
+        assert (sent["text"], sent["in_reply_to"]) == ("@hal Checked", note["status"]["id"])
 
 
 @pytest.mark.parametrize("review", [True, False])
