@@ -35,6 +35,7 @@ _COMMON = """
 data_dir = "data"
 contexts_dir = "contexts"
 shutdown_grace = 1
+{hub}
 {http}
 [model]
 provider = "openai"
@@ -55,14 +56,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def write_hub_config(folder: Path, *, model_url: str, extension: str, http_port: int | None = None) -> Path:
-    """``folder/config.toml``: the data in ``folder/data``, the model at ``model_url``, episodic
-    memory off, ``[http]`` on ``http_port`` when given, and ``extension`` (the platform's
-    table, TOML text, ``${VAR}`` for its secrets) after it; its path."""
+def write_hub_config(
+    folder: Path, *, model_url: str, extension: str, http_port: int | None = None, hub: str = ""
+) -> Path:
+    """``folder/config.toml``: the data in ``folder/data``, ``hub`` (more ``[hub]`` keys, TOML
+    lines), the model at ``model_url``, episodic memory off, ``[http]`` on ``http_port`` when
+    given, and ``extension`` (the platform's table, TOML text, ``${VAR}`` for its secrets)
+    after it; its path."""
     (folder / "contexts").mkdir(exist_ok=True)
     http = f'\n[http]\nhost = "127.0.0.1"\nport = {http_port}\n' if http_port is not None else ""
     config = folder / "config.toml"
-    config.write_text(_COMMON.format(http=http, model_url=model_url) + "\n" + extension.strip() + "\n")
+    config.write_text(_COMMON.format(hub=hub, http=http, model_url=model_url) + "\n" + extension.strip() + "\n")
     return config
 
 
