@@ -13,8 +13,14 @@ caps), and it posts through these pieces:
 - [`ReviewQueue`][hub.platform.ReviewQueue]: with ``review = true`` a post is held in the store's review queue
   ([`hub.store.Review`][hub.platform.Review]) instead; an operator approves (maybe edits) or rejects it
   (``hub review``, ``POST /reviews/{id}``, the dashboard), and the extension's worker that
-  claims the approved post (a compare-and-set on its state) posts it, once;
-- [`check_length()`][hub.platform.check_length]: the last check before a post leaves, counted the platform's way.
+  claims the approved post (a compare-and-set on its state) posts it, once; an approval
+  wakes it at once (in this process, and from others on PostgreSQL), a slow poll
+  (``review_poll``) catching the rest;
+- [`check_length()`][hub.platform.check_length]: the last check before a post leaves, counted the platform's way;
+- [`PictureAttributes`][hub.platform.PictureAttributes], [`picture_names()`][hub.platform.picture_names] and [`refuse_pictures()`][hub.platform.refuse_pictures]: a post
+  that names pictures where they cannot go with it (held for review, whose queue keeps text
+  only; a platform whose extension posts text only) is refused, saying why, never posted or
+  held without them.
 """
 
 from __future__ import annotations
@@ -25,19 +31,22 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NoReturn
 
-from pydantic import Field
+from pydantic import BaseModel, Field, field_validator
 
-from ..store import MemoryStore, Review, ReviewStore
+from ..store import Listening, MemoryStore, Review, ReviewStore
 from ._send import SendFailed
 from ._settings import PlatformSettings
 
 __all__ = [
     "PublicSettings",
+    "PictureAttributes",
     "ReviewQueue",
     "admit_reply",
     "check_length",
+    "picture_names",
+    "refuse_pictures",
     "reserve_posts",
     "DAY",
 ]
@@ -46,8 +55,8 @@ log = logging.getLogger("hub.platform")
 
 DAY = 86400.0
 """Seconds in a day: the window of ``max_posts_per_day`` ([`reserve_posts`][hub.platform.reserve_posts])."""
-REVIEW_POLL = 5.0
-"""Seconds between two looks for approved posts (an approval on another process lands within)."""
+REVIEW_POLL = 10.0
+"""Seconds between two looks for approved posts when nothing wakes the queue (``review_poll``)."""
 
 
 class PublicSettings(PlatformSettings):
@@ -67,6 +76,33 @@ class PublicSettings(PlatformSettings):
     not answered until the window has room again."""
     replies_window: float = Field(3600.0, gt=0)
     """Seconds ``replies_per_account`` counts over."""
+    review_poll: float = Field(REVIEW_POLL, gt=0)
+    """Seconds between two looks for approved posts. An approval in this process (the
+    dashboard, ``POST /reviews/{id}``) or, on PostgreSQL, in any process wakes the poster at
+    once; this poll finds the others (``hub review approve`` in another process on SQLite)."""
+    ignored_users: list[str] = Field(default_factory=list)
+    """Never answer these accounts (known bots, say)."""
+    backlog_max_age: float = Field(3600.0, ge=0)
+    """First start only (no saved position yet): mentions older than this are not answered."""
+    max_thread: int = Field(8, ge=1, le=25)
+    """Longest thread one answer may become; a longer answer is refused, not cut."""
+    post_interval: float = Field(1.0, ge=0)
+    """Seconds between two posts in one conversation (the parts of a thread)."""
+    posts_per_minute: int = Field(10, ge=1)
+    """Posts per minute over all conversations."""
+    lease_ttl: float = Field(30.0, ge=1, le=3600)
+    """Seconds the mention reader's lease lasts unrenewed: how long a dead worker's reader
+    stays unowned before another worker sharing the store takes over."""
+
+    @field_validator("dm_policy")
+    @classmethod
+    def _no_public_pairing(cls, v: str) -> str:
+        if v == "pairing":
+            raise ValueError(
+                '"pairing" is not available on a public timeline: mentions are public, so the one-time code '
+                'would be posted for everyone to see; use "allowlist" or "open"'
+            )
+        return v
 
 
 def _times(stored: Any, now: float, window: float) -> list[float]:
@@ -131,6 +167,33 @@ def check_length(platform: str, chat: str, text: str, *, measure: Callable[[str]
         raise SendFailed(platform, chat, f"a post of {n} {unit} is over {platform}'s {limit}: nothing was posted")
 
 
+class PictureAttributes(BaseModel):
+    """The ``media`` attribute of a public timeline's output (``media="media:1"``)."""
+
+    media: str = Field(
+        "",
+        description="pictures to add, comma-separated: media handles from action results (media:1)",
+    )
+
+
+def picture_names(ctx: Any) -> list[str]:
+    """The pictures the output being handled names in its ``media`` attribute (none: [])."""
+    raw = getattr(getattr(ctx, "attributes", None), "media", "") or ""
+    return [name.strip() for name in str(raw).split(",") if name.strip()]
+
+
+def refuse_pictures(platform: str, chat: str, names: list[str], *, why: str) -> NoReturn:
+    """Refuse a post naming pictures that cannot go with it: a warning in the log (what the
+    operator reads beside ``hub review list``) and the output failed with the same reason.
+
+    Raises:
+        SendFailed: always, naming the pictures and ``why``.
+    """
+    reason = f"the post names {len(names)} picture(s) ({', '.join(names)}): {why}; nothing was posted or held"
+    log.warning("%s: %s: %s", platform, chat, reason)
+    raise SendFailed(platform, chat, reason)
+
+
 Poster = Callable[[Review], Awaitable[Any]]
 """Posts a held post as approved (its text maybe edited); returns what it posted (JSON-able)."""
 
@@ -142,7 +205,8 @@ class ReviewQueue:
     [`post_approved()`][hub.platform.ReviewQueue.post_approved] claims each
     approved post (approved -> posting, a compare-and-set) before it posts it, so of several
     workers one posts it; a worker cut off while posting leaves it ``posting``, never posted
-    twice. [`run()`][hub.platform.ReviewQueue.run] looks for approved posts every `REVIEW_POLL` seconds.
+    twice. [`run()`][hub.platform.ReviewQueue.run] posts an approved post as soon as the store tells of it (an approval
+    in this process; on PostgreSQL, in any), and looks every ``poll`` seconds besides.
 
     Attributes:
         store: Where held posts are kept, shared by every worker.
@@ -151,12 +215,19 @@ class ReviewQueue:
         poster: The platform's way to post a held post.
     """
 
-    def __init__(self, store: ReviewStore, platform: str, *, expiry: float, poster: Poster) -> None:
+    def __init__(
+        self, store: ReviewStore, platform: str, *, expiry: float, poster: Poster, poll: float = REVIEW_POLL
+    ) -> None:
         self.store = store
         self.platform = platform
         self.expiry = expiry
         self.poster = poster
+        self.poll = poll
         self._wake = asyncio.Event()
+        self.listening: Listening | None = None
+        """The subscription to other processes' approvals (None: this store cannot tell; polling)."""
+        self.looks = 0
+        """Looks for approved posts done by `run` (tests wait for the first)."""
 
     async def hold(
         self, text: str, *, output: str, chat: str, in_reply_to: str | None, extra: dict[str, Any] | None = None
@@ -182,9 +253,12 @@ class ReviewQueue:
         return review
 
     def poke(self) -> None:
-        """Look for approved posts now rather than at the next poll."""
-        """Look for approved posts now (an approval in this process)."""
+        """Look for approved posts now rather than at the next poll (an approval in this process)."""
         self._wake.set()
+
+    def _approved(self, platform: str) -> None:
+        if platform in (self.platform, ""):  # "": the store's subscription was cut; listen again
+            self._wake.set()
 
     async def post_approved(self) -> int:
         """Post every approved post of this platform that this worker claims; how many were posted."""
@@ -207,15 +281,34 @@ class ReviewQueue:
             posted += 1
         return posted
 
-    async def run(self, *, interval: float = REVIEW_POLL) -> None:
+    async def _listen(self) -> None:
+        """Subscribe (again, after a cut) to other processes' approvals; polling covers a failure."""
+        if self.listening is not None and self.listening.alive:
+            return
+        try:
+            self.listening = await self.store.listen(self._approved)
+        except Exception as e:
+            self.listening = None
+            log.warning("%s: approvals from other processes are found by polling (%s)", self.platform, e)
+
+    async def run(self) -> None:
         """Post approved posts as they come, until cancelled."""
-        while True:
-            try:
-                await self.post_approved()
-            except Exception as e:  # the store briefly away: look again next time
-                log.warning("%s: looking for approved posts failed: %s", self.platform, e)
-            self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), interval)
-            except TimeoutError:
-                pass
+        stop = self.store.on_approved(self._approved)
+        try:
+            while True:
+                await self._listen()
+                self._wake.clear()  # before looking: an approval while posting wakes the next look
+                try:
+                    await self.post_approved()
+                except Exception as e:  # the store briefly away: look again next time
+                    log.warning("%s: looking for approved posts failed: %s", self.platform, e)
+                self.looks += 1
+                try:
+                    await asyncio.wait_for(self._wake.wait(), self.poll)
+                except TimeoutError:
+                    pass
+        finally:
+            stop()
+            if self.listening is not None:
+                listening, self.listening = self.listening, None
+                await listening.close()

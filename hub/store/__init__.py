@@ -48,7 +48,7 @@ from ._people import FORGETTING, LINK_ATTEMPTS, LINK_CODE_TTL, LinkError, LinkRe
 from ._redacting import RedactingRunStore
 from ._reminders import InMemoryReminderStore, Reminder, ReminderStore
 from ._retention import Retention, prune
-from ._reviews import REVIEW_MOVES, Review, ReviewRefused, ReviewState, ReviewStore
+from ._reviews import REVIEW_MOVES, Approved, Listening, Review, ReviewRefused, ReviewState, ReviewStore
 from ._revisions import Revision, RevisionStore
 from ._run_records import (
     FORGOTTEN,
@@ -103,6 +103,8 @@ __all__ = [
     "InMemoryUsageStore",
     "InboxStore",
     "Lease",
+    "Listening",
+    "Approved",
     "LeaseKeeper",
     "LeaseStore",
     "MemoryStore",

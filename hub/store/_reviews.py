@@ -8,20 +8,44 @@ exactly one move from a state wins, so an approved post is claimed for posting o
 posted once. A pending post past its expiry can no longer be approved; it reads
 ``expired``.
 
+An approval wakes the worker that posts it at once: in this process through
+`ReviewStore.on_approved` (``hub review``, ``POST /reviews/{id}`` and the dashboard
+decide through the hub's one store object), and from other processes through
+`ReviewStore.listen` where the backend can say so (PostgreSQL's LISTEN/NOTIFY); where
+it cannot (SQLite), the worker's slow poll finds it.
+
 The backends: `hub.store.InMemoryReviewStore` (hub/store/_in_memory.py) and
 `hub.store.sql.SqlReviewStore` (hub/store/sql/_stores.py, table ``reviews``).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, Protocol
 
 from ..errors import HubError
 
-__all__ = ["Review", "ReviewRefused", "ReviewState", "ReviewStore", "REVIEW_MOVES"]
+__all__ = ["Review", "ReviewRefused", "ReviewState", "ReviewStore", "REVIEW_MOVES", "Listening", "Approved"]
+
+log = logging.getLogger("hub.store")
+
+Approved = Callable[[str], None]
+"""Told the platform of a post just approved (called on the event loop; it must not block)."""
+
+
+class Listening(Protocol):
+    """A subscription to approvals made in other processes (`ReviewStore.listen`)."""
+
+    @property
+    def alive(self) -> bool:
+        """False once its connection is gone: listen again (until then, polling finds approvals)."""
+
+    async def close(self) -> None: ...
+
 
 ReviewState = Literal["pending", "approved", "rejected", "posting", "posted", "failed"]
 
@@ -130,7 +154,41 @@ class ReviewStore(ABC):
         """
         if new not in REVIEW_MOVES.get(old, frozenset()):
             raise ValueError(f"a held post does not move from {old!r} to {new!r}")
-        return await self._move(review_id, old, new, now=time.time() if now is None else now, text=text, result=result)
+        review = await self._move(
+            review_id, old, new, now=time.time() if now is None else now, text=text, result=result
+        )
+        if review is not None and new == "approved":
+            await self._approved(review)
+        return review
+
+    def on_approved(self, wake: Approved) -> Callable[[], None]:
+        """Call ``wake`` with the platform of each post approved through this store object (this process:
+        the CLI, ``POST /reviews/{id}`` and the dashboard share the hub's); returns what
+        stops it."""
+        wakers: list[Approved] = self.__dict__.setdefault("_wakers", [])
+        wakers.append(wake)
+        return lambda: wakers.remove(wake) if wake in wakers else None
+
+    async def listen(self, wake: Approved) -> Listening | None:
+        """Call ``wake`` with the platform of each post approved by another process sharing the store, where
+        the backend can tell (PostgreSQL: LISTEN/NOTIFY); None where it cannot (the caller
+        polls). When the subscription is cut, ``wake("")``: look, and listen again.
+
+        Raises:
+            StoreError: the backend could tell, but the subscription failed (the caller polls).
+        """
+        return None
+
+    async def _tell_others(self, review: Review) -> None:  # noqa: B027 - a backend that can tell others does
+        """Tell the other processes sharing the store that ``review`` was approved."""
+
+    async def _approved(self, review: Review) -> None:
+        for wake in list(self.__dict__.get("_wakers", ())):
+            wake(review.platform)
+        try:
+            await self._tell_others(review)
+        except Exception as e:  # the approval stands; the other processes' poll finds it
+            log.warning("held post %s approved, but other workers could not be told at once: %s", review.id, e)
 
     async def decide(self, review_id: str, *, approve: bool, text: str | None = None) -> Review:
         """An operator's decision (``hub review``, ``POST /reviews/{id}``, the dashboard): approve

@@ -19,8 +19,13 @@
 - ``hub.testing.audio``: real audio made at test time with PyAV (``ogg_opus``, ``audio_bytes`` in
   OGG/Opus, M4A/AAC, MP3, WAV or WebM, ``silence``, ``lying_wav``), for voice; ``FakeOpenAI``
   serves ``/v1/audio/transcriptions`` and ``/v1/audio/speech`` with it.
-- [`temp_config()`][hub.testing.temp_config]: a config on a test's temporary folder (data, personas),
-episodic memory off.
+- ``hub.testing.processes``: ``hub run`` as a real process for the SIGKILL tests
+  (``write_hub_config``, ``start_hub``, ``stop_hub``, ``until_model_asked``, ``free_port``).
+- ``hub.testing.quickstart``: a platform's quick start followed as the docs write it (the
+  section, its TOML and exports, the fake's command run as a program, the test's config).
+- ``hub.testing.mastodon`` and ``hub.testing.bluesky``: ``FakeMastodon`` (with its streaming API)
+  and ``FakeBluesky`` (a PDS's XRPC), for Mastodon.py and the atproto SDK.
+- [`temp_config()`][hub.testing.temp_config]: a config on a test's temporary folder (data, personas), episodic memory off.
 - [`png()`][hub.testing.png] and [`image_bytes()`][hub.testing.image_bytes]: picture files to attach, drawn with Pillow.
 - ``hub.testing.fixtures``: autouse pytest fixtures (no network, logging restored) to import into
   a ``conftest.py``.

@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import Field, SecretStr, field_validator
 
-from hub import ConfigError, Context, Extension, Input, Service, TextArgs, output
-from hub.platform import PublicSettings, quiet_loggers
+from hub import ConfigError, Extension
+from hub.platform import PublicSettings, quiet_loggers, timeline_extension
 
 from ._bot import CURSOR_KEY, MAX_GRAPHEMES, PLATFORM, BlueskyBot, SessionRevoked, build_text, make_client, split_post
 
@@ -47,31 +47,12 @@ class BlueskySettings(PublicSettings):
     """The PDS (``/xrpc`` is added); empty: https://bsky.social (tests point it at a fake)."""
     poll_interval: float = Field(30.0, ge=5)
     """Seconds between reads of the notifications; the first is at start."""
-    ignored_users: list[str] = Field(default_factory=list)
-    """Never answer these accounts (handles or dids: known bots, say)."""
-    backlog_max_age: float = Field(3600.0, ge=0)
-    """First start only: mentions older than this are not answered."""
-    max_thread: int = Field(8, ge=1, le=25)
-    """Longest thread one answer may become; a longer answer is refused, not cut."""
-    post_interval: float = Field(1.0, ge=0)
-    """Seconds between two posts in one thread."""
-    posts_per_minute: int = Field(10, ge=1)
-    """Posts per minute over all threads."""
-    lease_ttl: float = Field(30.0, ge=1, le=3600)
-    """Seconds the reader's lease lasts unrenewed (another worker takes over after)."""
 
     @field_validator("base_url")
     @classmethod
     def _absolute_url(cls, v: str) -> str:
         if v and not v.startswith(("http://", "https://")):
             raise ValueError(f"{v!r} is not an absolute http(s) URL (https://bsky.social, say)")
-        return v
-
-    @field_validator("dm_policy")
-    @classmethod
-    def _no_public_pairing(cls, v: str) -> str:
-        if v == "pairing":
-            raise ValueError('"pairing" is not available on Bluesky: mentions are public; use "allowlist" or "open"')
         return v
 
     def check(self) -> None:
@@ -114,33 +95,12 @@ def extension(
         raise ValueError("a given bot brings its own settings and client_factory")
     b = bot or BlueskyBot(settings, client_factory=client_factory)
 
-    thread: Context[TextArgs, dict[str, Any]] = Context(
-        type="bluesky:thread",
-        schema=TextArgs,
-        description="A thread on Bluesky, keyed by the at:// uri of its root post; mentions come in here.",
+    return timeline_extension(
+        PLATFORM,
+        b,
+        thread="A thread on Bluesky, keyed by the at:// uri of its root post; mentions come in here.",
         instructions=_INSTRUCTIONS,
-        reply_output="bluesky:reply",
-    )
-
-    @output(
-        type="bluesky:reply",
-        context="bluesky:thread",
-        description="Reply on Bluesky to the post you are answering (long text becomes a thread).",
-    )
-    async def reply(content: str, ctx: Any) -> dict[str, Any]:
-        return await b.reply(content, ctx)
-
-    return Extension(
-        name=PLATFORM,
-        contexts=[thread],
-        outputs=[reply],
-        inputs=[
-            Input(
-                type="bluesky:mention",
-                subscribe=b.subscribe,
-                description="Posts that mention or reply to the bot, from listNotifications.",
-            )
-        ],
-        services=[Service(name=PLATFORM, start=b.start, stop=b.stop)],
+        reply="Reply on Bluesky to the post you are answering (long text becomes a thread).",
+        mentions="Posts that mention or reply to the bot, from listNotifications.",
         description="Bluesky: answers mentions and replies.",
     )

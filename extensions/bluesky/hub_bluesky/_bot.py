@@ -5,7 +5,8 @@ Inbound, ``listNotifications`` is read newest first, page by page back to the ne
 already handled (its ``indexedAt`` and uri, kept in the store as ``bluesky:cursor``), then
 the new mentions and replies are handed to the hub oldest first, the position saved after
 each is recorded: a crash repeats a read, never loses or re-answers a mention (the inbox
-knows each post's uri).
+knows each post's uri). A first start reads back as far as ``backlog_max_age``, and saves a
+position even when it found nothing, so that a storm right after start is read whole.
 
 Outbound, a reply carries ``reply {root, parent}`` strong references (uri and cid); text over
 300 graphemes becomes a thread, each post replying to the last; mentions and links are facets
@@ -36,20 +37,14 @@ from atproto_client.exceptions import (
 
 from hub import RunContext, RunError
 from hub.platform import (
-    AllowList,
-    Governor,
-    LeaseKeeper,
     PermanentSendError,
-    RateLimit,
+    PublicTimeline,
     RateLimited,
     Review,
-    ReviewQueue,
     SendFailed,
     TransientSendError,
-    admit_reply,
     check_length,
     reply_target,
-    reserve_posts,
     split_message,
 )
 
@@ -145,15 +140,10 @@ class BlueskyBot:
         self._factory = client_factory or make_client
         self.client: AsyncClient | None = None
         self.hub: Hub | None = None
-        self.governor: Governor | None = None
-        self.reviews: ReviewQueue | None = None
+        self.timeline = PublicTimeline(PLATFORM, settings, poster=self._post_held, log=log)
         self.did = ""
         self.handle = settings.handle
-        self.allow = AllowList(_norm(str(u)) for u in settings.allowed_users)
-        self.ignore = AllowList(_norm(u) for u in settings.ignored_users)
-        self.keeper: LeaseKeeper | None = None
         self._send: Send | None = None
-        self._tasks: list[asyncio.Task[None]] = []
         self._lock = asyncio.Lock()
         self.problem: str | None = None
         """Why the extension stopped (a revoked session), for the hub's health."""
@@ -171,45 +161,17 @@ class BlueskyBot:
                 f"{getattr(e.response.content, 'message', e) if e.response else e}"
             ) from e
         self.did = self.client.me.did if self.client.me else ""
-        s = self.settings
-        self.governor = Governor(
-            PLATFORM,
-            per_chat=RateLimit(1, s.post_interval) if s.post_interval > 0 else None,
-            global_=RateLimit(s.posts_per_minute, 60.0),
-            max_attempts=s.send_attempts,
-            max_wait=s.send_max_wait,
-        )
-        self.governor.report_to(hub)
-        if s.review:
-            self.reviews = ReviewQueue(hub.stores.reviews, PLATFORM, expiry=s.review_expiry, poster=self._post_held)
-            self._tasks.append(hub.create_task(self.reviews.run(), name="bluesky:reviews"))
-        log.info(
-            "bluesky: logged in as %s (%s); %s%s",
-            self.handle,
-            self.did,
-            "dry run: nothing is posted" if s.dry_run else "posting",
-            "; each post is held for review (hub review list)" if s.review else "",
-        )
+        self.timeline.start(hub)
+        log.info("bluesky: logged in as %s (%s); %s", self.handle, self.did, self.timeline.mode())
 
     async def stop(self) -> None:
-        tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.timeline.stop()
         self.client = None
 
     async def subscribe(self, send: Send, hub: Hub) -> Callable[[], Awaitable[None]]:
         """Read notifications under the lease ``bluesky:read:<did>`` (one worker reads)."""
         self._send = send
-        self.keeper = hub.lease(f"bluesky:read:{self.did}", ttl=self.settings.lease_ttl)
-        task = hub.create_task(self.keeper.hold(self._read_forever), name="bluesky:notifications")
-        self._tasks.append(task)
-
-        async def unsubscribe() -> None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-
-        return unsubscribe
+        return self.timeline.read_under_lease(hub, f"bluesky:read:{self.did}", self._read_forever)
 
     async def _read_forever(self) -> None:
         delay = self.settings.poll_interval
@@ -231,8 +193,7 @@ class BlueskyBot:
             await asyncio.sleep(delay)
 
     def _connected(self, up: bool) -> None:
-        if self.hub is not None:
-            self.hub.metrics.platform_connected(PLATFORM, up)
+        self.timeline.connected(up)
 
     async def poll(self) -> int:
         """Hand the new mentions and replies to the hub, oldest first; how many were new.
@@ -246,6 +207,7 @@ class BlueskyBot:
             seen = await self.hub.memory.get(CURSOR_KEY)  # {"at": indexedAt, "uri": uri} of the newest handled
             fresh: list[Any] = []
             cursor = None
+            cutoff = time.time() - self.settings.backlog_max_age
             try:
                 while True:
                     page = await self.client.app.bsky.notification.list_notifications(
@@ -258,7 +220,9 @@ class BlueskyBot:
                             break
                         fresh.append(note)
                     cursor = page.cursor
-                    if done or not cursor or (not seen and fresh):  # first start: the newest page only
+                    # first start: back until a page reaches past backlog_max_age (not answered anyway)
+                    past = not seen and fresh and _epoch(fresh[-1].indexed_at) < cutoff
+                    if done or not cursor or past:
                         break
             except (BadRequestError, UnauthorizedError) as e:
                 if _revoked(e):
@@ -276,6 +240,8 @@ class BlueskyBot:
                 if note.reason in _REASONS and await self._handle(note, first_start=seen is None):
                     new += 1
                 await self.hub.memory.set(CURSOR_KEY, {"at": note.indexed_at, "uri": note.uri})
+            if seen is None and not fresh:  # none yet: every notification from now on is new
+                await self.hub.memory.set(CURSOR_KEY, {"at": "", "uri": ""})
             self.polls += 1
             return new
 
@@ -283,30 +249,18 @@ class BlueskyBot:
         assert self._send is not None and self.hub is not None
         author = note.author
         who = f"@{author.handle}"
-        if author.did == self.did:
-            return False
         record = note.record
         created = getattr(record, "created_at", "") or note.indexed_at
-        if first_start and _epoch(created) < time.time() - self.settings.backlog_max_age:
-            log.info("bluesky: first start: %s from %s is older than backlog_max_age: not answered", note.uri, who)
-            return False
-        ids = (author.did, _norm(author.handle))
-        listed = bool(self.allow) and self.allow.allows(*ids)
-        restricted = bool(self.allow) or self.settings.dm_policy == "allowlist"
-        if (restricted and not listed) or (self.ignore and self.ignore.allows(*ids)):
-            log.info("bluesky: %s from %s: not on allowed_users (or on ignored_users): ignored", note.uri, who)
-            return False
-        s = self.settings
-        if not await admit_reply(
-            self.hub.memory, author.did, platform=PLATFORM, limit=s.replies_per_account, window=s.replies_window
+        if not await self.timeline.admit(
+            note.uri,
+            who=who,
+            ids=(author.did, author.handle),
+            account=author.did,
+            own=author.did == self.did,
+            created=_epoch(created),
+            first_start=first_start,
+            now=time.time(),
         ):
-            log.warning(
-                "bluesky: %s had %d answers in %.0fs (replies_per_account): %s not answered",
-                who,
-                s.replies_per_account,
-                s.replies_window,
-                note.uri,
-            )
             return False
         reply = getattr(record, "reply", None)
         root_uri, root_cid = (reply.root.uri, reply.root.cid) if reply else (note.uri, note.cid)
@@ -341,43 +295,33 @@ class BlueskyBot:
             raise SendFailed(PLATFORM, ctx.context.key, "no post to answer in this run")
         meta = {k: str(target[k]) for k in ("uri", "cid", "root_uri", "root_cid", "did", "handle")}
         chat = ctx.context.key
-        if self.reviews is not None:
-            held = await self.reviews.hold(text, output="bluesky:reply", chat=chat, in_reply_to=meta["uri"], extra=meta)
-            return {"held_for_review": held.id, "in_reply_to": meta["uri"], "expires": held.expires}
+        self.timeline.no_pictures(ctx, chat, label="Bluesky")
+        if self.timeline.reviews is not None:
+            return await self.timeline.hold(
+                text, output="bluesky:reply", chat=chat, in_reply_to=meta["uri"], extra=meta
+            )
         parts = self._split(text, meta, chat)
         if self.settings.dry_run:
-            for i, part in enumerate(parts, 1):
-                log.info("bluesky (dry run): would post %d/%d in reply to %s: %s", i, len(parts), meta["uri"], part)
+            self.timeline.dry_run(parts, in_reply_to=meta["uri"])
             return {"dry_run": True, "in_reply_to": meta["uri"], "posts": parts}
         return await self._post(parts, meta, chat, ctx=ctx)
 
     def _split(self, text: str, meta: dict[str, str], chat: str) -> list[str]:
         prefix = f"@{meta['handle']} " if meta.get("handle") and f"@{meta['handle']}" not in text else ""
-        parts = split_post(text, prefix=prefix)
-        if not parts:
-            raise SendFailed(PLATFORM, chat, "nothing to post: the text is empty")
-        if len(parts) > self.settings.max_thread:
-            raise SendFailed(
-                PLATFORM,
-                chat,
-                f"the text needs {len(parts)} posts, over max_thread = {self.settings.max_thread}: nothing was posted",
-            )
-        return parts
+        return self.timeline.thread(split_post(text, prefix=prefix), chat, unit="posts")
 
     async def _post(
         self, parts: list[str], meta: dict[str, str], chat: str, *, ctx: RunContext | None = None
     ) -> dict[str, Any]:
-        assert self.hub is not None and self.governor is not None
-        await reserve_posts(
-            self.hub.memory, len(parts), platform=PLATFORM, limit=self.settings.max_posts_per_day, chat=chat
-        )
+        assert self.hub is not None and self.timeline.governor is not None
+        await self.timeline.reserve(len(parts), chat)
         root = models.ComAtprotoRepoStrongRef.Main(uri=meta["root_uri"], cid=meta["root_cid"])
         parent = models.ComAtprotoRepoStrongRef.Main(uri=meta["uri"], cid=meta["cid"])
         mentions = {meta["handle"]: meta["did"]} if meta.get("handle") else {}
         uris: list[str] = []
         for i, part in enumerate(parts):
             check_length(PLATFORM, chat, part, measure=graphemes, limit=MAX_GRAPHEMES, unit="graphemes")
-            ref = await self.governor.send(chat, self._poster(build_text(part, mentions), root, parent))
+            ref = await self.timeline.governor.send(chat, self._poster(build_text(part, mentions), root, parent))
             parent = ref
             uris.append(ref.uri)
             if ctx is not None:
@@ -411,10 +355,6 @@ class BlueskyBot:
             log.info("bluesky (dry run): would post approved %s: %s", review.id, parts)
             return {"dry_run": True, "posts": parts}
         return await self._post(parts, meta, review.chat)
-
-
-def _norm(user: str) -> str:
-    return str(user).strip().lstrip("@").lower()
 
 
 def _epoch(stamp: str) -> float:

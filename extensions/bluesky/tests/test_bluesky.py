@@ -48,6 +48,9 @@ class Bot:
         self.hub, self.bot = hub, bot
         self.results: list[RunResult] = []
 
+    async def until_runs(self, n: int, timeout: float = 10) -> None:
+        await until(lambda: len(self.results) >= n, timeout)
+
 
 @asynccontextmanager
 async def bot(fake: FakeBluesky, data: Path, model: ScriptedModel | None = None, **kw: Any) -> AsyncIterator[Bot]:
@@ -169,7 +172,9 @@ async def test_a_held_reply_is_posted_once_when_approved_in_its_thread(tmp_path:
             held_id = b.results[0].outputs[0].data["held_for_review"]
             assert fake.sent == []
             await b.hub.stores.reviews.decide(held_id, approve=True, text="Checked")
-            assert b.bot.reviews is not None
-            assert sorted(await asyncio.gather(b.bot.reviews.post_approved(), b.bot.reviews.post_approved())) == [0, 1]
+            assert b.bot.timeline.reviews is not None
+            assert sorted(
+                await asyncio.gather(b.bot.timeline.reviews.post_approved(), b.bot.timeline.reviews.post_approved())
+            ) == [0, 1]
             (sent,) = await fake.wait_sent(1)
         assert (sent["text"], sent["root"], sent["parent"]) == ("@dee.bsky.social Checked", note["uri"], note["uri"])

@@ -19,8 +19,8 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator
 from yarl import URL
 
-from hub import ConfigError, Context, Extension, Input, Service, TextArgs, output
-from hub.platform import PublicSettings, quiet_loggers
+from hub import ConfigError, Extension
+from hub.platform import PublicSettings, quiet_loggers, timeline_extension
 
 from ._bot import PLATFORM, SINCE_ID_KEY, MastodonBot, make_client, more_private
 from ._text import split_status, status_length
@@ -51,18 +51,6 @@ class MastodonSettings(PublicSettings):
     """Mentions from the streaming API (notifications are still read by id as a fallback)."""
     poll_interval: float = Field(60.0, ge=5)
     """Seconds between reads of the notifications (at most 15 while the stream is down)."""
-    ignored_users: list[str] = Field(default_factory=list)
-    """Never answer these accounts (``user@domain`` or ids: known bots, say)."""
-    backlog_max_age: float = Field(3600.0, ge=0)
-    """First start only (no saved position yet): mentions older than this are not answered."""
-    max_thread: int = Field(8, ge=1, le=25)
-    """Longest thread one answer may become; a longer answer is refused, not cut."""
-    post_interval: float = Field(1.0, ge=0)
-    """Seconds between two statuses in one thread."""
-    posts_per_minute: int = Field(10, ge=1)
-    """Statuses per minute over all threads."""
-    lease_ttl: float = Field(30.0, ge=1, le=3600)
-    """Seconds the mention reader's lease lasts unrenewed (another worker takes over after)."""
     request_timeout: float = Field(30.0, gt=0)
     """Seconds one request to the instance may take."""
 
@@ -72,16 +60,6 @@ class MastodonSettings(PublicSettings):
         if v and not (v.startswith(("http://", "https://")) and URL(v).host):
             raise ValueError(f"{v!r} is not an absolute http(s) URL (https://mastodon.social, say)")
         return v.rstrip("/")
-
-    @field_validator("dm_policy")
-    @classmethod
-    def _no_public_pairing(cls, v: str) -> str:
-        if v == "pairing":
-            raise ValueError(
-                '"pairing" is not available on Mastodon: mentions are public, so the one-time code would be '
-                'posted for everyone to see; use "allowlist" or "open"'
-            )
-        return v
 
     def check(self) -> None:
         """Raise ConfigError naming the key that is missing.
@@ -124,33 +102,12 @@ def extension(
         raise ValueError("a given bot brings its own settings and client_factory")
     m = bot or MastodonBot(settings, client_factory=client_factory)
 
-    thread: Context[TextArgs, dict[str, Any]] = Context(
-        type="mastodon:thread",
-        schema=TextArgs,
-        description="A thread on Mastodon, keyed by the status id of its first post; mentions come in here.",
+    return timeline_extension(
+        PLATFORM,
+        m,
+        thread="A thread on Mastodon, keyed by the status id of its first post; mentions come in here.",
         instructions=_INSTRUCTIONS,
-        reply_output="mastodon:reply",
-    )
-
-    @output(
-        type="mastodon:reply",
-        context="mastodon:thread",
-        description="Reply on Mastodon to the post you are answering (long text becomes a thread).",
-    )
-    async def reply(content: str, ctx: Any) -> dict[str, Any]:
-        return await m.reply(content, ctx)
-
-    return Extension(
-        name=PLATFORM,
-        contexts=[thread],
-        outputs=[reply],
-        inputs=[
-            Input(
-                type="mastodon:mention",
-                subscribe=m.subscribe,
-                description="Posts that mention the bot, from the streaming API and the notifications.",
-            )
-        ],
-        services=[Service(name=PLATFORM, start=m.start, stop=m.stop)],
+        reply="Reply on Mastodon to the post you are answering (long text becomes a thread).",
+        mentions="Posts that mention the bot, from the streaming API and the notifications.",
         description="Mastodon: answers mentions.",
     )

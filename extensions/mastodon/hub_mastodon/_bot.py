@@ -2,7 +2,9 @@
 
 Inbound, the notifications of type ``mention`` newer than the saved position are read oldest
 first (``min_id`` pages) and each is recorded (``send``) before the position moves past it:
-a crash can repeat a read but never lose or re-answer a mention. The streaming API
+a crash can repeat a read but never lose or re-answer a mention. A first start (no saved
+position) reads back from the newest (``max_id`` pages) as far as ``backlog_max_age``, and
+saves a position even when it found none, so that a storm right after start is read whole. The streaming API
 (``stream_user``) only wakes the reader at once; when the stream drops, the reader polls every
 ``poll_interval`` seconds while it reconnects, so nothing waits on the stream being up.
 
@@ -37,21 +39,15 @@ from mastodon import (
 
 from hub import OutputLog, RunContext, RunError
 from hub.platform import (
-    AllowList,
     Backoff,
-    Governor,
-    LeaseKeeper,
     PermanentSendError,
-    RateLimit,
+    PublicTimeline,
     RateLimited,
     Review,
-    ReviewQueue,
     SendFailed,
     TransientSendError,
-    admit_reply,
     check_length,
     reply_target,
-    reserve_posts,
 )
 
 from ._text import split_status, status_length
@@ -123,17 +119,12 @@ class MastodonBot:
         self._factory = client_factory or make_client
         self.client: Mastodon | None = None
         self.hub: Hub | None = None
-        self.governor: Governor | None = None
-        self.reviews: ReviewQueue | None = None
+        self.timeline = PublicTimeline(PLATFORM, settings, poster=self._post_held, log=log)
         self.account_id = ""
         self.acct = ""
         self.max_characters = 500
         self.per_url = 23
-        self.allow = AllowList(_norm(str(u)) for u in settings.allowed_users)
-        self.ignore = AllowList(_norm(u) for u in settings.ignored_users)
-        self.keeper: LeaseKeeper | None = None
         self._send: Send | None = None
-        self._tasks: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
         self._stream: Any = None
         self._lock = asyncio.Lock()
@@ -165,48 +156,25 @@ class MastodonBot:
         except (MastodonAPIError, KeyError, TypeError) as e:  # an older instance: Mastodon's defaults
             log.warning("mastodon: no limits from /api/v2/instance (%s); assuming 500 characters, 23 a URL", e)
         s = self.settings
-        self.governor = Governor(
-            PLATFORM,
-            per_chat=RateLimit(1, s.post_interval) if s.post_interval > 0 else None,
-            global_=RateLimit(s.posts_per_minute, 60.0),
-            max_attempts=s.send_attempts,
-            max_wait=s.send_max_wait,
-        )
-        self.governor.report_to(hub)
-        if s.review:
-            self.reviews = ReviewQueue(hub.stores.reviews, PLATFORM, expiry=s.review_expiry, poster=self._post_held)
-            self._tasks.append(hub.create_task(self.reviews.run(), name="mastodon:reviews"))
-        mode = "dry run: nothing is posted" if s.dry_run else f"posting ({s.visibility})"
+        self.timeline.start(hub)
         log.info(
-            "mastodon: signed in as @%s on %s (%d characters a status, %d a URL); %s%s",
+            "mastodon: signed in as @%s on %s (%d characters a status, %d a URL); %s",
             self.acct,
             s.base_url,
             self.max_characters,
             self.per_url,
-            mode,
-            "; each post is held for review (hub review list)" if s.review else "",
+            self.timeline.mode(f"posting ({s.visibility})"),
         )
 
     async def stop(self) -> None:
         self._close_stream()
-        tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.timeline.stop()
         self.client = None
 
     async def subscribe(self, send: Send, hub: Hub) -> Callable[[], Awaitable[None]]:
         """Read mentions under the lease ``mastodon:read:<account id>`` (one worker reads)."""
         self._send = send
-        self.keeper = hub.lease(f"mastodon:read:{self.account_id}", ttl=self.settings.lease_ttl)
-        task = hub.create_task(self.keeper.hold(self._read_forever), name="mastodon:mentions")
-        self._tasks.append(task)
-
-        async def unsubscribe() -> None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-
-        return unsubscribe
+        return self.timeline.read_under_lease(hub, f"mastodon:read:{self.account_id}", self._read_forever)
 
     # --- reading ------------------------------------------------------------------------
 
@@ -263,8 +231,7 @@ class MastodonBot:
             self._connected(False)
 
     def _connected(self, up: bool) -> None:
-        if self.hub is not None:
-            self.hub.metrics.platform_connected(PLATFORM, up)
+        self.timeline.connected(up)
 
     async def poll(self) -> int:
         """Hand the mentions after the saved position to the hub, oldest first; how many were new."""
@@ -272,14 +239,24 @@ class MastodonBot:
             raise RunError("mastodon: poll() before the hub started the extension")
         async with self._lock:
             since = await self.hub.memory.get(SINCE_ID_KEY)
-            first_start = since is None
             new = 0
+            if since is None:  # first start: the mentions within backlog_max_age, however many pages
+                for note in await self._backlog():
+                    if await self._handle(note, first_start=True):
+                        new += 1
+                    since = str(note["id"])
+                    await self.hub.memory.set(SINCE_ID_KEY, since)  # after it is recorded
+                if since is None:  # none yet: every mention from now on is new (ids are above 0)
+                    since = "0"
+                    await self.hub.memory.set(SINCE_ID_KEY, since)
+                self.polls += 1
+                return new
             while True:
                 await self._respect_limit()
                 page = await self._call(self.client.notifications, types=["mention"], min_id=since, limit=PAGE)
                 notes = sorted(page, key=lambda n: int(n["id"]))
                 for note in notes:
-                    if await self._handle(note, first_start=first_start):
+                    if await self._handle(note, first_start=False):
                         new += 1
                     since = str(note["id"])
                     await self.hub.memory.set(SINCE_ID_KEY, since)  # after it is recorded
@@ -287,6 +264,26 @@ class MastodonBot:
                     break
             self.polls += 1
             return new
+
+    async def _backlog(self) -> list[Any]:
+        """A first start's mentions, oldest first: pages back (``max_id``) from the newest until
+        one is short or reaches past ``backlog_max_age`` (older ones are not answered anyway)."""
+        assert self.client is not None
+        cutoff = time.time() - self.settings.backlog_max_age
+        notes: list[Any] = []
+        max_id = None
+        while True:
+            await self._respect_limit()
+            page = await self._call(self.client.notifications, types=["mention"], max_id=max_id, limit=PAGE)
+            notes.extend(page)
+            if len(page) < PAGE:
+                break
+            oldest = min(page, key=lambda n: int(n["id"]))
+            created = oldest.get("created_at")
+            if hasattr(created, "timestamp") and created.timestamp() < cutoff:
+                break
+            max_id = str(oldest["id"])
+        return sorted({str(n["id"]): n for n in notes}.values(), key=lambda n: int(n["id"]))
 
     async def _respect_limit(self) -> None:
         """Wait (cancellably) when the response headers said the window is spent."""
@@ -306,50 +303,20 @@ class MastodonBot:
             return False
         sid, author, acct = str(status["id"]), str(account["id"]), str(account["acct"])
         who = f"@{acct}"
-        if author == self.account_id:
-            log.debug("mastodon: %s is the bot's own status: ignored", sid)
-            return False
         created = status.get("created_at")
-        if (
-            first_start
-            and hasattr(created, "timestamp")
-            and created.timestamp() < time.time() - self.settings.backlog_max_age
+        own = author == self.account_id
+        root = sid if own else await self._root(status)
+        if not await self.timeline.admit(
+            f"mention {sid}",
+            who=who,
+            ids=(author, acct),
+            account=author,
+            own=own,
+            created=created.timestamp() if hasattr(created, "timestamp") else None,
+            first_start=first_start,
+            now=time.time(),
+            bot_thread=root if account.get("bot") else None,
         ):
-            log.info("mastodon: first start: mention %s from %s is older than backlog_max_age: not answered", sid, who)
-            return False
-        ids = (author, _norm(acct))
-        listed = bool(self.allow) and self.allow.allows(*ids)
-        restricted = bool(self.allow) or self.settings.dm_policy == "allowlist"
-        if (restricted and not listed) or (self.ignore and self.ignore.allows(*ids)):
-            log.info("mastodon: mention %s from %s: not on allowed_users (or on ignored_users): ignored", sid, who)
-            return False
-        s = self.settings
-        root = await self._root(status)
-        # a bot-to-bot exchange stops after loop_guard_turns answers in a thread, over every worker
-        if (
-            account.get("bot")
-            and s.loop_guard_turns
-            and not await admit_reply(
-                self.hub.memory, f"bots:{root}", platform=PLATFORM, limit=s.loop_guard_turns, window=s.loop_guard_window
-            )
-        ):
-            log.warning(
-                "mastodon: %s is a bot, and thread %s had %d answers to bots (loop guard): not answered",
-                who,
-                root,
-                s.loop_guard_turns,
-            )
-            return False
-        if not await admit_reply(
-            self.hub.memory, author, platform=PLATFORM, limit=s.replies_per_account, window=s.replies_window
-        ):
-            log.warning(
-                "mastodon: %s had %d answers in %.0fs (replies_per_account): mention %s not answered",
-                who,
-                s.replies_per_account,
-                s.replies_window,
-                sid,
-            )
             return False
         sub = await self._send(
             "mastodon:thread",
@@ -401,26 +368,18 @@ class MastodonBot:
         spoiler = str(meta.get("spoiler_text") or "")
         chat = ctx.context.key
         prefix = f"@{acct} " if acct and f"@{acct}" not in text else ""
+        self.timeline.no_pictures(ctx, chat, label="Mastodon")
         parts = self._split(text, prefix=prefix, spoiler=spoiler, chat=chat)
-        if self.reviews is not None:
-            held = await self.reviews.hold(
+        if self.timeline.reviews is not None:
+            return await self.timeline.hold(
                 text,
                 output="mastodon:reply",
                 chat=chat,
                 in_reply_to=target,
                 extra={"acct": acct, "visibility": visibility, "spoiler_text": spoiler},
             )
-            return {"held_for_review": held.id, "in_reply_to": target, "expires": held.expires}
         if self.settings.dry_run:
-            for i, part in enumerate(parts, 1):
-                log.info(
-                    "mastodon (dry run): would post %d/%d in reply to %s (%s): %s",
-                    i,
-                    len(parts),
-                    target,
-                    visibility,
-                    part,
-                )
+            self.timeline.dry_run(parts, in_reply_to=target, how=visibility)
             return {"dry_run": True, "in_reply_to": target, "statuses": parts, "visibility": visibility}
         source = ctx.inputs[-1].id if ctx.inputs else ctx.run.id
         ordinal = sum(1 for e in ctx.logs if isinstance(e, OutputLog) and e.type == "mastodon:reply" and e.sent)
@@ -436,16 +395,9 @@ class MastodonBot:
 
     def _split(self, text: str, *, prefix: str, spoiler: str, chat: str) -> list[str]:
         limit = self.max_characters - status_length(spoiler, per_url=self.per_url)
-        parts = split_status(text, limit=limit, per_url=self.per_url, prefix=prefix)
-        if not parts:
-            raise SendFailed(PLATFORM, chat, "nothing to post: the text is empty")
-        if len(parts) > self.settings.max_thread:
-            raise SendFailed(
-                PLATFORM,
-                chat,
-                f"the text needs {len(parts)} statuses, over max_thread = {self.settings.max_thread}: nothing was posted",
-            )
-        return parts
+        return self.timeline.thread(
+            split_status(text, limit=limit, per_url=self.per_url, prefix=prefix), chat, unit="statuses"
+        )
 
     async def _post(
         self,
@@ -458,16 +410,14 @@ class MastodonBot:
         key: str,
         ctx: RunContext | None = None,
     ) -> dict[str, Any]:
-        assert self.hub is not None and self.governor is not None
-        await reserve_posts(
-            self.hub.memory, len(parts), platform=PLATFORM, limit=self.settings.max_posts_per_day, chat=chat
-        )
+        assert self.hub is not None and self.timeline.governor is not None
+        await self.timeline.reserve(len(parts), chat)
         ids: list[str] = []
         previous = in_reply_to
         try:
             for i, part in enumerate(parts):
                 idempotency = hashlib.sha256(f"{key}:{i}".encode()).hexdigest()[:32]
-                previous = await self.governor.send(
+                previous = await self.timeline.governor.send(
                     chat, self._poster(part, previous, visibility, spoiler, idempotency)
                 )
                 ids.append(previous)
@@ -536,11 +486,6 @@ class MastodonBot:
             spoiler=spoiler,
             key=f"review:{review.id}",
         )
-
-
-def _norm(user: str) -> str:
-    """Allow-list entries: account ids as they are, ``@user@domain`` without ``@``, lower case."""
-    return str(user).strip().lstrip("@").lower()
 
 
 def _plain(html: str) -> str:

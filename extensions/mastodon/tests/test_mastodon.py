@@ -64,10 +64,12 @@ def numbered(prefix: str = "Thanks") -> ScriptedModel:
 
 @asynccontextmanager
 async def bot(fake: FakeMastodon, data: Path, model: ScriptedModel | None = None, **kw: Any) -> AsyncIterator[Bot]:
+    store_url = kw.pop("store_url", "")
     settings = settings_for(fake, **kw)
     mastodon = MastodonBot(settings)
     cfg = temp_config(data)
     cfg.hub.shutdown_grace = 2
+    cfg.store.url = store_url  # "" SQLite in data; a postgresql:// URL (hub.testing.postgres)
     hub = Hub(cfg, model=model or numbered(), load_extensions=False, extensions=[extension(settings, bot=mastodon)])
     b = Bot(hub, mastodon)
 
@@ -187,8 +189,10 @@ async def test_a_held_reply_is_posted_once_when_approved_with_its_thread_details
             assert fake.sent == []
             reviews = b.hub.stores.reviews
             await reviews.decide(held_id, approve=True, text="Checked")
-            assert b.bot.reviews is not None
-            posted = await asyncio.gather(b.bot.reviews.post_approved(), b.bot.reviews.post_approved())
+            assert b.bot.timeline.reviews is not None
+            posted = await asyncio.gather(
+                b.bot.timeline.reviews.post_approved(), b.bot.timeline.reviews.post_approved()
+            )
             assert sorted(posted) == [0, 1]
             (sent,) = await fake.wait_sent(1)
             assert (sent["text"], sent["in_reply_to"], sent["visibility"], sent["spoiler_text"]) == (

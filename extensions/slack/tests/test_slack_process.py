@@ -18,8 +18,8 @@ from pathlib import Path
 from fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 
 from hub.testing import FakeOpenAI
+from hub.testing.processes import SOURCE_ROOT, start_hub, stop_hub, write_hub_config
 
-ROOT = Path(__file__).resolve().parents[3]
 ANSWER = "<response><output>answered</output></response>"
 
 BOMB = """
@@ -39,60 +39,27 @@ extension = Extension(name="bomb", actions=[detonate])
 
 
 def _write_config(tmp_path: Path, sl: FakeSlack, model_url: str, extra: str = "") -> Path:
-    (tmp_path / "contexts").mkdir(exist_ok=True)
-    config = tmp_path / "config.toml"
-    config.write_text(
-        f"""
-[hub]
-data_dir = "data"
-contexts_dir = "contexts"
-shutdown_grace = 1
-{extra}
-
-[model]
-provider = "openai"
-name = "hub"
-base_url = "{model_url}"
-api_key = "x"
-max_retries = 0
-
-[memory]
-episodes = false
-
+    return write_hub_config(
+        tmp_path,
+        model_url=model_url,
+        hub=extra,
+        extension=f"""
 [extensions.slack]
 bot_token = "${{SLACK_BOT_TOKEN}}"
 app_token = "${{SLACK_APP_TOKEN}}"
 base_url = "{sl.api_url}"
-"""
+""",
     )
-    return config
 
 
 def _start_hub(tmp_path: Path, config: Path) -> subprocess.Popen[bytes]:
+    """The hub, its tokens in the environment, able to import the test's own modules (bomb.py)."""
     env = {
-        **os.environ,
-        "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}",
+        "PYTHONPATH": f"{SOURCE_ROOT}{os.pathsep}{tmp_path}",
         "SLACK_BOT_TOKEN": BOT_TOKEN,
         "SLACK_APP_TOKEN": APP_TOKEN,
     }
-    return subprocess.Popen(
-        [sys.executable, "-m", "hub.cli", "run", "--config", str(config)],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-
-
-def _output(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> str:
-    if proc.poll() is None:
-        proc.send_signal(sig)
-    try:
-        out, _ = proc.communicate(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate(timeout=5)
-    return out.decode(errors="replace")
+    return start_hub(tmp_path, config, env)
 
 
 async def _wait_recorded(db: Path, platform_ids: set[str], timeout: float = 10) -> None:
@@ -128,7 +95,7 @@ async def test_sigkill_mid_run_then_restart_loses_and_repeats_nothing(tmp_path: 
             await _wait_recorded(tmp_path / "data" / "hub.db", ids)
             assert len(sl.sent) == 1
         finally:
-            output = _output(hub)
+            output = stop_hub(hub)
         assert len(sl.sent) == 1, output
 
         sl.hold_acks = False
@@ -152,7 +119,7 @@ async def test_sigkill_mid_run_then_restart_loses_and_repeats_nothing(tmp_path: 
             )
             await sl.wait_for(lambda: all(e["acked"] for e in st.envelopes), timeout=10)
         finally:
-            output = _output(hub, signal.SIGTERM)
+            output = stop_hub(hub, signal.SIGTERM)
         assert hub.returncode == 0, output
         threads = sorted((s["channel"], s["thread_ts"]) for s in sl.sent if s["thread_ts"])
         expected = [(st.channel, first), (st.channel, second), ("C0000002", third)]
@@ -190,7 +157,7 @@ async def test_a_poison_message_that_kills_every_run_is_parked_and_the_conversat
             (sent,) = await sl.wait_sent(1, timeout=15)
             assert sent["channel"] == st.dm and sent["text"] == "answered"
         finally:
-            log = _output(hub, signal.SIGTERM)
+            log = stop_hub(hub, signal.SIGTERM)
         assert hub.returncode == 0, log
         assert "POISON" not in json.dumps(ai.bodies[-1]["messages"])
         assert all(e["acked"] for e in st.envelopes if e["payload"].get("event", {}).get("ts") == poison)
@@ -203,7 +170,12 @@ async def test_a_poison_message_that_kills_every_run_is_parked_and_the_conversat
             "--config",
             str(config),
             cwd=tmp_path,
-            env={**os.environ, "PYTHONPATH": str(ROOT), "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": APP_TOKEN},
+            env={
+                **os.environ,
+                "PYTHONPATH": str(SOURCE_ROOT),
+                "SLACK_BOT_TOKEN": BOT_TOKEN,
+                "SLACK_APP_TOKEN": APP_TOKEN,
+            },
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
@@ -233,7 +205,7 @@ async def test_sigkill_mid_live_reply_then_restart_completes_the_message_without
             # the reply is on screen and growing: its ts is in the ledger (before the first edit)
             await sl.wait_for(lambda: len(st.edits) >= 2, timeout=30)
         finally:
-            output = _output(hub)
+            output = stop_hub(hub)
         (half,) = sl.thread(st.channel, asked)
         assert half["mrkdwn"] != to_mrkdwn(body), f"killed mid-reply\n{output}"
 
@@ -246,6 +218,6 @@ async def test_sigkill_mid_live_reply_then_restart_completes_the_message_without
             sl.push_message(st.dm, "a last one")  # everything before it is done by now
             await sl.wait_for(lambda: any(s["channel"] == st.dm for s in sl.sent), timeout=30)
         finally:
-            output = _output(hub, signal.SIGTERM)
+            output = stop_hub(hub, signal.SIGTERM)
         assert hub.returncode == 0, output
         assert [s["ts"] for s in sl.thread(st.channel, asked)] == [half["ts"]], f"a second copy was sent\n{output}"

@@ -86,19 +86,6 @@ class TwitterSettings(PublicSettings):
     needed when they are not (a dry run reading with the bearer token only)."""
     api_base_url: str = ""
     """Another host for X's API (a proxy); empty: https://api.twitter.com."""
-    ignored_users: list[str] = Field(default_factory=list)
-    """Never answer these authors (known bots, say)."""
-    backlog_max_age: float = Field(3600.0, ge=0)
-    """First start only (no saved position yet): mentions older than this are not answered."""
-    max_thread: int = Field(8, ge=1, le=25)
-    """Longest thread one answer may become; a longer answer is refused, not cut."""
-    post_interval: float = Field(1.0, ge=0)
-    """Seconds between two posts in one conversation (the parts of a thread)."""
-    posts_per_minute: int = Field(10, ge=1)
-    """Posts per minute over all conversations."""
-    lease_ttl: float = Field(30.0, ge=1, le=3600)
-    """Seconds the mention poller's lease lasts unrenewed: how long a dead worker's poller
-    stays unowned before another worker sharing the store takes over."""
     media_hosts: list[str] = Field(default_factory=list)
     """Hosts added to `MEDIA_HOSTS` that a mention's pictures may be fetched from (a
     host, or any host under it); pictures come only from them, and only at public addresses."""

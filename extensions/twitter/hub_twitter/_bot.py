@@ -43,6 +43,7 @@ from hub.platform import (
     check_length,
     fetch_url,
     human_size,
+    refuse_pictures,
     reply_target,
     reserve_posts,
     split_off_loop,
@@ -167,7 +168,9 @@ class TwitterBot:
             await self.stop()  # the hub stops only services that started: close the session here
             raise
         if s.review:
-            self.reviews = ReviewQueue(hub.stores.reviews, PLATFORM, expiry=s.review_expiry, poster=self._post_held)
+            self.reviews = ReviewQueue(
+                hub.stores.reviews, PLATFORM, expiry=s.review_expiry, poster=self._post_held, poll=s.review_poll
+            )
             self._review_task = hub.create_task(self.reviews.run(), name="twitter:reviews")
         mode = "dry run: nothing is posted" if s.dry_run else "posting"
         if s.review:
@@ -454,7 +457,12 @@ class TwitterBot:
         files = await self._pictures(ctx, chat)
         if self.reviews is not None:
             if files:
-                raise SendFailed(PLATFORM, chat, "pictures are not held for review: nothing was posted or held")
+                refuse_pictures(
+                    PLATFORM,
+                    chat,
+                    [f.name for f in files],
+                    why="a post held for review keeps its text only, and the pictures would be lost",
+                )
             held = await self.reviews.hold(text, output=output, chat=chat, in_reply_to=in_reply_to)
             return {"held_for_review": held.id, "in_reply_to": in_reply_to, "expires": held.expires}
         if self.settings.dry_run:

@@ -12,6 +12,7 @@ from test_twitter import bot, inputs, routed, settings_for
 
 from hub import ScriptedModel
 from hub.platform import ReviewQueue
+from hub.testing.storms import check_capped_storm
 from hub_twitter import TwitterBot
 
 POST = "POST /2/tweets"
@@ -87,12 +88,8 @@ async def test_a_mention_storm_is_answered_under_the_daily_cap(tmp_path: Path) -
         ]
         async with bot(tw, tmp_path, first_poll=False, max_posts_per_day=40, posts_per_minute=10_000) as b:
             results = await b.runs(500, timeout=60)
-        sent = tw.sent
-        assert len(sent) == 40 and len(tw.calls(POST)) == 40
-        assert len({s["in_reply_to"] for s in sent}) == 40  # none answered twice
-        outputs = [o for r in results for o in r.outputs]
-        assert sum(o.sent for o in outputs) == 40
-        refused = [o for o in outputs if not o.sent]
-        assert len(refused) == 460 and all("max_posts_per_day = 40" in (o.error or "") for o in refused)
-        assert {inputs(r)[-1].platform_id for r in results} == {f"twitter:{i}" for i in ids}
+        assert len(tw.calls(POST)) == 40
+        check_capped_storm(
+            results, cap=40, answered=[s["in_reply_to"] for s in tw.sent], mentions={f"twitter:{i}" for i in ids}
+        )
     assert settings_for(tw).max_posts_per_day == 100  # the default

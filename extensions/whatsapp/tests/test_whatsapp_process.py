@@ -7,88 +7,37 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
-import socket
 import subprocess
-import sys
 from pathlib import Path
 
 from hub.testing import FakeOpenAI
+from hub.testing.processes import free_port, start_hub, stop_hub, until_model_asked, write_hub_config
 from hub.testing.whatsapp import APP_SECRET, PHONE_NUMBER_ID, TOKEN, USER, VERIFY_TOKEN, FakeWhatsApp
 
-ROOT = Path(__file__).resolve().parents[3]
 ANSWER = '<response><output type="whatsapp:message">answered</output></response>'
-
-
-def _free_port() -> int:
-    with contextlib.closing(socket.socket()) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+ENV = {
+    "WHATSAPP_PHONE_NUMBER_ID": PHONE_NUMBER_ID,
+    "WHATSAPP_TOKEN": TOKEN,
+    "WHATSAPP_APP_SECRET": APP_SECRET,
+    "WHATSAPP_VERIFY_TOKEN": VERIFY_TOKEN,
+}
 
 
 def _write_config(tmp_path: Path, wa: FakeWhatsApp, model_url: str, port: int) -> Path:
-    (tmp_path / "contexts").mkdir(exist_ok=True)
-    config = tmp_path / "config.toml"
-    config.write_text(
-        f"""
-[hub]
-data_dir = "data"
-contexts_dir = "contexts"
-shutdown_grace = 1
-
-[http]
-host = "127.0.0.1"
-port = {port}
-
-[model]
-provider = "openai"
-name = "hub"
-base_url = "{model_url}"
-api_key = "x"
-max_retries = 0
-
-[memory]
-episodes = false
-
+    return write_hub_config(
+        tmp_path,
+        model_url=model_url,
+        http_port=port,
+        extension=f"""
 [extensions.whatsapp]
 phone_number_id = "${{WHATSAPP_PHONE_NUMBER_ID}}"
 token = "${{WHATSAPP_TOKEN}}"
 app_secret = "${{WHATSAPP_APP_SECRET}}"
 verify_token = "${{WHATSAPP_VERIFY_TOKEN}}"
 base_url = "{wa.base_url}"
-"""
+""",
     )
-    return config
-
-
-def _start_hub(tmp_path: Path, config: Path) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "WHATSAPP_PHONE_NUMBER_ID": PHONE_NUMBER_ID,
-        "WHATSAPP_TOKEN": TOKEN,
-        "WHATSAPP_APP_SECRET": APP_SECRET,
-        "WHATSAPP_VERIFY_TOKEN": VERIFY_TOKEN,
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "hub.cli", "run", "--config", str(config)],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-
-
-def _output(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> str:
-    if proc.poll() is None:
-        proc.send_signal(sig)
-    try:
-        out, _ = proc.communicate(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate(timeout=5)
-    return out.decode(errors="replace")
 
 
 async def _wait_listening(wa: FakeWhatsApp, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
@@ -96,7 +45,7 @@ async def _wait_listening(wa: FakeWhatsApp, proc: subprocess.Popen[bytes], timeo
     async with asyncio.timeout(timeout):
         while True:
             if proc.poll() is not None:
-                raise AssertionError(f"the hub exited ({proc.returncode}): {_output(proc)}")
+                raise AssertionError(f"the hub exited ({proc.returncode}): {stop_hub(proc)}")
             with contextlib.suppress(OSError):
                 if (await wa.verify(VERIFY_TOKEN))[0] == 200:
                     return
@@ -104,26 +53,24 @@ async def _wait_listening(wa: FakeWhatsApp, proc: subprocess.Popen[bytes], timeo
 
 
 async def test_sigkill_between_receipt_and_answer_answers_once_after_restart(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     async with (
         FakeWhatsApp(webhook_url=f"http://127.0.0.1:{port}/whatsapp") as wa,
         FakeOpenAI(default=ANSWER, latency=60) as ai,
     ):
         config = _write_config(tmp_path, wa, ai.url, port)
-        hub = _start_hub(tmp_path, config)
+        hub = start_hub(tmp_path, config, ENV)
         try:
             await _wait_listening(wa, hub)
             payload, wamid = wa.message("answer me once")
             assert (await wa.deliver(payload))[0] == 200  # recorded: Meta will not send it again
-            async with asyncio.timeout(20):  # the model is writing (FakeOpenAI holds its answer)
-                while not ai.bodies:
-                    await asyncio.sleep(0.05)
+            await until_model_asked(ai, hub)  # the model is writing (FakeOpenAI holds its answer)
         finally:
-            output = _output(hub)
+            output = stop_hub(hub)
         assert not wa.sent, output
 
         ai.latency = 0.0
-        hub = _start_hub(tmp_path, config)
+        hub = start_hub(tmp_path, config, ENV)
         try:
             (sent,) = await wa.wait_sent(1, timeout=30)  # resumed from the inbox
             assert sent["to"] == USER and sent["text"] == "answered"
@@ -133,7 +80,7 @@ async def test_sigkill_between_receipt_and_answer_answers_once_after_restart(tmp
             assert (await wa.deliver(sentinel))[0] == 200
             await wa.wait_sent(2, timeout=30)
         finally:
-            output = _output(hub, signal.SIGTERM)
+            output = stop_hub(hub, signal.SIGTERM)
         assert hub.returncode == 0, output
         assert [s["text"] for s in wa.sent] == ["answered", "answered"], output
         assert "answer me once" in ai.prompt(1) and "a sentinel" in ai.prompt(2)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -41,7 +41,7 @@ from ._postgres_sql import (
 )
 from ._sqlite_commit import _BARRIER, _group, _Write
 
-__all__ = ["PgDatabase", "inspect"]
+__all__ = ["PgDatabase", "PgListening", "inspect"]
 
 log = logging.getLogger("hub.store.sql")
 
@@ -432,6 +432,41 @@ class PgDatabase(GroupCommit):
         cut them with ``pg_terminate_backend`` to show a dead worker's lock goes)."""
         return [c.get_server_pid() for c in list(self._lock_conns)]
 
+    # --- notifications between processes ---------------------------------------------------
+
+    async def notify(self, channel: str, payload: str) -> None:
+        """``pg_notify(channel, payload)``: every connection listening on ``channel`` (any
+        process, any schema of this database) is told, once this statement commits."""
+        try:
+            await self.pool.execute("SELECT pg_notify($1, $2)", channel, payload)
+        except Exception as e:
+            raise StoreError(
+                f"{self.path}: notify {channel}: {type(e).__name__}: {e}", store="postgres", operation="notify"
+            ) from e
+
+    async def listen(
+        self, channel: str, told: Callable[[str], None], *, lost: Callable[[], None] | None = None
+    ) -> PgListening:
+        """Call ``told`` with each payload notified on ``channel``, on a connection of its own
+        (LISTEN holds it) until `PgListening.close`; once it is cut, ``alive`` is false
+        and ``lost`` is called (to listen again).
+
+        Raises:
+            StoreError: the connection or the LISTEN failed.
+        """
+        import asyncpg
+
+        try:
+            conn = await asyncpg.connect(self.url, timeout=self.connect_timeout)
+            await conn.add_listener(channel, lambda _conn, _pid, _channel, payload: told(str(payload)))
+            if lost is not None:
+                conn.add_termination_listener(lambda _conn: lost())
+        except Exception as e:
+            raise StoreError(
+                f"{self.path}: listen {channel}: {type(e).__name__}: {e}", store="postgres", operation="listen"
+            ) from e
+        return PgListening(conn)
+
     # --- lifecycle --------------------------------------------------------------------------
 
     async def close(self) -> None:
@@ -451,6 +486,23 @@ class PgDatabase(GroupCommit):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class PgListening:
+    """A LISTEN on a connection of its own (`PgDatabase.listen`)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    @property
+    def alive(self) -> bool:
+        return not self.conn.is_closed()
+
+    async def close(self) -> None:
+        try:
+            await asyncio.wait_for(self.conn.close(), timeout=5)
+        except Exception:  # a dead server: drop it
+            self.conn.terminate()
 
 
 async def inspect(url: str, *, timeout: float = 10.0) -> str:

@@ -16,7 +16,7 @@ from .._conversations import FORGOTTEN_PREFIXES, Forgotten, Generation, conversa
 from .._leases import Clock, Lease, LeaseStore, check_lease
 from .._memory import MemoryStore
 from .._pairings import Pairing, PairingStore
-from .._reviews import Review, ReviewStore
+from .._reviews import Approved, Listening, Review, ReviewStore
 from .._revisions import Revision, RevisionStore, text_hash
 from .._schedules import ScheduleStore, Tick
 from .._stops import StopStore
@@ -454,6 +454,9 @@ class SqlPairingStore(SqlStore, PairingStore, store="pairings"):
 
 # --- held posts (the review queue) ---------------------------------------------------------
 
+REVIEW_CHANNEL = "hub_reviews"
+"""The PostgreSQL channel an approval is notified on (``<schema>\\t<platform>\\t<id>``)."""
+
 _REVIEW_COLUMNS = "id, platform, output, chat, text, state, created, expires, in_reply_to, decided, result, extra"
 
 
@@ -511,3 +514,22 @@ class SqlReviewStore(SqlStore, ReviewStore, store="reviews"):
     async def _delete(self, review_id: str) -> int:
         row = await self.db.fetchone("DELETE FROM reviews WHERE id = ? RETURNING id", (review_id,))
         return 1 if row else 0
+
+    # PostgreSQL tells the other workers (and ``hub review`` in another process) of an approval;
+    # one channel for the database, the payload naming the schema, so schemas never wake each other
+
+    async def _tell_others(self, review: Review) -> None:
+        if self.db.dialect == "postgres":
+            await self.db.notify(REVIEW_CHANNEL, f"{self.db.namespace}\t{review.platform}\t{review.id}")  # type: ignore[union-attr]
+
+    async def listen(self, wake: Approved) -> Listening | None:
+        if self.db.dialect != "postgres":
+            return None
+        namespace = self.db.namespace  # type: ignore[union-attr]
+
+        def told(payload: str) -> None:
+            schema, _, rest = payload.partition("\t")
+            if schema == namespace:
+                wake(rest.partition("\t")[0])
+
+        return await self.db.listen(REVIEW_CHANNEL, told, lost=lambda: wake(""))  # type: ignore[union-attr]
