@@ -174,6 +174,7 @@ class PictureAttributes(BaseModel):
         "",
         description="pictures to add, comma-separated: media handles from action results (media:1)",
     )
+    """The pictures the model names for the post, comma-separated media handles (``media:1``)."""
 
 
 def picture_names(ctx: Any) -> list[str]:
@@ -213,6 +214,8 @@ class ReviewQueue:
         platform: The platform's name.
         expiry: Seconds a held post stays postable.
         poster: The platform's way to post a held post.
+        poll: Seconds between two looks for approved posts when nothing wakes the queue
+            (``review_poll``).
     """
 
     def __init__(

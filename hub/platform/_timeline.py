@@ -57,7 +57,22 @@ def norm_user(user: str) -> str:
 
 class PublicTimeline:
     """One public timeline bot's shared runtime (see the module). ``poster`` posts a held post
-    an operator approved; ``log`` is the extension's logger, so its lines keep its name."""
+    an operator approved; ``log`` is the extension's logger, so its lines keep its name.
+
+    Attributes:
+        platform: The platform's name (``mastodon``, ``bluesky``).
+        settings: The extension's settings, a [`PublicSettings`][hub.platform.PublicSettings].
+        log: The extension's logger.
+        allow: ``allowed_users``, compared as [`norm_user()`][hub.platform.norm_user] writes them.
+        ignore: ``ignored_users``, compared the same way.
+        hub: The hub, once [`start()`][hub.platform.PublicTimeline.start] has run (None before).
+        governor: The outbound [`Governor`][hub.platform.Governor] every post goes through
+            (None before start).
+        reviews: The [`ReviewQueue`][hub.platform.ReviewQueue] with ``review = true`` (else None).
+        keeper: The lease the mention reader holds (None until
+            [`read_under_lease()`][hub.platform.PublicTimeline.read_under_lease]).
+        tasks: The background tasks [`stop()`][hub.platform.PublicTimeline.stop] cancels.
+    """
 
     def __init__(
         self,
@@ -106,6 +121,7 @@ class PublicTimeline:
         return mode + ("; each post is held for review (hub review list)" if s.review else "")
 
     async def stop(self) -> None:
+        """Cancel the review queue's and the mention reader's tasks, and wait for them."""
         tasks, self.tasks = self.tasks, []
         for task in tasks:
             task.cancel()
@@ -127,6 +143,7 @@ class PublicTimeline:
         return unsubscribe
 
     def connected(self, up: bool) -> None:
+        """Report the platform's connection up or down (the ``hub_platform_connected`` gauge)."""
         if self.hub is not None:
             self.hub.metrics.platform_connected(self.platform, up)
 
@@ -268,13 +285,21 @@ class PublicTimeline:
 class TimelineBot(Protocol):
     """What `timeline_extension` needs of a public timeline's bot."""
 
-    async def start(self, hub: Hub) -> None: ...
+    async def start(self, hub: Hub) -> None:
+        """Log in and start its [`PublicTimeline`][hub.platform.PublicTimeline] (at the hub's start)."""
+        ...
 
-    async def stop(self) -> None: ...
+    async def stop(self) -> None:
+        """Stop reading and posting, and close its client (at the hub's stop)."""
+        ...
 
-    async def subscribe(self, send: Callable[..., Awaitable[Any]], hub: Hub) -> Callable[[], Awaitable[None]]: ...
+    async def subscribe(self, send: Callable[..., Awaitable[Any]], hub: Hub) -> Callable[[], Awaitable[None]]:
+        """Start reading mentions, handing each to ``send``; returns what stops the reading."""
+        ...
 
-    async def reply(self, text: str, ctx: Any) -> dict[str, Any]: ...
+    async def reply(self, text: str, ctx: Any) -> dict[str, Any]:
+        """Post the answer ``text`` to the mention ``ctx`` answers; what was posted (ids, parts)."""
+        ...
 
 
 def timeline_extension(
