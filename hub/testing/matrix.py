@@ -29,7 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
-from hub.testing import Failure, FakeServer, Recorded
+from .fakes import Failure, FakeServer, Recorded
 
 __all__ = ["FakeMatrix", "MatrixState", "BOT", "SERVER"]
 

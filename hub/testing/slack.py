@@ -34,7 +34,7 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-from hub.testing import FakeServer, Recorded
+from .fakes import FakeServer, Recorded
 
 __all__ = ["FakeSlack", "SlackState", "BOT_TOKEN", "APP_TOKEN", "SIGNING_SECRET", "sign"]
 
