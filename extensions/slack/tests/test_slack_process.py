@@ -15,9 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
-
 from hub.testing import FakeOpenAI
+from hub.testing.slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 
 ROOT = Path(__file__).resolve().parents[3]
 ANSWER = "<response><output>answered</output></response>"

@@ -7,11 +7,11 @@ import asyncio
 import json
 from pathlib import Path
 
-from fake_twitter import FakeTwitter
 from test_twitter import bot, inputs, routed, settings_for
 
 from hub import ScriptedModel
 from hub.platform import ReviewQueue
+from hub.testing.twitter import FakeTwitter
 from hub_twitter import TwitterBot
 
 POST = "POST /2/tweets"
