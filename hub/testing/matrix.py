@@ -1,6 +1,7 @@
 """A fake Matrix homeserver (client-server API) for matrix-nio.
 
-Point the real client at it::
+Point the real client at it with ``nio.AsyncClient(hs.base_url, ...)`` (the extension's
+``homeserver``)::
 
     async with FakeMatrix() as hs:
         room = hs.create_room(members=["@ann:example.org"], bot_joined=True)

@@ -1,6 +1,6 @@
 """A fake Telegram Bot API server for python-telegram-bot.
 
-Point the real client at it::
+Point the real client at it (the extension's ``base_url`` is ``f"{tg.base_url}/bot"``)::
 
     async with FakeTelegram() as tg:
         app = (Application.builder().token("123456:TEST")
