@@ -7,7 +7,7 @@ with a live output and one reading ``hub.events()`` subscriber against none.
 Each reply is about 1,500 characters streamed by a slow in-process model (20 characters
 every 10 ms, so about 0.75 s per reply) into ``telegram:send`` with ``live = true`` and
 ``live_interval = 0.2``, through the real python-telegram-bot client against the loopback
-fake (extensions/telegram/tests/fake_telegram.py). "First visible" is when the fake received
+fake (hub.testing.telegram). "First visible" is when the fake received
 the ``sendMessage`` that showed the reply's first words; the start is when the model yielded
 the first characters inside ``<output>``.
 """
@@ -18,18 +18,13 @@ import argparse
 import asyncio
 import json
 import statistics
-import sys
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "extensions" / "telegram" / "tests"))
-from fake_telegram import FakeTelegram  # noqa: E402
-
-from hub import Hub, HubConfig  # noqa: E402
-from hub.models import Model, ModelRequest, Usage  # noqa: E402
-from hub_telegram import TelegramSettings, extension  # noqa: E402
+from hub import Hub, HubConfig
+from hub.models import Model, ModelRequest, Usage
+from hub.testing.telegram import FakeTelegram
+from hub_telegram import TelegramSettings, extension
 
 HEAD = '<response><output type="telegram:send">'
 BODY = "\n\n".join(f"Paragraph {i}: " + " ".join(f"word{i}.{j}" for j in range(25)) for i in range(7))

@@ -23,12 +23,10 @@ import aiohttp
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "extensions" / "telegram" / "tests"))
-
-from fake_telegram import FakeTelegram  # noqa: E402
 
 from hub.testing import FakeOpenAI  # noqa: E402
-from hub.testing.postgres import temporary_schema
+from hub.testing.postgres import temporary_schema  # noqa: E402
+from hub.testing.telegram import FakeTelegram  # noqa: E402
 from tests.workers.cluster import TOKEN, Balancer, Worker, ack, make_workers  # noqa: E402
 
 

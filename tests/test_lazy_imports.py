@@ -80,3 +80,31 @@ def test_the_sdk_is_imported_off_the_loop_on_the_first_error() -> None:
     out = subprocess.run([sys.executable, "-c", FIRST_ERROR], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"kind": "InternalServerError", "on_the_loop": [False]}
+
+
+#: The platforms' fakes in hub.testing, each imported by name, and the client libraries of the
+#: platforms they fake (a fake serves the wire format; only what measures text loads one, when used).
+FAKES = ("telegram", "discord", "slack", "matrix", "twitter", "whatsapp", "signal", "email", "mastodon", "bluesky")
+CLIENTS = ("telegram", "discord", "slack_sdk", "slack_bolt", "nio", "tweepy", "twitter_text", "pywa_async", "grapheme")
+
+FAKES_PROBE = """
+import importlib, json, sys
+FAKES, CLIENTS = json.loads(sys.argv[1]), set(json.loads(sys.argv[2]))
+import hub.testing
+loaded = {"hub.testing": sorted(m for m in sys.modules if m.startswith("hub.testing.") and m.split(".")[2] in FAKES)}
+for name in FAKES:
+    importlib.import_module(f"hub.testing.{name}")
+    loaded[name] = sorted(m for m in sys.modules if m.split(".")[0] in CLIENTS)
+print(json.dumps(loaded))
+"""
+
+
+def test_hub_testing_loads_no_platform_fake_and_a_fake_no_client_library() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", FAKES_PROBE, json.dumps(FAKES), json.dumps(CLIENTS)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"hub.testing": [], **{name: [] for name in FAKES}}

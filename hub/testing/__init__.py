@@ -7,6 +7,16 @@
 - [`FakeOpenAI`][hub.testing.FakeOpenAI]: OpenAI's chat completions, for the real ``openai`` client (also the
   server the benchmarks run against: ``python -m hub.testing.openai``); [`tool_turn()`][hub.testing.tool_turn]
   scripts an answer of native tool calls, streamed as the API streams them.
+- ``hub.testing.telegram``: ``FakeTelegram``, the Bot API for python-telegram-bot (its ``base_url``
+  and ``base_file_url``), with Telegram's markup check and 4,096-character limit.
+- ``hub.testing.discord``: ``FakeDiscord``, REST v10 and the gateway websocket for discord.py
+  (``attach(monkeypatch)`` points the library at it), interactions and the CDN.
+- ``hub.testing.slack``: ``FakeSlack``, the Web API (its ``api_url`` is slack-sdk's ``base_url``) and
+  Socket Mode for slack-bolt, redelivering unacknowledged envelopes.
+- ``hub.testing.matrix``: ``FakeMatrix``, a homeserver's client-server API for matrix-nio (its
+  ``base_url`` is the ``homeserver``).
+- ``hub.testing.twitter``: ``FakeTwitter``, X's API v2 for tweepy's ``AsyncClient``
+  (``patch_async_client``), with X's rate-limit windows and weighted length.
 - ``hub.testing.whatsapp``: ``FakeWhatsApp``, Meta's Graph API for the real ``pywa_async`` client
   and the signed webhooks Meta sends (also a program for the WhatsApp quick start:
   ``python -m hub.testing.whatsapp``).

@@ -2,8 +2,8 @@
 
 Each fake is a real aiohttp server on 127.0.0.1 (port 0), used as an async context manager,
 so tests drive the *real* client libraries (openai, python-telegram-bot, discord.py,
-tweepy) and exercise their own request, parsing and retry code. The platform fakes live
-beside their extensions (``extensions/telegram/tests/fake_telegram.py``, ...); a new
+tweepy) and exercise their own request, parsing and retry code. The platform fakes are
+modules of this package (``hub.testing.telegram``, ``hub.testing.discord``, ...); a new
 platform's fake subclasses [`FakeServer`][hub.testing.FakeServer] and implements ``_build_app``.
 
 Shared by all of them (``FakeServer``): ``requests`` (every request received, in order),

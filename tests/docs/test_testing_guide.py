@@ -1,10 +1,10 @@
 """docs/extending/testing.md is one test file told in order: its Python blocks (those without a
-skip mark), put together, are run by pytest (with the Telegram extension's fake on PYTHONPATH) in a process of its own, as a reader would run
-them, and every test in them must pass."""
+skip mark), put together, are run by pytest in a process of its own, as a reader would run them
+(the platforms' fakes are imported from hub.testing, nothing on PYTHONPATH), and every test in them
+must pass."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -32,8 +32,6 @@ def test_the_testing_guide_runs(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "test_guide.py"],
         cwd=tmp_path,
-        # the Telegram extension's fake, as the guide's platform section imports it
-        env={**os.environ, "PYTHONPATH": str(ROOT / "extensions" / "telegram" / "tests")},
         capture_output=True,
         text=True,
         timeout=300,

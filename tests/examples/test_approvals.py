@@ -4,18 +4,15 @@ runs once, or never."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
 from hub import Hub, RunState, ScriptedModel
+from hub.testing.telegram import FakeTelegram
 from tests._support.processes import hub_cmd
-from tests.examples._examples import ENV, ROOT, example_config
-
-sys.path.insert(0, str(ROOT / "extensions" / "telegram" / "tests"))
-from fake_telegram import FakeTelegram  # noqa: E402
+from tests.examples._examples import ENV, example_config
 
 RESTART = '<response><action_call name="restartService">{"service": "api"}</action_call></response>'
 AUTH = {"Authorization": f"Bearer {ENV['HUB_HTTP_TOKEN']}"}

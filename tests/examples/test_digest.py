@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 from hub import Hub, RunState, ScriptedModel
 from hub.models import ModelRequest
+from hub.testing.telegram import FakeTelegram
 from tests._support.clock import FakeClock
-from tests.examples._examples import EXAMPLES, ROOT, example_config
-
-sys.path.insert(0, str(ROOT / "extensions" / "telegram" / "tests"))
-from fake_telegram import FakeTelegram  # noqa: E402
+from tests.examples._examples import EXAMPLES, example_config
 
 T0 = datetime(2026, 3, 2, 7, 0, tzinfo=UTC).timestamp()  # 07:00 UTC, an hour before the digest
 CHAT = -1001234567890

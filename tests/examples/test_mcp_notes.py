@@ -11,10 +11,8 @@ from pathlib import Path
 import pytest
 
 from hub import Hub, RunState, ScriptedModel
-from tests.examples._examples import ROOT, example_config
-
-sys.path.insert(0, str(ROOT / "extensions" / "telegram" / "tests"))
-from fake_telegram import FakeTelegram  # noqa: E402
+from hub.testing.telegram import FakeTelegram
+from tests.examples._examples import example_config
 
 pytest.importorskip("mcp")
 

@@ -3,7 +3,6 @@ persona and its own allow-list of actions."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -11,12 +10,9 @@ from typing import Any
 
 from hub import Hub, RunState, ScriptedModel
 from hub.models import ModelRequest
-from tests.examples._examples import ROOT, example_config
-
-for _platform in ("telegram", "slack"):
-    sys.path.insert(0, str(ROOT / "extensions" / _platform / "tests"))
-from fake_slack import FakeSlack  # noqa: E402
-from fake_telegram import FakeTelegram  # noqa: E402
+from hub.testing.slack import FakeSlack
+from hub.testing.telegram import FakeTelegram
+from tests.examples._examples import example_config
 
 
 def answers(request: ModelRequest) -> str:

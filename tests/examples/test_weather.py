@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,10 +11,8 @@ from aiohttp import web
 
 from hub import Hub, RunState, ScriptedModel
 from hub.testing import Failure, FakeServer, Recorded
-from tests.examples._examples import ROOT, example_config
-
-sys.path.insert(0, str(ROOT / "extensions" / "telegram" / "tests"))
-from fake_telegram import FakeTelegram  # noqa: E402
+from hub.testing.telegram import FakeTelegram
+from tests.examples._examples import example_config
 
 ASK = '<response><action_call name="getWeather">{"location": "Paris"}</action_call></response>'
 ANSWER = '<response><output type="telegram:send">Paris: 18°C and partly cloudy.</output></response>'

@@ -1,8 +1,8 @@
 """The dashboard's fixtures: a started hub with the Telegram extension against the fake Bot API,
 a model the tests script (or hold), and the ``[http]`` endpoint on port 0 with a token.
 
-The fake Telegram server lives with the extension's tests (``extensions/telegram/tests``); it is
-put on ``sys.path`` here so that these tests use the same fake through a small fixture.
+The fake Telegram server is the one the extension's tests use (``hub.testing.telegram``),
+through a small fixture.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,11 +22,9 @@ from hub.config import HttpSection
 from hub.models import Model, ModelRequest, Usage
 from hub.store import RunRecord, RunState
 from hub.testing import temp_config
+from hub.testing.telegram import FakeTelegram
 from hub_telegram import TelegramSettings
 from hub_telegram import extension as telegram_extension
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "extensions" / "telegram" / "tests"))
-from fake_telegram import FakeTelegram  # noqa: E402
 
 TOKEN = "ui-dashboard-token-0123456789"
 TG_TOKEN = "123456:TEST-ui-token"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -18,11 +17,9 @@ import pytest
 
 from hub.testing import FakeOpenAI
 from hub.testing.postgres import temporary_schema
+from hub.testing.telegram import FakeTelegram
 
 from .cluster import Worker, ack
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "extensions" / "telegram" / "tests"))
-from fake_telegram import FakeTelegram  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(120)]
 

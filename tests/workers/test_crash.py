@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -23,11 +22,9 @@ import pytest
 
 from hub.testing import FakeOpenAI
 from hub.testing.postgres import temporary_schema
+from hub.testing.telegram import FakeTelegram
 
 from .cluster import TOKEN, Balancer, Worker, ack, make_workers
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "extensions" / "telegram" / "tests"))
-from fake_telegram import FakeTelegram  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(240)]
 

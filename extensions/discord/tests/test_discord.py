@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_discord import FakeDiscord
 
 from hub import Extension, ExtensionFailed, Hub, HubConfig, OutputLog, ScriptedModel, StoreError
 from hub.definitions import load_extension
@@ -34,6 +33,7 @@ from hub.engine import Plugin
 from hub.errors import ConfigError
 from hub.models import Model
 from hub.testing import temp_config
+from hub.testing.discord import FakeDiscord
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # discord imports audioop

@@ -10,12 +10,12 @@ import re
 from pathlib import Path
 
 import pytest
-from fake_discord import FakeDiscord
 from test_discord import running
 
 from hub.config import config_from_dict
 from hub.definitions import load_extension
 from hub.errors import ConfigError
+from hub.testing.discord import FakeDiscord
 
 CODE = re.compile(r"hub pairing approve ([A-Z2-9]{8})\b")
 STRANGER = 1300000000000000003

@@ -8,10 +8,10 @@ import warnings
 from pathlib import Path
 
 import pytest
-from fake_discord import FakeDiscord
 
 from hub import Hub, ScriptedModel
 from hub.testing import temp_config
+from hub.testing.discord import FakeDiscord
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # discord imports audioop

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_discord import FakeDiscord
 from pydantic import BaseModel
 from test_discord import running
 
 from hub import Extension, action
+from hub.testing.discord import FakeDiscord
 
 ran: list[str] = []
 

@@ -8,11 +8,11 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from fake_discord import FakeDiscord
 from test_discord import running
 
 from hub import CommandContext, Extension, ScriptedModel, command
 from hub.testing import temp_config
+from hub.testing.discord import FakeDiscord
 
 BUILT_IN = ["start", "help", "new", "stop", "link", "unlink"]
 

@@ -11,10 +11,10 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from fake_discord import FakeDiscord
 
 from hub import Hub, ScriptedModel
 from hub.testing import temp_config
+from hub.testing.discord import FakeDiscord
 from hub_discord import INVITE_PERMISSIONS, DiscordSettings, extension, invite_url
 
 with warnings.catch_warnings():

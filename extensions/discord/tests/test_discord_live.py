@@ -1,5 +1,5 @@
 """``live = true`` on Discord: one message edited in place (PATCH) while a slow model writes,
-with the real discord.py client against the loopback fake (``fake_discord``)."""
+with the real discord.py client against the loopback fake (``hub.testing.discord``)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from fake_discord import FakeDiscord
 from test_discord import MESSAGES, ROOT, _write_config, running
 
 from hub.testing import FakeOpenAI
+from hub.testing.discord import FakeDiscord
 
 EDIT = "PATCH /channels/{channel_id}/messages/{message_id}"
 

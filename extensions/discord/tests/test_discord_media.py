@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_discord import FakeDiscord
 from test_discord import running
 
 from hub import Extension, Media, RunContext, action
 from hub.models.openai import OpenAIModel
 from hub.testing import FakeOpenAI, png, temp_config
+from hub.testing.discord import FakeDiscord
 
 
 def answer(text: str) -> str:

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_discord import FakeDiscord
 
 from hub import Hub, ScriptedModel
 from hub.config import config_from_dict
+from hub.testing.discord import FakeDiscord
 from hub_discord import DiscordSettings, extension
 
 ROOT = Path(__file__).resolve().parents[3]

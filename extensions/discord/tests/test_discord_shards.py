@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_discord import FakeDiscord
 
 from hub import Hub, ScriptedModel
 from hub.testing import temp_config
+from hub.testing.discord import FakeDiscord
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # discord imports audioop

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_discord import IS_VOICE_MESSAGE, FakeDiscord
 from test_discord import running
 
 from hub.config import VoiceSection
 from hub.models.openai import OpenAIModel
 from hub.testing import FakeOpenAI, temp_config
 from hub.testing.audio import audio_bytes, measure, ogg_opus
+from hub.testing.discord import IS_VOICE_MESSAGE, FakeDiscord
 
 
 def answer(text: str) -> str:

@@ -14,7 +14,8 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-from fake_discord import FakeDiscord
+
+from hub.testing.discord import FakeDiscord
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # discord imports audioop

@@ -8,12 +8,11 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from fake_matrix import BOT, FakeMatrix
-
 from hub import Extension, Hub, HubConfig, RunResult, ScriptedModel
 from hub.engine import Plugin
 from hub.models import Model
 from hub.testing import temp_config
+from hub.testing.matrix import BOT, FakeMatrix
 from hub_matrix import MatrixSettings, extension
 
 ANN = "@ann:example.org"

@@ -1,7 +1,7 @@
 """The Matrix extension, with the real matrix-nio client against a loopback fake homeserver.
 
 No mocks: each test runs a Hub with the extension's own sync loop and sender against
-``fake_matrix.FakeMatrix`` and a scripted model (or, for the SIGKILL test, a real
+``hub.testing.matrix.FakeMatrix`` and a scripted model (or, for the SIGKILL test, a real
 ``hub run`` subprocess and the fake OpenAI server).
 """
 
@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_matrix import BOT, FakeMatrix
 from matrix_harness import ANN, BOB, reply, running
 
 from hub import ExtensionError, Hub, ScriptedModel, StoreError
@@ -21,6 +20,7 @@ from hub.logs import InputLog
 from hub.platform import Backoff
 from hub.store import InMemoryInbox
 from hub.testing import temp_config
+from hub.testing.matrix import BOT, FakeMatrix
 from hub_matrix import (
     ENCRYPTED_NOTICE,
     MAX_EVENT_BYTES,

@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from fake_matrix import FakeMatrix
 from matrix_harness import ANN, BOB, running
+
+from hub.testing.matrix import FakeMatrix
 
 CODE = re.compile(r"hub pairing approve ([A-Z2-9]{8})\b")
 

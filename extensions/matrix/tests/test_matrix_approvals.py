@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fake_matrix import FakeMatrix
 from matrix_harness import ANN, BOB, reply, running
 from pydantic import BaseModel
 
 from hub import Extension, action
+from hub.testing.matrix import FakeMatrix
 
 ran: list[str] = []
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fake_matrix import FakeMatrix
 from matrix_harness import ANN, reply, running
 from test_matrix import body_of
 
+from hub.testing.matrix import FakeMatrix
 from hub_matrix import MAX_LENGTH, wire_len
 
 

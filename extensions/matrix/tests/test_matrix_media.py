@@ -8,12 +8,12 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from fake_matrix import FakeMatrix
 from matrix_harness import ANN, Harness, running
 
 from hub import Extension, Media, RunContext, action
 from hub.models.openai import OpenAIModel
 from hub.testing import FakeOpenAI, png, temp_config
+from hub.testing.matrix import FakeMatrix
 
 
 def answer(text: str, attach: str = "") -> str:

@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fake_matrix import BOT, FakeMatrix
 from matrix_harness import reply
 
 from hub.testing import FakeOpenAI
+from hub.testing.matrix import BOT, FakeMatrix
 from hub_matrix import TOKEN_KEY
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_matrix import FakeMatrix, MatrixState
 
 from hub import Hub, ScriptedModel
 from hub.config import config_from_dict
+from hub.testing.matrix import FakeMatrix, MatrixState
 
 ROOT = Path(__file__).resolve().parents[3]
 SOURCES = {

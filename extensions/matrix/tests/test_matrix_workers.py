@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fake_matrix import BOT, FakeMatrix
 from matrix_harness import ANN
 
 from hub import Hub, ScriptedModel
 from hub.testing import temp_config
+from hub.testing.matrix import BOT, FakeMatrix
 from hub_matrix import MatrixSettings, extension
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from fake_slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack, sign
 from slack_sdk.errors import SlackApiError
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
+
+from hub.testing.slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack, sign
 
 
 async def test_the_web_api_checks_tokens_limits_threads_and_rate_limits() -> None:

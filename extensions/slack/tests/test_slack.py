@@ -1,5 +1,5 @@
 """The Slack extension with the real slack-bolt and slack-sdk against the loopback fake
-(``fake_slack.FakeSlack``: the Web API and the Socket Mode websocket); only the model is
+(``hub.testing.slack.FakeSlack``: the Web API and the Socket Mode websocket); only the model is
 scripted. Negative cases ("this message is ignored") are proven with a sentinel: the intake
 takes events one at a time, so once a later message is answered the earlier one was decided.
 """
@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 
 from hub import Extension, Hub, HubConfig, OutputLog, ScriptedModel, StoreError
 from hub.engine import Plugin
@@ -23,6 +22,7 @@ from hub.logs import InputLog
 from hub.models import Model
 from hub.store import InMemoryInbox
 from hub.testing import loopback_resolver, temp_config
+from hub.testing.slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 from hub_slack import SlackSettings, extension
 from hub_slack._intake import LAST_RETRY, PARK_AFTER
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack, SlackState
-
 from hub import Hub, ScriptedModel
 from hub.testing import loopback_resolver, temp_config
+from hub.testing.slack import APP_TOKEN, BOT_TOKEN, FakeSlack, SlackState
 from hub_slack import SlackSettings, extension
 
 SUPPORT_BOT = "xoxb-support-token"

@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fake_slack import FakeSlack
 from pydantic import BaseModel
 from test_slack import running
 
 from hub import Extension, action
+from hub.testing.slack import FakeSlack
 
 ran: list[str] = []
 

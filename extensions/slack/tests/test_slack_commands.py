@@ -1,6 +1,6 @@
 """The hub's chat commands as Slack slash commands: acknowledged within Slack's 3 seconds,
 the answer on the ack (or on the response_url when it comes later), a redelivered envelope
-answered once; the real slack-bolt against the loopback fake (``fake_slack``)."""
+answered once; the real slack-bolt against the loopback fake (``hub.testing.slack``)."""
 
 from __future__ import annotations
 

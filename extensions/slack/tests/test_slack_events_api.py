@@ -15,11 +15,11 @@ from urllib.parse import urlencode
 
 import aiohttp
 import pytest
-from fake_slack import SIGNING_SECRET, FakeSlack
 from test_slack import Running, running
 
 from hub.config import HttpSection
 from hub.testing import temp_config
+from hub.testing.slack import SIGNING_SECRET, FakeSlack
 
 
 @asynccontextmanager

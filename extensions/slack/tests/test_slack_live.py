@@ -1,5 +1,5 @@
 """``live = true`` on Slack: one message edited in place (``chat.update``) while a slow model
-writes, with the real slack-sdk against the loopback fake (``fake_slack``)."""
+writes, with the real slack-sdk against the loopback fake (``hub.testing.slack``)."""
 
 from __future__ import annotations
 

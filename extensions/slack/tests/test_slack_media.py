@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_slack import BOT_TOKEN
 from test_slack import Running, running
 
 from hub import Extension, Media, RunContext, action
 from hub.models.openai import OpenAIModel
 from hub.testing import FakeOpenAI, png, temp_config
+from hub.testing.slack import BOT_TOKEN
 
 
 def answer(text: str, attach: str = "") -> str:

@@ -15,10 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
-
 from hub.testing import FakeOpenAI
 from hub.testing.processes import SOURCE_ROOT, start_hub, stop_hub, write_hub_config
+from hub.testing.slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 
 ANSWER = "<response><output>answered</output></response>"
 

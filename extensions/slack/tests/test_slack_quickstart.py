@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 
 from hub import Hub, ScriptedModel
 from hub.config import config_from_dict
+from hub.testing.slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 
 ROOT = Path(__file__).resolve().parents[3]
 SOURCES = {"README.md": r"^## Quick start: Slack\n(.*?)^## ", "docs/platforms/slack.md": r"^## Quick start\n(.*?)^## "}

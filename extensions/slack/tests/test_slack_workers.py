@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fake_slack import FakeSlack
 from test_slack import settings_for
 
 from hub import Hub, ScriptedModel
 from hub.testing import temp_config
+from hub.testing.slack import FakeSlack
 from hub_slack import extension
 
 

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 import telegram
-from fake_telegram import FakeTelegram, MarkupError, TelegramState, check_markup
 from telegram.ext import Application, ContextTypes, MessageHandler, filters
+
+from hub.testing.telegram import FakeTelegram, MarkupError, TelegramState, check_markup
 
 TOKEN = "123456:TEST"
 

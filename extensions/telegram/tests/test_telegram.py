@@ -1,7 +1,7 @@
 """The Telegram extension, with the real python-telegram-bot client against a loopback fake.
 
 No mocks: each test runs a Hub with the extension's own polling loop and sender against
-``fake_telegram.FakeTelegram``, and a scripted model (or, for the SIGKILL test, a
+``hub.testing.telegram.FakeTelegram``, and a scripted model (or, for the SIGKILL test, a
 real ``hub run`` subprocess and the fake OpenAI server).
 """
 
@@ -24,7 +24,6 @@ from typing import Any
 
 import pytest
 import telegram
-from fake_telegram import FakeTelegram, TelegramState
 
 from hub import ConfigError, Extension, Hub, HubConfig, HubError, RunResult, ScriptedModel
 from hub.config import config_from_dict
@@ -33,6 +32,7 @@ from hub.engine import Plugin
 from hub.models import Model
 from hub.platform import AllowList, utf16_len
 from hub.testing import FakeOpenAI, temp_config
+from hub.testing.telegram import FakeTelegram, TelegramState
 from hub_telegram import (
     OFFSET_KEY,
     Ignored,

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_telegram import FakeTelegram
 from test_telegram import running
 
 from hub import ConfigError, HubError
 from hub.config import config_from_dict
 from hub.definitions import load_extension
+from hub.testing.telegram import FakeTelegram
 
 pytestmark = [pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")]
 

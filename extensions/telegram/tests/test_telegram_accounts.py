@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_telegram import FakeTelegram
 
 from hub import ConfigError, Hub, ScriptedModel
 from hub.config import HttpSection, config_from_dict
 from hub.definitions import load_extension
 from hub.testing import temp_config
 from hub.testing.postgres import temporary_schema
+from hub.testing.telegram import FakeTelegram
 from hub_telegram import OFFSET_KEY, TelegramSettings, extension
 
 pytestmark = [pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")]

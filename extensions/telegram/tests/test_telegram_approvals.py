@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_telegram import FakeTelegram
 from pydantic import BaseModel
 from test_telegram import reply, running
 
 from hub import Extension, action
 from hub.store import ApprovalState
 from hub.testing import temp_config
+from hub.testing.telegram import FakeTelegram
 
 pytestmark = [pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")]
 

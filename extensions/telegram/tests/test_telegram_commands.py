@@ -1,5 +1,5 @@
 """The hub's chat commands on Telegram, and the failure reply: the real python-telegram-bot
-client against the loopback fake (``fake_telegram``); a real ``hub run`` process for the
+client against the loopback fake (``hub.testing.telegram``); a real ``hub run`` process for the
 failure reply across a SIGKILL."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fake_telegram import FakeTelegram, TelegramState
 from test_telegram import TOKEN, _start_hub, reply, running, texts
 
 from hub import CommandContext, Extension, command
 from hub.testing import FakeOpenAI, temp_config
+from hub.testing.telegram import FakeTelegram, TelegramState
 
 pytestmark = [pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")]
 

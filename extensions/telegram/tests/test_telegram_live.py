@@ -1,5 +1,5 @@
 """``live = true`` on Telegram: one message edited in place while a slow model writes, with the
-real python-telegram-bot client against the loopback fake (``fake_telegram``)."""
+real python-telegram-bot client against the loopback fake (``hub.testing.telegram``)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fake_telegram import FakeTelegram, TelegramState
 from test_telegram import _start_hub, reply, running
 
 from hub.platform import utf16_len
 from hub.testing import FakeOpenAI
+from hub.testing.telegram import FakeTelegram, TelegramState
 
 pytestmark = [pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")]
 

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_telegram import FakeTelegram
 from test_telegram import Harness, running
 
 from hub import Extension, Media, RunContext, action
 from hub.models.openai import OpenAIModel
 from hub.testing import FakeOpenAI, image_bytes, png, temp_config
+from hub.testing.telegram import FakeTelegram
 
 pytestmark = [pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")]
 

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_telegram import FakeTelegram
 
 from hub import Hub, ScriptedModel
 from hub.config import config_from_dict
+from hub.testing.telegram import FakeTelegram
 
 ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "123456789:AAH-quick-start-token"

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_telegram import FakeTelegram
 from test_telegram import Harness, running
 
 from hub.config import VoiceSection
 from hub.models.openai import OpenAIModel
 from hub.testing import FakeOpenAI, temp_config
 from hub.testing.audio import audio_bytes, measure, ogg_opus
+from hub.testing.telegram import FakeTelegram
 
 pytestmark = [pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")]
 

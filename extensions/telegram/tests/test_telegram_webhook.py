@@ -1,6 +1,6 @@
 """Telegram across workers: webhook mode on the hub's [http] endpoint, and polling under a lease.
 
-The real python-telegram-bot client talks to ``fake_telegram.FakeTelegram``; the fake
+The real python-telegram-bot client talks to ``hub.testing.telegram.FakeTelegram``; the fake
 POSTs updates to the hub's endpoint the way Telegram does (``FakeTelegram.deliver``, with
 the secret header that setWebhook registered). Several hubs on one data dir are several
 workers sharing one store.
@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_telegram import FakeTelegram
 from pydantic import ValidationError
 
 from hub import ConfigError, Hub, HubConfig, ScriptedModel, StoreError
@@ -22,6 +21,7 @@ from hub.config import HttpSection
 from hub.logs import InputLog
 from hub.store import InMemoryInbox
 from hub.testing import temp_config
+from hub.testing.telegram import FakeTelegram
 from hub_telegram import TelegramSettings, extension
 
 pytestmark = [pytest.mark.filterwarnings("ignore::telegram.warnings.PTBDeprecationWarning")]

@@ -10,8 +10,9 @@ import time
 
 import pytest
 import tweepy
-from fake_twitter import FakeTwitter, weighted_length
 from tweepy.asynchronous import AsyncClient
+
+from hub.testing.twitter import FakeTwitter, weighted_length
 
 # -- X / Twitter -------------------------------------------------------------------------------
 

@@ -16,15 +16,15 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import fake_twitter
 import pytest
-from fake_twitter import FakeTwitter, weighted_length
 
+import hub.testing.twitter as fake_twitter
 from hub import ConfigError, Hub, RunResult, ScriptedModel
 from hub.config import config_from_dict
 from hub.definitions import load_extension
 from hub.engine import Plugin
 from hub.testing import temp_config
+from hub.testing.twitter import FakeTwitter, weighted_length
 from hub_twitter import (
     SINCE_ID_KEY,
     TwitterBot,

@@ -6,12 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_twitter import FakeTwitter
 from test_twitter import bot
 
 from hub import ConfigError
 from hub.config import config_from_dict
 from hub.definitions import load_extension
+from hub.testing.twitter import FakeTwitter
 
 
 async def test_allowlist_answers_only_allowed_users_mentions(tmp_path: Path) -> None:

@@ -8,11 +8,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from fake_twitter import FakeTwitter
-
 from hub import Extension, Hub, Media, RunContext, action
 from hub.models.openai import OpenAIModel
 from hub.testing import FakeOpenAI, png, temp_config
+from hub.testing.twitter import FakeTwitter
 from hub_twitter import TwitterBot, TwitterSettings, extension, make_client
 
 

@@ -7,12 +7,12 @@ import asyncio
 import json
 from pathlib import Path
 
-from fake_twitter import FakeTwitter
 from test_twitter import bot, inputs, routed, settings_for
 
 from hub import ScriptedModel
 from hub.platform import ReviewQueue
 from hub.testing.storms import check_capped_storm
+from hub.testing.twitter import FakeTwitter
 from hub_twitter import TwitterBot
 
 POST = "POST /2/tweets"

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_twitter import FakeTwitter
 
 from hub import Hub, RunResult, ScriptedModel
 from hub.config import config_from_dict
 from hub.engine import Plugin
+from hub.testing.twitter import FakeTwitter
 from hub_twitter import TwitterBot, TwitterSettings, extension, make_client
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_twitter import FakeTwitter
 from test_twitter import numbered, routed, settings_for
 
 from hub import Hub
@@ -21,6 +20,7 @@ from hub.platform import SendFailed, reserve_posts
 from hub.store.sql import Database, PgDatabase, SqlMemoryStore
 from hub.testing import temp_config
 from hub.testing.postgres import temporary_schema
+from hub.testing.twitter import FakeTwitter
 from hub_twitter import POSTS_KEY, TwitterBot, extension
 
 

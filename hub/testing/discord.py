@@ -45,15 +45,15 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from hub.testing import Failure, FakeServer, Recorded, loopback_resolver
+from .fakes import Failure, FakeServer, Recorded, loopback_resolver
 
 CDN_HOST = "cdn.discordapp.com"
-IS_VOICE_MESSAGE = 1 << 13
-"""The message flag of a voice message."""
 """Attachments are served under Discord's own CDN name, on this fake's port: the extension
 under test gets ``FakeDiscord.resolve`` (that name, and only it, is 127.0.0.1)."""
+IS_VOICE_MESSAGE = 1 << 13
+"""The message flag of a voice message."""
 
-__all__ = ["FakeDiscord", "DiscordState", "GatewaySession"]
+__all__ = ["FakeDiscord", "DiscordState", "GatewaySession", "CDN_HOST", "IS_VOICE_MESSAGE"]
 
 MAX_CONTENT = 2000
 DISCORD_EPOCH_MS = 1420070400000

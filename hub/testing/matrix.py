@@ -1,6 +1,7 @@
 """A fake Matrix homeserver (client-server API) for matrix-nio.
 
-Point the real client at it::
+Point the real client at it with ``nio.AsyncClient(hs.base_url, ...)`` (the extension's
+``homeserver``)::
 
     async with FakeMatrix() as hs:
         room = hs.create_room(members=["@ann:example.org"], bot_joined=True)
@@ -14,7 +15,7 @@ transaction id, as a homeserver does), ``/redact``, ``/join``, ``/leave``, ``/ty
 media API (``/_matrix/media/v3/upload``, ``/_matrix/client/v1/media/download``, ``/config``)
 and Matrix's error shapes: ``fail_next(name, status=429)`` answers ``M_LIMIT_EXCEEDED`` with
 ``retry_after_ms``. Events over 65,536 bytes are refused (``M_TOO_LARGE``) like Synapse does.
-All state is in :class:`MatrixState`: pass it to a new ``FakeMatrix`` to simulate a server
+All state is in `MatrixState`: pass it to a new ``FakeMatrix`` to simulate a server
 that outlives the bot.
 """
 
@@ -29,7 +30,7 @@ from typing import Any
 
 from aiohttp import web
 
-from hub.testing import Failure, FakeServer, Recorded
+from .fakes import Failure, FakeServer, Recorded
 
 __all__ = ["FakeMatrix", "MatrixState", "BOT", "SERVER"]
 

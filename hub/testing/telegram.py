@@ -1,6 +1,6 @@
 """A fake Telegram Bot API server for python-telegram-bot.
 
-Point the real client at it::
+Point the real client at it (the extension's ``base_url`` is ``f"{tg.base_url}/bot"``)::
 
     async with FakeTelegram() as tg:
         app = (Application.builder().token("123456:TEST")
@@ -27,7 +27,7 @@ from typing import Any
 
 from aiohttp import web
 
-from hub.testing import Failure, FakeServer, Recorded
+from .fakes import Failure, FakeServer, Recorded
 
 __all__ = ["FakeTelegram", "TelegramState", "check_markup", "MarkupError"]
 
@@ -248,7 +248,7 @@ class FakeTelegram(FakeServer):
 
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
-        params = dict(request.query)
+        params: dict[str, Any] = dict(request.query)
         files: dict[str, str] = {}
         if request.content_type == "application/json":
             params.update(await request.json())
@@ -574,7 +574,7 @@ class FakeTelegram(FakeServer):
         )
         return message
 
-    async def _download(self, request: web.Request) -> web.Response:
+    async def _download(self, request: web.Request) -> web.StreamResponse:
         if self.state.token is not None and request.match_info["token"] != self.state.token:
             return _error(401, "Unauthorized")
         path = request.match_info["path"]

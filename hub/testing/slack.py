@@ -8,8 +8,8 @@ bolt's ``AsyncSocketModeHandler`` connects here as it would to Slack.
   GET); answers are ``{"ok": true, ...}`` or Slack's ``{"ok": false, "error": ...}``, and a
   429 carries ``Retry-After``. ``chat.postMessage`` and ``chat.update`` check the bot token,
   the block's 3000-character limit and that a thread exists, as Slack does.
-- Socket Mode: each connection gets ``hello``; :meth:`FakeSlack.push_message` and
-  :meth:`FakeSlack.push_command` send envelopes to the newest connection; an envelope the app
+- Socket Mode: each connection gets ``hello``; `FakeSlack.push_message` and
+  `FakeSlack.push_command` send envelopes to the newest connection; an envelope the app
   does not acknowledge is sent again, with a new envelope id and the same event, when a new
   connection opens (Slack redelivers unacknowledged events).
 - Files: ``files.info`` gives a ``url_private_download`` on ``files.slack.com`` (served here,
@@ -17,7 +17,7 @@ bolt's ``AsyncSocketModeHandler`` connects here as it would to Slack.
   ``files.getUploadURLExternal``, a POST to the upload URL and ``files.completeUploadExternal``.
 - Slash commands' ``response_url`` is ``/respond/<trigger id>`` here.
 
-All state is in :class:`SlackState`, so it outlives one server (restart tests).
+All state is in `SlackState`, so it outlives one server (restart tests).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from urllib.parse import parse_qsl
 
 from aiohttp import web
 
-from hub.testing import FakeServer, Recorded
+from .fakes import FakeServer, Recorded
 
 __all__ = ["FakeSlack", "SlackState", "BOT_TOKEN", "APP_TOKEN", "SIGNING_SECRET", "sign"]
 

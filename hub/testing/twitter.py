@@ -26,11 +26,9 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
-from twitter_text import parse_tweet
-from twitter_text.config import config as twitter_text_configs
 from yarl import URL
 
-from hub.testing import Failure, FakeServer, Recorded, loopback_resolver
+from .fakes import Failure, FakeServer, Recorded, loopback_resolver
 
 MEDIA_HOST = "pbs.twimg.com"
 """Pictures are served under X's own media host name, on this fake's port: the extension
@@ -479,6 +477,9 @@ class _RewritingSession:
 def weighted_length(text: str) -> int:
     """Tweet length as X counts it: twitter-text v3 (its Python port, checked against
     twitter-text's conformance file in test_twitter_text.py)."""
+    from twitter_text import parse_tweet
+    from twitter_text.config import config as twitter_text_configs
+
     return int(parse_tweet(text, twitter_text_configs["version3"]).weightedLength)
 
 
