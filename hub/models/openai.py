@@ -145,10 +145,10 @@ class OpenAIModel(Model):
                                 for call in calls:
                                     yield call
             except (aiohttp.ClientError, TimeoutError) as e:
-                if watch is not None and watch.timed_out:  # our read timeout closed it: a timeout
-                    e = _read_timeout()
+                # the body's read timeout (ours) closed the response: a timeout, as aiohttp's is
+                cause: BaseException = _read_timeout() if watch is not None and watch.timed_out else e
                 await load_sdk()
-                broke = connection_error(e, self._url, reading=reading)
+                broke = connection_error(cause, self._url, reading=reading)
                 raise self._failure(broke) from broke
             finally:
                 if watch is not None:
