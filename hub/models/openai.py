@@ -128,8 +128,8 @@ class OpenAIModel(Model):
                         raise self._failure(error) from error
                     reading = True
                     watch = _ReadWatch.start(response, self.timeout)
-                    body = response.content.iter_any() if watch is None else watch.stamped(response.content.iter_any())
-                    async for events in _sse_events(body):
+                    reads = response.content.iter_any()
+                    async for events in _sse_events(reads if watch is None else watch.stamped(reads)):
                         # the text of every event one network read brought, as one piece: one
                         # trip up the generators and one parser feed per read, not one per event
                         # (a fast server's read holds dozens of them)
