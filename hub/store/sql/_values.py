@@ -18,6 +18,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def clean_text(s: str) -> str:
     """``s`` as valid UTF-8: lone UTF-16 surrogates (valid in JSON, not in UTF-8) become U+FFFD."""
+    if s.isascii():  # no surrogate, found without encoding a copy (every value of every write)
+        return s
     try:
         s.encode("utf-8")
     except UnicodeEncodeError:
