@@ -308,7 +308,7 @@ def _cut(entry: OutputLog, reason: str) -> str:
 def _attribute_names(schema: type[BaseModel]) -> frozenset[str] | None:
     """The attribute names ``schema`` declares (its fields, their aliases); None when it takes
     any (``extra="allow"``). Worked out once per schema, not at every output of every turn
-    (reading pydantic's ``model_fields`` and each field's aliases was 4 % of a turn's CPU)."""
+    (reading pydantic's ``model_fields`` cost about 4 µs an output, even with no fields)."""
     if schema.model_config.get("extra") == "allow":
         return None
     names = set()
