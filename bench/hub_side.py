@@ -109,23 +109,34 @@ def make_hub(
     client: Any = None,
     prompt_style: str = "auto",
     compaction: bool = False,
+    models: str = "client",
 ) -> Any:
+    """The benchmark's hub. ``models``: ``"client"`` hands it one :class:`OpenAIModel` (the
+    side-by-side figures); ``"one"`` lets the hub build ``[model]`` from the config as a
+    deployment does (one model, one key); ``"pool"`` adds a pool of three keys and a
+    fallback model (``[models.backup]``, the same fake) to ``[model]``."""
     from hub import Hub, HubConfig, InMemoryStore
     from hub.models.openai import OpenAIModel
     from hub.store import InMemoryInbox, InMemoryRunStore
 
+    model_table = {
+        "provider": "openai",
+        "name": MODEL,
+        "base_url": base_url,
+        "api_key": "x",
+        "concurrency": concurrency,
+        "max_retries": 0,
+        "prompt_style": prompt_style,
+    }
+    named: dict[str, Any] = {}
+    if models == "pool":
+        model_table = {**model_table, "api_keys": ["x2", "x3"], "fallbacks": ["backup"]}
+        named = {"backup": {**model_table, "api_key": "y", "api_keys": [], "fallbacks": []}}
     cfg = HubConfig.model_validate(
         {
             "hub": {"data_dir": data_dir, "contexts_dir": str(ROOT / "contexts"), "log_level": "ERROR"},
-            "model": {
-                "provider": "openai",
-                "name": MODEL,
-                "base_url": base_url,
-                "api_key": "x",
-                "concurrency": concurrency,
-                "max_retries": 0,
-                "prompt_style": prompt_style,
-            },
+            "model": model_table,
+            "models": named,
             # Daydreams' agent has no vector memory in these turns: neither do we (recall and
             # its embedding have their own figures in recall_bench.py)
             "memory": {"episodes": False},
@@ -134,7 +145,11 @@ def make_hub(
             "agent": {"compaction": compaction},
         }
     )
-    model = OpenAIModel(MODEL, base_url=base_url, api_key="x", client=client, concurrency=concurrency)
+    model = (
+        OpenAIModel(MODEL, base_url=base_url, api_key="x", client=client, concurrency=concurrency)
+        if models == "client"
+        else None
+    )
     stores: dict[str, Any] = {}
     if in_memory:
         stores = {"memory": InMemoryStore(), "runs": InMemoryRunStore(), "inbox": InMemoryInbox()}
@@ -335,6 +350,66 @@ def _turns(base_url: str, turns: int, warmup: int, style: str) -> dict:
         "in_memory": memory,
         "requests_per_turn": 2,
     }
+
+
+def failover_cost(base_url: str, turns: int, warmup: int, rounds: int = 6) -> dict:
+    """What failover and a key pool cost a turn while the primary is healthy: the same
+    sequential turns (new conversations, in-memory stores, so the model layer's share is
+    the largest it can be) on three hubs open side by side in one process: ``client``, one
+    :class:`OpenAIModel` handed in (no failover layer at all); ``one``, ``[model]`` built
+    from the config (one model, one key, as a deployment without fallbacks runs); ``pool``,
+    ``[model]`` with three keys in turn and ``fallbacks = ["backup"]``. ``rounds`` rounds of
+    ``turns`` turns each, the hubs' order rotating each round. Returns the median CPU per turn
+    of each (ms) and ``pool_cost_pct``: ``pool`` over ``client``, in per cent of a turn."""
+    from hub.models.failover import FailoverModel
+
+    variants = ("client", "one", "pool")
+
+    async def main() -> dict:
+        counters = Counters()
+        samples: dict[str, list[float]] = {v: [] for v in variants}
+        with tempfile.TemporaryDirectory(prefix="hub-bench-") as data:
+            hubs = {v: make_hub(base_url, f"{data}/{v}", counters, in_memory=True, models=v) for v in variants}
+            for h in hubs.values():
+                await h.__aenter__()
+            try:
+                pool = hubs["pool"].model
+                check(isinstance(pool, FailoverModel), f"pool: the hub's model is {type(pool).__name__}")
+                shape = [(c.name, len(c.clients)) for c in pool.candidates]
+                check(shape == [("model", 3), ("backup", 1)], f"pool: candidates {shape}")
+                for v, h in hubs.items():
+                    for i in range(warmup):
+                        await one_turn(h, counters, f"{v}-warm-{i}")
+                for r in range(rounds):
+                    order = variants[r % 3 :] + variants[: r % 3]
+                    for v in order:
+                        reset_stats(base_url)
+                        gc.collect()
+                        c0 = time.process_time()
+                        for i in range(turns):
+                            await one_turn(hubs[v], counters, f"{v}-{r}-{i}")
+                        samples[v].append((time.process_time() - c0) * 1e3 / turns)
+                        picks = "".join(str(x["response"]) for x in stats(base_url)["requests"])
+                        check(picks == "01" * turns, f"{v}: the fake saw {picks[:40]}..., expected 0101...")
+                # the healthy primary answered everything, each of its keys in turn
+                primary = pool.candidates[0]
+                check(not primary.pool.refused() and not primary.problem(), f"pool: {primary.problem()}")
+            finally:
+                for h in hubs.values():
+                    await h.__aexit__(None, None, None)
+        med = {v: statistics.median(s) for v, s in samples.items()}
+        return {
+            "bench": "failover_cost",
+            "turns": turns,
+            "rounds": rounds,
+            "cpu_ms_per_turn": {v: round(m, 3) for v, m in med.items()},
+            "cpu_ms_per_turn_range": {v: [round(min(s), 3), round(max(s), 3)] for v, s in samples.items()},
+            "pool_cost_pct": round(100 * (med["pool"] / med["client"] - 1), 2),
+            "one_cost_pct": round(100 * (med["one"] / med["client"] - 1), 2),
+            "pool_vs_one_pct": round(100 * (med["pool"] / med["one"] - 1), 2),
+        }
+
+    return run_async(main())
 
 
 def longout(base_url: str, min_chars: int = 150_000) -> dict:
@@ -634,7 +709,8 @@ def startup(base_url: str, reps: int = 3) -> dict:
 
 
 FUNCTIONS = {
-    f.__name__: f for f in (parser, turn, tool_turn, longout, many, latency, prompt_growth, prompt_prefix, startup)
+    f.__name__: f
+    for f in (parser, turn, tool_turn, failover_cost, longout, many, latency, prompt_growth, prompt_prefix, startup)
 }
 
 
@@ -649,6 +725,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--turns", type=int)
     p.add_argument("--n", type=int)
     p.add_argument("--min-chars", type=int)
+    p.add_argument("--rounds", type=int)
     a = p.parse_args(argv)
     quiet_logs()
     kwargs = {k: v for k, v in vars(a).items() if k != "name" and v is not None}

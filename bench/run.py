@@ -197,6 +197,36 @@ def figures(chunks: list[int], n_many: int, turns_growth: int) -> list[Figure]:
             "turn",
             lambda r: r["in_memory"]["distinct"]["cpu_ms_per_turn"],
         ),
+        # the hub alone: failover and a key pool while the primary is healthy, three hubs side
+        # by side in one process (in-memory stores: the model layer's largest share of a turn)
+        Figure(
+            "failover layer: CPU per turn, one client handed in (in-memory stores)",
+            "ms",
+            "lower",
+            "failover_cost",
+            lambda r: r["cpu_ms_per_turn"]["client"],
+        ),
+        Figure(
+            "failover layer: CPU per turn, [model] from the config, one key",
+            "ms",
+            "lower",
+            "failover_cost",
+            lambda r: r["cpu_ms_per_turn"]["one"],
+        ),
+        Figure(
+            "failover layer: CPU per turn, three keys and a fallback model",
+            "ms",
+            "lower",
+            "failover_cost",
+            lambda r: r["cpu_ms_per_turn"]["pool"],
+        ),
+        Figure(
+            "failover and key pool: cost over one client handed in",
+            "%",
+            "lower",
+            "failover_cost",
+            lambda r: r["pool_cost_pct"],
+        ),
         Figure("long output 200 KB, 8-char chunks: time", "ms", "lower", "longout", lambda r: r["ms"]),
         Figure("long output 200 KB: peak RSS", "MB", "lower", "longout", lambda r: r["peak_rss_mb"]),
         Figure(f"{n_many} conversations at once, 1 s model: wall", "s", "lower", "many", lambda r: r["wall_s"]),
@@ -256,6 +286,12 @@ def measure(node: str, only: set[str] | None, quick: bool) -> tuple[dict, dict]:
         "turn": (dict(script="turn.json"), dict(turns=s["turns"], warmup=10), dict(turns=s["turns"], warmup=10)),
         # the same turn in the native tool-calling style: the hub only (Daydreams has none)
         "tool_turn": (dict(script="tool_turn.json"), dict(turns=s["turns"], warmup=10), None),
+        # the hub only: a turn with one model against one with fallbacks and a key pool
+        "failover_cost": (
+            dict(script="turn.json"),
+            dict(turns=s["turns"] // 2, warmup=10, rounds=3 if quick else 8),
+            None,
+        ),
         "longout": (dict(script="longout.json", chunk=8), {}, {}),
         "many": (dict(script="turn.json", latency=1), dict(n=s["many"]), dict(n=s["many"])),
         "latency": (
@@ -344,7 +380,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="small sizes: a smoke run of every figure")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
     p.add_argument(
-        "--only", help="comma-separated: parser,turn,longout,many,latency,prompt_growth,prompt_prefix,startup"
+        "--only",
+        help="comma-separated: parser,turn,tool_turn,failover_cost,longout,many,latency,prompt_growth,"
+        "prompt_prefix,startup",
     )
     a = p.parse_args(argv)
     node = ensure_node()

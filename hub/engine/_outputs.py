@@ -10,11 +10,12 @@ stream ended inside is delivered marked as cut off, never as if it were whole.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..definitions import OutputResult, RunContext, validation_message
 from ..logs import ErrorLog, OutputLog, ThoughtLog, jsonable
@@ -203,16 +204,9 @@ class OutputDispatch:
     @staticmethod
     def _declared(run: Run, out: Output, attrs: dict[str, str]) -> dict[str, str]:
         """The attributes the output's schema declares; the others are dropped, with a log line."""
-        schema = out.attributes
-        if schema.model_config.get("extra") == "allow":
+        names = _attribute_names(out.attributes)
+        if names is None:
             return attrs
-        names = set()
-        for name, f in schema.model_fields.items():
-            names.add(name)
-            if f.alias:
-                names.add(f.alias)
-            if isinstance(f.validation_alias, str):
-                names.add(f.validation_alias)
         dropped = sorted(set(attrs) - names)
         if not dropped:
             return attrs
@@ -308,3 +302,20 @@ def _cut(entry: OutputLog, reason: str) -> str:
     if entry.parts:
         return f"{reason} (after {len(entry.parts)} part(s) were sent: not sent again)"
     return reason
+
+
+@functools.cache
+def _attribute_names(schema: type[BaseModel]) -> frozenset[str] | None:
+    """The attribute names ``schema`` declares (its fields, their aliases); None when it takes
+    any (``extra="allow"``). Worked out once per schema, not at every output of every turn
+    (reading pydantic's ``model_fields`` cost about 4 µs an output, even with no fields)."""
+    if schema.model_config.get("extra") == "allow":
+        return None
+    names = set()
+    for name, f in schema.model_fields.items():
+        names.add(name)
+        if f.alias:
+            names.add(f.alias)
+        if isinstance(f.validation_alias, str):
+            names.add(f.validation_alias)
+    return frozenset(names)

@@ -592,24 +592,31 @@ class Engine:
             await asyncio.gather(run.output_chain, return_exceptions=True)
         record, logs, inst, ctx = run.record, run.logs, run.instance, run.ctx
         failure: tuple[StoreError, str] | None = None  # a store that failed while ending the run, and why
+        marked = False  # the inputs were marked done with the memory's save
         if inst is not None and ctx is not None:
             # the seed's order: on_run may still change memory, then memory is saved
             await self._step_of_end(run, "on_run hook", lambda: self._context_hooks(run, "on_run", ending=True))
             if run.aborted is not None and state == RunState.COMPLETED:  # on_error said abort
                 state, reason = RunState.FAILED, run.aborted
-            failure = await self._step_of_end(run, "saving memory", lambda: save(self.deps, inst, logs, ctx))
-        answered = any(isinstance(e, OutputLog) and e.answered for e in logs)
+            taken = _inputs(logs)
+            saving = self._step_of_end(run, "saving memory", lambda: save(self.deps, inst, logs, ctx))
+            if taken and _answered(logs):
+                # an answered run's inputs are done whatever the save does (below): issued
+                # together, the two share one commit, as the save's own writes do
+                marking = self._step_of_end(run, "marking its inputs done", lambda: self.deps.inbox.done(taken))
+                failure, unmarked = await asyncio.gather(saving, marking)
+                failure, marked = unmarked or failure, True
+            else:
+                failure = await saving
+        answered = _answered(logs)
         stopped = state == RunState.KILLED and reason in ("shutdown", "cancelled")
         # a run the store failed answered nothing: its inputs stay in the inbox, and the
         # runner hands them to a new run once the store is back (or the next start does)
         store_failed = failure is not None or store_failure is not None
-        if answered or not (stopped or store_failed):
-            taken = [e.id for e in logs if isinstance(e, InputLog)]
-            if taken:
-                failure = (
-                    await self._step_of_end(run, "marking its inputs done", lambda: self.deps.inbox.done(taken))
-                    or failure
-                )
+        if not marked and (taken := _inputs(logs)) and (answered or not (stopped or store_failed)):
+            failure = (
+                await self._step_of_end(run, "marking its inputs done", lambda: self.deps.inbox.done(taken)) or failure
+            )
         if failure is not None and state in (RunState.COMPLETED, RunState.RUNNING):
             state, (store_failure, reason) = RunState.FAILED, failure
         record.state, record.reason, record.ended = state, reason, time.time()
@@ -700,6 +707,16 @@ class Engine:
                 error = e
                 reason = store_reason(e) if isinstance(e, StoreError) else f"internal error: {type(e).__name__}: {e}"
         return error, f"{reason} (while recording the end of the run)"
+
+
+def _inputs(logs: list[Log]) -> list[str]:
+    """The ids of the inputs the run took."""
+    return [e.id for e in logs if isinstance(e, InputLog)]
+
+
+def _answered(logs: list[Log]) -> bool:
+    """Whether the run answered: an output it sent that counts as an answer."""
+    return any(isinstance(e, OutputLog) and e.answered for e in logs)
 
 
 def _add(total: Usage, more: Usage) -> None:

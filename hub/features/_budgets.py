@@ -56,7 +56,16 @@ BOT_SCOPE = "bot"
 
 
 def utc_day(ts: float | None = None) -> str:
-    return time.strftime("%Y-%m-%d", time.gmtime(ts))
+    """The UTC date of ``ts`` (default: now) as ``YYYY-MM-DD``."""
+    global _last_day
+    day = int((time.time() if ts is None else ts) // 86400)  # a POSIX day is 86,400 s exactly
+    last = _last_day  # one tuple, read and replaced whole: safe from any thread
+    if last[0] != day:  # formatted once a day, not at every step of every run
+        last = _last_day = (day, time.strftime("%Y-%m-%d", time.gmtime(day * 86400)))
+    return last[1]
+
+
+_last_day: tuple[int, str] = (-(2**62), "")
 
 
 class Budgets(Plugin):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib.metadata
 import platform
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -80,6 +81,7 @@ class Metrics(Plugin):
         context_type_of: Callable[[str], str] | None = None,
     ) -> None:
         self._context_type_of = context_type_of
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}  # see _child
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.runs = Counter(
@@ -233,7 +235,17 @@ class Metrics(Plugin):
 
     def model_request(self, model: str, outcome: str) -> None:
         """Count one request to a named model (or one skipped), by outcome."""
-        self.model_requests.labels(model, outcome).inc()
+        self._child(self.model_requests, model, outcome).inc()
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, kept: the client's lookup (a lock, the values checked)
+        cost a turn's hot path about as much as its prompt's escaping. The hub never removes
+        a series, so a kept child stays the one the registry exports."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     # --- the API for extensions ---------------------------------------------------------
 
@@ -265,11 +277,11 @@ class Metrics(Plugin):
         self.background_skips.labels(trigger).inc()
 
     def after_step(self, ctx: RunContext, step: StepLog) -> None:
-        self.steps.labels(ctx.context.type).inc()
-        self.tokens.labels("prompt").inc(step.prompt_tokens)
-        self.tokens.labels("completion").inc(step.completion_tokens)
+        self._child(self.steps, ctx.context.type).inc()
+        self._child(self.tokens, "prompt").inc(step.prompt_tokens)
+        self._child(self.tokens, "completion").inc(step.completion_tokens)
         if step.cached_tokens:
-            self.tokens.labels("cached").inc(step.cached_tokens)
+            self._child(self.tokens, "cached").inc(step.cached_tokens)
         if step.cost > 0:
             self.cost.inc(step.cost)
         if step.llm_latency > 0:
@@ -284,14 +296,14 @@ class Metrics(Plugin):
             self.cost.inc(cost)
 
     def on_output(self, ctx: RunContext, out: OutputLog) -> None:
-        self.outputs.labels(out.type, "sent" if out.sent else "failed").inc()
+        self._child(self.outputs, out.type, "sent" if out.sent else "failed").inc()
 
     async def after_run(self, result: RunResult, ctx: RunContext | None) -> None:
         if ctx is not None:
             ctype = ctx.context.type
         else:
             ctype = self._context_type_of(result.context) if self._context_type_of is not None else ""
-        self.runs.labels(str(result.state), ctype).inc()
+        self._child(self.runs, str(result.state), ctype).inc()
         self.run_duration.observe(max(0.0, result.duration))
         for e in result.logs:  # [voice]: what no step counted
             if isinstance(e, VoiceLog):

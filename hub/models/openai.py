@@ -116,6 +116,7 @@ class OpenAIModel(Model):
             slots = self._slots = asyncio.Semaphore(self.concurrency)
         async with slots:
             reading = False
+            watch: _ReadWatch | None = None
             try:
                 async with session.post(
                     self._target, data=payload, headers=self._headers, timeout=self._timeout, proxy=self._proxy
@@ -126,7 +127,9 @@ class OpenAIModel(Model):
                         error = status_error(response.status, list(response.raw_headers), body, self._url)
                         raise self._failure(error) from error
                     reading = True
-                    async for events in _sse_events(response.content.iter_any()):
+                    watch = _ReadWatch.start(response, self.timeout)
+                    reads = response.content.iter_any()
+                    async for events in _sse_events(reads if watch is None else watch.stamped(reads)):
                         # the text of every event one network read brought, as one piece: one
                         # trip up the generators and one parser feed per read, not one per event
                         # (a fast server's read holds dozens of them)
@@ -142,9 +145,14 @@ class OpenAIModel(Model):
                                 for call in calls:
                                     yield call
             except (aiohttp.ClientError, TimeoutError) as e:
+                # the body's read timeout (ours) closed the response: a timeout, as aiohttp's is
+                cause: BaseException = _read_timeout() if watch is not None and watch.timed_out else e
                 await load_sdk()
-                broke = connection_error(e, self._url, reading=reading)
+                broke = connection_error(cause, self._url, reading=reading)
                 raise self._failure(broke) from broke
+            finally:
+                if watch is not None:
+                    watch.cancel()
         chunks.usage.finish_reason = chunks.finish_reason
         yield chunks.usage
 
@@ -300,6 +308,64 @@ class _Chunks:
         if context_too_long(message, code if isinstance(code, str) else None):
             return ContextTooLong(f"{self.name}: {message or code}")
         return ModelError(f"{self.name}: {message or 'an error occurred during streaming'}")
+
+
+def _read_timeout() -> aiohttp.ServerTimeoutError:
+    """What aiohttp raises when ``sock_read`` passes (the SDK's ``APITimeoutError`` above)."""
+    return aiohttp.ServerTimeoutError("Timeout on reading data from socket")
+
+
+class _ReadWatch:
+    """``sock_read`` for a response's body, at one timer per ``timeout`` seconds.
+
+    aiohttp's own read timeout (kept for the wait for the headers) cancels and schedules a
+    timer at every network read, a few times a request, and the loop sifts the cancelled ones
+    out of its heap; this timer is moved only when it is due and data came meanwhile. When no
+    byte came for ``timeout`` seconds the response is closed and the read raises a timeout,
+    as aiohttp's would.
+    """
+
+    __slots__ = ("loop", "timeout", "response", "last", "handle", "timed_out")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float, response: aiohttp.ClientResponse) -> None:
+        self.loop = loop
+        self.timeout = timeout
+        self.response = response
+        self.last = loop.time()
+        self.timed_out = False
+        self.handle: asyncio.TimerHandle | None = loop.call_at(self.last + timeout, self._due)
+
+    @classmethod
+    def start(cls, response: aiohttp.ClientResponse, timeout: float) -> _ReadWatch | None:
+        """Take the body's read timeout over from aiohttp; None when there is nothing left to
+        wait for (the whole body came with the headers: the connection is already released)."""
+        connection = response.connection
+        protocol = connection.protocol if connection is not None else None
+        if protocol is None or not timeout:
+            return None
+        protocol.read_timeout = None  # set again by the next request on this connection
+        return cls(asyncio.get_running_loop(), timeout, response)
+
+    async def stamped(self, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """``body``, noting when each read came."""
+        async for chunk in body:
+            self.last = self.loop.time()
+            yield chunk
+
+    def _due(self) -> None:
+        due = self.last + self.timeout
+        if self.loop.time() < due:  # data came since: wait for the rest of the new interval
+            self.handle = self.loop.call_at(due, self._due)
+            return
+        self.handle = None
+        self.timed_out = True
+        self.response.content.set_exception(_read_timeout())
+        self.response.close()  # the connection is not reused with the rest of a body unread
+
+    def cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
 
 
 async def _sse_events(body: AsyncIterator[bytes]) -> AsyncIterator[list[bytes]]:

@@ -6,7 +6,6 @@ seams are hub/store's modules of the same names.
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from .._usage import UsageStore
 from ._conversations import prune_conversations
 from ._sql_store import SqlStore
 from ._sqlite import SqlDatabase
-from ._values import dumps
+from ._values import dumps, loads
 
 __all__ = [
     "SqlLeaseStore",
@@ -58,7 +57,7 @@ class SqlMemoryStore(SqlStore, MemoryStore, store="memory"):
 
     async def get(self, key: str) -> Any | None:
         row = await self.db.fetchone("SELECT value FROM kv WHERE key = ?", (key,))
-        return json.loads(row[0]) if row is not None else None
+        return loads(row[0]) if row is not None else None
 
     async def set(self, key: str, value: Any) -> None:
         await self.db.write(
@@ -70,7 +69,7 @@ class SqlMemoryStore(SqlStore, MemoryStore, store="memory"):
     async def get_versioned(self, key: str) -> tuple[Any | None, Any]:
         # the stored text is the version: a compare-and-set on it is exact across workers
         row = await self.db.fetchone("SELECT value FROM kv WHERE key = ?", (key,))
-        return (json.loads(row[0]), row[0]) if row is not None else (None, None)
+        return (loads(row[0]), row[0]) if row is not None else (None, None)
 
     async def set_if_unchanged(
         self, key: str, value: Any, version: Any, *, generation: Generation | None = None
