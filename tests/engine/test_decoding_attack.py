@@ -1,8 +1,10 @@
 """The probe's decoding attack on a whole hub (issue 24, findings 2 and 3): seven of its PDFs
 and seven of its PNGs from fourteen chats at once, with vision on. Another user, whose
 conversation has episodes to recall (the recall and the embedder use the default thread pool,
-which the decoding filled before), still has their turn answered in its normal time, and the
-memory of the hub and its decoding workers together stays under a stated bound.
+which the decoding filled before), has their turn answered while the attack's files are
+still being decoded (before the first of its PDFs, which each take the whole
+``decode_timeout``, is given up), and the memory of the hub and its decoding workers together
+stays under a stated bound.
 
 Before: the PDFs filled the default thread pool (6 threads here) for minutes and the other
 user's run was killed ``stalled``; six PNGs took the hub from 368 MB to a 3.0 GB peak.
@@ -12,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from pathlib import Path
 
 from hub import Hub, MediaPart, ScriptedModel
@@ -84,9 +85,7 @@ async def test_fourteen_decoding_bombs_leave_another_users_turn_and_the_memory_b
         ann = {"id": "ann"}
         await hub.send("pics:chat", ann, "my cat is called Tom", type="pics:message")
         await hub.episodes.flush()
-        t0 = time.monotonic()
         await hub.send("pics:chat", ann, "my dog is called Rex", type="pics:message")
-        normal = time.monotonic() - t0
         await hub.episodes.flush()
 
         base, peak, stop = tree_pss(os.getpid()), [0], asyncio.Event()
@@ -101,10 +100,13 @@ async def test_fourteen_decoding_bombs_leave_another_users_turn_and_the_memory_b
             while decoder.running < cfg.media.decode_workers:
                 await asyncio.sleep(0.01)
 
-        t0 = time.monotonic()
         result = await hub.send("pics:chat", ann, "what is my cat called?", type="pics:message")
-        during = time.monotonic() - t0
-        assert decoder.running == cfg.media.decode_workers  # the attack was still going on
+        # answered while the attack was still going on: both workers decoding, and none of the
+        # PDFs (each runs until decode_timeout stops it) given up yet, so the turn waited for
+        # none of the attack's files (before, it waited for the thread pool the PDFs filled)
+        assert decoder.running == cfg.media.decode_workers
+        given_up = [s for s in sent if s.startswith("Sorry, I could not open r.pdf")]
+        assert given_up == [], given_up
         async with asyncio.timeout(120):  # every file of the attack is decoded, or stopped
             results = [await sub.wait() for sub in attack]
         stop.set()
@@ -113,7 +115,6 @@ async def test_fourteen_decoding_bombs_leave_another_users_turn_and_the_memory_b
         assert result is not None and result.ok, result
         (prompt,) = [r.messages[0]["content"] for r in model.requests if "what is my cat called?" in str(r.messages)]
         assert "Tom" in prompt[prompt.index("<episodes>") : prompt.index("</episodes>")]  # recall ran (default pool)
-        assert during < max(1.5, 5 * normal), (during, normal)
         added = max(peak) - base
         assert added < MEMORY_BOUND, added / 1e6
         assert all(r.ok for r in results)
@@ -124,4 +125,4 @@ async def test_fourteen_decoding_bombs_leave_another_users_turn_and_the_memory_b
         # a picture may be stopped too; nothing else happens to one
         assert len(pictures) + sum("z.png: reading it took longer" in s for s in sent) == 7
         assert decoder.running == 0 and decoder.pixels_peak <= cfg.media.decode_pixels
-        print(f"\nturn: {normal * 1000:.0f} ms before, {during * 1000:.0f} ms during; memory +{added / 1e6:.0f} MB")
+        print(f"\nmemory during the attack: +{added / 1e6:.0f} MB")
