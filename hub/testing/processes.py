@@ -9,7 +9,8 @@ test checks) and starts it again on the same folder: the inbox resumes the messa
 the test asserts it is answered once. `until` waits for any other sign (failing if the hub
 ends first), `until_exited` for a hub that ends by itself (a run that takes the process
 down), `store_rows` reads its SQLite store beside it, and `hub_command` runs another
-``hub`` command (``inbox``) on the same config.
+``hub`` command (``inbox``) on the same config. `end_program` ends any other program a test
+started with asyncio (a quick start's fake, Dovecot).
 
 Each process imports the checkout this package belongs to (``PYTHONPATH``), reads its
 secrets from ``env`` as an operator's would, and writes its log to one pipe that
@@ -32,6 +33,7 @@ from typing import Any
 
 __all__ = [
     "SOURCE_ROOT",
+    "end_program",
     "free_port",
     "hub_command",
     "start_hub",
@@ -167,12 +169,31 @@ async def until_model_asked(model: Any, proc: subprocess.Popen[bytes] | None = N
 
 def store_rows(folder: Path, sql: str, *params: Any) -> list[Any]:
     """The rows ``sql`` selects from the SQLite store of the hub run in ``folder``
-    (``data/hub.db``), read-only beside the running hub; none before it made its tables."""
+    (``data/hub.db``), read-only beside the running hub; none before it made its tables
+    or while it holds the file locked (a wait asks again), an error for anything else."""
     db = folder / "data" / "hub.db"
     if not db.exists():
         return []
     with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
         try:
             return conn.execute(sql, params).fetchall()
-        except sqlite3.OperationalError:  # the hub has not made its tables yet
-            return []
+        except sqlite3.OperationalError as e:
+            if "no such table" in str(e) or "locked" in str(e):
+                return []
+            raise
+
+
+async def end_program(proc: asyncio.subprocess.Process, *, terminate: bool = False) -> None:
+    """End it: killed, or (``terminate``) asked to end, so that it cleans up after itself
+    (killed if it has not within 10 s)."""
+    if proc.returncode is None:
+        if not terminate:
+            proc.kill()
+        else:
+            proc.terminate()
+            try:
+                async with asyncio.timeout(10):
+                    await proc.wait()
+            except TimeoutError:
+                proc.kill()
+    await proc.wait()

@@ -24,7 +24,7 @@ from typing import Any
 from ..config import HubConfig, config_from_dict
 from ..definitions import RunResult
 from ..engine import Plugin
-from .processes import SOURCE_ROOT
+from .processes import SOURCE_ROOT, end_program
 
 __all__ = [
     "Finished",
@@ -139,19 +139,3 @@ async def start_program(command: list[str]) -> asyncio.subprocess.Process:
     )
     assert proc.stdin is not None and proc.stdout is not None
     return proc
-
-
-async def end_program(proc: asyncio.subprocess.Process, *, terminate: bool = False) -> None:
-    """End it: killed, or (``terminate``) asked to end, so that it cleans up after itself
-    (killed if it has not within 10 s)."""
-    if proc.returncode is None:
-        if not terminate:
-            proc.kill()
-        else:
-            proc.terminate()
-            try:
-                async with asyncio.timeout(10):
-                    await proc.wait()
-            except TimeoutError:
-                proc.kill()
-    await proc.wait()
