@@ -641,23 +641,7 @@ class FakeDiscord(FakeServer):
         cid, channel = self._channel(request)
         content = params.get("content") or ""
         if len(content) > MAX_CONTENT:
-            return _json(
-                {
-                    "message": "Invalid Form Body",
-                    "code": 50035,
-                    "errors": {
-                        "content": {
-                            "_errors": [
-                                {
-                                    "code": "BASE_TYPE_MAX_LENGTH",
-                                    "message": f"Must be {MAX_CONTENT} or fewer in length.",
-                                }
-                            ]
-                        }
-                    },
-                },
-                400,
-            )
+            return _too_long()
         if (
             not content.strip()
             and not params.get("embeds")
@@ -755,23 +739,7 @@ class FakeDiscord(FakeServer):
         content = params.get("content")
         if content is not None:
             if len(content) > MAX_CONTENT:
-                return _json(
-                    {
-                        "message": "Invalid Form Body",
-                        "code": 50035,
-                        "errors": {
-                            "content": {
-                                "_errors": [
-                                    {
-                                        "code": "BASE_TYPE_MAX_LENGTH",
-                                        "message": f"Must be {MAX_CONTENT} or fewer in length.",
-                                    }
-                                ]
-                            }
-                        },
-                    },
-                    400,
-                )
+                return _too_long()
             msg["content"] = content
         if "components" in params:
             msg["components"] = params["components"] or []
@@ -1238,6 +1206,12 @@ class _ApiError(Exception):
 def _json(body: Any, status: int = 200) -> web.Response:
     # Exactly "application/json": discord.py's json_or_text compares the header verbatim.
     return web.Response(body=json.dumps(body).encode(), status=status, content_type="application/json")
+
+
+def _too_long() -> web.Response:
+    """Discord's 400 for a message's content past ``MAX_CONTENT`` characters."""
+    error = {"code": "BASE_TYPE_MAX_LENGTH", "message": f"Must be {MAX_CONTENT} or fewer in length."}
+    return _json({"message": "Invalid Form Body", "code": 50035, "errors": {"content": {"_errors": [error]}}}, 400)
 
 
 def _bucket(name: str) -> str:
