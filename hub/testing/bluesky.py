@@ -121,8 +121,7 @@ class FakeBluesky(FakeServer):
             params: dict[str, Any] = dict(request.query)
             if request.method == "POST" and request.can_read_body:
                 params.update(await request.json())
-            rec = Recorded(name, request.method, request.path, params, dict(request.headers))
-            self.state.requests.append(rec)
+            rec = self._record_request(name, request, params)
             failure = self._take_failure(name)
             if failure is not None:
                 rec.status = failure.status

@@ -545,14 +545,9 @@ class FakeDiscord(FakeServer):
                     params.update(json.loads(str(form["payload_json"])))
                 params["_files"] = [v.filename for v in form.values() if isinstance(v, web.FileField)]
                 params["_uploads"] = {v.filename: v.file.read() for v in form.values() if isinstance(v, web.FileField)}
-            rec = Recorded(
-                name=name if name != "unknown" else f"{request.method} {request.path}",
-                method=request.method,
-                path=request.path,
-                params=params,
-                headers=dict(request.headers),
+            rec = self._record_request(
+                name if name != "unknown" else f"{request.method} {request.path}", request, params
             )
-            self.state.requests.append(rec)
             bucket = _bucket(name)
             try:
                 token = request.headers.get("Authorization", "").removeprefix("Bot ")
@@ -646,23 +641,7 @@ class FakeDiscord(FakeServer):
         cid, channel = self._channel(request)
         content = params.get("content") or ""
         if len(content) > MAX_CONTENT:
-            return _json(
-                {
-                    "message": "Invalid Form Body",
-                    "code": 50035,
-                    "errors": {
-                        "content": {
-                            "_errors": [
-                                {
-                                    "code": "BASE_TYPE_MAX_LENGTH",
-                                    "message": f"Must be {MAX_CONTENT} or fewer in length.",
-                                }
-                            ]
-                        }
-                    },
-                },
-                400,
-            )
+            return _too_long()
         if (
             not content.strip()
             and not params.get("embeds")
@@ -760,23 +739,7 @@ class FakeDiscord(FakeServer):
         content = params.get("content")
         if content is not None:
             if len(content) > MAX_CONTENT:
-                return _json(
-                    {
-                        "message": "Invalid Form Body",
-                        "code": 50035,
-                        "errors": {
-                            "content": {
-                                "_errors": [
-                                    {
-                                        "code": "BASE_TYPE_MAX_LENGTH",
-                                        "message": f"Must be {MAX_CONTENT} or fewer in length.",
-                                    }
-                                ]
-                            }
-                        },
-                    },
-                    400,
-                )
+                return _too_long()
             msg["content"] = content
         if "components" in params:
             msg["components"] = params["components"] or []
@@ -882,18 +845,37 @@ class FakeDiscord(FakeServer):
         registered = next((c for c in self.state.commands.get(scope, []) if c["name"] == name), None)
         if registered is None:
             raise KeyError(f"no registered command {name!r} (guild {gid} or global)")
-        iid = self._snowflake()
-        token = f"aW50ZXJhY3Rpb246{uuid.uuid4().hex}"
         data: dict[str, Any] = {"id": registered["id"], "name": name, "type": 1}
         if scope is not None:
             data["guild_id"] = str(scope)
         if text is not None:
             data["options"] = [{"name": "text", "type": 3, "value": text}]
+        return self._interact(2, {"data": data}, cid, user_id, name)
+
+    def push_press(self, message_id: int, custom_id: str, *, user_id: int | None = None) -> int:
+        """A user (default: alice) presses the button ``custom_id`` of the bot's message
+        ``message_id``: an INTERACTION_CREATE of type 3 (MESSAGE_COMPONENT), as Discord sends it.
+        Returns the interaction's id (its answer is in ``state.interactions``)."""
+        user_id = self.user_id if user_id is None else user_id
+        message = dict(self.state.messages[message_id])
+        buttons = [c for row in message.get("components") or [] for c in row.get("components", [])]
+        if not any(b.get("custom_id") == custom_id for b in buttons):
+            raise KeyError(f"message {message_id} has no button {custom_id!r}")
+        payload = {"data": {"custom_id": custom_id, "component_type": 2}, "message": message}
+        return self._interact(3, payload, int(message["channel_id"]), user_id, custom_id)
+
+    def _interact(self, kind: int, fields: dict[str, Any], cid: int, user_id: int, name: str) -> int:
+        """Dispatch an INTERACTION_CREATE of type ``kind`` (2: a command, 3: a button) with
+        ``fields``, by ``user_id`` in channel ``cid``, as Discord sends it; its id."""
+        channel = self.state.channels[cid]
+        gid = int(channel["guild_id"]) if "guild_id" in channel else None
+        iid = self._snowflake()
+        token = f"aW50ZXJhY3Rpb246{uuid.uuid4().hex}"
         payload: dict[str, Any] = {
             "id": str(iid),
             "application_id": str(self.bot_id),
-            "type": 2,
-            "data": data,
+            "type": kind,
+            **fields,
             "channel_id": str(cid),
             "channel": {k: v for k, v in channel.items() if k != "recipients"} | {"id": str(cid)},
             "token": token,
@@ -912,47 +894,6 @@ class FakeDiscord(FakeServer):
         else:
             payload["user"] = self.state.users[user_id]
         self.state.interactions[iid] = Interaction(iid, token, cid, name, time.monotonic())
-        self.dispatch("INTERACTION_CREATE", payload)
-        return iid
-
-    def push_press(self, message_id: int, custom_id: str, *, user_id: int | None = None) -> int:
-        """A user (default: alice) presses the button ``custom_id`` of the bot's message
-        ``message_id``: an INTERACTION_CREATE of type 3 (MESSAGE_COMPONENT), as Discord sends it.
-        Returns the interaction's id (its answer is in ``state.interactions``)."""
-        user_id = self.user_id if user_id is None else user_id
-        message = dict(self.state.messages[message_id])
-        buttons = [c for row in message.get("components") or [] for c in row.get("components", [])]
-        if not any(b.get("custom_id") == custom_id for b in buttons):
-            raise KeyError(f"message {message_id} has no button {custom_id!r}")
-        cid = int(message["channel_id"])
-        channel = self.state.channels[cid]
-        gid = int(channel["guild_id"]) if "guild_id" in channel else None
-        iid = self._snowflake()
-        token = f"aW50ZXJhY3Rpb246{uuid.uuid4().hex}"
-        payload: dict[str, Any] = {
-            "id": str(iid),
-            "application_id": str(self.bot_id),
-            "type": 3,
-            "data": {"custom_id": custom_id, "component_type": 2},
-            "message": message,
-            "channel_id": str(cid),
-            "channel": {k: v for k, v in channel.items() if k != "recipients"} | {"id": str(cid)},
-            "token": token,
-            "version": 1,
-            "locale": "en-US",
-            "app_permissions": EVERYONE_PERMISSIONS,
-            "entitlements": [],
-            "attachment_size_limit": 10485760,
-            "authorizing_integration_owners": {"0": str(gid)} if gid is not None else {"1": str(user_id)},
-            "context": 0 if gid is not None else 1,
-        }
-        if gid is not None:
-            payload["guild_id"] = str(gid)
-            payload["guild_locale"] = "en-US"
-            payload["member"] = {**_member(self.state.users[user_id]), "permissions": EVERYONE_PERMISSIONS}
-        else:
-            payload["user"] = self.state.users[user_id]
-        self.state.interactions[iid] = Interaction(iid, token, cid, custom_id, time.monotonic())
         self.dispatch("INTERACTION_CREATE", payload)
         return iid
 
@@ -1265,6 +1206,12 @@ class _ApiError(Exception):
 def _json(body: Any, status: int = 200) -> web.Response:
     # Exactly "application/json": discord.py's json_or_text compares the header verbatim.
     return web.Response(body=json.dumps(body).encode(), status=status, content_type="application/json")
+
+
+def _too_long() -> web.Response:
+    """Discord's 400 for a message's content past ``MAX_CONTENT`` characters."""
+    error = {"code": "BASE_TYPE_MAX_LENGTH", "message": f"Must be {MAX_CONTENT} or fewer in length."}
+    return _json({"message": "Invalid Form Body", "code": 50035, "errors": {"content": {"_errors": [error]}}}, 400)
 
 
 def _bucket(name: str) -> str:

@@ -36,6 +36,8 @@ from email.utils import formatdate, make_msgid
 from pathlib import Path
 from typing import Any
 
+from .processes import end_program
+
 __all__ = [
     "Dovecot",
     "SmtpSink",
@@ -205,14 +207,8 @@ service imap-login {{
 
     async def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.returncode is None:
-            proc.terminate()
-            try:
-                async with asyncio.timeout(10):
-                    await proc.wait()
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+        if proc is not None:
+            await end_program(proc, terminate=True)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     async def __aenter__(self) -> Dovecot:

@@ -134,6 +134,13 @@ class FakeServer:
         """Injected failures, including the ones used up; ``served`` counts answers given."""
         return self.state.failures  # type: ignore[attr-defined]
 
+    def _record_request(self, name: str, request: web.Request, params: dict[str, Any]) -> Recorded:
+        """Log ``request`` as a call of ``name`` with ``params`` (in ``requests``); the record,
+        whose ``status`` the answer sets."""
+        rec = Recorded(name, request.method, request.path, params, dict(request.headers))
+        self.requests.append(rec)
+        return rec
+
     def calls(self, name: str) -> list[Recorded]:
         """The recorded requests of one endpoint, in order."""
         return [r for r in self.requests if r.name == name]

@@ -211,8 +211,7 @@ class FakeMastodon(FakeServer):
                     params.update(await request.json())
                 else:
                     params.update(dict(await request.post()))
-            rec = Recorded(name, request.method, request.path, params, dict(request.headers))
-            self.state.requests.append(rec)
+            rec = self._record_request(name, request, params)
             failure = self._take_failure(name)
             if failure is not None:
                 rec.status = failure.status
@@ -325,9 +324,7 @@ class FakeMastodon(FakeServer):
         return web.json_response(status)
 
     async def _stream(self, request: web.Request) -> web.StreamResponse:
-        self.state.requests.append(
-            Recorded("GET /api/v1/streaming/user", "GET", request.path, {}, dict(request.headers))
-        )
+        self._record_request("GET /api/v1/streaming/user", request, {})
         if request.headers.get("Authorization") != "Bearer test-token":
             return web.json_response({"error": "The access token is invalid"}, status=401)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

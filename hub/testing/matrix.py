@@ -194,10 +194,7 @@ class FakeMatrix(FakeServer):
                 params.update(await request.json())
             except ValueError:
                 pass
-        rec = Recorded(
-            name=name, method=request.method, path=request.path, params=params, headers=dict(request.headers)
-        )
-        self.state.requests.append(rec)
+        rec = self._record_request(name, request, params)
         if name not in ("login", "versions") and not self._authorized(request):
             resp = _error(401, "M_UNKNOWN_TOKEN", "Unknown access token")
         else:

@@ -344,8 +344,7 @@ class FakeOpenAI(FakeServer):
 
     async def _audio_gate(self, name: str, request: web.Request, body: Any) -> web.Response | None:
         """An injected failure or hang for an audio route, else None."""
-        rec = Recorded(name, request.method, request.path, body, dict(request.headers))
-        self.state.requests.append(rec)
+        rec = self._record_request(name, request, body)
         failure = self._take_failure(name) if self.state.failures else None
         if failure is not None:
             return self._failed(failure, rec, request)
@@ -463,8 +462,7 @@ class FakeOpenAI(FakeServer):
             return web.json_response({"error": {"message": "bad request: a JSON body with messages"}}, status=400)
         rec = None
         if self.record:  # a benchmark's thousands of requests keep no log (only stats)
-            rec = Recorded("chat", request.method, request.path, body, dict(request.headers))
-            self.state.requests.append(rec)
+            rec = self._record_request("chat", request, body)
             self.state.bodies.append(body)
         failure = self._take_failure("chat") if self.state.failures else None
         if failure is not None:

@@ -2,11 +2,13 @@
 
 The quick-start tests read the section (`doc_section`), its TOML block (`toml_of`,
 laid over the shipped ``config.toml`` by `shipped_config`), the variables its ``export``
-lines set (`exports`) and the command that starts the fake (`command_line`,
-``.venv/bin/python -m hub.testing.<platform> ...``); then they start that fake as a real
-process (`start_program`, ended by `end_program`) and a hub on the section's
-config with only what a test must change (`quickstart_config`: a temporary data
-folder, episodic memory off, the terminal off, and the ports the test picked).
+lines set (`exports`), the variable a ``${NAME}`` value reads (`variable_of`) and the
+command that starts the fake (`command_line`, ``.venv/bin/python -m hub.testing.<platform>
+...``); then they start that fake as a real process (`start_program`, ended by
+`end_program`) or in the test, and a hub on the section's config with only what a test must
+change (`quickstart_config`: a temporary data folder, episodic memory off, the terminal off,
+and the fake's address, ports or secrets the test picked). `Finished` waits for the answer of
+a quick start that only logs it (dry run).
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from ..config import HubConfig, config_from_dict
-from .processes import SOURCE_ROOT
+from ..definitions import RunResult
+from ..engine import Plugin
+from .processes import SOURCE_ROOT, end_program
 
 __all__ = [
+    "Finished",
     "command_line",
     "doc_section",
     "end_program",
@@ -32,6 +37,7 @@ __all__ = [
     "shipped_config",
     "start_program",
     "toml_of",
+    "variable_of",
 ]
 
 
@@ -52,8 +58,18 @@ def toml_of(text: str) -> dict[str, Any]:
 
 
 def exports(text: str) -> dict[str, str]:
-    """The variables the ``export NAME="value"`` lines of ``text`` set."""
-    return dict(re.findall(r'^\s*export (\w+)="([^"]*)"', text, re.M))
+    """The variables the ``export NAME="value"`` lines of ``text`` set (one line may set
+    several: ``export A="a" B="b"``)."""
+    lines = [line for line in text.splitlines() if line.strip().startswith("export ")]
+    return dict(re.findall(r'(\w+)="([^"]*)"', "\n".join(lines)))
+
+
+def variable_of(value: str) -> str:
+    """The name of the environment variable a config value of the form ``${NAME}`` reads
+    (an assertion error if the value is not that: the secret is written in the config)."""
+    match = re.fullmatch(r"\$\{(\w+)\}", value)
+    assert match, f"{value!r} does not come from the environment (${{NAME}})"
+    return match.group(1)
 
 
 def command_line(text: str, module: str) -> list[str]:
@@ -75,10 +91,12 @@ def shipped_config(text: str) -> dict[str, Any]:
     return merged(tomllib.loads((SOURCE_ROOT / "config.toml").read_text()), toml_of(text))
 
 
-def quickstart_config(text: str, data: Path, changes: dict[str, Any]) -> HubConfig:
+def quickstart_config(text: str, data: Path, changes: dict[str, Any], env: dict[str, str] | None = None) -> HubConfig:
     """The section's config (`shipped_config`, its exported variables) with only what a
     test changes: the data in ``data``, episodic memory off (Chroma takes seconds to start),
-    the terminal off (a test has no terminal), and ``changes`` (the ports it picked)."""
+    the terminal off (a test has no terminal), ``changes`` (the fake's address, the ports it
+    picked) and ``env`` over the exported variables (the fake's secrets, where the reader
+    pastes theirs)."""
     raw = merged(
         shipped_config(text),
         {
@@ -87,7 +105,24 @@ def quickstart_config(text: str, data: Path, changes: dict[str, Any]) -> HubConf
             "extensions": {"cli": {"enabled": False}},
         },
     )
-    return config_from_dict(merged(raw, changes), path=data.parent / "config.toml", env=exports(text))
+    return config_from_dict(
+        merged(raw, changes), path=data.parent / "config.toml", env={**exports(text), **(env or {})}
+    )
+
+
+class Finished(Plugin):
+    """A plugin that keeps each run's result (`results`) and sets `done` when one ends: the
+    wait of a quick start whose answer is logged, not sent (dry run)."""
+
+    name = "finished"
+
+    def __init__(self) -> None:
+        self.results: list[RunResult] = []
+        self.done = asyncio.Event()
+
+    async def after_run(self, result: RunResult, ctx: Any) -> None:
+        self.results.append(result)
+        self.done.set()
 
 
 async def start_program(command: list[str]) -> asyncio.subprocess.Process:
@@ -104,19 +139,3 @@ async def start_program(command: list[str]) -> asyncio.subprocess.Process:
     )
     assert proc.stdin is not None and proc.stdout is not None
     return proc
-
-
-async def end_program(proc: asyncio.subprocess.Process, *, terminate: bool = False) -> None:
-    """End it: killed, or (``terminate``) asked to end, so that it cleans up after itself
-    (killed if it has not within 10 s)."""
-    if proc.returncode is None:
-        if not terminate:
-            proc.kill()
-        else:
-            proc.terminate()
-            try:
-                async with asyncio.timeout(10):
-                    await proc.wait()
-            except TimeoutError:
-                proc.kill()
-    await proc.wait()

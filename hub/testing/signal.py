@@ -128,8 +128,7 @@ class FakeSignal(FakeServer):
             except ValueError:
                 body = None
         params = {**request.query, **(body if isinstance(body, dict) else {})}
-        rec = Recorded(name, request.method, request.path, params, dict(request.headers))
-        self.state.requests.append(rec)
+        rec = self._record_request(name, request, params)
         return rec, body
 
     def _answer(self, rec: Recorded, status: int, body: Any = None) -> web.Response:

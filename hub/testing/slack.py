@@ -335,8 +335,7 @@ class FakeSlack(FakeServer):
     async def _api(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         params = await self._params(request)
-        rec = Recorded(method, request.method, request.path, params, dict(request.headers))
-        self.state.requests.append(rec)
+        rec = self._record_request(method, request, params)
         try:
             failure = self._take_failure(method)
             if failure is not None:

@@ -263,14 +263,7 @@ class FakeTelegram(FakeServer):
         params = {k: _decode(k, v) for k, v in params.items()}
         if files:
             params["_files"] = files
-        rec = Recorded(
-            name=method,
-            method=request.method,
-            path=request.path,
-            params=params,
-            headers=dict(request.headers),
-        )
-        self.state.requests.append(rec)
+        rec = self._record_request(method, request, params)
         try:
             response = await self._answer(request.match_info["token"], method, params)
         except asyncio.CancelledError:

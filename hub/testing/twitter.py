@@ -259,14 +259,9 @@ class FakeTwitter(FakeServer):
                     params.update(await request.json())
                 except ValueError:
                     pass
-            rec = Recorded(
-                name=name if name != "unknown" else f"{request.method} {request.path}",
-                method=request.method,
-                path=request.path,
-                params=params,
-                headers=dict(request.headers),
+            rec = self._record_request(
+                name if name != "unknown" else f"{request.method} {request.path}", request, params
             )
-            self.state.requests.append(rec)
             response = self._answer(name, request, params, handler)
             rec.status = response.status
             self._notify()

@@ -117,11 +117,6 @@ class FakeWhatsApp(FakeServer):
         self.state.codes[id(failure)] = code
         return failure
 
-    def _record(self, name: str, request: web.Request, params: dict[str, Any]) -> Recorded:
-        rec = Recorded(name, request.method, request.path, params, dict(request.headers))
-        self.state.requests.append(rec)
-        return rec
-
     def _authorized(self, request: web.Request) -> bool:
         return hmac.compare_digest(request.headers.get("Authorization", ""), f"Bearer {self.token}")
 
@@ -145,7 +140,7 @@ class FakeWhatsApp(FakeServer):
             body = await request.json()
         except ValueError:
             body = None
-        rec = self._record("messages", request, body if isinstance(body, dict) else {})
+        rec = self._record_request("messages", request, body if isinstance(body, dict) else {})
         if request.match_info["phone"] != self.phone_number_id:
             return self._error(rec, 400, 100, "Unsupported post request: unknown phone number id")
         refused = self._refusal("messages", rec, request)
@@ -188,7 +183,7 @@ class FakeWhatsApp(FakeServer):
     async def _upload(self, request: web.Request) -> web.Response:
         form = await request.post()
         file = form.get("file")
-        rec = self._record("media", request, {"type": form.get("type")})
+        rec = self._record_request("media", request, {"type": form.get("type")})
         refused = self._refusal("media", rec, request)
         if refused is not None:
             return refused
@@ -205,7 +200,7 @@ class FakeWhatsApp(FakeServer):
         media_id = request.match_info["media_id"]
         if media_id == self.phone_number_id:
             return await self._phone_number(request)
-        rec = self._record("media_url", request, {"id": media_id})
+        rec = self._record_request("media_url", request, {"id": media_id})
         refused = self._refusal("media_url", rec, request)
         if refused is not None:
             return refused
@@ -225,7 +220,7 @@ class FakeWhatsApp(FakeServer):
         return web.json_response(body)
 
     async def _phone_number(self, request: web.Request) -> web.Response:
-        rec = self._record("phone_number", request, dict(request.query))
+        rec = self._record_request("phone_number", request, dict(request.query))
         refused = self._refusal("phone_number", rec, request)
         if refused is not None:
             return refused
@@ -241,7 +236,7 @@ class FakeWhatsApp(FakeServer):
 
     async def _download(self, request: web.Request) -> web.StreamResponse:
         media_id = request.query.get("mid", "")
-        rec = self._record("download", request, {"mid": media_id})
+        rec = self._record_request("download", request, {"mid": media_id})
         if not self._authorized(request):
             rec.status = 401
             return web.Response(status=401)

@@ -14,8 +14,8 @@ Without ``/usr/bin/chromium`` (or Playwright) the tests skip, saying why, except
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,10 +24,9 @@ from typing import Any
 
 import pytest
 
+from tests._support.browser import LAUNCH, needs_browser
 from tests.docs.test_code_blocks import ROOT
 
-CHROMIUM = os.environ.get("HUB_UI_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage"]
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 PAGES = [
@@ -40,22 +39,11 @@ PAGES = [
     "index.html",
 ]
 
-try:
+with contextlib.suppress(ImportError):  # without it the tests skip, saying why
     from playwright.sync_api import Browser, Page, sync_playwright
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
-except ImportError as e:  # the dev extra is not installed
-    _missing: str | None = f"playwright is not installed ({e}); pip install -e '.[dev]'"
-else:
-    _missing = (
-        None
-        if shutil.which(CHROMIUM) or Path(CHROMIUM).exists()
-        else f"no Chromium at {CHROMIUM}: apt-get install chromium chromium-driver (as .ci/run does)"
-    )
 
-if _missing and os.environ.get("CI"):
-    raise RuntimeError(f"the docs site's browser tests must run under CI: {_missing}")
-
-pytestmark = [pytest.mark.skipif(_missing is not None, reason=_missing or ""), pytest.mark.timeout(300)]
+pytestmark = [needs_browser("the docs site's browser tests"), pytest.mark.timeout(300)]
 
 # For each table and code block of the page's content: its box, the content column's, the
 # screen's, and the box that clips it if one scrolls sideways (the table's wrapper, the
@@ -109,7 +97,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        b = pw.chromium.launch(**LAUNCH)
         try:
             yield b
         finally:

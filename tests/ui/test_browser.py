@@ -9,8 +9,7 @@ under CI (``CI`` set), where they must run: ``.ci/run`` installs Chromium.
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,46 +19,23 @@ import pytest
 import pytest_asyncio
 
 from hub.store import Review
+from tests._support.browser import LAUNCH, needs_browser
 
 from .conftest import TOKEN, HeldModel, dashboard, persona_text, seed, wait_until
 
-CHROMIUM = os.environ.get("HUB_UI_CHROMIUM", "/usr/bin/chromium")
 SHOTS = Path(__file__).parent / "screenshots"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-dev-shm-usage",
-]
 
-try:
+with contextlib.suppress(ImportError):  # without it the tests skip, saying why
     from playwright.async_api import Browser, Page, async_playwright, expect
-except ImportError as e:  # the dev extra is not installed
-    _missing: str | None = f"playwright is not installed ({e}); pip install -e '.[dev]'"
-else:
-    _missing = (
-        None
-        if shutil.which(CHROMIUM) or Path(CHROMIUM).exists()
-        else (f"no Chromium at {CHROMIUM}: apt-get install chromium chromium-driver (as .ci/run does)")
-    )
 
-if _missing and os.environ.get("CI"):
-    raise RuntimeError(f"the dashboard's browser tests must run under CI: {_missing}")
-
-pytestmark = [
-    pytest.mark.skipif(_missing is not None, reason=_missing or ""),
-    pytest.mark.asyncio(loop_scope="module"),
-]
+pytestmark = [needs_browser("the dashboard's browser tests"), pytest.mark.asyncio(loop_scope="module")]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def browser() -> AsyncIterator[Browser]:
     SHOTS.mkdir(exist_ok=True)
     async with async_playwright() as pw:
-        b = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        b = await pw.chromium.launch(**LAUNCH)
         try:
             yield b
         finally:

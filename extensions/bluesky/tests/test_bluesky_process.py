@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 from hub.testing import FakeOpenAI
 from hub.testing.bluesky import APP_PASSWORD, BOT_HANDLE, FakeBluesky
-from hub.testing.processes import start_hub, stop_hub, until_model_asked, write_hub_config
+from hub.testing.processes import start_hub, stop_hub, store_rows, until_model_asked, write_hub_config
 from hub_bluesky import CURSOR_KEY
 
 ANSWER = '<response><output type="bluesky:reply">answered</output></response>'
@@ -38,15 +37,8 @@ poll_interval = 5
 
 def _cursor(tmp_path: Path) -> Any:
     """The notifications cursor as the hub's store holds it (read-only, beside the hub)."""
-    db = tmp_path / "data" / "hub.db"
-    if not db.exists():
-        return None
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        try:
-            row = conn.execute("SELECT value FROM kv WHERE key = ?", (CURSOR_KEY,)).fetchone()
-        except sqlite3.OperationalError:  # the hub has not made its tables yet
-            return None
-    return json.loads(row[0]) if row else None
+    rows = store_rows(tmp_path, "SELECT value FROM kv WHERE key = ?", CURSOR_KEY)
+    return json.loads(rows[0][0]) if rows else None
 
 
 async def test_sigkill_between_receipt_and_answer_answers_once_after_restart(tmp_path: Path) -> None:

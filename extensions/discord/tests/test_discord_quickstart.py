@@ -10,57 +10,25 @@ the data folder (a temporary directory), episodic memory and the terminal off, a
 
 from __future__ import annotations
 
-import re
-import tomllib
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from hub import Hub, ScriptedModel
-from hub.config import config_from_dict
+from hub.testing import quickstart as qs
 from hub.testing.discord import FakeDiscord
 from hub_discord import DiscordSettings, extension
 
-ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "fake-token"
-
-
-SOURCES = {
-    "README.md": r"^## Quick start: Discord\n(.*?)^## ",
-    "docs/platforms/discord.md": r"^## Quick start\n(.*?)^## ",
-}
-
-
-def quick_start(source: str) -> str:
-    match = re.search(SOURCES[source], (ROOT / source).read_text(), re.S | re.M)
-    assert match, f"{source} has no Discord quick start section"
-    return match.group(1)
-
-
-def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
+SOURCES = {"README.md": "Quick start: Discord", "docs/platforms/discord.md": "Quick start"}
 
 
 @pytest.mark.parametrize("source", sorted(SOURCES))
 async def test_the_quick_start_answers_on_discord(source: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    section = quick_start(source)
-    (toml,) = re.findall(r"```toml\n(.*?)```", section, re.S)
-    readme = tomllib.loads(re.sub(r"^ +", "", toml, flags=re.M))
+    section = qs.doc_section(source, SOURCES[source])
+    readme = qs.toml_of(section)
     assert "export DISCORD_BOT_TOKEN=" in section and readme["extensions"]["discord"]["enabled"] is True
-    shipped = tomllib.loads((ROOT / "config.toml").read_text())
-    raw = merged(
-        merged(shipped, readme),
-        {
-            "hub": {"data_dir": str(tmp_path / "data"), "contexts_dir": str(ROOT / "contexts"), "shutdown_grace": 1},
-            "memory": {"episodes": False},
-            "extensions": {"cli": {"enabled": False}},
-        },
-    )
-    cfg = config_from_dict(raw, path=tmp_path / "config.toml", env={"DISCORD_BOT_TOKEN": TOKEN})
+    cfg = qs.quickstart_config(section, tmp_path / "data", {"hub": {"shutdown_grace": 1}}, {"DISCORD_BOT_TOKEN": TOKEN})
     table = {k: v for k, v in cfg.enabled_extensions()["discord"].items() if k != "enabled"}
     async with FakeDiscord(token=TOKEN) as dc:
         dc.attach(monkeypatch)

@@ -5,7 +5,6 @@ then started again: the mail is answered once, and the same mail delivered again
 
 from __future__ import annotations
 
-import asyncio
 import signal
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 
 from hub.testing import FakeOpenAI
 from hub.testing.email import BOT, DOVECOT, PASSWORD, USER, Dovecot, SmtpSink, mail
-from hub.testing.processes import start_hub, stop_hub, until_model_asked, write_hub_config
+from hub.testing.processes import start_hub, stop_hub, until, until_model_asked, write_hub_config
 
 pytestmark = pytest.mark.skipif(not Path(DOVECOT).exists(), reason="Dovecot is not installed (.ci/run installs it)")
 
@@ -38,6 +37,10 @@ password = "${{EMAIL_PASSWORD}}"
     )
 
 
+async def _seen(dovecot: Dovecot, uids: list[int]) -> bool:
+    return await dovecot.seen() == uids
+
+
 async def test_sigkill_between_receipt_and_answer_answers_once_after_restart(tmp_path: Path) -> None:
     async with Dovecot() as dovecot, SmtpSink() as smtp, FakeOpenAI(default=ANSWER, latency=60) as ai:
         config = _write_config(tmp_path, dovecot, smtp, ai.url)
@@ -46,9 +49,7 @@ async def test_sigkill_between_receipt_and_answer_answers_once_after_restart(tmp
         try:
             await dovecot.deliver(raw)
             await until_model_asked(ai, hub)  # recorded, then the model is writing (FakeOpenAI holds it)
-            async with asyncio.timeout(10):
-                while await dovecot.seen() != [1]:  # flagged read: only after it was recorded
-                    await asyncio.sleep(0.05)
+            await until(lambda: _seen(dovecot, [1]), hub, timeout=10)  # flagged read: only after it was recorded
         finally:
             output = stop_hub(hub)
         assert not smtp.sent, output

@@ -10,7 +10,6 @@ What the test changes is what ``hub.testing.quickstart.quickstart_config`` says,
 from __future__ import annotations
 
 import asyncio
-import re
 from pathlib import Path
 
 import pytest
@@ -38,8 +37,7 @@ def test_the_quick_start_toml_validates_with_the_variables_it_exports(source: st
     table = raw["extensions"]["email"]
     assert table["enabled"] is True
     env = qs.exports(text)
-    var = re.fullmatch(r"\$\{(\w+)\}", table["password"])
-    assert var and var.group(1) in env, "the password comes from an exported variable"
+    assert qs.variable_of(table["password"]) in env, "the password comes from an exported variable"
     config_from_dict(raw, path=SOURCE_ROOT / "config.toml", env=env)
     # the servers it starts listen where the table points
     command = qs.command_line(text, "hub.testing.email")

@@ -15,41 +15,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import tomllib
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from hub import Hub, RunResult, ScriptedModel
-from hub.config import config_from_dict
-from hub.engine import Plugin
+from hub import Hub, ScriptedModel
+from hub.testing import quickstart as qs
 from hub.testing.mastodon import FakeMastodon
 
-ROOT = Path(__file__).resolve().parents[3]
-SOURCES = {
-    "README.md": r"^## Quick start: Mastodon\n(.*?)^## ",
-    "docs/platforms/mastodon.md": r"^## Quick start\n(.*?)^## ",
-}
+SOURCES = {"README.md": "Quick start: Mastodon", "docs/platforms/mastodon.md": "Quick start"}
 TOKEN = "test-token"  # the one the fake accepts
-
-
-def section(source: str) -> str:
-    match = re.search(SOURCES[source], (ROOT / source).read_text(), re.S | re.M)
-    assert match, f"{source} has no Mastodon quick start section"
-    return match.group(1)
-
-
-def toml_of(text: str) -> dict[str, Any]:
-    (block,) = re.findall(r"```toml\n(.*?)```", text, re.S)
-    return tomllib.loads(re.sub(r"^ +", "", block, flags=re.M))
-
-
-def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
 
 
 @pytest.mark.parametrize("source", sorted(SOURCES))
@@ -57,40 +32,21 @@ async def test_the_quick_start_answers_a_mention_in_dry_run(
     source: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="hub_mastodon")
-    text = section(source)
-    table = toml_of(text)["extensions"]["mastodon"]
+    text = qs.doc_section(source, SOURCES[source])
+    table = qs.toml_of(text)["extensions"]["mastodon"]
     assert table["enabled"] is True and table["dry_run"] is True
-    (var,) = re.findall(r"\$\{(\w+)\}", table["access_token"])
+    var = qs.variable_of(table["access_token"])
     assert re.search(rf'export {var}="', text), f"the section exports {var}"
-    shipped = tomllib.loads((ROOT / "config.toml").read_text())
     async with FakeMastodon() as fake:
-        raw = merged(
-            merged(shipped, toml_of(text)),
-            {
-                "hub": {
-                    "data_dir": str(tmp_path / "data"),
-                    "contexts_dir": str(ROOT / "contexts"),
-                    "shutdown_grace": 1,
-                },
-                "memory": {"episodes": False},
-                "extensions": {"cli": {"enabled": False}, "mastodon": {"base_url": fake.base_url}},
-            },
-        )
-        cfg = config_from_dict(raw, path=tmp_path / "config.toml", env={var: TOKEN, "OPENAI_API_KEY": "sk-test"})
+        changes = {"hub": {"shutdown_grace": 1}, "extensions": {"mastodon": {"base_url": fake.base_url}}}
+        cfg = qs.quickstart_config(text, tmp_path / "data", changes, {var: TOKEN, "OPENAI_API_KEY": "sk-test"})
         note = fake.mention("hello")  # a mention the reader makes from another account
-        done = asyncio.Event()
-        results: list[RunResult] = []
-
-        class Collect(Plugin):
-            async def after_run(self, result: RunResult, ctx: Any) -> None:
-                results.append(result)
-                done.set()
-
+        finished = qs.Finished()
         hub = Hub(cfg, model=ScriptedModel(["Hello there!"]))
-        hub.plugins.add(Collect())
+        hub.plugins.add(finished)
         async with hub:
-            await asyncio.wait_for(done.wait(), 30)
-    ((out,),) = [r.outputs for r in results]
+            await asyncio.wait_for(finished.done.wait(), 30)
+    ((out,),) = [r.outputs for r in finished.results]
     assert out.data["dry_run"] is True and fake.state.sent == []  # dry run: nothing posted
     logged = [r.getMessage() for r in caplog.records if "would post" in r.getMessage()]
     assert len(logged) == 1 and note["status"]["id"] in logged[0] and "Hello there!" in logged[0]

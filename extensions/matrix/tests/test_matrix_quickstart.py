@@ -12,80 +12,40 @@ data folder (a temporary directory), episodic memory and the terminal off, and t
 
 from __future__ import annotations
 
-import re
-import tomllib
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from hub import Hub, ScriptedModel
-from hub.config import config_from_dict
+from hub.testing import quickstart as qs
 from hub.testing.matrix import FakeMatrix, MatrixState
 
-ROOT = Path(__file__).resolve().parents[3]
-SOURCES = {
-    "README.md": r"^## Quick start: Matrix\n(.*?)^## ",
-    "docs/platforms/matrix.md": r"^## Quick start\n(.*?)^## ",
-}
+SOURCES = {"README.md": "Quick start: Matrix", "docs/platforms/matrix.md": "Quick start"}
 ANN = "@ann:example.org"
 
 
 def section(source: str) -> str:
-    match = re.search(SOURCES[source], (ROOT / source).read_text(), re.S | re.M)
-    assert match, f"{source} has no Matrix quick start section"
-    return match.group(1)
-
-
-def toml_of(text: str) -> dict[str, Any]:
-    (block,) = re.findall(r"```toml\n(.*?)```", text, re.S)
-    return tomllib.loads(re.sub(r"^ +", "", block, flags=re.M))
-
-
-def exports(text: str) -> dict[str, str]:
-    lines = [line for line in text.splitlines() if line.strip().startswith("export ")]
-    return dict(re.findall(r'(\w+)="([^"]*)"', "\n".join(lines)))
-
-
-def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
+    return qs.doc_section(source, SOURCES[source])
 
 
 @pytest.mark.parametrize("source", sorted(SOURCES))
 def test_the_quick_start_exports_the_token_the_config_reads(source: str) -> None:
     text = section(source)
-    table = toml_of(text)["extensions"]["matrix"]
+    table = qs.toml_of(text)["extensions"]["matrix"]
     assert table["enabled"] is True and table["homeserver"].startswith("https://")
-    var = re.fullmatch(r"\$\{(\w+)\}", table["access_token"])
-    assert var, "the access token comes from the environment"
-    assert var.group(1) in exports(text), f"the section exports {var.group(1)}"
+    var = qs.variable_of(table["access_token"])  # the access token comes from the environment
+    assert var in qs.exports(text), f"the section exports {var}"
     assert "without encryption" in " ".join(text.split()), "the reader is told the bot cannot read encrypted rooms"
 
 
 @pytest.mark.parametrize("source", sorted(SOURCES))
 async def test_the_quick_start_joins_on_invite_and_answers(source: str, tmp_path: Path) -> None:
     text = section(source)
-    readme = toml_of(text)
-    shipped = tomllib.loads((ROOT / "config.toml").read_text())
-    (var,) = re.findall(r"\$\{(\w+)\}", readme["extensions"]["matrix"]["access_token"])
-    async with FakeMatrix(MatrixState(user_id=readme["extensions"]["matrix"]["user_id"])) as hs:
-        raw = merged(
-            merged(shipped, readme),
-            {
-                "hub": {
-                    "data_dir": str(tmp_path / "data"),
-                    "contexts_dir": str(ROOT / "contexts"),
-                    "shutdown_grace": 1,
-                },
-                "memory": {"episodes": False},
-                "extensions": {"cli": {"enabled": False}, "matrix": {"homeserver": hs.base_url}},
-            },
-        )
-        env = {var: hs.token(), "OPENAI_API_KEY": "sk-test"}
-        cfg = config_from_dict(raw, path=tmp_path / "config.toml", env=env)
+    table = qs.toml_of(text)["extensions"]["matrix"]
+    var = qs.variable_of(table["access_token"])
+    async with FakeMatrix(MatrixState(user_id=table["user_id"])) as hs:
+        changes = {"hub": {"shutdown_grace": 1}, "extensions": {"matrix": {"homeserver": hs.base_url}}}
+        cfg = qs.quickstart_config(text, tmp_path / "data", changes, {var: hs.token(), "OPENAI_API_KEY": "sk-test"})
         model = ScriptedModel(['<response><output type="matrix:message">Hello, Ann!</output></response>'])
         async with Hub(cfg, model=model):
             await hs.wait_for(lambda: bool(hs.state.syncs), timeout=10)  # signed in with the token, syncing

@@ -10,7 +10,6 @@ What the test changes is what ``hub.testing.quickstart.quickstart_config`` says,
 from __future__ import annotations
 
 import asyncio
-import re
 from pathlib import Path
 
 import pytest
@@ -38,13 +37,13 @@ def test_the_quick_start_toml_validates_with_the_variable_it_exports(source: str
     table = raw["extensions"]["signal"]
     assert table["enabled"] is True
     env = qs.exports(text)
-    var = re.fullmatch(r"\$\{(\w+)\}", table["number"])
-    assert var and var.group(1) in env, "number comes from an exported variable"
+    var = qs.variable_of(table["number"])
+    assert var in env, "number comes from an exported variable"
     config_from_dict(raw, path=SOURCE_ROOT / "config.toml", env=env)
     # the fake it starts listens where url points, for the number exported
     command = qs.command_line(text, "hub.testing.signal")
     assert command[command.index("--port") + 1] == table["url"].rsplit(":", 1)[1]
-    assert command[command.index("--number") + 1] == env[var.group(1)]
+    assert command[command.index("--number") + 1] == env[var]
     # the two copies say the same
     assert qs.toml_of(text) == qs.toml_of(section("README.md")) and env == qs.exports(section("README.md"))
 

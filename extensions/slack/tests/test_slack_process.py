@@ -4,22 +4,16 @@ poison message (its run kills the process every time) is parked, and the convers
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import os
 import signal
-import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 from hub.testing import FakeOpenAI
-from hub.testing.processes import SOURCE_ROOT, start_hub, stop_hub, write_hub_config
+from hub.testing.processes import hub_command, start_hub, stop_hub, store_rows, until, until_exited, write_hub_config
 from hub.testing.slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 
 ANSWER = "<response><output>answered</output></response>"
+TOKENS = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": APP_TOKEN}
 
 BOMB = """
 import os
@@ -51,36 +45,15 @@ base_url = "{sl.api_url}"
     )
 
 
-def _start_hub(tmp_path: Path, config: Path) -> subprocess.Popen[bytes]:
-    """The hub, its tokens in the environment, able to import the test's own modules (bomb.py)."""
-    env = {
-        "PYTHONPATH": f"{SOURCE_ROOT}{os.pathsep}{tmp_path}",
-        "SLACK_BOT_TOKEN": BOT_TOKEN,
-        "SLACK_APP_TOKEN": APP_TOKEN,
-    }
-    return start_hub(tmp_path, config, env)
-
-
-async def _wait_recorded(db: Path, platform_ids: set[str], timeout: float = 10) -> None:
-    """Wait until the hub's inbox holds these messages (read from its SQLite file)."""
-    deadline = time.monotonic() + timeout
-    got: set[str] = set()
-    while time.monotonic() < deadline:
-        if db.exists():
-            with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
-                with contextlib.suppress(sqlite3.OperationalError):
-                    got = {row[0] for row in conn.execute("SELECT platform_id FROM inbox")}
-        if platform_ids <= got:
-            return
-        await asyncio.sleep(0.05)
-    raise TimeoutError(f"recorded {sorted(got)}, waiting for {sorted(platform_ids)}")
+def _recorded(tmp_path: Path) -> set[str]:
+    return {row[0] for row in store_rows(tmp_path, "SELECT platform_id FROM inbox")}
 
 
 async def test_sigkill_mid_run_then_restart_loses_and_repeats_nothing(tmp_path: Path) -> None:
     async with FakeSlack() as sl, FakeOpenAI(default=ANSWER, latency=1.0) as ai:
         st = sl.state
         config = _write_config(tmp_path, sl, ai.url)
-        hub = _start_hub(tmp_path, config)
+        hub = start_hub(tmp_path, config, TOKENS)
         try:
             await sl.wait_for(lambda: st.connections == 1, timeout=20)
             first = sl.push_message(text=f"<@{st.bot_user}> answered before the crash")
@@ -91,14 +64,14 @@ async def test_sigkill_mid_run_then_restart_loses_and_repeats_nothing(tmp_path: 
             dm = sl.push_message(st.dm, "in flight too")
             third = sl.push_message("C0000002", f"<@{st.bot_user}> and here")
             ids = {f"slack:{st.channel}:{second}", f"slack:{st.dm}:{dm}", f"slack:C0000002:{third}"}
-            await _wait_recorded(tmp_path / "data" / "hub.db", ids)
+            await until(lambda: ids <= _recorded(tmp_path), hub, timeout=10)
             assert len(sl.sent) == 1
         finally:
             output = stop_hub(hub)
         assert len(sl.sent) == 1, output
 
         sl.hold_acks = False
-        hub = _start_hub(tmp_path, config)
+        hub = start_hub(tmp_path, config, TOKENS)
         try:
             # the new connection gets every unacknowledged envelope again, as Slack retries
             await sl.wait_for(lambda: st.connections == 2, timeout=20)
@@ -140,17 +113,17 @@ async def test_a_poison_message_that_kills_every_run_is_parked_and_the_conversat
         st = sl.state
         config = _write_config(tmp_path, sl, ai.url, extra="dead_letter_after = 2")
         config.write_text(config.read_text() + '\n[extensions.bomb]\nmodule = "bomb"\n')
-        hub = _start_hub(tmp_path, config)
+        hub = start_hub(tmp_path, config, TOKENS)
         outputs = []
         try:
             await sl.wait_for(lambda: st.connections == 1, timeout=20)
             poison = sl.push_message(st.dm, "POISON")
-            outputs.append(await asyncio.to_thread(hub.communicate, timeout=20))
+            outputs.append(await until_exited(hub))
             assert hub.returncode == 3  # the run took the process down with it
-            hub = _start_hub(tmp_path, config)  # resumes it: down again
-            outputs.append(await asyncio.to_thread(hub.communicate, timeout=20))
+            hub = start_hub(tmp_path, config, TOKENS)  # resumes it: down again
+            outputs.append(await until_exited(hub))
             assert hub.returncode == 3
-            hub = _start_hub(tmp_path, config)  # parked now: the conversation goes on
+            hub = start_hub(tmp_path, config, TOKENS)  # parked now: the conversation goes on
             await sl.wait_for(lambda: st.connections == 3, timeout=20)
             sl.push_message(st.dm, "hello again")
             (sent,) = await sl.wait_sent(1, timeout=15)
@@ -160,27 +133,9 @@ async def test_a_poison_message_that_kills_every_run_is_parked_and_the_conversat
         assert hub.returncode == 0, log
         assert "POISON" not in json.dumps(ai.bodies[-1]["messages"])
         assert all(e["acked"] for e in st.envelopes if e["payload"].get("event", {}).get("ts") == poison)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "hub.cli",
-            "inbox",
-            "--json",
-            "--config",
-            str(config),
-            cwd=tmp_path,
-            env={
-                **os.environ,
-                "PYTHONPATH": str(SOURCE_ROOT),
-                "SLACK_BOT_TOKEN": BOT_TOKEN,
-                "SLACK_APP_TOKEN": APP_TOKEN,
-            },
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await proc.communicate()
-        assert proc.returncode == 0, err.decode()
-        (parked,) = [json.loads(line) for line in out.decode().splitlines()]
+        code, out, err = await hub_command(tmp_path, "inbox", "--json", "--config", str(config), env=TOKENS)
+        assert code == 0, err
+        (parked,) = [json.loads(line) for line in out.splitlines()]
         assert parked["content"] == "POISON" and parked["failures"] == 2
         assert parked["context"] == f"slack:channel:{st.dm}" and "abnormal_exit" in parked["error"]
 
@@ -197,7 +152,7 @@ async def test_sigkill_mid_live_reply_then_restart_completes_the_message_without
         st = sl.state
         config = _write_config(tmp_path, sl, ai.url)
         config.write_text(config.read_text() + "live = true\nlive_interval = 0.5\n")
-        hub = _start_hub(tmp_path, config)
+        hub = start_hub(tmp_path, config, TOKENS)
         try:
             await sl.wait_for(lambda: st.connections == 1, timeout=30)
             asked = sl.push_message(text=f"<@{st.bot_user}> tell me a long story")
@@ -209,7 +164,7 @@ async def test_sigkill_mid_live_reply_then_restart_completes_the_message_without
         assert half["mrkdwn"] != to_mrkdwn(body), f"killed mid-reply\n{output}"
 
         ai.chunk_delay = 0.0
-        hub = _start_hub(tmp_path, config)
+        hub = start_hub(tmp_path, config, TOKENS)
         try:
             await sl.wait_for(
                 lambda: [m["mrkdwn"] for m in sl.thread(st.channel, asked)] == [to_mrkdwn(body)], timeout=30

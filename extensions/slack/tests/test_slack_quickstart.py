@@ -12,45 +12,21 @@ OPENAI_API_KEY).
 
 from __future__ import annotations
 
-import re
-import tomllib
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from hub import Hub, ScriptedModel
-from hub.config import config_from_dict
+from hub.testing import quickstart as qs
 from hub.testing.slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 
-ROOT = Path(__file__).resolve().parents[3]
-SOURCES = {"README.md": r"^## Quick start: Slack\n(.*?)^## ", "docs/platforms/slack.md": r"^## Quick start\n(.*?)^## "}
+SOURCES = {"README.md": "Quick start: Slack", "docs/platforms/slack.md": "Quick start"}
 # what the reader pastes, by its prefix: the fake's tokens stand in for theirs
 FAKE_TOKENS = {"xoxb-": BOT_TOKEN, "xapp-": APP_TOKEN}
 
 
 def section(source: str) -> str:
-    match = re.search(SOURCES[source], (ROOT / source).read_text(), re.S | re.M)
-    assert match, f"{source} has no Slack quick start section"
-    return match.group(1)
-
-
-def toml_of(text: str) -> dict[str, Any]:
-    (block,) = re.findall(r"```toml\n(.*?)```", text, re.S)
-    return tomllib.loads(re.sub(r"^ +", "", block, flags=re.M))
-
-
-def exports(text: str) -> dict[str, str]:
-    """Every ``NAME="value"`` of the section's ``export`` lines (one line may set several)."""
-    lines = [line for line in text.splitlines() if line.strip().startswith("export ")]
-    return dict(re.findall(r'(\w+)="([^"]*)"', "\n".join(lines)))
-
-
-def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in over.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
+    return qs.doc_section(source, SOURCES[source])
 
 
 def reply(text: str) -> str:
@@ -60,36 +36,23 @@ def reply(text: str) -> str:
 @pytest.mark.parametrize("source", sorted(SOURCES))
 def test_the_quick_start_exports_the_tokens_the_config_reads(source: str) -> None:
     text = section(source)
-    table = toml_of(text)["extensions"]["slack"]
+    table = qs.toml_of(text)["extensions"]["slack"]
     assert table["enabled"] is True
-    env = exports(text)
+    env = qs.exports(text)
     for key, prefix in (("bot_token", "xoxb-"), ("app_token", "xapp-")):
-        var = re.fullmatch(r"\$\{(\w+)\}", table[key])
-        assert var, f"{key} comes from the environment"
-        assert env.get(var.group(1), "").startswith(prefix), f"the section exports {var.group(1)}, a {prefix} token"
+        var = qs.variable_of(table[key])
+        assert env.get(var, "").startswith(prefix), f"the section exports {var}, a {prefix} token"
     assert "signing_secret" not in table, "the quick start is Socket Mode: no public address"
 
 
 @pytest.mark.parametrize("source", sorted(SOURCES))
 async def test_the_quick_start_answers_a_direct_message_and_a_mention(source: str, tmp_path: Path) -> None:
     text = section(source)
-    shipped = tomllib.loads((ROOT / "config.toml").read_text())
-    env = {name: t for name, value in exports(text).items() for p, t in FAKE_TOKENS.items() if value.startswith(p)}
+    env = {name: t for name, value in qs.exports(text).items() for p, t in FAKE_TOKENS.items() if value.startswith(p)}
     assert set(env.values()) == {BOT_TOKEN, APP_TOKEN}
     async with FakeSlack() as sl:
-        raw = merged(
-            merged(shipped, toml_of(text)),
-            {
-                "hub": {
-                    "data_dir": str(tmp_path / "data"),
-                    "contexts_dir": str(ROOT / "contexts"),
-                    "shutdown_grace": 1,
-                },
-                "memory": {"episodes": False},
-                "extensions": {"cli": {"enabled": False}, "slack": {"base_url": sl.api_url}},
-            },
-        )
-        cfg = config_from_dict(raw, path=tmp_path / "config.toml", env={**env, "OPENAI_API_KEY": "sk-test"})
+        changes = {"hub": {"shutdown_grace": 1}, "extensions": {"slack": {"base_url": sl.api_url}}}
+        cfg = qs.quickstart_config(text, tmp_path / "data", changes, {**env, "OPENAI_API_KEY": "sk-test"})
         model = ScriptedModel([reply("Hello in private!"), reply("Hello in the thread!")])
         async with Hub(cfg, model=model):
             st = sl.state

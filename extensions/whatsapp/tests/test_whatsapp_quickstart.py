@@ -10,7 +10,6 @@ What the test changes is what ``hub.testing.quickstart.quickstart_config`` says,
 from __future__ import annotations
 
 import asyncio
-import re
 from pathlib import Path
 
 import pytest
@@ -38,8 +37,7 @@ def test_the_quick_start_toml_validates_with_the_variables_it_exports(source: st
     assert table["enabled"] is True and raw["http"]["port"] == 8080
     env = qs.exports(text)
     for key in ("phone_number_id", "token", "app_secret", "verify_token"):
-        var = re.fullmatch(r"\$\{(\w+)\}", table[key])
-        assert var and var.group(1) in env, f"{key} comes from an exported variable"
+        assert qs.variable_of(table[key]) in env, f"{key} comes from an exported variable"
     cfg = config_from_dict(raw, path=SOURCE_ROOT / "config.toml", env=env)
     assert cfg.http is not None and cfg.http.port == 8080
     # the fake it starts listens where base_url points, and posts where the hub listens
