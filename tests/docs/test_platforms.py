@@ -125,7 +125,7 @@ def without_quick_start_test(root: Path, platforms: list[InstalledPlatform]) -> 
             continue
         test = f"extensions/{p.extension}/tests/test_{p.extension}_quickstart.py"
         text = _read(root / test)
-        for source, mark in (("README.md", f"^## Quick start: {p.title}"), (f"docs/platforms/{p.slug}.md", "")):
+        for source, mark in (("README.md", f"Quick start: {p.title}"), (f"docs/platforms/{p.slug}.md", "")):
             if source not in text or mark not in text:
                 problems.append(f"{test} does not follow the quick start of {source}")
     return problems
