@@ -37,6 +37,35 @@ def _finite(value: Any) -> Any:
     return value
 
 
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is made of dicts with string keys, lists, tuples and the JSON scalars
+    only (their exact types: a subclass, an Enum, is json's to write); False when too deep."""
+    try:
+        return _plain_walk(value)
+    except RecursionError:  # too deep, or circular: json's path says what is wrong
+        return False
+
+
+def _plain_walk(value: Any) -> bool:
+    t = type(value)
+    if t in _SCALARS:
+        return True
+    if t is dict:
+        for k, v in value.items():
+            if type(k) is not str or (type(v) not in _SCALARS and not _plain_walk(v)):
+                return False
+        return True
+    if t is list or t is tuple:
+        for v in value:
+            if type(v) not in _SCALARS and not _plain_walk(v):
+                return False
+        return True
+    return False
+
+
 _ORJSON = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 
 
@@ -56,6 +85,14 @@ def dumps(value: Any, *, default: Any = repr) -> str:
             return orjson.dumps(value, default=default, option=_ORJSON).decode()
         except orjson.JSONEncodeError:
             pass
+    elif _plain(value):
+        # no default (a memory value, a conversation's history at every turn): orjson too, for
+        # values of the plain JSON types only, as orjson would also write a UUID or an Enum
+        # that json refuses
+        try:
+            return orjson.dumps(value, option=_ORJSON).decode()
+        except orjson.JSONEncodeError:
+            pass
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=default)
     except ValueError as e:  # a non-finite float somewhere (a circular value stays an error)
@@ -65,14 +102,17 @@ def dumps(value: Any, *, default: Any = repr) -> str:
     return clean_text(text)
 
 
-_LONG_NUMBER = re.compile(r"\d{19}")
+# a number of 19 digits or more: a number starts the text or follows "[", "," or ":" (and
+# blanks); 19 digits inside a string (a hex id) are not one, and read by orjson as well
+_LONG_NUMBER = re.compile(r"(?:^|[\[,:])\s*-?\d{19}")
 
 
 def loads(text: str) -> Any:
     """What ``json.loads(text)`` gives, read by orjson where that is the same (a few times
     faster on a conversation's history, read at every turn). orjson refuses what it cannot
     read as json does (NaN, a lone surrogate's escape, 1e400): those go to json. It would read
-    an integer beyond 64 bits as a float: text with a run of 19 digits goes to json too."""
+    an integer beyond 64 bits as a float: text with a number of 19 digits or more goes to json
+    too (a run of digits inside a string, as in an id, does not)."""
     if _LONG_NUMBER.search(text) is None:
         try:
             return orjson.loads(text)
