@@ -349,6 +349,7 @@ _BY_KIND: dict[str, type] = {
     )
 }
 _FIELDS: dict[type, tuple[str, ...]] = {c: tuple(f.name for f in fields(c)) for c in _BY_KIND.values()}
+_KEYS: dict[type, frozenset[str]] = {c: frozenset((*names, "kind")) for c, names in _FIELDS.items()}
 
 
 def to_dict(entry: Log) -> dict[str, Any]:
@@ -366,6 +367,11 @@ def from_dict(data: dict[str, Any]) -> Log:
     cls = _BY_KIND.get(data.get("kind", ""))
     if cls is None:
         raise ValueError(f"unknown log kind {data.get('kind')!r}")
+    if data.keys() <= _KEYS[cls] and not (cls is InputLog and data.get("media")):
+        # what to_dict wrote (a conversation's history, read at every turn): no key to drop
+        values = dict(data)
+        del values["kind"]
+        return cls(**values)
     names = _FIELDS[cls]
     values = {k: v for k, v in data.items() if k in names}
     if cls is InputLog and values.get("media"):
