@@ -114,3 +114,16 @@ def test_what_json_refuses_is_refused_and_its_subclasses_written_as_json_writes_
     circular.append(circular)
     with pytest.raises(ValueError, match="ircular"):
         dumps(circular, default=None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(["[", "]", ",", ":", " ", "\n", "-", '"', "a", "1", "1234567890123456789"]), max_size=12)
+)
+def test_the_long_number_check_agrees_with_a_regular_expression_of_it(parts: list[str]) -> None:
+    import re
+
+    from hub.store.sql._values import _long_number
+
+    text = "".join(parts)
+    assert _long_number(text) == bool(re.search(r"(?:^|[\[,:])[ \t\r\n]*-?[0-9]{19}", text)), text

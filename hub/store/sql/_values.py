@@ -102,9 +102,28 @@ def dumps(value: Any, *, default: Any = repr) -> str:
     return clean_text(text)
 
 
-# a number of 19 digits or more: a number starts the text or follows "[", "," or ":" (and
-# blanks); 19 digits inside a string (a hex id) are not one, and read by orjson as well
-_LONG_NUMBER = re.compile(r"(?:^|[\[,:])\s*-?\d{19}")
+_DIGITS = re.compile(r"[0-9]{19}")
+_ZEROS = str.maketrans("123456789", "000000000")
+_RUN = "0" * 19
+
+
+def _long_number(text: str) -> bool:
+    """Whether ``text`` holds a number of 19 digits or more. A number starts the text or
+    follows "[", "," or ":" (and JSON's blanks, then a sign); 19 digits inside a string, as in
+    a hex id, are not one. A run's first 19 digits are the first match of it."""
+    # every digit a 0, then a substring test: 16 us on a turn's history, where a regular
+    # expression's scan costs 10 to 30 times more among the digits of ids and times
+    if _RUN not in text.translate(_ZEROS):
+        return False
+    for m in _DIGITS.finditer(text):
+        i = m.start() - 1
+        if i >= 0 and text[i] == "-":
+            i -= 1
+        while i >= 0 and text[i] in " \t\r\n":
+            i -= 1
+        if i < 0 or text[i] in "[,:":
+            return True
+    return False
 
 
 def loads(text: str) -> Any:
@@ -113,7 +132,7 @@ def loads(text: str) -> Any:
     read as json does (NaN, a lone surrogate's escape, 1e400): those go to json. It would read
     an integer beyond 64 bits as a float: text with a number of 19 digits or more goes to json
     too (a run of digits inside a string, as in an id, does not)."""
-    if _LONG_NUMBER.search(text) is None:
+    if not _long_number(text):
         try:
             return orjson.loads(text)
         except orjson.JSONDecodeError:
