@@ -118,7 +118,12 @@ def test_what_json_refuses_is_refused_and_its_subclasses_written_as_json_writes_
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(st.sampled_from(["[", "]", ",", ":", " ", "\n", "-", '"', "a", "1", "1234567890123456789"]), max_size=12)
+    st.lists(
+        st.sampled_from(
+            ["[", "]", ",", ":", " ", "\n", "-", ".", '"', "a", "1", "0", "\x00", "é", "\ud800", "1234567890123456789"]
+        ),
+        max_size=12,
+    )
 )
 def test_the_long_number_check_agrees_with_a_regular_expression_of_it(parts: list[str]) -> None:
     import re
