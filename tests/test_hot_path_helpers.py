@@ -3,6 +3,7 @@ gave: the UTC day across midnights, ids that are UUID4s, an output's declared at
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
@@ -72,6 +73,9 @@ def test_a_log_entry_reads_back_from_its_dict_and_unknown_keys_are_still_ignored
     ]
     for e in entries:
         d = to_dict(e)
+        names = [f.name for f in dataclasses.fields(e) if f.name != "media" or (isinstance(e, InputLog) and e.media)]
+        assert list(d) == [*names, "kind"] and d["kind"] == e.kind
+        assert all(d[n] is getattr(e, n) for n in names if n != "media")  # the values themselves
         assert from_dict(d) == e
         assert from_dict(json.loads(json.dumps(d))) == e  # as the store gives it back
         older = {**d, "gone": "a field an older release wrote"}
