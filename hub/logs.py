@@ -350,7 +350,6 @@ _BY_KIND: dict[str, type] = {
     )
 }
 _FIELDS: dict[type, tuple[str, ...]] = {c: tuple(f.name for f in fields(c)) for c in _BY_KIND.values()}
-_KEYS: dict[type, frozenset[str]] = {c: frozenset((*names, "kind")) for c, names in _FIELDS.items()}
 
 
 def _dict_maker(cls: type) -> Callable[[Any], dict[str, Any]]:
@@ -364,6 +363,21 @@ def _dict_maker(cls: type) -> Callable[[Any], dict[str, Any]]:
 
 
 _AS_DICT: dict[type, Callable[[Any], dict[str, Any]]] = {c: _dict_maker(c) for c in _FIELDS}
+
+
+def _entry_maker(cls: type) -> Callable[[dict[str, Any]], Any]:
+    """A function that builds an entry of ``cls`` from to_dict's output, its fields passed by
+    position (an input's media, absent when empty, as a new empty list): half the cost of
+    filtering the keys and passing them by name."""
+    args = ", ".join("[]" if cls is InputLog and name == "media" else f"d[{name!r}]" for name in _FIELDS[cls])
+    namespace: dict[str, Any] = {"cls": cls}
+    exec(f"def from_dict(d):\n    return cls({args})\n", namespace)  # the names are the fields()
+    return cast("Callable[[dict[str, Any]], Any]", namespace["from_dict"])
+
+
+_FROM_DICT: dict[type, Callable[[dict[str, Any]], Any]] = {c: _entry_maker(c) for c in _FIELDS}
+_SIZE: dict[type, int] = {c: len(names) + (c is not InputLog) for c, names in _FIELDS.items()}
+"""The keys of to_dict's output: the fields and "kind" (an input's media left out when empty)."""
 
 
 def to_dict(entry: Log) -> dict[str, Any]:
@@ -380,11 +394,13 @@ def from_dict(data: dict[str, Any]) -> Log:
     cls = _BY_KIND.get(data.get("kind", ""))
     if cls is None:
         raise ValueError(f"unknown log kind {data.get('kind')!r}")
-    if data.keys() <= _KEYS[cls] and not (cls is InputLog and data.get("media")):
-        # what to_dict wrote (a conversation's history, read at every turn): no key to drop
-        values = dict(data)
-        del values["kind"]
-        return cls(**values)
+    if len(data) == _SIZE[cls]:
+        # what to_dict wrote (a conversation's history, read at every turn): every field
+        # and "kind", an input's media absent; a key missing means an older or other shape
+        try:
+            return _FROM_DICT[cls](data)
+        except KeyError:
+            pass
     names = _FIELDS[cls]
     values = {k: v for k, v in data.items() if k in names}
     if cls is InputLog and values.get("media"):
