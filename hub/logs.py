@@ -352,22 +352,22 @@ _BY_KIND: dict[str, type] = {
 _FIELDS: dict[type, tuple[str, ...]] = {c: tuple(f.name for f in fields(c)) for c in _BY_KIND.values()}
 
 
-def _dict_maker(cls: type) -> Callable[[Any], dict[str, Any]]:
+def _dict_maker(cls: type, kind: str) -> Callable[[Any], dict[str, Any]]:
     """A function that returns an entry of ``cls`` as a dict, its fields then ``kind``, as a
     dict display (what dataclasses do for ``__init__``): a conversation's history is turned
-    into dicts at every turn, at 2.4 times the cost with a comprehension over getattr."""
+    into dicts at every turn (docs/benchmarks/index.md, "Figures quoted by the code")."""
     body = "".join(f"{name!r}: e.{name}, " for name in _FIELDS[cls])
     namespace: dict[str, Any] = {}
-    exec(f"def as_dict(e):\n    return {{{body}'kind': {cls.kind!r}}}\n", namespace)  # the names are the fields()
+    exec(f"def as_dict(e):\n    return {{{body}'kind': {kind!r}}}\n", namespace)  # the names are the fields()
     return cast("Callable[[Any], dict[str, Any]]", namespace["as_dict"])
 
 
-_AS_DICT: dict[type, Callable[[Any], dict[str, Any]]] = {c: _dict_maker(c) for c in _FIELDS}
+_AS_DICT: dict[type, Callable[[Any], dict[str, Any]]] = {c: _dict_maker(c, kind) for kind, c in _BY_KIND.items()}
 
 
 def _entry_maker(cls: type) -> Callable[[dict[str, Any]], Any]:
     """A function that builds an entry of ``cls`` from to_dict's output, its fields passed by
-    position (an input's media, absent when empty, as a new empty list): half the cost of
+    position (an input's media, absent when empty, as a new empty list), cheaper than
     filtering the keys and passing them by name."""
     args = ", ".join("[]" if cls is InputLog and name == "media" else f"d[{name!r}]" for name in _FIELDS[cls])
     namespace: dict[str, Any] = {"cls": cls}

@@ -268,7 +268,7 @@ def _copy(value: Any) -> Any:
     which a turn paid three times when saving memory. Raises `_NotJson`."""
     t = type(value)
     # the exact types first: a dict copied in C and only its containers replaced (a
-    # conversation's history, copied in and out at every turn, at half the cost)
+    # conversation's history, copied in and out at every turn)
     if t is dict:
         out = value.copy()
         for k, v in out.items():  # replacing a key's value does not disturb the iteration

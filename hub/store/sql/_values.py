@@ -104,10 +104,9 @@ def dumps(value: Any, *, default: Any = repr) -> str:
 
 # In the text's UTF-8 bytes (where ASCII is itself), digits become "0" and what may come
 # before a number's digits ("[", ",", ":", a blank, a sign) becomes NUL (raw in no valid JSON
-# text): a number of 19 digits or more is then found by one substring search, in C (about
-# 20 us on a turn's history; a regular expression scanning for 19 digits costs 10 to 70
-# times more among the digits of ids, times and fractions, str.translate 50 times more on
-# text that is not all ASCII)
+# text): a number of 19 digits or more is then found by one substring search, in C. A
+# regular expression, or str.translate on text not all ASCII, costs many times more on a
+# turn's history (docs/benchmarks/index.md, "Figures quoted by the code")
 _MARKED = bytes.maketrans(b"123456789[,: \t\r\n-", b"000000000" + b"\x00" * 8)
 _RUN = b"0" * 19
 _NUMBER = b"\x00" + _RUN
