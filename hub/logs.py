@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 from pydantic import BaseModel
 
@@ -351,9 +352,36 @@ _BY_KIND: dict[str, type] = {
 _FIELDS: dict[type, tuple[str, ...]] = {c: tuple(f.name for f in fields(c)) for c in _BY_KIND.values()}
 
 
+def _dict_maker(cls: type, kind: str) -> Callable[[Any], dict[str, Any]]:
+    """A function that returns an entry of ``cls`` as a dict, its fields then ``kind``, as a
+    dict display (what dataclasses do for ``__init__``): a conversation's history is turned
+    into dicts at every turn (docs/benchmarks/index.md, "Figures quoted by the code")."""
+    body = "".join(f"{name!r}: e.{name}, " for name in _FIELDS[cls])
+    namespace: dict[str, Any] = {}
+    exec(f"def as_dict(e):\n    return {{{body}'kind': {kind!r}}}\n", namespace)  # the names are the fields()
+    return cast("Callable[[Any], dict[str, Any]]", namespace["as_dict"])
+
+
+_AS_DICT: dict[type, Callable[[Any], dict[str, Any]]] = {c: _dict_maker(c, kind) for kind, c in _BY_KIND.items()}
+
+
+def _entry_maker(cls: type) -> Callable[[dict[str, Any]], Any]:
+    """A function that builds an entry of ``cls`` from to_dict's output, its fields passed by
+    position (an input's media, absent when empty, as a new empty list), cheaper than
+    filtering the keys and passing them by name."""
+    args = ", ".join("[]" if cls is InputLog and name == "media" else f"d[{name!r}]" for name in _FIELDS[cls])
+    namespace: dict[str, Any] = {"cls": cls}
+    exec(f"def from_dict(d):\n    return cls({args})\n", namespace)  # the names are the fields()
+    return cast("Callable[[dict[str, Any]], Any]", namespace["from_dict"])
+
+
+_FROM_DICT: dict[type, Callable[[dict[str, Any]], Any]] = {c: _entry_maker(c) for c in _FIELDS}
+_SIZE: dict[type, int] = {c: len(names) + (c is not InputLog) for c, names in _FIELDS.items()}
+"""The keys of to_dict's output: the fields and "kind" (an input's media left out when empty)."""
+
+
 def to_dict(entry: Log) -> dict[str, Any]:
-    d = {name: getattr(entry, name) for name in _FIELDS[type(entry)]}
-    d["kind"] = entry.kind
+    d = _AS_DICT[type(entry)](entry)
     if isinstance(entry, InputLog):  # plain data for JSON: the references, never bytes
         if entry.media:
             d["media"] = [m.to_dict() for m in entry.media]
@@ -366,6 +394,13 @@ def from_dict(data: dict[str, Any]) -> Log:
     cls = _BY_KIND.get(data.get("kind", ""))
     if cls is None:
         raise ValueError(f"unknown log kind {data.get('kind')!r}")
+    if len(data) == _SIZE[cls]:
+        # what to_dict wrote (a conversation's history, read at every turn): every field
+        # and "kind", an input's media absent; a key missing means an older or other shape
+        try:
+            return _FROM_DICT[cls](data)
+        except KeyError:
+            pass
     names = _FIELDS[cls]
     values = {k: v for k, v in data.items() if k in names}
     if cls is InputLog and values.get("media"):

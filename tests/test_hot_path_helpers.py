@@ -3,9 +3,12 @@ gave: the UTC day across midnights, ids that are UUID4s, an output's declared at
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 import uuid
 
+import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
 from hub.engine._outputs import _attribute_names
@@ -40,3 +43,79 @@ def test_an_outputs_declared_attribute_names_include_aliases_and_extra_allow_tak
 
     assert _attribute_names(Attrs) == {"to", "thread_id", "thread", "tone", "mood"}
     assert _attribute_names(Open) is None
+
+
+def test_a_log_entry_reads_back_from_its_dict_and_unknown_keys_are_still_ignored() -> None:
+    from hub.logs import (
+        ActionCallLog,
+        ActionResultLog,
+        InputLog,
+        MediaPart,
+        OutputLog,
+        StateLog,
+        StepLog,
+        SummaryLog,
+        ThoughtLog,
+        from_dict,
+        to_dict,
+    )
+
+    entries = [
+        InputLog(type="text", content="hi", user="u1", meta={"a": 1}),
+        InputLog(type="text", content="pic", media=[MediaPart(kind="image", ref="r1", mime="image/png")]),
+        ThoughtLog(content="hmm", step=2),
+        ActionCallLog(name="getWeather", args={"location": "NYC"}, index=1, step=1),
+        ActionResultLog(call_id="c1", name="getWeather", ok=True, data={"t": 72}, step=1),
+        OutputLog(type="chat", content="sunny", attrs={"id": "1"}, sent=True),
+        StepLog(step=3, prompt_tokens=10),
+        StateLog(state="completed", reason=None),
+        SummaryLog(content="before", entries=4),
+    ]
+    for e in entries:
+        d = to_dict(e)
+        names = [f.name for f in dataclasses.fields(e) if f.name != "media" or (isinstance(e, InputLog) and e.media)]
+        assert list(d) == [*names, "kind"] and d["kind"] == e.kind
+        assert all(d[n] is getattr(e, n) for n in names if n != "media")  # the values themselves
+        assert from_dict(d) == e
+        assert from_dict(json.loads(json.dumps(d))) == e  # as the store gives it back
+        older = {**d, "gone": "a field an older release wrote"}
+        assert from_dict(older) == e
+    before_drafts = {k: v for k, v in to_dict(entries[0]).items() if k != "drafts"}  # an older shape
+    assert from_dict({**before_drafts, "media": []}) == entries[0] == from_dict({**before_drafts, "x": 1})
+    with_media = to_dict(entries[1])
+    assert isinstance(from_dict(json.loads(json.dumps(with_media))).media[0], MediaPart)  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="unknown log kind"):
+        from_dict({"kind": "nope"})
+
+
+def test_the_in_memory_store_copies_values_whole_and_shares_no_container() -> None:
+    import enum
+    from collections import OrderedDict
+
+    from hub.store._in_memory import _copy, _NotJson
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    value = {
+        "h": [{"id": "a", "args": {"x": [1, 2.5, None, True]}, "t": (1, [2])}],
+        "o": OrderedDict(b=1),
+        "l": Level.HIGH,
+        "n": float("nan"),
+    }
+    out = _copy(value)
+    assert repr(out) == repr({**value, "o": {"b": 1}}) and type(out["o"]) is dict
+    assert type(out["h"][0]["t"]) is tuple and out["l"] is Level.HIGH
+
+    def containers(v: object) -> list[int]:
+        if isinstance(v, dict):
+            return [id(v), *(i for x in v.values() for i in containers(x))]
+        if isinstance(v, (list, tuple)):
+            return [id(v), *(i for x in v for i in containers(x))]
+        return []
+
+    tuples = {id(value["h"][0]["t"])}  # a tuple is rebuilt too, but its identity is no hazard
+    assert not (set(containers(out)) & set(containers(value))) - tuples
+    for bad in [{"a": [object()]}, {"a": {1: 2}}, [{"k": {2: "x"}}], {3: 1}]:
+        with pytest.raises(_NotJson):
+            _copy(bad)

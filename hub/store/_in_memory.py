@@ -239,6 +239,7 @@ class InMemoryStore(MemoryStore):
 
 
 _JSON_SCALARS = (str, int, float, bool, type(None))
+_EXACT_SCALARS = frozenset(_JSON_SCALARS)
 
 
 def _check_json(value: Any, path: str = "value") -> None:
@@ -265,13 +266,29 @@ def _copy(value: Any) -> Any:
     """A copy of a JSON value (containers new, scalars shared: they are immutable), checking
     it on the way. One pass, a fraction of ``copy.deepcopy``'s cost (its memo and dispatch),
     which a turn paid three times when saving memory. Raises `_NotJson`."""
+    t = type(value)
+    # the exact types first: a dict copied in C and only its containers replaced (a
+    # conversation's history, copied in and out at every turn)
+    if t is dict:
+        out = value.copy()
+        for k, v in out.items():  # replacing a key's value does not disturb the iteration
+            if type(k) is not str and not isinstance(k, str):
+                raise _NotJson(k)
+            if type(v) not in _EXACT_SCALARS:
+                out[k] = _copy(v)
+        return out
+    if t is list:
+        return [v if type(v) in _EXACT_SCALARS else _copy(v) for v in value]
+    if t in _EXACT_SCALARS:
+        return value
+    # subclasses (an OrderedDict, an IntEnum), tuples, and what is not JSON
     if isinstance(value, dict):
-        out = {}
+        sub = {}
         for k, v in value.items():
             if not isinstance(k, str):
                 raise _NotJson(k)
-            out[k] = v if isinstance(v, _JSON_SCALARS) else _copy(v)
-        return out
+            sub[k] = v if isinstance(v, _JSON_SCALARS) else _copy(v)
+        return sub
     if isinstance(value, list):
         return [v if isinstance(v, _JSON_SCALARS) else _copy(v) for v in value]
     if isinstance(value, tuple):
