@@ -15,20 +15,18 @@ import pytest
 import pytest_asyncio
 
 from hub.store import RunRecord, RunState
+from tests._support.browser import LAUNCH, needs_browser
 
 from .conftest import TG_TOKEN, TOKEN, HeldModel, dashboard, make_config, wait_until
-from .test_browser import ARGS, CHROMIUM, SHOTS, _missing
+from .test_browser import SHOTS
 from .test_chat import WritingModel, chat_reply
 
 try:
     from playwright.async_api import Browser, Page, async_playwright, expect
-except ImportError:  # the module is skipped (pytestmark) with test_browser's reason
+except ImportError:  # the module is skipped (pytestmark), saying why
     pass
 
-pytestmark = [
-    pytest.mark.skipif(_missing is not None, reason=_missing or ""),
-    pytest.mark.asyncio(loop_scope="module"),
-]
+pytestmark = [needs_browser("the dashboard's browser tests"), pytest.mark.asyncio(loop_scope="module")]
 
 VIEWS = {
     "desktop": {"viewport": {"width": 1280, "height": 800}},
@@ -41,7 +39,7 @@ views = pytest.mark.parametrize("view", list(VIEWS))
 async def browser() -> AsyncIterator[Browser]:
     SHOTS.mkdir(exist_ok=True)
     async with async_playwright() as pw:
-        b = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        b = await pw.chromium.launch(**LAUNCH)
         try:
             yield b
         finally:
