@@ -46,7 +46,7 @@ def _no_progress() -> None:
 
 
 def _stop_in(slot: Slot, run_id: str, state: RunState, reason: str) -> None:
-    """What :meth:`RunContext.stop` calls: :meth:`Run.stop` without a reference to the run."""
+    """What `RunContext.stop` calls: `Run.stop` without a reference to the run."""
     slot.stop_with(StopRun(state, reason), run_id)
 
 
