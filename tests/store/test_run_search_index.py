@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from hub.store import RunRecord, RunStore, search_terms
+from hub.store import RunRecord, RunState, RunStore, search_terms
 from hub.store.sql import PostgresRunStore, SqlRunStore
 from tests._support.backends import SQL_BACKENDS, sql_database
 
@@ -116,3 +118,120 @@ def test_search_text_is_text_never_syntax(kind: str, tmp_path: Path) -> None:
     finally:
         loop.run_until_complete(cm.__aexit__(None, None, None))
         loop.close()
+
+
+# --- the index holds ended runs; runs under way are matched at search time (migration 181) --
+
+_WORDS = ["lisbon", "porto", "rain", "sunny", "weather", "ana", "bruno"]
+
+
+def _words_of(run: RunRecord) -> set[str]:
+    text = " ".join(x or "" for x in (run.context, run.user, run.user_name, run.user_handle, run.message, run.reply))
+    return set(search_terms(text))
+
+
+@pytest.mark.parametrize("kind", SQL_BACKENDS)
+def test_search_finds_runs_under_way_and_ended_alike_whatever_the_order(kind: str, tmp_path: Path) -> None:
+    """Invariant: a search finds exactly the runs holding its words, whether they are under
+    way or ended, through every change of state and reply; on SQLite ``runs_fts`` holds
+    exactly the ended runs, with their current words (rule-based interleavings)."""
+    loop = asyncio.new_event_loop()
+    cm = sql_database(kind, tmp_path)
+    try:
+        db = loop.run_until_complete(cm.__aenter__())
+        store = _store(kind, db)
+
+        class Runs(RuleBasedStateMachine):
+            def __init__(self) -> None:
+                super().__init__()
+                loop.run_until_complete(db.write("DELETE FROM runs"))
+                self.runs: dict[str, RunRecord] = {}
+
+            @rule(words=st.lists(st.sampled_from(_WORDS), min_size=1, max_size=3), ended=st.booleans())
+            def start(self, words: list[str], ended: bool) -> None:
+                n = next(_seq)
+                run = RunRecord(context=f"test:chat:{n}", started=float(n), message=" ".join(words))
+                if ended:  # a run recorded already ended (a command's, one that ended before its row)
+                    run.state, run.ended = RunState.COMPLETED, float(n)
+                loop.run_until_complete(store.create(run))
+                self.runs[run.id] = run
+
+            @precondition(lambda self: self.runs)
+            @rule(data=st.data(), words=st.lists(st.sampled_from(_WORDS), max_size=3))
+            def progress(self, data: st.DataObject, words: list[str]) -> None:
+                run = self.runs[data.draw(st.sampled_from(sorted(self.runs)))]
+                run.reply = " ".join(words)
+                store.update(run)
+                loop.run_until_complete(store.sync())
+
+            @precondition(lambda self: self.runs)
+            @rule(data=st.data(), state=st.sampled_from([RunState.COMPLETED, RunState.FAILED, RunState.RUNNING]))
+            def finish(self, data: st.DataObject, state: RunState) -> None:
+                run = self.runs[data.draw(st.sampled_from(sorted(self.runs)))]
+                run.state, run.ended = state, time.time()
+                loop.run_until_complete(store.finish(run))
+
+            @precondition(lambda self: self.runs)
+            @rule(data=st.data())
+            def delete(self, data: st.DataObject) -> None:
+                run_id = data.draw(st.sampled_from(sorted(self.runs)))
+                loop.run_until_complete(db.write("DELETE FROM runs WHERE id = ?", (run_id,)))
+                del self.runs[run_id]
+
+            @rule(word=st.sampled_from(_WORDS))
+            def search(self, word: str) -> None:
+                found = {r.id for r in loop.run_until_complete(store.search(word, limit=1000))}
+                assert found == {i for i, r in self.runs.items() if word in _words_of(r)}
+
+            @invariant()
+            def index_holds_the_ended_runs(self) -> None:
+                if kind != "sqlite":
+                    return
+                for word in _WORDS:
+                    rows = loop.run_until_complete(
+                        db.fetchall(
+                            "SELECT r.id FROM runs_fts JOIN runs r ON r.rowid = runs_fts.rowid WHERE runs_fts MATCH ?",
+                            (f'"{word}"',),
+                        )
+                    )
+                    ended = {i for i, r in self.runs.items() if r.state != RunState.RUNNING and word in _words_of(r)}
+                    assert {row[0] for row in rows} == ended, word
+
+        Runs.TestCase.settings = settings(
+            max_examples=25, stateful_step_count=20, deadline=None, suppress_health_check=list(HealthCheck)
+        )
+        Runs.TestCase().runTest()
+    finally:
+        loop.run_until_complete(cm.__aexit__(None, None, None))
+        loop.close()
+
+
+async def test_a_database_from_before_181_keeps_its_runs_under_way_out_of_the_index(tmp_path: Path) -> None:
+    """Migration 181 on a database whose old triggers indexed runs under way: those are taken
+    out (with the words the index held), ended ones stay, and both are still found."""
+    async with sql_database("sqlite", tmp_path) as db:
+        store = SqlRunStore(db)  # type: ignore[arg-type]
+        live = RunRecord(context="test:chat:1", started=1.0, message="rain in porto")
+        done = RunRecord(context="test:chat:2", started=2.0, message="sunny in lisbon")
+        done.state, done.ended = RunState.COMPLETED, 3.0
+        for run in (live, done):
+            await store.create(run)
+        # back to version 152: its triggers, which indexed every run, and the index rebuilt so
+        from hub.store.sql._migrations import _sqlite_runs_fts, _sqlite_runs_fts_at_end
+
+        for name in ("runs_fts_added", "runs_fts_deleted", "runs_fts_changed"):
+            await db.write(f"DROP TRIGGER {name}")
+        await db.write("INSERT INTO runs_fts (runs_fts) VALUES ('delete-all')")
+        await db.conn.execute("BEGIN IMMEDIATE")
+        await _sqlite_runs_fts(db.conn)
+        assert await db.fetchall("SELECT rowid FROM runs_fts WHERE runs_fts MATCH 'porto'")  # the old way
+        await _sqlite_runs_fts_at_end(db.conn)
+        await db.conn.execute("COMMIT")
+        assert await db.fetchall("SELECT rowid FROM runs_fts WHERE runs_fts MATCH 'porto'") == []
+        assert len(await db.fetchall("SELECT rowid FROM runs_fts WHERE runs_fts MATCH 'lisbon'")) == 1
+        assert [r.id for r in await store.search("porto")] == [live.id]
+        assert [r.id for r in await store.search("lisbon")] == [done.id]
+        live.state, live.ended = RunState.COMPLETED, 4.0
+        await store.finish(live)
+        assert len(await db.fetchall("SELECT rowid FROM runs_fts WHERE runs_fts MATCH 'porto'")) == 1
+        assert [r.id for r in await store.search("porto")] == [live.id]

@@ -311,9 +311,10 @@ CREATE INDEX IF NOT EXISTS history_doc ON history USING GIN (doc)
 # each run's who and what, not a LIKE over every row: FTS5 over runs kept by triggers (an
 # update only when a searched column changed), a generated tsvector with a GIN index on PostgreSQL.
 _RUNS_FTS_COLUMNS = 'context, "user", user_name, user_handle, message, reply'
+_RUNS_FTS_TOKENIZE = "tokenize='unicode61 remove_diacritics 2'"  # the search of runs under way uses it too
 _SQLITE_V152 = f"""
 CREATE VIRTUAL TABLE IF NOT EXISTS runs_fts USING fts5(
-    {_RUNS_FTS_COLUMNS}, content='runs', content_rowid='rowid', tokenize='unicode61 remove_diacritics 2'
+    {_RUNS_FTS_COLUMNS}, content='runs', content_rowid='rowid', {_RUNS_FTS_TOKENIZE}
 )
 """
 
@@ -336,6 +337,45 @@ async def _sqlite_runs_fts(conn: Any) -> None:
         f"INSERT INTO runs_fts (rowid, {_RUNS_FTS_COLUMNS}) VALUES (new.rowid, {new}); END"
     )
     await conn.execute("INSERT INTO runs_fts (runs_fts) VALUES ('rebuild')")  # the runs already there
+
+
+# v181: the runs' index holds ended runs only. A run is written 3-4 times as it goes (its
+# start, each step's progress, its end), and re-indexing it at each change of its reply cost
+# about a millisecond of a turn (docs/benchmarks/history.md); it is indexed once, when it
+# ends, and the few runs under way are matched at search time (`SqlRunStore`'s live index).
+_RUNS_FTS_LIVE = "'running'"
+
+
+async def _sqlite_runs_fts_at_end(conn: Any) -> None:
+    cols = [c.strip() for c in _RUNS_FTS_COLUMNS.split(",")]
+    new = ", ".join(f"new.{c}" for c in cols)
+    old = ", ".join(f"old.{c}" for c in cols)
+    changed = " OR ".join(f"old.{c} IS NOT new.{c}" for c in cols)
+    ended_old, ended_new = f"old.state != {_RUNS_FTS_LIVE}", f"new.state != {_RUNS_FTS_LIVE}"
+    for name in ("runs_fts_added", "runs_fts_deleted", "runs_fts_changed"):
+        await conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+    await conn.execute(
+        f"CREATE TRIGGER runs_fts_added AFTER INSERT ON runs WHEN {ended_new} BEGIN "
+        f"INSERT INTO runs_fts (rowid, {_RUNS_FTS_COLUMNS}) VALUES (new.rowid, {new}); END"
+    )
+    await conn.execute(
+        f"CREATE TRIGGER runs_fts_deleted AFTER DELETE ON runs WHEN {ended_old} BEGIN "
+        f"INSERT INTO runs_fts (runs_fts, rowid, {_RUNS_FTS_COLUMNS}) VALUES ('delete', old.rowid, {old}); END"
+    )
+    # one trigger for both halves, in this order: an ended run's old words out, then its new
+    # ones in (two triggers would fire in an order SQLite does not promise)
+    await conn.execute(
+        f"CREATE TRIGGER runs_fts_changed AFTER UPDATE ON runs "
+        f"WHEN ({ended_old}) IS NOT ({ended_new}) OR ({ended_old} AND ({changed})) BEGIN "
+        f"INSERT INTO runs_fts (runs_fts, rowid, {_RUNS_FTS_COLUMNS}) SELECT 'delete', old.rowid, {old} "
+        f"WHERE {ended_old}; "
+        f"INSERT INTO runs_fts (rowid, {_RUNS_FTS_COLUMNS}) SELECT new.rowid, {new} WHERE {ended_new}; END"
+    )
+    # the runs under way that the earlier triggers indexed (their words as the index holds them)
+    await conn.execute(
+        f"INSERT INTO runs_fts (runs_fts, rowid, {_RUNS_FTS_COLUMNS}) "
+        f"SELECT 'delete', rowid, {_RUNS_FTS_COLUMNS} FROM runs WHERE state = {_RUNS_FTS_LIVE}"
+    )
 
 
 _PG_V152 = """
@@ -379,6 +419,7 @@ SQLITE_STEPS: tuple[Step, ...] = (
     Step(150, "reminders", _V150),
     Step(151, "message history and its full-text index (history, history_fts)", _SQLITE_V151, _sqlite_history_triggers),
     Step(152, "the runs' full-text index for the dashboard's search (runs_fts)", _SQLITE_V152, _sqlite_runs_fts),
+    Step(181, "the runs' full-text index holds ended runs only (runs_fts)", "", _sqlite_runs_fts_at_end),
 )
 
 # --- PostgreSQL -----------------------------------------------------------------------
@@ -535,6 +576,8 @@ POSTGRES_STEPS: tuple[Step, ...] = (
     ),
     Step(151, "message history and its full-text index (history, doc tsvector)", _PG_V151),
     Step(152, "the runs' full-text index for the dashboard's search (runs.search)", _PG_V152),
+    # SQLite's v181 (its index of ended runs only): PostgreSQL's generated column is unchanged
+    Step(181, "the runs' full-text index holds ended runs only (SQLite's; nothing here)", ""),
 )
 
 SCHEMA_VERSION = SQLITE_STEPS[-1].version

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import sqlite3
 import time
 from collections.abc import Awaitable
 from typing import Any
@@ -14,6 +15,8 @@ from typing import Any
 from ...logs import InputLog, Log, from_dict, to_dict
 from .._history import search_terms
 from .._run_records import RunRecord, RunState, RunStore, RunTotals, forgotten_input
+from ._migrations import _RUNS_FTS_COLUMNS as _FTS_COLUMNS
+from ._migrations import _RUNS_FTS_TOKENIZE
 from ._postgres import PgDatabase
 from ._sql_store import SqlStore
 from ._values import dumps, holds_text
@@ -45,12 +48,30 @@ _QUALIFIED = ", ".join(f"r.{c.strip()}" for c in _COLUMNS.split(","))
 
 
 def _fts_match(text: str) -> tuple[str, tuple[Any, ...]]:
-    """SQLite: the runs holding a word starting with each word of ``text`` (FTS5 ``runs_fts``);
-    each word a quoted prefix phrase, so no part of ``text`` is query syntax."""
+    """SQLite: the runs holding a word starting with each word of ``text``; each word a
+    quoted prefix phrase, so no part of ``text`` is query syntax. Ended runs are in FTS5
+    ``runs_fts`` (migration 181), runs under way in ``temp.runs_live``, which
+    `_index_live_runs` fills from them for each search (the same tokenizer: the same words)."""
     terms = search_terms(text)
     if not terms:
         return "0 = 1", ()
-    return "rowid IN (SELECT rowid FROM runs_fts WHERE runs_fts MATCH ?)", (" ".join(f'"{t}"*' for t in terms),)
+    query = " ".join(f'"{t}"*' for t in terms)
+    return (
+        "(rowid IN (SELECT rowid FROM runs_fts WHERE runs_fts MATCH ?)"
+        " OR rowid IN (SELECT rowid FROM temp.runs_live WHERE runs_live MATCH ?))",
+        (query, query),
+    )
+
+
+def _index_live_runs(raw: sqlite3.Connection) -> None:
+    """Index the runs under way for one search (in its read transaction): a few rows (the
+    runs in flight), where keeping them in ``runs_fts`` as they change cost every turn."""
+    raw.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.runs_live USING fts5({_FTS_COLUMNS}, {_RUNS_FTS_TOKENIZE})")
+    raw.execute("DELETE FROM temp.runs_live")
+    raw.execute(
+        f"INSERT INTO temp.runs_live (rowid, {_FTS_COLUMNS}) SELECT rowid, {_FTS_COLUMNS} FROM runs WHERE state = ?",
+        (str(RunState.RUNNING),),
+    )
 
 
 def _row(run: RunRecord) -> tuple[Any, ...]:
@@ -208,8 +229,8 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
             where.append("(started < ? OR (started = ? AND id < ?))")
             params.extend((before[0], before[0], before[1]))
         clause = f"WHERE {' AND '.join(where)}" if where else ""
-        rows = await self.db.fetchall(
-            f"SELECT {_COLUMNS} FROM runs {clause} ORDER BY started DESC, id DESC LIMIT ?", (*params, limit)
+        rows = await self._read(
+            f"SELECT {_COLUMNS} FROM runs {clause} ORDER BY started DESC, id DESC LIMIT ?", (*params, limit), text
         )
         return [_record(tuple(r)) for r in rows]
 
@@ -225,6 +246,12 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
     ) -> builtins.list[RunRecord]:
         return await self.page(limit=limit, before=before, state=state, context=context, platform=platform, text=text)
 
+    async def _read(self, sql: str, params: tuple[Any, ...], text: str | None) -> builtins.list[tuple[Any, ...]]:
+        """A listing's rows; a search's after the runs under way are indexed for it."""
+        if not text:
+            return await self.db.fetchall(sql, params)
+        return await self.db.fetchall_after(_index_live_runs, sql, params)  # type: ignore[attr-defined]
+
     async def conversations(
         self, *, limit: int = 50, platform: str | None = None, text: str | None = None
     ) -> builtins.list[tuple[RunRecord, int]]:
@@ -239,11 +266,12 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
             params.extend(args)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         # each conversation's latest (matching) run, found by the (context, started) index
-        rows = await self.db.fetchall(
+        rows = await self._read(
             f"SELECT {_QUALIFIED}, c.n FROM (SELECT context, MAX(started) AS last, COUNT(*) AS n FROM runs {clause} "
             "GROUP BY context ORDER BY last DESC LIMIT ?) c JOIN runs r ON r.context = c.context AND r.started = c.last "
             "ORDER BY c.last DESC, r.id DESC",
             (*params, limit),
+            text,
         )
         out: builtins.list[tuple[RunRecord, int]] = []
         seen: set[str] = set()
@@ -405,6 +433,9 @@ class PostgresRunStore(SqlRunStore):
         if not terms:
             return "0 = 1", ()
         return "search @@ to_tsquery('simple', ?)", (" & ".join(f"'{t}':*" for t in terms),)
+
+    async def _read(self, sql: str, params: tuple[Any, ...], text: str | None) -> builtins.list[tuple[Any, ...]]:
+        return await self.db.fetchall(sql, params)  # every row's tsvector is current: nothing to index first
 
     async def _purge_index(self) -> None:
         pass  # the tsvector is a column of the row: it went with it

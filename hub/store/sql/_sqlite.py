@@ -133,6 +133,9 @@ class Database(GroupCommit):
             await self._conn.execute("PRAGMA journal_mode=WAL")
             await self._conn.execute("PRAGMA synchronous=NORMAL")
             await self._conn.execute("PRAGMA foreign_keys=ON")
+            # temporary tables (the search's index of runs under way) stay in memory: no
+            # person's words in a temporary file that a forget could not reach
+            await self._conn.execute("PRAGMA temp_store=MEMORY")
             await self._conn.execute("PRAGMA wal_autocheckpoint=0")  # checkpoints: _checkpoint, in the thread
             self.schema_found = await migrate_sqlite(self._conn, where=f"SQLite {self.path}")
             await self._conn.execute("PRAGMA busy_timeout=0")  # inline work never waits (see _patient)
@@ -278,6 +281,17 @@ class Database(GroupCommit):
             self._failed(f"read: {e}")
             raise StoreError(f"{self.path}: query failed: {e}", store="sqlite", operation="read") from e
 
+    async def fetchall_after(
+        self, prepare: Callable[[sqlite3.Connection], None], sql: str, params: Sequence[Any] = ()
+    ) -> list[tuple[Any, ...]]:
+        """All rows, read in aiosqlite's thread right after ``prepare(raw)`` (which may fill
+        temporary tables), both in one read transaction: nothing commits in between."""
+        try:
+            return await self._in_thread(_fetchall_after, prepare, sql, _clean_params(params) or ())
+        except sqlite3.Error as e:
+            self._failed(f"read: {e}")
+            raise StoreError(f"{self.path}: query failed: {e}", store="sqlite", operation="read") from e
+
     async def fetchone(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         """The first row (use it for queries that select at most a few rows: it runs on the
         loop's thread when aiosqlite's is idle)."""
@@ -403,6 +417,21 @@ def _size(writes: Sequence[tuple[str, Sequence[Any] | None]]) -> int:
 
 def _fetchall(raw: sqlite3.Connection, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
     return raw.execute(sql, params).fetchall()
+
+
+def _fetchall_after(
+    raw: sqlite3.Connection, prepare: Callable[[sqlite3.Connection], None], sql: str, params: Sequence[Any]
+) -> list[tuple[Any, ...]]:
+    raw.execute("BEGIN")
+    try:
+        prepare(raw)
+        rows = raw.execute(sql, params).fetchall()
+    except BaseException:
+        if raw.in_transaction:
+            raw.execute("ROLLBACK")
+        raise
+    raw.execute("COMMIT")  # only temporary tables were written
+    return rows
 
 
 def _fetchone(raw: sqlite3.Connection, sql: str, params: Sequence[Any]) -> tuple[Any, ...] | None:
