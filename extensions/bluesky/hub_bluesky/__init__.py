@@ -39,6 +39,8 @@ __all__ = [
 class BlueskySettings(PublicSettings):
     """``[extensions.bluesky]``. The app password is a ``SecretStr``: it never shows in a log."""
 
+    timeline_name = "Bluesky"
+
     handle: str = ""
     """The bot's handle (``hub.bsky.social``)."""
     app_password: SecretStr = SecretStr("")

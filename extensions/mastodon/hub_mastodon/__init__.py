@@ -41,6 +41,8 @@ __all__ = [
 class MastodonSettings(PublicSettings):
     """``[extensions.mastodon]``. The access token is a ``SecretStr``: it never shows in a log."""
 
+    timeline_name = "Mastodon"
+
     base_url: str = ""
     """The instance, ``https://mastodon.example`` (tests point it at a loopback fake)."""
     access_token: SecretStr = SecretStr("")
