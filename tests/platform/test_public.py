@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hub.platform import SendFailed, admit_reply, check_length, reserve_posts
+from hub.platform import PublicSettings, SendFailed, admit_reply, check_length, reserve_posts
 from hub.store import InMemoryStore
 from hub.store.sql import SqlMemoryStore
 from tests._support.backends import BACKENDS, two_workers
@@ -47,3 +47,14 @@ def test_a_post_over_the_limit_is_refused_before_it_leaves() -> None:
     check_length("x", "c", "a" * 10, measure=len, limit=10, unit="characters")
     with pytest.raises(SendFailed, match="a post of 11 characters is over x's 10"):
         check_length("x", "c", "a" * 11, measure=len, limit=10, unit="characters")
+
+
+def test_pairing_is_refused_on_every_public_timeline_naming_it() -> None:
+    class PagerSettings(PublicSettings):
+        timeline_name = "Pager"
+
+    with pytest.raises(ValueError, match=r'"pairing" is not available on Pager: .*public'):
+        PagerSettings(dm_policy="pairing")
+    with pytest.raises(ValueError, match=r'"pairing" is not available on a public timeline'):
+        PublicSettings(dm_policy="pairing")
+    assert PagerSettings(dm_policy="allowlist").dm_policy == "allowlist"
