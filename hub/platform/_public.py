@@ -31,7 +31,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -94,13 +94,17 @@ class PublicSettings(PlatformSettings):
     """Seconds the mention reader's lease lasts unrenewed: how long a dead worker's reader
     stays unowned before another worker sharing the store takes over."""
 
+    timeline_name: ClassVar[str] = "a public timeline"
+    """The platform as the refusal of ``dm_policy = "pairing"`` names it (``"X"``)."""
+
     @field_validator("dm_policy")
     @classmethod
     def _no_public_pairing(cls, v: str) -> str:
         if v == "pairing":
             raise ValueError(
-                '"pairing" is not available on a public timeline: mentions are public, so the one-time code '
-                'would be posted for everyone to see; use "allowlist" or "open"'
+                f'"pairing" is not available on {cls.timeline_name}: the bot reads mentions, which are public, '
+                'so the one-time code would be posted for everyone to see; use "allowlist" (only '
+                'allowed_users\' mentions are answered) or "open"'
             )
         return v
 

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..definitions import Context, Extension, Input, Service, TextArgs, output
+from ..logging_setup import quiet_loggers
 from ._audience import AllowList
 from ._public import (
     PictureAttributes,
@@ -304,18 +305,40 @@ class TimelineBot(Protocol):
 
 def timeline_extension(
     platform: str,
-    bot: TimelineBot,
+    bot: TimelineBot | None = None,
     *,
     thread: str,
     instructions: str,
     reply: str,
     mentions: str,
     description: str,
+    settings: PublicSettings | None = None,
+    make_bot: Callable[..., TimelineBot] | None = None,
+    client_factory: Callable[..., Any] | None = None,
+    loggers: Sequence[str] = (),
 ) -> Extension:
     """The extension of a public timeline's ``bot``: ``<platform>:thread`` (``thread`` describes
     its key; ``instructions`` tell the model how to answer there), ``<platform>:reply``
     (``reply`` describes it), ``<platform>:mention`` (``mentions`` says where they come from)
-    and the service that starts and stops the bot."""
+    and the service that starts and stops the bot.
+
+    With no ``bot``, ``make_bot(settings, client_factory=client_factory)`` builds it (the bot's
+    class, say); a ``bot`` given brings its own settings and client. ``loggers`` are the client
+    library's, quieted to warnings ([`quiet_loggers`][hub.platform.quiet_loggers]).
+
+    Raises:
+        ValueError: a ``bot`` given with a ``client_factory``, or built on other ``settings``.
+        TypeError: no ``bot``, and no ``make_bot`` and ``settings`` to build one.
+    """
+    quiet_loggers(*loggers)
+    if bot is not None:
+        if client_factory is not None or (settings is not None and getattr(bot, "settings", settings) is not settings):
+            raise ValueError("a given bot brings its own settings and client_factory")
+    elif make_bot is not None and settings is not None:
+        bot = make_bot(settings, client_factory=client_factory)
+    else:
+        raise TypeError(f"timeline_extension({platform!r}): give a bot, or make_bot and settings to build one")
+    running = bot  # (narrowed for the closure below)
     context: Context[TextArgs, dict[str, Any]] = Context(
         type=f"{platform}:thread",
         schema=TextArgs,
@@ -331,13 +354,13 @@ def timeline_extension(
         attributes=PictureAttributes,  # declared so that pictures named are refused, not dropped unseen
     )
     async def answer(content: str, ctx: Any) -> dict[str, Any]:
-        return await bot.reply(content, ctx)
+        return await running.reply(content, ctx)
 
     return Extension(
         name=platform,
         contexts=[context],
         outputs=[answer],
-        inputs=[Input(type=f"{platform}:mention", subscribe=bot.subscribe, description=mentions)],
-        services=[Service(name=platform, start=bot.start, stop=bot.stop)],
+        inputs=[Input(type=f"{platform}:mention", subscribe=running.subscribe, description=mentions)],
+        services=[Service(name=platform, start=running.start, stop=running.stop)],
         description=description,
     )

@@ -36,6 +36,8 @@
 - ``hub.testing.mastodon`` and ``hub.testing.bluesky``: ``FakeMastodon`` (with its streaming API)
   and ``FakeBluesky`` (a PDS's XRPC), for Mastodon.py and the atproto SDK.
 - [`temp_config()`][hub.testing.temp_config]: a config on a test's temporary folder (data, personas), episodic memory off.
+- [`memory_store_on()`][hub.testing.memory_store_on]: the hub's memory store, shared by every worker, on
+  each backend (in memory, SQLite, PostgreSQL), for tests of what an extension keeps there.
 - [`png()`][hub.testing.png] and [`image_bytes()`][hub.testing.image_bytes]: picture files to attach, drawn with Pillow.
 - ``hub.testing.fixtures``: autouse pytest fixtures (no network, logging restored) to import into
   a ``conftest.py``.
@@ -51,6 +53,7 @@ from ..models.scripted import ScriptedModel
 from .config import temp_config
 from .fakes import Failure, FakeServer, Recorded, loopback_resolver
 from .pictures import image_bytes, png
+from .stores import memory_store_on
 
 if TYPE_CHECKING:
     # what __getattr__ below imports when asked for, named here for type checkers and for the
@@ -69,6 +72,7 @@ __all__ = [
     "image_bytes",
     "load_script",
     "loopback_resolver",
+    "memory_store_on",
     "png",
     "temp_config",
     "tool_turn",

@@ -5,39 +5,19 @@ one compare-and-set, so workers together never pass them."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import pytest
 
-from hub.platform import SendFailed, admit_reply, check_length, reserve_posts
-from hub.store import InMemoryStore, MemoryStore
-from hub.store.sql import Database, PgDatabase, SqlMemoryStore
-from tests._support.backends import BACKENDS, sql_database
-
-
-@asynccontextmanager
-async def two_workers(backend: str, tmp_path: Path) -> AsyncIterator[tuple[MemoryStore, MemoryStore]]:
-    if backend == "memory":
-        store = InMemoryStore()
-        yield store, store
-        return
-    async with AsyncExitStack() as stack:
-        first = await stack.enter_async_context(sql_database(backend, tmp_path))
-        if backend == "sqlite":
-            second = await stack.enter_async_context(Database(tmp_path / "hub.db"))
-        else:
-            second = await stack.enter_async_context(PgDatabase(first.url))  # type: ignore[attr-defined]
-        stores = (SqlMemoryStore(first), SqlMemoryStore(second))
-        for s in stores:
-            await s.open()
-        yield stores
+from hub.platform import PublicSettings, SendFailed, admit_reply, check_length, reserve_posts
+from hub.store import InMemoryStore
+from hub.store.sql import SqlMemoryStore
+from tests._support.backends import BACKENDS, two_workers
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_replies_per_account_hold_across_workers(backend: str, tmp_path: Path) -> None:
-    async with two_workers(backend, tmp_path) as (a, b):
+    async with two_workers(backend, tmp_path, SqlMemoryStore, InMemoryStore) as (a, b):
         got = await asyncio.gather(
             *(admit_reply((a, b)[i % 2], "alice", platform="mastodon", limit=3, window=60) for i in range(10))
         )
@@ -48,7 +28,7 @@ async def test_replies_per_account_hold_across_workers(backend: str, tmp_path: P
 
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_the_daily_cap_holds_across_workers_per_platform(backend: str, tmp_path: Path) -> None:
-    async with two_workers(backend, tmp_path) as (a, b):
+    async with two_workers(backend, tmp_path, SqlMemoryStore, InMemoryStore) as (a, b):
 
         async def one(i: int) -> bool:
             try:
@@ -67,3 +47,14 @@ def test_a_post_over_the_limit_is_refused_before_it_leaves() -> None:
     check_length("x", "c", "a" * 10, measure=len, limit=10, unit="characters")
     with pytest.raises(SendFailed, match="a post of 11 characters is over x's 10"):
         check_length("x", "c", "a" * 11, measure=len, limit=10, unit="characters")
+
+
+def test_pairing_is_refused_on_every_public_timeline_naming_it() -> None:
+    class PagerSettings(PublicSettings):
+        timeline_name = "Pager"
+
+    with pytest.raises(ValueError, match=r'"pairing" is not available on Pager: .*public'):
+        PagerSettings(dm_policy="pairing")
+    with pytest.raises(ValueError, match=r'"pairing" is not available on a public timeline'):
+        PublicSettings(dm_policy="pairing")
+    assert PagerSettings(dm_policy="allowlist").dm_policy == "allowlist"

@@ -5,19 +5,17 @@ as syntax (hypothesis). On memory, SQLite (FTS5) and PostgreSQL (tsvector, GIN).
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings
 
 from hub.store import HistoryEntry, HistoryStore, InMemoryHistoryStore, search_terms
 from hub.store.sql import PostgresHistoryStore, SqlHistoryStore
-from tests._support.backends import BACKENDS, sql_database
+from tests._support.backends import BACKENDS, STORE_SETTINGS, hostile_search_text, on_own_loop, sql_database
 
 T0 = 1_772_434_800.0
 
@@ -63,53 +61,15 @@ async def test_a_person_finds_their_own_messages_and_the_answers_to_them_only(ba
         assert [h.run_id for h in await store.search("bob", "flight")] == ["r2", "r2"]
 
 
-hostile = st.one_of(
-    st.text(max_size=40),
-    st.lists(
-        st.sampled_from(
-            [
-                '"',
-                "'",
-                "%",
-                "_",
-                "*",
-                "NEAR",
-                "AND",
-                "OR",
-                "NOT",
-                "(",
-                ")",
-                ":",
-                "^",
-                "-",
-                "!",
-                "&",
-                "|",
-                "<->",
-                "\\",
-                "a_b",
-                "50%",
-                "col:x",
-                "x*",
-                '"unterminated',
-                "''",
-                "flight",
-            ]
-        ),
-        max_size=8,
-    ).map(" ".join),
-)
+hostile = hostile_search_text("flight", max_size=40)
 _ids = itertools.count()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_search_text_is_text_never_syntax(backend: str, tmp_path: Path) -> None:
-    loop = asyncio.new_event_loop()
-    stack = history(backend, tmp_path)
-    try:
-        store = loop.run_until_complete(stack.__aenter__())
+    with on_own_loop(history(backend, tmp_path)) as (loop, store):
 
-        @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+        @settings(STORE_SETTINGS, max_examples=60)
         @given(text=hostile)
         def check(text: str) -> None:
             user = f"u{next(_ids)}"
@@ -128,6 +88,3 @@ def test_search_text_is_text_never_syntax(backend: str, tmp_path: Path) -> None:
             loop.run_until_complete(store.runs_matching(text))
 
         check()
-    finally:
-        loop.run_until_complete(stack.__aexit__(None, None, None))
-        loop.close()

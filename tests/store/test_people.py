@@ -6,39 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from hub.store import LINK_ATTEMPTS, InMemoryStore, LinkError, MemoryStore, People
 from hub.store.sql import SqlMemoryStore
-from tests._support.backends import BACKENDS, sql_database
+from tests._support.backends import BACKENDS, drive, two_workers
 
 _runs = itertools.count()
-
-
-@asynccontextmanager
-async def two_workers(backend: str, tmp_path: Path) -> AsyncIterator[tuple[MemoryStore, MemoryStore]]:
-    if backend == "memory":
-        store = InMemoryStore()
-        yield store, store
-        return
-    async with AsyncExitStack() as stack:
-        first = await stack.enter_async_context(sql_database(backend, tmp_path))
-        if backend == "sqlite":
-            from hub.store.sql import Database
-
-            second = await stack.enter_async_context(Database(tmp_path / "hub.db"))
-        else:
-            from hub.store.sql import PgDatabase
-
-            second = await stack.enter_async_context(PgDatabase(first.url))  # type: ignore[attr-defined]
-        yield SqlMemoryStore(first), SqlMemoryStore(second)
 
 
 class Clock:
@@ -51,7 +29,7 @@ class Clock:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_a_code_joins_two_identities_once(backend: str, tmp_path: Path) -> None:
-    async with two_workers(backend, tmp_path) as (one, two):
+    async with two_workers(backend, tmp_path, SqlMemoryStore, InMemoryStore) as (one, two):
         a, b = People(one), People(two)
         code = await a.new_code("telegram", "42")
         joined = await b.redeem(code.lower(), "discord", "77")
@@ -64,7 +42,7 @@ async def test_a_code_joins_two_identities_once(backend: str, tmp_path: Path) ->
 
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_one_code_used_at_once_by_two_workers_links_one(backend: str, tmp_path: Path) -> None:
-    async with two_workers(backend, tmp_path) as (one, two):
+    async with two_workers(backend, tmp_path, SqlMemoryStore, InMemoryStore) as (one, two):
         a, b = People(one), People(two)
         code = await a.new_code("telegram", "42")
         got = await asyncio.gather(
@@ -227,21 +205,4 @@ class Linking(RuleBasedStateMachine):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_link_unlink_forget_interleavings_keep_one_person_per_identity(backend: str, tmp_path: Path) -> None:
-    loop = asyncio.new_event_loop()
-    stack = two_workers(backend, tmp_path)
-    try:
-        workers = loop.run_until_complete(stack.__aenter__())
-
-        class Machine(Linking):
-            pass
-
-        Machine.loop, Machine.workers = loop, workers
-        run_state_machine_as_test(
-            Machine,
-            settings=settings(
-                max_examples=15, stateful_step_count=15, deadline=None, suppress_health_check=list(HealthCheck)
-            ),
-        )
-    finally:
-        loop.run_until_complete(stack.__aexit__(None, None, None))
-        loop.close()
+    drive(Linking, two_workers(backend, tmp_path, SqlMemoryStore, InMemoryStore), max_examples=15, steps=15)

@@ -7,41 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from hub.store import InMemoryReminderStore, Reminder, ReminderStore
 from hub.store.sql import SqlReminderStore
-from tests._support.backends import BACKENDS, sql_database
+from tests._support.backends import BACKENDS, drive, two_workers
 
 CAP = 3
 _runs = itertools.count()
 users = st.sampled_from(["ann", "bob"])
-
-
-@asynccontextmanager
-async def two_workers(backend: str, tmp_path: Path) -> AsyncIterator[tuple[ReminderStore, ReminderStore]]:
-    if backend == "memory":
-        store = InMemoryReminderStore()
-        yield store, store
-        return
-    async with AsyncExitStack() as stack:
-        first = await stack.enter_async_context(sql_database(backend, tmp_path))
-        if backend == "sqlite":
-            from hub.store.sql import Database
-
-            second = await stack.enter_async_context(Database(tmp_path / "hub.db"))
-        else:
-            from hub.store.sql import PgDatabase
-
-            second = await stack.enter_async_context(PgDatabase(first.url))  # type: ignore[attr-defined]
-        yield SqlReminderStore(first), SqlReminderStore(second)
 
 
 class Reminding(RuleBasedStateMachine):
@@ -150,31 +128,14 @@ class Reminding(RuleBasedStateMachine):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_each_fire_is_claimed_once_and_the_cap_holds_across_workers(backend: str, tmp_path: Path) -> None:
-    loop = asyncio.new_event_loop()
-    stack = two_workers(backend, tmp_path)
-    try:
-        workers = loop.run_until_complete(stack.__aenter__())
-
-        class Machine(Reminding):
-            pass
-
-        Machine.loop, Machine.workers = loop, workers
-        run_state_machine_as_test(
-            Machine,
-            settings=settings(
-                max_examples=20, stateful_step_count=20, deadline=None, suppress_health_check=list(HealthCheck)
-            ),
-        )
-    finally:
-        loop.run_until_complete(stack.__aexit__(None, None, None))
-        loop.close()
+    drive(Reminding, two_workers(backend, tmp_path, SqlReminderStore, InMemoryReminderStore), max_examples=20, steps=20)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_due_lists_what_is_due_and_what_is_pending_and_forget_removes_a_person(
     backend: str, tmp_path: Path
 ) -> None:
-    async with two_workers(backend, tmp_path) as (store, _):
+    async with two_workers(backend, tmp_path, SqlReminderStore, InMemoryReminderStore) as (store, _):
         for i, due in enumerate([50.0, 150.0, 250.0]):
             assert await store.add(Reminder(f"r{i}", "c:x", "ann", "t", due=due), cap=0)
         assert await store.add(Reminder("b", "c:y", "bob", "t", due=10.0), cap=0)

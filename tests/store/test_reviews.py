@@ -8,40 +8,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from hub.store import REVIEW_MOVES, InMemoryReviewStore, Review, ReviewStore
 from hub.store.sql import SqlReviewStore
-from tests._support.backends import BACKENDS, sql_database
+from tests._support.backends import BACKENDS, drive, two_workers
 
 _ids = itertools.count()
-
-
-@asynccontextmanager
-async def two_workers(backend: str, tmp_path: Path) -> AsyncIterator[tuple[ReviewStore, ReviewStore]]:
-    """Two stores on one backend: two connections to one database (one shared store in memory)."""
-    if backend == "memory":
-        store = InMemoryReviewStore()
-        yield store, store
-        return
-    async with AsyncExitStack() as stack:
-        first = await stack.enter_async_context(sql_database(backend, tmp_path))
-        if backend == "sqlite":
-            from hub.store.sql import Database
-
-            second = await stack.enter_async_context(Database(tmp_path / "hub.db"))
-        else:
-            from hub.store.sql import PgDatabase
-
-            second = await stack.enter_async_context(PgDatabase(first.url))  # type: ignore[attr-defined]
-        yield SqlReviewStore(first), SqlReviewStore(second)
 
 
 def held(review_id: str, *, expires_in: float = 3600.0, text: str = "hello") -> Review:
@@ -61,7 +38,7 @@ def held(review_id: str, *, expires_in: float = 3600.0, text: str = "hello") -> 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_a_held_post_survives_and_moves_once(backend: str, tmp_path: Path) -> None:
-    async with two_workers(backend, tmp_path) as (a, b):
+    async with two_workers(backend, tmp_path, SqlReviewStore, InMemoryReviewStore) as (a, b):
         await a.add(held("r1", text="draft"))
         approved = await b.move("r1", "pending", "approved", text="edited")
         assert approved is not None and approved.text == "edited" and approved.decided is not None
@@ -76,7 +53,7 @@ async def test_a_held_post_survives_and_moves_once(backend: str, tmp_path: Path)
 
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_an_expired_post_is_never_approved(backend: str, tmp_path: Path) -> None:
-    async with two_workers(backend, tmp_path) as (a, _):
+    async with two_workers(backend, tmp_path, SqlReviewStore, InMemoryReviewStore) as (a, _):
         await a.add(held("old", expires_in=-1.0))
         assert await a.move("old", "pending", "approved") is None
         r = await a.get("old")
@@ -142,29 +119,12 @@ class Queue(RuleBasedStateMachine):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_moves_win_once_across_workers(backend: str, tmp_path: Path) -> None:
-    loop = asyncio.new_event_loop()
-    stack = two_workers(backend, tmp_path)
-    try:
-        workers = loop.run_until_complete(stack.__aenter__())
-
-        class Machine(Queue):
-            pass
-
-        Machine.loop, Machine.workers = loop, workers
-        run_state_machine_as_test(
-            Machine,
-            settings=settings(
-                max_examples=20, stateful_step_count=15, deadline=None, suppress_health_check=list(HealthCheck)
-            ),
-        )
-    finally:
-        loop.run_until_complete(stack.__aexit__(None, None, None))
-        loop.close()
+    drive(Queue, two_workers(backend, tmp_path, SqlReviewStore, InMemoryReviewStore), max_examples=20, steps=15)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_prune_forgets_only_posts_done_with(backend: str, tmp_path: Path) -> None:
-    async with two_workers(backend, tmp_path) as (a, _):
+    async with two_workers(backend, tmp_path, SqlReviewStore, InMemoryReviewStore) as (a, _):
         for rid in ("wait", "ok", "busy", "done", "no", "bad"):
             await a.add(held(rid))
         await a.move("ok", "pending", "approved")

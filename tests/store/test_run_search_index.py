@@ -6,19 +6,18 @@ quotes, ``%`` and ``_`` is searched as text, never as syntax (hypothesis)."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from hub.store import RunRecord, RunState, RunStore, search_terms
 from hub.store.sql import PostgresRunStore, SqlRunStore
-from tests._support.backends import SQL_BACKENDS, sql_database
+from tests._support.backends import SQL_BACKENDS, STORE_SETTINGS, hostile_search_text, on_own_loop, sql_database
 
 
 def _store(kind: str, db: object) -> RunStore:
@@ -55,53 +54,16 @@ async def test_sqlite_searches_through_the_index_not_every_row(tmp_path: Path) -
         assert "VIRTUAL TABLE INDEX" in steps and "SCAN runs" not in steps.replace("SCAN runs_fts", ""), steps
 
 
-hostile = st.one_of(
-    st.text(max_size=30),
-    st.lists(
-        st.sampled_from(
-            [
-                '"',
-                "'",
-                "%",
-                "_",
-                "*",
-                "NEAR",
-                "AND",
-                "OR",
-                "NOT",
-                "(",
-                ")",
-                ":",
-                "^",
-                "-",
-                "&",
-                "|",
-                "!",
-                "<->",
-                "\\",
-                "a_b",
-                "50%",
-                "col:x",
-                "x*",
-                "''",
-                "rain",
-            ]
-        ),
-        max_size=8,
-    ).map(" ".join),
-)
+hostile = hostile_search_text("rain", max_size=30)
 _seq = itertools.count()
 
 
 @pytest.mark.parametrize("kind", SQL_BACKENDS)
 def test_search_text_is_text_never_syntax(kind: str, tmp_path: Path) -> None:
-    loop = asyncio.new_event_loop()
-    cm = sql_database(kind, tmp_path)
-    try:
-        db = loop.run_until_complete(cm.__aenter__())
+    with on_own_loop(sql_database(kind, tmp_path)) as (loop, db):
         store = _store(kind, db)
 
-        @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+        @settings(STORE_SETTINGS, max_examples=60)
         @given(text=hostile)
         def check(text: str) -> None:
             n = next(_seq)
@@ -115,9 +77,6 @@ def test_search_text_is_text_never_syntax(kind: str, tmp_path: Path) -> None:
                 assert found == []  # no word: nothing, not everything ("" is no search at all)
 
         check()
-    finally:
-        loop.run_until_complete(cm.__aexit__(None, None, None))
-        loop.close()
 
 
 # --- the index holds ended runs; runs under way are matched at search time (migration 181) --
@@ -135,10 +94,7 @@ def test_search_finds_runs_under_way_and_ended_alike_whatever_the_order(kind: st
     """Invariant: a search finds exactly the runs holding its words, whether they are under
     way or ended, through every change of state and reply; on SQLite ``runs_fts`` holds
     exactly the ended runs, with their current words (rule-based interleavings)."""
-    loop = asyncio.new_event_loop()
-    cm = sql_database(kind, tmp_path)
-    try:
-        db = loop.run_until_complete(cm.__aenter__())
+    with on_own_loop(sql_database(kind, tmp_path)) as (loop, db):
         store = _store(kind, db)
 
         class Runs(RuleBasedStateMachine):
@@ -197,13 +153,7 @@ def test_search_finds_runs_under_way_and_ended_alike_whatever_the_order(kind: st
                     ended = {i for i, r in self.runs.items() if r.state != RunState.RUNNING and word in _words_of(r)}
                     assert {row[0] for row in rows} == ended, word
 
-        Runs.TestCase.settings = settings(
-            max_examples=25, stateful_step_count=20, deadline=None, suppress_health_check=list(HealthCheck)
-        )
-        Runs.TestCase().runTest()
-    finally:
-        loop.run_until_complete(cm.__aexit__(None, None, None))
-        loop.close()
+        run_state_machine_as_test(Runs, settings=settings(STORE_SETTINGS, max_examples=25, stateful_step_count=20))
 
 
 async def test_a_database_from_before_181_keeps_its_runs_under_way_out_of_the_index(tmp_path: Path) -> None:

@@ -7,44 +7,21 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from hub.store import InMemoryUsageStore, UsageStore
 from hub.store.sql import SqlUsageStore
-from tests._support.backends import BACKENDS, sql_database
+from tests._support.backends import BACKENDS, drive, two_workers
 
 LIMIT = 10.0
 SCOPE = "background"
 _days = itertools.count()
 
 amounts = st.sampled_from([0.0, 0.5, 1.0, 2.5, 3.0, 4.0, 6.0, 10.0, 11.0])
-
-
-@asynccontextmanager
-async def two_workers(backend: str, tmp_path: Path) -> AsyncIterator[tuple[UsageStore, UsageStore]]:
-    """Two stores on one backend: two connections to one database (one shared store in memory)."""
-    if backend == "memory":
-        store = InMemoryUsageStore()
-        yield store, store
-        return
-    async with AsyncExitStack() as stack:
-        first = await stack.enter_async_context(sql_database(backend, tmp_path))
-        if backend == "sqlite":
-            from hub.store.sql import Database
-
-            second = await stack.enter_async_context(Database(tmp_path / "hub.db"))
-        else:
-            from hub.store.sql import PgDatabase
-
-            second = await stack.enter_async_context(PgDatabase(first.url))  # type: ignore[attr-defined]
-        yield SqlUsageStore(first), SqlUsageStore(second)
 
 
 class Spend(RuleBasedStateMachine):
@@ -115,21 +92,4 @@ class Spend(RuleBasedStateMachine):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_reservations_never_admit_past_the_limit_across_workers(backend: str, tmp_path: Path) -> None:
-    loop = asyncio.new_event_loop()
-    stack = two_workers(backend, tmp_path)
-    try:
-        workers = loop.run_until_complete(stack.__aenter__())
-
-        class Machine(Spend):
-            pass
-
-        Machine.loop, Machine.workers = loop, workers
-        run_state_machine_as_test(
-            Machine,
-            settings=settings(
-                max_examples=25, stateful_step_count=20, deadline=None, suppress_health_check=list(HealthCheck)
-            ),
-        )
-    finally:
-        loop.run_until_complete(stack.__aexit__(None, None, None))
-        loop.close()
+    drive(Spend, two_workers(backend, tmp_path, SqlUsageStore, InMemoryUsageStore), max_examples=25, steps=20)

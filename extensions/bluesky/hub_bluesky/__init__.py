@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import Field, SecretStr, field_validator
 
 from hub import ConfigError, Extension
-from hub.platform import PublicSettings, quiet_loggers, timeline_extension
+from hub.platform import PublicSettings, timeline_extension
 
 from ._bot import CURSOR_KEY, MAX_GRAPHEMES, PLATFORM, BlueskyBot, SessionRevoked, build_text, make_client, split_post
 
@@ -38,6 +38,8 @@ __all__ = [
 
 class BlueskySettings(PublicSettings):
     """``[extensions.bluesky]``. The app password is a ``SecretStr``: it never shows in a log."""
+
+    timeline_name = "Bluesky"
 
     handle: str = ""
     """The bot's handle (``hub.bsky.social``)."""
@@ -89,15 +91,14 @@ def extension(
     Raises:
         ConfigError: ``handle`` or ``app_password`` is missing.
     """
-    quiet_loggers("atproto", "atproto_client", "httpx")
     settings.check()
-    if bot is not None and (client_factory is not None or bot.settings is not settings):
-        raise ValueError("a given bot brings its own settings and client_factory")
-    b = bot or BlueskyBot(settings, client_factory=client_factory)
-
     return timeline_extension(
         PLATFORM,
-        b,
+        bot,
+        settings=settings,
+        make_bot=BlueskyBot,
+        client_factory=client_factory,
+        loggers=("atproto", "atproto_client", "httpx"),
         thread="A thread on Bluesky, keyed by the at:// uri of its root post; mentions come in here.",
         instructions=_INSTRUCTIONS,
         reply="Reply on Bluesky to the post you are answering (long text becomes a thread).",

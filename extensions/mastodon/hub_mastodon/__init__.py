@@ -20,7 +20,7 @@ from pydantic import Field, SecretStr, field_validator
 from yarl import URL
 
 from hub import ConfigError, Extension
-from hub.platform import PublicSettings, quiet_loggers, timeline_extension
+from hub.platform import PublicSettings, timeline_extension
 
 from ._bot import PLATFORM, SINCE_ID_KEY, MastodonBot, make_client, more_private
 from ._text import split_status, status_length
@@ -40,6 +40,8 @@ __all__ = [
 
 class MastodonSettings(PublicSettings):
     """``[extensions.mastodon]``. The access token is a ``SecretStr``: it never shows in a log."""
+
+    timeline_name = "Mastodon"
 
     base_url: str = ""
     """The instance, ``https://mastodon.example`` (tests point it at a loopback fake)."""
@@ -96,15 +98,14 @@ def extension(
     Raises:
         ConfigError: ``base_url`` or ``access_token`` is missing.
     """
-    quiet_loggers("mastodon")
     settings.check()
-    if bot is not None and (client_factory is not None or bot.settings is not settings):
-        raise ValueError("a given bot brings its own settings and client_factory")
-    m = bot or MastodonBot(settings, client_factory=client_factory)
-
     return timeline_extension(
         PLATFORM,
-        m,
+        bot,
+        settings=settings,
+        make_bot=MastodonBot,
+        client_factory=client_factory,
+        loggers=("mastodon",),
         thread="A thread on Mastodon, keyed by the status id of its first post; mentions come in here.",
         instructions=_INSTRUCTIONS,
         reply="Reply on Mastodon to the post you are answering (long text becomes a thread).",

@@ -69,6 +69,8 @@ class TwitterSettings(PublicSettings):
     ([`hub.platform.PublicSettings`][hub.platform.PublicSettings]).
     """
 
+    timeline_name = "X"
+
     bearer_token: SecretStr = SecretStr("")
     """Reads mentions (app-only OAuth 2.0 bearer token)."""
     api_key: SecretStr = SecretStr("")
@@ -110,17 +112,6 @@ class TwitterSettings(PublicSettings):
     def _absolute_url(cls, v: str) -> str:
         if v and not (v.startswith(("http://", "https://")) and URL(v).host):
             raise ValueError(f"{v!r} is not an absolute http(s) URL (https://x-proxy.example.com, say)")
-        return v
-
-    @field_validator("dm_policy")
-    @classmethod
-    def _no_public_pairing(cls, v: str) -> str:
-        if v == "pairing":
-            raise ValueError(
-                '"pairing" is not available on X: the bot reads mentions, which are public, so the '
-                'one-time code would be posted for everyone to see; use "allowlist" (only '
-                "allowed_users' mentions are answered) or 'open'"
-            )
         return v
 
     @property

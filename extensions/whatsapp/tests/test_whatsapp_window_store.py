@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import tempfile
 from contextlib import AsyncExitStack
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,9 +16,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from hub import HubConfig
-from hub.store import InMemoryInbox, InMemoryRunStore, InMemoryStore, open_stores
-from hub.testing.postgres import temporary_schema
+from hub.testing import memory_store_on
 from hub_whatsapp import Windows
 
 User = tuple[float | None, float | None]  # the newest message's time, the open refusal's
@@ -52,16 +49,8 @@ def machine(backend: str) -> type[RuleBasedStateMachine]:
             return self.loop.run_until_complete(coro)
 
         async def _open(self) -> Windows:
-            config = HubConfig()
-            config.hub.data_dir = str(Path(self.tmp.name) / "data")
-            if backend == "memory":
-                kw: dict[str, Any] = {"memory": InMemoryStore(), "runs": InMemoryRunStore(), "inbox": InMemoryInbox()}
-                stores = await self.stack.enter_async_context(open_stores(config, **kw))
-            else:
-                if backend == "postgres":
-                    config.store.url = await self.stack.enter_async_context(temporary_schema())
-                stores = await self.stack.enter_async_context(open_stores(config, worker="w1"))
-            return Windows(stores.memory, clock=lambda: 10.0)
+            memory = await self.stack.enter_async_context(memory_store_on(backend, self.tmp.name))
+            return Windows(memory, clock=lambda: 10.0)
 
         async def _do(self, op: Op) -> None:
             kind, at = op
