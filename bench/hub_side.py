@@ -10,8 +10,8 @@ script, so that peak-RSS figures start from a clean interpreter:
 prints one JSON line: the dict plus ``"ok": true``.
 
 Everything here is the real stack: :class:`hub.Hub` with its engine, runner, prompt
-builder and streaming parser; :class:`hub.models.openai.OpenAIModel` (the streaming request on a shared aiohttp session; its raw SSE
-body is decoded by the hub) talking to
+builder and streaming parser; :class:`hub.models.openai.OpenAIModel` (the streaming request on the shared keep-alive connections
+of hub/models/_http.py; its raw SSE body is decoded by the hub) talking to
 the shared loopback fake; the SQLite stores
 (memory, runs and their event logs, the inbox) in a fresh temporary data directory,
 so every turn's state is saved to disk as in production. ``turn`` also reports a
@@ -497,7 +497,7 @@ def latency(base_url: str, turns: int, warmup: int) -> dict:
     (the fake paces events 1 ms apart). Returns ``{"p50_ms", "p99_ms"}``.
 
     The timestamp is taken where the model's HTTP client hands over body bytes: each
-    network chunk of the streaming response as the model client's aiohttp response yields
+    network chunk of the streaming response as the model client's connection yields
     it, before any SSE, JSON or XML parsing (Daydreams' side wraps ``fetch`` and stamps
     each body chunk at the same point). The SSE text is followed cheaply there to find
     the chunk in which the streamed content first contains ``</output>``. The output

@@ -1,6 +1,7 @@
 """Any OpenAI-compatible chat-completions server (OpenAI, Ollama, vLLM, llama.cpp).
 
-The streaming chat request, a turn's hot path, is sent on a shared aiohttp session; the
+The streaming chat request, a turn's hot path, is sent on keep-alive connections shared by
+the clients of one base URL (`_http`; through a proxy, on a shared aiohttp session); the
 ``openai`` SDK stays for everything else (a caller's own ``client``, audio) and words the
 errors (`_openai_errors`), so what is raised is what the SDK would raise.
 """
@@ -12,6 +13,7 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -20,6 +22,7 @@ from yarl import URL
 
 from ..errors import ContextTooLong, ModelError
 from . import CONTEXT_TOO_LONG_CODES, Model, ModelRequest, ToolCallDelta, Usage, context_too_long
+from ._http import Response
 from ._openai_errors import connection_error, load_sdk, status_error
 from ._sessions import SessionLease, env_proxy
 
@@ -42,8 +45,9 @@ class OpenAIModel(Model):
     The request is built once per model: its URL and headers at construction (the
     SDK's: ``Authorization``, ``OpenAI-Organization`` and ``OpenAI-Project`` from
     ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID``, ``base_url`` else ``OPENAI_BASE_URL``),
-    its body serialised with orjson, then sent on the aiohttp session shared by every
-    client of the same base URL on the loop (a client per key costs no pool of its own).
+    its body serialised with orjson, then written on a keep-alive connection shared by
+    every client of the same base URL on the loop (a client per key costs no pool of its
+    own), or through the environment's proxy on aiohttp.
     The SSE body is decoded here. The SDK's request building and per-chunk models were
     about half of a turn's CPU (the docs' benchmarks page). Errors are the SDK's own
     exception types before they become [`ModelError`][hub.ModelError] (chained as its
@@ -97,6 +101,7 @@ class OpenAIModel(Model):
         self._lease = SessionLease(base)
         self._proxy = env_proxy(self._url)
         self._slots: asyncio.Semaphore | None = None
+        self._head = _request_head(self._url, headers)
 
     async def close(self) -> None:
         await self._lease.release()
@@ -110,10 +115,15 @@ class OpenAIModel(Model):
             async for item in self._stream_sdk(payload, chunks):
                 yield item
             return
-        session = self._lease.session()
         slots = self._slots
         if slots is None:
             slots = self._slots = asyncio.Semaphore(self.concurrency)
+        if self._proxy is None:
+            async with slots:
+                async for item in self._stream_direct(payload, chunks):
+                    yield item
+            return
+        session = self._lease.session()
         async with slots:
             reading = False
             watch: _ReadWatch | None = None
@@ -153,6 +163,40 @@ class OpenAIModel(Model):
             finally:
                 if watch is not None:
                     watch.cancel()
+        chunks.usage.finish_reason = chunks.finish_reason
+        yield chunks.usage
+
+    async def _stream_direct(self, payload: bytes, chunks: _Chunks) -> AsyncIterator[str | Usage | ToolCallDelta]:
+        """The request on the shared keep-alive connections (`_http`): no proxy in the way."""
+        origin = self._lease.origin()
+        response: Response | None = None
+        reading = False
+        try:
+            response = await origin.request(self._head, payload, timeout=self.timeout)
+            if response.status >= 400:
+                body = await response.read()
+                await load_sdk()
+                error = status_error(response.status, response.raw_headers, body, self._url)
+                raise self._failure(error) from error
+            reading = True
+            async for events in _sse_events(response.chunks()):
+                pieces: list[str] = []
+                try:
+                    chunks.read(events, pieces)
+                finally:
+                    if pieces:
+                        yield pieces[0] if len(pieces) == 1 else "".join(pieces)
+                    if chunks.calls:
+                        calls, chunks.calls = chunks.calls, []
+                        for call in calls:
+                            yield call
+        except (OSError, TimeoutError) as e:
+            await load_sdk()
+            broke = connection_error(e, self._url, reading=reading)
+            raise self._failure(broke) from broke
+        finally:
+            if response is not None:
+                origin.release(response)
         chunks.usage.finish_reason = chunks.finish_reason
         yield chunks.usage
 
@@ -226,6 +270,27 @@ class OpenAIModel(Model):
                 return ModelError(f"{self.name}: timed out reading the stream: {e}", retryable=True)
             case _:
                 return ModelError(f"{self.name}: connection broke: {type(e).__name__}: {e}", retryable=True)
+
+
+def _request_head(url: str, headers: dict[str, str]) -> bytes:
+    """The request line and headers of every chat request to ``url``, built once (the
+    length of each body is added as it is sent)."""
+    parts = urlsplit(url)
+    target = parts.path or "/"
+    if parts.query:
+        target += "?" + parts.query
+    default = 443 if parts.scheme == "https" else 80
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 address, bracketed as in the URL
+        host = f"[{host}]"
+    if parts.port and parts.port != default:
+        host = f"{host}:{parts.port}"
+    lines = [f"POST {target} HTTP/1.1", f"Host: {host}"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    for line in lines:
+        if "\r" in line or "\n" in line:
+            raise ValueError(f"a header of the model request holds a line break: {line.split(':')[0]!r}")
+    return "\r\n".join(lines).encode("latin-1")
 
 
 def _httpx() -> Any:

@@ -18,6 +18,7 @@ from .._run_records import RunRecord, RunState, RunStore, RunTotals, forgotten_i
 from ._migrations import _RUNS_FTS_COLUMNS as _FTS_COLUMNS
 from ._migrations import _RUNS_FTS_TOKENIZE
 from ._postgres import PgDatabase
+from ._sqlite import Database
 from ._sql_store import SqlStore
 from ._values import dumps, holds_text
 
@@ -250,7 +251,9 @@ class SqlRunStore(SqlStore, RunStore, store="runs"):
         """A listing's rows; a search's after the runs under way are indexed for it."""
         if not text:
             return await self.db.fetchall(sql, params)
-        return await self.db.fetchall_after(_index_live_runs, sql, params)  # type: ignore[attr-defined]
+        db = self.db
+        assert isinstance(db, Database), "PostgresRunStore reads with its own _read"
+        return await db.fetchall_after(_index_live_runs, sql, params)
 
     async def conversations(
         self, *, limit: int = 50, platform: str | None = None, text: str | None = None
