@@ -318,17 +318,15 @@ class _Chunks:
 
     def read(self, events: list[bytes], pieces: list[str]) -> None:
         """Add the text of ``events`` (the ``data:`` of each) to ``pieces``."""
+        # After [DONE], read on to the end of the body (it ends there): a response closed
+        # unread closes its connection instead of reusing it.
+        if self.done:
+            return
+        parsed, broken = _parsed(events)
+        if len(parsed) < len(events) and broken is None:
+            self.done = True  # [DONE]: what follows it is not read
         # one loop, no call per event: this runs for every token of every reply
-        for data in events:
-            # After [DONE], read on to the end of the body (it ends there): a response closed
-            # unread closes its connection instead of reusing it.
-            if self.done or data == b"[DONE]":
-                self.done = True
-                continue
-            try:
-                chunk = orjson.loads(data)
-            except ValueError as e:
-                raise ModelError(f"{self.name}: invalid JSON in the stream: {e}") from e
+        for chunk in parsed:
             if not isinstance(chunk, dict):
                 continue
             if chunk.get("error"):
@@ -349,6 +347,8 @@ class _Chunks:
                     pieces.append(text)
                 if self.tools and delta and delta.get("tool_calls"):
                     self._tool_calls(delta["tool_calls"])
+        if broken is not None:  # what came before it is the model's, handed on first
+            raise ModelError(f"{self.name}: invalid JSON in the stream: {broken}") from broken
 
     def _tool_calls(self, calls: Any) -> None:
         """The ``tool_calls`` of one delta, as `ToolCallDelta` pieces."""
@@ -373,6 +373,32 @@ class _Chunks:
         if context_too_long(message, code if isinstance(code, str) else None):
             return ContextTooLong(f"{self.name}: {message or code}")
         return ModelError(f"{self.name}: {message or 'an error occurred during streaming'}")
+
+
+def _parsed(events: list[bytes]) -> tuple[list[Any], ValueError | None]:
+    """The JSON of ``events`` up to ``[DONE]`` (not included), and the error of the first
+    event that is not JSON (the ones before it are returned). A read's events are parsed as
+    one array, one call instead of one per event, and one by one only when that fails."""
+    if not events:
+        return [], None
+    body = events[:-1] if events[-1] == b"[DONE]" else events
+    try:
+        if len(body) == 1:
+            return [orjson.loads(body[0])], None
+        parsed = orjson.loads(b"[" + b",".join(body) + b"]") if body else []
+        if len(parsed) == len(body):  # ``data: 1,2`` would be two values: parsed one by one
+            return parsed, None
+    except ValueError:
+        pass
+    out: list[Any] = []
+    for data in events:
+        if data == b"[DONE]":
+            return out, None
+        try:
+            out.append(orjson.loads(data))
+        except ValueError as e:
+            return out, e
+    return out, None
 
 
 def _read_timeout() -> aiohttp.ServerTimeoutError:
@@ -453,6 +479,11 @@ async def _sse_events(body: AsyncIterator[bytes]) -> AsyncIterator[list[bytes]]:
             buf += held
             continue
         complete, buf = buf[:end], buf[end + 2 :] + held
+        # the usual read: one-line ``data: `` events only (a JSON chunk holds no raw line
+        # break), cut by one split
+        if complete.startswith(b"data: ") and complete.count(b"\n") == 2 * complete.count(b"\n\ndata: "):
+            yield complete[6:].split(b"\n\ndata: ")
+            continue
         events: list[bytes] = []
         for event in complete.split(b"\n\n"):
             if event.startswith(b"data: ") and b"\n" not in event:
