@@ -89,16 +89,19 @@ class Engine:
         slot.current = record.id  # a stop may end this run until it decides how it ends
         clock: _RunClock | None = None
         try:
-            # queued now, committed with the inputs' take at the first step's sync (one
-            # commit, not two): the run is durable before the model is asked anything
+            # queued now, with the inputs' take: both are committed with the conversation's
+            # row that prepare() waits for (one commit, not three), and the run is durable
+            # before the model is asked anything
             run.creating = deps.runs.create_soon(record)
+            taken = self._take_inputs(run)
             async with asyncio.timeout_at(min(deadline, started + cfg.heartbeat_timeout)) as timer:
                 clock = _RunClock(loop, timer, deadline=deadline, heartbeat=cfg.heartbeat_timeout)
                 inst = conversation(deps, slot.definition, slot.args, slot.key)
                 ctx = run.context_for(inst, clock.progress, clock.pause)
                 await prepare(deps, inst, ctx)
                 run.attach(inst, ctx)
-                self._take_inputs(run)
+                ctx.inputs = list(taken)  # what the hooks and handlers see from here on, as before
+                self._take_inputs(run)  # what came while the conversation was prepared
                 await deps.plugins.before_run(ctx)
                 state, reason = await self._loop(run)
         except StopRun as e:
@@ -154,10 +157,12 @@ class Engine:
                 run.slot.ended = finishing.result()
             raise
 
-    def _take_inputs(self, run: Run) -> int:
+    def _take_inputs(self, run: Run) -> list[InputLog]:
+        """The slot's waiting inputs, now the run's: in its log, queued as events and as the
+        inbox's take (committed with the next commit)."""
         taken = run.slot.take(run.id)
         if not taken:
-            return 0
+            return []
         # in the run's log first: whatever the store does next, the run answers these inputs
         run.logs.extend(taken)
         run.input_ids.extend(e.id for e in taken)
@@ -166,7 +171,7 @@ class Engine:
         for entry in taken:
             self.deps.runs.append(run.record, entry)
         self.deps.inbox.take([e.id for e in taken], run.id)
-        return len(taken)
+        return taken
 
     async def _loop(self, run: Run) -> tuple[RunState, str | None]:
         cfg = self.deps.config.agent

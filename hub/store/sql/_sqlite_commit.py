@@ -34,7 +34,10 @@ class _Busy(Exception):
 def _commit_sync(raw: sqlite3.Connection, writes: list[tuple[str, Sequence[Any] | None]]) -> list[BaseException | None]:
     """Runs in aiosqlite's thread. The fast path commits the batch as one transaction; if a
     statement fails, the batch is applied again with each write in a savepoint, so only the
-    writes that fail are left out."""
+    writes that fail are left out. A batch of flushes alone (nothing written since the last
+    commit) commits nothing: no transaction, no lock taken."""
+    if all(sql == _BARRIER for sql, _ in writes):
+        return [None] * len(writes)
     try:
         _begin(raw)
     except sqlite3.Error as e:
