@@ -18,8 +18,8 @@ from .._run_records import RunRecord, RunState, RunStore, RunTotals, forgotten_i
 from ._migrations import _RUNS_FTS_COLUMNS as _FTS_COLUMNS
 from ._migrations import _RUNS_FTS_TOKENIZE
 from ._postgres import PgDatabase
-from ._sqlite import Database
 from ._sql_store import SqlStore
+from ._sqlite import Database
 from ._values import dumps, holds_text
 
 __all__ = ["SqlRunStore", "PostgresRunStore"]
