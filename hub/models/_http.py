@@ -249,6 +249,7 @@ class Origin:
         self.port = parts.port or (443 if self.tls else 80)
         self.idle: list[_Connection] = []
         self._ssl: ssl.SSLContext | None = None
+        self._sweep: asyncio.TimerHandle | None = None
 
     def _context(self) -> ssl.SSLContext:
         if self._ssl is None:
@@ -302,10 +303,30 @@ class Origin:
         if conn.reusable():
             conn.idle_since = time.monotonic()
             self.idle.append(conn)
+            if self._sweep is None:
+                self._sweep = conn.loop.call_later(KEEPALIVE, self._swept)
         else:
             conn.close()
 
+    def _swept(self) -> None:
+        """Close what has been idle for `KEEPALIVE` seconds or the server closed: a burst of
+        a thousand requests leaves no thousand sockets open after it."""
+        self._sweep = None
+        now = time.monotonic()
+        kept = []
+        for conn in self.idle:
+            if conn.closed or now - conn.idle_since >= KEEPALIVE:
+                conn.close()
+            else:
+                kept.append(conn)
+        self.idle = kept
+        if kept:
+            self._sweep = asyncio.get_running_loop().call_later(KEEPALIVE, self._swept)
+
     def close(self) -> None:
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         for conn in self.idle:
             conn.close()
         self.idle.clear()

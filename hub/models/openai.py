@@ -288,9 +288,14 @@ def _request_head(url: str, headers: dict[str, str]) -> bytes:
     lines = [f"POST {target} HTTP/1.1", f"Host: {host}"]
     lines += [f"{name}: {value}" for name, value in headers.items()]
     for line in lines:
+        # named by the header, never shown: the value may be a key
         if "\r" in line or "\n" in line:
             raise ValueError(f"a header of the model request holds a line break: {line.split(':')[0]!r}")
-    return "\r\n".join(lines).encode("latin-1")
+        if not line.isascii():
+            raise ValueError(
+                f"a header of the model request holds a character that is not ASCII: {line.split(':')[0]!r}"
+            )
+    return "\r\n".join(lines).encode("ascii")
 
 
 def _httpx() -> Any:

@@ -14,6 +14,7 @@ import pytest
 
 from hub.errors import ModelError
 from hub.models import ModelRequest, Usage
+from hub.models import _http as http
 from hub.models._http import _HIGH_WATER, Origin, ReadTimeout
 from hub.models.openai import OpenAIModel
 
@@ -210,3 +211,26 @@ async def test_no_byte_for_the_timeout_is_a_read_timeout_and_the_connection_is_c
             await response.read()
         origin.release(response)
         assert origin.idle == [] and response._conn.closed
+
+
+async def test_idle_connections_are_closed_after_the_keepalive(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http, "KEEPALIVE", 0.05)
+    body = sse("x")
+    server = Scripted(lambda n, _: ok(body, f"Content-Length: {len(body)}"))
+    async with server.serving() as url:
+        model = OpenAIModel("m", base_url=url, api_key="k")
+        await asyncio.gather(ask(model), ask(model), ask(model))  # three at once: three connections
+        origin = model._lease.origin()
+        conns = list(origin.idle)
+        assert len(conns) == 3
+        while origin.idle:  # the sweep closes them, with no request to notice
+            await asyncio.sleep(0.01)
+        assert all(c.closed for c in conns)
+        await model.close()
+
+
+def test_a_header_with_a_line_break_or_not_ascii_is_refused_by_name_not_value() -> None:
+    for key in ("sk-abc\r\nX-Evil: 1", "sk-clé"):
+        with pytest.raises(ValueError, match="'Authorization'") as e:
+            OpenAIModel("m", base_url="http://127.0.0.1:9/v1", api_key=key)
+        assert key not in str(e.value)
