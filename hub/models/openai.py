@@ -139,21 +139,8 @@ class OpenAIModel(Model):
                     reading = True
                     watch = _ReadWatch.start(response, self.timeout)
                     reads = response.content.iter_any()
-                    async for events in _sse_events(reads if watch is None else watch.stamped(reads)):
-                        # the text of every event one network read brought, as one piece: one
-                        # trip up the generators and one parser feed per read, not one per event
-                        # (a fast server's read holds dozens of them)
-                        pieces: list[str] = []
-                        try:
-                            chunks.read(events, pieces)
-                        finally:
-                            # what came before a broken event is still the model's: handed on first
-                            if pieces:
-                                yield pieces[0] if len(pieces) == 1 else "".join(pieces)
-                            if chunks.calls:  # a tool call's pieces follow the text they came after
-                                calls, chunks.calls = chunks.calls, []
-                                for call in calls:
-                                    yield call
+                    async for item in chunks.items(reads if watch is None else watch.stamped(reads)):
+                        yield item
             except (aiohttp.ClientError, TimeoutError) as e:
                 # the body's read timeout (ours) closed the response: a timeout, as aiohttp's is
                 cause: BaseException = _read_timeout() if watch is not None and watch.timed_out else e
@@ -179,17 +166,8 @@ class OpenAIModel(Model):
                 error = status_error(response.status, response.raw_headers, body, self._url)
                 raise self._failure(error) from error
             reading = True
-            async for events in _sse_events(response.chunks()):
-                pieces: list[str] = []
-                try:
-                    chunks.read(events, pieces)
-                finally:
-                    if pieces:
-                        yield pieces[0] if len(pieces) == 1 else "".join(pieces)
-                    if chunks.calls:
-                        calls, chunks.calls = chunks.calls, []
-                        for call in calls:
-                            yield call
+            async for item in chunks.items(response.chunks()):
+                yield item
         except (OSError, TimeoutError) as e:
             await load_sdk()
             broke = connection_error(e, self._url, reading=reading)
@@ -213,17 +191,8 @@ class OpenAIModel(Model):
                 "/chat/completions", cast_to=httpx2.Response, content=payload, options=_JSON, stream=True
             )
             async with aclosing(response):
-                async for events in _sse_events(response.aiter_bytes()):
-                    pieces: list[str] = []
-                    try:
-                        chunks.read(events, pieces)
-                    finally:
-                        if pieces:
-                            yield pieces[0] if len(pieces) == 1 else "".join(pieces)
-                        if chunks.calls:
-                            calls, chunks.calls = chunks.calls, []
-                            for call in calls:
-                                yield call
+                async for item in chunks.items(response.aiter_bytes()):
+                    yield item
         except (openai.APIStatusError, openai.APIConnectionError, httpx2.TransportError) as e:
             raise self._failure(e) from e
         chunks.usage.finish_reason = chunks.finish_reason
@@ -320,6 +289,23 @@ class _Chunks:
         """Whether the request offered tools: only then are ``tool_calls`` deltas read."""
         self.calls: list[ToolCallDelta] = []
         """Tool-call pieces read and not yet handed on."""
+
+    async def items(self, body: AsyncIterator[bytes]) -> AsyncIterator[str | ToolCallDelta]:
+        """The text and tool-call pieces of an SSE ``body``: the text of every event one
+        network read brought as one piece (one parser feed per read, not one per event: a
+        fast server's read holds dozens), then the tool calls it finished."""
+        async for events in _sse_events(body):
+            pieces: list[str] = []
+            try:
+                self.read(events, pieces)
+            finally:
+                # what came before a broken event is still the model's: handed on first
+                if pieces:
+                    yield pieces[0] if len(pieces) == 1 else "".join(pieces)
+                if self.calls:  # a tool call's pieces follow the text they came after
+                    calls, self.calls = self.calls, []
+                    for call in calls:
+                        yield call
 
     def read(self, events: list[bytes], pieces: list[str]) -> None:
         """Add the text of ``events`` (the ``data:`` of each) to ``pieces``."""
