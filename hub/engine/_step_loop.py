@@ -100,8 +100,9 @@ class Engine:
                 ctx = run.context_for(inst, clock.progress, clock.pause)
                 await prepare(deps, inst, ctx)
                 run.attach(inst, ctx)
-                ctx.inputs = list(taken)  # what the hooks and handlers see from here on, as before
-                self._take_inputs(run)  # what came while the conversation was prepared
+                # what the hooks and handlers see from here on, as before; what arrived while
+                # the conversation was prepared joins the next step, as it would mid-step
+                ctx.inputs = list(taken)
                 await deps.plugins.before_run(ctx)
                 state, reason = await self._loop(run)
         except StopRun as e:
