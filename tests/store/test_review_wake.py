@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from hub.platform import ReviewQueue
-from hub.store import Review, ReviewStore
-from tests.store.test_reviews import held, two_workers
+from hub.store import InMemoryReviewStore, Review, ReviewStore
+from hub.store.sql import SqlReviewStore
+from tests._support.backends import two_workers
+from tests.store.test_reviews import held
 
 HOUR = 3600.0
 
@@ -51,7 +53,7 @@ async def _stop(task: asyncio.Task[None]) -> None:
 
 @pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres"])
 async def test_an_approval_in_this_process_wakes_the_queue(backend: str, tmp_path: Path) -> None:
-    async with two_workers(backend, tmp_path) as (store, _):
+    async with two_workers(backend, tmp_path, SqlReviewStore, InMemoryReviewStore) as (store, _):
         posted = Posted()
         queue = ReviewQueue(store, "twitter", expiry=HOUR, poster=posted, poll=HOUR)
         task = await _running(queue)
@@ -66,14 +68,14 @@ async def test_an_approval_in_this_process_wakes_the_queue(backend: str, tmp_pat
 
 
 async def test_sqlite_cannot_tell_other_processes_so_they_poll(tmp_path: Path) -> None:
-    async with two_workers("sqlite", tmp_path) as (first, _):
+    async with two_workers("sqlite", tmp_path, SqlReviewStore, InMemoryReviewStore) as (first, _):
         assert await first.listen(lambda platform: None) is None
 
 
 async def test_on_postgres_an_approval_on_another_connection_wakes_the_queue_even_after_a_cut(
     tmp_path: Path,
 ) -> None:
-    async with two_workers("postgres", tmp_path) as (worker, operator):
+    async with two_workers("postgres", tmp_path, SqlReviewStore, InMemoryReviewStore) as (worker, operator):
         posted = Posted()
         queue = ReviewQueue(worker, "mastodon", expiry=HOUR, poster=posted, poll=HOUR)
         other = ReviewQueue(worker, "bluesky", expiry=HOUR, poster=Posted(), poll=HOUR)
