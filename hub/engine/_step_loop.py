@@ -89,20 +89,17 @@ class Engine:
         slot.current = record.id  # a stop may end this run until it decides how it ends
         clock: _RunClock | None = None
         try:
-            # queued now, with the inputs' take: both are committed with the conversation's
-            # row that prepare() waits for (one commit, not three), and the run is durable
-            # before the model is asked anything
+            # queued now, committed with the conversation's row that prepare() waits for; the
+            # inputs are taken after it (what arrived meanwhile is in the first step, and the
+            # `busy` modes decide the rest), their take committed at the first step's sync
             run.creating = deps.runs.create_soon(record)
-            taken = self._take_inputs(run)
             async with asyncio.timeout_at(min(deadline, started + cfg.heartbeat_timeout)) as timer:
                 clock = _RunClock(loop, timer, deadline=deadline, heartbeat=cfg.heartbeat_timeout)
                 inst = conversation(deps, slot.definition, slot.args, slot.key)
                 ctx = run.context_for(inst, clock.progress, clock.pause)
                 await prepare(deps, inst, ctx)
                 run.attach(inst, ctx)
-                # what the hooks and handlers see from here on, as before; what arrived while
-                # the conversation was prepared joins the next step, as it would mid-step
-                ctx.inputs = list(taken)
+                self._take_inputs(run)
                 await deps.plugins.before_run(ctx)
                 state, reason = await self._loop(run)
         except StopRun as e:
