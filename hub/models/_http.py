@@ -81,6 +81,7 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.closed = False
+        self.busy = True  # a request is on it (it is made for one)
         self.idle_since = 0.0
         self._reset()
 
@@ -91,6 +92,7 @@ class _Connection(asyncio.Protocol):
         self.headers_done = False
         self.complete = False
         self.keep_alive = False
+        self.stray = False  # a second response to one request: ignored, the connection retired
         self.error: BaseException | None = None
         self.waiter: asyncio.Future[None] | None = None
         self.decoder: zlib._Decompress | None = None
@@ -105,11 +107,16 @@ class _Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        if not self.busy:  # bytes nobody asked for (after a whole response): never reused
+            self.close()
+            return
         self.last_read = self.loop.time()
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as e:
             self._fail(Disconnected(f"the server's response is not HTTP/1.1: {e}"))
+            self.close()
+        if self.stray:
             self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -134,10 +141,17 @@ class _Connection(asyncio.Protocol):
 
     # --- httptools' callbacks ---------------------------------------------------------
 
+    def on_message_begin(self) -> None:
+        if self.headers_done:
+            self.stray = True
+
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append((name, value))
+        if not self.stray:
+            self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
+        if self.stray:
+            return
         self.headers_done = True
         for name, value in self.headers:
             if name.lower() == b"content-encoding":
@@ -149,6 +163,8 @@ class _Connection(asyncio.Protocol):
         self._wake()
 
     def on_body(self, body: bytes) -> None:
+        if self.stray:
+            return
         if self.decoder is not None:
             try:
                 body = self.decoder.decompress(body)
@@ -166,6 +182,8 @@ class _Connection(asyncio.Protocol):
         self._wake()
 
     def on_message_complete(self) -> None:
+        if self.stray:
+            return
         if self.decoder is not None:
             rest = self.decoder.flush()
             if rest:
@@ -264,6 +282,7 @@ class Origin:
             alive = transport is not None and not transport.is_closing() and not conn.closed
             if alive and now - conn.idle_since < KEEPALIVE:
                 conn._reset()
+                conn.busy = True
                 return conn
             conn.close()
         loop = asyncio.get_running_loop()
@@ -301,6 +320,7 @@ class Origin:
         conn = response._conn
         conn._stop_timer()
         if conn.reusable():
+            conn.busy = False
             conn.idle_since = time.monotonic()
             self.idle.append(conn)
             if self._sweep is None:

@@ -234,3 +234,24 @@ def test_a_header_with_a_line_break_or_not_ascii_is_refused_by_name_not_value() 
         with pytest.raises(ValueError, match="'Authorization'") as e:
             OpenAIModel("m", base_url="http://127.0.0.1:9/v1", api_key=key)
         assert key not in str(e.value)
+
+
+async def test_bytes_after_a_whole_response_retire_the_connection() -> None:
+    body = sse("once")
+    whole = ok(body, f"Content-Length: {len(body)}")
+    # the first request answered twice: in the same read, and in a read of its own
+    server = Scripted(lambda n, _: whole + whole if n == 1 else whole)
+    async with server.serving() as url:
+        model = OpenAIModel("m", base_url=url, api_key="k")
+        assert await ask(model) == "once"
+        # a second response, in the first's read or in one of its own: the connection retired
+        while any(not c.closed for c in model._lease.origin().idle):
+            await asyncio.sleep(0.01)
+        assert await ask(model) == "once"  # on a new connection
+        (second,) = [c for c in model._lease.origin().idle if not c.closed]
+        server.writers[1].write(whole)  # a response nobody asked for, on the idle connection
+        while not second.closed:
+            await asyncio.sleep(0.01)
+        assert await ask(model) == "once"  # on a third connection, not the stray response
+        await model.close()
+    assert server.connections == 3
