@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import time
 import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import PurePosixPath
@@ -73,6 +74,8 @@ MAX_DOWNLOAD_BYTES = 20_000_000  # getFile through the cloud Bot API
 _PHOTO_TYPES = frozenset({"image/jpeg", "image/png", "image/webp", "image/gif", "image/bmp"})
 _PARSE_ERROR = "can't parse entities"
 VOICE_FORBIDDEN = "VOICE_MESSAGES_FORBIDDEN"
+VOICE_RETRY = 3600.0
+"""Seconds a chat that refused a voice message is not sent another (its user may allow them again)."""
 """What Telegram answers sendVoice when the user's privacy settings refuse voice messages."""
 # Loggers that may print a URL (which holds the token): python-telegram-bot's and httpx's.
 _URL_LOGGERS = ("httpx", "telegram", "telegram.Bot", "telegram.BaseRequest", "telegram.HTTPXRequest")
@@ -146,6 +149,9 @@ class TelegramClient:
             max_attempts=settings.send_attempts,
             max_wait=settings.send_max_wait,
         )
+        # chats whose privacy settings refused a voice message, and when: not asked again for
+        # VOICE_RETRY seconds (a reply a minute would otherwise cost a refused upload each)
+        self._no_voice: dict[int, float] = {}
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -443,11 +449,17 @@ class TelegramClient:
     async def send_voice(self, chat_id: int, clip: AudioClip, *, reply_to: int | None = None) -> int | None:
         """Send ``clip`` (OGG/Opus) as a voice message; its message id, or None when the
         user's privacy settings refuse voice messages (``VOICE_MESSAGES_FORBIDDEN``: the
-        reply's text, sent already, is what they get).
+        reply's text, sent already, is what they get); such a chat is not sent another for
+        `VOICE_RETRY` seconds.
 
         Raises:
             SendFailed: Telegram refused it otherwise, or gave up after retries.
         """
+        refused = self._no_voice.get(chat_id)
+        if refused is not None:
+            if time.monotonic() - refused < VOICE_RETRY:
+                return None
+            del self._no_voice[chat_id]
         reply = ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to else None
 
         async def attempt() -> telegram.Message:
@@ -462,8 +474,9 @@ class TelegramClient:
         try:
             message = await self.governor.send(chat_id, attempt)
         except SendFailed as e:
-            if VOICE_FORBIDDEN in str(e):
+            if VOICE_FORBIDDEN.lower() in str(e).lower():  # python-telegram-bot rewrites its case
                 log.info("telegram: chat %s refuses voice messages: the reply stays text", chat_id)
+                self._no_voice[chat_id] = time.monotonic()
                 return None
             raise
         return message.message_id

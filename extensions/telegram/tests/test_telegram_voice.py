@@ -78,6 +78,18 @@ async def test_voice_messages_forbidden_falls_back_to_text(tmp_path: Path) -> No
     assert len(tg.calls("sendVoice")) == 1  # refused once, not retried
 
 
+async def test_a_chat_that_refused_a_voice_message_is_not_sent_another(tmp_path: Path) -> None:
+    async with FakeTelegram() as tg, FakeOpenAI(default=answer("Spoken to, written back.")) as ai:
+        tg.state.voice_forbidden.add(42)
+        async with with_voice(tmp_path, tg, ai):
+            tg.push_media(chat_id=42, voice=ogg_opus(1.0))
+            await tg.wait_sent(1, timeout=30)
+            tg.push_media(chat_id=42, voice=ogg_opus(1.0))  # spoken to again: answered in text only
+            await tg.wait_sent(2, timeout=30)
+    assert [s["method"] for s in tg.sent] == ["sendMessage", "sendMessage"]
+    assert len(tg.calls("sendVoice")) == 1
+
+
 async def test_live_replies_stay_text(tmp_path: Path) -> None:
     async with FakeTelegram() as tg, FakeOpenAI(default=answer("Written while you watch.")) as ai:
         async with with_voice(tmp_path, tg, ai, live=True, reply_with_voice="always"):
