@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-__all__ = ["Origin", "Response", "ReadTimeout", "Disconnected", "KEEPALIVE", "origin_of"]
+__all__ = ["Origin", "Response", "ReadTimeout", "Disconnected", "KEEPALIVE"]
 
 KEEPALIVE = 15.0
 """Seconds an idle connection is kept for the next request (aiohttp's default): servers
@@ -350,9 +350,3 @@ class Origin:
         for conn in self.idle:
             conn.close()
         self.idle.clear()
-
-
-def origin_of(url: str) -> str:
-    """The key of ``url``'s connections: its scheme, host and port."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
